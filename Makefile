@@ -1,0 +1,31 @@
+# `make run` sets up and launches the app on its demo; `make test` sets up and runs every test.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+run: install
+	$(PY) main.py --demo
+
+test: install
+	QT_QPA_PLATFORM=offscreen $(PY) -m ruff check lstmviz tests bench main.py
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+
+lint: install
+	$(PY) -m ruff check lstmviz tests bench main.py
+
+bench: install
+	$(PY) bench/bench_taped.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

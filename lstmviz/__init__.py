@@ -1,0 +1,38 @@
+"""lstmviz: see how gradients flow through an LSTM.
+
+The API names resolve lazily, so `import lstmviz` imports neither TensorFlow nor Qt:
+
+    import lstmviz
+    w = lstmviz.LSTMWeights(kernel, recurrent_kernel, bias)      # Keras layout
+    trace = lstmviz.taped_gradients(x, w, loss="last_mse", target=y)   # x [T, B, I]
+    trace.grad_h_total                                            # dL/dh_t, [T, B, H]
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_API = {
+    "LSTMWeights": "lstmviz.weights",
+    "random_weights": "lstmviz.weights",
+    "GradientTrace": "lstmviz.trace",
+    "TraceUpdate": "lstmviz.trace",
+    "RunConfig": "lstmviz.config",
+    "taped_gradients": "lstmviz.engine.taped",
+    "run": "lstmviz.engine.runner",
+    "LstmvizError": "lstmviz.errors",
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'lstmviz' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_API))

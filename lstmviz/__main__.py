@@ -1,0 +1,5 @@
+import sys
+
+from lstmviz.cli import main
+
+sys.exit(main())

@@ -1,0 +1,52 @@
+"""Losses on hidden states h [T, B, H], as DESIGN.md defines them.
+
+- mean_h:   mean of all h[t, b, j]; no target.
+- last_mse: mean over (b, j) of (h[T-1] - target)^2; target [B, H].
+- seq_mse:  mean over (t, b, j) of (h - target)^2; target [T, B, H].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lstmviz.config import LOSSES
+from lstmviz.errors import InputError
+
+
+def target_shape(loss: str, steps: int, batch: int, hidden: int) -> tuple[int, ...] | None:
+    """The shape of the target `loss` needs, or None when it needs none."""
+    return {
+        "mean_h": None,
+        "last_mse": (batch, hidden),
+        "seq_mse": (steps, batch, hidden),
+    }[loss]
+
+
+def check_target(loss: str, target, steps: int, batch: int, hidden: int) -> np.ndarray | None:
+    """Validate a target for `loss` and return it as float32 (None for mean_h)."""
+    if loss not in LOSSES:
+        raise InputError(f"unknown loss {loss!r} (choose from {', '.join(LOSSES)})")
+    shape = target_shape(loss, steps, batch, hidden)
+    if shape is None:
+        return None
+    if target is None:
+        raise InputError(f"loss {loss!r} needs a target of shape {list(shape)}")
+    target = np.asarray(target, dtype=np.float32)
+    if target.shape != shape:
+        raise InputError(
+            f"target for {loss!r} must have shape {list(shape)}, got {list(target.shape)}"
+        )
+    return target
+
+
+def hidden_loss(loss: str, h, target):
+    """The scalar loss (TensorFlow) of hidden states h [T, B, H]."""
+    from lstmviz.engine.tfload import tf
+
+    if loss == "mean_h":
+        return tf.reduce_mean(h)
+    if loss == "last_mse":
+        return tf.reduce_mean(tf.square(h[-1] - target))
+    if loss == "seq_mse":
+        return tf.reduce_mean(tf.square(h - target))
+    raise InputError(f"unknown loss {loss!r}")

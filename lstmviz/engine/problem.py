@@ -1,0 +1,72 @@
+"""The seeded inputs of a run: sequence, weights, initial state and target (NumPy only).
+
+Everything comes from one `numpy.random.Generator` seeded with `RunConfig.seed`, drawn in a
+fixed order, so the same seed gives the same run on every machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lstmviz.config import RunConfig
+from lstmviz.engine.losses import check_target, target_shape
+from lstmviz.errors import InputError
+from lstmviz.weights import LSTMWeights, random_weights
+
+
+@dataclass
+class Problem:
+    """x [T, B, I], weights, h0 and c0 [B, H], target (shape set by the loss, or None)."""
+
+    x: np.ndarray
+    weights: LSTMWeights
+    h0: np.ndarray
+    c0: np.ndarray
+    target: np.ndarray | None
+
+
+def check_problem(x, weights: LSTMWeights, loss: str, target=None, h0=None, c0=None) -> Problem:
+    """Validate shapes (x time-major [T, B, I]) and fill in zero initial states."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim != 3 or 0 in x.shape:
+        raise InputError(f"x must be a non-empty time-major array [T, B, I], got {list(x.shape)}")
+    steps, batch, input_dim = x.shape
+    if input_dim != weights.input_dim:
+        raise InputError(
+            f"x has input size I={input_dim} but the kernel expects I={weights.input_dim}"
+        )
+    states = []
+    for name, state in (("h0", h0), ("c0", c0)):
+        if state is None:
+            state = np.zeros((batch, weights.hidden), np.float32)
+        state = np.asarray(state, dtype=np.float32)
+        if state.shape != (batch, weights.hidden):
+            raise InputError(
+                f"{name} must have shape [B, H] = {[batch, weights.hidden]}, "
+                f"got {list(state.shape)}"
+            )
+        states.append(state)
+    target = check_target(loss, target, steps, batch, weights.hidden)
+    return Problem(x, weights, states[0], states[1], target)
+
+
+def seeded_problem(config: RunConfig, steps: int | None = None) -> Problem:
+    """Random weights (Keras's initialisers), x ~ N(0, 1), targets ~ U(-0.5, 0.5).
+
+    h0 and c0 are zero unless `config.random_state`, then U(-0.5, 0.5). `steps` overrides
+    config.steps (multi-pass runs draw the joined sequence).
+    """
+    steps = config.steps if steps is None else steps
+    rng = np.random.default_rng(config.seed)
+    weights = random_weights(config.input_dim, config.hidden, rng)
+    x = rng.standard_normal((steps, config.batch, config.input_dim))
+    state_shape = (config.batch, config.hidden)
+    h0 = c0 = None
+    if config.random_state:
+        h0 = rng.uniform(-0.5, 0.5, state_shape)
+        c0 = rng.uniform(-0.5, 0.5, state_shape)
+    shape = target_shape(config.loss, steps, config.batch, config.hidden)
+    target = None if shape is None else rng.uniform(-0.5, 0.5, shape)
+    return check_problem(x, weights, config.loss, target, h0, c0)

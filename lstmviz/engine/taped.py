@@ -1,0 +1,126 @@
+"""The taped while-loop engine: dL/dh_t and dL/dc_t at every step, direct and total.
+
+`taped_gradients` is the API; `run_taped` the generator the CLI and the GUI drive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from lstmviz.config import RunConfig
+from lstmviz.engine.arrays import add_norms, problem_arrays
+from lstmviz.engine.cell import lstm_sequence
+from lstmviz.engine.losses import hidden_loss
+from lstmviz.engine.problem import Problem, check_problem, seeded_problem
+from lstmviz.engine.tfload import tf
+from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.weights import LSTMWeights
+
+_GRAD_KEYS = (
+    "grad_h_direct",
+    "grad_h_total",
+    "grad_c_total",
+    "grad_kernel",
+    "grad_recurrent_kernel",
+    "grad_bias",
+    "grad_h0",
+    "grad_c0",
+)
+_SPEC = tf.TensorSpec
+_SIGNATURE = (
+    _SPEC([None, None, None], tf.float32),  # x [T, B, I]
+    _SPEC([None, None], tf.float32),  # kernel [I, 4H]
+    _SPEC([None, None], tf.float32),  # recurrent_kernel [H, 4H]
+    _SPEC([None], tf.float32),  # bias [4H]
+    _SPEC([None, None], tf.float32),  # h0 [B, H]
+    _SPEC([None, None], tf.float32),  # c0 [B, H]
+    _SPEC(None, tf.float32),  # target (any rank; unused by mean_h)
+)
+_COMPILED: dict[str, Callable] = {}
+
+
+def taped_step_function(loss: str) -> Callable:
+    """The compiled forward + backward for `loss` (traced once for all shapes)."""
+    if loss not in _COMPILED:
+
+        def taped(x, kernel, recurrent_kernel, bias, h0, c0, target):
+            probe_h = tf.zeros([tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]])
+            probe_c = tf.zeros_like(probe_h)
+            sources = [probe_h, probe_c, kernel, recurrent_kernel, bias, h0, c0]
+            with tf.GradientTape() as tape:
+                tape.watch(sources)
+                h, c = lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c)
+                value = hidden_loss(loss, h, target)
+            grads = tape.gradient(
+                value, [h, *sources], unconnected_gradients=tf.UnconnectedGradients.ZERO
+            )
+            return value, h, c, grads
+
+        _COMPILED[loss] = tf.function(taped, input_signature=_SIGNATURE, reduce_retracing=True)
+    return _COMPILED[loss]
+
+
+def compute_taped(problem: Problem, loss: str) -> dict[str, np.ndarray]:
+    """Run the compiled function on a checked problem; return the trace arrays (NumPy)."""
+    w = problem.weights
+    target = np.zeros([0], np.float32) if problem.target is None else problem.target
+    value, h, c, grads = taped_step_function(loss)(
+        problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target
+    )
+    arrays = problem_arrays(problem)
+    arrays.update(loss=np.float32(value.numpy()), h=h.numpy(), c=c.numpy())
+    arrays.update({key: g.numpy() for key, g in zip(_GRAD_KEYS, grads, strict=True)})
+    add_norms(arrays)
+    return arrays
+
+
+def config_for(mode: str, problem: Problem, loss: str, **extra) -> RunConfig:
+    """A RunConfig describing a run whose arrays came from the API rather than a seed."""
+    steps, batch, input_dim = problem.x.shape
+    return RunConfig(
+        mode=mode,
+        steps=int(steps),
+        batch=int(batch),
+        input_dim=int(input_dim),
+        hidden=problem.weights.hidden,
+        loss=loss,
+        **extra,
+    )
+
+
+def taped_gradients(
+    x,
+    weights: LSTMWeights,
+    loss: str = "mean_h",
+    target=None,
+    h0=None,
+    c0=None,
+) -> GradientTrace:
+    """Gradients of `loss` with respect to every state of an LSTM over x [T, B, I] (time-major).
+
+    Returns a GradientTrace with h, c [T, B, H]; grad_h_direct (the partial ∂L/∂h_t through the
+    stacked states only), grad_h_total and grad_c_total (dL/dh_t, dL/dc_t through the
+    recurrence); grad_kernel, grad_recurrent_kernel, grad_bias, grad_h0, grad_c0; the norms
+    norm_h_total, norm_h_direct, norm_c_total [T]; and loss. h0/c0 default to zeros.
+    """
+    problem = check_problem(x, weights, loss, target, h0, c0)
+    return GradientTrace("taped", config_for("taped", problem, loss), compute_taped(problem, loss))
+
+
+def run_taped(
+    config: RunConfig, problem: Problem | None = None, cancelled: Callable[[], bool] = bool
+) -> Iterator[TraceUpdate | GradientTrace]:
+    """Generator: one TraceUpdate when it starts, then the GradientTrace.
+
+    The problem defaults to the one seeded by `config`. One taped run cannot be interrupted
+    inside TensorFlow; `cancelled` is checked before it starts.
+    """
+    problem = problem or seeded_problem(config)
+    yield TraceUpdate(0, 1, f"taped while-loop, T={problem.x.shape[0]}")
+    if cancelled():
+        return
+    arrays = compute_taped(problem, config.loss)
+    yield TraceUpdate(1, 1, "done", {k: arrays[k] for k in ("norm_h_total", "norm_h_direct")})
+    yield GradientTrace("taped", config, arrays)

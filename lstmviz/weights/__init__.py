@@ -1,0 +1,5 @@
+"""LSTM weights in Keras's layout, their seeded initialisation, and (later) file loaders."""
+
+from lstmviz.weights.core import LSTMWeights, WeightsError, random_weights
+
+__all__ = ["LSTMWeights", "WeightsError", "random_weights"]

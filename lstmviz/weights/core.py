@@ -1,0 +1,66 @@
+"""LSTMWeights: kernel [I, 4H], recurrent_kernel [H, 4H], bias [4H], gates ordered i, f, c, o."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lstmviz.errors import WeightsError
+
+
+@dataclass(frozen=True)
+class LSTMWeights:
+    """One LSTM layer's weights in Keras's layout (float32 NumPy arrays)."""
+
+    kernel: np.ndarray
+    recurrent_kernel: np.ndarray
+    bias: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("kernel", "recurrent_kernel", "bias"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float32))
+        k, r, b = self.kernel, self.recurrent_kernel, self.bias
+        if k.ndim != 2 or r.ndim != 2 or b.ndim != 1:
+            raise WeightsError(
+                "expected kernel [I, 4H], recurrent_kernel [H, 4H], bias [4H]; got "
+                f"kernel {list(k.shape)}, recurrent_kernel {list(r.shape)}, bias {list(b.shape)}"
+            )
+        h = r.shape[0]
+        if h == 0 or r.shape[1] != 4 * h or k.shape[1] != 4 * h or b.shape[0] != 4 * h:
+            raise WeightsError(
+                f"inconsistent shapes: recurrent_kernel {list(r.shape)} implies H={h}, so kernel "
+                f"must be [I, {4 * h}] and bias [{4 * h}]; got kernel {list(k.shape)}, "
+                f"bias {list(b.shape)}"
+            )
+        if k.shape[0] == 0:
+            raise WeightsError("kernel has no input rows (I = 0)")
+
+    @property
+    def input_dim(self) -> int:
+        return int(self.kernel.shape[0])
+
+    @property
+    def hidden(self) -> int:
+        return int(self.recurrent_kernel.shape[0])
+
+    def nonfinite(self) -> list[str]:
+        """Names of the arrays holding NaN or Inf."""
+        return [
+            name
+            for name in ("kernel", "recurrent_kernel", "bias")
+            if not np.all(np.isfinite(getattr(self, name)))
+        ]
+
+
+def random_weights(input_dim: int, hidden: int, rng: np.random.Generator) -> LSTMWeights:
+    """Keras's defaults: Glorot-uniform kernel, orthogonal recurrent kernel, unit forget bias."""
+    limit = np.sqrt(6.0 / (input_dim + 4 * hidden))
+    kernel = rng.uniform(-limit, limit, size=(input_dim, 4 * hidden))
+    # Orthogonal [H, 4H]: QR of a [4H, H] normal matrix gives orthonormal columns; transpose.
+    q, r = np.linalg.qr(rng.standard_normal((4 * hidden, hidden)))
+    q = q * np.sign(np.diag(r))
+    recurrent = q.T
+    bias = np.zeros(4 * hidden)
+    bias[hidden : 2 * hidden] = 1.0
+    return LSTMWeights(kernel, recurrent, bias)

@@ -1,0 +1,108 @@
+"""Independent reference computations for the tests: a NumPy LSTM and its BPTT, in float64.
+
+Nothing here uses lstmviz's TensorFlow code. Layout as Keras: kernel [I, 4H], recurrent [H, 4H],
+bias [4H], gates i, f, c, o; x time-major [T, B, I].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def np_forward(x, kernel, recurrent, bias, h0, c0):
+    """Returns h, c [T, B, H] and the gate activations needed by the backward pass."""
+    x, kernel, recurrent, bias = (np.asarray(a, np.float64) for a in (x, kernel, recurrent, bias))
+    h, c = np.asarray(h0, np.float64), np.asarray(c0, np.float64)
+    hs, cs, gates = [], [], []
+    for t in range(x.shape[0]):
+        z = x[t] @ kernel + h @ recurrent + bias
+        zi, zf, zg, zo = np.split(z, 4, axis=-1)
+        i, f, g, o = sigmoid(zi), sigmoid(zf), np.tanh(zg), sigmoid(zo)
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        hs.append(h)
+        cs.append(c)
+        gates.append((i, f, g, o))
+    return np.stack(hs), np.stack(cs), gates
+
+
+def np_loss(loss, h, target):
+    """Loss value and its direct partial dL/dh [T, B, H] (DESIGN.md's definitions)."""
+    direct = np.zeros_like(h)
+    if loss == "mean_h":
+        direct[:] = 1.0 / h.size
+        return h.mean(), direct
+    if loss == "last_mse":
+        diff = h[-1] - target
+        direct[-1] = 2.0 * diff / diff.size
+        return np.mean(diff**2), direct
+    if loss == "seq_mse":
+        diff = h - target
+        return np.mean(diff**2), 2.0 * diff / diff.size
+    raise ValueError(loss)
+
+
+def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=()):
+    """Backpropagate the direct partials `direct` [T, B, H] through time.
+
+    Returns dict with dh (total dL/dh_t), dc (total dL/dc_t), dkernel, drecurrent, dbias, dh0,
+    dc0. At every t in `cut_at` the gradient is not passed on to the state before t
+    (truncated BPTT at pass boundaries).
+    """
+    x = np.asarray(x, np.float64)
+    h0, c0 = np.asarray(h0, np.float64), np.asarray(c0, np.float64)
+    h, c, gates = np_forward(x, kernel, recurrent, bias, h0, c0)
+    recurrent = np.asarray(recurrent, np.float64)
+    steps = x.shape[0]
+    dh_all, dc_all = np.zeros_like(h), np.zeros_like(c)
+    dk = np.zeros(np.shape(kernel))
+    dr = np.zeros(np.shape(recurrent))
+    db = np.zeros(np.shape(bias))
+    dh_rec, dc_rec = np.zeros_like(h0), np.zeros_like(c0)
+    for t in reversed(range(steps)):
+        i, f, g, o = gates[t]
+        h_prev = h[t - 1] if t > 0 else h0
+        c_prev = c[t - 1] if t > 0 else c0
+        dh = direct[t] + dh_rec
+        tc = np.tanh(c[t])
+        dc = dh * o * (1 - tc**2) + dc_rec
+        dh_all[t], dc_all[t] = dh, dc
+        dz = np.concatenate(
+            [
+                dc * g * i * (1 - i),
+                dc * c_prev * f * (1 - f),
+                dc * i * (1 - g**2),
+                dh * tc * o * (1 - o),
+            ],
+            axis=-1,
+        )
+        dk += x[t].T @ dz
+        dr += h_prev.T @ dz
+        db += dz.sum(axis=0)
+        dh_rec, dc_rec = dz @ recurrent.T, dc * f
+        if t in cut_at:
+            dh_rec, dc_rec = np.zeros_like(dh_rec), np.zeros_like(dc_rec)
+    return {
+        "h": h,
+        "c": c,
+        "dh": dh_all,
+        "dc": dc_all,
+        "dkernel": dk,
+        "drecurrent": dr,
+        "dbias": db,
+        "dh0": dh_rec,
+        "dc0": dc_rec,
+    }
+
+
+def assert_close(actual, expected, rtol=1e-4, atol_scale=1e-5, what=""):
+    """Relative check scaled by the largest magnitude of `expected` (float32 vs float64)."""
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    scale = max(np.max(np.abs(expected)), 1e-12)
+    err = np.max(np.abs(actual - expected)) if actual.size else 0.0
+    assert err <= rtol * scale + atol_scale * scale, f"{what}: max err {err:.3g}, scale {scale:.3g}"
