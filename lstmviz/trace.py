@@ -34,8 +34,11 @@ def step_norm(g: np.ndarray) -> np.ndarray:
 class TraceUpdate:
     """A partial result an engine yields while it runs (one pass, batch or training step).
 
-    `done`/`total` count units of work; `arrays` holds whatever the panels can already draw
-    (e.g. `norm_h_total` [T] of the finished pass), keyed like the final trace.
+    `done`/`total` count units of work; `arrays` holds whatever the panels can already draw,
+    keyed like the final trace. Rows that fill in live use the final key with the rows done so
+    far: `norm_h_total_by_pass` / `norm_h_truncated_by_pass` [passes done, Tp],
+    `norm_h_total_by_batch` [batches done, T], `norm_h_total_by_step` [steps done, T] and
+    `loss_by_step` [steps done]. Per-timestep curves use `norm_h_total` etc. [T].
     """
 
     done: int
