@@ -26,8 +26,9 @@ _SAVED_KINDS = "fiubU"  # numbers, booleans, text: nothing that needs pickle
 
 def step_norm(g: np.ndarray) -> np.ndarray:
     """L2 norm over batch and units for every timestep: [..., T, B, H] -> [..., T] (float32)."""
-    g = np.asarray(g, dtype=np.float64)
-    return np.sqrt(np.sum(g * g, axis=(-2, -1))).astype(np.float32)
+    g = np.asarray(g)
+    # Accumulate in float64: float32 squares overflow for exploding gradients (|g| > 1e19).
+    return np.sqrt(np.einsum("...ij,...ij->...", g, g, dtype=np.float64)).astype(np.float32)
 
 
 @dataclass

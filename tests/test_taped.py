@@ -183,3 +183,39 @@ def test_bad_inputs_name_the_problem(rng, kwargs, message):
     args = {"x": np.zeros((4, 2, I)), "weights": w} | kwargs
     with pytest.raises(InputError, match=message):
         taped_gradients(**args)
+
+
+@pytest.mark.parametrize("use_function", [False, True])
+def test_sequence_gradients_reach_variables_and_inputs(rng, use_function):
+    """Weights and state as tf.Variables, eager and compiled: the gradients for kernel and x
+    equal an unrolled eager loop's."""
+    import tensorflow as tf
+
+    from lstmviz.engine.cell import lstm_sequence
+
+    x, w, _, h0, c0 = make_case(rng, "mean_h")
+    kernel = tf.Variable(w.kernel)
+    rec, bias, h0v = tf.constant(w.recurrent_kernel), tf.constant(w.bias), tf.Variable(h0)
+    xt = tf.constant(x)
+
+    def ours():
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            h, _ = lstm_sequence(xt, h0v, tf.constant(c0), kernel, rec, bias)
+            value = tf.reduce_sum(tf.sin(h))
+        return tape.gradient(value, [kernel, xt, h0v])
+
+    got = tf.function(ours)() if use_function else ours()
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        h, c, hs = h0v, tf.constant(c0), []
+        for t in range(T):
+            z = tf.matmul(xt[t], kernel) + tf.matmul(h, rec) + bias
+            zi, zf, zg, zo = tf.split(z, 4, axis=1)
+            c = tf.sigmoid(zf) * c + tf.sigmoid(zi) * tf.tanh(zg)
+            h = tf.sigmoid(zo) * tf.tanh(c)
+            hs.append(h)
+        value = tf.reduce_sum(tf.sin(tf.stack(hs)))
+    expected = tape.gradient(value, [kernel, xt, h0v])
+    for name, a, b in zip(["kernel", "x", "h0"], got, expected, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
