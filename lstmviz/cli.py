@@ -8,6 +8,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from lstmviz.config import GENERATORS, LOSSES, MODES, TASKS, RunConfig
 from lstmviz.errors import ConfigError, LstmvizError
 
@@ -83,9 +85,26 @@ def _run(args: argparse.Namespace) -> int:
         sys.stderr.write("lstmviz: run was cancelled; nothing written\n")
         return 130
     trace.save(out)
+    _warn_nonfinite(trace)
     if not args.quiet:
         print(f"wrote {out} (loss {float(trace['loss']):.6g})")
     return 0
+
+
+def _warn_nonfinite(trace) -> None:
+    """One warning line on stderr when a trace holds NaN or Inf (the run still succeeded)."""
+    bad = trace.arrays.get("nonfinite_steps")
+    if bad is None or not bad.size:
+        return
+    where = ""
+    if "h" in trace:
+        finite = np.isfinite(trace.h).reshape(-1, *trace.h.shape[-3:]).all(axis=(0, 2, 3))
+        if not finite.all():
+            where = f", first non-finite state at t={int(np.argmin(finite))}"
+    sys.stderr.write(
+        f"lstmviz: warning: NaN or Inf at {bad.size} timestep(s){where} (exploding gradients "
+        "or non-finite weights or inputs); see nonfinite_steps in the trace\n"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

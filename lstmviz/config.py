@@ -6,6 +6,7 @@ No TensorFlow and no Qt here: the GUI builds a RunConfig, the engines read one.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -17,11 +18,13 @@ GENERATORS = ("random", "hypernetwork", "files")
 TASKS = ("adding", "copy", "sine")
 
 # (minimum, maximum) for every integer parameter; the CLI and the GUI spin boxes use these.
+# Sizes are capped generously here; what a machine can really hold is checked by
+# `check_memory`, which names the estimate in GiB.
 RANGES: dict[str, tuple[int, int]] = {
-    "steps": (1, 100_000),
-    "batch": (1, 4096),
-    "input_dim": (1, 4096),
-    "hidden": (1, 4096),
+    "steps": (1, 10_000_000),
+    "batch": (1, 65_536),
+    "input_dim": (1, 65_536),
+    "hidden": (1, 16_384),
     "passes": (1, 1000),
     "batches": (1, 1000),
     "seed": (0, 2**31 - 1),
@@ -82,6 +85,28 @@ class RunConfig:
                 raise ConfigError(FLAGS[name], f"{value} is out of range [{lo}, {hi}]")
         return self
 
+    def estimated_bytes(self) -> int:
+        """Rough peak memory of the run: every stored [T, B, ·] array plus TensorFlow's
+        working set (gate activations, gradients), about (I + 30·H) floats per step and sample."""
+        steps = self.steps * {"multipass": self.passes, "batchwise": self.batches}.get(self.mode, 1)
+        copies = 2 if self.mode == "multipass" else 1  # full, truncated and reference
+        per_step = self.batch * (self.input_dim + 30 * self.hidden) * 4
+        weights = (self.input_dim + self.hidden) * 4 * self.hidden * 4 * 4
+        return copies * steps * per_step + weights
+
+    def check_memory(self, available: int | None = None) -> RunConfig:
+        """Raise ConfigError('memory', ...) when the run would not fit in available memory."""
+        available = available_memory() if available is None else available
+        need = self.estimated_bytes()
+        if need > 0.8 * available:
+            raise ConfigError(
+                "memory",
+                f"this run needs about {need / 2**30:.1f} GiB (T={self.steps}, B={self.batch}, "
+                f"H={self.hidden}) but {available / 2**30:.1f} GiB is available; "
+                "reduce --steps, --batch or --hidden",
+            )
+        return self
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
@@ -94,3 +119,15 @@ class RunConfig:
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
         return cls.from_dict(json.loads(text))
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation (MemAvailable on Linux)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

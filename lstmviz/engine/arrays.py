@@ -31,7 +31,19 @@ def problem_arrays(problem: Problem) -> dict[str, np.ndarray]:
 
 
 def add_norms(arrays: dict[str, np.ndarray], pairs: dict[str, str] = NORMS) -> None:
-    """Add norm[t] = sqrt(sum_{b,j} g[t,b,j]^2) for each gradient present in `arrays`."""
+    """Add norm[t] = sqrt(sum_{b,j} g[t,b,j]^2) for each gradient present in `arrays`, and
+    `nonfinite_steps` (int64): the timesteps t where any state or gradient is NaN or Inf."""
+    bad = None
     for grad_key, norm_key in pairs.items():
         if grad_key in arrays:
             arrays[norm_key] = step_norm(arrays[grad_key])
+            # A norm is finite exactly when every g[t, b, j] is (it sums their squares).
+            step_bad = ~np.isfinite(arrays[norm_key])
+            bad = step_bad if bad is None else bad | step_bad
+    for key in ("h", "c"):
+        if key in arrays:
+            step_bad = ~np.isfinite(arrays[key]).all(axis=(-2, -1))
+            bad = step_bad if bad is None else bad | step_bad
+    if bad is not None:
+        # Modes with leading axes ([P, Tp], [N, T]) report the flat timestep of the sequence.
+        arrays["nonfinite_steps"] = np.flatnonzero(bad.reshape(-1, bad.shape[-1]).any(axis=0))

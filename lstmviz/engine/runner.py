@@ -14,7 +14,7 @@ def run(
 ) -> Iterator[TraceUpdate | GradientTrace]:
     """Validate `config` and drive its mode's generator. `cancelled()` is polled between units
     of work (passes, batches, steps); when it turns true the generator stops without a trace."""
-    config.validate()
+    config.validate().check_memory()
     if config.weights or config.inputs:
         raise ConfigError(
             "--weights" if config.weights else "--inputs",
