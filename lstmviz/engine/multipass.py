@@ -42,11 +42,12 @@ _MULTIPASS_NORMS = NORMS | {
     "grad_h_reference": "norm_h_reference",
 }
 
-# One pass, lstm_sequence's arguments: x, h, c (the state it starts from), weights, probes.
-x_spec, weight_specs, state_specs = _SIGNATURE[0], _SIGNATURE[1:4], _SIGNATURE[4:6]
+# One pass from a given state, compiled once: lstm_sequence(x [Tp, B, I], h, c [B, H], kernel,
+# recurrent_kernel, bias, probe_h, probe_c [Tp, B, H]) -> h, c [Tp, B, H].
+_X, _WEIGHTS, _STATE = _SIGNATURE[0], _SIGNATURE[1:4], _SIGNATURE[4:6]
 pass_states = tf.function(
     lstm_sequence,
-    input_signature=(x_spec, *state_specs, *weight_specs, _SEQUENCE, _SEQUENCE),
+    input_signature=(_X, *_STATE, *_WEIGHTS, _SEQUENCE, _SEQUENCE),
     reduce_retracing=True,
 )
 
