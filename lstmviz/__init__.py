@@ -21,6 +21,7 @@ _API = {
     "TraceUpdate": "lstmviz.trace",
     "RunConfig": "lstmviz.config",
     "taped_gradients": "lstmviz.engine.taped",
+    "multipass_gradients": "lstmviz.engine.multipass",
     "run": "lstmviz.engine.runner",
     "LstmvizError": "lstmviz.errors",
 }

@@ -3,6 +3,11 @@
 - mean_h:   mean of all h[t, b, j]; no target.
 - last_mse: mean over (b, j) of (h[T-1] - target)^2; target [B, H].
 - seq_mse:  mean over (t, b, j) of (h - target)^2; target [T, B, H].
+
+Multi-pass (P passes of Tp steps joined into T = P·Tp): the loss is the mean over passes of each
+pass's loss. For mean_h and seq_mse that is the same loss on the joined sequence; for last_mse
+the target is [P, B, H] and the loss averages the last step of every pass, so `hidden_loss` on
+the joined h with a [P, B, H] target is the multi-pass loss.
 """
 
 from __future__ import annotations
@@ -13,20 +18,26 @@ from lstmviz.config import LOSSES
 from lstmviz.errors import InputError
 
 
-def target_shape(loss: str, steps: int, batch: int, hidden: int) -> tuple[int, ...] | None:
-    """The shape of the target `loss` needs, or None when it needs none."""
+def target_shape(
+    loss: str, steps: int, batch: int, hidden: int, passes: int | None = None
+) -> tuple[int, ...] | None:
+    """The shape of the target `loss` needs, or None when it needs none.
+
+    `passes` is P for a multi-pass run (steps is then the joined length P·Tp)."""
     return {
         "mean_h": None,
-        "last_mse": (batch, hidden),
+        "last_mse": (batch, hidden) if passes is None else (passes, batch, hidden),
         "seq_mse": (steps, batch, hidden),
     }[loss]
 
 
-def check_target(loss: str, target, steps: int, batch: int, hidden: int) -> np.ndarray | None:
+def check_target(
+    loss: str, target, steps: int, batch: int, hidden: int, passes: int | None = None
+) -> np.ndarray | None:
     """Validate a target for `loss` and return it as float32 (None for mean_h)."""
     if loss not in LOSSES:
         raise InputError(f"unknown loss {loss!r} (choose from {', '.join(LOSSES)})")
-    shape = target_shape(loss, steps, batch, hidden)
+    shape = target_shape(loss, steps, batch, hidden, passes)
     if shape is None:
         return None
     if target is None:
@@ -40,13 +51,19 @@ def check_target(loss: str, target, steps: int, batch: int, hidden: int) -> np.n
 
 
 def hidden_loss(loss: str, h, target):
-    """The scalar loss (TensorFlow) of hidden states h [T, B, H]."""
+    """The scalar loss (TensorFlow) of hidden states h [T, B, H].
+
+    A last_mse target [P, B, H] scores the last step of each of P equal passes (T = P·Tp).
+    """
     from lstmviz.engine.tfload import tf
 
     if loss == "mean_h":
         return tf.reduce_mean(h)
     if loss == "last_mse":
-        return tf.reduce_mean(tf.square(h[-1] - target))
+        shape = tf.shape(h)
+        target = tf.reshape(target, [-1, shape[1], shape[2]])  # [P, B, H]; P = 1 for [B, H]
+        pass_length = shape[0] // tf.shape(target)[0]
+        return tf.reduce_mean(tf.square(h[pass_length - 1 :: pass_length] - target))
     if loss == "seq_mse":
         return tf.reduce_mean(tf.square(h - target))
     raise InputError(f"unknown loss {loss!r}")

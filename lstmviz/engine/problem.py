@@ -27,12 +27,19 @@ class Problem:
     target: np.ndarray | None
 
 
-def check_problem(x, weights: LSTMWeights, loss: str, target=None, h0=None, c0=None) -> Problem:
-    """Validate shapes (x time-major [T, B, I]) and fill in zero initial states."""
+def check_problem(
+    x, weights: LSTMWeights, loss: str, target=None, h0=None, c0=None, passes: int | None = None
+) -> Problem:
+    """Validate shapes (x time-major [T, B, I]) and fill in zero initial states.
+
+    With `passes` = P, x is P equal passes joined (T = P·Tp) and the target is per pass
+    (losses.py)."""
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 3 or 0 in x.shape:
         raise InputError(f"x must be a non-empty time-major array [T, B, I], got {list(x.shape)}")
     steps, batch, input_dim = x.shape
+    if passes is not None and (passes < 1 or steps % passes):
+        raise InputError(f"{steps} steps cannot be split into {passes} equal passes")
     if input_dim != weights.input_dim:
         raise InputError(
             f"x has input size I={input_dim} but the kernel expects I={weights.input_dim}"
@@ -48,15 +55,17 @@ def check_problem(x, weights: LSTMWeights, loss: str, target=None, h0=None, c0=N
                 f"got {list(state.shape)}"
             )
         states.append(state)
-    target = check_target(loss, target, steps, batch, weights.hidden)
+    target = check_target(loss, target, steps, batch, weights.hidden, passes)
     return Problem(x, weights, states[0], states[1], target)
 
 
-def seeded_problem(config: RunConfig, steps: int | None = None) -> Problem:
+def seeded_problem(
+    config: RunConfig, steps: int | None = None, passes: int | None = None
+) -> Problem:
     """Random weights (Keras's initialisers), x ~ N(0, 1), targets ~ U(-0.5, 0.5).
 
     h0 and c0 are zero unless `config.random_state`, then U(-0.5, 0.5). `steps` overrides
-    config.steps (multi-pass runs draw the joined sequence).
+    config.steps (multi-pass runs draw the joined sequence, P·Tp steps, with `passes` = P).
     """
     steps = config.steps if steps is None else steps
     rng = np.random.default_rng(config.seed)
@@ -67,6 +76,6 @@ def seeded_problem(config: RunConfig, steps: int | None = None) -> Problem:
     if config.random_state:
         h0 = rng.uniform(-0.5, 0.5, state_shape)
         c0 = rng.uniform(-0.5, 0.5, state_shape)
-    shape = target_shape(config.loss, steps, config.batch, config.hidden)
+    shape = target_shape(config.loss, steps, config.batch, config.hidden, passes)
     target = None if shape is None else rng.uniform(-0.5, 0.5, shape)
-    return check_problem(x, weights, config.loss, target, h0, c0)
+    return check_problem(x, weights, config.loss, target, h0, c0, passes)

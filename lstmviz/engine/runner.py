@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from lstmviz.config import RunConfig
+from lstmviz.config import RANGES, RunConfig
 from lstmviz.errors import ConfigError
 from lstmviz.trace import GradientTrace, TraceUpdate
 
@@ -24,4 +24,14 @@ def run(
         from lstmviz.engine.taped import run_taped
 
         return run_taped(config, cancelled=cancelled)
+    if config.mode == "multipass":
+        from lstmviz.engine.multipass import run_multipass
+
+        longest = RANGES["steps"][1]
+        if config.passes * config.steps > longest:
+            raise ConfigError(
+                "--passes",
+                f"{config.passes} passes × {config.steps} steps is longer than {longest} steps",
+            )
+        return run_multipass(config, cancelled=cancelled)
     raise ConfigError("--mode", f"mode {config.mode!r} is not available in this version")
