@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
 from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError
 from lstmviz.trace import GradientTrace, TraceUpdate
@@ -12,16 +14,33 @@ from lstmviz.trace import GradientTrace, TraceUpdate
 def run(
     config: RunConfig, cancelled: Callable[[], bool] = bool
 ) -> Iterator[TraceUpdate | GradientTrace]:
-    """Validate `config` and drive its mode's generator. `cancelled()` is polled between units
-    of work (passes, batches, steps); when it turns true the generator stops without a trace."""
+    """Validate `config`, load its files, and drive its mode's generator. `cancelled()` is
+    polled between units of work (passes, batches, steps); when it turns true the generator
+    stops without a trace. Bad files raise here, before anything runs.
+
+    With `config.weights` / `config.inputs` the trace's config takes its sizes from the files,
+    and the trace records `weights_source` / `inputs_source` (text).
+    """
     config.validate()
+    if config.layer and not config.weights:
+        raise ConfigError("--layer", "only applies together with --weights FILE")
+    problem, sources = None, {}
     if config.weights or config.inputs:
-        raise ConfigError(
-            "--weights" if config.weights else "--inputs",
-            "loading files is not available in this version",
-        )
+        from lstmviz.engine.problem import loaded_problem
+
+        config, problem, sources = loaded_problem(config)
     if config.mode == "taped":
         from lstmviz.engine.taped import run_taped
 
-        return run_taped(config, cancelled=cancelled)
+        return _recorded(run_taped(config, problem, cancelled), sources)
     raise ConfigError("--mode", f"mode {config.mode!r} is not available in this version")
+
+
+def _recorded(
+    items: Iterator[TraceUpdate | GradientTrace], sources: dict[str, str]
+) -> Iterator[TraceUpdate | GradientTrace]:
+    """Pass `items` on, adding `sources` to the final trace as text arrays."""
+    for item in items:
+        if isinstance(item, GradientTrace):
+            item.arrays.update({key: np.array(text) for key, text in sources.items()})
+        yield item
