@@ -118,15 +118,14 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
             if "kernel" in names and "recurrent_kernel" in names:
                 cells.append((path, group, names))
         for path, group, names in cells:
-            parts = [p for p in path.split("/") if not p.startswith("lstm_cell")]
-            name = top_name if len(cells) == 1 else parts[-1]
+            name = [p for p in path.split("/") if not p.startswith("lstm_cell")][-1]
             arrays = {}
             for key in _ARRAY_NAMES:
                 dataset = _child(group, names[key], h5py.Dataset) if key in names else None
                 if dataset is not None:
                     arrays[key] = numeric(f"{path}/{key}", dataset)
             layer = FoundLayer(name, arrays, aliases=(path,), note=_direction(path))
-            layer.problem = _config_problem(top_name, configs)
+            layer.problem = _config_problem(name if name in configs else top_name, configs)
             found.append(layer)
     return found
 
