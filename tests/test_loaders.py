@@ -459,3 +459,9 @@ def test_layer_without_weights_is_a_config_error(tmp_path, capsys):
 def test_api_names_are_lazy():
     assert lstmviz.load_weights is load_weights
     assert lstmviz.load_inputs is load_inputs
+
+
+def test_shipped_demo_files_load():
+    weights, source = read_weights(os.path.join(ROOT, "resources", "demo_lstm.keras"))
+    assert (weights.input_dim, weights.hidden) == (2, 16) and "'lstm'" in source
+    assert load_inputs(os.path.join(ROOT, "resources", "demo_inputs.npy")).shape == (20, 8, 2)
