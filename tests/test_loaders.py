@@ -465,3 +465,22 @@ def test_shipped_demo_files_load():
     weights, source = read_weights(os.path.join(ROOT, "resources", "demo_lstm.keras"))
     assert (weights.input_dim, weights.hidden) == (2, 16) and "'lstm'" in source
     assert load_inputs(os.path.join(ROOT, "resources", "demo_inputs.npy")).shape == (20, 8, 2)
+
+
+def test_hdf5_links_are_not_followed(tmp_path, rng):
+    import h5py
+
+    w = lstmviz.random_weights(3, 4, rng)
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f["kernel"] = w.kernel
+    path = tmp_path / "linked.h5"
+    with h5py.File(path, "w") as f:
+        cell = f.create_group("model_weights/lstm/lstm/lstm_cell")
+        cell["kernel"] = h5py.ExternalLink(str(other), "kernel")
+        cell["recurrent_kernel"] = w.recurrent_kernel
+        cell["bias"] = w.bias
+        f["model_weights/loop/self"] = f["model_weights"]  # a cycle of hard links
+    with pytest.raises(WeightsError, match="kernel or recurrent_kernel is missing") as err:
+        load_weights(path)
+    assert str(err.value).startswith(str(path))

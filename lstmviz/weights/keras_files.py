@@ -21,6 +21,7 @@ from lstmviz.errors import WeightsError
 from lstmviz.weights.found import MAX_VALUES, FoundLayer, numeric
 
 _MAX_DEPTH = 32
+_MAX_GROUPS = 100_000  # hard links can make cycles: stop walking somewhere
 _ARRAY_NAMES = ("kernel", "recurrent_kernel", "bias")
 
 
@@ -133,7 +134,9 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
 def _groups(root: h5py.Group, prefix: str = ""):
     """(path, group) for `root` and every group below it, following hard links only."""
     stack = [(prefix, root, 0)]
-    while stack:
+    for _ in range(_MAX_GROUPS):
+        if not stack:
+            return
         path, group, depth = stack.pop(0)
         yield path, group
         if depth >= _MAX_DEPTH:
@@ -142,6 +145,7 @@ def _groups(root: h5py.Group, prefix: str = ""):
             child = _child(group, key)
             if child is not None:
                 stack.append((f"{path}/{key}" if path else key, child, depth + 1))
+    raise WeightsError(f"more than {_MAX_GROUPS} groups (or a cycle of links)")
 
 
 def _child(group: h5py.Group, key: str, kind=h5py.Group):

@@ -93,6 +93,8 @@ def _checked(layer: FoundLayer) -> LSTMWeights:
     if layer.problem:
         raise WeightsError(layer.problem)
     arrays = dict(layer.arrays)
+    if "kernel" not in arrays or "recurrent_kernel" not in arrays:
+        raise WeightsError("kernel or recurrent_kernel is missing")
     if "bias" not in arrays:  # use_bias=False / bias=False
         arrays["bias"] = np.zeros(np.shape(arrays["recurrent_kernel"])[-1:], np.float32)
     try:
