@@ -17,6 +17,10 @@ __version__ = "0.1.0"
 _API = {
     "LSTMWeights": "lstmviz.weights",
     "random_weights": "lstmviz.weights",
+    "load_weights": "lstmviz.weights.loaders",
+    "read_weights": "lstmviz.weights.loaders",
+    "list_lstm_layers": "lstmviz.weights.loaders",
+    "load_inputs": "lstmviz.inputs",
     "GradientTrace": "lstmviz.trace",
     "TraceUpdate": "lstmviz.trace",
     "RunConfig": "lstmviz.config",

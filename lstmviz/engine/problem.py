@@ -6,13 +6,13 @@ fixed order, so the same seed gives the same run on every machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from lstmviz.config import RunConfig
 from lstmviz.engine.losses import check_target, target_shape
-from lstmviz.errors import InputError
+from lstmviz.errors import ConfigError, InputError
 from lstmviz.weights import LSTMWeights, random_weights
 
 
@@ -79,3 +79,57 @@ def seeded_problem(
     shape = target_shape(config.loss, steps, config.batch, config.hidden, passes)
     target = None if shape is None else rng.uniform(-0.5, 0.5, shape)
     return check_problem(x, weights, config.loss, target, h0, c0, passes)
+
+
+def loaded_problem(config: RunConfig) -> tuple[RunConfig, Problem, dict[str, str]]:
+    """The problem with weights and/or x read from `config.weights` / `config.inputs`.
+
+    Loaded weights fix I and H, loaded inputs fix T, B and I; the returned config's sizes follow
+    the files. Everything else comes from the seed exactly as in `seeded_problem` (the loaded
+    parts are still drawn, then replaced, so the seeded parts equal a seeded run's). Also
+    returns one line per loaded file: `weights_source`, `inputs_source`.
+    """
+    from lstmviz.inputs import load_inputs
+    from lstmviz.weights.loaders import read_weights
+
+    sources: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+    passes = config.passes if config.mode == "multipass" else None
+    weights = x = None
+    if config.weights:
+        weights, sources["weights_source"] = read_weights(config.weights, config.layer)
+        sizes.update(input_dim=weights.input_dim, hidden=weights.hidden)
+    if config.inputs:
+        x = load_inputs(config.inputs, config.time_major)
+        steps, batch, input_dim = (int(n) for n in x.shape)
+        if weights is not None and input_dim != weights.input_dim:
+            raise InputError(
+                f"{config.inputs}: inputs have I={input_dim} but the weights in {config.weights} "
+                f"expect I={weights.input_dim}"
+            )
+        if passes is not None and steps % passes:
+            raise InputError(
+                f"{config.inputs}: T={steps} steps cannot be split into --passes {passes} "
+                "equal passes"
+            )
+        sizes.update(steps=steps // (passes or 1), batch=batch, input_dim=input_dim)
+        layout = "time-major" if config.time_major else "batch-major"
+        sources["inputs_source"] = (
+            f"{config.inputs}: {layout} file; x [T, B, I] = [{steps}, {batch}, {input_dim}]"
+        )
+    try:
+        config = replace(config, **sizes).validate()
+    except ConfigError as exc:
+        from_inputs = config.inputs and exc.flag in ("--steps", "--batch", "--input-dim")
+        raise InputError(f"{config.inputs if from_inputs else config.weights}: {exc}") from None
+    seeded = seeded_problem(config, steps=config.steps * (passes or 1), passes=passes)
+    problem = check_problem(
+        seeded.x if x is None else x,
+        seeded.weights if weights is None else weights,
+        config.loss,
+        seeded.target,
+        seeded.h0,
+        seeded.c0,
+        passes,
+    )
+    return config, problem, sources

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from lstmviz.config import RANGES, RunConfig
+import numpy as np
+
+from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError
 from lstmviz.trace import GradientTrace, TraceUpdate
 
@@ -12,26 +14,48 @@ from lstmviz.trace import GradientTrace, TraceUpdate
 def run(
     config: RunConfig, cancelled: Callable[[], bool] = bool
 ) -> Iterator[TraceUpdate | GradientTrace]:
-    """Validate `config` and drive its mode's generator. `cancelled()` is polled between units
-    of work (passes, batches, steps); when it turns true the generator stops without a trace."""
-    config.validate().check_memory()
-    if config.weights or config.inputs:
-        raise ConfigError(
-            "--weights" if config.weights else "--inputs",
-            "loading files is not available in this version",
-        )
+    """Validate `config`, load its files, and drive its mode's generator. `cancelled()` is
+    polled between units of work (passes, batches, steps); when it turns true the generator
+    stops without a trace. Bad input and files raise here, before anything runs.
+
+    With `config.weights` / `config.inputs` the trace's config takes its sizes from the files,
+    and the trace records `weights_source` / `inputs_source` (text). In batchwise mode with
+    `--generator files`, `config.weights` lists one weights file per batch instead.
+    """
+    config.validate()
+    if config.layer and not config.weights:
+        raise ConfigError("--layer", "only applies together with --weights FILE")
+    weight_list = config.mode == "batchwise" and config.generator == "files"
+    if config.mode == "batchwise" and config.weights and not weight_list:
+        raise ConfigError("--weights", "in batchwise mode weights files need --generator files")
+    problem, sources = None, {}
+    if (config.weights and not weight_list) or config.inputs:
+        from lstmviz.engine.problem import loaded_problem
+
+        config, problem, sources = loaded_problem(config)
+    config.check_memory()
     if config.mode == "taped":
         from lstmviz.engine.taped import run_taped
 
-        return run_taped(config, cancelled=cancelled)
-    if config.mode == "multipass":
+        items = run_taped(config, problem, cancelled)
+    elif config.mode == "multipass":
         from lstmviz.engine.multipass import run_multipass
 
-        longest = RANGES["steps"][1]
-        if config.passes * config.steps > longest:
-            raise ConfigError(
-                "--passes",
-                f"{config.passes} passes × {config.steps} steps is longer than {longest} steps",
-            )
-        return run_multipass(config, cancelled=cancelled)
-    raise ConfigError("--mode", f"mode {config.mode!r} is not available in this version")
+        items = run_multipass(config, problem, cancelled)
+    elif config.mode == "batchwise":
+        from lstmviz.engine.batchwise import run_batchwise
+
+        items = run_batchwise(config, cancelled=cancelled)
+    else:
+        raise ConfigError("--mode", f"mode {config.mode!r} is not available in this version")
+    return _recorded(items, sources)
+
+
+def _recorded(
+    items: Iterator[TraceUpdate | GradientTrace], sources: dict[str, str]
+) -> Iterator[TraceUpdate | GradientTrace]:
+    """Pass `items` on, adding `sources` to the final trace as text arrays."""
+    for item in items:
+        if isinstance(item, GradientTrace):
+            item.arrays.update({key: np.array(text) for key, text in sources.items()})
+        yield item

@@ -1,4 +1,4 @@
-"""LSTM weights in Keras's layout, their seeded initialisation, and (later) file loaders."""
+"""LSTM weights in Keras's layout, their seeded initialisation, and file loaders (`loaders`)."""
 
 from lstmviz.weights.core import LSTMWeights, WeightsError, random_weights
 

@@ -1,0 +1,39 @@
+"""What a file reader returns: candidate LSTM weight sets in Keras's layout, not yet validated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lstmviz.errors import WeightsError
+
+# A guard against corrupt headers that claim huge arrays (2^30 float32 values = 4 GiB).
+MAX_VALUES = 2**30
+
+
+@dataclass
+class FoundLayer:
+    """One recurrent layer found in a file.
+
+    `arrays` holds `kernel`, `recurrent_kernel` and optionally `bias` (Keras layout); `aliases`
+    are other names `layer=` accepts (e.g. the path inside the file); `note` is shown with the
+    name; `problem`, when set, says why the layer cannot be used.
+    """
+
+    name: str
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    note: str = ""
+    problem: str = ""
+
+
+def numeric(name: str, value) -> np.ndarray:
+    """`value` as a NumPy array of numbers, or a WeightsError naming the array."""
+    size = int(np.prod(np.shape(value), dtype=np.int64))
+    if size > MAX_VALUES:
+        raise WeightsError(f"{name} claims {size} values, more than lstmviz reads")
+    dtype = np.dtype(getattr(value, "dtype", None) or np.asarray(value).dtype)
+    if dtype.kind not in "fiu":
+        raise WeightsError(f"{name} has dtype {dtype}, not numbers")
+    return np.asarray(value)

@@ -1,0 +1,180 @@
+"""Load one LSTM layer's weights from a file: `load_weights`, `read_weights`, `list_lstm_layers`.
+
+Formats by extension: `.keras`, `.weights.h5`, `.h5`/`.hdf5` (Keras, read without building the
+model or running code from the file), `.npz` (`kernel`, `recurrent_kernel`, `bias`),
+`.safetensors` and `.pt`/`.pth` (PyTorch `nn.LSTM` state dicts; `.pt` needs torch). Every
+problem is a WeightsError whose one-line message starts with the file's path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from lstmviz.errors import WeightsError
+from lstmviz.weights.core import LSTMWeights
+from lstmviz.weights.found import FoundLayer, numeric
+from lstmviz.weights.keras_files import h5_layers, keras_zip_layers
+from lstmviz.weights.torch_files import pt_layers, safetensors_layers
+
+
+def _npz_layers(path: Path) -> list[FoundLayer]:
+    with np.load(path, allow_pickle=False) as data:
+        if not hasattr(data, "files"):
+            raise WeightsError("holds a single array, not kernel, recurrent_kernel and bias")
+        wanted = ("kernel", "recurrent_kernel", "bias")
+        missing = [key for key in wanted if key not in data.files]
+        if missing:
+            raise WeightsError(
+                f"missing {', '.join(missing)} (found: {', '.join(data.files) or 'nothing'})"
+            )
+        return [FoundLayer("", {key: numeric(key, data[key]) for key in wanted})]
+
+
+# Longest suffix first: `.weights.h5` before `.h5`.
+_READERS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
+    ".keras": ("Keras model (.keras)", keras_zip_layers),
+    ".weights.h5": ("Keras weights (.weights.h5)", h5_layers),
+    ".h5": ("Keras HDF5 (.h5)", h5_layers),
+    ".hdf5": ("Keras HDF5 (.hdf5)", h5_layers),
+    ".npz": ("NumPy (.npz)", _npz_layers),
+    ".safetensors": ("PyTorch nn.LSTM state dict (.safetensors)", safetensors_layers),
+    ".pt": ("PyTorch nn.LSTM state dict (.pt)", pt_layers),
+    ".pth": ("PyTorch nn.LSTM state dict (.pth)", pt_layers),
+}
+
+
+class LayerInfo(NamedTuple):
+    """An LSTM layer in a file, for pickers: `name` is what `layer=` / `--layer` takes."""
+
+    name: str
+    input_dim: int
+    hidden: int
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        text = f"{self.name or '(unnamed)'} (I={self.input_dim}, H={self.hidden})"
+        return f"{text}, {self.note}" if self.note else text
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _scan(path: Path) -> tuple[str, list[FoundLayer]]:
+    """The format's label and the layers found, or a WeightsError naming the file."""
+    name = path.name.lower()
+    suffix = next((s for s in _READERS if name.endswith(s)), None)
+    if not path.is_file():
+        raise WeightsError(f"{path}: no such file")
+    if suffix is None:
+        raise WeightsError(
+            f"{path}: unknown weights format {path.suffix or '(no extension)'!r} "
+            f"(use {', '.join(_READERS)})"
+        )
+    label, reader = _READERS[suffix]
+    try:
+        return label, reader(path)
+    except WeightsError as exc:
+        raise WeightsError(f"{path}: {_one_line(exc)}") from None
+    except Exception as exc:  # untrusted bytes: h5py, zipfile, json, safetensors raise many types
+        detail = _one_line(f"{type(exc).__name__}: {exc}")
+        raise WeightsError(f"{path}: not a readable {label} file ({detail})") from None
+
+
+def _checked(layer: FoundLayer) -> LSTMWeights:
+    """The layer as LSTMWeights, or a WeightsError saying why it is not a usable LSTM."""
+    if layer.problem:
+        raise WeightsError(layer.problem)
+    arrays = dict(layer.arrays)
+    if "kernel" not in arrays or "recurrent_kernel" not in arrays:
+        raise WeightsError("kernel or recurrent_kernel is missing")
+    if "bias" not in arrays:  # use_bias=False / bias=False
+        arrays["bias"] = np.zeros(np.shape(arrays["recurrent_kernel"])[-1:], np.float32)
+    try:
+        return LSTMWeights(**arrays)
+    except WeightsError as exc:
+        r = np.shape(arrays["recurrent_kernel"])
+        hint = ""
+        if len(r) == 2 and r[1] == 3 * r[0]:
+            hint = " (3 gates: a GRU?)"
+        elif len(r) == 2 and r[1] == r[0]:
+            hint = " (1 gate: a SimpleRNN?)"
+        raise WeightsError(f"not an LSTM: {exc}{hint}") from None
+
+
+def _usable(found: list[FoundLayer]) -> tuple[list[tuple[FoundLayer, LSTMWeights]], list[str]]:
+    usable, refused = [], []
+    for layer in found:
+        try:
+            usable.append((layer, _checked(layer)))
+        except WeightsError as exc:
+            refused.append(f"{layer.name}: {exc}")
+    return usable, refused
+
+
+def _describe(path: Path, label: str, layer: FoundLayer, w: LSTMWeights) -> str:
+    name = f", layer {layer.name!r}" if layer.name else ""
+    note = f" ({layer.note})" if layer.note else ""
+    return (
+        f"{path}: {label}{name}{note}; kernel {list(w.kernel.shape)}, recurrent_kernel "
+        f"{list(w.recurrent_kernel.shape)}, bias {list(w.bias.shape)} (I={w.input_dim}, "
+        f"H={w.hidden})"
+    )
+
+
+def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LSTMWeights, str]:
+    """The weights of one LSTM layer in `path` and a one-line description of where they came from.
+
+    `layer` names the layer when the file holds several (see `list_lstm_layers`). Raises
+    WeightsError naming the file: unreadable, no LSTM inside, ambiguous or unknown layer, NaN or
+    Inf in an array.
+    """
+    path = Path(path)
+    label, found = _scan(path)
+    if layer is not None:
+        chosen = [f for f in found if layer in (f.name, *f.aliases)]
+        if not chosen or not chosen[0].name:
+            names = ", ".join(repr(f.name) for f in found if f.name)
+            detail = f"layers: {names}" if names else "the file's layers have no names; omit it"
+            raise WeightsError(f"{path}: no layer named {layer!r} ({detail})")
+        try:
+            weights = _checked(chosen[0])
+        except WeightsError as exc:
+            raise WeightsError(f"{path}: layer {layer!r}: {_one_line(exc)}") from None
+        pick = chosen[0]
+    else:
+        usable, refused = _usable(found)
+        if not usable:
+            detail = f" ({_one_line('; '.join(refused))})" if refused else ""
+            raise WeightsError(f"{path}: no LSTM layer inside{detail}")
+        if len(usable) > 1:
+            names = ", ".join(repr(f.name) for f, _ in usable)
+            raise WeightsError(
+                f"{path}: {len(usable)} LSTM layers ({names}); pick one with --layer NAME "
+                "(layer= in Python)"
+            )
+        pick, weights = usable[0]
+    bad = weights.nonfinite()
+    if bad:
+        where = f"layer {pick.name!r}: " if pick.name else ""
+        raise WeightsError(f"{path}: {where}{', '.join(bad)} contain NaN or Inf")
+    return weights, _describe(path, label, pick, weights)
+
+
+def load_weights(path: str | os.PathLike, layer: str | None = None) -> LSTMWeights:
+    """The weights of one LSTM layer in `path`, in Keras's layout. See `read_weights`."""
+    return read_weights(path, layer)[0]
+
+
+def list_lstm_layers(path: str | os.PathLike) -> list[LayerInfo]:
+    """The usable LSTM layers in `path` (a file with one unnamed weight set gives name "")."""
+    _, found = _scan(Path(path))
+    usable, _ = _usable(found)
+    return [LayerInfo(f.name, w.input_dim, w.hidden, f.note) for f, w in usable]

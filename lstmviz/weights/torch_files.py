@@ -1,0 +1,84 @@
+"""PyTorch `nn.LSTM` state dicts: `.safetensors` (no code, no pickle) and `.pt` (needs torch).
+
+Keys are `[prefix]weight_ih_l{k}[_reverse]` [4H, I], `weight_hh_l{k}` [4H, H], `bias_ih_l{k}`,
+`bias_hh_l{k}` [4H]. Keras layout: kernel = weight_ih.T, recurrent_kernel = weight_hh.T,
+bias = bias_ih + bias_hh; the gate order (i, f, g, o) is Keras's (i, f, c, o). Layer names are
+`[prefix]l{k}[_reverse]`, e.g. `lstm.l0`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+
+from lstmviz.errors import WeightsError
+from lstmviz.weights.found import FoundLayer, numeric
+
+_KEY = re.compile(
+    r"^(?P<prefix>(?:.*\.)?)(?P<kind>weight_ih|weight_hh|bias_ih|bias_hh|weight_hr)"
+    r"_l(?P<index>\d+)(?P<reverse>_reverse)?$"
+)
+
+
+def safetensors_layers(path: Path) -> list[FoundLayer]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as f:
+        arrays = {key: f.get_tensor(key) for key in f.keys() if _KEY.match(key)}  # noqa: SIM118
+    return state_dict_layers(arrays)
+
+
+def pt_layers(path: Path) -> list[FoundLayer]:
+    if importlib.util.find_spec("torch") is None:
+        raise WeightsError(
+            "reading .pt files needs PyTorch, which is not installed; install torch, or save the "
+            "state dict with safetensors (safetensors.torch.save_file) and load the .safetensors"
+        )
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise WeightsError(f"holds a {type(state).__name__}, not a state dict")
+    return state_dict_layers(
+        {
+            key: value.detach().float().numpy()
+            for key, value in state.items()
+            if isinstance(key, str) and _KEY.match(key) and isinstance(value, torch.Tensor)
+        }
+    )
+
+
+def state_dict_layers(arrays: dict[str, np.ndarray]) -> list[FoundLayer]:
+    """Group nn.LSTM keys by layer and convert them to Keras's layout."""
+    groups: dict[str, dict[str, np.ndarray]] = {}
+    for key, value in arrays.items():
+        match = _KEY.match(key)
+        if match:
+            name = f"{match['prefix']}l{match['index']}{match['reverse'] or ''}"
+            groups.setdefault(name, {})[match["kind"]] = numeric(key, value)
+    found = []
+    for name, parts in groups.items():
+        layer = FoundLayer(name)
+        if name.endswith("_reverse"):
+            layer.note = "reverse direction (PyTorch runs it on the reversed sequence)"
+        if "weight_hr" in parts:
+            layer.problem = "it has proj_size (weight_hr), which lstmviz does not support"
+        elif "weight_ih" not in parts or "weight_hh" not in parts:
+            layer.problem = "weight_ih or weight_hh is missing"
+        else:
+            layer.arrays = {
+                "kernel": parts["weight_ih"].T,
+                "recurrent_kernel": parts["weight_hh"].T,
+            }
+            biases = [parts[k].astype(np.float64) for k in ("bias_ih", "bias_hh") if k in parts]
+            if len({b.shape for b in biases}) > 1:
+                layer.problem = "bias_ih and bias_hh have different shapes"
+            elif biases:
+                layer.arrays["bias"] = sum(biases)
+        found.append(layer)
+    return found
