@@ -21,6 +21,9 @@ _API = {
     "TraceUpdate": "lstmviz.trace",
     "RunConfig": "lstmviz.config",
     "taped_gradients": "lstmviz.engine.taped",
+    "batchwise_gradients": "lstmviz.engine.batchwise",
+    "Hypernetwork": "lstmviz.engine.generators",
+    "lstm_forward": "lstmviz.engine.rnn",
     "run": "lstmviz.engine.runner",
     "LstmvizError": "lstmviz.errors",
 }

@@ -15,7 +15,8 @@ def run(
     """Validate `config` and drive its mode's generator. `cancelled()` is polled between units
     of work (passes, batches, steps); when it turns true the generator stops without a trace."""
     config.validate()
-    if config.weights or config.inputs:
+    weight_files = config.mode == "batchwise" and config.generator == "files"
+    if (config.weights and not weight_files) or config.inputs:
         raise ConfigError(
             "--weights" if config.weights else "--inputs",
             "loading files is not available in this version",
@@ -24,4 +25,8 @@ def run(
         from lstmviz.engine.taped import run_taped
 
         return run_taped(config, cancelled=cancelled)
+    if config.mode == "batchwise":
+        from lstmviz.engine.batchwise import run_batchwise
+
+        return run_batchwise(config, cancelled=cancelled)
     raise ConfigError("--mode", f"mode {config.mode!r} is not available in this version")
