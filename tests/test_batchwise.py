@@ -408,3 +408,10 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, setup, args, mes
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_top_level_names_resolve():
+    import lstmviz
+
+    assert lstmviz.batchwise_gradients is batchwise_gradients
+    assert lstmviz.lstm_forward is lstm_forward and lstmviz.Hypernetwork is Hypernetwork

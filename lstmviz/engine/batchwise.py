@@ -37,7 +37,7 @@ _CUDNN: dict[str, Callable] = {}
 
 
 def cudnn_step_function(loss: str) -> Callable:
-    """Compiled: loss, h and the gradients named in _CUDNN_GRADS, with the LSTM on cuDNN."""
+    """Compiled: the loss and the gradients named in _CUDNN_GRADS, with the LSTM on cuDNN."""
     if loss not in _CUDNN:
 
         def step(x, kernel, recurrent_kernel, bias, h0, c0, target):
@@ -46,7 +46,7 @@ def cudnn_step_function(loss: str) -> Callable:
                 tape.watch(sources)
                 h, _ = lstm_forward(x, h0, c0, kernel, recurrent_kernel, bias, backend="cudnn")
                 value = hidden_loss(loss, h, target)
-            return value, h, tape.gradient(value, [h, *sources])
+            return value, tape.gradient(value, [h, *sources])
 
         _CUDNN[loss] = tf.function(step, input_signature=SIGNATURE, reduce_retracing=True)
     return _CUDNN[loss]
@@ -59,7 +59,7 @@ def lstm_batch(problem: Problem, loss: str, backend: str) -> dict[str, np.ndarra
     if backend == "cudnn":
         w = problem.weights
         target = np.zeros([0], np.float32) if problem.target is None else problem.target
-        value, _, grads = cudnn_step_function(loss)(
+        value, grads = cudnn_step_function(loss)(
             problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target
         )
         arrays["loss"] = np.float32(value.numpy())
@@ -71,7 +71,9 @@ def batch_step(
     generator, n: int, problem: Problem, loss: str, backend: str
 ) -> tuple[dict[str, np.ndarray], list]:
     """Batch n with the generator's weights: its trace arrays, and the gradients of the loss
-    with respect to `generator.variables` (empty list for fixed weights)."""
+    with respect to `generator.variables` (empty list for fixed weights). backend as in
+    `choose_backend`."""
+    backend = choose_backend(backend)
     with tf.GradientTape() as tape:
         kernel, recurrent, bias = generator(n, problem.x)
     weights = LSTMWeights(np.asarray(kernel), np.asarray(recurrent), np.asarray(bias))
