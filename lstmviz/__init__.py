@@ -26,6 +26,9 @@ _API = {
     "RunConfig": "lstmviz.config",
     "taped_gradients": "lstmviz.engine.taped",
     "multipass_gradients": "lstmviz.engine.multipass",
+    "batchwise_gradients": "lstmviz.engine.batchwise",
+    "Hypernetwork": "lstmviz.engine.generators",
+    "lstm_forward": "lstmviz.engine.rnn",
     "run": "lstmviz.engine.runner",
     "LstmvizError": "lstmviz.errors",
 }

@@ -43,7 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--random-state", action="store_true", help="draw h0 and c0 from the seed (else zeros)"
     )
-    run.add_argument("--weights", metavar="FILE")
+    run.add_argument(
+        "--weights",
+        metavar="FILE",
+        help="with --generator files: one .npz per batch, comma-separated, or a folder of them",
+    )
     run.add_argument("--layer", metavar="NAME")
     run.add_argument("--inputs", metavar="FILE")
     run.add_argument("--time-major", action="store_true")

@@ -27,7 +27,7 @@ from lstmviz.engine.arrays import NORMS, add_norms, problem_arrays
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.losses import hidden_loss
 from lstmviz.engine.problem import Problem, check_problem, seeded_problem
-from lstmviz.engine.taped import _SIGNATURE, compute_taped, config_for, taped_step_function
+from lstmviz.engine.taped import SIGNATURE, compute_taped, config_for, taped_step_function
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import InputError
 from lstmviz.trace import GradientTrace, TraceUpdate, step_norm
@@ -44,7 +44,7 @@ _MULTIPASS_NORMS = NORMS | {
 
 # One pass from a given state, compiled once: lstm_sequence(x [Tp, B, I], h, c [B, H], kernel,
 # recurrent_kernel, bias, probe_h, probe_c [Tp, B, H]) -> h, c [Tp, B, H].
-_X, _WEIGHTS, _STATE = _SIGNATURE[0], _SIGNATURE[1:4], _SIGNATURE[4:6]
+_X, _WEIGHTS, _STATE = SIGNATURE[0], SIGNATURE[1:4], SIGNATURE[4:6]
 pass_states = tf.function(
     lstm_sequence,
     input_signature=(_X, *_STATE, *_WEIGHTS, _SEQUENCE, _SEQUENCE),

@@ -29,7 +29,7 @@ _GRAD_KEYS = (
     "grad_c0",
 )
 _SPEC = tf.TensorSpec
-_SIGNATURE = (
+SIGNATURE = (
     _SPEC([None, None, None], tf.float32),  # x [T, B, I]
     _SPEC([None, None], tf.float32),  # kernel [I, 4H]
     _SPEC([None, None], tf.float32),  # recurrent_kernel [H, 4H]
@@ -58,7 +58,7 @@ def taped_step_function(loss: str) -> Callable:
             )
             return value, h, c, grads
 
-        _COMPILED[loss] = tf.function(taped, input_signature=_SIGNATURE, reduce_retracing=True)
+        _COMPILED[loss] = tf.function(taped, input_signature=SIGNATURE, reduce_retracing=True)
     return _COMPILED[loss]
 
 

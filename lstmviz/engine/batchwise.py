@@ -1,0 +1,191 @@
+"""Per-batch weights: N batches, each run through the LSTM with its own weights.
+
+For batch n the generator makes the weights under a GradientTape, the LSTM runs on its backend,
+and the LSTM's weight gradients are chained into the generator's variables with
+`tape.gradient(weights, variables, output_gradients=dL/dweights)` — the chain rule through the
+LSTM, exact, and the reason the weights must enter the LSTM as tensors (assigning them to a
+layer's variables, as seed 002 suggests, leaves the generator with no gradient at all).
+
+Backends (`lstmviz.engine.rnn`): on "while_loop" the taped engine gives everything in one
+compiled call. On "cudnn" the loss, dL/dy_t (`grad_output`) and the weight, h0 and c0 gradients
+come from cuDNN; the per-state totals dL/dh_t, dL/dc_t need probes inside the loop, where cuDNN
+has no hook, so they come from the taped engine on the same weights.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from lstmviz.config import RunConfig
+from lstmviz.engine.generators import FixedWeights, Hypernetwork, make_generator
+from lstmviz.engine.losses import hidden_loss
+from lstmviz.engine.problem import Problem, check_problem, seeded_problem
+from lstmviz.engine.rnn import choose_backend, lstm_forward
+from lstmviz.engine.taped import SIGNATURE, compute_taped, config_for
+from lstmviz.engine.tfload import tf
+from lstmviz.errors import InputError
+from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.weights import LSTMWeights
+
+_WEIGHT_GRADS = ("grad_kernel", "grad_recurrent_kernel", "grad_bias")
+_CUDNN_GRADS = ("grad_output", *_WEIGHT_GRADS, "grad_h0", "grad_c0")
+_CUDNN: dict[str, Callable] = {}
+
+
+def cudnn_step_function(loss: str) -> Callable:
+    """Compiled: the loss and the gradients named in _CUDNN_GRADS, with the LSTM on cuDNN."""
+    if loss not in _CUDNN:
+
+        def step(x, kernel, recurrent_kernel, bias, h0, c0, target):
+            sources = [kernel, recurrent_kernel, bias, h0, c0]
+            with tf.GradientTape() as tape:
+                tape.watch(sources)
+                h, _ = lstm_forward(x, h0, c0, kernel, recurrent_kernel, bias, backend="cudnn")
+                value = hidden_loss(loss, h, target)
+            return value, tape.gradient(value, [h, *sources])
+
+        _CUDNN[loss] = tf.function(step, input_signature=SIGNATURE, reduce_retracing=True)
+    return _CUDNN[loss]
+
+
+def lstm_batch(problem: Problem, loss: str, backend: str) -> dict[str, np.ndarray]:
+    """The trace arrays of one batch (as `compute_taped`'s, plus grad_output) on `backend`."""
+    arrays = compute_taped(problem, loss)
+    arrays["grad_output"] = arrays["grad_h_direct"]
+    if backend == "cudnn":
+        w = problem.weights
+        target = np.zeros([0], np.float32) if problem.target is None else problem.target
+        value, grads = cudnn_step_function(loss)(
+            problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target
+        )
+        arrays["loss"] = np.float32(value.numpy())
+        arrays.update({k: g.numpy() for k, g in zip(_CUDNN_GRADS, grads, strict=True)})
+    return arrays
+
+
+def batch_step(
+    generator, n: int, problem: Problem, loss: str, backend: str
+) -> tuple[dict[str, np.ndarray], list]:
+    """Batch n with the generator's weights: its trace arrays, and the gradients of the loss
+    with respect to `generator.variables` (empty list for fixed weights). backend as in
+    `choose_backend`."""
+    backend = choose_backend(backend)
+    with tf.GradientTape() as tape:
+        kernel, recurrent, bias = generator(n, problem.x)
+    weights = LSTMWeights(np.asarray(kernel), np.asarray(recurrent), np.asarray(bias))
+    problem = check_problem(problem.x, weights, loss, problem.target, problem.h0, problem.c0)
+    arrays = lstm_batch(problem, loss, backend)
+    if not generator.variables:
+        return arrays, []
+    upstream = [tf.constant(arrays[k]) for k in _WEIGHT_GRADS]
+    grads = tape.gradient([kernel, recurrent, bias], generator.variables, output_gradients=upstream)
+    arrays["grad_generator_norm"] = np.float32(tf.linalg.global_norm(grads).numpy())
+    return arrays, grads
+
+
+def seeded_batches(config: RunConfig) -> list[Problem]:
+    """N seeded problems; batch n is `seeded_problem` under its own seed drawn from config.seed,
+    so each has its own x, target, initial state and Keras-initialised random weights."""
+    seeds = np.random.SeedSequence(config.seed).generate_state(config.batches)
+    return [seeded_problem(replace(config, seed=int(s))) for s in seeds]
+
+
+def stack_batches(batches: list[dict], backend: str, generator: str) -> dict[str, np.ndarray]:
+    """Per-batch arrays -> [N, ...]; loss_by_batch [N] and loss (their mean); names as text."""
+    arrays = {key: np.stack([b[key] for b in batches]) for key in batches[0]}
+    arrays["loss_by_batch"] = arrays.pop("loss")
+    arrays["loss"] = np.float32(arrays["loss_by_batch"].mean())
+    arrays["rnn_backend"] = np.array(backend)
+    arrays["generator"] = np.array(generator)
+    return arrays
+
+
+def run_batchwise(
+    config: RunConfig,
+    problems: Sequence[Problem] | None = None,
+    generator=None,
+    cancelled: Callable[[], bool] = bool,
+    backend: str = "auto",
+) -> Iterator[TraceUpdate | GradientTrace]:
+    """Generator: a TraceUpdate after every batch (`norm_h_total_by_batch` [done, T]), then the
+    GradientTrace. Defaults: `seeded_batches(config)` and the generator config names.
+    `cancelled()` is checked before every batch; when true, it stops without a trace."""
+    problems = seeded_batches(config) if problems is None else list(problems)
+    if not problems:
+        raise InputError("batchwise needs at least one batch (N >= 1)")
+    generator = generator or make_generator(config, [p.weights for p in problems])
+    backend = choose_backend(backend)
+    total = len(problems)
+    yield TraceUpdate(0, total, f"{generator.name} weights on {backend}")
+    batches: list[dict] = []
+    for n, problem in enumerate(problems):
+        if cancelled():
+            return
+        start = time.perf_counter()
+        arrays, _ = batch_step(generator, n, problem, config.loss, backend)
+        arrays["batch_seconds"] = np.float32(time.perf_counter() - start)
+        batches.append(arrays)
+        norms = np.stack([b["norm_h_total"] for b in batches])
+        yield TraceUpdate(n + 1, total, f"batch {n + 1}/{total}", {"norm_h_total_by_batch": norms})
+    yield GradientTrace("batchwise", config, stack_batches(batches, backend, generator.name))
+
+
+def _per_batch(name: str, value, batches: int) -> list:
+    """None -> [None] * N; else value must have N rows, one per batch."""
+    if value is None:
+        return [None] * batches
+    value = np.asarray(value, np.float32)
+    if value.ndim == 0 or value.shape[0] != batches:
+        raise InputError(
+            f"{name} must have one row per batch (N={batches}), got {list(value.shape)}"
+        )
+    return list(value)
+
+
+def batchwise_gradients(
+    x,
+    weights: Sequence[LSTMWeights] | Hypernetwork,
+    loss: str = "mean_h",
+    target=None,
+    h0=None,
+    c0=None,
+    backend: str = "auto",
+) -> GradientTrace:
+    """Gradients for N batches, each with its own weights.
+
+    x [N, T, B, I] (each batch time-major); `weights`: N LSTMWeights, one per batch (recorded as
+    the `files` generator), or a Hypernetwork called on each batch. target [N, ...] (each batch's
+    target as `loss` needs it), h0 and c0 [N, B, H] (zeros when None). backend: "auto", "cudnn"
+    or "while_loop". The trace's arrays are per batch, [N, ...] (see the README).
+    """
+    x = np.asarray(x, np.float32)
+    if x.ndim != 4 or x.shape[0] < 1:
+        raise InputError(f"x must be [N, T, B, I] with N >= 1 batches, got {list(x.shape)}")
+    batches = x.shape[0]
+    if isinstance(weights, Hypernetwork):
+        generator = weights
+        shapes = [_zero_weights(weights.input_dim, weights.hidden)] * batches
+    else:
+        generator = FixedWeights("files", weights)
+        shapes = generator.weights
+        if len(shapes) != batches:
+            raise InputError(f"{len(shapes)} weight sets for N={batches} batches; give one each")
+    rows = (_per_batch(k, v, batches) for k, v in (("target", target), ("h0", h0), ("c0", c0)))
+    problems = [
+        check_problem(x[n], shapes[n], loss, t, h, c)
+        for n, (t, h, c) in enumerate(zip(*rows, strict=True))
+    ]
+    config = config_for("batchwise", problems[0], loss, batches=batches, generator=generator.name)
+    *_, trace = run_batchwise(config, problems, generator, backend=backend)
+    return trace
+
+
+def _zero_weights(input_dim: int, hidden: int) -> LSTMWeights:
+    """Stand-in weights that only carry the shapes, for checking a problem's arrays."""
+    return LSTMWeights(
+        np.zeros((input_dim, 4 * hidden)), np.zeros((hidden, 4 * hidden)), np.zeros(4 * hidden)
+    )

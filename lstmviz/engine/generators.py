@@ -1,0 +1,136 @@
+"""Where each batch's LSTM weights come from: `random`, `hypernetwork` or `files`.
+
+A generator is called as `generator(n, x)` for batch n with that batch's x [T, B, I] and returns
+kernel [I, 4H], recurrent_kernel [H, 4H], bias [4H] (arrays or tensors). `variables` lists the
+trainable variables behind them (empty unless a model makes the weights): the batchwise engine
+calls the generator under a GradientTape and chains the LSTM's weight gradients into them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from lstmviz.config import RunConfig
+from lstmviz.errors import ConfigError, WeightsError
+from lstmviz.weights import LSTMWeights, random_weights
+
+
+class FixedWeights:
+    """Weights known before the run, one LSTMWeights per batch (`random`, `files`)."""
+
+    variables: tuple = ()
+
+    def __init__(self, name: str, weights: Sequence[LSTMWeights]):
+        self.name = name
+        self.weights = list(weights)
+
+    def __call__(self, n: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        w = self.weights[n]
+        return w.kernel, w.recurrent_kernel, w.bias
+
+
+class Hypernetwork:
+    """A small Keras model from batch statistics to LSTM weights.
+
+    metadata(x) = [mean, std] of x over time and batch [2I]; the model is
+    Dense(width, tanh) -> Dense(4H·(I+H+1)), and its output is added to a fixed, seeded Keras
+    initialisation `base` (flattened kernel, recurrent_kernel, bias), so an untrained
+    hypernetwork already gives a well-behaved LSTM. `variables` are the model's trainable ones.
+    """
+
+    name = "hypernetwork"
+
+    def __init__(self, input_dim: int, hidden: int, seed: int = 0, width: int = 16):
+        import keras
+
+        from lstmviz.engine.tfload import tf
+
+        self.input_dim, self.hidden = input_dim, hidden
+        base = random_weights(input_dim, hidden, np.random.default_rng(seed))
+        self.base = tf.constant(
+            np.concatenate([base.kernel.ravel(), base.recurrent_kernel.ravel(), base.bias])
+        )
+        init = keras.initializers
+        self.model = keras.Sequential(
+            [
+                keras.Input((2 * input_dim,)),
+                keras.layers.Dense(
+                    width, activation="tanh", kernel_initializer=init.GlorotUniform(seed)
+                ),
+                keras.layers.Dense(
+                    self.base.shape[0], kernel_initializer=init.RandomNormal(0.0, 0.05, seed)
+                ),
+            ]
+        )
+
+    @property
+    def variables(self) -> list:
+        return self.model.trainable_variables
+
+    @staticmethod
+    def metadata(x: np.ndarray) -> np.ndarray:
+        """[mean, std] over time and batch of x [T, B, I] -> [2I] float32."""
+        x = np.asarray(x, np.float32)
+        return np.concatenate([x.mean(axis=(0, 1)), x.std(axis=(0, 1))]).astype(np.float32)
+
+    def __call__(self, n: int, x: np.ndarray):
+        from lstmviz.engine.tfload import tf
+
+        i, h = self.input_dim, self.hidden
+        flat = self.base + self.model(self.metadata(x)[None])[0]
+        kernel, recurrent, bias = tf.split(flat, [i * 4 * h, h * 4 * h, 4 * h])
+        return tf.reshape(kernel, [i, 4 * h]), tf.reshape(recurrent, [h, 4 * h]), bias
+
+
+def read_weights_npz(path: Path, input_dim: int, hidden: int) -> LSTMWeights:
+    """One batch's weights from an `.npz` with kernel, recurrent_kernel and bias (Keras layout).
+
+    A stand-in until the loaders of issue 6; raises WeightsError naming the file.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [k for k in ("kernel", "recurrent_kernel", "bias") if k not in data.files]
+            if missing:
+                raise WeightsError(f"missing {', '.join(missing)}")
+            weights = LSTMWeights(data["kernel"], data["recurrent_kernel"], data["bias"])
+    except WeightsError as exc:
+        raise WeightsError(f"{path}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise WeightsError(f"{path}: not a readable .npz weight file ({exc})") from None
+    if (weights.input_dim, weights.hidden) != (input_dim, hidden):
+        raise WeightsError(
+            f"{path}: weights are for I={weights.input_dim}, H={weights.hidden}, "
+            f"but the run has I={input_dim}, H={hidden}"
+        )
+    return weights
+
+
+def weight_paths(spec: str, batches: int) -> list[Path]:
+    """`--weights` for the files generator: comma-separated files, or a folder (its *.npz, sorted).
+
+    There must be exactly one file per batch.
+    """
+    folder = Path(spec)
+    paths = sorted(folder.glob("*.npz")) if folder.is_dir() else [Path(p) for p in spec.split(",")]
+    if len(paths) != batches:
+        raise ConfigError(
+            "--weights", f"{len(paths)} weight file(s) for --batches {batches}; give one per batch"
+        )
+    return paths
+
+
+def make_generator(config: RunConfig, seeded: Sequence[LSTMWeights]):
+    """The generator `config.generator` names; `seeded` are the batches' seeded random weights."""
+    if config.generator == "random":
+        return FixedWeights("random", seeded)
+    if config.generator == "hypernetwork":
+        return Hypernetwork(config.input_dim, config.hidden, config.seed)
+    if not config.weights:
+        raise ConfigError("--weights", "--generator files needs the weight files (one per batch)")
+    paths = weight_paths(config.weights, config.batches)
+    return FixedWeights(
+        "files", [read_weights_npz(p, config.input_dim, config.hidden) for p in paths]
+    )

@@ -1,0 +1,52 @@
+"""One functional LSTM with two kernels behind it: cuDNN on a GPU, the while loop everywhere else.
+
+    h, c_last = lstm_forward(x, h0, c0, kernel, recurrent_kernel, bias, backend="auto")
+
+x [T, B, I], h0 and c0 [B, H], weights in Keras's layout, all tensors: gradients reach whatever
+produced the weights (a hypernetwork, say). `backend="auto"` picks cuDNN when TensorFlow sees a
+GPU; our cell (tanh, sigmoid, bias, no mask, not unrolled) is always one cuDNN can run, except
+per-sample weights, which cuDNN cannot take. Returns every h_t [T, B, H] and the last c [B, H]
+(cuDNN gives no intermediate c_t; the while loop's `cell.lstm_sequence` does).
+"""
+
+from __future__ import annotations
+
+from lstmviz.engine.cell import lstm_sequence
+from lstmviz.engine.cudnn import cudnn_lstm
+from lstmviz.engine.tfload import tf
+from lstmviz.errors import InputError
+
+BACKENDS = ("cudnn", "while_loop")
+
+
+def gpu_visible() -> bool:
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def choose_backend(requested: str = "auto") -> str:
+    """ "auto" -> "cudnn" with a GPU, else "while_loop"; an explicit choice is checked."""
+    if requested == "auto":
+        return "cudnn" if gpu_visible() else "while_loop"
+    if requested not in BACKENDS:
+        raise InputError(
+            f"unknown RNN backend {requested!r} (choose from auto, {', '.join(BACKENDS)})"
+        )
+    if requested == "cudnn" and not gpu_visible():
+        raise InputError("the cudnn backend needs a GPU visible to TensorFlow; none is")
+    return requested
+
+
+def lstm_forward(
+    x: tf.Tensor,
+    h0: tf.Tensor,
+    c0: tf.Tensor,
+    kernel: tf.Tensor,
+    recurrent_kernel: tf.Tensor,
+    bias: tf.Tensor,
+    backend: str = "auto",
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Every h_t [T, B, H] and the last c [B, H], on cuDNN or the while loop (see the module)."""
+    if choose_backend(backend) == "cudnn":
+        return cudnn_lstm(x, h0, c0, kernel, recurrent_kernel, bias)
+    h, c = lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias)
+    return h, c[-1]
