@@ -391,7 +391,11 @@ def test_cli_files_generator_reads_one_file_per_batch(tmp_path, rng):
         ("wrong_h", ["--generator", "files", "--batches", "1"], "w.npz: weights are for I=3, H=4"),
         ("missing", ["--generator", "files", "--batches", "1"], "w.npz: missing recurrent_kernel"),
         ("wrong_h", ["--generator", "files", "--batches", "2"], "1 weight file(s) for --batches 2"),
-        ("wrong_h", ["--generator", "random"], "--weights: loading files is not available"),
+        (
+            "wrong_h",
+            ["--generator", "random"],
+            "--weights: in batchwise mode weights files need --generator files",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, setup, args, message):

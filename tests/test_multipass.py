@@ -219,7 +219,7 @@ def _cli(tmp_path, *flags):
     [
         (["--passes", "0"], "--passes"),
         (["--steps", "0"], "--steps"),
-        (["--passes", "1000", "--steps", "1000"], "--passes: 1000 passes × 1000 steps"),
+        (["--passes", "1000", "--steps", "1000", "--hidden", "512"], "memory: this run needs"),
     ],
 )
 def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, flags, message):

@@ -143,5 +143,5 @@ def test_console_script_exits_2_on_a_usage_error(tmp_path):
     cmd = [sys.executable, "-m", "lstmviz", "run", "--hidden", "0", "--out", out]
     done = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     assert done.returncode == 2
-    assert done.stderr.strip() == "lstmviz: error: --hidden: 0 is out of range [1, 4096]"
+    assert done.stderr.strip() == "lstmviz: error: --hidden: 0 is out of range [1, 16384]"
     assert list(tmp_path.iterdir()) == []
