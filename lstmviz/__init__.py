@@ -21,6 +21,10 @@ _API = {
     "TraceUpdate": "lstmviz.trace",
     "RunConfig": "lstmviz.config",
     "taped_gradients": "lstmviz.engine.taped",
+    "connectivity_map": "lstmviz.engine.taped",
+    "train": "lstmviz.engine.train",
+    "run_train": "lstmviz.engine.train",
+    "save_trained_weights": "lstmviz.engine.trained",
     "run": "lstmviz.engine.runner",
     "LstmvizError": "lstmviz.errors",
 }

@@ -15,6 +15,10 @@ def run(
     """Validate `config` and drive its mode's generator. `cancelled()` is polled between units
     of work (passes, batches, steps); when it turns true the generator stops without a trace."""
     config.validate()
+    if config.mode == "train":  # reads its own task sequences from config.inputs
+        from lstmviz.engine.train import run_train
+
+        return run_train(config, cancelled=cancelled)
     if config.weights or config.inputs:
         raise ConfigError(
             "--weights" if config.weights else "--inputs",
