@@ -269,3 +269,10 @@ def test_cli_connectivity_on_a_taped_seq_mse_run(tmp_path):
     _, direct = np_loss("seq_mse", h, t.target)
     ref = np_connectivity(t.x, t.kernel, t.recurrent_kernel, t.bias, t.h0, t.c0, direct)
     assert np.max(np.abs(t.connectivity - ref)) <= 1e-4 * np.max(ref)
+
+
+def test_api_names_resolve():
+    import lstmviz
+
+    assert lstmviz.train is train and lstmviz.connectivity_map is connectivity_map
+    assert lstmviz.run_train is run_train and lstmviz.save_trained_weights is save_trained_weights

@@ -200,7 +200,7 @@ def _training(
             yield TraceUpdate(
                 done,
                 total,
-                f"step {done}/{total} · loss {losses[step]:.4g}",
+                f"loss {losses[step]:.4g}",
                 {
                     "loss_by_step": losses[:done],
                     "norm_h_total_by_step": norms[:done],
