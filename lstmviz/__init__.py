@@ -29,6 +29,10 @@ _API = {
     "batchwise_gradients": "lstmviz.engine.batchwise",
     "Hypernetwork": "lstmviz.engine.generators",
     "lstm_forward": "lstmviz.engine.rnn",
+    "connectivity_map": "lstmviz.engine.taped",
+    "train": "lstmviz.engine.train",
+    "run_train": "lstmviz.engine.train",
+    "save_trained_weights": "lstmviz.engine.trained",
     "run": "lstmviz.engine.runner",
     "LstmvizError": "lstmviz.errors",
 }

@@ -11,20 +11,28 @@ from typing import BinaryIO
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """Yield a binary file object; on success it replaces `path`, on any error it vanishes.
+def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
+    """Yield a temporary path in `path`'s folder (ending in `suffix`, for writers that check
+    the extension); on success its file replaces `path`, on any error it vanishes.
 
     A reader never sees a half-written file, and an interrupted write leaves nothing behind.
     """
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=suffix)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+        yield Path(tmp)
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Yield a binary file object; on success it replaces `path`, on any error it vanishes."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        yield handle

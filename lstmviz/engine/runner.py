@@ -25,6 +25,12 @@ def run(
     config.validate()
     if config.layer and not config.weights:
         raise ConfigError("--layer", "only applies together with --weights FILE")
+    if config.mode == "train":  # reads its own task sequences from config.inputs
+        if config.weights:
+            raise ConfigError("--weights", "training starts from seeded weights in this version")
+        from lstmviz.engine.train import run_train
+
+        return run_train(config.check_memory(), cancelled=cancelled)
     weight_list = config.mode == "batchwise" and config.generator == "files"
     if config.mode == "batchwise" and config.weights and not weight_list:
         raise ConfigError("--weights", "in batchwise mode weights files need --generator files")
@@ -42,12 +48,10 @@ def run(
         from lstmviz.engine.multipass import run_multipass
 
         items = run_multipass(config, problem, cancelled)
-    elif config.mode == "batchwise":
+    else:  # batchwise
         from lstmviz.engine.batchwise import run_batchwise
 
         items = run_batchwise(config, cancelled=cancelled)
-    else:
-        raise ConfigError("--mode", f"mode {config.mode!r} is not available in this version")
     return _recorded(items, sources)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from lstmviz.config import RunConfig
 from lstmviz.engine.arrays import add_norms, problem_arrays
 from lstmviz.engine.cell import lstm_sequence
+from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.losses import hidden_loss
 from lstmviz.engine.problem import Problem, check_problem, seeded_problem
 from lstmviz.engine.tfload import tf
@@ -109,13 +110,28 @@ def taped_gradients(
     return GradientTrace("taped", config_for("taped", problem, loss), compute_taped(problem, loss))
 
 
+def connectivity_map(
+    x,
+    weights: LSTMWeights,
+    loss: str = "mean_h",
+    target=None,
+    h0=None,
+    c0=None,
+) -> np.ndarray:
+    """C [T, T] with C[t, s] = ‖∂L_t/∂h_s‖ (s ≤ t; zero above the diagonal), L_t the step-t
+    part of `loss`; see `lstmviz.engine.connectivity`. Arguments as `taped_gradients`."""
+    problem = check_problem(x, weights, loss, target, h0, c0)
+    return connectivity(compute_taped(problem, loss))
+
+
 def run_taped(
     config: RunConfig, problem: Problem | None = None, cancelled: Callable[[], bool] = bool
 ) -> Iterator[TraceUpdate | GradientTrace]:
-    """Generator: one TraceUpdate when it starts, then the GradientTrace.
+    """Generator: one TraceUpdate when it starts, then the GradientTrace (with `connectivity`
+    [T, T] when `config.connectivity`).
 
     The problem defaults to the one seeded by `config`. One taped run cannot be interrupted
-    inside TensorFlow; `cancelled` is checked before it starts.
+    inside TensorFlow; `cancelled` is checked before it starts and before the connectivity map.
     """
     problem = problem or seeded_problem(config)
     yield TraceUpdate(0, 1, f"taped while-loop, T={problem.x.shape[0]}")
@@ -123,4 +139,8 @@ def run_taped(
         return
     arrays = compute_taped(problem, config.loss)
     yield TraceUpdate(1, 1, "done", {k: arrays[k] for k in ("norm_h_total", "norm_h_direct")})
+    if config.connectivity:
+        if cancelled():
+            return
+        arrays["connectivity"] = connectivity(arrays)
     yield GradientTrace("taped", config, arrays)

@@ -1,0 +1,228 @@
+"""Training mode: the shared LSTM cell plus a dense read-out, trained with Adam on a task.
+
+Every training step is one compiled forward + backward with probes, so besides the update it
+gives the total dL/dh_t of the task loss at every step (`norm_h_total_by_step` [S, T]).
+
+The final trace (mode "train") holds, besides `loss_by_step` [S] and `norm_h_total_by_step`:
+- the taped keys of a taped trace (x, target, h0, c0, kernel, recurrent_kernel, bias, loss, h, c,
+  grad_h_direct, grad_h_total, grad_c_total, grad_kernel, …, norm_h_total, …) for the *final*
+  weights on the last batch, plus `readout_kernel` [H, O], `readout_bias` [O] and their
+  gradients; `target` is the task's y ([B, O] or [T, B, O]), `loss` the task loss;
+- the same keys prefixed `step0_` for step 0: the initial weights (`step0_kernel`, …) on the
+  first batch, before the first update (so `step0_norm_h_total` == `norm_h_total_by_step[0]`);
+- `readout_per_step` (bool) and, with `config.connectivity`, `connectivity` [T, T] for the
+  final weights (see `lstmviz.engine.connectivity`).
+With the config (seed, task, sizes) this is enough to redraw or rerun the run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import numpy as np
+
+from lstmviz.config import RunConfig
+from lstmviz.engine.arrays import add_norms
+from lstmviz.engine.cell import lstm_sequence
+from lstmviz.engine.connectivity import connectivity
+from lstmviz.engine.tasks import Task, make_task
+from lstmviz.engine.tfload import tf
+from lstmviz.errors import ConfigError
+from lstmviz.trace import GradientTrace, TraceUpdate, step_norm
+from lstmviz.weights import random_weights
+
+LEARNING_RATE = 0.01  # Adam, Keras's other defaults
+UPDATES_PER_SECOND = 30  # live TraceUpdates at most this often (and after the last step)
+MAX_HISTORY = 50_000_000  # train_steps × steps: norm_h_total_by_step stays below 200 MB
+
+WEIGHT_KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
+_GRAD_KEYS = ("grad_h_direct", "grad_h_total", "grad_c_total") + tuple(
+    f"grad_{key}" for key in WEIGHT_KEYS
+)
+
+
+def readout_loss(per_step: bool, loss: str, h, readout_kernel, readout_bias, y):
+    """The task loss of the dense read-out on h [T, B, H] (every step, or h[T-1] only)."""
+    out = tf.tensordot(h if per_step else h[-1], readout_kernel, 1) + readout_bias
+    if loss == "xent":
+        return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=out))
+    return tf.reduce_mean(tf.square(out - y))
+
+
+_MATRIX = tf.TensorSpec([None, None], tf.float32)
+_VECTOR = tf.TensorSpec([None], tf.float32)
+_SIGNATURE = (
+    tf.TensorSpec([None, None, None], tf.float32),  # x [T, B, I]
+    tf.TensorSpec(None, tf.float32),  # y [B, O] or [T, B, O]
+    _MATRIX,  # kernel [I, 4H]
+    _MATRIX,  # recurrent_kernel [H, 4H]
+    _VECTOR,  # bias [4H]
+    _MATRIX,  # readout_kernel [H, O]
+    _VECTOR,  # readout_bias [O]
+)
+_COMPILED: dict[tuple[bool, str], Callable] = {}
+
+
+def task_gradients(per_step: bool, loss: str) -> Callable:
+    """Compiled once per read-out kind, for all shapes: (x, y, *weights in WEIGHT_KEYS order)
+    -> (loss, h, c, grads in _GRAD_KEYS order); h0 = c0 = 0."""
+    if (per_step, loss) not in _COMPILED:
+
+        def taped(x, y, kernel, recurrent_kernel, bias, readout_kernel, readout_bias):
+            state = tf.zeros([tf.shape(x)[1], tf.shape(recurrent_kernel)[0]])
+            probe_h = tf.zeros([tf.shape(x)[0], tf.shape(state)[0], tf.shape(state)[1]])
+            probe_c = tf.zeros_like(probe_h)
+            sources = [
+                probe_h,
+                probe_c,
+                kernel,
+                recurrent_kernel,
+                bias,
+                readout_kernel,
+                readout_bias,
+            ]
+            with tf.GradientTape() as tape:
+                tape.watch(sources)
+                h, c = lstm_sequence(
+                    x, state, state, kernel, recurrent_kernel, bias, probe_h, probe_c
+                )
+                value = readout_loss(per_step, loss, h, readout_kernel, readout_bias, y)
+            grads = tape.gradient(
+                value, [h, *sources], unconnected_gradients=tf.UnconnectedGradients.ZERO
+            )
+            return value, h, c, grads
+
+        _COMPILED[per_step, loss] = tf.function(
+            taped, input_signature=_SIGNATURE, reduce_retracing=True
+        )
+    return _COMPILED[per_step, loss]
+
+
+def initial_weights(task: Task, hidden: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Keras's initialisers: the LSTM's (`random_weights`), a Glorot-uniform read-out, zero bias."""
+    lstm = random_weights(task.input_dim, hidden, rng)
+    limit = np.sqrt(6.0 / (hidden + task.output_dim))
+    return {
+        "kernel": lstm.kernel,
+        "recurrent_kernel": lstm.recurrent_kernel,
+        "bias": lstm.bias,
+        "readout_kernel": rng.uniform(-limit, limit, (hidden, task.output_dim)).astype(np.float32),
+        "readout_bias": np.zeros(task.output_dim, np.float32),
+    }
+
+
+class Trainer:
+    """The weights as tf.Variables and Adam. `gradients(x, y)` -> (loss, h, c, grads in
+    _GRAD_KEYS order) at the current weights; `step(x, y)` the same, then one Adam update
+    (compiled, traced once per run). x [T, B, I]."""
+
+    def __init__(self, task: Task, weights: dict[str, np.ndarray]):
+        self.variables = [tf.Variable(weights[key], name=key) for key in WEIGHT_KEYS]
+        self.optimizer = tf.keras.optimizers.Adam(LEARNING_RATE)
+        self._taped = task_gradients(task.per_step, task.loss)
+        self._apply = tf.function(
+            lambda grads: self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
+        )
+
+    def gradients(self, x, y):
+        return self._taped(x, y, *self.variables)
+
+    def step(self, x, y):
+        result = self.gradients(x, y)
+        self._apply(result[3][3:])
+        return result
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return {key: v.numpy() for key, v in zip(WEIGHT_KEYS, self.variables, strict=True)}
+
+
+def taped_arrays(x, y, weights: dict[str, np.ndarray], result) -> dict[str, np.ndarray]:
+    """A taped trace's keys for one batch from a Trainer result (loss, h, c, grads)."""
+    value, h, c, grads = result
+    state = np.zeros((x.shape[1], weights["recurrent_kernel"].shape[0]), np.float32)
+    arrays = {"x": x, "target": y, "h0": state, "c0": state, **weights}
+    arrays.update(loss=np.float32(value.numpy()), h=h.numpy(), c=c.numpy())
+    arrays.update({key: g.numpy() for key, g in zip(_GRAD_KEYS, grads, strict=True)})
+    add_norms(arrays)
+    return arrays
+
+
+def run_train(
+    config: RunConfig, cancelled: Callable[[], bool] = bool
+) -> Iterator[TraceUpdate | GradientTrace]:
+    """Train for `config.train_steps` steps on `config.task` (or the sequences in
+    `config.inputs`); bad parameters or task data raise here, before anything runs.
+
+    The generator yields TraceUpdates with `loss_by_step` [done], `norm_h_total_by_step`
+    [done, T] and the latest row as `norm_h_total` [T], at most UPDATES_PER_SECOND times a
+    second and after the last step (the arrays are views whose rows never change afterwards),
+    then the trace. `cancelled()` is polled before every step; a cancelled run ends without a
+    trace. Pausing is simply not asking for the next item.
+    """
+    total, steps = config.train_steps, config.steps
+    if total * steps > MAX_HISTORY:
+        raise ConfigError(
+            "--train-steps",
+            f"{total} steps × T={steps} is more than {MAX_HISTORY:,} history cells; "
+            "train for fewer steps or shorter sequences",
+        )
+    if config.weights:
+        raise ConfigError("--weights", "training starts from seeded weights in this version")
+    return _training(config, make_task(config), cancelled)
+
+
+def _training(
+    config: RunConfig, task: Task, cancelled: Callable[[], bool]
+) -> Iterator[TraceUpdate | GradientTrace]:
+    total, steps = config.train_steps, config.steps
+    rng = np.random.default_rng(config.seed)
+    initial = initial_weights(task, config.hidden, rng)
+    trainer = Trainer(task, initial)
+    losses = np.zeros(total, np.float32)
+    norms = np.zeros((total, steps), np.float32)
+    yield TraceUpdate(0, total, f"training on {task.name}, T={steps}")
+    last_update = time.monotonic()
+    for step in range(total):
+        if cancelled():
+            return
+        x, y = task.sample(rng)
+        result = trainer.step(x, y)
+        losses[step] = result[0].numpy()
+        norms[step] = step_norm(result[3][1].numpy())
+        if step == 0:
+            first = taped_arrays(x, y, initial, result)
+        now = time.monotonic()
+        if step == total - 1 or now - last_update >= 1 / UPDATES_PER_SECOND:
+            last_update = now
+            done = step + 1
+            yield TraceUpdate(
+                done,
+                total,
+                f"loss {losses[step]:.4g}",
+                {
+                    "loss_by_step": losses[:done],
+                    "norm_h_total_by_step": norms[:done],
+                    "norm_h_total": norms[step],
+                },
+            )
+    final = trainer.weights()
+    arrays = taped_arrays(x, y, final, trainer.gradients(x, y))
+    arrays.update({f"step0_{key}": value for key, value in first.items()})
+    arrays.update(
+        loss_by_step=losses, norm_h_total_by_step=norms, readout_per_step=np.bool_(task.per_step)
+    )
+    if config.connectivity:
+        if cancelled():
+            return
+        arrays["connectivity"] = connectivity(arrays)
+    yield GradientTrace("train", replace(config, input_dim=task.input_dim), arrays)
+
+
+def train(**params) -> GradientTrace:
+    """Train and return the trace. Parameters as RunConfig's (task, train_steps, steps, batch,
+    hidden, seed, inputs, connectivity); e.g. `train(task="adding", train_steps=150, steps=30)`."""
+    config = RunConfig(mode="train", **params).validate()
+    *_, trace = run_train(config)
+    return trace

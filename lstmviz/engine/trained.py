@@ -1,0 +1,55 @@
+"""Save a training run's weights as Keras `.weights.h5` or NumPy `.npz`, atomically.
+
+`.weights.h5` is what Keras's `model.save_weights` writes for `keras_model(I, H, O, per_step)`:
+`Sequential([Input((None, I)), LSTM(H, return_sequences=per_step, name="lstm"),
+Dense(O, name="readout")])`; build that model and call `load_weights`. (Keras models take
+batch-major sequences [B, T, I]; lstmviz is time-major [T, B, I].)
+`.npz` holds `kernel` [I, 4H], `recurrent_kernel` [H, 4H], `bias` [4H] (Keras's layout, so
+lstmviz reads it as LSTM weights), `readout_kernel` [H, O] and `readout_bias` [O].
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from lstmviz.atomic import atomic_path, atomic_write
+from lstmviz.engine.tfload import tf
+from lstmviz.engine.train import WEIGHT_KEYS
+from lstmviz.errors import InputError
+from lstmviz.trace import GradientTrace
+
+
+def keras_model(input_dim: int, hidden: int, output_dim: int, per_step: bool):
+    """The Keras model with the layout of a training run (weights freshly initialised)."""
+    keras = tf.keras
+    return keras.Sequential(
+        [
+            keras.Input((None, input_dim)),
+            keras.layers.LSTM(hidden, return_sequences=per_step, name="lstm"),
+            keras.layers.Dense(output_dim, name="readout"),
+        ]
+    )
+
+
+def save_trained_weights(trace: GradientTrace, path: str | os.PathLike) -> Path:
+    """Write the final weights of a "train" trace to `path` (.weights.h5 or .npz)."""
+    path = Path(path)
+    missing = [key for key in WEIGHT_KEYS if key not in trace]
+    if missing:
+        raise InputError(f"trace of mode {trace.mode!r} has no trained weights ({missing[0]})")
+    weights = [np.asarray(trace[key], np.float32) for key in WEIGHT_KEYS]
+    if path.name.endswith(".weights.h5"):
+        (input_dim, _), (hidden, output_dim) = weights[0].shape, weights[3].shape
+        model = keras_model(input_dim, hidden, output_dim, bool(trace["readout_per_step"]))
+        model.set_weights(weights)
+        with atomic_path(path, suffix=".weights.h5") as tmp:
+            model.save_weights(tmp)
+    elif path.suffix == ".npz":
+        with atomic_write(path) as handle:
+            np.savez(handle, **dict(zip(WEIGHT_KEYS, weights, strict=True)))
+    else:
+        raise InputError(f"{path}: trained weights are saved as .weights.h5 or .npz")
+    return path
