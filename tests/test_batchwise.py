@@ -383,6 +383,34 @@ def test_cli_files_generator_reads_one_file_per_batch(tmp_path, rng):
         check_batches(trace, "mean_h")
 
 
+def test_files_generator_reads_any_weights_format(tmp_path, rng):
+    """A folder mixing a real Keras `.weights.h5` and a PyTorch-layout `.safetensors` file."""
+    import keras
+    from safetensors.numpy import save_file
+
+    model = keras.Sequential([keras.Input((None, 3)), keras.layers.LSTM(5, name="lstm")])
+    model.save_weights(tmp_path / "a.weights.h5")
+    torch_w = random_weights(3, 5, rng)
+    half = torch_w.bias / 2  # PyTorch keeps two biases that add up
+    save_file(
+        {
+            "weight_ih_l0": np.ascontiguousarray(torch_w.kernel.T),
+            "weight_hh_l0": np.ascontiguousarray(torch_w.recurrent_kernel.T),
+            "bias_ih_l0": half,
+            "bias_hh_l0": half,
+        },
+        str(tmp_path / "b.safetensors"),
+    )
+    out = tmp_path / "t.npz"
+    argv = ["run", "--mode", "batchwise", "--generator", "files", *CLI_SHAPE, "--batches", "2"]
+    assert main([*argv, "--weights", str(tmp_path), "--quiet", "--out", str(out)]) == 0
+    trace = GradientTrace.load(out)
+    np.testing.assert_array_equal(trace.kernel[0], model.get_layer("lstm").get_weights()[0])
+    np.testing.assert_allclose(trace.bias[1], torch_w.bias, rtol=1e-6)
+    np.testing.assert_array_equal(trace.recurrent_kernel[1], torch_w.recurrent_kernel)
+    check_batches(trace, "mean_h")
+
+
 @pytest.mark.parametrize(
     ("setup", "args", "message"),
     [

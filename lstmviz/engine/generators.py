@@ -16,6 +16,7 @@ import numpy as np
 from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError, WeightsError
 from lstmviz.weights import LSTMWeights, random_weights
+from lstmviz.weights.loaders import WEIGHT_SUFFIXES, load_weights
 
 
 class FixedWeights:
@@ -85,21 +86,11 @@ class Hypernetwork:
         return tf.reshape(kernel, [i, 4 * h]), tf.reshape(recurrent, [h, 4 * h]), bias
 
 
-def read_weights_npz(path: Path, input_dim: int, hidden: int) -> LSTMWeights:
-    """One batch's weights from an `.npz` with kernel, recurrent_kernel and bias (Keras layout).
+def read_batch_weights(path: Path, input_dim: int, hidden: int, layer: str | None) -> LSTMWeights:
+    """One batch's weights from any file `lstmviz.load_weights` reads; they must fit I and H.
 
-    A stand-in until the loaders of issue 6; raises WeightsError naming the file.
-    """
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            missing = [k for k in ("kernel", "recurrent_kernel", "bias") if k not in data.files]
-            if missing:
-                raise WeightsError(f"missing {', '.join(missing)}")
-            weights = LSTMWeights(data["kernel"], data["recurrent_kernel"], data["bias"])
-    except WeightsError as exc:
-        raise WeightsError(f"{path}: {exc}") from None
-    except (OSError, ValueError) as exc:
-        raise WeightsError(f"{path}: not a readable .npz weight file ({exc})") from None
+    Raises WeightsError naming the file."""
+    weights = load_weights(path, layer)
     if (weights.input_dim, weights.hidden) != (input_dim, hidden):
         raise WeightsError(
             f"{path}: weights are for I={weights.input_dim}, H={weights.hidden}, "
@@ -109,12 +100,16 @@ def read_weights_npz(path: Path, input_dim: int, hidden: int) -> LSTMWeights:
 
 
 def weight_paths(spec: str, batches: int) -> list[Path]:
-    """`--weights` for the files generator: comma-separated files, or a folder (its *.npz, sorted).
+    """`--weights` for the files generator: comma-separated files, or a folder (its weight
+    files — .npz, .keras, .weights.h5, .h5, .safetensors — sorted by name).
 
     There must be exactly one file per batch.
     """
     folder = Path(spec)
-    paths = sorted(folder.glob("*.npz")) if folder.is_dir() else [Path(p) for p in spec.split(",")]
+    if folder.is_dir():
+        paths = sorted(p for p in folder.iterdir() if p.name.endswith(WEIGHT_SUFFIXES))
+    else:
+        paths = [Path(p) for p in spec.split(",")]
     if len(paths) != batches:
         raise ConfigError(
             "--weights", f"{len(paths)} weight file(s) for --batches {batches}; give one per batch"
@@ -132,5 +127,6 @@ def make_generator(config: RunConfig, seeded: Sequence[LSTMWeights]):
         raise ConfigError("--weights", "--generator files needs the weight files (one per batch)")
     paths = weight_paths(config.weights, config.batches)
     return FixedWeights(
-        "files", [read_weights_npz(p, config.input_dim, config.hidden) for p in paths]
+        "files",
+        [read_batch_weights(p, config.input_dim, config.hidden, config.layer) for p in paths],
     )

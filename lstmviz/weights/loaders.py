@@ -46,6 +46,7 @@ _READERS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
     ".pt": ("PyTorch nn.LSTM state dict (.pt)", pt_layers),
     ".pth": ("PyTorch nn.LSTM state dict (.pth)", pt_layers),
 }
+WEIGHT_SUFFIXES = tuple(_READERS)
 
 
 class LayerInfo(NamedTuple):
