@@ -225,3 +225,28 @@ def test_closing_while_tensorflow_loads_or_runs_exits_0(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=15)
     assert proc.returncode == 0, stderr.decode()[-2000:]
+
+
+@pytest.mark.parametrize("loss", ["mean_h", "last_mse", "seq_mse"])
+def test_verify_agrees_with_numpy_bptt_and_catches_a_wrong_gradient(rng, loss):
+    from lstmviz.verify import verify_trace
+    from lstmviz.weights import random_weights
+    from tests.reference import np_bptt, np_forward, np_loss
+
+    T, B, I, H = 12, 3, 4, 5
+    w = random_weights(I, H, rng)
+    x = rng.standard_normal((T, B, I))
+    h0, c0 = rng.uniform(-0.5, 0.5, (2, B, H))
+    target = {"mean_h": None, "last_mse": rng.uniform(-1, 1, (B, H))}.get(loss)
+    target = rng.uniform(-1, 1, (T, B, H)) if loss == "seq_mse" else target
+    h, _, _ = np_forward(x, w.kernel, w.recurrent_kernel, w.bias, h0, c0)
+    _, direct = np_loss(loss, h, target)
+    grads = np_bptt(x, w.kernel, w.recurrent_kernel, w.bias, h0, c0, direct)
+    arrays = dict(x=x, kernel=w.kernel, recurrent_kernel=w.recurrent_kernel, bias=w.bias)
+    arrays.update(h0=h0, c0=c0, grad_h_total=grads["dh"])
+    if target is not None:
+        arrays["target"] = target
+    trace = GradientTrace("taped", RunConfig(steps=T, loss=loss), arrays)
+    assert verify_trace(trace).worst_rel < 1e-6
+    arrays["grad_h_total"] = grads["dh"] * 1.01
+    assert not verify_trace(trace).ok

@@ -217,6 +217,7 @@ class NormPanel(Panel):
                     self.legend.addItem(full, f"{name} {r + 1}" + (" full" if has_cut else ""))
             if truncated is not None and len(truncated):
                 self.legend.addItem(self.row_curves[0][1], "truncated (stateful), dashed")
+        self.legend.setColumnCount(2 if count > 2 else 1)
         for full, cut in self.row_curves[count:]:
             full.setData([], [])
             cut.setData([], [])
@@ -292,6 +293,9 @@ class HeatmapPanel(Panel):
         norm = " / row max" if self.normalise and self.row_name != "unit" else ""
         self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
         self.plot.setLabel("left", self.row_name + (" (from 0)" if self.row_name == "unit" else ""))
+        few = self.row_name != "unit" and len(shown) <= 20  # label rows 1..N at their centres
+        ticks = [[(r + 0.5, str(r + 1)) for r in range(len(shown))]] if few else None
+        self.plot.getAxis("left").setTicks(ticks)
 
     def readout_at(self, x: float, y: float) -> str:
         t, r = int(np.floor(x)), int(np.floor(y))
@@ -334,7 +338,12 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     """One line: mode, sizes, loss, multi-pass check, kernel, time, non-finite values."""
     parts = [f"<b>{mode}</b>"]
     if config is not None:
-        parts.append(f"T={config.steps} B={config.batch} I={config.input_dim} H={config.hidden}")
+        steps = f"T={config.steps}"
+        if config.mode == "multipass":
+            steps = f"P={config.passes} × T={config.steps}"
+        elif config.mode == "batchwise":
+            steps += f" N={config.batches}"
+        parts.append(f"{steps} B={config.batch} I={config.input_dim} H={config.hidden}")
     loss = arrays.get("loss_by_step", arrays.get("loss"))
     if loss is not None and np.size(loss):
         parts.append(f"loss {fmt(float(np.ravel(loss)[-1]))}")

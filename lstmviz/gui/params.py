@@ -24,7 +24,7 @@ MAX_RUN_BYTES = 4 * 2**30
 
 MODE_TEXT = {
     "taped": "taped while-loop",
-    "multipass": "multi-pass (state carried)",
+    "multipass": "multi-pass",
     "batchwise": "per-batch weights",
     "train": "training",
 }
