@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtCore import QPointF, QSettings  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
@@ -105,6 +105,10 @@ def test_taped_run_draws_the_engine_numbers_and_verifies(qtbot, window):
     np.testing.assert_allclose(window.units.data, np.abs(g).mean(axis=1).T, rtol=1e-12)
     assert f"loss {float(trace.loss):.3g}" in window.summary.text.text()
     assert "no NaN/Inf" in window.summary.text.text()
+    qtbot.wait(50)  # let the view range settle
+    view = norm.plot.getPlotItem().getViewBox()
+    norm._hover(view.mapViewToScene(QPointF(5.2, float(np.mean(view.viewRange()[1])))))
+    assert norm.readout.text().startswith("t = 5 · total ")
 
     window.summary.verify_button.click()
     qtbot.waitUntil(lambda: "entries" in window.summary.verify_result.text(), timeout=10_000)
@@ -250,3 +254,11 @@ def test_verify_agrees_with_numpy_bptt_and_catches_a_wrong_gradient(rng, loss):
     assert verify_trace(trace).worst_rel < 1e-6
     arrays["grad_h_total"] = grads["dh"] * 1.01
     assert not verify_trace(trace).ok
+
+
+def test_gui_modules_do_not_import_tensorflow():
+    code = (
+        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker, lstmviz.verify;"
+        "sys.exit('tensorflow' in sys.modules or 'keras' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0

@@ -137,6 +137,7 @@ class MainWindow(QMainWindow):
     def _build_status(self) -> None:
         self.message = QLabel("loading TensorFlow…")
         self.progress = QProgressBar(maximumWidth=220, textVisible=True)
+        self.progress.hide()  # until the first run
         self.elapsed = QLabel("")
         self.device_label = QLabel("TensorFlow: loading…")
         bar = self.statusBar()
@@ -291,6 +292,7 @@ class MainWindow(QMainWindow):
         self.pending, self.rows_total, self.dirty = {}, None, True
         self.summary.draw(config.mode, {}, config, 0.0)
         self.progress.setRange(0, 0)
+        self.progress.show()
         self.message.setText(
             f"{MODE_TEXT[config.mode]}: " + ("starting…" if self.device else "loading TensorFlow…")
         )

@@ -14,7 +14,14 @@ from collections.abc import Mapping
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from lstmviz.config import RunConfig
 
@@ -107,19 +114,32 @@ class Panel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(2)
         layout.addLayout(head)
-        layout.addWidget(self.plot, 1)
+        self.placeholder = QLabel(
+            "Nothing to show yet: press Run (Ctrl+R) or open a trace (Ctrl+O).",
+            alignment=Qt.AlignCenter,
+        )
+        self.placeholder.setStyleSheet("color: #777; background: white; border: 1px solid #ddd;")
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.placeholder)
+        self.stack.addWidget(self.plot)
+        layout.addWidget(self.stack, 1)
         self.plot.scene().sigMouseMoved.connect(self._hover)
 
     def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
         self.arrays, self.config, self.rows_total = arrays, config, rows_total
         self.redraw()
+        self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
 
     def set_options(self, log: bool, normalise: bool) -> None:
         self.log, self.normalise = log, normalise
         self.redraw()
 
     def redraw(self) -> None:
+        raise NotImplementedError
+
+    def drawn(self) -> bool:
+        """Whether the plot shows any data (else the placeholder is shown)."""
         raise NotImplementedError
 
     def readout_at(self, x: float, y: float) -> str:
@@ -224,6 +244,10 @@ class NormPanel(Panel):
         total = max(self.rows_total or 0, len(rows[0]) if rows else 0)
         self._set_boundaries([p * per_pass - 0.5 for p in range(1, total)] if per_pass else [])
 
+    def drawn(self) -> bool:
+        items = [*self.curves.values(), *(full for full, _ in self.row_curves)]
+        return any(item.yData is not None and len(item.yData) for item in items)
+
     def _show(self, y: np.ndarray) -> np.ndarray:
         y = display_values(y, log=False, normalise=self.normalise)
         return self._positive(y) if self.log else y
@@ -296,6 +320,9 @@ class HeatmapPanel(Panel):
         few = self.row_name != "unit" and len(shown) <= 20  # label rows 1..N at their centres
         ticks = [[(r + 0.5, str(r + 1)) for r in range(len(shown))]] if few else None
         self.plot.getAxis("left").setTicks(ticks)
+
+    def drawn(self) -> bool:
+        return self.data.size > 0
 
     def readout_at(self, x: float, y: float) -> str:
         t, r = int(np.floor(x)), int(np.floor(y))
