@@ -2,27 +2,60 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 
 def main(demo: bool = False, screenshot: str | None = None) -> int:
-    """Show the main window; with `screenshot`, save it as PNG once idle and quit. Returns 0."""
+    """Show the main window (and start the demo run). With `screenshot`, save the window as PNG
+    once the run is drawn (or, without a run, once TensorFlow is ready) and quit.
+
+    Returns 0, or 1 when `screenshot` was asked for and an error occurred or nothing was saved.
+    """
     import pyqtgraph as pg
-    from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication, QMainWindow
+    from PySide6.QtCore import QEvent, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from lstmviz.gui.main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setOrganizationName("lstmviz")
     app.setApplicationName("lstmviz")
-    window = QMainWindow()
-    window.setWindowTitle("lstmviz — gradient flow through an LSTM")
-    plot = pg.PlotWidget(title="Gradient norm over timesteps")
-    plot.setLabel("bottom", "timestep t")
-    plot.setLabel("left", "‖dL/dh_t‖")
-    window.setCentralWidget(plot)
-    window.resize(1000, 640)
+    app.setStyle("Fusion")
+    pg.setConfigOptions(antialias=True, background="w", foreground="#222")
+    window = MainWindow(quiet_errors=bool(screenshot))
     window.show()
+    saved = []
+
     if screenshot:
-        QTimer.singleShot(300, lambda: (window.grab().save(screenshot), app.quit()))
+
+        def shoot() -> None:
+            saved.append(window.grab().save(screenshot, "PNG"))
+            window.close()
+
+        window.settled.connect(lambda: QTimer.singleShot(400, shoot))
+        QTimer.singleShot(180_000, window.close)  # never hang an automated run
+    if demo:
+        window.start_demo()
+
+    # SIGINT/SIGTERM close the window like File → Quit; the timer lets Python see the signal.
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: window.close())
+    heartbeat = QTimer(interval=200)
+    heartbeat.timeout.connect(lambda: None)
+    heartbeat.start()
+
     code = app.exec()
+    heartbeat.stop()
+    if screenshot and (window.errors or not saved or not saved[0]):
+        code = code or 1
+    if not window.shutdown():
+        # TensorFlow is still importing or inside one computation, which cannot be
+        # interrupted; its thread would abort the interpreter at exit. Leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     window.deleteLater()
+    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     return int(code)

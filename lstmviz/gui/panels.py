@@ -1,0 +1,420 @@
+"""The plots, built from a trace's arrays alone (no window needed, so export can reuse them).
+
+Every panel has `draw(arrays, config, rows_total)` and redraws in place (setData / setImage on
+items made once). Keys drawn are whatever the arrays hold, so new modes light up by themselves:
+`norm_h_total`, `norm_h_direct`, `norm_c_total` [T]; `norm_h_total_by_pass` and
+`norm_h_truncated_by_pass` [P, Tp]; `norm_h_total_by_batch` [N, T]; `norm_h_total_by_step`
+[S, T]; `grad_h_total` [T, B, H].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from lstmviz.config import RunConfig
+
+Arrays = Mapping[str, np.ndarray]
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
+MAX_ROW_CURVES = 20  # more per-pass/per-batch curves are noise; the heatmap shows them all
+MAIN_CURVES = {  # key: (legend, pen)
+    "norm_h_total": ("total ‖dL/dh_t‖", pg.mkPen("#1f3b73", width=2.5)),
+    "norm_h_direct": ("direct ‖∂L/∂h_t‖", pg.mkPen("#d62728", width=1.5, style=Qt.DashLine)),
+    "norm_c_total": ("cell ‖dL/dc_t‖", pg.mkPen("#2ca02c", width=1.5, style=Qt.DashDotLine)),
+}
+ROW_KEYS = {  # rows × timesteps source: row name
+    "norm_h_total_by_pass": "pass",
+    "norm_h_total_by_batch": "batch",
+    "norm_h_total_by_step": "training step",
+}
+
+
+def fmt(value: float) -> str:
+    return "—" if not np.isfinite(value) else f"{value:.3g}"
+
+
+def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
+    """Total gradient norm as rows × timesteps, and what a row is. Taped runs have one
+    sequence, so their rows are the batch samples (norm over units only)."""
+    for key, name in ROW_KEYS.items():
+        if key in arrays:
+            return np.atleast_2d(np.asarray(arrays[key], np.float64)), name
+    g = arrays.get("grad_h_total")
+    if g is not None and np.ndim(g) == 3:
+        return np.sqrt(np.sum(np.square(g, dtype=np.float64), axis=-1)).T, "batch sample"
+    return None
+
+
+def units_matrix(arrays: Arrays) -> np.ndarray | None:
+    """mean over the batch of |dL/dh_t,j|, units × timesteps (leading axes averaged too)."""
+    g = arrays.get("grad_h_total")
+    if g is None or np.ndim(g) < 3:
+        return None
+    g = np.abs(np.asarray(g, np.float64))
+    g = g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2))  # [T, H]
+    return g.T
+
+
+def pass_length(arrays: Arrays) -> int | None:
+    if "norm_h_total_by_pass" not in arrays:
+        return None
+    if "pass_length" in arrays:
+        return int(arrays["pass_length"])
+    return int(np.shape(arrays["norm_h_total_by_pass"])[-1])
+
+
+def display_values(data: np.ndarray, log: bool, normalise: bool) -> np.ndarray:
+    """Rows divided by their maximum (normalise) and/or log10 with non-positive values hidden."""
+    data = np.array(data, np.float64)
+    if normalise:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            peak = np.nanmax(np.abs(data), axis=-1, keepdims=True, initial=0.0)
+            data = np.where(peak > 0, data / np.where(peak > 0, peak, 1.0), data)
+    if log:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            data = np.where(data > 0, np.log10(np.where(data > 0, data, 1.0)), np.nan)
+    return data
+
+
+class Panel(QWidget):
+    """A bold title, a hover readout on the right, and a pyqtgraph plot below."""
+
+    def __init__(self, title: str, tip: str):
+        super().__init__()
+        self.title = QLabel(f"<b>{title}</b>", toolTip=tip)
+        self.readout = QLabel(alignment=Qt.AlignRight | Qt.AlignVCenter)
+        self.readout.setStyleSheet("color: #555; font-family: monospace;")
+        self.plot = pg.PlotWidget()
+        self.plot.setToolTip(tip)
+        self.plot.getPlotItem().getViewBox().setDefaultPadding(0.01)
+        for side in ("left", "bottom"):
+            self.plot.getAxis(side).enableAutoSIPrefix(False)
+        self.arrays: Arrays = {}
+        self.config: RunConfig | None = None
+        self.rows_total: int | None = None
+        self.log, self.normalise = True, False
+        head = QHBoxLayout()
+        head.addWidget(self.title)
+        head.addStretch(1)
+        head.addWidget(self.readout)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(2)
+        layout.addLayout(head)
+        self.placeholder = QLabel(
+            "Nothing to show yet: press Run (Ctrl+R) or open a trace (Ctrl+O).",
+            alignment=Qt.AlignCenter,
+        )
+        self.placeholder.setStyleSheet("color: #777; background: white; border: 1px solid #ddd;")
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.placeholder)
+        self.stack.addWidget(self.plot)
+        layout.addWidget(self.stack, 1)
+        self.plot.scene().sigMouseMoved.connect(self._hover)
+
+    def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
+        """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
+        self.arrays, self.config, self.rows_total = arrays, config, rows_total
+        self.redraw()
+        self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
+
+    def set_options(self, log: bool, normalise: bool) -> None:
+        self.log, self.normalise = log, normalise
+        self.redraw()
+
+    def redraw(self) -> None:
+        raise NotImplementedError
+
+    def drawn(self) -> bool:
+        """Whether the plot shows any data (else the placeholder is shown)."""
+        raise NotImplementedError
+
+    def readout_at(self, x: float, y: float) -> str:
+        raise NotImplementedError
+
+    def _hover(self, pos: QPointF) -> None:
+        view = self.plot.getPlotItem().getViewBox()
+        if not view.sceneBoundingRect().contains(pos):
+            self.readout.clear()
+            return
+        point = view.mapSceneToView(pos)
+        self.readout.setText(self.readout_at(point.x(), point.y()))
+
+
+class NormPanel(Panel):
+    """Gradient norm over timesteps: total, direct and cell curves; one curve per pass (with
+    the truncated one dashed) or per batch; pass boundaries as dotted lines."""
+
+    def __init__(self):
+        super().__init__(
+            "Gradient norm over timesteps",
+            "L2 norm over batch and units of the gradient at each timestep.\n"
+            "total dL/dh_t: through the recurrence (what BPTT calls δ_t);\n"
+            "direct ∂L/∂h_t: only where h_t enters the loss itself;\n"
+            "cell dL/dc_t: at the cell state. Log scale and normalising: View menu.",
+        )
+        item = self.plot.getPlotItem()
+        item.setLabel("bottom", "timestep t")
+        item.showGrid(x=True, y=True, alpha=0.25)
+        self.legend = item.addLegend(
+            offset=(10, 10),
+            labelTextSize="9pt",
+            brush=pg.mkBrush(255, 255, 255, 215),
+            pen=pg.mkPen("#bbb"),
+        )
+        self.curves = {key: pg.PlotDataItem(pen=pen) for key, (_, pen) in MAIN_CURVES.items()}
+        for curve in self.curves.values():
+            item.addItem(curve)
+        self.row_curves: list[tuple[pg.PlotDataItem, pg.PlotDataItem]] = []
+        self.boundaries: list[pg.InfiniteLine] = []
+
+    def _row_pair(self, index: int) -> tuple[pg.PlotDataItem, pg.PlotDataItem]:
+        while len(self.row_curves) <= index:
+            color = PALETTE[len(self.row_curves) % len(PALETTE)]
+            pair = (
+                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5)),
+                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5, style=Qt.DashLine)),
+            )
+            for curve in pair:
+                self.plot.addItem(curve)
+            self.row_curves.append(pair)
+        return self.row_curves[index]
+
+    def _set_boundaries(self, positions: list[float]) -> None:
+        while len(self.boundaries) < len(positions):
+            line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#888", width=1, style=Qt.DotLine))
+            self.plot.addItem(line)
+            self.boundaries.append(line)
+        for line, pos in zip(
+            self.boundaries, positions + [None] * len(self.boundaries), strict=False
+        ):
+            line.setVisible(pos is not None)
+            if pos is not None:
+                line.setPos(pos)
+
+    def redraw(self) -> None:
+        a = self.arrays
+        self.legend.clear()
+        self.plot.setLogMode(y=self.log)
+        label = "gradient norm" + (" / row max" if self.normalise else "")
+        self.plot.setLabel("left", label + (" (log scale)" if self.log else ""))
+        per_pass = pass_length(a)
+        rows = rows_matrix(a) if any(k in a for k in ROW_KEYS) else None
+        for key, curve in self.curves.items():
+            show = key in a and not (key == "norm_h_total" and per_pass)
+            y = np.asarray(a[key], np.float64) if show else np.zeros(0)
+            curve.setData(np.arange(len(y)), self._positive(y) if self.log else y)
+            curve.setSymbol("o" if 0 < np.count_nonzero(y) <= 3 else None)  # lone points
+            curve.setSymbolSize(6)
+            curve.setSymbolPen(curve.opts["pen"])
+            if show:
+                self.legend.addItem(curve, MAIN_CURVES[key][0])
+        count = 0
+        if rows is not None and rows[1] in ("pass", "batch"):
+            data, name = rows
+            truncated = a.get("norm_h_truncated_by_pass")
+            count = min(len(data), MAX_ROW_CURVES)
+            for r in range(count):
+                full, cut = self._row_pair(r)
+                x = np.arange(data.shape[1]) + (r * per_pass if per_pass else 0)
+                full.setData(x, self._show(data[r]))
+                has_cut = truncated is not None and r < len(truncated)
+                cut.setData(x if has_cut else [], self._show(truncated[r]) if has_cut else [])
+                if r < 6:
+                    self.legend.addItem(full, f"{name} {r + 1}" + (" full" if has_cut else ""))
+            if truncated is not None and len(truncated):
+                self.legend.addItem(self.row_curves[0][1], "truncated (stateful), dashed")
+        self.legend.setColumnCount(2 if count > 2 else 1)
+        for full, cut in self.row_curves[count:]:
+            full.setData([], [])
+            cut.setData([], [])
+        total = max(self.rows_total or 0, len(rows[0]) if rows else 0)
+        self._set_boundaries([p * per_pass - 0.5 for p in range(1, total)] if per_pass else [])
+
+    def drawn(self) -> bool:
+        items = [*self.curves.values(), *(full for full, _ in self.row_curves)]
+        return any(item.yData is not None and len(item.yData) for item in items)
+
+    def _show(self, y: np.ndarray) -> np.ndarray:
+        y = display_values(y, log=False, normalise=self.normalise)
+        return self._positive(y) if self.log else y
+
+    @staticmethod
+    def _positive(y: np.ndarray) -> np.ndarray:
+        """Log axes cannot show zeros: hide them (NaN breaks the line there)."""
+        return np.where(y > 0, y, np.nan)
+
+    def readout_at(self, x: float, y: float) -> str:
+        t = int(round(x))
+        a, parts = self.arrays, [f"t = {t}"]
+        per_pass = pass_length(a)
+        if per_pass:
+            p, s = divmod(t, per_pass)
+            full = a["norm_h_total_by_pass"]
+            if not 0 <= p < len(full):
+                return ""
+            parts = [f"pass {p + 1}, t = {s}", f"full {fmt(full[p, s])}"]
+            cut = a.get("norm_h_truncated_by_pass")
+            if cut is not None and p < len(cut):
+                parts.append(f"truncated {fmt(cut[p, s])}")
+        for key, label in (("norm_h_total", "total"), ("norm_h_direct", "direct"),
+                           ("norm_c_total", "cell")):  # fmt: skip
+            if key in a and 0 <= t < len(a[key]) and not (per_pass and key == "norm_h_total"):
+                parts.append(f"{label} {fmt(a[key][t])}")
+        return " · ".join(parts) if len(parts) > 1 else ""
+
+
+class HeatmapPanel(Panel):
+    """An image of rows × timesteps with a colour bar; rows not computed yet stay blank."""
+
+    def __init__(self, title: str, tip: str, value_label: str):
+        super().__init__(title, tip)
+        self.value_label = value_label
+        self.plot.setLabel("bottom", "timestep t")
+        self.plot.invertY(True)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.bar = self.plot.getPlotItem().addColorBar(
+            self.image, colorMap="viridis", values=(0.0, 1.0), interactive=False, width=14
+        )
+        self.data = np.zeros((0, 0))
+        self.row_name = "row"
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        raise NotImplementedError
+
+    def redraw(self) -> None:
+        found = self.matrix()
+        if found is None:
+            self.data = np.zeros((0, 0))
+            self.image.clear()
+            return
+        data, self.row_name = found
+        if self.rows_total and self.rows_total > len(data) and self.row_name != "unit":
+            pad = np.full((self.rows_total - len(data), data.shape[1]), np.nan)
+            data = np.vstack([data, pad])
+        self.data = data
+        shown = display_values(data, self.log, self.normalise and self.row_name != "unit")
+        finite = shown[np.isfinite(shown)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        hi = hi if hi > lo else lo + 1.0
+        self.image.setImage(shown, autoLevels=False, levels=(lo, hi))
+        self.image.setRect(QRectF(0, 0, shown.shape[1], shown.shape[0]))
+        self.bar.setLevels((lo, hi))
+        norm = " / row max" if self.normalise and self.row_name != "unit" else ""
+        self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
+        self.plot.setLabel("left", self.row_name + (" (from 0)" if self.row_name == "unit" else ""))
+        few = self.row_name != "unit" and len(shown) <= 20  # label rows 1..N at their centres
+        ticks = [[(r + 0.5, str(r + 1)) for r in range(len(shown))]] if few else None
+        self.plot.getAxis("left").setTicks(ticks)
+
+    def drawn(self) -> bool:
+        return self.data.size > 0
+
+    def readout_at(self, x: float, y: float) -> str:
+        t, r = int(np.floor(x)), int(np.floor(y))
+        if not (0 <= r < self.data.shape[0] and 0 <= t < self.data.shape[1]):
+            return ""
+        return f"{self.row_name} {r if self.row_name == 'unit' else r + 1}, t = {t}: " + fmt(
+            self.data[r, t]
+        )
+
+
+class RowsHeatmap(HeatmapPanel):
+    def __init__(self):
+        super().__init__(
+            "Total gradient norm: rows × timesteps",
+            "‖dL/dh_t‖ for each pass (multi-pass), batch (per-batch weights) or training step;\n"
+            "in a taped run each row is one sequence of the batch (norm over units).\n"
+            "Rows fill in while the run goes.",
+            "‖dL/dh_t‖",
+        )
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        return rows_matrix(self.arrays)
+
+
+class UnitsHeatmap(HeatmapPanel):
+    def __init__(self):
+        super().__init__(
+            "Per-unit gradient: units × timesteps",
+            "|dL/dh_t,j| averaged over the batch, for every hidden unit j.\n"
+            "Rows that stay dark are units the gradient never reaches (dead or saturated).",
+            "mean |dL/dh_t,j|",
+        )
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        units = units_matrix(self.arrays)
+        return None if units is None else (units, "unit")
+
+
+def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None) -> str:
+    """One line: mode, sizes, loss, multi-pass check, kernel, time, non-finite values."""
+    parts = [f"<b>{mode}</b>"]
+    if config is not None:
+        steps = f"T={config.steps}"
+        if config.mode == "multipass":
+            steps = f"P={config.passes} × T={config.steps}"
+        elif config.mode == "batchwise":
+            steps += f" N={config.batches}"
+        parts.append(f"{steps} B={config.batch} I={config.input_dim} H={config.hidden}")
+    loss = arrays.get("loss_by_step", arrays.get("loss"))
+    if loss is not None and np.size(loss):
+        parts.append(f"loss {fmt(float(np.ravel(loss)[-1]))}")
+    if "max_abs_diff_full_vs_reference" in arrays:
+        diff = float(arrays["max_abs_diff_full_vs_reference"])
+        scale = float(np.max(np.abs(arrays["grad_h_total"]))) if "grad_h_total" in arrays else 1
+        mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
+        parts.append(f"full = one-pass reference {mark} (max |Δ| {diff:.1e})")
+    backend = arrays.get("rnn_backend")
+    parts.append(str(backend) if backend is not None else "tf.while_loop")
+    parts.append("loaded from file" if seconds is None else f"{seconds:.2f} s")
+    bad = {k: int(np.size(v) - np.isfinite(v).sum()) for k, v in arrays.items()
+           if np.asarray(v).dtype.kind == "f"}  # fmt: skip
+    bad = {k: n for k, n in bad.items() if n}
+    if bad:
+        listed = ", ".join(f"{n} in {k}" for k, n in list(bad.items())[:3])
+        parts.append(f"<span style='color:#c00'>⚠ non-finite values: {listed}</span>")
+    else:
+        parts.append("no NaN/Inf ✓")
+    return " · ".join(parts)
+
+
+class SummaryPanel(QWidget):
+    """The summary line and the Verify button with its result."""
+
+    def __init__(self):
+        super().__init__()
+        self.text = QLabel("No run yet: set the parameters on the left and press Run (Ctrl+R).")
+        self.text.setTextFormat(Qt.RichText)
+        self.text.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.verify_button = QPushButton("Verify")
+        self.verify_button.setToolTip(
+            "Check a few random entries of dL/dh_t (and the largest one) by central finite\n"
+            "differences of the loss in float64, and show the worst error."
+        )
+        self.verify_button.setEnabled(False)
+        self.verify_result = QLabel()
+        self.verify_result.setTextFormat(Qt.RichText)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.addWidget(self.text, 1)
+        layout.addWidget(self.verify_result)
+        layout.addWidget(self.verify_button)
+
+    def draw(self, mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None):
+        self.text.setText(summary_text(mode, arrays, config, seconds))
+        self.verify_result.clear()

@@ -1,0 +1,214 @@
+"""The parameter editor: one widget per RunConfig field, ranges from `config.RANGES`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLineEdit,
+    QSpinBox,
+    QToolButton,
+    QWidget,
+)
+
+from lstmviz.config import GENERATORS, LOSSES, MODES, RANGES, TASKS, RunConfig
+from lstmviz.errors import ConfigError
+
+# A run keeps about a dozen float32 [T, B, H] arrays alive (states, gradients, TF's tape).
+MAX_RUN_BYTES = 4 * 2**30
+
+MODE_TEXT = {
+    "taped": "taped while-loop",
+    "multipass": "multi-pass",
+    "batchwise": "per-batch weights",
+    "train": "training",
+}
+
+TIPS = {
+    "mode": "taped: one tf.while_loop LSTM under a GradientTape; probes give dL/dh_t\n"
+    "at every step.\n"
+    "multipass: several forward passes with the state carried between them; full gradient\n"
+    "through all passes next to the truncated one a stateful RNN gives.\n"
+    "batchwise: every batch runs with its own LSTM weights.\n"
+    "train: train on a task and watch the gradient flow change step by step.",
+    "steps": "T, the sequence length (timesteps per pass in multi-pass mode).",
+    "batch": "B, sequences processed together; norms sum over them.",
+    "input_dim": "I, the size of the input vector x_t at each step.",
+    "hidden": "H, the number of LSTM units (size of h_t and c_t).",
+    "passes": "P, forward passes in multi-pass mode;\n"
+    "the state at the end of one pass starts the next.",
+    "batches": "N, batches in per-batch mode, each with its own weights.",
+    "generator": "Where per-batch weights come from: random draws, a small hypernetwork, or files.",
+    "loss": "mean_h: mean of every h_t.\n"
+    "last_mse: squared error of the last h_T against a random target.\n"
+    "seq_mse: squared error of every h_t against a random target sequence.",
+    "task": "The training task (train mode): adding problem, copy memory, or sine prediction.",
+    "train_steps": "Optimiser steps in train mode.",
+    "seed": "Seeds every random draw (inputs, weights, targets): same seed, same run.",
+    "random_state": "Draw h0 and c0 from U(-0.5, 0.5) instead of starting from zeros.",
+    "weights": "LSTM weights: seeded random (Keras's initialisers), or a file\n"
+    "(File → Open weights…, or drop it on the window).",
+    "layer": "Which LSTM layer of the weights file to use (empty: the first one).",
+    "inputs": "The input sequence: seeded N(0, 1), or an .npy/.npz file [B, T, I].",
+    "time_major": "The inputs file is already time-major, [T, B, I].",
+}
+
+# Fields that matter only in some modes (the others are greyed out).
+ONLY_IN = {
+    "passes": ("multipass",),
+    "batches": ("batchwise",),
+    "generator": ("batchwise",),
+    "task": ("train",),
+    "train_steps": ("train",),
+}
+
+LABELS = {
+    "mode": "Mode",
+    "steps": "Steps T",
+    "batch": "Batch B",
+    "input_dim": "Input I",
+    "hidden": "Hidden H",
+    "passes": "Passes P",
+    "batches": "Batches N",
+    "generator": "Generator",
+    "loss": "Loss",
+    "task": "Task",
+    "train_steps": "Train steps",
+    "seed": "Seed",
+    "random_state": "Initial state",
+    "weights": "Weights",
+    "layer": "Layer",
+    "inputs": "Inputs",
+    "time_major": "Inputs layout",
+}
+
+
+class FileField(QWidget):
+    """A read-only path with a clear button; empty means "seeded random"."""
+
+    changed = Signal()
+
+    def __init__(self, placeholder: str):
+        super().__init__()
+        self.edit = QLineEdit(readOnly=True, placeholderText=placeholder)
+        clear = QToolButton(text="✕", toolTip="Back to seeded random", autoRaise=True)
+        clear.clicked.connect(lambda: self.set_path(None))
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.edit)
+        layout.addWidget(clear)
+
+    def path(self) -> str | None:
+        return self.edit.text() or None
+
+    def set_path(self, path: str | None) -> None:
+        self.edit.setText(path or "")
+        self.edit.setToolTip(path or "")
+        self.changed.emit()
+
+
+class ParamsEditor(QWidget):
+    """Edits a RunConfig. `config()` reads the widgets; `set_config()` fills them."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.widgets: dict[str, QWidget] = {}
+        form = QFormLayout(self)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        choices = {
+            "mode": MODES,
+            "generator": GENERATORS,
+            "loss": LOSSES,
+            "task": TASKS,
+        }
+        for name in LABELS:
+            if name in choices:
+                widget = QComboBox()
+                for value in choices[name]:
+                    widget.addItem(MODE_TEXT.get(value, value) if name == "mode" else value, value)
+            elif name in RANGES:
+                widget = QSpinBox(accelerated=True)
+                widget.setRange(*RANGES[name])
+                widget.setGroupSeparatorShown(name != "seed")
+            elif name in ("weights", "inputs"):
+                widget = FileField("random (seeded)")
+            elif name == "layer":
+                widget = QLineEdit(placeholderText="first LSTM layer")
+            else:
+                text = {"random_state": "random h0, c0", "time_major": "time-major [T, B, I]"}
+                widget = QCheckBox(text[name])
+            widget.setToolTip(TIPS[name])
+            form.addRow(LABELS[name], widget)
+            form.labelForField(widget).setToolTip(TIPS[name])
+            self.widgets[name] = widget
+        self.widgets["mode"].currentIndexChanged.connect(self._mode_changed)
+        self.widgets["weights"].changed.connect(self._files_changed)
+        self.widgets["inputs"].changed.connect(self._files_changed)
+        self.set_config(RunConfig())
+
+    def config(self) -> RunConfig:
+        """The RunConfig the widgets show (not yet validated)."""
+        values = {}
+        for name, widget in self.widgets.items():
+            if isinstance(widget, QComboBox):
+                values[name] = widget.currentData()
+            elif isinstance(widget, QSpinBox):
+                values[name] = widget.value()
+            elif isinstance(widget, QCheckBox):
+                values[name] = widget.isChecked()
+            elif isinstance(widget, FileField):
+                values[name] = widget.path()
+            else:
+                values[name] = widget.text().strip() or None
+        return RunConfig.from_dict(values)
+
+    def set_config(self, config: RunConfig) -> None:
+        for name, widget in self.widgets.items():
+            value = getattr(config, name)
+            if isinstance(widget, QComboBox):
+                widget.setCurrentIndex(max(widget.findData(value), 0))
+            elif isinstance(widget, QSpinBox):
+                widget.setValue(value)
+            elif isinstance(widget, QCheckBox):
+                widget.setChecked(bool(value))
+            elif isinstance(widget, FileField):
+                widget.set_path(value)
+            else:
+                widget.setText(value or "")
+        self._mode_changed()
+
+    def validated(self) -> RunConfig:
+        """The config, checked: ranges, files that exist, and a run that fits in memory.
+        Raises ConfigError naming the field."""
+        config = self.config().validate()
+        for name in ("weights", "inputs"):
+            path = getattr(config, name)
+            if path and not Path(path).is_file():
+                raise ConfigError(LABELS[name], f"{path}: no such file")
+        steps = config.steps * (config.passes if config.mode == "multipass" else 1)
+        rows = config.batch * (config.batches if config.mode == "batchwise" else 1)
+        need = 12 * 4 * steps * rows * max(config.hidden, config.input_dim)
+        if need > MAX_RUN_BYTES:
+            raise ConfigError(
+                "Steps × Batch × Hidden",
+                f"this run would need about {need / 2**30:.0f} GiB of memory "
+                f"(limit {MAX_RUN_BYTES / 2**30:.0f} GiB); make it smaller",
+            )
+        return config
+
+    def set_path(self, name: str, path: str | None) -> None:
+        self.widgets[name].set_path(path)
+
+    def _mode_changed(self) -> None:
+        mode = self.widgets["mode"].currentData()
+        for name, modes in ONLY_IN.items():
+            self.widgets[name].setEnabled(mode in modes)
+
+    def _files_changed(self) -> None:
+        self.widgets["layer"].setEnabled(bool(self.widgets["weights"].path()))
+        self.widgets["time_major"].setEnabled(bool(self.widgets["inputs"].path()))

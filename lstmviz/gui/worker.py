@@ -1,0 +1,103 @@
+"""The worker thread: imports TensorFlow, then runs requests (engine runs, verifications) one at
+a time and reports through signals received by main-thread objects.
+
+Why `run()` is a Python loop over a queue and not a Qt event loop with slots: with PySide6 6.12
+the thread's Python thread state does not survive from one slot call to the next (a
+`threading.local` set in one slot is gone in the next; measured). TensorFlow keeps its eager
+context in thread-local storage, so the second slot that touches TensorFlow aborts the process
+("double free or corruption"). One long `run()` keeps one thread state for the thread's life.
+
+TensorFlow cannot be interrupted inside one computation: `cancel(run_id)` is honoured at the
+engine's next yield.
+"""
+
+from __future__ import annotations
+
+import queue
+import traceback
+
+from PySide6.QtCore import QThread, Signal
+
+from lstmviz.config import RunConfig
+from lstmviz.errors import LstmvizError
+from lstmviz.trace import GradientTrace
+
+
+def describe(exc: BaseException) -> str:
+    """One line for input errors the user can fix; the traceback for anything else."""
+    if isinstance(exc, LstmvizError):
+        return str(exc)
+    return "".join(traceback.format_exception(exc)).strip()
+
+
+class Worker(QThread):
+    """Signals carry the request id first, so the window can ignore runs it has abandoned.
+    The request methods are thread-safe and return at once."""
+
+    ready = Signal(object)  # device_description() dict, once TensorFlow is imported
+    progress = Signal(int, object)  # run id, TraceUpdate
+    finished_run = Signal(int, object)  # run id, GradientTrace
+    cancelled = Signal(int)  # run id
+    failed = Signal(int, str)  # run id (0: loading TensorFlow), message
+    verified = Signal(int, object)  # request id, Verification or an error message (str)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._requests: queue.Queue = queue.Queue()
+        self._cancelled: set[int] = set()
+        self._closing = False
+
+    def request_run(self, run_id: int, config: RunConfig) -> None:
+        self._requests.put((self._run, run_id, config))
+
+    def request_verify(self, request_id: int, trace: GradientTrace) -> None:
+        self._requests.put((self._verify, request_id, trace))
+
+    def cancel(self, run_id: int) -> None:
+        """Ask run `run_id` to stop at its next yield (or not to start)."""
+        self._cancelled.add(run_id)
+
+    def close(self) -> None:
+        """Drop waiting requests and end the thread after the current one."""
+        self._closing = True
+        self._requests.put(None)
+
+    def run(self) -> None:
+        try:
+            from lstmviz.engine.tfload import device_description
+
+            self.ready.emit(device_description())
+        except Exception as exc:
+            self.failed.emit(0, f"TensorFlow did not load:\n{describe(exc)}")
+        while (request := self._requests.get()) is not None and not self._closing:
+            method, request_id, payload = request
+            method(request_id, payload)
+
+    def _run(self, run_id: int, config: RunConfig) -> None:
+        from lstmviz.engine import runner  # attribute access: tests may patch runner.run
+
+        def cancelled() -> bool:
+            return run_id in self._cancelled or self._closing
+
+        try:
+            if not cancelled():
+                for item in runner.run(config, cancelled):
+                    if isinstance(item, GradientTrace):
+                        self.finished_run.emit(run_id, item)
+                        return
+                    self.progress.emit(run_id, item)
+                    if cancelled():
+                        break
+            self.cancelled.emit(run_id)
+        except Exception as exc:
+            self.failed.emit(run_id, describe(exc))
+        finally:
+            self._cancelled.discard(run_id)
+
+    def _verify(self, request_id: int, trace: GradientTrace) -> None:
+        from lstmviz.verify import verify_trace
+
+        try:
+            self.verified.emit(request_id, verify_trace(trace))
+        except Exception as exc:
+            self.verified.emit(request_id, describe(exc))

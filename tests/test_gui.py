@@ -1,0 +1,264 @@
+"""The desktop app, driven with pytest-qt (offscreen): runs, live updates, Stop, errors, files."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6.QtCore import QPointF, QSettings  # noqa: E402
+from PySide6.QtGui import QImage  # noqa: E402
+from PySide6.QtWidgets import QMessageBox  # noqa: E402
+
+from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.engine import runner  # noqa: E402
+from lstmviz.gui.main_window import MainWindow  # noqa: E402
+from lstmviz.trace import GradientTrace, TraceUpdate, step_norm  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PASSES, TP = 4, 10
+
+
+def fake_multipass(delay: float = 0.0):
+    """Stands in for the multi-pass engine: live rows per pass, then a final trace."""
+
+    def run(config, cancelled=bool):
+        rng = np.random.default_rng(0)
+        full = rng.uniform(0.1, 1.0, (PASSES, TP)).astype(np.float32)
+        for p in range(PASSES):
+            if cancelled():
+                return
+            time.sleep(delay)
+            rows = {
+                "norm_h_total_by_pass": full[: p + 1],
+                "norm_h_truncated_by_pass": full[: p + 1] / 2,
+            }
+            yield TraceUpdate(p + 1, PASSES, f"pass {p + 1}/{PASSES}", rows)
+        g = rng.standard_normal((PASSES * TP, 3, 5)).astype(np.float32)
+        arrays = dict(
+            grad_h_total=g,
+            norm_h_total=step_norm(g),
+            norm_h_total_by_pass=full,
+            norm_h_truncated_by_pass=full / 2,
+            pass_length=np.int32(TP),
+            max_abs_diff_full_vs_reference=np.float32(3e-8),
+            loss=np.float32(0.25),
+        )
+        yield GradientTrace("multipass", config, arrays)
+
+    return run
+
+
+@pytest.fixture
+def errors(monkeypatch):
+    """Error dialogs, recorded instead of shown."""
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: shown.append(text))
+    return shown
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def window(qtbot, settings, errors):
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: win.device is not None, timeout=60_000)
+    yield win
+    win.close()
+    assert win.worker.isFinished()
+
+
+def run_and_wait(qtbot, win, timeout=60_000):
+    with qtbot.waitSignal(win.settled, timeout=timeout):
+        win.run_button.click()
+
+
+def test_taped_run_draws_the_engine_numbers_and_verifies(qtbot, window):
+    assert "TF" in window.windowTitle() and "CPU" in window.device_label.text()
+    widgets = window.params.widgets
+    for name, value in (("steps", 30), ("batch", 4), ("input_dim", 3), ("hidden", 6)):
+        widgets[name].setValue(value)
+    widgets["loss"].setCurrentIndex(widgets["loss"].findData("last_mse"))
+    widgets["mode"].setCurrentIndex(widgets["mode"].findData("taped"))
+    run_and_wait(qtbot, window)
+    trace = window.trace
+    assert trace is not None and trace.grad_h_total.shape == (30, 4, 6)
+    assert trace.config.loss == "last_mse"
+
+    norm = window.norm
+    np.testing.assert_array_equal(norm.curves["norm_h_total"].yData, trace.norm_h_total)
+    window.log_action.trigger()  # linear axes: the direct curve's zeros are drawn as zeros
+    np.testing.assert_array_equal(norm.curves["norm_h_direct"].yData, trace.norm_h_direct)
+    np.testing.assert_array_equal(norm.curves["norm_c_total"].yData, trace.norm_c_total)
+    g = trace.grad_h_total.astype(np.float64)
+    np.testing.assert_allclose(window.rows.data, np.sqrt((g**2).sum(-1)).T, rtol=1e-12)
+    np.testing.assert_allclose(window.units.data, np.abs(g).mean(axis=1).T, rtol=1e-12)
+    assert f"loss {float(trace.loss):.3g}" in window.summary.text.text()
+    assert "no NaN/Inf" in window.summary.text.text()
+    qtbot.wait(50)  # let the view range settle
+    view = norm.plot.getPlotItem().getViewBox()
+    norm._hover(view.mapViewToScene(QPointF(5.2, float(np.mean(view.viewRange()[1])))))
+    assert norm.readout.text().startswith("t = 5 · total ")
+
+    window.summary.verify_button.click()
+    qtbot.waitUntil(lambda: "entries" in window.summary.verify_result.text(), timeout=10_000)
+    assert "✓" in window.summary.verify_result.text()
+
+
+def test_live_multipass_updates_fill_rows_and_mark_passes(qtbot, window, monkeypatch):
+    monkeypatch.setattr(runner, "run", fake_multipass(delay=0.2))
+    seen = []
+    window.worker.progress.connect(lambda _id, update: seen.append(update.done))
+    window.run_button.click()
+    qtbot.waitUntil(lambda: window.pending.get("norm_h_total_by_pass", []).__len__() == 2)
+    window._flush()
+    assert window.rows.data.shape == (PASSES, TP)  # rows not computed yet are blank (NaN)
+    assert np.isnan(window.rows.data[2:]).all() and np.isfinite(window.rows.data[:2]).all()
+    qtbot.waitSignal(window.settled, timeout=10_000).wait()
+    full = window.trace.norm_h_total_by_pass
+    for p in range(PASSES):
+        solid, dashed = window.norm.row_curves[p]
+        np.testing.assert_array_equal(solid.xData, p * TP + np.arange(TP))
+        np.testing.assert_allclose(solid.yData, full[p])
+        np.testing.assert_allclose(dashed.yData, full[p] / 2)
+    lines = [line.value() for line in window.norm.boundaries if line.isVisible()]
+    assert lines == [TP - 0.5, 2 * TP - 0.5, 3 * TP - 0.5]
+    assert "✓" in window.summary.text.text() and "3.0e-08" in window.summary.text.text()
+    assert window.progress.value() == window.progress.maximum()
+
+
+def test_stop_cancels_a_long_run_within_a_second(qtbot, window, monkeypatch):
+    monkeypatch.setattr(runner, "run", fake_multipass(delay=0.3))
+    window.run_button.click()
+    qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=5_000)
+    start = time.perf_counter()
+    with qtbot.waitSignal(window.worker.cancelled, timeout=1_000):
+        window.stop_action.trigger()
+        assert window.active is None and window.run_button.isEnabled()
+    assert time.perf_counter() - start < 1.0
+    assert window.trace is None and "stopped" in window.message.text()
+
+
+def test_invalid_parameters_show_an_error_and_start_nothing(qtbot, window, errors, monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner, "run", lambda *a: calls.append(a))
+    for name, value in (("steps", 100_000), ("batch", 4096), ("hidden", 4096)):
+        window.params.widgets[name].setValue(value)
+    assert window.start_run() is False
+    assert errors and "GiB" in errors[-1]
+    window.params.set_config(RunConfig())
+    window.params.set_path("weights", "/no/such/weights.h5")
+    assert window.start_run() is False and "no such file" in errors[-1]
+    assert window.active is None and not calls
+
+
+def test_engine_errors_become_a_dialog(qtbot, window, errors, monkeypatch):
+    def broken(config, cancelled=bool):
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr(runner, "run", broken)
+    run_and_wait(qtbot, window)
+    assert "engine exploded" in errors[-1] and window.active is None
+
+
+def test_open_a_saved_trace_and_a_corrupt_one(qtbot, window, errors, tmp_path):
+    config = RunConfig(steps=PASSES * TP, batch=3, hidden=5)
+    trace = next(item for item in fake_multipass()(config) if isinstance(item, GradientTrace))
+    path = trace.save(tmp_path / "t.npz")
+    window.open_path(str(path))  # what dropping the file on the window does
+    np.testing.assert_allclose(window.norm.row_curves[0][0].yData, trace.norm_h_total_by_pass[0])
+    assert window.params.config().steps == PASSES * TP
+    assert window.recent()[0] == str(path.resolve())
+    assert "loaded from file" in window.summary.text.text()
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    window.open_trace(str(tmp_path / "bad.npz"))
+    assert errors[-1].startswith(str(tmp_path / "bad.npz"))
+    window.open_path(str(tmp_path / "w.h5"))
+    assert window.params.config().weights == str(tmp_path / "w.h5")
+
+
+def test_quitting_during_a_run_leaves_no_thread_and_settings_persist(
+    qtbot, settings, errors, monkeypatch
+):
+    monkeypatch.setattr(runner, "run", fake_multipass(delay=0.3))
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.params.widgets["seed"].setValue(1234)
+    win.start_run()
+    qtbot.waitUntil(lambda: win.progress.value() >= 1, timeout=60_000)
+    win.close()
+    assert win.worker.isFinished()
+    again = MainWindow(settings=settings)
+    qtbot.addWidget(again)
+    assert again.params.config().seed == 1234
+    again.close()
+
+
+def _env(tmp_path):
+    return dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path))
+
+
+def test_demo_screenshot_is_saved_and_the_app_exits_0(tmp_path):
+    shot = tmp_path / "shot.png"
+    cmd = [sys.executable, "main.py", "--demo", "--screenshot", str(shot)]
+    result = subprocess.run(cmd, cwd=ROOT, env=_env(tmp_path), capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    image = QImage(str(shot))
+    assert image.width() > 800 and image.height() > 500
+    pixels = {
+        image.pixel(x, y) for x in range(0, image.width(), 7) for y in range(0, image.height(), 7)
+    }
+    assert len(pixels) > 50  # plots and colour maps, not a blank window
+
+
+def test_closing_while_tensorflow_loads_or_runs_exits_0(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "main.py", "--demo"], cwd=ROOT, env=_env(tmp_path), stderr=subprocess.PIPE
+    )
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+
+
+@pytest.mark.parametrize("loss", ["mean_h", "last_mse", "seq_mse"])
+def test_verify_agrees_with_numpy_bptt_and_catches_a_wrong_gradient(rng, loss):
+    from lstmviz.verify import verify_trace
+    from lstmviz.weights import random_weights
+    from tests.reference import np_bptt, np_forward, np_loss
+
+    T, B, I, H = 12, 3, 4, 5
+    w = random_weights(I, H, rng)
+    x = rng.standard_normal((T, B, I))
+    h0, c0 = rng.uniform(-0.5, 0.5, (2, B, H))
+    target = {"mean_h": None, "last_mse": rng.uniform(-1, 1, (B, H))}.get(loss)
+    target = rng.uniform(-1, 1, (T, B, H)) if loss == "seq_mse" else target
+    h, _, _ = np_forward(x, w.kernel, w.recurrent_kernel, w.bias, h0, c0)
+    _, direct = np_loss(loss, h, target)
+    grads = np_bptt(x, w.kernel, w.recurrent_kernel, w.bias, h0, c0, direct)
+    arrays = dict(x=x, kernel=w.kernel, recurrent_kernel=w.recurrent_kernel, bias=w.bias)
+    arrays.update(h0=h0, c0=c0, grad_h_total=grads["dh"])
+    if target is not None:
+        arrays["target"] = target
+    trace = GradientTrace("taped", RunConfig(steps=T, loss=loss), arrays)
+    assert verify_trace(trace).worst_rel < 1e-6
+    arrays["grad_h_total"] = grads["dh"] * 1.01
+    assert not verify_trace(trace).ok
+
+
+def test_gui_modules_do_not_import_tensorflow():
+    code = (
+        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker, lstmviz.verify;"
+        "sys.exit('tensorflow' in sys.modules or 'keras' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
