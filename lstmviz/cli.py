@@ -237,7 +237,15 @@ def _save(trace, out: Path) -> None:
 
 
 def _warn_nonfinite(trace) -> None:
-    """One warning line on stderr when a trace holds NaN or Inf (the run still succeeded)."""
+    """One warning line on stderr when a trace holds NaN or Inf (the run still succeeded);
+    one more when training stopped early because the loss went non-finite."""
+    stopped = trace.arrays.get("nonfinite_loss_steps")
+    if stopped is not None and stopped.size:
+        sys.stderr.write(
+            f"lstmviz: warning: training loss or gradient became NaN or Inf at step "
+            f"{int(stopped[0])}; training stopped after {int(trace['steps_done'])} of "
+            f"{int(trace['steps_requested'])} steps and the trace keeps them\n"
+        )
     bad = trace.arrays.get("nonfinite_steps")
     if bad is None or not bad.size:
         return
