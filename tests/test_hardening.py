@@ -346,3 +346,18 @@ def test_nan_loss_stops_training_cleanly_and_keeps_the_steps(monkeypatch, tmp_pa
     assert trace.nonfinite_steps.size > 0  # the final batch is the one that went bad
     assert np.isfinite(trace.kernel).all()  # the bad step's update was not applied
     assert trace.config.train_steps == 4
+
+
+def test_loading_never_runs_code_from_a_file():
+    """Every np.load refuses pickles, torch.load takes weights only, and nothing deserialises
+    a Keras model (which can run Lambda-layer code)."""
+    import re
+
+    for path in (ROOT / "lstmviz").rglob("*.py"):
+        source = path.read_text()
+        for call in re.findall(r"np\.load\([^)]*\)", source):
+            assert "allow_pickle=False" in call, (path, call)
+        for call in re.findall(r"torch\.load\([^)]*\)", source):
+            assert "weights_only=True" in call, (path, call)
+        for unsafe in ("load_model(", "safe_mode=False", "pickle.load", "enable_unsafe"):
+            assert unsafe not in source, (path, unsafe)
