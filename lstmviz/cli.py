@@ -184,13 +184,11 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
                         f"· {elapsed:.1f} s\033[K"
                     )
                     sys.stderr.flush()
-        except (KeyboardInterrupt, _Abandoned) as exc:
+        except (KeyboardInterrupt, _Abandoned):
             sys.stderr.write("\nlstmviz: interrupted; nothing written\n")
             if worker.is_alive():
                 raise _Abandoned from None
-            if isinstance(exc, _Abandoned):
-                return 130
-            raise
+            return 130
     if not args.quiet:
         sys.stderr.write("\n")
     if cancel.is_set():

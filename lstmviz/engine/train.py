@@ -211,6 +211,10 @@ class TrainingRun:
     def __next__(self) -> TraceUpdate | GradientTrace:
         return next(self._items)
 
+    def close(self) -> None:
+        """Stop the run where it is, as a generator's `close()` does."""
+        self._items.close()
+
     def _training(self) -> Iterator[TraceUpdate | GradientTrace]:
         config, task = self.config, self.task
         total = config.train_steps
