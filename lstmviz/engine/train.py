@@ -17,8 +17,9 @@ With the config (seed, task, sizes) this is enough to redraw or rerun the run.
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -36,6 +37,7 @@ from lstmviz.weights import random_weights
 LEARNING_RATE = 0.01  # Adam, Keras's other defaults
 UPDATES_PER_SECOND = 30  # live TraceUpdates at most this often (and after the last step)
 MAX_HISTORY = 50_000_000  # train_steps × steps: norm_h_total_by_step stays below 200 MB
+FINISH = "finish"  # sent into a paused training generator by `partial_trace`
 
 WEIGHT_KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
 _GRAD_KEYS = ("grad_h_direct", "grad_h_total", "grad_c_total") + tuple(
@@ -182,8 +184,10 @@ def _training(
     trainer = Trainer(task, initial)
     losses = np.zeros(total, np.float32)
     norms = np.zeros((total, steps), np.float32)
-    yield TraceUpdate(0, total, f"training on {task.name}, T={steps}")
+    if (yield TraceUpdate(0, total, f"training on {task.name}, T={steps}")) == FINISH:
+        return
     last_update = time.monotonic()
+    done = 0
     for step in range(total):
         if cancelled():
             return
@@ -193,11 +197,11 @@ def _training(
         norms[step] = step_norm(result[3][1].numpy())
         if step == 0:
             first = taped_arrays(x, y, initial, result)
+        done = step + 1
         now = time.monotonic()
-        if step == total - 1 or now - last_update >= 1 / UPDATES_PER_SECOND:
+        if done == total or now - last_update >= 1 / UPDATES_PER_SECOND:
             last_update = now
-            done = step + 1
-            yield TraceUpdate(
+            command = yield TraceUpdate(
                 done,
                 total,
                 f"loss {losses[step]:.4g}",
@@ -207,17 +211,45 @@ def _training(
                     "norm_h_total": norms[step],
                 },
             )
+            if command == FINISH:
+                break
     final = trainer.weights()
     arrays = taped_arrays(x, y, final, trainer.gradients(x, y))
     arrays.update({f"step0_{key}": value for key, value in first.items()})
     arrays.update(
-        loss_by_step=losses, norm_h_total_by_step=norms, readout_per_step=np.bool_(task.per_step)
+        loss_by_step=losses[:done].copy(),
+        norm_h_total_by_step=norms[:done].copy(),
+        readout_per_step=np.bool_(task.per_step),
     )
+    if done < total:
+        arrays["train_steps_planned"] = np.int64(total)
     if config.connectivity:
         if cancelled():
             return
         arrays["connectivity"] = connectivity(arrays)
-    yield GradientTrace("train", replace(config, input_dim=task.input_dim), arrays)
+    yield GradientTrace("train", replace(config, input_dim=task.input_dim, train_steps=done), arrays)
+
+
+def partial_trace(items: Generator) -> GradientTrace | None:
+    """Stop a training run early and keep the steps done so far.
+
+    `items` is a `run_train` generator that is paused at one of its TraceUpdates (iterated up
+    to it, then not asked for more). Returns the trace of the `done` steps of that update, a
+    complete "train" trace as if `train_steps` had been `done` (plus `train_steps_planned`, the
+    number asked for): final weights, their taped arrays on the last batch, `loss_by_step` [done],
+    `norm_h_total_by_step` [done, T], and `connectivity` when the config asks for it. Returns
+    None when no step had finished (or the generator was not paused at an update); the
+    generator is closed either way.
+    """
+    if inspect.getgeneratorstate(items) != inspect.GEN_SUSPENDED:
+        return None
+    try:
+        item = items.send(FINISH)
+    except StopIteration:
+        return None
+    finally:
+        items.close()
+    return item if isinstance(item, GradientTrace) else None
 
 
 def train(**params) -> GradientTrace:
