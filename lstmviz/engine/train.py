@@ -227,7 +227,8 @@ def _training(
         if cancelled():
             return
         arrays["connectivity"] = connectivity(arrays)
-    yield GradientTrace("train", replace(config, input_dim=task.input_dim, train_steps=done), arrays)
+    config = replace(config, input_dim=task.input_dim, train_steps=done)
+    yield GradientTrace("train", config, arrays)
 
 
 def partial_trace(items: Generator) -> GradientTrace | None:
