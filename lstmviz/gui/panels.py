@@ -60,6 +60,16 @@ def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
     return None
 
 
+def per_batch_rows(arrays: Arrays) -> Arrays:
+    """Per-batch traces keep their norms as [N, T] (`norm_h_total` etc.): draw them as rows,
+    one curve per batch, like the live `norm_h_total_by_batch` updates."""
+    if np.ndim(arrays.get("norm_h_total")) != 2 or "norm_h_total_by_batch" in arrays:
+        return arrays
+    shown = {k: v for k, v in arrays.items() if k not in MAIN_CURVES}
+    shown["norm_h_total_by_batch"] = arrays["norm_h_total"]
+    return shown
+
+
 def units_matrix(arrays: Arrays) -> np.ndarray | None:
     """mean over the batch of |dL/dh_t,j|, units × timesteps (leading axes averaged too)."""
     g = arrays.get("grad_h_total")
@@ -129,7 +139,7 @@ class Panel(QWidget):
 
     def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
-        self.arrays, self.config, self.rows_total = arrays, config, rows_total
+        self.arrays, self.config, self.rows_total = per_batch_rows(arrays), config, rows_total
         self.redraw()
         self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
 

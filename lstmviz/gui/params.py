@@ -40,7 +40,8 @@ TIPS = {
     "train: train on a task and watch the gradient flow change step by step.",
     "steps": "T, the sequence length (timesteps per pass in multi-pass mode).",
     "batch": "B, sequences processed together; norms sum over them.",
-    "input_dim": "I, the size of the input vector x_t at each step.",
+    "input_dim": "I, the size of the input vector x_t at each step (in train mode the task\n"
+    "fixes it).",
     "hidden": "H, the number of LSTM units (size of h_t and c_t).",
     "passes": "P, forward passes in multi-pass mode;\n"
     "the state at the end of one pass starts the next.",
@@ -75,6 +76,7 @@ ONLY_IN = {
     "task": ("train",),
     "train_steps": ("train",),
     "connectivity": ("taped", "train"),
+    "input_dim": ("taped", "multipass", "batchwise"),
 }
 SIZE_FIELDS = ("steps", "batch", "input_dim", "hidden")  # what loaded files can fix
 CUDNN_NOTE = (
@@ -289,7 +291,7 @@ class ParamsEditor(QWidget):
                 )
             else:
                 widget.setToolTip(TIPS[field])
-            widget.setEnabled(field not in fixed)
+            widget.setEnabled(field not in fixed and mode in ONLY_IN.get(field, (mode,)))
         lines = []
         for name, (path, _, text) in self.loaded.items():
             shown = text.replace(str(path), Path(path).name, 1)
