@@ -77,6 +77,7 @@ ONLY_IN = {
     "train_steps": ("train",),
     "connectivity": ("taped", "train"),
     "input_dim": ("taped", "multipass", "batchwise"),
+    "loss": ("taped", "multipass", "batchwise"),  # training uses its task's loss
 }
 SIZE_FIELDS = ("steps", "batch", "input_dim", "hidden")  # what loaded files can fix
 CUDNN_NOTE = (
