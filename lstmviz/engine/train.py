@@ -297,6 +297,19 @@ class TrainingRun:
         return GradientTrace("train", config, arrays)
 
 
+def partial_trace(run: TrainingRun) -> GradientTrace | None:
+    """Stop a paused training run (one not being iterated) and return the complete trace of the
+    steps done so far, with the connectivity map when the config asks for it, or None when no
+    step has finished. The run is closed either way."""
+    try:
+        trace = run.partial_trace()
+    finally:
+        run.close()
+    if trace is not None and run.config.connectivity:
+        trace.arrays["connectivity"] = connectivity(trace.arrays)
+    return trace
+
+
 def train(**params) -> GradientTrace:
     """Train and return the trace. Parameters as RunConfig's (task, train_steps, steps, batch,
     hidden, seed, inputs, connectivity); e.g. `train(task="adding", train_steps=150, steps=30)`."""
