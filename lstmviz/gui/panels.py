@@ -290,6 +290,7 @@ class HeatmapPanel(Panel):
         self.bar = self.plot.getPlotItem().addColorBar(
             self.image, colorMap="viridis", values=(0.0, 1.0), interactive=False, width=14
         )
+        self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
         self.data = np.zeros((0, 0))
         self.row_name = "row"
 
