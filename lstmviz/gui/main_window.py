@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 import lstmviz
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
+from lstmviz.gui import export_dialog
 from lstmviz.gui.panels import NormPanel, RowsHeatmap, SummaryPanel, UnitsHeatmap
 from lstmviz.gui.params import MODE_TEXT, ParamsEditor
 from lstmviz.gui.worker import Worker
@@ -98,6 +99,10 @@ class MainWindow(QMainWindow):
         self.units = UnitsHeatmap()
         self.summary = SummaryPanel()
         self.summary.verify_button.clicked.connect(self.verify)
+        for panel in (self.norm, self.rows, self.units):
+            panel.export_action.triggered.connect(
+                lambda _=False, p=panel: export_dialog.export_panel(self, p)
+            )
         heatmaps = QSplitter(Qt.Horizontal)
         heatmaps.addWidget(self.rows)
         heatmaps.addWidget(self.units)
@@ -170,6 +175,20 @@ class MainWindow(QMainWindow):
             self.save_trace_dialog,
             QKeySequence.Save,
             "Save the current trace as .npz",
+        )
+        self.export_action = self._action(
+            file,
+            "&Export…",
+            lambda: export_dialog.export_dialog(self),
+            "Ctrl+E",
+            "Export the plots as PNG, SVG, a PDF report or CSV (as lstmviz export)",
+        )
+        self.export_panel_action = self._action(
+            file,
+            "Export &panel under cursor…",
+            lambda: export_dialog.export_under_cursor(self),
+            "Ctrl+Shift+E",
+            "Export the panel the mouse points at (also: right-click a panel)",
         )
         self.recent_menu = file.addMenu("Recent traces")
         file.addSeparator()
@@ -566,7 +585,10 @@ class MainWindow(QMainWindow):
         for widget in (self.stop_button, self.stop_action):
             widget.setEnabled(running)
         self.params.setEnabled(not running)
-        self.save_action.setEnabled(self.trace is not None)
+        for action in (self.save_action, self.export_action, self.export_panel_action):
+            action.setEnabled(self.trace is not None)
+        for panel in (self.norm, self.rows, self.units):
+            panel.export_action.setEnabled(self.trace is not None)
         can_verify = self.trace is not None and "grad_h_total" in self.trace
         self.summary.verify_button.setEnabled(can_verify)
         self.verify_action.setEnabled(can_verify)
