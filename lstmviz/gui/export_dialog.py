@@ -119,7 +119,7 @@ class ExportDialog(QDialog):
         form.addRow("Image size", size)
         form.addRow("Panels", self.panel_box)
         note = QLabel("Drawn as on screen (View → Log scale, Normalise); the same files as\n"
-                      "lstmviz export TRACE.npz --png … --svg … --pdf … --csv ….")  # fmt: skip
+                      "lstmviz export TRACE.npz --png … --svg … --pdf … --csv …")  # fmt: skip
         note.setStyleSheet("color: #555")
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Export")
