@@ -1,4 +1,7 @@
-"""Command line: `lstmviz gui`, `lstmviz run`. Exit codes: 0 ok, 2 bad input, 130 interrupted."""
+"""Command line: `lstmviz gui`, `lstmviz run`, `lstmviz export`.
+
+Exit codes: 0 ok, 2 bad input, 130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -64,6 +67,32 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --mode train: on Ctrl-C, save the steps done so far as a complete trace",
     )
+
+    from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, PANEL_NAMES
+
+    export = sub.add_parser("export", help="write a trace's plots as PNG, SVG, PDF or CSV")
+    export.add_argument("trace", metavar="TRACE.npz")
+    export.add_argument("--png", metavar="FILE", help="the panels as a PNG image")
+    export.add_argument("--svg", metavar="FILE", help="the panels as SVG (vector)")
+    export.add_argument("--pdf", metavar="FILE", help="a one-page report: panels, config, summary")
+    export.add_argument("--csv", metavar="FILE", help="the curves, one row per timestep")
+    export.add_argument("--width", type=int, default=DEFAULT_WIDTH, metavar="PX")
+    export.add_argument("--height", type=int, default=DEFAULT_HEIGHT, metavar="PX")
+    export.add_argument(
+        "--dpi",
+        type=float,
+        default=DEFAULT_DPI,
+        metavar="N",
+        help="resolution recorded in the PNG; text and lines scale with it",
+    )
+    export.add_argument(
+        "--panel",
+        action="append",
+        choices=PANEL_NAMES,
+        help="only this panel (repeatable; default: all)",
+    )
+    export.add_argument("--linear", action="store_true", help="linear axes (default: log)")
+    export.add_argument("--normalise", action="store_true", help="divide each row by its max")
     return parser
 
 
@@ -234,6 +263,32 @@ def _save(trace, out: Path) -> None:
         raise ConfigError("--out", f"{out}: cannot write ({exc.strerror or exc})") from None
 
 
+def _export(args: argparse.Namespace) -> int:
+    # Exports need no window: render offscreen unless a platform was asked for on a display.
+    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    if not display or not os.environ.get("QT_QPA_PLATFORM"):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from lstmviz.export import ExportError, export
+
+    if not any((args.png, args.svg, args.pdf, args.csv)):
+        raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
+    written = export(
+        args.trace,
+        png=args.png,
+        svg=args.svg,
+        pdf=args.pdf,
+        csv=args.csv,
+        width=args.width,
+        height=args.height,
+        dpi=args.dpi,
+        panels=args.panel,
+        log=not args.linear,
+        normalise=args.normalise,
+    )
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 def _warn_nonfinite(trace) -> None:
     """One warning line on stderr when a trace holds NaN or Inf (the run still succeeded);
     one more when training stopped early because the loss went non-finite."""
@@ -268,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from lstmviz.gui.app import main as gui_main
 
             return gui_main(demo=args.demo, screenshot=args.screenshot)
+        if args.command == "export":
+            return _export(args)
         return _run(args)
     except LstmvizError as exc:
         sys.stderr.write(f"lstmviz: error: {exc}\n")

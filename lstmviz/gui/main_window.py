@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 import lstmviz
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
+from lstmviz.gui import export_dialog
 from lstmviz.gui.dialogs import pick_layer
 from lstmviz.gui.panels import RowsHeatmap, SummaryPanel, UnitsHeatmap, stopped_early
 from lstmviz.gui.params import MODE_TEXT, ParamsEditor
@@ -124,6 +125,10 @@ class MainWindow(QMainWindow):
         self.connectivity = ConnectivityPanel()  # shown when a run computes the map
         self.summary = SummaryPanel()
         self.summary.verify_button.clicked.connect(self.verify)
+        for panel in (self.norm, self.rows, self.units):
+            panel.export_action.triggered.connect(
+                lambda _=False, p=panel: export_dialog.export_panel(self, p)
+            )
         heatmaps = QSplitter(Qt.Horizontal)
         heatmaps.addWidget(self.rows)
         heatmaps.addWidget(self.units)
@@ -216,6 +221,20 @@ class MainWindow(QMainWindow):
             self.save_trace_dialog,
             QKeySequence.Save,
             "Save the current trace as .npz",
+        )
+        self.export_action = self._action(
+            file,
+            "&Export…",
+            lambda: export_dialog.export_dialog(self),
+            "Ctrl+E",
+            "Export the plots as PNG, SVG, a PDF report or CSV (as lstmviz export)",
+        )
+        self.export_panel_action = self._action(
+            file,
+            "Export &panel under cursor…",
+            lambda: export_dialog.export_under_cursor(self),
+            "Ctrl+Shift+E",
+            "Export the panel the mouse points at (also: right-click a panel)",
         )
         self.recent_menu = file.addMenu("Recent traces")
         file.addSeparator()
@@ -808,7 +827,10 @@ class MainWindow(QMainWindow):
         for widget in (self.stop_button, self.stop_action, self.pause_button, self.pause_action):
             widget.setEnabled(running and not self.finishing)
         self.params.setEnabled(not running)
-        self.save_action.setEnabled(self.trace is not None)
+        for action in (self.save_action, self.export_action, self.export_panel_action):
+            action.setEnabled(self.trace is not None)
+        for panel in (self.norm, self.rows, self.units):
+            panel.export_action.setEnabled(self.trace is not None)
         trained = self.trace is not None and "readout_kernel" in self.trace
         for widget in (self.save_weights_button, self.save_weights_action):
             widget.setEnabled(trained and not running)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -141,6 +142,10 @@ class Panel(QWidget):
         self.stack.addWidget(self.plot)
         layout.addWidget(self.stack, 1)
         self.plot.scene().sigMouseMoved.connect(self._hover)
+        # Right-click → Export panel… writes what `lstmviz export` writes (the main window
+        # connects it); it replaces pyqtgraph's own Export… entry.
+        self.export_action = QAction("Export panel…", self)
+        self.plot.scene().contextMenu = [self.export_action]
 
     def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
@@ -308,6 +313,7 @@ class HeatmapPanel(Panel):
         self.bar = self.plot.getPlotItem().addColorBar(
             self.image, colorMap="viridis", values=(0.0, 1.0), interactive=False, width=14
         )
+        self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
         self.data = np.zeros((0, 0))
         self.row_name = "row"
 
