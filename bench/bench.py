@@ -27,6 +27,7 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -146,30 +147,14 @@ def grid_table(shapes, modes, input_dim, repeats, peak, connectivity_max) -> Non
         sys.stdout.flush()
 
 
-def vm_hwm_bytes() -> int:
-    """Peak resident set since the last reset (Linux /proc), else since the process started."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def reset_hwm() -> bool:
-    try:
-        Path(f"/proc/{os.getpid()}/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
-def rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+def memory_probe(steps: int, batch: int, input_dim: int, hidden: int) -> None:
+    """Run in a fresh process: print the growth of peak RSS over one taped run, and the
+    trace's size in bytes (compiled first on a tiny shape, so tracing is not counted)."""
+    taped_gradients(*problem(4, batch, input_dim, hidden))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    trace = taped_gradients(*problem(steps, batch, input_dim, hidden))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(peak - before, sum(np.asarray(a).nbytes for a in trace.arrays.values()))
 
 
 def growth_and_memory(input_dim: int, repeats: int) -> None:
@@ -182,22 +167,16 @@ def growth_and_memory(input_dim: int, repeats: int) -> None:
         f"T=1000 {1000 * seconds['1000']:.1f} ms: {seconds['1000'] / seconds['250']:.2f}× "
         "(linear = 4×)"
     )
-    print("\npeak memory of one taped run (RSS high-water minus RSS before) vs its trace:")
+    print("\npeak RSS growth of one taped run (fresh process, getrusage) vs its trace's arrays:")
     for steps, batch, hidden in ((500, 64, 128), (2000, 64, 256)):
-        x, w = problem(steps, batch, input_dim, hidden)
-        taped_gradients(x, w)  # compiled and allocator warm
-        before = rss_bytes()
-        exact = reset_hwm()
-        trace = taped_gradients(x, w)
-        peak = vm_hwm_bytes() - (before if exact else 0)
-        size = sum(np.asarray(a).nbytes for a in trace.arrays.values())
-        label = "peak RSS growth" if exact else "process peak RSS"
+        shape = f"{steps}x{batch}x{hidden}"
+        command = [sys.executable, __file__, "--memory-probe", shape, "--input-dim", str(input_dim)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        grown, size = (int(n) for n in out.split()[-2:])
         print(
-            f"  T={steps} B={batch} H={hidden}: trace {size / 2**20:.0f} MiB, {label} "
-            f"{peak / 2**20:.0f} MiB ({peak / size:.1f}× the trace)"
+            f"  T={steps} B={batch} H={hidden}: trace {size / 2**20:.0f} MiB, "
+            f"peak RSS +{grown / 2**20:.0f} MiB ({grown / size:.1f}× the trace)"
         )
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
-    print(f"  process peak RSS (getrusage) {maxrss:.0f} MiB")
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
@@ -213,7 +192,12 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--connectivity-max-steps", type=int, default=100)
     parser.add_argument("--no-extras", action="store_true", help="skip peak, growth and memory")
+    parser.add_argument("--memory-probe", metavar="TxBxH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_probe:
+        steps, batch, hidden = parse_shapes(args.memory_probe)[0]
+        memory_probe(steps, batch, args.input_dim, hidden)
+        return
     shapes = parse_shapes(args.shapes) if args.shapes else QUICK if args.quick else GRID
     modes = tuple(m for m in args.modes.split(",") if m)
     unknown = set(modes) - set(MODES)

@@ -64,7 +64,7 @@ def lstm_sequence(
 
 @tf.custom_gradient
 def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
-    steps, batch, hidden = tf.shape(x)[0], tf.shape(x)[1], tf.shape(h0)[1]
+    steps, batch = tf.shape(x)[0], tf.shape(x)[1]
     # The bias rides along as a row of the kernel against a column of ones: x1·k1 = x·W + b,
     # and x1ᵀ·dz gives the kernel and bias gradients in one matmul.
     x1 = tf.concat([x, tf.ones([steps, batch, 1], x.dtype)], axis=2)  # [T, B, I+1]

@@ -68,7 +68,9 @@ def _connectivity(x, h0, c0, kernel, recurrent_kernel, bias, h, c, direct):
         h_in, c_in = tf.tile(h_prev.read(s), [rows, 1]), tf.tile(c_prev.read(s), [rows, 1])
         with tf.GradientTape() as tape:
             tape.watch([h_in, c_in])
-            h_out, c_out, _, _ = lstm_step(tf.tile(zx.read(s), [rows, 1]), h_in, c_in, recurrent_kernel)
+            h_out, c_out, _, _ = lstm_step(
+                tf.tile(zx.read(s), [rows, 1]), h_in, c_in, recurrent_kernel
+            )
         flat = [tf.reshape(g, [rows * batch, hidden]) for g in (gh, gc)]
         gh, gc = tape.gradient([h_out, c_out], [h_in, c_in], output_gradients=flat)
         shape = [rows, batch, hidden]
