@@ -24,6 +24,7 @@ the peak resident memory of a taped run against the size of its trace.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -147,13 +148,27 @@ def grid_table(shapes, modes, input_dim, repeats, peak, connectivity_max) -> Non
         sys.stdout.flush()
 
 
+def _status_bytes(key: str) -> int | None:
+    """A `VmRSS`/`VmHWM` line of /proc/self/status in bytes (None where there is no /proc)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def memory_probe(steps: int, batch: int, input_dim: int, hidden: int) -> None:
-    """Run in a fresh process: print the growth of peak RSS over one taped run, and the
-    trace's size in bytes (compiled first on a tiny shape, so tracing is not counted)."""
-    taped_gradients(*problem(4, batch, input_dim, hidden))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """Run in a fresh process: print how far one taped run lifts the resident set above where
+    it stood before the run, and the trace's size in bytes. The peak is Linux's VmHWM, reset
+    just before the run; elsewhere getrusage's ru_maxrss (whose peak may be TF's import)."""
+    taped_gradients(*problem(4, batch, input_dim, hidden))  # traced and compiled first
+    before = _status_bytes("VmRSS") or 0
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{os.getpid()}/clear_refs").write_text("5")  # reset VmHWM
     trace = taped_gradients(*problem(steps, batch, input_dim, hidden))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _status_bytes("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(peak - before, sum(np.asarray(a).nbytes for a in trace.arrays.values()))
 
 
@@ -167,7 +182,7 @@ def growth_and_memory(input_dim: int, repeats: int) -> None:
         f"T=1000 {1000 * seconds['1000']:.1f} ms: {seconds['1000'] / seconds['250']:.2f}× "
         "(linear = 4×)"
     )
-    print("\npeak RSS growth of one taped run (fresh process, getrusage) vs its trace's arrays:")
+    print("\npeak RSS of one taped run above the RSS before it (fresh process) vs its trace:")
     for steps, batch, hidden in ((500, 64, 128), (2000, 64, 256)):
         shape = f"{steps}x{batch}x{hidden}"
         command = [sys.executable, __file__, "--memory-probe", shape, "--input-dim", str(input_dim)]
