@@ -12,9 +12,8 @@ is exactly BPTT. The forward loop stores, per step, the factors the backward nee
 does not depend on the incoming gradient), so a backward step is a few multiplications, one
 concat and one matmul on the critical path; the weight gradients accumulate in the same loop.
 Intermediates move through TensorArrays (writes and reads share buffers), never through a
-gradient of `tensor[t]` (a full-size scatter per step, quadratic in T). Both loops run one
-iteration at a time (`parallel_iterations=1`): on a few cores, overlapping iterations only
-makes the per-step ops wait for each other's threads. Measurements: README, "Performance".
+gradient of `tensor[t]` (a full-size scatter per step, quadratic in T). Measurements and what
+was tried: README, "Performance".
 """
 
 from __future__ import annotations
@@ -105,7 +104,6 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
             array(steps + 1).write(0, c0),
             {k: array() for k in names},
         ),
-        parallel_iterations=1,
     )
     h_all, c_all = hs.stack(), cs.stack()  # [T+1, B, H], initial state first
 
@@ -151,7 +149,6 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
                 array(),
                 array(),
             ),
-            parallel_iterations=1,
         )
         # Only when a caller asks for dL/dx (pruned from compiled graphs otherwise).
         dx = tf.einsum("tbg,ig->tbi", dzs.stack(), kernel)
