@@ -25,7 +25,7 @@ lint: install
 	$(PY) -m ruff check lstmviz tests bench main.py
 
 bench: install
-	$(PY) bench/bench_taped.py
+	$(PY) bench/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

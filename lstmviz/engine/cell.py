@@ -8,11 +8,12 @@ The gradient of a loss with respect to a probe is the *total* derivative dL/dh_t
 through the recurrence, which is what BPTT calls delta_t.
 
 `lstm_sequence` carries its own backward pass (`tf.custom_gradient`): a reverse while-loop that
-is exactly BPTT, with one small matmul per step; the weight gradients are then three large
-matmuls over all steps at once. GradientTape sees an ordinary differentiable function: gradients
-reach the probes, the initial state, x, and whatever produced the weights. Intermediates move
-through TensorArrays or per-step slices of precomputed tensors, never through a gradient of
-`tensor[t]` (a full-size scatter per step, quadratic in T).
+is exactly BPTT. The forward loop stores, per step, the factors the backward needs (all that
+does not depend on the incoming gradient), so a backward step is a few multiplications, one
+concat and one matmul on the critical path; the weight gradients accumulate in the same loop.
+Intermediates move through TensorArrays (writes and reads share buffers), never through a
+gradient of `tensor[t]` (a full-size scatter per step, quadratic in T). Measurements and what
+was tried: README, "Performance".
 """
 
 from __future__ import annotations
@@ -27,20 +28,17 @@ def input_projection(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Ten
 
 def lstm_step(
     zx: tf.Tensor, h: tf.Tensor, c: tf.Tensor, recurrent_kernel: tf.Tensor
-) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, ...], tf.Tensor]:
     """One step from the projected input zx [B, 4H] and the state (h, c) [B, H].
 
-    Returns h_t, c_t, the sigmoid of all four gate pre-activations s [B, 4H] (the candidate's
-    quarter unused) and the candidate g = tanh(.) [B, H].
+    Returns h_t, c_t, the gate activations (i, f, g, o) [B, H] each (g = tanh of the
+    candidate, the others sigmoids) and tanh(c_t).
     """
-    z = zx + tf.matmul(h, recurrent_kernel)
-    hidden = tf.shape(h)[1]
-    s = tf.sigmoid(z)
-    g = tf.tanh(z[:, 2 * hidden : 3 * hidden])
-    i, f, _, o = tf.split(s, 4, axis=-1)
+    zi, zf, zg, zo = tf.split(zx + tf.matmul(h, recurrent_kernel), 4, axis=1)
+    i, f, g, o = tf.sigmoid(zi), tf.sigmoid(zf), tf.tanh(zg), tf.sigmoid(zo)
     c = f * c + i * g
-    h = o * tf.tanh(c)
-    return h, c, s, g
+    tanh_c = tf.tanh(c)
+    return o * tanh_c, c, (i, f, g, o), tanh_c
 
 
 def lstm_sequence(
@@ -65,20 +63,49 @@ def lstm_sequence(
 
 @tf.custom_gradient
 def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
-    steps = tf.shape(x)[0]
-    zx = input_projection(x, kernel, bias)
-    hs, cs, ss, gs = (tf.TensorArray(x.dtype, size=steps) for _ in range(4))
+    steps, batch = tf.shape(x)[0], tf.shape(x)[1]
+    # The bias rides along as a row of the kernel against a column of ones: x1·k1 = x·W + b,
+    # and x1ᵀ·dz gives the kernel and bias gradients in one matmul.
+    x1 = tf.concat([x, tf.ones([steps, batch, 1], x.dtype)], axis=2)  # [T, B, I+1]
+    k1 = tf.concat([kernel, bias[None]], axis=0)  # [I+1, 4H]
 
-    def forward(t, h, c, hs, cs, ss, gs):
-        h, c, s, g = lstm_step(zx[t], h, c, recurrent_kernel)
+    def array(size=steps):
+        return tf.TensorArray(x.dtype, size=size)
+
+    # hs[t], cs[t] hold the state *before* step t (index 0: h0, c0), so hs[1:] is h_all.
+    # Per step t, the backward factors [B, H]: f, dc/dh = o(1-tanh²c), and dz/dc (or dz/dh
+    # for the output gate) of each gate: g·i(1-i), c_prev·f(1-f), i(1-g²), tanh(c)·o(1-o).
+    names = ("f", "dc_dh", "dz_i", "dz_f", "dz_g", "dz_o")
+
+    def forward(t, h, c, hs, cs, factors):
+        c_prev = c
+        h, c, (i, f, g, o), tanh_c = lstm_step(tf.matmul(x1[t], k1), h, c, recurrent_kernel)
         c = c + probe_c[t]
         h = h + probe_h[t]
-        return t + 1, h, c, hs.write(t, h), cs.write(t, c), ss.write(t, s), gs.write(t, g)
+        values = (
+            f,
+            o * (1.0 - tanh_c * tanh_c),
+            g * i * (1.0 - i),
+            c_prev * f * (1.0 - f),
+            i * (1.0 - g * g),
+            tanh_c * o * (1.0 - o),
+        )
+        factors = {k: factors[k].write(t, v) for k, v in zip(names, values, strict=True)}
+        return t + 1, h, c, hs.write(t + 1, h), cs.write(t + 1, c), factors
 
-    _, _, _, hs, cs, ss, gs = tf.while_loop(
-        lambda t, *_: t < steps, forward, (tf.constant(0), h0, c0, hs, cs, ss, gs)
+    _, _, _, hs, cs, factors = tf.while_loop(
+        lambda t, *_: t < steps,
+        forward,
+        (
+            0,
+            h0,
+            c0,
+            array(steps + 1).write(0, h0),
+            array(steps + 1).write(0, c0),
+            {k: array() for k in names},
+        ),
     )
-    h_all, c_all, s_all, g_all = hs.stack(), cs.stack(), ss.stack(), gs.stack()
+    h_all, c_all = hs.stack(), cs.stack()  # [T+1, B, H], initial state first
 
     def backward(dh_direct, dc_direct):
         """BPTT: dh_t = direct_t + dz_{t+1}·Uᵀ, dc_t = dh_t·o_t·(1-tanh²c_t) + dc_{t+1}·f_{t+1}.
@@ -86,43 +113,45 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
         Returns gradients for (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c);
         those for the probes are the total dL/dh_t and dL/dc_t.
         """
-        c_prev_all = tf.concat([c0[None], c_all[:-1]], axis=0)
-        dhs, dcs, dzs = (tf.TensorArray(x.dtype, size=steps) for _ in range(3))
+        u_t = tf.transpose(recurrent_kernel)  # [4H, H]: a plain matmul is faster than transpose_b
 
-        def step(t, dh_next, dc_next, dhs, dcs, dzs):
-            i, f, _, o = tf.split(s_all[t], 4, axis=-1)
-            g, c, c_prev = g_all[t], c_all[t], c_prev_all[t]
-            tanh_c = tf.tanh(c)
+        def step(t, dh_next, dc_next, dk1, du, dhs, dcs, dzs):
+            read = {k: factors[k].read(t) for k in names}
             dh = dh_direct[t] + dh_next
-            dc = dc_direct[t] + dc_next + dh * o * (1.0 - tanh_c * tanh_c)
+            dc = dc_direct[t] + dc_next + dh * read["dc_dh"]
             dz = tf.concat(
-                [
-                    dc * g * i * (1.0 - i),
-                    dc * c_prev * f * (1.0 - f),
-                    dc * i * (1.0 - g * g),
-                    dh * tanh_c * o * (1.0 - o),
-                ],
-                axis=-1,
+                [dc * read["dz_i"], dc * read["dz_f"], dc * read["dz_g"], dh * read["dz_o"]],
+                axis=1,
             )
-            dh_prev = tf.matmul(dz, recurrent_kernel, transpose_b=True)
-            return t - 1, dh_prev, dc * f, dhs.write(t, dh), dcs.write(t, dc), dzs.write(t, dz)
+            dk1 += tf.matmul(x1[t], dz, transpose_a=True)
+            du += tf.matmul(hs.read(t), dz, transpose_a=True)
+            return (
+                t - 1,
+                tf.matmul(dz, u_t),
+                dc * read["f"],
+                dk1,
+                du,
+                dhs.write(t, dh),
+                dcs.write(t, dc),
+                dzs.write(t, dz),
+            )
 
-        _, dh0, dc0, dhs, dcs, dzs = tf.while_loop(
+        _, dh0, dc0, dk1, du, dhs, dcs, dzs = tf.while_loop(
             lambda t, *_: t >= 0,
             step,
-            (steps - 1, tf.zeros_like(h0), tf.zeros_like(c0), dhs, dcs, dzs),
+            (
+                steps - 1,
+                tf.zeros_like(h0),
+                tf.zeros_like(c0),
+                tf.zeros_like(k1),
+                tf.zeros_like(recurrent_kernel),
+                array(),
+                array(),
+                array(),
+            ),
         )
-        dz_all = dzs.stack()
-        h_prev_all = tf.concat([h0[None], h_all[:-1]], axis=0)
-        return (
-            tf.einsum("tbg,ig->tbi", dz_all, kernel),
-            dh0,
-            dc0,
-            tf.einsum("tbi,tbg->ig", x, dz_all),
-            tf.einsum("tbh,tbg->hg", h_prev_all, dz_all),
-            tf.reduce_sum(dz_all, axis=[0, 1]),
-            dhs.stack(),
-            dcs.stack(),
-        )
+        # Only when a caller asks for dL/dx (pruned from compiled graphs otherwise).
+        dx = tf.einsum("tbg,ig->tbi", dzs.stack(), kernel)
+        return dx, dh0, dc0, dk1[:-1], du, dk1[-1], dhs.stack(), dcs.stack()
 
-    return (h_all, c_all), backward
+    return (h_all[1:], c_all[1:]), backward

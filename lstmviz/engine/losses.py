@@ -54,16 +54,21 @@ def hidden_loss(loss: str, h, target):
     """The scalar loss (TensorFlow) of hidden states h [T, B, H].
 
     A last_mse target [P, B, H] scores the last step of each of P equal passes (T = P·Tp).
+    Means are written as sum / size: the same value as reduce_mean, and a gradient that is one
+    broadcast of the scalar 1/size rather than a tile and a division over all of h.
     """
     from lstmviz.engine.tfload import tf
 
+    def mean(values):
+        return tf.reduce_sum(values) / tf.cast(tf.size(values, out_type=tf.int64), values.dtype)
+
     if loss == "mean_h":
-        return tf.reduce_mean(h)
+        return mean(h)
     if loss == "last_mse":
         shape = tf.shape(h)
         target = tf.reshape(target, [-1, shape[1], shape[2]])  # [P, B, H]; P = 1 for [B, H]
         pass_length = shape[0] // tf.shape(target)[0]
-        return tf.reduce_mean(tf.square(h[pass_length - 1 :: pass_length] - target))
+        return mean(tf.square(h[pass_length - 1 :: pass_length] - target))
     if loss == "seq_mse":
-        return tf.reduce_mean(tf.square(h - target))
+        return mean(tf.square(h - target))
     raise InputError(f"unknown loss {loss!r}")

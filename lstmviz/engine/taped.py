@@ -70,9 +70,10 @@ def compute_taped(problem: Problem, loss: str) -> dict[str, np.ndarray]:
     value, h, c, grads = taped_step_function(loss)(
         problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target
     )
+    # np.asarray shares the tensors' buffers (read-only); .numpy() would copy each [T, B, H].
     arrays = problem_arrays(problem)
-    arrays.update(loss=np.float32(value.numpy()), h=h.numpy(), c=c.numpy())
-    arrays.update({key: g.numpy() for key, g in zip(_GRAD_KEYS, grads, strict=True)})
+    arrays.update(loss=np.float32(value), h=np.asarray(h), c=np.asarray(c))
+    arrays.update({key: np.asarray(g) for key, g in zip(_GRAD_KEYS, grads, strict=True)})
     add_norms(arrays)
     return arrays
 
