@@ -76,12 +76,15 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
     # Per step t, the backward factors [B, H]: f, dc/dh = o(1-tanh²c), and dz/dc (or dz/dh
     # for the output gate) of each gate: g·i(1-i), c_prev·f(1-f), i(1-g²), tanh(c)·o(1-o).
     names = ("f", "dc_dh", "dz_i", "dz_f", "dz_g", "dz_o")
+    # Probes are read through TensorArrays, as the autodiff-friendly pattern requires; the
+    # custom backward below never differentiates a read, so either way the cost is linear in T.
+    probes_h, probes_c = array().unstack(probe_h), array().unstack(probe_c)
 
     def forward(t, h, c, hs, cs, factors):
         c_prev = c
         h, c, (i, f, g, o), tanh_c = lstm_step(tf.matmul(x1[t], k1), h, c, recurrent_kernel)
-        c = c + probe_c[t]
-        h = h + probe_h[t]
+        c = c + probes_c.read(t)
+        h = h + probes_h.read(t)
         values = (
             f,
             o * (1.0 - tanh_c * tanh_c),
