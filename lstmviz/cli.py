@@ -1,9 +1,17 @@
-"""Command line: `lstmviz gui`, `lstmviz run`. Exit codes: 0 ok, 2 bad input, 130 interrupted."""
+"""Command line: `lstmviz gui`, `lstmviz run`, `lstmviz export`.
+
+Exit codes: 0 ok, 2 bad input, 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import queue
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,49 +62,243 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--connectivity", action="store_true")
     run.add_argument("--out", required=True, metavar="TRACE.npz")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument(
+        "--keep-partial",
+        action="store_true",
+        help="with --mode train: on Ctrl-C, save the steps done so far as a complete trace",
+    )
+
+    from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, PANEL_NAMES
+
+    export = sub.add_parser("export", help="write a trace's plots as PNG, SVG, PDF or CSV")
+    export.add_argument("trace", metavar="TRACE.npz")
+    export.add_argument("--png", metavar="FILE", help="the panels as a PNG image")
+    export.add_argument("--svg", metavar="FILE", help="the panels as SVG (vector)")
+    export.add_argument("--pdf", metavar="FILE", help="a one-page report: panels, config, summary")
+    export.add_argument("--csv", metavar="FILE", help="the curves, one row per timestep")
+    export.add_argument("--width", type=int, default=DEFAULT_WIDTH, metavar="PX")
+    export.add_argument("--height", type=int, default=DEFAULT_HEIGHT, metavar="PX")
+    export.add_argument(
+        "--dpi",
+        type=float,
+        default=DEFAULT_DPI,
+        metavar="N",
+        help="resolution recorded in the PNG; text and lines scale with it",
+    )
+    export.add_argument(
+        "--panel",
+        action="append",
+        choices=PANEL_NAMES,
+        help="only this panel (repeatable; default: all)",
+    )
+    export.add_argument("--linear", action="store_true", help="linear axes (default: log)")
+    export.add_argument("--normalise", action="store_true", help="divide each row by its max")
     return parser
 
 
 def _config_from_args(args: argparse.Namespace) -> RunConfig:
-    values = {k: v for k, v in vars(args).items() if k not in ("command", "out", "quiet")}
+    skip = ("command", "out", "quiet", "keep_partial")
+    values = {k: v for k, v in vars(args).items() if k not in skip}
     return RunConfig(**values).validate()
 
 
-def _run(args: argparse.Namespace) -> int:
-    config = _config_from_args(args)
+def _check_flags(args: argparse.Namespace) -> None:
+    """Flags that make no sense together, and an --out that cannot be written: ConfigError
+    before anything runs. (Sizes, choices and files are checked by RunConfig and the loaders.)"""
+    if args.layer and not args.weights:
+        raise ConfigError("--layer", "only applies together with --weights FILE")
+    if args.time_major and not args.inputs:
+        raise ConfigError("--time-major", "only applies together with --inputs FILE")
+    if args.time_major and args.mode == "train":
+        raise ConfigError("--time-major", "training sequences are always [N, T, I]; drop it")
+    if args.connectivity and args.mode not in ("taped", "train"):
+        raise ConfigError("--connectivity", "only applies to --mode taped or train")
+    if args.keep_partial and args.mode != "train":
+        raise ConfigError("--keep-partial", "only applies to --mode train")
     out = Path(args.out)
     if out.suffix != ".npz":
         raise ConfigError("--out", f"{out}: trace files end in .npz")
+    if out.is_dir():
+        raise ConfigError("--out", f"{out}: is a folder, not a file name")
     if not out.parent.is_dir():
         raise ConfigError("--out", f"{out.parent}: no such folder")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise ConfigError("--out", f"{out.parent}: folder is not writable")
+    for flag, value in (("--inputs", args.inputs), ("--weights", args.weights)):
+        for name in (value or "").split(","):
+            if name and out.exists() and Path(name).exists() and out.samefile(name):
+                raise ConfigError("--out", f"{out}: would overwrite the {flag} file")
+
+
+GRACE_SECONDS = 1.0  # after Ctrl-C, how long a run may take to stop before it is abandoned
+
+
+class _Abandoned(Exception):
+    """The engine thread did not stop in time; the process must end without waiting for it."""
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check_flags(args)
+    config = _config_from_args(args)
+    out = Path(args.out)
     from lstmviz.engine.runner import run
+
+    cancel = threading.Event()
+    items = run(config, cancelled=cancel.is_set)  # validates and loads files: still no work
+    return _drive(items, config, args, out, cancel)
+
+
+def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel) -> int:
+    """Run the engine generator in a worker thread; the main thread shows progress and
+    answers Ctrl-C at once (TensorFlow holds a thread for a whole compiled call, during which
+    Python cannot raise KeyboardInterrupt in it).
+
+    First Ctrl-C: ask the generator to stop (it polls `cancel` between passes, batches and
+    steps) and, with --keep-partial, keep the finished training steps; without it, give the
+    run GRACE_SECONDS to stop, then leave. Second Ctrl-C: leave at once. Nothing is written
+    unless a complete trace is saved (atomically).
+    """
     from lstmviz.trace import GradientTrace
 
+    keep = bool(args.keep_partial)
+    results: queue.Queue = queue.Queue()
+
+    def work() -> None:
+        try:
+            for item in items:
+                results.put(("item", item))
+            if keep and cancel.is_set() and hasattr(items, "partial_trace"):
+                results.put(("partial", items.partial_trace()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            results.put(("error", exc))
+        finally:
+            results.put(("end", None))
+
+    def on_sigint(signum, frame) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        what = "keeping the finished steps" if keep else "nothing will be written"
+        sys.stderr.write(f"\nlstmviz: stopping ({what}); press Ctrl-C again to quit at once\n")
+        sys.stderr.flush()
+
+    worker = threading.Thread(target=work, name="lstmviz-run", daemon=True)
     start = time.perf_counter()
-    trace = None
-    for item in run(config):
-        if isinstance(item, GradientTrace):
-            trace = item
-        elif not args.quiet:
-            elapsed = time.perf_counter() - start
-            sys.stderr.write(
-                f"\r[{config.mode}] {item.done}/{item.total} {item.message} · {elapsed:.1f} s\033[K"
-            )
-            sys.stderr.flush()
+    trace = partial = None
+    with _sigint(on_sigint):
+        worker.start()
+        try:
+            deadline = None
+            while True:
+                if cancel.is_set() and deadline is None and not keep:
+                    deadline = time.monotonic() + GRACE_SECONDS
+                try:
+                    kind, value = results.get(timeout=0.05)
+                except queue.Empty:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise _Abandoned from None
+                    continue
+                if kind == "end":
+                    break
+                if kind == "error":
+                    raise value
+                if kind == "partial":
+                    partial = value
+                elif isinstance(value, GradientTrace):
+                    trace = value
+                elif not args.quiet:
+                    elapsed = time.perf_counter() - start
+                    sys.stderr.write(
+                        f"\r[{config.mode}] {value.done}/{value.total} {value.message} "
+                        f"· {elapsed:.1f} s\033[K"
+                    )
+                    sys.stderr.flush()
+        except (KeyboardInterrupt, _Abandoned):
+            sys.stderr.write("\nlstmviz: interrupted; nothing written\n")
+            if worker.is_alive():
+                raise _Abandoned from None
+            return 130
     if not args.quiet:
         sys.stderr.write("\n")
+    if cancel.is_set():
+        kept = trace if keep and trace is not None else partial
+        if kept is None:
+            sys.stderr.write("lstmviz: interrupted; nothing written\n")
+            return 130
+        _save(kept, out)
+        done = int(kept["steps_done"]) if "steps_done" in kept else config.train_steps
+        sys.stderr.write(
+            f"lstmviz: interrupted after {done} of {config.train_steps} training steps; "
+            f"kept them as a complete trace in {out}\n"
+        )
+        return 130
     if trace is None:
         sys.stderr.write("lstmviz: run was cancelled; nothing written\n")
         return 130
-    trace.save(out)
+    _save(trace, out)
     _warn_nonfinite(trace)
     if not args.quiet:
         print(f"wrote {out} (loss {float(trace['loss']):.6g})")
     return 0
 
 
+@contextlib.contextmanager
+def _sigint(handler):
+    """Install `handler` for SIGINT (main thread only), restoring the previous one after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _save(trace, out: Path) -> None:
+    """Save atomically; Ctrl-C while saving abandons the temporary file (KeyboardInterrupt)."""
+    try:
+        trace.save(out)
+    except OSError as exc:
+        raise ConfigError("--out", f"{out}: cannot write ({exc.strerror or exc})") from None
+
+
+def _export(args: argparse.Namespace) -> int:
+    # Exports need no window: render offscreen unless a platform was asked for on a display.
+    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    if not display or not os.environ.get("QT_QPA_PLATFORM"):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from lstmviz.export import ExportError, export
+
+    if not any((args.png, args.svg, args.pdf, args.csv)):
+        raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
+    written = export(
+        args.trace,
+        png=args.png,
+        svg=args.svg,
+        pdf=args.pdf,
+        csv=args.csv,
+        width=args.width,
+        height=args.height,
+        dpi=args.dpi,
+        panels=args.panel,
+        log=not args.linear,
+        normalise=args.normalise,
+    )
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 def _warn_nonfinite(trace) -> None:
-    """One warning line on stderr when a trace holds NaN or Inf (the run still succeeded)."""
+    """One warning line on stderr when a trace holds NaN or Inf (the run still succeeded);
+    one more when training stopped early because the loss went non-finite."""
+    stopped = trace.arrays.get("nonfinite_loss_steps")
+    if stopped is not None and stopped.size:
+        sys.stderr.write(
+            f"lstmviz: warning: training loss or gradient became NaN or Inf at step "
+            f"{int(stopped[0])}; training stopped after {int(trace['steps_done'])} of "
+            f"{int(trace['steps_requested'])} steps and the trace keeps them\n"
+        )
     bad = trace.arrays.get("nonfinite_steps")
     if bad is None or not bad.size:
         return
@@ -121,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from lstmviz.gui.app import main as gui_main
 
             return gui_main(demo=args.demo, screenshot=args.screenshot)
+        if args.command == "export":
+            return _export(args)
         return _run(args)
     except LstmvizError as exc:
         sys.stderr.write(f"lstmviz: error: {exc}\n")
@@ -128,6 +332,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("\nlstmviz: interrupted; nothing written\n")
         return 130
+    except _Abandoned:
+        # The engine thread is still inside TensorFlow: end the process without waiting for
+        # it (a daemon thread inside native code can crash the interpreter's shutdown).
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(130)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,13 @@ class RunConfig:
                 raise ConfigError(FLAGS[name], f"must be an integer, got {value!r}")
             if not lo <= value <= hi:
                 raise ConfigError(FLAGS[name], f"{value} is out of range [{lo}, {hi}]")
+        for name in ("random_state", "time_major", "connectivity"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"--{name.replace('_', '-')}", "must be true or false")
+        for name in ("weights", "layer", "inputs"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"--{name}", f"must be a file name or layer name, got {value!r}")
         return self
 
     def estimated_bytes(self) -> int:

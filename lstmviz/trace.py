@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from lstmviz.atomic import atomic_write
-from lstmviz.config import RunConfig
-from lstmviz.errors import TraceError
+from lstmviz.config import MODES, RunConfig
+from lstmviz.errors import ConfigError, TraceError
 
 FORMAT_VERSION = 1
 _META_KEYS = ("mode", "config_json", "format_version")
@@ -92,27 +92,197 @@ class GradientTrace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> GradientTrace:
-        """Read a trace written by `save`. Raises TraceError naming the file and the problem."""
+        """Read a trace written by `save`. Raises TraceError naming the file and the problem:
+        not a zip/.npz, truncated or corrupt members, pickled (object) arrays, a missing or
+        garbled `mode`/`config_json`, a newer format, or arrays whose shapes disagree
+        (`check`). Never executes code from the file."""
         path = Path(path)
         if not path.is_file():
             raise TraceError(f"{path}: no such trace file")
         try:
-            with np.load(path, allow_pickle=False) as data:
-                missing = [k for k in ("mode", "config_json") if k not in data.files]
-                if missing:
-                    raise TraceError(f"{path}: not an lstmviz trace (missing {', '.join(missing)})")
-                mode = str(data["mode"])
-                config = RunConfig.from_json(str(data["config_json"]))
-                arrays = {k: data[k] for k in data.files if k not in _META_KEYS}
+            data = _read_npz(path)
         except TraceError:
             raise
-        except (zipfile.BadZipFile, EOFError, OSError) as exc:
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
             raise TraceError(f"{path}: not a readable .npz file ({exc})") from None
-        except ValueError as exc:  # pickled object arrays, bad headers, bad JSON
+        except Exception as exc:  # noqa: BLE001 - any damage inside the container
+            # pickled object arrays, bad headers, truncated members, lying sizes, flags of
+            # encryption or unknown compression, bad CRCs: all mean a damaged or foreign file
             raise TraceError(f"{path}: corrupt or foreign trace ({exc})") from None
-        except (json.JSONDecodeError, TypeError) as exc:
-            raise TraceError(f"{path}: config_json is not valid ({exc})") from None
+        missing = [k for k in ("mode", "config_json") if k not in data]
+        if missing:
+            raise TraceError(f"{path}: not an lstmviz trace (missing {', '.join(missing)})")
+        mode = _text(path, data, "mode")
+        if mode not in MODES:
+            raise TraceError(f"{path}: unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+        version = data.get("format_version")
+        if version is not None:
+            if version.shape != () or version.dtype.kind not in "iu":
+                raise TraceError(f"{path}: format_version must be an integer scalar")
+            if int(version) > FORMAT_VERSION:
+                raise TraceError(
+                    f"{path}: written by a newer lstmviz (format {int(version)}, this version "
+                    f"reads up to {FORMAT_VERSION})"
+                )
+        config = _config(path, _text(path, data, "config_json"))
+        arrays = {k: v for k, v in data.items() if k not in _META_KEYS}
         for key, value in arrays.items():
             if value.dtype.kind not in _SAVED_KINDS:
                 raise TraceError(f"{path}: array {key!r} has unsupported dtype {value.dtype}")
-        return cls(mode=mode, config=config, arrays=arrays)
+        trace = cls(mode=mode, config=config, arrays=arrays)
+        try:
+            trace.check()
+        except TraceError as exc:
+            raise TraceError(f"{path}: {exc}") from None
+        return trace
+
+    def check(self) -> GradientTrace:
+        """Raise TraceError when the arrays cannot belong together; return self when they can.
+
+        Checks the keys every reader relies on (README, "Trace keys"), whichever are present:
+        numeric dtypes, ranks, and one consistent T, B, I, H (and P, Tp, N, S) across
+        x, the weights, states, gradients, norms and the per-pass/batch/step rows, and that
+        `nonfinite_steps` holds timesteps of the sequence. Keys it does not know are left alone.
+        """
+        lead = ("N",) if self.mode == "batchwise" else ()
+        templates = _templates(lead)
+        sizes: dict[str, tuple[int, str]] = {}  # symbol -> (size, key that fixed it)
+        for key, dims in templates.items():
+            if key not in self.arrays:
+                continue
+            value = np.asarray(self.arrays[key])
+            if value.dtype.kind not in "fiub":
+                raise TraceError(f"array {key!r} must be numeric, got dtype {value.dtype}")
+            if value.ndim != len(dims):
+                raise TraceError(
+                    f"array {key!r} must be [{', '.join(dims)}], got shape {list(value.shape)}"
+                )
+            for axis, (symbol, size) in enumerate(zip(dims, value.shape, strict=True)):
+                expected = _expected(symbol, sizes)
+                if expected is None:
+                    if size < 1:
+                        raise TraceError(f"array {key!r} is empty along {symbol} (axis {axis})")
+                    sizes[symbol] = (int(size), key)
+                elif size != expected[0]:
+                    raise TraceError(
+                        f"array {key!r} has shape {list(value.shape)}: its axis {axis} ({symbol}) "
+                        f"is {size} but {expected[1]} says {symbol}={expected[0]}"
+                    )
+        for key in ("nonfinite_steps", "nonfinite_loss_steps"):
+            if key not in self.arrays:
+                continue
+            steps = np.asarray(self.arrays[key])
+            if steps.ndim != 1 or (steps.size and steps.dtype.kind not in "iu"):
+                raise TraceError(f"array {key!r} must be a list of integer steps")
+            limit = sizes.get("S" if key == "nonfinite_loss_steps" else "T")
+            if steps.size and (steps.min() < 0 or (limit and steps.max() >= limit[0])):
+                raise TraceError(f"array {key!r} holds steps outside the run")
+        return self
+
+
+def _templates(lead: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Key -> dimension symbols. `4H` is four times H; `T` is the whole sequence (P·Tp)."""
+    seq, state, weights = (*lead, "T", "B"), (*lead, "B", "H"), {}
+    for prefix in ("", "grad_"):
+        weights[f"{prefix}kernel"] = (*lead, "I", "4H")
+        weights[f"{prefix}recurrent_kernel"] = (*lead, "H", "4H")
+        weights[f"{prefix}bias"] = (*lead, "4H")
+    templates = {
+        "x": (*seq, "I"),
+        "recurrent_kernel": (*lead, "H", "4H"),
+        "h": (*seq, "H"),
+        **weights,
+        "h0": state,
+        "c0": state,
+        "grad_h0": state,
+        "grad_c0": state,
+    }
+    for kind in ("h_total", "c_total", "h_direct", "h_truncated", "c_truncated", "h_reference"):
+        templates[f"grad_{kind}"] = (*seq, "H")
+        templates[f"norm_{kind}"] = (*lead, "T")
+    for key in ("c", "grad_c_reference", "grad_output"):
+        templates[key] = (*seq, "H")
+    templates |= {
+        "norm_h_total_by_pass": ("P", "Tp"),
+        "norm_h_truncated_by_pass": ("P", "Tp"),
+        "loss_by_pass": ("P",),
+        "loss_by_batch": ("N",),
+        "norm_h_total_by_batch": ("N", "T"),
+        "nonfinite_by_batch": ("N", "T"),
+        "loss_by_step": ("S",),
+        "norm_h_total_by_step": ("S", "T"),
+        "connectivity": ("T", "T"),
+    }
+    return templates
+
+
+def _expected(symbol: str, sizes: dict[str, tuple[int, str]]) -> tuple[int, str] | None:
+    """The size `symbol` must have given the sizes fixed so far (None: not fixed yet)."""
+    if symbol in sizes:
+        return sizes[symbol]
+    if symbol == "H" and "4H" in sizes:
+        if sizes["4H"][0] % 4:
+            return -1, f"{sizes['4H'][1]} (its gate axis {sizes['4H'][0]} is not 4·H)"
+        return sizes["4H"][0] // 4, sizes["4H"][1]
+    if symbol == "4H" and "H" in sizes:
+        return 4 * sizes["H"][0], sizes["H"][1]
+    if symbol == "T" and "P" in sizes and "Tp" in sizes:
+        return sizes["P"][0] * sizes["Tp"][0], sizes["Tp"][1]
+    if symbol == "Tp" and "T" in sizes and "P" in sizes:
+        if sizes["T"][0] % sizes["P"][0]:
+            return -1, f"{sizes['T'][1]} (T={sizes['T'][0]} is not a multiple of P)"
+        return sizes["T"][0] // sizes["P"][0], sizes["T"][1]
+    return None
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz, member by member, without pickle. Every member's header is read
+    first and its declared size compared with the bytes stored, so a corrupt header cannot make
+    us allocate more memory than the file holds."""
+    arrays: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                if version not in ((1, 0), (2, 0), (3, 0)):
+                    raise ValueError(f"unknown .npy version {version}")
+                read_header = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
+                shape, _, dtype = read_header(member)
+                if dtype.hasobject:
+                    raise ValueError(f"{info.filename}: object arrays are not allowed")
+                declared = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+                if declared > info.file_size:
+                    raise ValueError(
+                        f"{info.filename}: header declares {declared} bytes, "
+                        f"the file holds {info.file_size}"
+                    )
+            with archive.open(info) as member:
+                arrays[info.filename[:-4]] = np.lib.format.read_array(member, allow_pickle=False)
+    return arrays
+
+
+def _text(path: Path, data: dict[str, np.ndarray], key: str) -> str:
+    value = data[key]
+    if value.shape != () or value.dtype.kind != "U":
+        raise TraceError(f"{path}: {key} must be a text scalar, got {value.dtype} {value.shape}")
+    return str(value)
+
+
+def _config(path: Path, text: str) -> RunConfig:
+    """The RunConfig in `config_json`: a JSON object whose known keys have valid values."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{path}: config_json is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise TraceError(f"{path}: config_json must be a JSON object, got {type(data).__name__}")
+    try:
+        return RunConfig.from_dict(data).validate()
+    except ConfigError as exc:
+        raise TraceError(f"{path}: config_json: {exc}") from None

@@ -183,8 +183,9 @@ def test_open_a_saved_trace_and_a_corrupt_one(qtbot, window, errors, tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     window.open_trace(str(tmp_path / "bad.npz"))
     assert errors[-1].startswith(str(tmp_path / "bad.npz"))
-    window.open_path(str(tmp_path / "w.h5"))
-    assert window.params.config().weights == str(tmp_path / "w.h5")
+    window.open_path(str(tmp_path / "w.h5"))  # a weights file that is not there: refused
+    assert errors[-1].startswith(str(tmp_path / "w.h5")) and "no such file" in errors[-1]
+    assert window.params.config().weights is None
 
 
 def test_quitting_during_a_run_leaves_no_thread_and_settings_persist(

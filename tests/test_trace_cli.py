@@ -22,7 +22,7 @@ def test_round_trip_is_bit_exact(tmp_path, rng):
         "h": rng.standard_normal((5, 2, 3)).astype(np.float32),
         "loss": np.float32(0.25),
         "nonfinite_steps": np.array([1, 4], np.int64),
-        "x": np.array([np.nan, np.inf, -0.0], np.float32),
+        "extra": np.array([np.nan, np.inf, -0.0], np.float32),
     }
     config = RunConfig(steps=5, batch=2, hidden=3, loss="seq_mse", seed=7)
     path = GradientTrace("taped", config, arrays).save(tmp_path / "a.npz")

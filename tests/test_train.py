@@ -14,7 +14,7 @@ from lstmviz.config import RunConfig
 from lstmviz.engine import train as train_module
 from lstmviz.engine.taped import connectivity_map, taped_gradients
 from lstmviz.engine.tasks import make_task
-from lstmviz.engine.train import run_train, train
+from lstmviz.engine.train import partial_trace, run_train, train
 from lstmviz.engine.trained import keras_model, save_trained_weights
 from lstmviz.errors import InputError
 from lstmviz.trace import GradientTrace, TraceUpdate
@@ -148,6 +148,25 @@ def test_cancel_stops_between_steps():
     items = list(run_train(config, cancelled=cancelled))
     assert not any(isinstance(item, GradientTrace) for item in items)
     assert max(item.done for item in items) <= 3 and len(polls) == 4
+
+
+def test_partial_trace_keeps_the_steps_done(monkeypatch):
+    monkeypatch.setattr(train_module, "UPDATES_PER_SECOND", 1e9)  # an update after every step
+    config = RunConfig(mode="train", task="adding", train_steps=20, steps=6, batch=3, hidden=4)
+    items = run_train(config)
+    updates = [next(items) for _ in range(4)]  # the start, then steps 1..3: paused after 3
+    trace = partial_trace(items)
+    assert updates[-1].done == 3 and isinstance(trace, GradientTrace)
+    assert trace.loss_by_step.shape == (3,) and trace.norm_h_total_by_step.shape == (3, 6)
+    assert trace.config.train_steps == 3 and int(trace.steps_requested) == 20
+    assert str(trace.stopped) == "cancelled"
+    full = train(task="adding", train_steps=3, steps=6, batch=3, hidden=4)
+    for key in ("loss_by_step", "norm_h_total_by_step", "kernel", "grad_h_total"):
+        np.testing.assert_array_equal(trace[key], full[key])
+    assert str(full.stopped) == "completed" and int(full.steps_requested) == 3
+    fresh = run_train(config)
+    next(fresh)  # paused before the first step: nothing to keep
+    assert partial_trace(fresh) is None and partial_trace(run_train(config)) is None
 
 
 def test_same_seed_same_training():

@@ -95,8 +95,19 @@ def seeded_batches(config: RunConfig) -> list[Problem]:
 
 
 def stack_batches(batches: list[dict], backend: str, generator: str) -> dict[str, np.ndarray]:
-    """Per-batch arrays -> [N, ...]; loss_by_batch [N] and loss (their mean); names as text."""
+    """Per-batch arrays -> [N, ...]; loss_by_batch [N] and loss (their mean); names as text.
+
+    Each batch's `nonfinite_steps` (a list whose length varies) becomes a row of
+    `nonfinite_by_batch` (bool [N, T]); `nonfinite_steps` is then the timesteps that are
+    non-finite in any batch."""
+    steps = batches[0]["norm_h_total"].shape[-1]
+    flags = np.zeros((len(batches), steps), bool)
+    for n, batch in enumerate(batches):
+        flags[n, batch.get("nonfinite_steps", np.zeros(0, np.int64))] = True
+    batches = [{k: v for k, v in b.items() if k != "nonfinite_steps"} for b in batches]
     arrays = {key: np.stack([b[key] for b in batches]) for key in batches[0]}
+    arrays["nonfinite_by_batch"] = flags
+    arrays["nonfinite_steps"] = np.flatnonzero(flags.any(axis=0))
     arrays["loss_by_batch"] = arrays.pop("loss")
     arrays["loss"] = np.float32(arrays["loss_by_batch"].mean())
     arrays["rnn_backend"] = np.array(backend)

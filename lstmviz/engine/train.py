@@ -131,8 +131,12 @@ class Trainer:
 
     def step(self, x, y):
         result = self.gradients(x, y)
-        self._apply(result[3][3:])
+        self.apply(result)
         return result
+
+    def apply(self, result) -> None:
+        """One Adam update with the weight gradients of a `gradients` result."""
+        self._apply(result[3][3:])
 
     def weights(self) -> dict[str, np.ndarray]:
         return {key: v.numpy() for key, v in zip(WEIGHT_KEYS, self.variables, strict=True)}
@@ -149,17 +153,19 @@ def taped_arrays(x, y, weights: dict[str, np.ndarray], result) -> dict[str, np.n
     return arrays
 
 
-def run_train(
-    config: RunConfig, cancelled: Callable[[], bool] = bool
-) -> Iterator[TraceUpdate | GradientTrace]:
+def run_train(config: RunConfig, cancelled: Callable[[], bool] = bool) -> TrainingRun:
     """Train for `config.train_steps` steps on `config.task` (or the sequences in
     `config.inputs`); bad parameters or task data raise here, before anything runs.
 
-    The generator yields TraceUpdates with `loss_by_step` [done], `norm_h_total_by_step`
-    [done, T] and the latest row as `norm_h_total` [T], at most UPDATES_PER_SECOND times a
-    second and after the last step (the arrays are views whose rows never change afterwards),
-    then the trace. `cancelled()` is polled before every step; a cancelled run ends without a
-    trace. Pausing is simply not asking for the next item.
+    Returns a TrainingRun, an iterator that yields TraceUpdates with `loss_by_step` [done],
+    `norm_h_total_by_step` [done, T] and the latest row as `norm_h_total` [T], at most
+    UPDATES_PER_SECOND times a second and after the last step (the arrays are views whose rows
+    never change afterwards), then the trace. `cancelled()` is polled before every step; a
+    cancelled run ends without a trace, but `partial_trace()` then gives a complete trace of
+    the steps done. A step whose loss or dL/dh is NaN or Inf stops training cleanly (that
+    step's update is not applied): the trace of the steps done, that one included, is yielded
+    with `stopped` = "non-finite" and `nonfinite_loss_steps`. Pausing is simply not asking for
+    the next item.
     """
     total, steps = config.train_steps, config.steps
     if total * steps > MAX_HISTORY:
@@ -170,54 +176,138 @@ def run_train(
         )
     if config.weights:
         raise ConfigError("--weights", "training starts from seeded weights in this version")
-    return _training(config, make_task(config), cancelled)
+    return TrainingRun(config, make_task(config), cancelled)
 
 
-def _training(
-    config: RunConfig, task: Task, cancelled: Callable[[], bool]
-) -> Iterator[TraceUpdate | GradientTrace]:
-    total, steps = config.train_steps, config.steps
-    rng = np.random.default_rng(config.seed)
-    initial = initial_weights(task, config.hidden, rng)
-    trainer = Trainer(task, initial)
-    losses = np.zeros(total, np.float32)
-    norms = np.zeros((total, steps), np.float32)
-    yield TraceUpdate(0, total, f"training on {task.name}, T={steps}")
-    last_update = time.monotonic()
-    for step in range(total):
-        if cancelled():
-            return
-        x, y = task.sample(rng)
-        result = trainer.step(x, y)
-        losses[step] = result[0].numpy()
-        norms[step] = step_norm(result[3][1].numpy())
-        if step == 0:
-            first = taped_arrays(x, y, initial, result)
-        now = time.monotonic()
-        if step == total - 1 or now - last_update >= 1 / UPDATES_PER_SECOND:
-            last_update = now
-            done = step + 1
-            yield TraceUpdate(
-                done,
-                total,
-                f"loss {losses[step]:.4g}",
-                {
-                    "loss_by_step": losses[:done],
-                    "norm_h_total_by_step": norms[:done],
-                    "norm_h_total": norms[step],
-                },
-            )
-    final = trainer.weights()
-    arrays = taped_arrays(x, y, final, trainer.gradients(x, y))
-    arrays.update({f"step0_{key}": value for key, value in first.items()})
-    arrays.update(
-        loss_by_step=losses, norm_h_total_by_step=norms, readout_per_step=np.bool_(task.per_step)
-    )
-    if config.connectivity:
-        if cancelled():
-            return
-        arrays["connectivity"] = connectivity(arrays)
-    yield GradientTrace("train", replace(config, input_dim=task.input_dim), arrays)
+class TrainingRun:
+    """One training run, driven by iterating it (see `run_train`).
+
+    `steps_done` counts finished steps. After the iteration stopped, at any point between
+    two items or after a cancelled run, `partial_trace()` builds the complete trace of the
+    steps done so far (as the final trace would be had training been asked for that many steps,
+    without the connectivity map); the CLI's `--keep-partial` and the GUI's Stop use it. It runs
+    one more forward + backward (the final weights on the last batch) and must not be called
+    while another thread is iterating the run.
+    """
+
+    def __init__(self, config: RunConfig, task: Task, cancelled: Callable[[], bool] = bool):
+        self.config, self.task, self.cancelled = config, task, cancelled
+        total = config.train_steps
+        self.rng = np.random.default_rng(config.seed)
+        self.initial = initial_weights(task, config.hidden, self.rng)
+        self.trainer: Trainer | None = None  # built on the first item: TF work stays lazy
+        self.losses = np.zeros(total, np.float32)
+        self.norms = np.zeros((total, config.steps), np.float32)
+        self.steps_done = 0
+        self.stopped = ""  # "", "completed", "cancelled" or "non-finite"
+        self._first: dict[str, np.ndarray] | None = None
+        self._batch = None  # the last (x, y)
+        self._bad_result = None  # gradients of a step that went non-finite (not applied)
+        self._items = self._training()
+
+    def __iter__(self) -> TrainingRun:
+        return self
+
+    def __next__(self) -> TraceUpdate | GradientTrace:
+        return next(self._items)
+
+    def close(self) -> None:
+        """Stop the run where it is, as a generator's `close()` does."""
+        self._items.close()
+
+    def _training(self) -> Iterator[TraceUpdate | GradientTrace]:
+        config, task = self.config, self.task
+        total = config.train_steps
+        self.trainer = Trainer(task, self.initial)
+        yield TraceUpdate(0, total, f"training on {task.name}, T={config.steps}")
+        last_update = time.monotonic()
+        for step in range(total):
+            if self.cancelled():
+                self.stopped = "cancelled"
+                return
+            x, y = task.sample(self.rng)
+            result = self.trainer.gradients(x, y)
+            self.losses[step] = result[0].numpy()
+            self.norms[step] = step_norm(result[3][1].numpy())
+            self._batch = (x, y)
+            if step == 0:
+                self._first = taped_arrays(x, y, self.initial, result)
+            finite = np.isfinite(self.losses[step]) and np.isfinite(self.norms[step]).all()
+            if finite:
+                self.trainer.apply(result)
+            else:
+                self._bad_result = result
+            self.steps_done = done = step + 1
+            now = time.monotonic()
+            if not finite or step == total - 1 or now - last_update >= 1 / UPDATES_PER_SECOND:
+                last_update = now
+                message = f"loss {self.losses[step]:.4g}"
+                if not finite:
+                    message = f"loss or dL/dh is NaN or Inf at step {step}; training stopped"
+                yield TraceUpdate(
+                    done,
+                    total,
+                    message,
+                    {
+                        "loss_by_step": self.losses[:done],
+                        "norm_h_total_by_step": self.norms[:done],
+                        "norm_h_total": self.norms[step],
+                    },
+                )
+            if not finite:
+                self.stopped = "non-finite"
+                yield self.partial_trace()
+                return
+        self.stopped = "completed"
+        trace = self._trace()
+        if config.connectivity:
+            if self.cancelled():
+                self.stopped = "cancelled"
+                return
+            trace.arrays["connectivity"] = connectivity(trace.arrays)
+        yield trace
+
+    def partial_trace(self) -> GradientTrace | None:
+        """The complete trace of the steps done so far (None before the first step)."""
+        if not self.steps_done:
+            return None
+        return self._trace()
+
+    def _trace(self) -> GradientTrace:
+        done, total = self.steps_done, self.config.train_steps
+        x, y = self._batch
+        if self._bad_result is not None:  # the weights the bad step saw, its gradients
+            arrays = taped_arrays(x, y, self.trainer.weights(), self._bad_result)
+        else:
+            arrays = taped_arrays(x, y, self.trainer.weights(), self.trainer.gradients(x, y))
+        arrays.update({f"step0_{key}": value for key, value in self._first.items()})
+        losses = self.losses[:done].copy()
+        arrays.update(
+            loss_by_step=losses,
+            norm_h_total_by_step=self.norms[:done].copy(),
+            readout_per_step=np.bool_(self.task.per_step),
+            steps_done=np.int64(done),
+            steps_requested=np.int64(total),
+            stopped=np.array(self.stopped or "cancelled"),
+            nonfinite_loss_steps=np.flatnonzero(
+                ~np.isfinite(losses) | ~np.isfinite(self.norms[:done]).all(axis=1)
+            ),
+        )
+        config = replace(self.config, input_dim=self.task.input_dim, train_steps=done)
+        return GradientTrace("train", config, arrays)
+
+
+def partial_trace(run: TrainingRun) -> GradientTrace | None:
+    """Stop a paused training run (one not being iterated) and return the complete trace of the
+    steps done so far, with the connectivity map when the config asks for it, or None when no
+    step has finished. The run is closed either way."""
+    try:
+        trace = run.partial_trace()
+    finally:
+        run.close()
+    if trace is not None and run.config.connectivity:
+        trace.arrays["connectivity"] = connectivity(trace.arrays)
+    return trace
 
 
 def train(**params) -> GradientTrace:

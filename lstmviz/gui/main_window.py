@@ -10,7 +10,16 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 import PySide6
-from PySide6.QtCore import QElapsedTimer, QSettings, Qt, QTimer, Signal, Slot, qVersion
+from PySide6.QtCore import (
+    QElapsedTimer,
+    QSettings,
+    QSignalBlocker,
+    Qt,
+    QTimer,
+    Signal,
+    Slot,
+    qVersion,
+)
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -29,22 +38,34 @@ from PySide6.QtWidgets import (
 import lstmviz
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
-from lstmviz.gui.panels import NormPanel, RowsHeatmap, SummaryPanel, UnitsHeatmap
+from lstmviz.gui import export_dialog
+from lstmviz.gui.dialogs import pick_layer
+from lstmviz.gui.panels import RowsHeatmap, SummaryPanel, UnitsHeatmap, stopped_early
 from lstmviz.gui.params import MODE_TEXT, ParamsEditor
+from lstmviz.gui.train_panels import ConnectivityPanel, LossPanel, NormHistoryPanel
 from lstmviz.gui.worker import Worker
+from lstmviz.inputs import load_inputs
 from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.weights.loaders import list_lstm_layers, read_weights
 
 WEIGHT_SUFFIXES = (".h5", ".keras", ".safetensors", ".pt", ".pth")
 MAX_RECENT = 8
 DEMO_MODES = ("multipass", "taped")  # the demo falls back to the next mode if one is missing
 
 
+DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
+
+
 def demo_config(mode: str) -> RunConfig:
-    """A run that fills every panel in a second or two on a laptop CPU: a loss on the last
-    step (on each pass's last step in multi-pass mode) shows how the gradient fades."""
-    steps = 60 if mode == "multipass" else 120
-    return RunConfig(mode=mode, steps=steps, passes=4, batch=16, input_dim=8, hidden=48,
-                     loss="last_mse", random_state=True, seed=7)  # fmt: skip
+    """A run that fills every panel in a few seconds on a laptop CPU. It uses the LSTM in
+    `resources/demo_lstm.keras` (trained on the adding problem, so it remembers: its gradient
+    does not vanish within a pass of 15 steps) with a loss on every pass's last step, so the
+    full gradient through all passes clearly differs from the truncated one at the start of
+    each pass. Seeded random weights (I=8, H=48) if the file is missing."""
+    weights = str(DEMO_WEIGHTS) if DEMO_WEIGHTS.is_file() else None
+    return RunConfig(mode=mode, steps=15 if mode == "multipass" else 60, passes=4, batch=16,
+                     input_dim=2 if weights else 8, hidden=16 if weights else 48,
+                     loss="last_mse", random_state=True, seed=7, weights=weights)  # fmt: skip
 
 
 class MainWindow(QMainWindow):
@@ -67,6 +88,8 @@ class MainWindow(QMainWindow):
         self.dirty = False
         self.rows_total: int | None = None
         self.demo_modes: list[str] = []
+        self.steps_done = 0  # units of work the active run has reported
+        self.finishing = False  # a stopped training run is building the trace of its steps
         self.clock = QElapsedTimer()
         self.tick = QTimer(self, interval=33)  # redraws at most ~30 times a second
         self.tick.timeout.connect(self._flush)
@@ -87,22 +110,37 @@ class MainWindow(QMainWindow):
         self.worker.cancelled.connect(self._on_cancelled)
         self.worker.failed.connect(self._on_failed)
         self.worker.verified.connect(self._on_verified)
+        self.worker.paused.connect(self._on_paused)
+        self.worker.saved.connect(self._on_saved)
         self.worker.start()
         self._sync()
 
     # ---- construction ----------------------------------------------------------------------
 
     def _build_panels(self) -> None:
-        self.norm = NormPanel()
+        self.norm = NormHistoryPanel()
+        self.loss_panel = LossPanel()  # shown in training runs
         self.rows = RowsHeatmap()
         self.units = UnitsHeatmap()
+        self.connectivity = ConnectivityPanel()  # shown when a run computes the map
         self.summary = SummaryPanel()
         self.summary.verify_button.clicked.connect(self.verify)
+        for panel in (self.norm, self.rows, self.units):
+            panel.export_action.triggered.connect(
+                lambda _=False, p=panel: export_dialog.export_panel(self, p)
+            )
         heatmaps = QSplitter(Qt.Horizontal)
         heatmaps.addWidget(self.rows)
         heatmaps.addWidget(self.units)
+        heatmaps.addWidget(self.connectivity)
+        top = QSplitter(Qt.Horizontal)
+        top.addWidget(self.norm)
+        top.addWidget(self.loss_panel)
+        top.setSizes([640, 360])
+        self.loss_panel.hide()
+        self.connectivity.hide()
         self.splitter = QSplitter(Qt.Vertical)
-        self.splitter.addWidget(self.norm)
+        self.splitter.addWidget(top)
         self.splitter.addWidget(heatmaps)
         self.splitter.setSizes([440, 330])
         central = QWidget()
@@ -118,15 +156,28 @@ class MainWindow(QMainWindow):
         self.run_button.setToolTip("Start a run with these parameters (Ctrl+R)")
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the run at its next pass, batch or step (Esc)")
+        self.pause_button = QPushButton("Pause", checkable=True)
+        self.pause_button.setToolTip(
+            "Hold the run after its current step, pass or batch; press again to resume (Ctrl+P)"
+        )
         self.run_button.clicked.connect(lambda: self.start_run())
         self.stop_button.clicked.connect(self.stop)
+        self.pause_button.toggled.connect(self.set_paused)
+        self.save_weights_button = QPushButton("Save trained weights…")
+        self.save_weights_button.setToolTip(
+            "Write a training run's final weights as Keras .weights.h5 or NumPy .npz"
+        )
+        self.save_weights_button.clicked.connect(self.save_weights_dialog)
+        self.params.widgets["time_major"].toggled.connect(self._reload_sources)
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
+        buttons.addWidget(self.pause_button)
         buttons.addWidget(self.stop_button)
         box = QWidget()
         layout = QVBoxLayout(box)
         layout.addWidget(self.params)
         layout.addLayout(buttons)
+        layout.addWidget(self.save_weights_button)
         layout.addStretch(1)
         self.dock = QDockWidget("Parameters", self, objectName="parameters")
         self.dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable)
@@ -171,6 +222,20 @@ class MainWindow(QMainWindow):
             QKeySequence.Save,
             "Save the current trace as .npz",
         )
+        self.export_action = self._action(
+            file,
+            "&Export…",
+            lambda: export_dialog.export_dialog(self),
+            "Ctrl+E",
+            "Export the plots as PNG, SVG, a PDF report or CSV (as lstmviz export)",
+        )
+        self.export_panel_action = self._action(
+            file,
+            "Export &panel under cursor…",
+            lambda: export_dialog.export_under_cursor(self),
+            "Ctrl+Shift+E",
+            "Export the panel the mouse points at (also: right-click a panel)",
+        )
         self.recent_menu = file.addMenu("Recent traces")
         file.addSeparator()
         self._action(
@@ -187,11 +252,25 @@ class MainWindow(QMainWindow):
             None,
             "Use an input sequence from a .npy/.npz file",
         )
+        self.save_weights_action = self._action(
+            file,
+            "Save trained weigh&ts…",
+            self.save_weights_dialog,
+            None,
+            "Write a training run's final weights as .weights.h5 or .npz",
+        )
         file.addSeparator()
         self._action(file, "&Quit", self.close, QKeySequence.Quit)
 
         run = bar.addMenu("&Run")
         self.run_action = self._action(run, "&Run", lambda: self.start_run(), "Ctrl+R")
+        self.pause_action = self._action(
+            run,
+            "&Pause",
+            lambda: self.pause_button.toggle(),
+            "Ctrl+P",
+            "Hold the run after its current step; again to resume",
+        )
         self.stop_action = self._action(run, "&Stop", self.stop, "Esc")
         self.verify_action = self._action(
             run,
@@ -229,6 +308,13 @@ class MainWindow(QMainWindow):
             action = QAction(name, self, checkable=True, checked=True)
             action.toggled.connect(widget.setVisible)
             view.addAction(action)
+        self.optional_views = {}  # shown when checked and the run has something for them
+        optional = (("Loss panel", self.loss_panel), ("Connectivity map", self.connectivity))
+        for name, widget in optional:
+            action = QAction(name, self, checkable=True, checked=True)
+            action.toggled.connect(self._show_optional)
+            view.addAction(action)
+            self.optional_views[widget] = action
 
         help_menu = bar.addMenu("&Help")
         self._action(help_menu, "&About lstmviz", self.about)
@@ -245,6 +331,7 @@ class MainWindow(QMainWindow):
         if text:
             with contextlib.suppress(ValueError, TypeError):  # unreadable: keep the defaults
                 self.params.set_config(RunConfig.from_json(str(text)))
+            self._reload_sources()
         self.log_action.setChecked(s.value("view/log", "true") == "true")
         self.normalise_action.setChecked(s.value("view/normalise", "false") == "true")
         self._view_changed()
@@ -290,6 +377,8 @@ class MainWindow(QMainWindow):
         self.active = self.last_id
         self.run_config, self.trace = config, None
         self.pending, self.rows_total, self.dirty = {}, None, True
+        self.steps_done, self.finishing = 0, False
+        self._set_pause_button(False)
         self.summary.draw(config.mode, {}, config, 0.0)
         self.progress.setRange(0, 0)
         self.progress.show()
@@ -310,18 +399,77 @@ class MainWindow(QMainWindow):
     def _next_demo(self) -> None:
         config = demo_config(self.demo_modes.pop(0))
         self.params.set_config(config)
+        self._reload_sources()
         self.start_run(config)
 
     def stop(self) -> None:
         """Cancel the run; the window is idle at once (a TensorFlow call in flight finishes in
-        the background and its result is dropped)."""
-        if self.active is None:
+        the background and its result is dropped). A training run with steps done is paused
+        first and the user may keep those steps as a complete trace."""
+        if self.active is None or self.finishing:
             return
-        self.worker.cancel(self.active)
+        run_id = self.active
+        if self.run_config.mode == "train" and self.steps_done > 0:
+            self.worker.pause(run_id)
+            answer = self.ask_keep_steps(self.steps_done)
+            if self.active != run_id:  # it ended while the question was open
+                return
+            if answer == QMessageBox.Cancel:
+                if not self.pause_button.isChecked():
+                    self.worker.resume(run_id)
+                return
+            if answer == QMessageBox.Yes:
+                self.finishing = True
+                self.worker.finish_early(run_id)
+                self.message.setText("training stopped: computing the trace of the steps done…")
+                self._sync()
+                return
+        self.worker.cancel(run_id)
         self._idle(f"stopped after {self.clock.elapsed() / 1000:.1f} s")
+
+    def ask_keep_steps(self, done: int) -> QMessageBox.StandardButton:
+        """Yes: keep the steps done as a trace; No: discard them; Cancel: keep training."""
+        return QMessageBox.question(
+            self,
+            "Stop training",
+            f"Keep the training steps done so far (at least {done}) as a trace?\n\n"
+            "Yes: a complete trace of those steps (final weights, loss curve, gradient\n"
+            "history; the weights can be saved). No: discard them.",
+            QMessageBox.Yes | QMessageBox.No | QMessageBox.Cancel,
+            QMessageBox.Yes,
+        )
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume the active run (at its next step, pass or batch)."""
+        self.pause_button.setText("Resume" if paused else "Pause")
+        self.pause_action.setText("&Resume" if paused else "&Pause")
+        if self.active is None or self.finishing:
+            return
+        if paused:
+            self.worker.pause(self.active)
+            self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: pausing…")
+        else:
+            self.worker.resume(self.active)
+            self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: running…")
+
+    def _set_pause_button(self, paused: bool) -> None:
+        with QSignalBlocker(self.pause_button):
+            self.pause_button.setChecked(paused)
+        self.pause_button.setText("Resume" if paused else "Pause")
+        self.pause_action.setText("&Resume" if paused else "&Pause")
+
+    @Slot(int, int)
+    def _on_paused(self, run_id: int, done: int) -> None:
+        if run_id == self.active and self.pause_button.isChecked():
+            total = self.progress.maximum()
+            self.message.setText(
+                f"{MODE_TEXT[self.run_config.mode]}: paused after {done}/{total} (Resume: Ctrl+P)"
+            )
 
     def _idle(self, message: str) -> None:
         self.active = None
+        self.finishing = False
+        self._set_pause_button(False)
         self.demo_modes = []
         self._flush()
         self.tick.stop()
@@ -349,6 +497,7 @@ class MainWindow(QMainWindow):
     def _on_progress(self, run_id: int, update: TraceUpdate) -> None:
         if run_id != self.active:
             return
+        self.steps_done = update.done
         self.pending.update(update.arrays)
         if any(k.endswith(("_by_pass", "_by_batch", "_by_step")) for k in update.arrays):
             self.rows_total = update.total
@@ -356,7 +505,8 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, max(update.total, 1))
         self.progress.setValue(update.done)
         self.progress.setFormat(f"{update.done}/{update.total}")
-        self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: {update.message}")
+        if not (self.pause_button.isChecked() or self.finishing):
+            self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: {update.message}")
 
     @Slot(int, object)
     def _on_finished(self, run_id: int, trace: GradientTrace) -> None:
@@ -367,7 +517,9 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
         self.progress.setFormat("done")
-        self._idle(f"done: {MODE_TEXT.get(trace.mode, trace.mode)} in {seconds:.2f} s")
+        kept = stopped_early(trace.arrays)
+        what = f"kept {trace.config.train_steps} training steps" if kept else "done"
+        self._idle(f"{what}: {MODE_TEXT.get(trace.mode, trace.mode)} in {seconds:.2f} s")
 
     @Slot(int)
     def _on_cancelled(self, run_id: int) -> None:
@@ -401,8 +553,27 @@ class MainWindow(QMainWindow):
             self._draw(self.pending, self.run_config)
 
     def _draw(self, arrays, config: RunConfig | None) -> None:
-        for panel in (self.norm, self.rows, self.units):
+        for panel in (self.norm, self.rows, self.units, self.loss_panel, self.connectivity):
             panel.draw(arrays, config, self.rows_total)
+        self._show_optional()
+
+    def _show_optional(self) -> None:
+        """The loss and connectivity panels appear when the run has (or will have) their data."""
+        config = self.run_config
+        arrays = self.trace.arrays if self.trace is not None else self.pending
+        wanted = {
+            self.loss_panel: "loss_by_step" in arrays
+            or (self.trace is None and config is not None and config.mode == "train"),
+            self.connectivity: "connectivity" in arrays
+            or (
+                self.trace is None
+                and config is not None
+                and config.connectivity
+                and config.mode in ("taped", "train")
+            ),
+        }
+        for widget, action in self.optional_views.items():
+            widget.setVisible(wanted[widget] and action.isChecked())
 
     def show_trace(self, trace: GradientTrace, seconds: float | None) -> None:
         """Draw a finished or loaded trace in every panel."""
@@ -449,6 +620,7 @@ class MainWindow(QMainWindow):
             return False
         self.stop()
         self.params.set_config(trace.config)
+        self._reload_sources()
         self.show_trace(trace, None)
         self.message.setText(f"opened {path}")
         self._add_recent(str(Path(path).resolve()))
@@ -461,17 +633,20 @@ class MainWindow(QMainWindow):
             try:
                 with np.load(path, allow_pickle=False) as data:
                     is_trace = "config_json" in data.files
+                    is_inputs = "x" in data.files and "kernel" not in data.files
             except (OSError, ValueError) as exc:
                 self.show_error("Cannot open file", f"{path}: not a readable .npz file ({exc})")
                 return
             if is_trace:
                 self.open_trace(path)
+            elif is_inputs:
+                self.open_inputs(path)
             else:
-                self.params.set_path("weights", path)
+                self.open_weights(path)
         elif suffix == ".npy":
-            self.params.set_path("inputs", path)
+            self.open_inputs(path)
         elif suffix in WEIGHT_SUFFIXES:
-            self.params.set_path("weights", path)
+            self.open_weights(path)
         else:
             self.show_error(
                 "Cannot open file",
@@ -503,12 +678,98 @@ class MainWindow(QMainWindow):
         pattern = " ".join(f"*{s}" for s in (*WEIGHT_SUFFIXES, ".npz"))
         path, _ = QFileDialog.getOpenFileName(self, "Open weights", "", f"Weights ({pattern})")
         if path:
-            self.params.set_path("weights", path)
+            self.open_weights(path)
 
     def open_inputs_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open inputs", "", "Arrays (*.npy *.npz)")
         if path:
-            self.params.set_path("inputs", path)
+            self.open_inputs(path)
+
+    def open_weights(self, path: str, layer: str | None = None, quiet: bool = False) -> bool:
+        """Use the LSTM weights in `path` (asking which layer when it holds several and
+        `layer` is None): I and H follow the file and stay locked while it is loaded.
+        Bad files: a dialog naming the file and the problem (status line only if `quiet`)."""
+        try:
+            if layer is None:
+                layers = list_lstm_layers(path)
+                if len(layers) > 1 and not quiet:
+                    picked = self.pick_layer(path, layers)
+                    if picked is None:
+                        return False
+                    layer = picked.name
+                elif len(layers) == 1:
+                    layer = layers[0].name or None
+            weights, description = read_weights(path, layer)  # NumPy/h5py: no TensorFlow
+        except LstmvizError as exc:
+            if quiet:
+                self.message.setText(f"weights not loaded: {exc}")
+            else:
+                self.show_error("Cannot open weights", str(exc))
+            return False
+        sizes = {"input_dim": weights.input_dim, "hidden": weights.hidden}
+        self.params.set_loaded("weights", path, sizes, description, layer)
+        if not quiet:
+            self.message.setText(f"weights: {description}")
+        return True
+
+    def pick_layer(self, path: str, layers):
+        """The layer picker dialog (tests replace it); None if cancelled."""
+        return pick_layer(self, path, layers)
+
+    def open_inputs(self, path: str, quiet: bool = False) -> bool:
+        """Use the input sequence in `path`: T, B and I follow it (locked while loaded)."""
+        time_major = self.params.widgets["time_major"].isChecked()
+        try:
+            x = load_inputs(path, time_major)
+        except LstmvizError as exc:
+            if quiet:
+                self.message.setText(f"inputs not loaded: {exc}")
+            else:
+                self.show_error("Cannot open inputs", str(exc))
+            return False
+        steps, batch, input_dim = (int(n) for n in x.shape)
+        layout = "time-major" if time_major else "batch-major"
+        description = f"{path}: {layout} file; x [T, B, I] = [{steps}, {batch}, {input_dim}]"
+        sizes = {"steps": steps, "batch": batch, "input_dim": input_dim}
+        self.params.set_loaded("inputs", path, sizes, description)
+        if not quiet:
+            self.message.setText(f"inputs: {description}")
+        return True
+
+    def _reload_sources(self) -> None:
+        """Re-read the weights and inputs files the parameters name (settings, a reopened
+        trace, a layout change) so the sizes they fix are shown and locked."""
+        config = self.params.config()
+        if config.weights and Path(config.weights).is_file() and config.mode != "batchwise":
+            self.open_weights(config.weights, config.layer or None, quiet=True)
+        if config.inputs and Path(config.inputs).is_file():
+            self.open_inputs(config.inputs, quiet=True)
+
+    def save_weights_dialog(self) -> None:
+        """Save the trained weights of the current training trace (written by the worker:
+        `.weights.h5` needs Keras)."""
+        if self.trace is None or "readout_kernel" not in self.trace:
+            return
+        keras, numpy = "Keras weights (*.weights.h5)", "NumPy arrays (*.npz)"
+        name = f"{self.trace.config.task}-trained.weights.h5"
+        path, chosen = QFileDialog.getSaveFileName(
+            self, "Save trained weights", name, f"{keras};;{numpy}"
+        )
+        if not path:
+            return
+        if not path.endswith((".weights.h5", ".npz")):
+            path += ".npz" if chosen == numpy else ".weights.h5"
+        self.last_id += 1
+        self.message.setText(f"saving trained weights to {path}…")
+        self.worker.request_save_weights(self.last_id, self.trace, path)
+
+    @Slot(int, str, str)
+    def _on_saved(self, request_id: int, path: str, error: str) -> None:
+        if error:
+            self.message.setText("trained weights not saved")
+            self.show_error("Cannot save trained weights", error)
+        else:
+            self.message.setText(f"saved trained weights: {path}")
 
     def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         if any(url.isLocalFile() for url in event.mimeData().urls()):
@@ -546,7 +807,7 @@ class MainWindow(QMainWindow):
         )
 
     def _view_changed(self) -> None:
-        for panel in (self.norm, self.rows, self.units):
+        for panel in (self.norm, self.rows, self.units, self.loss_panel, self.connectivity):
             panel.set_options(self.log_action.isChecked(), self.normalise_action.isChecked())
 
     def _set_title(self) -> None:
@@ -563,10 +824,16 @@ class MainWindow(QMainWindow):
         running = self.active is not None
         for widget in (self.run_button, self.run_action):
             widget.setEnabled(not running)
-        for widget in (self.stop_button, self.stop_action):
-            widget.setEnabled(running)
+        for widget in (self.stop_button, self.stop_action, self.pause_button, self.pause_action):
+            widget.setEnabled(running and not self.finishing)
         self.params.setEnabled(not running)
-        self.save_action.setEnabled(self.trace is not None)
+        for action in (self.save_action, self.export_action, self.export_panel_action):
+            action.setEnabled(self.trace is not None)
+        for panel in (self.norm, self.rows, self.units):
+            panel.export_action.setEnabled(self.trace is not None)
+        trained = self.trace is not None and "readout_kernel" in self.trace
+        for widget in (self.save_weights_button, self.save_weights_action):
+            widget.setEnabled(trained and not running)
         can_verify = self.trace is not None and "grad_h_total" in self.trace
         self.summary.verify_button.setEnabled(can_verify)
         self.verify_action.setEnabled(can_verify)

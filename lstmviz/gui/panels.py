@@ -9,11 +9,14 @@ items made once). Keys drawn are whatever the arrays hold, so new modes light up
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -42,6 +45,11 @@ ROW_KEYS = {  # rows × timesteps source: row name
 }
 
 
+def stopped_early(arrays: Arrays) -> bool:
+    """A training trace that holds fewer steps than were asked for."""
+    return "steps_requested" in arrays and str(arrays.get("stopped", "")) != "completed"
+
+
 def fmt(value: float) -> str:
     return "—" if not np.isfinite(value) else f"{value:.3g}"
 
@@ -56,6 +64,16 @@ def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
     if g is not None and np.ndim(g) == 3:
         return np.sqrt(np.sum(np.square(g, dtype=np.float64), axis=-1)).T, "batch sample"
     return None
+
+
+def per_batch_rows(arrays: Arrays) -> Arrays:
+    """Per-batch traces keep their norms as [N, T] (`norm_h_total` etc.): draw them as rows,
+    one curve per batch, like the live `norm_h_total_by_batch` updates."""
+    if np.ndim(arrays.get("norm_h_total")) != 2 or "norm_h_total_by_batch" in arrays:
+        return arrays
+    shown = {k: v for k, v in arrays.items() if k not in MAIN_CURVES}
+    shown["norm_h_total_by_batch"] = arrays["norm_h_total"]
+    return shown
 
 
 def units_matrix(arrays: Arrays) -> np.ndarray | None:
@@ -124,10 +142,14 @@ class Panel(QWidget):
         self.stack.addWidget(self.plot)
         layout.addWidget(self.stack, 1)
         self.plot.scene().sigMouseMoved.connect(self._hover)
+        # Right-click → Export panel… writes what `lstmviz export` writes (the main window
+        # connects it); it replaces pyqtgraph's own Export… entry.
+        self.export_action = QAction("Export panel…", self)
+        self.plot.scene().contextMenu = [self.export_action]
 
     def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
-        self.arrays, self.config, self.rows_total = arrays, config, rows_total
+        self.arrays, self.config, self.rows_total = per_batch_rows(arrays), config, rows_total
         self.redraw()
         self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
 
@@ -169,11 +191,12 @@ class NormPanel(Panel):
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "timestep t")
         item.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = item.addLegend(
-            offset=(10, 10),
-            labelTextSize="9pt",
-            brush=pg.mkBrush(255, 255, 255, 215),
-            pen=pg.mkPen("#bbb"),
+        self.legend = item.addLegend(  # small, wide and see-through: curves show behind it
+            offset=(-10, 6),
+            labelTextSize="8pt",
+            verSpacing=-6,
+            brush=pg.mkBrush(255, 255, 255, 140),
+            pen=pg.mkPen(187, 187, 187, 160),
         )
         self.curves = {key: pg.PlotDataItem(pen=pen) for key, (_, pen) in MAIN_CURVES.items()}
         for curve in self.curves.values():
@@ -237,7 +260,7 @@ class NormPanel(Panel):
                     self.legend.addItem(full, f"{name} {r + 1}" + (" full" if has_cut else ""))
             if truncated is not None and len(truncated):
                 self.legend.addItem(self.row_curves[0][1], "truncated (stateful), dashed")
-        self.legend.setColumnCount(2 if count > 2 else 1)
+        self.legend.setColumnCount(4 if count > 2 else 1)
         for full, cut in self.row_curves[count:]:
             full.setData([], [])
             cut.setData([], [])
@@ -290,6 +313,7 @@ class HeatmapPanel(Panel):
         self.bar = self.plot.getPlotItem().addColorBar(
             self.image, colorMap="viridis", values=(0.0, 1.0), interactive=False, width=14
         )
+        self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
         self.data = np.zeros((0, 0))
         self.row_name = "row"
 
@@ -379,8 +403,25 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
         scale = float(np.max(np.abs(arrays["grad_h_total"]))) if "grad_h_total" in arrays else 1
         mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
         parts.append(f"full = one-pass reference {mark} (max |Δ| {diff:.1e})")
+    if stopped_early(arrays):
+        done = len(np.ravel(arrays.get("loss_by_step", [])))
+        parts.append(f"stopped early: {done} of {int(arrays['steps_requested'])} steps kept")
     backend = arrays.get("rnn_backend")
-    parts.append(str(backend) if backend is not None else "tf.while_loop")
+    if backend is not None:
+        parts.append(f"rnn_backend <b>{backend}</b>")
+    else:
+        parts.append("tf.while_loop")
+    if "generator" in arrays:
+        parts.append(f"generator {arrays['generator']}")
+    if "grad_generator_norm" in arrays:
+        gen = np.ravel(np.asarray(arrays["grad_generator_norm"], np.float64))
+        parts.append(f"‖∂L/∂θ_generator‖ mean {fmt(float(gen.mean()))}")
+    for key, name in (("weights_source", "weights"), ("inputs_source", "inputs")):
+        if key in arrays:
+            source = str(arrays[key])
+            path, _, rest = source.partition(": ")
+            detail = rest.split(";")[0]
+            parts.append(f"{name}: {html.escape(Path(path).name)} ({html.escape(detail)})")
     parts.append("loaded from file" if seconds is None else f"{seconds:.2f} s")
     bad = {k: int(np.size(v) - np.isfinite(v).sum()) for k, v in arrays.items()
            if np.asarray(v).dtype.kind == "f"}  # fmt: skip
@@ -393,6 +434,23 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     return " · ".join(parts)
 
 
+def summary_tip(arrays: Arrays) -> str:
+    """The summary's tooltip: where the weights and inputs came from, which kernel ran."""
+    lines = [str(arrays[key]) for key in ("weights_source", "inputs_source") if key in arrays]
+    if "rnn_backend" in arrays:
+        lines.append(
+            "rnn_backend: which kernel ran the LSTM: cudnn (tf.raw_ops.CudnnRNNV3, on a GPU) or\n"
+            "while_loop (the taped engine's cell). cuDNN takes one weight set per batch:\n"
+            "per-sample weights (one set per sequence) cannot run on it."
+        )
+    if "grad_generator_norm" in arrays:
+        lines.append(
+            "‖∂L/∂θ_generator‖: global norm of the hypernetwork's variable gradients, per batch: "
+            + ", ".join(fmt(float(v)) for v in np.ravel(arrays["grad_generator_norm"])[:20])
+        )
+    return "\n\n".join(lines)
+
+
 class SummaryPanel(QWidget):
     """The summary line and the Verify button with its result."""
 
@@ -400,6 +458,7 @@ class SummaryPanel(QWidget):
         super().__init__()
         self.text = QLabel("No run yet: set the parameters on the left and press Run (Ctrl+R).")
         self.text.setTextFormat(Qt.RichText)
+        self.text.setWordWrap(True)  # long summaries wrap instead of widening the window
         self.text.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.verify_button = QPushButton("Verify")
         self.verify_button.setToolTip(
@@ -417,4 +476,5 @@ class SummaryPanel(QWidget):
 
     def draw(self, mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None):
         self.text.setText(summary_text(mode, arrays, config, seconds))
+        self.text.setToolTip(summary_tip(arrays))
         self.verify_result.clear()

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QSpinBox,
     QToolButton,
@@ -38,22 +40,30 @@ TIPS = {
     "train: train on a task and watch the gradient flow change step by step.",
     "steps": "T, the sequence length (timesteps per pass in multi-pass mode).",
     "batch": "B, sequences processed together; norms sum over them.",
-    "input_dim": "I, the size of the input vector x_t at each step.",
+    "input_dim": "I, the size of the input vector x_t at each step (in train mode the task\n"
+    "fixes it).",
     "hidden": "H, the number of LSTM units (size of h_t and c_t).",
     "passes": "P, forward passes in multi-pass mode;\n"
     "the state at the end of one pass starts the next.",
     "batches": "N, batches in per-batch mode, each with its own weights.",
-    "generator": "Where per-batch weights come from: random draws, a small hypernetwork, or files.",
+    "generator": "Where per-batch weights come from: random draws, a small hypernetwork,\n"
+    "or files (one per batch).\n"
+    "Every sequence of a batch shares that batch's weights: per-sample weights (one weight\n"
+    "set per sequence) cannot run on cuDNN, so they are not offered.",
     "loss": "mean_h: mean of every h_t.\n"
     "last_mse: squared error of the last h_T against a random target.\n"
     "seq_mse: squared error of every h_t against a random target sequence.",
     "task": "The training task (train mode): adding problem, copy memory, or sine prediction.",
     "train_steps": "Optimiser steps in train mode.",
+    "connectivity": "Also compute the connectivity map C[t, s] = ‖∂L_t/∂h_s‖ (taped and\n"
+    "training runs): how strongly the loss at step t reaches back to the state at step s.\n"
+    "About T/2 extra backward passes of work.",
     "seed": "Seeds every random draw (inputs, weights, targets): same seed, same run.",
     "random_state": "Draw h0 and c0 from U(-0.5, 0.5) instead of starting from zeros.",
     "weights": "LSTM weights: seeded random (Keras's initialisers), or a file\n"
     "(File → Open weights…, or drop it on the window).",
-    "layer": "Which LSTM layer of the weights file to use (empty: the first one).",
+    "layer": "Which LSTM layer of the weights file is used. File → Open weights… lists the\n"
+    "layers of a file that holds several and lets you pick one.",
     "inputs": "The input sequence: seeded N(0, 1), or an .npy/.npz file [B, T, I].",
     "time_major": "The inputs file is already time-major, [T, B, I].",
 }
@@ -65,7 +75,15 @@ ONLY_IN = {
     "generator": ("batchwise",),
     "task": ("train",),
     "train_steps": ("train",),
+    "connectivity": ("taped", "train"),
+    "input_dim": ("taped", "multipass", "batchwise"),
+    "loss": ("taped", "multipass", "batchwise"),  # training uses its task's loss
 }
+SIZE_FIELDS = ("steps", "batch", "input_dim", "hidden")  # what loaded files can fix
+CUDNN_NOTE = (
+    "Each batch shares one weight set. Per-sample weights (one set per sequence) "
+    "cannot run on cuDNN, so they are not offered."
+)
 
 LABELS = {
     "mode": "Mode",
@@ -79,6 +97,7 @@ LABELS = {
     "loss": "Loss",
     "task": "Task",
     "train_steps": "Train steps",
+    "connectivity": "Connectivity",
     "seed": "Seed",
     "random_state": "Initial state",
     "weights": "Weights",
@@ -138,15 +157,29 @@ class ParamsEditor(QWidget):
             elif name in ("weights", "inputs"):
                 widget = FileField("random (seeded)")
             elif name == "layer":
-                widget = QLineEdit(placeholderText="first LSTM layer")
+                widget = QLineEdit(placeholderText="the file's only LSTM", readOnly=True)
             else:
-                text = {"random_state": "random h0, c0", "time_major": "time-major [T, B, I]"}
+                text = {
+                    "random_state": "random h0, c0",
+                    "time_major": "time-major [T, B, I]",
+                    "connectivity": "map C[t, s] = ‖∂L_t/∂h_s‖",
+                }
                 widget = QCheckBox(text[name])
             widget.setToolTip(TIPS[name])
             form.addRow(LABELS[name], widget)
             form.labelForField(widget).setToolTip(TIPS[name])
             self.widgets[name] = widget
+            if name == "generator":
+                self.cudnn_note = QLabel(CUDNN_NOTE, wordWrap=True, toolTip=TIPS["generator"])
+                self.cudnn_note.setStyleSheet("color: #666; font-size: 8pt;")
+                form.addRow(self.cudnn_note)
+        # What the loaded files are and which sizes they fix: name -> (path, sizes, description)
+        self.loaded: dict[str, tuple[str, dict[str, int], str]] = {}
+        self.sources = QLabel(wordWrap=True, textFormat=Qt.RichText)
+        self.sources.setStyleSheet("color: #333; font-size: 8pt;")
+        form.addRow(self.sources)
         self.widgets["mode"].currentIndexChanged.connect(self._mode_changed)
+        self.widgets["passes"].valueChanged.connect(self._apply_locks)
         self.widgets["weights"].changed.connect(self._files_changed)
         self.widgets["inputs"].changed.connect(self._files_changed)
         self.set_config(RunConfig())
@@ -204,11 +237,66 @@ class ParamsEditor(QWidget):
     def set_path(self, name: str, path: str | None) -> None:
         self.widgets[name].set_path(path)
 
+    def set_loaded(
+        self, name: str, path: str, sizes: dict[str, int], text: str, layer: str | None = None
+    ) -> None:
+        """Use the weights or inputs file `path` (name "weights"/"inputs"), read by the caller:
+        `sizes` are the fields it fixes (locked while it is loaded), `text` says what it is."""
+        self.loaded.pop(name, None)
+        if name == "weights":
+            self.widgets["layer"].setText(layer or "")
+        self.widgets[name].set_path(path)
+        self.loaded[name] = (path, dict(sizes), text)
+        self._apply_locks()
+
     def _mode_changed(self) -> None:
         mode = self.widgets["mode"].currentData()
         for name, modes in ONLY_IN.items():
             self.widgets[name].setEnabled(mode in modes)
+        self.cudnn_note.setVisible(mode == "batchwise")
+        self._apply_locks()
 
     def _files_changed(self) -> None:
         self.widgets["layer"].setEnabled(bool(self.widgets["weights"].path()))
         self.widgets["time_major"].setEnabled(bool(self.widgets["inputs"].path()))
+        for name in list(self.loaded):  # cleared or replaced: no longer fixes anything
+            if self.widgets[name].path() != self.loaded[name][0]:
+                del self.loaded[name]
+        if not self.widgets["weights"].path():
+            self.widgets["layer"].clear()
+        self._apply_locks()
+
+    def _apply_locks(self) -> None:
+        """Set and lock the sizes the loaded files fix; show what was loaded."""
+        if not hasattr(self, "loaded"):  # still building
+            return
+        mode = self.widgets["mode"].currentData()
+        passes = self.widgets["passes"].value()
+        fixed: dict[str, tuple[int, str]] = {}
+        for name, (path, sizes, _) in self.loaded.items():
+            if name == "inputs" and mode == "train":  # task sequences: the engine checks them
+                continue
+            for field, value in sizes.items():
+                if field == "steps" and mode == "multipass":
+                    if value % passes:
+                        continue  # the run will say that T does not split into passes
+                    value //= passes
+                fixed[field] = (value, path)
+        for field in SIZE_FIELDS:
+            widget = self.widgets[field]
+            if field in fixed:
+                value, path = fixed[field]
+                widget.setValue(value)
+                widget.setToolTip(
+                    f"{TIPS[field]}\n\nFixed by {path}\n(clear the file with ✕ to edit this)"
+                )
+            else:
+                widget.setToolTip(TIPS[field])
+            widget.setEnabled(field not in fixed and mode in ONLY_IN.get(field, (mode,)))
+        lines = []
+        for name, (path, _, text) in self.loaded.items():
+            shown = text.replace(str(path), Path(path).name, 1)
+            lines.append(f"<b>{LABELS[name]}:</b> {html.escape(shown)}")
+        self.sources.setText("<br>".join(lines))
+        self.sources.setToolTip("\n".join(text for _, _, text in self.loaded.values()))
+        self.sources.setVisible(bool(lines))

@@ -8,13 +8,17 @@ context in thread-local storage, so the second slot that touches TensorFlow abor
 ("double free or corruption"). One long `run()` keeps one thread state for the thread's life.
 
 TensorFlow cannot be interrupted inside one computation: `cancel(run_id)` is honoured at the
-engine's next yield.
+engine's next yield. So is `pause(run_id)`: the worker then stops iterating the engine's
+generator (it waits, polling, until `resume`, `cancel` or `finish_early`). `finish_early` on a
+paused training run ends it with the trace of the steps done so far (`train.partial_trace`).
 """
 
 from __future__ import annotations
 
 import queue
+import time
 import traceback
+from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
 
@@ -40,11 +44,15 @@ class Worker(QThread):
     cancelled = Signal(int)  # run id
     failed = Signal(int, str)  # run id (0: loading TensorFlow), message
     verified = Signal(int, object)  # request id, Verification or an error message (str)
+    paused = Signal(int, int)  # run id, units done: the worker holds the run
+    saved = Signal(int, str, str)  # request id, path written (or ""), error message (or "")
 
     def __init__(self) -> None:
         super().__init__()
         self._requests: queue.Queue = queue.Queue()
         self._cancelled: set[int] = set()
+        self._paused: set[int] = set()
+        self._finish: set[int] = set()
         self._closing = False
 
     def request_run(self, run_id: int, config: RunConfig) -> None:
@@ -53,9 +61,24 @@ class Worker(QThread):
     def request_verify(self, request_id: int, trace: GradientTrace) -> None:
         self._requests.put((self._verify, request_id, trace))
 
+    def request_save_weights(self, request_id: int, trace: GradientTrace, path: str) -> None:
+        """Write a training trace's final weights (`.weights.h5` needs Keras: this thread)."""
+        self._requests.put((self._save_weights, request_id, (trace, path)))
+
     def cancel(self, run_id: int) -> None:
         """Ask run `run_id` to stop at its next yield (or not to start)."""
         self._cancelled.add(run_id)
+
+    def pause(self, run_id: int) -> None:
+        """Hold run `run_id` at its next yield until `resume`, `cancel` or `finish_early`."""
+        self._paused.add(run_id)
+
+    def resume(self, run_id: int) -> None:
+        self._paused.discard(run_id)
+
+    def finish_early(self, run_id: int) -> None:
+        """End training run `run_id` at its next yield, keeping the steps done (a trace)."""
+        self._finish.add(run_id)
 
     def close(self) -> None:
         """Drop waiting requests and end the thread after the current one."""
@@ -81,18 +104,47 @@ class Worker(QThread):
 
         try:
             if not cancelled():
-                for item in runner.run(config, cancelled):
+                items = runner.run(config, cancelled)
+                for item in items:
                     if isinstance(item, GradientTrace):
                         self.finished_run.emit(run_id, item)
                         return
                     self.progress.emit(run_id, item)
+                    self._hold(run_id, item.done, cancelled)
                     if cancelled():
+                        break
+                    if run_id in self._finish:
+                        from lstmviz.engine.train import partial_trace
+
+                        trace = partial_trace(items)
+                        if trace is not None:
+                            self.finished_run.emit(run_id, trace)
+                            return
                         break
             self.cancelled.emit(run_id)
         except Exception as exc:
             self.failed.emit(run_id, describe(exc))
         finally:
-            self._cancelled.discard(run_id)
+            for flags in (self._cancelled, self._paused, self._finish):
+                flags.discard(run_id)
+
+    def _hold(self, run_id: int, done: int, cancelled) -> None:
+        """Wait while run `run_id` is paused (and neither cancelled nor finishing)."""
+        if run_id not in self._paused or run_id in self._finish:
+            return
+        self.paused.emit(run_id, done)
+        while run_id in self._paused and run_id not in self._finish and not cancelled():
+            time.sleep(0.02)
+
+    def _save_weights(self, request_id: int, payload: tuple[GradientTrace, str]) -> None:
+        from lstmviz.engine.trained import save_trained_weights
+
+        trace, path = payload
+        try:
+            written = save_trained_weights(trace, path)
+            self.saved.emit(request_id, str(Path(written)), "")
+        except Exception as exc:
+            self.saved.emit(request_id, "", describe(exc))
 
     def _verify(self, request_id: int, trace: GradientTrace) -> None:
         from lstmviz.verify import verify_trace

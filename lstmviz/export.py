@@ -1,0 +1,319 @@
+"""Export a trace: PNG and SVG of the plots, a one-page PDF report, CSV of the curves.
+
+    from lstmviz.export import export
+    export("t.npz", png="t.png", svg="t.svg", pdf="t.pdf", csv="t.csv")
+
+The plots are the GUI's own panels drawn offscreen (`lstmviz.gui.figure`; Qt is imported only
+for PNG, SVG and PDF, and runs offscreen when there is no display). Every file is written to a
+temporary name in its folder and renamed at the end, all of them after every one has been
+rendered: an error (a missing folder, no permission) leaves no file behind, partial or whole, and
+raises `ExportError` naming the path.
+
+CSV: one row per timestep of the sequence (P·Tp rows in multi-pass mode), comma-separated, a
+header naming each column after the trace key it comes from:
+
+- `t` (0-based); in multi-pass mode also `pass` (1-based) and `t_in_pass`;
+- every per-timestep norm of the trace: `norm_h_total`, `norm_h_direct`, `norm_c_total`, then
+  any others in key order (multi-pass: `norm_h_truncated`, `norm_c_truncated`,
+  `norm_h_reference`; training: `step0_norm_h_total`, … for the initial weights);
+- per-row norms [rows, T], one column per row, numbered from 1: per-batch weights
+  `norm_h_total_batch1`, … (likewise `norm_h_direct_batch*`, `norm_c_total_batch*`); training
+  `norm_h_total_step1` … `norm_h_total_stepS` (step s before its update, while the plain
+  `norm_h_total` is for the final weights). Multi-pass `*_by_pass` arrays are the plain columns
+  cut into passes, so they are not repeated.
+
+Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from lstmviz.atomic import atomic_path
+from lstmviz.errors import LstmvizError, TraceError
+from lstmviz.trace import GradientTrace
+
+FORMATS = ("png", "svg", "pdf", "csv")
+PANEL_NAMES = ("norm", "rows", "units")
+DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_DPI = 1600, 1000, 144
+MAX_PIXELS = 20_000  # per side
+LOGICAL_DPI = 96  # sizes are laid out at 96 dpi and scaled by dpi / 96
+MAIN_NORMS = ("norm_h_total", "norm_h_direct", "norm_c_total")
+ROW_SUFFIXES = {"_by_step": "step", "_by_batch": "batch"}
+
+
+class ExportError(LstmvizError):
+    """An export cannot be written (bad path, size or content). Names the path or flag."""
+
+
+# ---- CSV ----------------------------------------------------------------------------------------
+
+
+def _time_length(arrays) -> int:
+    for key in MAIN_NORMS:
+        if key in arrays and np.ndim(arrays[key]) >= 1:
+            return int(np.shape(arrays[key])[-1])
+    if "norm_h_total_by_pass" in arrays:
+        return int(np.size(arrays["norm_h_total_by_pass"]))
+    raise ExportError("the trace has no per-timestep gradient norms (norm_h_total)")
+
+
+def _is_norm(key: str) -> bool:
+    return re.match(r"^(step0_)?norm_", key) is not None
+
+
+def _column_order(key: str) -> tuple:
+    """Plain keys before `step0_` ones; h before c, total before direct and the others."""
+    base = key.removeprefix("step0_")
+    rank = MAIN_NORMS.index(base) if base in MAIN_NORMS else len(MAIN_NORMS)
+    return (key != base, rank, "_c_" in base, base)
+
+
+def csv_columns(trace: GradientTrace) -> list[tuple[str, np.ndarray]]:
+    """(header, values [T]) for every column of the CSV, in order (see the module docstring)."""
+    a = trace.arrays
+    T = _time_length(a)
+    t = np.arange(T)
+    columns: list[tuple[str, np.ndarray]] = [("t", t)]
+    if "norm_h_total_by_pass" in a:
+        tp = int(a.get("pass_length", np.shape(a["norm_h_total_by_pass"])[-1]))
+        columns += [("pass", t // tp + 1), ("t_in_pass", t % tp)]
+    order = sorted((k for k in a if _is_norm(k)), key=_column_order)
+    batchwise = trace.mode == "batchwise"
+    for key in order:
+        value = np.asarray(a[key])
+        if value.dtype.kind != "f":
+            continue
+        if value.ndim == 1 and len(value) == T:
+            columns.append((key, value))
+        elif key.endswith("_by_pass") and value.ndim == 2 and value.size == T:
+            plain = key[: -len("_by_pass")]
+            if plain not in a:  # else the same numbers are already a column
+                columns.append((plain, value.reshape(-1)))
+        elif value.ndim == 2 and value.shape[1] == T:
+            suffix = next((s for s in ROW_SUFFIXES if key.endswith(s)), None)
+            if suffix is not None:
+                base, row = key[: -len(suffix)], ROW_SUFFIXES[suffix]
+                if np.ndim(a.get(base)) == 2:
+                    continue  # the same rows under the plain key (per-batch weights)
+            elif batchwise:
+                base, row = key, "batch"
+            else:
+                continue
+            columns += [(f"{base}_{row}{r + 1}", value[r]) for r in range(len(value))]
+    return columns
+
+
+def _cell(value) -> str:
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    value = float(value)
+    if np.isnan(value):
+        return "nan"
+    if np.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.9g}"
+
+
+def csv_text(trace: GradientTrace) -> str:
+    columns = csv_columns(trace)
+    lines = [",".join(name for name, _ in columns)]
+    data = [values.tolist() if values.dtype.kind in "iu" else values for _, values in columns]
+    for row in zip(*data, strict=True):
+        lines.append(",".join(_cell(v) for v in row))
+    return "\n".join(lines) + "\n"
+
+
+# ---- paths and atomic writes ------------------------------------------------------------------
+
+
+def _check_target(path: Path, flag: str) -> None:
+    """Refuse a path that cannot be written, before anything is rendered."""
+    folder = path.parent
+    if path.name in ("", ".", ".."):
+        raise ExportError(f"{flag} {path}: not a file name")
+    if path.is_dir():
+        raise ExportError(f"{flag} {path}: is a folder")
+    if not folder.is_dir():
+        raise ExportError(f"{flag} {path}: no such folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ExportError(f"{flag} {path}: folder {folder} is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ExportError(f"{flag} {path}: file is not writable")
+
+
+def _set_mode(temp: Path, target: Path) -> None:
+    """Temporary files are private (0600); give the result the mode a new file would get
+    (or the mode of the file it replaces)."""
+    if target.exists():
+        mode = target.stat().st_mode & 0o777
+    else:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(temp, mode)
+
+
+def _os_message(exc: OSError) -> str:
+    return exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
+
+
+def _load(trace: GradientTrace | str | os.PathLike) -> tuple[GradientTrace, str | None]:
+    if isinstance(trace, GradientTrace):
+        return trace, None
+    return GradientTrace.load(trace), str(trace)
+
+
+def _size(width: int, height: int, dpi: float) -> tuple[int, int, float]:
+    for flag, value in (("--width", width), ("--height", height)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ExportError(f"{flag}: must be an integer number of pixels, got {value!r}")
+        if not 16 <= value <= MAX_PIXELS:
+            raise ExportError(f"{flag}: {value} is out of range [16, {MAX_PIXELS}]")
+    if not (isinstance(dpi, (int, float, np.integer, np.floating)) and 24 <= dpi <= 2400):
+        raise ExportError(f"--dpi: {dpi!r} is out of range [24, 2400]")
+    if width * LOGICAL_DPI / dpi < 200 or height * LOGICAL_DPI / dpi < 150:
+        raise ExportError(
+            f"--width/--height: {width}×{height} px at {dpi:g} dpi leaves no room for the plots "
+            "(at least 200×150 px at 96 dpi); lower --dpi or enlarge the image"
+        )
+    return int(width), int(height), float(dpi)
+
+
+def export(
+    trace: GradientTrace | str | os.PathLike,
+    png: str | os.PathLike | None = None,
+    svg: str | os.PathLike | None = None,
+    pdf: str | os.PathLike | None = None,
+    csv: str | os.PathLike | None = None,
+    npz: str | os.PathLike | None = None,
+    width: int = DEFAULT_WIDTH,
+    height: int = DEFAULT_HEIGHT,
+    dpi: float = DEFAULT_DPI,
+    panels: Sequence | None = None,
+    log: bool = True,
+    normalise: bool = False,
+) -> list[Path]:
+    """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
+    file. PNG is `width` × `height` px with `dpi` recorded (text and lines scale with `dpi`; the
+    SVG has the same physical size); PDF is one A4 landscape page. `panels`: names from
+    `PANEL_NAMES` (or panel classes), all by default. `log`/`normalise`: as View → Log scale /
+    Normalise per pass in the GUI. `npz` saves the trace itself.
+
+    Raises ExportError (or TraceError for an unreadable trace) naming the path; then nothing
+    is written.
+    """
+    trace, source = _load(trace)
+    outputs = {"png": png, "svg": svg, "pdf": pdf, "csv": csv, "npz": npz}
+    targets = {fmt: Path(p) for fmt, p in outputs.items() if p is not None and str(p) != ""}
+    if not targets:
+        raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
+    seen: dict[Path, str] = {}
+    for fmt, path in targets.items():
+        _check_target(path, f"--{fmt}")
+        key = path.resolve()
+        if key in seen:
+            raise ExportError(f"--{fmt} {path}: the same file as --{seen[key]}")
+        if source is not None and key == Path(source).resolve():
+            raise ExportError(f"--{fmt} {path}: would overwrite the trace being exported")
+        seen[key] = fmt
+    if panels is not None:
+        for entry in panels:
+            if isinstance(entry, str) and entry not in PANEL_NAMES:
+                raise ExportError(
+                    f"--panel: unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})"
+                )
+    needs_qt = any(fmt in targets for fmt in ("png", "svg", "pdf"))
+    if needs_qt:
+        width, height, dpi = _size(width, height, dpi)
+    csv_data = csv_text(trace).encode("utf-8") if "csv" in targets else None
+
+    try:
+        with contextlib.ExitStack() as stack:
+            temps: dict[str, Path] = {}
+            for fmt, path in targets.items():
+                try:
+                    temps[fmt] = stack.enter_context(atomic_path(path, suffix="." + fmt))
+                except OSError as exc:
+                    reason = _os_message(exc)
+                    raise ExportError(f"--{fmt} {path}: cannot write ({reason})") from None
+            if needs_qt:
+                _render(trace, source, temps, width, height, dpi, panels, log, normalise)
+            if csv_data is not None:
+                temps["csv"].write_bytes(csv_data)
+            if "npz" in temps:
+                trace.save(temps["npz"])
+            for fmt, temp in temps.items():
+                _set_mode(temp, targets[fmt])
+            # leaving the stack renames every temporary file to its target
+    except OSError as exc:
+        name = exc.filename2 or exc.filename
+        where = f" {name}" if name else ""
+        raise ExportError(f"cannot write{where} ({_os_message(exc)})") from None
+    return list(targets.values())
+
+
+def _render(trace, source, temps, width, height, dpi, panels, log, normalise) -> None:
+    from lstmviz.gui.figure import Figure
+
+    try:
+        figure = Figure(trace, panels, log=log, normalise=normalise, source=source)
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
+    with figure:
+        if "png" in temps:
+            image = figure.image(width, height, dpi)
+            if not image.save(str(temps["png"]), "PNG"):
+                raise ExportError(f"--png {temps['png']}: Qt could not write the image")
+        if "svg" in temps:
+            temps["svg"].write_bytes(figure.svg(width, height, dpi))
+        if "pdf" in temps:
+            figure.pdf(str(temps["pdf"]))
+            with open(temps["pdf"], "rb") as written:
+                if written.read(5) != b"%PDF-":
+                    raise ExportError(f"--pdf {temps['pdf']}: Qt could not write the PDF")
+
+
+def export_png(trace, path, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, dpi=DEFAULT_DPI, **kw):
+    """The panels as one PNG of `width` × `height` px, `dpi` recorded in the file."""
+    return export(trace, png=path, width=width, height=height, dpi=dpi, **kw)[0]
+
+
+def export_svg(trace, path, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, dpi=DEFAULT_DPI, **kw):
+    """The panels as one SVG: vector curves and text, heatmaps as embedded images."""
+    return export(trace, svg=path, width=width, height=height, dpi=dpi, **kw)[0]
+
+
+def export_pdf(trace, path, **kw):
+    """A one-page A4 report: title, the panels, the run's configuration and summary."""
+    return export(trace, pdf=path, **kw)[0]
+
+
+def export_csv(trace, path):
+    """The curves, one row per timestep (columns: see the module docstring)."""
+    return export(trace, csv=path)[0]
+
+
+__all__ = [
+    "DEFAULT_DPI",
+    "DEFAULT_HEIGHT",
+    "DEFAULT_WIDTH",
+    "ExportError",
+    "FORMATS",
+    "PANEL_NAMES",
+    "TraceError",
+    "csv_columns",
+    "csv_text",
+    "export",
+    "export_csv",
+    "export_pdf",
+    "export_png",
+    "export_svg",
+]

@@ -1,0 +1,225 @@
+"""File → Export…, "Export panel under cursor" and each panel's right-click Export: the same
+files as `lstmviz export` (`lstmviz.export`), drawn with the window's View options."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QPoint
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+)
+
+from lstmviz.errors import LstmvizError
+from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, MAX_PIXELS, export
+from lstmviz.gui.figure import panel_title
+from lstmviz.gui.panels import Panel
+
+FORMATS = {  # key: (check box text, suffix, file-dialog filter)
+    "png": ("PNG image", ".png", "PNG image (*.png)"),
+    "svg": ("SVG vector image", ".svg", "SVG vector image (*.svg)"),
+    "pdf": ("PDF report (one page: panels, configuration, summary)", ".pdf", "PDF report (*.pdf)"),
+    "csv": ("CSV of the curves (one row per timestep)", ".csv", "CSV of the curves (*.csv)"),
+    "npz": ("Trace (.npz, reopens in lstmviz)", ".npz", "Trace (*.npz)"),
+}
+PANEL_FORMATS = ("png", "svg", "pdf", "csv")
+
+
+def window_panels(window) -> list[Panel]:
+    """The window's plot panels that are not hidden (View menu), in layout order."""
+    return [p for p in window.findChildren(Panel) if not p.isHidden()]
+
+
+def _view_options(window) -> dict:
+    return {
+        "log": window.log_action.isChecked(),
+        "normalise": window.normalise_action.isChecked(),
+    }
+
+
+def _default_base(window) -> str:
+    folder = window.settings.value("export/dir", "") or os.getcwd()
+    name = window.settings.value("export/name", "") or f"lstmviz-{window.trace.mode}"
+    return str(Path(folder) / name)
+
+
+def _remember(window, path: Path) -> None:
+    window.settings.setValue("export/dir", str(path.parent))
+    window.settings.setValue("export/name", path.stem)
+
+
+def _write(window, targets: dict[str, str], **options) -> bool:
+    """Export the window's trace to `targets` ({format: path}); errors go to a dialog."""
+    try:
+        written = export(window.trace, **targets, **_view_options(window), **options)
+    except (LstmvizError, OSError) as exc:
+        window.show_error("Cannot export", str(exc))
+        return False
+    if "npz" in targets:
+        window._add_recent(str(Path(targets["npz"]).resolve()))
+    _remember(window, written[0])
+    window.message.setText("exported " + ", ".join(str(p) for p in written))
+    return True
+
+
+class ExportDialog(QDialog):
+    """Formats, one base file name (each format adds its suffix), size, and the panels."""
+
+    def __init__(self, window, panel: Panel | None = None):
+        super().__init__(window)
+        self.setWindowTitle("Export")
+        s = window.settings
+        self.checks = {}
+        formats = QVBoxLayout()
+        chosen = str(s.value("export/formats", "png,svg,csv")).split(",")
+        for key, (text, _, _) in FORMATS.items():
+            box = QCheckBox(text, checked=key in chosen)
+            self.checks[key] = box
+            formats.addWidget(box)
+        self.base = QLineEdit(_default_base(window))
+        self.base.setToolTip("Each format adds its suffix: NAME.png, NAME.svg, …")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self.browse)
+        where = QHBoxLayout()
+        where.addWidget(self.base, 1)
+        where.addWidget(browse)
+        self.width_box = QSpinBox(minimum=16, maximum=MAX_PIXELS, suffix=" px")
+        self.height_box = QSpinBox(minimum=16, maximum=MAX_PIXELS, suffix=" px")
+        self.dpi_box = QSpinBox(minimum=24, maximum=2400, suffix=" dpi")
+        self.width_box.setValue(int(s.value("export/width", DEFAULT_WIDTH)))
+        self.height_box.setValue(int(s.value("export/height", DEFAULT_HEIGHT)))
+        self.dpi_box.setValue(int(float(s.value("export/dpi", DEFAULT_DPI))))
+        self.dpi_box.setToolTip("Recorded in the PNG; text and lines scale with it (96: 1:1)")
+        size = QHBoxLayout()
+        for widget in (self.width_box, QLabel("×"), self.height_box, self.dpi_box):
+            size.addWidget(widget)
+        self.panels = window_panels(window)
+        self.panel_box = QComboBox()
+        self.panel_box.addItem("All panels", None)
+        for p in self.panels:
+            self.panel_box.addItem(panel_title(p), p)
+        if panel is not None and panel in self.panels:
+            self.panel_box.setCurrentIndex(self.panels.index(panel) + 1)
+        form = QFormLayout()
+        form.addRow("Formats", formats)
+        form.addRow("File name", where)
+        form.addRow("Image size", size)
+        form.addRow("Panels", self.panel_box)
+        note = QLabel("Drawn as on screen (View → Log scale, Normalise); the same files as\n"
+                      "lstmviz export TRACE.npz --png … --svg … --pdf … --csv …")  # fmt: skip
+        note.setStyleSheet("color: #555")
+        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons.button(QDialogButtonBox.Ok).setText("Export")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(note)
+        layout.addWidget(buttons)
+        self.settings = s
+
+    def browse(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export to", self.base.text())
+        if path:
+            self.base.setText(self.strip_suffix(path))
+
+    @staticmethod
+    def strip_suffix(path: str) -> str:
+        p = Path(path)
+        return (
+            str(p.with_suffix("")) if p.suffix.lower() in {f[1] for f in FORMATS.values()} else path
+        )
+
+    def targets(self) -> dict[str, str]:
+        base = self.strip_suffix(self.base.text().strip())
+        return {k: base + FORMATS[k][1] for k, box in self.checks.items() if box.isChecked()}
+
+    def options(self) -> dict:
+        panel = self.panel_box.currentData()
+        return {
+            "width": self.width_box.value(),
+            "height": self.height_box.value(),
+            "dpi": self.dpi_box.value(),
+            "panels": [type(p) for p in ([panel] if panel else self.panels)],
+        }
+
+    def save_choices(self) -> None:
+        s = self.settings
+        s.setValue("export/formats", ",".join(k for k, b in self.checks.items() if b.isChecked()))
+        s.setValue("export/width", self.width_box.value())
+        s.setValue("export/height", self.height_box.value())
+        s.setValue("export/dpi", self.dpi_box.value())
+
+
+def export_dialog(window, panel: Panel | None = None) -> bool:
+    """File → Export…: ask, then write. True when files were written."""
+    if window.trace is None:
+        return False
+    dialog = ExportDialog(window, panel)
+    if dialog.exec() != QDialog.Accepted:
+        return False
+    targets = dialog.targets()
+    if not targets or not dialog.base.text().strip():
+        window.show_error("Cannot export", "choose at least one format and a file name")
+        return False
+    dialog.save_choices()
+    return _write(window, targets, **dialog.options())
+
+
+def export_panel(window, panel: Panel) -> bool:
+    """Right-click → Export panel…: one panel to the file chosen (format from its suffix or
+    the filter), at the export width and the panel's on-screen aspect ratio."""
+    if window.trace is None:
+        return False
+    filters = ";;".join(FORMATS[k][2] for k in PANEL_FORMATS)
+    start = _default_base(window) + "-" + _panel_key(window, panel) + ".png"
+    path, chosen = QFileDialog.getSaveFileName(window, "Export panel", start, filters)
+    if not path:
+        return False
+    suffix = Path(path).suffix.lower()
+    fmt = next((k for k in PANEL_FORMATS if FORMATS[k][1] == suffix), None)
+    if fmt is None:
+        fmt = next((k for k in PANEL_FORMATS if FORMATS[k][2] == chosen), "png")
+        path += FORMATS[fmt][1]
+    width = int(window.settings.value("export/width", DEFAULT_WIDTH))
+    dpi = float(window.settings.value("export/dpi", DEFAULT_DPI))
+    aspect = panel.height() / panel.width() if panel.width() > 0 else 0.6
+    height = max(int(round(width * min(max(aspect, 0.3), 2.0))), int(200 * dpi / 96))
+    return _write(window, {fmt: path}, width=width, height=height, dpi=dpi, panels=[type(panel)])
+
+
+def _panel_key(window, panel: Panel) -> str:
+    for name in ("norm", "rows", "units"):
+        if getattr(window, name, None) is panel:
+            return name
+    return type(panel).__name__.lower()
+
+
+def panel_at(window, pos: QPoint) -> Panel | None:
+    """The window's panel under the global position `pos`, if any."""
+    for panel in window_panels(window):
+        if panel.isVisible() and panel.rect().contains(panel.mapFromGlobal(pos)):
+            return panel
+    return None
+
+
+def export_under_cursor(window, pos: QPoint | None = None) -> bool:
+    """File → Export panel under cursor: the panel the mouse points at, else say so."""
+    panel = panel_at(window, QCursor.pos() if pos is None else pos)
+    if panel is None:
+        window.message.setText("export: point the mouse at a panel, then press Ctrl+Shift+E")
+        return False
+    return export_panel(window, panel)

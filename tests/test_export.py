@@ -1,0 +1,363 @@
+"""Export: PNG/SVG/PDF/CSV of real traces of every mode, the `lstmviz export` CLI (exit codes,
+atomic writes, headless), and the GUI's export actions."""
+
+import csv
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lstmviz.cli import main
+from lstmviz.config import RunConfig
+from lstmviz.export import ExportError, export, export_csv, export_pdf, export_png
+from lstmviz.trace import GradientTrace
+
+ROOT = Path(__file__).resolve().parents[1]
+SVG = "{http://www.w3.org/2000/svg}"
+T, P, N, S = 12, 3, 3, 3
+CONFIGS = {
+    "taped": RunConfig(mode="taped", steps=T, batch=3, input_dim=2, hidden=4, loss="last_mse"),
+    "multipass": RunConfig(mode="multipass", steps=T, passes=P, batch=3, input_dim=2, hidden=4),
+    "batchwise": RunConfig(mode="batchwise", steps=T, batches=N, batch=2, input_dim=2, hidden=4),
+    "train": RunConfig(mode="train", task="sine", train_steps=S, steps=T, batch=4, hidden=4),
+}
+HEADERS = {
+    "taped": ["t", "norm_h_total", "norm_h_direct", "norm_c_total"],
+    "multipass": ["t", "pass", "t_in_pass", "norm_h_total", "norm_h_direct", "norm_c_total",
+                  "norm_h_reference", "norm_h_truncated", "norm_c_truncated"],
+    "batchwise": ["t"] + [f"{k}_batch{n}" for k in ("norm_h_total", "norm_h_direct",
+                                                   "norm_c_total") for n in range(1, N + 1)],
+    "train": ["t", "norm_h_total", "norm_h_direct", "norm_c_total"]
+    + [f"norm_h_total_step{s}" for s in range(1, S + 1)]
+    + ["step0_norm_h_total", "step0_norm_h_direct", "step0_norm_c_total"],
+}  # fmt: skip
+
+
+def _run(config: RunConfig) -> GradientTrace:
+    from lstmviz.engine.runner import run
+
+    return next(item for item in run(config) if isinstance(item, GradientTrace))
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return {mode: _run(config) for mode, config in CONFIGS.items()}
+
+
+@pytest.fixture(scope="module")
+def trace_file(traces, tmp_path_factory):
+    return traces["multipass"].save(tmp_path_factory.mktemp("trace") / "multipass.npz")
+
+
+def read_csv(path):
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    return rows[0], rows[1:]
+
+
+def pdf_pages(data: bytes) -> int:
+    return len(re.findall(rb"/Type\s*/Page\b(?!s)", data))
+
+
+# ---- formats -------------------------------------------------------------------------------
+
+
+def test_png_has_the_requested_size_dpi_and_the_curves(traces, tmp_path):
+    from PySide6.QtGui import QImage
+
+    path = export_png(traces["taped"], tmp_path / "a.png", width=900, height=640, dpi=120)
+    image = QImage(str(path))
+    assert (image.width(), image.height()) == (900, 640)
+    assert abs(image.dotsPerMeterX() - 120 / 0.0254) < 2
+    pixels = np.frombuffer(image.convertToFormat(QImage.Format_RGB888).constBits(), np.uint8)
+    rgb = pixels.reshape(640, -1)[:, : 900 * 3].reshape(640, 900, 3).astype(int)
+    navy = np.abs(rgb - [0x1F, 0x3B, 0x73]).sum(-1) < 40  # the total-gradient curve's pen
+    assert navy.sum() > 200
+    assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 50  # heatmaps, text, curves
+
+
+def test_svg_parses_with_vector_curves_labels_and_embedded_heatmaps(traces, tmp_path):
+    trace = traces["taped"]
+    path = export(trace, svg=tmp_path / "a.svg", width=1200, height=800, dpi=96)[0]
+    root = ET.parse(path).getroot()
+    assert root.tag == SVG + "svg" and root.get("viewBox") == "0 0 1200 800"
+    texts = " ".join("".join(t.itertext()) for t in root.iter(SVG + "text"))
+    labels = ["timestep t", "gradient norm (log scale)", "Gradient norm over timesteps",
+              "rows × timesteps", "units × timesteps", "batch sample",
+              "total ‖dL/dh_t‖"]  # fmt: skip
+    for label in labels:
+        assert label in texts, label
+    points = [len(re.findall(r"[ML]\s*-?[\d.]", p.get("d", ""))) for p in root.iter(SVG + "path")]
+    points += [len(p.get("points", "").split()) for p in root.iter(SVG + "polyline")]
+    assert sum(n >= T for n in points) >= 3  # total, direct and cell curves, T points each
+    images = [i for i in root.iter(SVG + "image")]
+    hrefs = [i.get("{http://www.w3.org/1999/xlink}href", "") for i in images]
+    assert len(images) >= 2 and all(h.startswith("data:image/png;base64,") for h in hrefs)
+    ids = [e.get("id") for e in root.iter() if e.get("id")]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("mode", list(CONFIGS))
+def test_csv_has_one_row_per_timestep_and_the_trace_norms(traces, tmp_path, mode):
+    trace = traces[mode]
+    header, rows = read_csv(export_csv(trace, tmp_path / "c.csv"))
+    assert header == HEADERS[mode]
+    length = T * (P if mode == "multipass" else 1)
+    assert len(rows) == length and all(len(r) == len(header) for r in rows)
+    table = {name: np.array([float(r[i]) for r in rows]) for i, name in enumerate(header)}
+    np.testing.assert_array_equal(table["t"], np.arange(length))
+    a = trace.arrays
+    if mode == "batchwise":
+        for n in range(N):
+            for key in ("norm_h_total", "norm_h_direct", "norm_c_total"):
+                np.testing.assert_array_equal(table[f"{key}_batch{n + 1}"].astype(np.float32),
+                                              a[key][n])  # fmt: skip
+        return
+    for key in header[1:]:
+        if key.startswith("norm_h_total_step"):
+            expected = a["norm_h_total_by_step"][int(key.removeprefix("norm_h_total_step")) - 1]
+        elif key in ("pass", "t_in_pass"):
+            continue
+        else:
+            expected = a[key]
+        np.testing.assert_array_equal(table[key].astype(np.float32), expected, err_msg=key)
+    if mode == "multipass":
+        np.testing.assert_array_equal(table["pass"], np.repeat(np.arange(1, P + 1), T))
+        full = table["norm_h_total"].astype(np.float32).reshape(P, T)
+        np.testing.assert_array_equal(full, a["norm_h_total_by_pass"])
+
+
+def test_pdf_is_one_page(traces, tmp_path):
+    data = export_pdf(traces["multipass"], tmp_path / "r.pdf").read_bytes()
+    assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF")
+    assert pdf_pages(data) == 1
+
+
+@pytest.mark.parametrize("mode", list(CONFIGS))
+def test_every_mode_exports_every_format(traces, tmp_path, mode):
+    out = {fmt: tmp_path / f"{mode}.{fmt}" for fmt in ("png", "svg", "pdf", "csv")}
+    written = export(traces[mode], **out, width=800, height=560, dpi=96)
+    assert written == list(out.values())
+    assert out["png"].read_bytes().startswith(b"\x89PNG")
+    ET.parse(out["svg"])
+    assert pdf_pages(out["pdf"].read_bytes()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in out.values())
+
+
+def test_single_panel_and_view_options(traces, tmp_path):
+    path = export(traces["multipass"], svg=tmp_path / "n.svg", panels=["rows"], log=False)[0]
+    texts = " ".join(ET.parse(path).getroot().itertext())
+    assert "rows × timesteps" in texts and "Gradient norm over timesteps" not in texts
+    assert "log₁₀" not in texts  # a linear colour bar
+    with pytest.raises(ExportError, match="--panel: unknown panel 'bogus'"):
+        export(traces["taped"], png=tmp_path / "x.png", panels=["bogus"])
+
+
+def test_a_failure_in_any_format_writes_nothing(traces, tmp_path, monkeypatch):
+    from lstmviz.gui import figure
+
+    old = tmp_path / "a.png"
+    old.write_bytes(b"previous")
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(figure.Figure, "pdf", broken)
+    with pytest.raises(ExportError, match="No space left"):
+        export(traces["taped"], png=old, csv=tmp_path / "a.csv", pdf=tmp_path / "a.pdf")
+    assert [p.name for p in tmp_path.iterdir()] == ["a.png"] and old.read_bytes() == b"previous"
+
+
+# ---- CLI -----------------------------------------------------------------------------------
+
+
+def test_cli_writes_every_format(trace_file, tmp_path, capsys):
+    out = [tmp_path / f"e.{fmt}" for fmt in ("png", "svg", "pdf", "csv")]
+    argv = ["export", str(trace_file), "--width", "700", "--height", "500", "--dpi", "96"]
+    for path in out:
+        argv += [f"--{path.suffix[1:]}", str(path)]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith("wrote ")
+    assert all(p.stat().st_size > 0 for p in out)
+    assert oct(out[0].stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ([], "nothing to export"),
+        (["--png", "{tmp}/missing/a.png"], "--png {tmp}/missing/a.png: no such folder"),
+        (["--csv", "{tmp}/a.csv", "--svg", "{tmp}/file/a.svg"], "--svg {tmp}/file/a.svg"),
+        (["--png", "{tmp}"], "is a folder"),
+        (["--png", "{tmp}/a.png", "--width", "5"], "--width: 5 is out of range"),
+        (["--png", "{tmp}/a.png", "--dpi", "1"], "--dpi"),
+        (["--png", "{tmp}/a.png", "--svg", "{tmp}/a.png"], "the same file as --png"),
+        (["--png", "{tmp}/a.png", "--panel", "bogus"], "--panel"),
+    ],
+)
+def test_cli_bad_outputs_exit_2_with_one_line_and_write_nothing(
+    trace_file, tmp_path, capsys, extra, needle
+):
+    (tmp_path / "file").write_text("a file, not a folder")
+    argv = ["export", str(trace_file)] + [e.format(tmp=tmp_path) for e in extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle.format(tmp=tmp_path) in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip", b"PK\x03\x04broken"])
+def test_cli_corrupt_or_missing_trace_exits_2(tmp_path, capsys, content):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(content)
+    for path in (bad, tmp_path / "none.npz"):
+        assert main(["export", str(path), "--png", str(tmp_path / "a.png")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"lstmviz: error: {path}:") and len(err.splitlines()) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.npz"]
+
+
+def test_cli_export_works_headless_in_a_fresh_process(trace_file, tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}  # fmt: skip
+    out = [tmp_path / f"h.{fmt}" for fmt in ("png", "svg", "pdf", "csv")]
+    cmd = [sys.executable, "-m", "lstmviz", "export", str(trace_file)]
+    for path in out:
+        cmd += [f"--{path.suffix[1:]}", str(path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no Qt noise, no "Fatal Python error" at exit
+    assert all(p.stat().st_size > 0 for p in out)
+
+
+def test_singletons_are_pinned_against_the_pyside_refcount_bug():
+    """PySide6 6.12 drops a reference to None on every void call and to True on every emit
+    (CPython < 3.12); lstmviz.gui pins them so long sessions do not die in none_dealloc."""
+    from PySide6.QtCore import QObject, Signal
+
+    import lstmviz.gui  # noqa: F401
+
+    class Emitter(QObject):
+        fired = Signal()
+
+    emitter = Emitter()
+    before = sys.getrefcount(None), sys.getrefcount(True)
+    for _ in range(1000):
+        emitter.setObjectName("x")
+        emitter.fired.emit()
+    after = sys.getrefcount(None), sys.getrefcount(True)
+    if sys.version_info < (3, 12):
+        assert min(after) > 2**40  # whatever the calls did, far from zero
+    assert after[0] - before[0] > -2000 and after[1] - before[1] > -2000
+
+
+# ---- GUI -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, traces, monkeypatch):
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QMessageBox
+
+    from lstmviz.gui.main_window import MainWindow
+
+    errors = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: errors.append(text))
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings)
+    win.errors_shown = errors
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: win.device is not None, timeout=60_000)
+    assert not win.export_action.isEnabled()  # nothing to export yet
+    win.show_trace(traces["multipass"], None)
+    yield win
+    win.close()
+
+
+def test_gui_right_click_export_writes_the_panel(window, tmp_path, monkeypatch):
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QFileDialog
+
+    assert window.export_action.isEnabled()
+    menu = window.rows.plot.scene().contextMenu
+    assert menu == [window.rows.export_action]  # ours, not pyqtgraph's Export…
+    target = tmp_path / "out" / "rows"
+    target.parent.mkdir()
+    monkeypatch.setattr(
+        QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), "SVG vector image (*.svg)")
+    )
+    window.rows.export_action.trigger()
+    assert not window.errors_shown
+    texts = " ".join(ET.parse(str(target) + ".svg").getroot().itertext())
+    assert "rows × timesteps" in texts and "units × timesteps" not in texts
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target) + ".png", ""))
+    window.norm.export_action.trigger()
+    image = QImage(str(target) + ".png")
+    assert image.width() == 1600 and image.height() > 300
+    assert "exported" in window.message.text()
+
+
+def test_gui_export_dialog_writes_every_chosen_format(window, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QDialog, QFileDialog
+
+    from lstmviz.gui.export_dialog import ExportDialog
+
+    base = tmp_path / "fig"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(base) + ".png", ""))
+
+    def accept(dialog):
+        dialog.browse()  # the file dialog (mocked) picks the name
+        for box in dialog.checks.values():
+            box.setChecked(True)
+        dialog.width_box.setValue(800)
+        dialog.height_box.setValue(500)
+        dialog.dpi_box.setValue(96)
+        return QDialog.Accepted
+
+    monkeypatch.setattr(ExportDialog, "exec", accept)
+    window.export_action.trigger()
+    assert not window.errors_shown, window.errors_shown
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("fig"))
+    assert names == ["fig.csv", "fig.npz", "fig.pdf", "fig.png", "fig.svg"]
+    header, rows = read_csv(base.with_suffix(".csv"))
+    assert header[:3] == ["t", "pass", "t_in_pass"] and len(rows) == P * T
+    again = GradientTrace.load(base.with_suffix(".npz"))  # the trace itself, as Save trace
+    np.testing.assert_array_equal(again.norm_h_total, window.trace.norm_h_total)
+    assert window.recent()[0] == str(base.with_suffix(".npz").resolve())
+
+    def unwritable(dialog):
+        dialog.base.setText(str(tmp_path / "missing" / "fig"))
+        return QDialog.Accepted
+
+    monkeypatch.setattr(ExportDialog, "exec", unwritable)
+    window.export_action.trigger()
+    assert "no such folder" in window.errors_shown[-1]
+    assert not (tmp_path / "missing").exists()
+
+
+def test_gui_export_panel_under_cursor(window, tmp_path, monkeypatch):
+    from PySide6.QtCore import QPoint
+    from PySide6.QtWidgets import QFileDialog
+
+    from lstmviz.gui.export_dialog import export_under_cursor
+
+    target = tmp_path / "units.csv"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
+    centre = window.units.plot.mapToGlobal(window.units.plot.rect().center())
+    assert export_under_cursor(window, centre)
+    assert read_csv(target)[0][0] == "t"
+    assert not export_under_cursor(window, QPoint(-10_000, -10_000))
+    assert "point the mouse at a panel" in window.message.text()

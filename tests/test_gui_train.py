@@ -1,0 +1,191 @@
+"""The desktop app with the real engines: multi-pass, per-batch, training (pause, keep the steps
+on Stop, save weights), the connectivity map, and loading weights with the layer picker."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox  # noqa: E402
+
+from lstmviz.gui.dialogs import LayerPickerDialog  # noqa: E402
+from lstmviz.gui.main_window import MainWindow  # noqa: E402
+
+
+@pytest.fixture
+def errors(monkeypatch):
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: shown.append(text))
+    return shown
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, errors):
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: win.device is not None, timeout=60_000)
+    yield win
+    win.close()
+    assert win.worker.isFinished()
+
+
+def set_params(win, **values):
+    for name, value in values.items():
+        widget = win.params.widgets[name]
+        if hasattr(widget, "findData"):
+            widget.setCurrentIndex(widget.findData(value))
+        elif hasattr(widget, "setValue"):
+            widget.setValue(value)
+        else:
+            widget.setChecked(value)
+
+
+def run_and_wait(qtbot, win, timeout=60_000):
+    with qtbot.waitSignal(win.settled, timeout=timeout):
+        win.run_button.click()
+    assert win.trace is not None
+
+
+def test_multipass_curves_are_the_engine_rows(qtbot, window):
+    set_params(window, mode="multipass", steps=8, passes=3, batch=2, input_dim=3, hidden=4)
+    set_params(window, loss="seq_mse", seed=3)
+    run_and_wait(qtbot, window)
+    full = window.trace.norm_h_total_by_pass
+    truncated = window.trace.norm_h_truncated_by_pass
+    for p in range(3):
+        solid, dashed = window.norm.row_curves[p]
+        np.testing.assert_array_equal(solid.xData, p * 8 + np.arange(8))
+        np.testing.assert_allclose(solid.yData, full[p])
+        np.testing.assert_allclose(dashed.yData, truncated[p])
+    assert "full = one-pass reference ✓" in window.summary.text.text()
+    assert not window.loss_panel.isVisible() and not window.connectivity.isVisible()
+
+
+def test_batchwise_shows_the_backend_and_generator(qtbot, window):
+    set_params(window, mode="batchwise", generator="hypernetwork", batches=2, steps=5, batch=2)
+    set_params(window, input_dim=3, hidden=4, loss="last_mse")
+    assert window.params.cudnn_note.isVisibleTo(window.dock)
+    assert "cuDNN" in window.params.cudnn_note.text()
+    run_and_wait(qtbot, window)
+    trace, text = window.trace, window.summary.text.text()
+    assert f"rnn_backend <b>{trace.rnn_backend}</b>" in text and "generator hypernetwork" in text
+    assert "θ_generator" in text and "per-sample" in window.summary.text.toolTip()
+    for n in range(2):  # one curve per batch, the heatmap's rows
+        np.testing.assert_allclose(window.norm.row_curves[n][0].yData, trace.norm_h_total[n])
+    np.testing.assert_allclose(window.rows.data, trace.norm_h_total)
+    set_params(window, mode="taped")
+    assert not window.params.cudnn_note.isVisibleTo(window.dock)
+
+
+def test_training_pause_resume_keep_steps_connectivity_and_save(
+    qtbot, window, monkeypatch, tmp_path
+):
+    set_params(window, mode="train", task="adding", train_steps=5000, steps=8, batch=4)
+    set_params(window, hidden=4, seed=2, connectivity=True)
+    window.run_button.click()
+    qtbot.waitUntil(lambda: window.steps_done >= 3, timeout=60_000)
+    assert window.loss_panel.isVisible()
+    with qtbot.waitSignal(window.worker.paused, timeout=5_000):
+        window.pause_button.click()
+    held = window.steps_done
+    qtbot.wait(400)
+    assert window.steps_done == held and "paused" in window.message.text()
+    window.pause_button.click()  # resume
+    qtbot.waitUntil(lambda: window.steps_done > held, timeout=5_000)
+
+    asked = []
+    monkeypatch.setattr(
+        QMessageBox, "question", lambda *args: asked.append(args) or QMessageBox.Yes
+    )
+    with qtbot.waitSignal(window.settled, timeout=30_000):
+        window.stop_button.click()
+    trace = window.trace
+    assert asked and trace is not None and trace.mode == "train"
+    assert len(trace.loss_by_step) == window.steps_done == trace.config.train_steps
+    assert int(trace.steps_requested) == 5000 and "stopped early" in window.summary.text.text()
+    np.testing.assert_array_equal(window.loss_panel.curve.yData, trace.loss_by_step)
+    assert window.norm.history_steps  # earlier steps drawn faded under the latest curve
+    np.testing.assert_array_equal(window.rows.data, trace.norm_h_total_by_step)
+    assert window.connectivity.isVisible() and trace.connectivity.shape == (8, 8)
+    np.testing.assert_array_equal(window.connectivity.data, trace.connectivity)
+
+    path = tmp_path / "adding.weights.h5"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(path), ""))
+    assert window.save_weights_button.isEnabled()
+    with qtbot.waitSignal(window.worker.saved, timeout=30_000) as saved:
+        window.save_weights_button.click()
+    assert saved.args[1] == str(path) and not saved.args[2]
+    from lstmviz.engine.trained import keras_model
+
+    model = keras_model(2, 4, 1, False)
+    model.load_weights(path)
+    keys = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
+    for key, value in zip(keys, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(value, trace[key])
+
+
+def test_stop_training_and_discard(qtbot, window, monkeypatch):
+    set_params(window, mode="train", task="sine", train_steps=5000, steps=6, batch=2, hidden=3)
+    set_params(window, connectivity=False)
+    window.run_button.click()
+    qtbot.waitUntil(lambda: window.steps_done >= 2, timeout=60_000)
+    monkeypatch.setattr(QMessageBox, "question", lambda *args: QMessageBox.No)
+    with qtbot.waitSignal(window.worker.cancelled, timeout=5_000):
+        window.stop_button.click()
+    assert window.trace is None and window.active is None
+
+
+def test_open_keras_with_two_lstms_picks_a_layer_and_locks_sizes(
+    qtbot, window, errors, monkeypatch, tmp_path
+):
+    from lstmviz.engine.tfload import tf
+
+    keras = tf.keras
+    model = keras.Sequential(
+        [
+            keras.Input((None, 3)),
+            keras.layers.LSTM(5, return_sequences=True, name="lstm_a"),
+            keras.layers.LSTM(4, name="lstm_b"),
+            keras.layers.Dense(1),
+        ]
+    )
+    path = tmp_path / "two.keras"
+    model.save(path)
+    shown = []
+
+    def choose_second(dialog):
+        shown.append(dialog.rows())
+        dialog.table.selectRow(1)
+        return QDialog.Accepted
+
+    monkeypatch.setattr(LayerPickerDialog, "exec", choose_second)
+    window.open_path(str(path))  # what dropping the file does
+    assert shown == [[["lstm_a", "3", "5", ""], ["lstm_b", "5", "4", ""]]]
+    widgets = window.params.widgets
+    assert widgets["layer"].text() == "lstm_b"
+    assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (5, 4)
+    assert not widgets["input_dim"].isEnabled() and not widgets["hidden"].isEnabled()
+    assert "two.keras" in window.params.sources.text()
+
+    x = np.random.default_rng(0).standard_normal((2, 6, 5)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)  # batch-major [B, T, I]
+    window.open_path(str(tmp_path / "x.npy"))
+    assert (widgets["steps"].value(), widgets["batch"].value()) == (6, 2)
+    assert not widgets["steps"].isEnabled() and not errors
+    set_params(window, mode="taped", loss="mean_h")
+    run_and_wait(qtbot, window)
+    kernel, recurrent, bias = model.get_layer("lstm_b").get_weights()
+    np.testing.assert_array_equal(window.trace.kernel, kernel)
+    np.testing.assert_array_equal(window.trace.recurrent_kernel, recurrent)
+    np.testing.assert_array_equal(window.trace.x, x.transpose(1, 0, 2))
+    text = window.summary.text.text()
+    assert "weights: two.keras" in text and "inputs: x.npy" in text
+
+    widgets["weights"].set_path(None)  # ✕: back to seeded weights, H editable again
+    assert widgets["hidden"].isEnabled() and not widgets["input_dim"].isEnabled()
+    (tmp_path / "bad.keras").write_bytes(b"not a zip file")
+    assert window.open_weights(str(tmp_path / "bad.keras")) is False
+    assert errors[-1].startswith(str(tmp_path / "bad.keras"))
+    assert window.params.config().weights is None
