@@ -208,8 +208,9 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
         measure("idle, TensorFlow loaded", None)
         measure(
             "training (adding, T=100, B=32, H=64)",
-            RunConfig(mode="train", task="adding", steps=100, batch=32, hidden=64,
-                      train_steps=5000),  # fmt: skip
+            RunConfig(
+                mode="train", task="adding", steps=100, batch=32, hidden=64, train_steps=5000
+            ),  # fmt: skip
         )
         measure(
             "multi-pass (P=400 passes of T=20, B=16, H=64)",
@@ -254,8 +255,8 @@ def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
                 times["paint"].append((t2 - t1) * 1000)
             d, p = statistics.median(times["draw"]), statistics.median(times["paint"])
             ok = "✓" if d + p < GOAL_MS else "✗"
-            out.append((f"redraw: {name}", f"{d + p:.1f} ms",
-                        f"{ok} draw {d:.1f} + paint {p:.1f} ms, median of {repeats}; {load()}"))  # fmt: skip
+            note = f"{ok} draw {d:.1f} + paint {p:.1f} ms, median of {repeats}; {load()}"
+            out.append((f"redraw: {name}", f"{d + p:.1f} ms", note))
 
         timed("finished trace, every panel", lambda: window._draw(arrays, config))
         window.rows_total = 200
