@@ -16,8 +16,9 @@ def _stamp(event: str) -> None:
 
 def _report_timing(app, window) -> None:
     """With LSTMVIZ_TIMING set, print `lstmviz-timing EVENT EPOCH_SECONDS` lines on stdout when
-    the window is built, when its first widget is painted, and when it first settles with
-    TensorFlow loaded. Read by bench/bench_gui.py."""
+    the window is built, when its first widget is painted, when it first settles with
+    TensorFlow loaded, and when a run's first update is shown. Read by bench/bench_gui.py and
+    tests/test_gui_robust.py."""
     from PySide6.QtCore import QEvent, QObject
 
     class FirstPaint(QObject):
@@ -37,6 +38,13 @@ def _report_timing(app, window) -> None:
             _stamp("tf-ready")
 
     window.settled.connect(settled)
+
+    def progressed(value: int) -> None:  # main thread: the window's own progress bar
+        if value >= 1:
+            window.progress.valueChanged.disconnect(progressed)
+            _stamp("first-update")
+
+    window.progress.valueChanged.connect(progressed)
     _stamp("window-built")
 
 
