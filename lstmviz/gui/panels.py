@@ -85,8 +85,8 @@ def units_matrix(arrays: Arrays) -> np.ndarray | None:
     g = arrays.get("grad_h_total")
     if g is None or np.ndim(g) < 3:
         return None
-    g = np.abs(np.asarray(g, np.float64))
-    g = g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2))  # [T, H]
+    g = np.abs(np.asarray(g))  # |x| is exact in float32: no float64 copy of [T, B, H]
+    g = g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2), dtype=np.float64)  # [T, H]
     return g.T
 
 
