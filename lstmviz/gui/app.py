@@ -5,6 +5,47 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+
+
+def _stamp(event: str) -> None:
+    # stdout: TensorFlow's import points fd 2 at /dev/null for a few seconds (engine/tfload.py)
+    sys.stdout.write(f"lstmviz-timing {event} {time.time():.4f}\n")
+    sys.stdout.flush()
+
+
+def _report_timing(app, window) -> None:
+    """With LSTMVIZ_TIMING set, print `lstmviz-timing EVENT EPOCH_SECONDS` lines on stdout when
+    the window is built, when its first widget is painted, when it first settles with
+    TensorFlow loaded, and when a run's first update is shown. Read by bench/bench_gui.py and
+    tests/test_gui_robust.py."""
+    from PySide6.QtCore import QEvent, QObject
+
+    class FirstPaint(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+            if event.type() == QEvent.Type.Paint:
+                app.removeEventFilter(self)
+                _stamp("window-shown")
+            return False
+
+    window.first_paint = FirstPaint(window)
+    app.installEventFilter(window.first_paint)
+    ready = []
+
+    def settled() -> None:
+        if not ready:
+            ready.append(True)
+            _stamp("tf-ready")
+
+    window.settled.connect(settled)
+
+    def progressed(value: int) -> None:  # main thread: the window's own progress bar
+        if value >= 1:
+            window.progress.valueChanged.disconnect(progressed)
+            _stamp("first-update")
+
+    window.progress.valueChanged.connect(progressed)
+    _stamp("window-built")
 
 
 def main(demo: bool = False, screenshot: str | None = None) -> int:
@@ -13,6 +54,8 @@ def main(demo: bool = False, screenshot: str | None = None) -> int:
 
     Returns 0, or 1 when `screenshot` was asked for and an error occurred or nothing was saved.
     """
+    if os.environ.get("LSTMVIZ_TIMING"):
+        _stamp("gui-main")
     import pyqtgraph as pg
     from PySide6.QtCore import QEvent, QTimer
     from PySide6.QtWidgets import QApplication
@@ -26,6 +69,8 @@ def main(demo: bool = False, screenshot: str | None = None) -> int:
     pg.setConfigOptions(antialias=True, background="w", foreground="#222")
     window = MainWindow(quiet_errors=bool(screenshot))
     window.show()
+    if os.environ.get("LSTMVIZ_TIMING"):
+        _report_timing(app, window)
     saved = []
 
     if screenshot:

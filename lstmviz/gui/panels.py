@@ -33,6 +33,10 @@ Arrays = Mapping[str, np.ndarray]
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
 MAX_ROW_CURVES = 20  # more per-pass/per-batch curves are noise; the heatmap shows them all
+# Curves with more points than this are drawn with 1-pixel pens: Qt strokes a wide antialiased
+# pen on a long jagged path slowly (~0.2 s per 2000-point curve on the 2-core test machine,
+# against ~1 ms at width 1; bench/bench_gui.py), and at that density the width is not seen.
+THIN_ABOVE = 400
 MAIN_CURVES = {  # key: (legend, pen)
     "norm_h_total": ("total ‖dL/dh_t‖", pg.mkPen("#1f3b73", width=2.5)),
     "norm_h_direct": ("direct ‖∂L/∂h_t‖", pg.mkPen("#d62728", width=1.5, style=Qt.DashLine)),
@@ -81,8 +85,8 @@ def units_matrix(arrays: Arrays) -> np.ndarray | None:
     g = arrays.get("grad_h_total")
     if g is None or np.ndim(g) < 3:
         return None
-    g = np.abs(np.asarray(g, np.float64))
-    g = g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2))  # [T, H]
+    g = np.abs(np.asarray(g))  # |x| is exact in float32: no float64 copy of [T, B, H]
+    g = g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2), dtype=np.float64)  # [T, H]
     return g.T
 
 
@@ -198,11 +202,18 @@ class NormPanel(Panel):
             brush=pg.mkBrush(255, 255, 255, 140),
             pen=pg.mkPen(187, 187, 187, 160),
         )
-        self.curves = {key: pg.PlotDataItem(pen=pen) for key, (_, pen) in MAIN_CURVES.items()}
+        self.curves = {
+            key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen)
+            for key, (_, pen) in MAIN_CURVES.items()
+        }
         for curve in self.curves.values():
             item.addItem(curve)
         self.row_curves: list[tuple[pg.PlotDataItem, pg.PlotDataItem]] = []
         self.boundaries: list[pg.InfiniteLine] = []
+        # What is on screen, so a redraw (30 a second in a live run) only changes what differs:
+        # pyqtgraph recomputes every curve on setLogMode and rebuilds labels on legend changes.
+        self.pens: dict[pg.PlotDataItem, pg.QtGui.QPen] = {}  # each curve's full-width pen
+        self.shown_state: dict[str, object] = {}
 
     def _row_pair(self, index: int) -> tuple[pg.PlotDataItem, pg.PlotDataItem]:
         while len(self.row_curves) <= index:
@@ -228,23 +239,44 @@ class NormPanel(Panel):
             if pos is not None:
                 line.setPos(pos)
 
+    def _changed(self, name: str, value) -> bool:
+        """Record `value` as shown for `name`; True if it differs from what was shown."""
+        if self.shown_state.get(name, self) == value:
+            return False
+        self.shown_state[name] = value
+        return True
+
+    def _set_data(self, curve: pg.PlotDataItem, x, y) -> None:
+        """setData, with a 1-pixel pen when the curve has more than THIN_ABOVE points."""
+        base = self.pens.setdefault(curve, pg.mkPen(curve.opts["pen"]))
+        thin = len(y) > THIN_ABOVE and base.widthF() > 1
+        if self._changed(f"thin {id(curve)}", thin):
+            pen = pg.mkPen(base)
+            if thin:
+                pen.setWidthF(1.0)
+            curve.setPen(pen)
+        curve.setData(x, y)
+
     def redraw(self) -> None:
         a = self.arrays
-        self.legend.clear()
-        self.plot.setLogMode(y=self.log)
+        if self._changed("log", self.log):
+            self.plot.setLogMode(y=self.log)
         label = "gradient norm" + (" / row max" if self.normalise else "")
-        self.plot.setLabel("left", label + (" (log scale)" if self.log else ""))
+        label += " (log scale)" if self.log else ""
+        if self._changed("label", label):
+            self.plot.setLabel("left", label)
         per_pass = pass_length(a)
         rows = rows_matrix(a) if any(k in a for k in ROW_KEYS) else None
+        legend: list[tuple[pg.PlotDataItem, str]] = []
         for key, curve in self.curves.items():
             show = key in a and not (key == "norm_h_total" and per_pass)
             y = np.asarray(a[key], np.float64) if show else np.zeros(0)
-            curve.setData(np.arange(len(y)), self._positive(y) if self.log else y)
-            curve.setSymbol("o" if 0 < np.count_nonzero(y) <= 3 else None)  # lone points
-            curve.setSymbolSize(6)
-            curve.setSymbolPen(curve.opts["pen"])
+            self._set_data(curve, np.arange(len(y)), self._positive(y) if self.log else y)
+            symbol = "o" if 0 < np.count_nonzero(y) <= 3 else None  # lone points
+            if curve.opts["symbol"] != symbol:
+                curve.setSymbol(symbol)
             if show:
-                self.legend.addItem(curve, MAIN_CURVES[key][0])
+                legend.append((curve, MAIN_CURVES[key][0]))
         count = 0
         if rows is not None and rows[1] in ("pass", "batch"):
             data, name = rows
@@ -253,17 +285,25 @@ class NormPanel(Panel):
             for r in range(count):
                 full, cut = self._row_pair(r)
                 x = np.arange(data.shape[1]) + (r * per_pass if per_pass else 0)
-                full.setData(x, self._show(data[r]))
+                self._set_data(full, x, self._show(data[r]))
                 has_cut = truncated is not None and r < len(truncated)
-                cut.setData(x if has_cut else [], self._show(truncated[r]) if has_cut else [])
+                self._set_data(
+                    cut, x if has_cut else [], self._show(truncated[r]) if has_cut else []
+                )
                 if r < 6:
-                    self.legend.addItem(full, f"{name} {r + 1}" + (" full" if has_cut else ""))
+                    legend.append((full, f"{name} {r + 1}" + (" full" if has_cut else "")))
             if truncated is not None and len(truncated):
-                self.legend.addItem(self.row_curves[0][1], "truncated (stateful), dashed")
-        self.legend.setColumnCount(4 if count > 2 else 1)
+                legend.append((self.row_curves[0][1], "truncated (stateful), dashed"))
+        if self._changed("legend", [(id(item), text) for item, text in legend]):
+            self.legend.clear()
+            for item, text in legend:
+                self.legend.addItem(item, text)
+            self.legend.setColumnCount(4 if count > 2 else 1)
         for full, cut in self.row_curves[count:]:
-            full.setData([], [])
-            cut.setData([], [])
+            if full.xData is not None and len(full.xData):
+                full.setData([], [])
+            if cut.xData is not None and len(cut.xData):
+                cut.setData([], [])
         total = max(self.rows_total or 0, len(rows[0]) if rows else 0)
         self._set_boundaries([p * per_pass - 0.5 for p in range(1, total)] if per_pass else [])
 

@@ -1,0 +1,321 @@
+"""GUI responsiveness (issue 8): start-up time, main-thread latency while a run streams updates
+into the panels, and the time to redraw the panels with big data. Not a test; prints a table.
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/bench_gui.py
+    xvfb-run -a .venv/bin/python bench/bench_gui.py          # a real X server (xcb)
+
+Options: --only {startup,latency,redraw} (repeatable), --startups N, --seconds S.
+The machine's load (`uptime`) is printed with the figures: timings on a shared machine are noisy.
+
+- start-up: `python main.py --screenshot` in a subprocess with LSTMVIZ_TIMING=1 (the app prints
+  time stamps on stdout): seconds from launching the process to the window's first paint and to
+  TensorFlow ready (the window settled with TensorFlow imported). Median of N launches.
+- latency: a 10 ms single-shot timer re-armed on every tick in the main thread; its lateness
+  (p50/p99/max), measured from a run's third update on (TensorFlow's one-off tracing at the
+  start of a run holds the GIL for seconds), while (a) nothing runs, (b) a real training run
+  streams ~30 updates a second, (c) a real multi-pass run with many short passes streams one
+  update per pass, (d) a synthetic engine (no TensorFlow work) streams 200 rows × T=2000 at 30
+  updates a second
+  into every panel (the drawing alone). Goal: p99 < 16 ms.
+- redraw: `draw(...)` on every panel plus a synchronous repaint of the window, with
+  T=2000 curves (20 per-batch curves and the three main ones) and 200 × 2000 heatmaps. Median
+  of 10 after a warm-up. Goal: < 16 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's lstmviz, not an installed one
+
+import numpy as np  # noqa: E402
+
+GOAL_MS = 16.0
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+# ---- start-up --------------------------------------------------------------------------------
+
+
+def startup(runs: int) -> list[tuple[str, str, str]]:
+    shown, ready = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, LSTMVIZ_TIMING="1", XDG_CONFIG_HOME=tmp)
+        env.setdefault("QT_QPA_PLATFORM", "offscreen")
+        for _ in range(runs):
+            start = time.time()
+            result = subprocess.run(
+                [sys.executable, "main.py", "--screenshot", str(Path(tmp) / "shot.png")],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+            stamps = {}
+            for line in result.stdout.splitlines():
+                parts = line.split()
+                if len(parts) == 3 and parts[0] == "lstmviz-timing":
+                    stamps[parts[1]] = float(parts[2]) - start
+            if result.returncode != 0 or "tf-ready" not in stamps:
+                sys.exit(f"start-up run failed ({result.returncode}):\n{result.stderr[-2000:]}")
+            shown.append(stamps["window-shown"])
+            ready.append(stamps["tf-ready"])
+    note = f"median of {runs}; {load()}"
+    return [
+        ("start-up: launch → window painted", f"{statistics.median(shown):.2f} s", note),
+        ("start-up: launch → TensorFlow ready", f"{statistics.median(ready):.2f} s", note),
+        ("  (each run, shown / ready)", " ".join(f"{s:.2f}/{r:.2f}" for s, r in
+                                                 zip(shown, ready, strict=True)), ""),
+    ]  # fmt: skip
+
+
+# ---- in-process helpers ----------------------------------------------------------------------
+
+
+def make_window(tmp: str):
+    import pyqtgraph as pg
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from lstmviz.gui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication([])
+    app.setStyle("Fusion")
+    pg.setConfigOptions(antialias=True, background="w", foreground="#222")
+    settings = QSettings(str(Path(tmp) / "settings.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(settings=settings, quiet_errors=True)
+    window.show()
+    wait_until(app, lambda: window.device is not None, 120)
+    return app, window
+
+
+def wait_until(app, condition, seconds: float) -> None:
+    deadline = time.perf_counter() + seconds
+    while not condition():
+        if time.perf_counter() > deadline:
+            sys.exit("timed out")
+        app.processEvents()
+        time.sleep(0.002)
+
+
+class LatencyProbe:
+    """A 10 ms single-shot timer re-armed on each tick; records how late each tick fires."""
+
+    def __init__(self, interval_ms: int = 10):
+        from PySide6.QtCore import Qt, QTimer
+
+        self.interval = interval_ms / 1000
+        self.timer = QTimer(singleShot=True, interval=interval_ms)
+        self.timer.setTimerType(Qt.PreciseTimer)
+        self.timer.timeout.connect(self._tick)
+        self.late: list[float] = []
+        self.armed = 0.0
+
+    def start(self) -> None:
+        self.late.clear()
+        self.armed = time.perf_counter()
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.late.append(max(0.0, now - self.armed - self.interval) * 1000)
+        self.armed = now
+        self.timer.start()
+
+
+def synthetic_stream(rows: int = 200, steps: int = 2000, batch: int = 8, hidden: int = 200):
+    """A fake engine: per-batch rows of T=2000 arriving at 30 updates a second (sleeping in
+    between, so only the drawing costs the main thread), then a final trace."""
+    from lstmviz.trace import GradientTrace, TraceUpdate
+
+    def run(config, cancelled=bool):
+        rng = np.random.default_rng(0)
+        data = np.exp(rng.standard_normal((rows, steps))).astype(np.float32)
+        for r in range(rows):
+            if cancelled():
+                return
+            time.sleep(1 / 30)
+            yield TraceUpdate(
+                r + 1,
+                rows,
+                f"batch {r + 1}/{rows}",
+                {"norm_h_total_by_batch": data[: r + 1], "norm_h_total": data[r]},
+            )
+        yield GradientTrace("batchwise", config, big_arrays(rows, steps, batch, hidden))
+
+    return run
+
+
+def big_arrays(rows: int = 200, steps: int = 2000, batch: int = 8, hidden: int = 200):
+    """A finished per-batch trace: 3 curves of T=2000, 200 rows × 2000, grad [2000, 8, 200]."""
+    rng = np.random.default_rng(1)
+    curve = np.exp(rng.standard_normal(steps)).astype(np.float32)
+    return {
+        "norm_h_total": curve,
+        "norm_h_direct": curve / 3,
+        "norm_c_total": curve * 2,
+        "norm_h_total_by_batch": np.exp(rng.standard_normal((rows, steps))).astype(np.float32),
+        "grad_h_total": rng.standard_normal((steps, batch, hidden)).astype(np.float32),
+        "loss": np.float32(0.5),
+    }
+
+
+def latency(seconds: float) -> list[tuple[str, str, str]]:
+    from lstmviz.config import RunConfig
+    from lstmviz.engine import runner
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        app, window = make_window(tmp)
+        from PySide6.QtWidgets import QMessageBox
+
+        window.ask_keep_steps = lambda done: QMessageBox.No  # Stop in training asks; don't keep
+        probe = LatencyProbe()
+
+        drawn = []  # the rows heatmap's shape after each scenario: the updates were drawn
+
+        def measure(name: str, config: RunConfig | None) -> None:
+            ran = []
+            if config is not None:
+                window.worker.progress.connect(count := lambda *_: ran.append(1))
+                assert window.start_run(config), f"refused: {config}"
+                # after the first updates: TensorFlow's one-off tracing holds the GIL for
+                # seconds at the start of a run (not the drawing's doing)
+                wait_until(app, lambda: len(ran) >= 3, 120)
+                ran.clear()
+            probe.start()
+            deadline = time.perf_counter() + seconds
+            while time.perf_counter() < deadline and (config is None or window.active):
+                app.processEvents()
+                time.sleep(0.0005)
+            probe.stop()
+            window.stop()
+            if config is not None:
+                window.worker.progress.disconnect(count)
+            drawn.append(window.rows.data.shape)
+            wait_until(app, lambda: not window.worker._cancelled, 60)  # the run has ended
+            late = probe.late
+            figures = f"{pct(late, 50):.1f} / {pct(late, 99):.1f} / {max(late):.1f} ms"
+            ok = "✓" if pct(late, 99) < GOAL_MS else "✗"
+            rows = f"rows heatmap {drawn[-1][0]}×{drawn[-1][1]}"
+            note = f"{ok} {len(late)} ticks, {len(ran)} updates, {rows}; {load()}"
+            out.append((f"latency p50/p99/max: {name}", figures, note))
+            print(*out[-1], sep="  ", flush=True)
+
+        measure("idle, TensorFlow loaded", None)
+        measure(
+            "training (adding, T=100, B=32, H=64)",
+            RunConfig(
+                mode="train", task="adding", steps=100, batch=32, hidden=64, train_steps=5000
+            ),  # fmt: skip
+        )
+        measure(
+            "multi-pass (P=400 passes of T=20, B=16, H=64)",
+            RunConfig(mode="multipass", steps=20, passes=400, batch=16, hidden=64),
+        )
+        real = runner.run
+        runner.run = synthetic_stream()
+        try:
+            measure("synthetic 200 rows × T=2000, 30 updates/s", RunConfig(mode="batchwise"))
+        finally:
+            runner.run = real
+        window.close()
+    return out
+
+
+# ---- redraw ----------------------------------------------------------------------------------
+
+
+def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
+    from lstmviz.config import RunConfig
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        app, window = make_window(tmp)
+        config = RunConfig(mode="batchwise", steps=2000, batches=200, batch=8, hidden=200)
+        arrays = big_arrays()
+        live = {"norm_h_total_by_batch": arrays["norm_h_total_by_batch"][:120],
+                "norm_h_total": arrays["norm_h_total"]}  # fmt: skip
+
+        def timed(name: str, draw) -> None:
+            draw()
+            app.processEvents()
+            times = {"draw": [], "paint": []}
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                draw()
+                t1 = time.perf_counter()
+                window.repaint()  # every visible widget paints now, synchronously
+                app.processEvents()
+                t2 = time.perf_counter()
+                times["draw"].append((t1 - t0) * 1000)
+                times["paint"].append((t2 - t1) * 1000)
+            d, p = statistics.median(times["draw"]), statistics.median(times["paint"])
+            ok = "✓" if d + p < GOAL_MS else "✗"
+            note = f"{ok} draw {d:.1f} + paint {p:.1f} ms, median of {repeats}; {load()}"
+            out.append((f"redraw: {name}", f"{d + p:.1f} ms", note))
+            print(*out[-1], sep="  ", flush=True)
+
+        timed("finished trace, every panel", lambda: window._draw(arrays, config))
+        window.rows_total = 200
+        timed("live update (120/200 rows)", lambda: window._draw(live, config))
+        timed("norm panel only (23 curves × 2000)", lambda: window.norm.draw(arrays, config))
+        timed("rows heatmap only (200 × 2000)", lambda: window.rows.draw(arrays, config))
+        timed("units heatmap only (200 × 2000 from [2000, 8, 200])",
+              lambda: window.units.draw(arrays, config))  # fmt: skip
+        window.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=("startup", "latency", "redraw"))
+    parser.add_argument("--startups", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=8.0, help="per latency scenario")
+    args = parser.parse_args()
+    parts = args.only or ["startup", "latency", "redraw"]
+    from PySide6 import __version__ as pyside
+    from PySide6.QtGui import QGuiApplication  # noqa: F401  (platform name below)
+
+    rows = []
+    if "startup" in parts:
+        rows += startup(args.startups)
+    if "redraw" in parts:
+        rows += redraw()
+    if "latency" in parts:
+        rows += latency(args.seconds)
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    platform = app.platformName() if app else os.environ.get("QT_QPA_PLATFORM", "default")
+    print(f"\nlstmviz GUI benchmark · PySide6 {pyside} · Qt platform {platform} · "
+          f"{os.cpu_count()} CPUs · {load()}")  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    value_width = max(len(r[1]) for r in rows)
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>{value_width}}  {note}")
+    sys.stdout.flush()
+    os._exit(0)  # the windows are closed; skip tearing down Qt and TensorFlow at exit
+
+
+if __name__ == "__main__":
+    main()
