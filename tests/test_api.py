@@ -26,3 +26,20 @@ def test_unknown_name_is_an_attribute_error():
         assert "no_such_thing" in str(exc)
     else:
         raise AssertionError("expected AttributeError")
+
+
+def test_tensorflow_import_is_quiet_but_loses_nothing_other_threads_write():
+    code = (
+        "import os, sys, threading, time\n"
+        "def other():\n"
+        "    time.sleep(0.2)\n"
+        "    os.write(2, b'written meanwhile\\n')\n"
+        "threading.Thread(target=other).start()\n"
+        "from lstmviz.engine.tfload import tf\n"
+        "tf.constant(1.0) + 1.0\n"
+        "print('after', file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines == ["written meanwhile", "after"], lines

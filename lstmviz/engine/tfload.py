@@ -1,17 +1,26 @@
 """Import TensorFlow once, without its C++ start-up chatter, and describe the device.
 
 TensorFlow's native libraries print CUDA-probing and oneDNN notices to file descriptor 2
-before any Python-level logging setting applies; they are noise for our users, so the import
-and the first device query run with fd 2 pointed at /dev/null. Python exceptions still rise.
+before any Python-level logging setting applies; they are noise for our users. The import and
+the first device query run with fd 2 sent to a temporary file; afterwards every line that is not
+such a native log line is written back to the real stderr, so what other threads (the GUI, the
+CLI) wrote meanwhile is delayed, never lost. Python exceptions still rise.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# absl/glog lines: "I0000 00:00:1796235048.006864    2207 port.cc:153] ...", and its preamble.
+_NATIVE_LOG = re.compile(
+    rb"^([IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^\]]+\] |WARNING: All log messages before absl)"
+)
 
 
 @contextlib.contextmanager
@@ -22,13 +31,19 @@ def _quiet_fd2():
     except (OSError, ValueError):  # no real fd 2 (embedded interpreters)
         yield
         return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
+    with tempfile.TemporaryFile() as capture:
+        try:
+            os.dup2(capture.fileno(), 2)
             yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            kept = [line for line in capture if not _NATIVE_LOG.match(line)]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 with _quiet_fd2():
