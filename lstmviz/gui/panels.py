@@ -356,33 +356,80 @@ class HeatmapPanel(Panel):
         self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
         self.data = np.zeros((0, 0))
         self.row_name = "row"
+        self._key: tuple | None = None  # what the image buffer was built for
+        self._filled = 0  # rows of the buffer filled so far
+        self._last_row: np.ndarray | None = None
+        self._shown = np.zeros((0, 0), np.float32)
+        self._range = (np.inf, -np.inf)  # finite min/max of the displayed values
+        self._levels: tuple[float, float] | None = None
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
         raise NotImplementedError
 
+    def source(self) -> tuple[np.ndarray, str] | None:
+        """The matrix as it is stored (no float64 copy); `matrix()` unless a panel can do
+        better. Live updates only convert and colour the rows that are new."""
+        return self.matrix()
+
     def redraw(self) -> None:
-        found = self.matrix()
+        found = self.source()
         if found is None:
-            self.data = np.zeros((0, 0))
-            self.image.clear()
+            if self.data.size or self._key is not None:
+                self.data = np.zeros((0, 0))
+                self.image.clear()
+                self._key = None
             return
-        data, self.row_name = found
-        if self.rows_total and self.rows_total > len(data) and self.row_name != "unit":
-            pad = np.full((self.rows_total - len(data), data.shape[1]), np.nan)
-            data = np.vstack([data, pad])
-        self.data = data
-        shown = display_values(data, self.log, self.normalise and self.row_name != "unit")
+        raw, name = found
+        raw = np.atleast_2d(raw) if np.ndim(raw) < 2 else raw
+        rows, width = raw.shape
+        units = name == "unit"
+        live_total = self.rows_total if self.rows_total and not units else 0
+        total = max(live_total, rows)
+        normalise = self.normalise and not units
+        key = (name, width, total, self.log, normalise, id(self.config), self.rows_total is None)
+        # A live run appends rows: convert, log and colour only the new ones (the buffer is
+        # sized for every row the run will reach, rows not computed yet stay blank: NaN).
+        # Anything else (a finished trace, other options) starts over.
+        incremental = (
+            self.rows_total is not None
+            and key == self._key
+            and self._filled <= rows
+            and (self._filled == 0 or np.array_equal(raw[self._filled - 1], self._last_row))
+        )
+        if not incremental:
+            self._key, self._filled = key, 0
+            self.row_name = name
+            self.data = np.full((total, width), np.nan)
+            self._shown = np.full((total, width), np.nan, np.float32)
+            self._range = (np.inf, -np.inf)
+            self._levels = None
+            self._label(total, units, normalise)
+        new = slice(self._filled, rows)
+        block = np.asarray(raw[new], np.float64)
+        self.data[new] = block
+        shown = display_values(block, self.log, normalise)
+        self._shown[new] = shown
         finite = shown[np.isfinite(shown)]
-        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        hi = hi if hi > lo else lo + 1.0
-        self.image.setImage(shown, autoLevels=False, levels=(lo, hi))
-        self.image.setRect(QRectF(0, 0, shown.shape[1], shown.shape[0]))
-        self.bar.setLevels((lo, hi))
-        norm = " / row max" if self.normalise and self.row_name != "unit" else ""
+        if finite.size:
+            lo, hi = self._range
+            self._range = (min(lo, float(finite.min())), max(hi, float(finite.max())))
+        self._filled = rows
+        self._last_row = np.array(raw[rows - 1]) if rows else None
+        lo, hi = self._range if np.isfinite(self._range[0]) else (0.0, 1.0)
+        levels = (lo, hi if hi > lo else lo + 1.0)
+        self.image.setImage(self._shown, autoLevels=False, levels=levels)
+        if not incremental:
+            self.image.setRect(QRectF(0, 0, width, total))
+        if levels != self._levels:
+            self.bar.setLevels(levels)
+            self._levels = levels
+
+    def _label(self, total: int, units: bool, normalise: bool) -> None:
+        norm = " / row max" if normalise else ""
         self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
-        self.plot.setLabel("left", self.row_name + (" (from 0)" if self.row_name == "unit" else ""))
-        few = self.row_name != "unit" and len(shown) <= 20  # label rows 1..N at their centres
-        ticks = [[(r + 0.5, str(r + 1)) for r in range(len(shown))]] if few else None
+        self.plot.setLabel("left", self.row_name + (" (from 0)" if units else ""))
+        few = not units and total <= 20  # label rows 1..N at their centres
+        ticks = [[(r + 0.5, str(r + 1)) for r in range(total)]] if few else None
         self.plot.getAxis("left").setTicks(ticks)
 
     def drawn(self) -> bool:
@@ -409,6 +456,12 @@ class RowsHeatmap(HeatmapPanel):
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
         return rows_matrix(self.arrays)
+
+    def source(self) -> tuple[np.ndarray, str] | None:
+        for key, name in ROW_KEYS.items():
+            if key in self.arrays:
+                return np.asarray(self.arrays[key]), name
+        return self.matrix()
 
 
 class UnitsHeatmap(HeatmapPanel):
