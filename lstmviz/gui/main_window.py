@@ -124,6 +124,8 @@ class MainWindow(QMainWindow):
         self.units = UnitsHeatmap()
         self.connectivity = ConnectivityPanel()  # shown when a run computes the map
         self.summary = SummaryPanel()
+        for panel in (self.norm, self.loss_panel, self.rows, self.units, self.connectivity):
+            panel.cache_axes()
         self.summary.verify_button.clicked.connect(self.verify)
         for panel in (self.norm, self.rows, self.units):
             panel.export_action.triggered.connect(

@@ -18,6 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
+    QGraphicsItem,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -98,6 +99,14 @@ def pass_length(arrays: Arrays) -> int | None:
     return int(np.shape(arrays["norm_h_total_by_pass"])[-1])
 
 
+def _same(a, b) -> bool:
+    """Whether the data a curve holds (`a`, may be None) equals `b` (NaN equal to NaN)."""
+    if a is None:
+        return False
+    b = np.asarray(b)
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=b.dtype.kind == "f")
+
+
 def display_values(data: np.ndarray, log: bool, normalise: bool) -> np.ndarray:
     """Rows divided by their maximum (normalise) and/or log10 with non-positive values hidden."""
     data = np.array(data, np.float64)
@@ -150,6 +159,14 @@ class Panel(QWidget):
         # connects it); it replaces pyqtgraph's own Export… entry.
         self.export_action = QAction("Export panel…", self)
         self.plot.scene().contextMenu = [self.export_action]
+
+    def cache_axes(self) -> None:
+        """Keep each axis (ticks, labels and its grid lines, which span the whole plot) as a
+        pixmap redrawn only when the axis changes: otherwise every curve update repaints the
+        grid, ~10 ms per axis offscreen on the 2-core test machine (bench/bench_gui.py). On
+        screen only: exports render fresh panels, so their SVG stays vector."""
+        for side in ("left", "bottom"):
+            self.plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
@@ -249,12 +266,16 @@ class NormPanel(Panel):
     def _set_data(self, curve: pg.PlotDataItem, x, y) -> None:
         """setData, with a 1-pixel pen when the curve has more than THIN_ABOVE points."""
         base = self.pens.setdefault(curve, pg.mkPen(curve.opts["pen"]))
-        thin = len(y) > THIN_ABOVE and base.widthF() > 1
-        if self._changed(f"thin {id(curve)}", thin):
+        long = len(y) > THIN_ABOVE
+        if self._changed(f"thin {id(curve)}", long):
             pen = pg.mkPen(base)
-            if thin:
+            if long and base.widthF() > 1:
                 pen.setWidthF(1.0)
+            # antialiasing a long jagged 1-pixel line costs more than it shows
+            curve.opts["antialias"] = not long
             curve.setPen(pen)
+        elif _same(curve.xData, x) and _same(curve.yData, y):
+            return  # a live update that did not change this curve: no re-render
         curve.setData(x, y)
 
     def redraw(self) -> None:
