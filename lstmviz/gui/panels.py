@@ -99,6 +99,11 @@ def pass_length(arrays: Arrays) -> int | None:
     return int(np.shape(arrays["norm_h_total_by_pass"])[-1])
 
 
+def _finite(y: np.ndarray) -> np.ndarray:
+    """NaN where `y` is NaN or ±Inf: a gap in the line, never a spike off the plot."""
+    return y if np.isfinite(y).all() else np.where(np.isfinite(y), y, np.nan)
+
+
 def _same(a, b) -> bool:
     """Whether the data a curve holds (`a`, may be None) equals `b` (NaN equal to NaN)."""
     if a is None:
@@ -110,6 +115,8 @@ def _same(a, b) -> bool:
 def display_values(data: np.ndarray, log: bool, normalise: bool) -> np.ndarray:
     """Rows divided by their maximum (normalise) and/or log10 with non-positive values hidden."""
     data = np.array(data, np.float64)
+    if not np.isfinite(data).all():  # NaN/Inf are blank, never a colour or a line
+        data[~np.isfinite(data)] = np.nan
     if normalise:
         with np.errstate(invalid="ignore", divide="ignore"):
             peak = np.nanmax(np.abs(data), axis=-1, keepdims=True, initial=0.0)
@@ -118,6 +125,69 @@ def display_values(data: np.ndarray, log: bool, normalise: bool) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             data = np.where(data > 0, np.log10(np.where(data > 0, data, 1.0)), np.nan)
     return data
+
+
+def nonfinite_text(steps, what: str = "t") -> str:
+    """ "NaN/Inf at t = 3, 4, 9 (3 steps)" (the first eight listed)."""
+    steps = [int(v) for v in np.ravel(steps)]
+    shown = ", ".join(str(v) for v in steps[:8]) + (", …" if len(steps) > 8 else "")
+    return f"NaN/Inf at {what} = {shown} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
+
+
+class NonFiniteMarks(pg.GraphicsObject):
+    """Red see-through bands over the steps where a trace holds NaN or Inf (one item for any
+    number of steps; a run of neighbouring steps is one band), at least a pixel wide and
+    spanning the plot's height whatever the y range or log mode."""
+
+    COLOR = (220, 0, 0)
+
+    def __init__(self):
+        super().__init__()
+        self.steps = np.zeros(0, np.int64)
+        self.spans: list[tuple[int, int]] = []
+        self.setZValue(-20)  # under the curves
+        self.pen = pg.mkPen(*self.COLOR, 200, width=1)
+        self.pen.setCosmetic(True)
+        self.brush = pg.mkBrush(*self.COLOR, 60)
+
+    def set_steps(self, steps) -> None:
+        steps = np.unique(np.asarray(steps if steps is not None else [], np.int64).ravel())
+        if np.array_equal(steps, self.steps):
+            return
+        self.prepareGeometryChange()
+        self.steps = steps
+        breaks = np.flatnonzero(np.diff(steps) > 1)
+        starts = np.r_[steps[:1], steps[breaks + 1]] if steps.size else []
+        ends = np.r_[steps[breaks], steps[-1:]] if steps.size else []
+        self.spans = [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+        self.update()
+
+    def viewRangeChanged(self) -> None:  # noqa: N802 (pyqtgraph's name)
+        self.prepareGeometryChange()
+        super().viewRangeChanged()
+
+    def _rows(self) -> QRectF | None:
+        view = self.viewRect()
+        return None if view is None or not self.spans else view
+
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        view = self._rows()
+        if view is None:
+            return QRectF()
+        a, b = self.spans[0][0] - 0.5, self.spans[-1][1] + 0.5
+        return QRectF(a, view.top(), b - a, view.height()).normalized()
+
+    def dataBounds(self, axis, frac=1.0, orthoRange=None):  # noqa: N802,N803
+        return None  # never stretches the auto range
+
+    def paint(self, painter, *args) -> None:
+        view = self._rows()
+        if view is None:
+            return
+        painter.setPen(self.pen)
+        painter.setBrush(self.brush)
+        for a, b in self.spans:
+            painter.drawRect(QRectF(a - 0.5, view.top(), b - a + 1.0, view.height()))
 
 
 class Panel(QWidget):
@@ -220,11 +290,13 @@ class NormPanel(Panel):
             pen=pg.mkPen(187, 187, 187, 160),
         )
         self.curves = {
-            key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen)
+            key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()
         }
         for curve in self.curves.values():
             item.addItem(curve)
+        self.marks = NonFiniteMarks()  # the timesteps where the trace holds NaN/Inf
+        item.addItem(self.marks)
         self.row_curves: list[tuple[pg.PlotDataItem, pg.PlotDataItem]] = []
         self.boundaries: list[pg.InfiniteLine] = []
         # What is on screen, so a redraw (30 a second in a live run) only changes what differs:
@@ -236,8 +308,10 @@ class NormPanel(Panel):
         while len(self.row_curves) <= index:
             color = PALETTE[len(self.row_curves) % len(PALETTE)]
             pair = (
-                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5)),
-                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5, style=Qt.DashLine)),
+                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5), connect="finite"),
+                pg.PlotDataItem(
+                    pen=pg.mkPen(color, width=1.5, style=Qt.DashLine), connect="finite"
+                ),
             )
             for curve in pair:
                 self.plot.addItem(curve)
@@ -292,7 +366,7 @@ class NormPanel(Panel):
         for key, curve in self.curves.items():
             show = key in a and not (key == "norm_h_total" and per_pass)
             y = np.asarray(a[key], np.float64) if show else np.zeros(0)
-            self._set_data(curve, np.arange(len(y)), self._positive(y) if self.log else y)
+            self._set_data(curve, np.arange(len(y)), self._positive(y) if self.log else _finite(y))
             symbol = "o" if 0 < np.count_nonzero(y) <= 3 else None  # lone points
             if curve.opts["symbol"] != symbol:
                 curve.setSymbol(symbol)
@@ -325,6 +399,7 @@ class NormPanel(Panel):
                 full.setData([], [])
             if cut.xData is not None and len(cut.xData):
                 cut.setData([], [])
+        self.marks.set_steps(a.get("nonfinite_steps"))
         total = max(self.rows_total or 0, len(rows[0]) if rows else 0)
         self._set_boundaries([p * per_pass - 0.5 for p in range(1, total)] if per_pass else [])
 
@@ -333,13 +408,13 @@ class NormPanel(Panel):
         return any(item.yData is not None and len(item.yData) for item in items)
 
     def _show(self, y: np.ndarray) -> np.ndarray:
-        y = display_values(y, log=False, normalise=self.normalise)
+        y = display_values(y, log=False, normalise=self.normalise)  # NaN/Inf: NaN
         return self._positive(y) if self.log else y
 
     @staticmethod
     def _positive(y: np.ndarray) -> np.ndarray:
-        """Log axes cannot show zeros: hide them (NaN breaks the line there)."""
-        return np.where(y > 0, y, np.nan)
+        """Log axes cannot show zeros: hide them (NaN breaks the line there), and Inf."""
+        return np.where((y > 0) & np.isfinite(y), y, np.nan)
 
     def readout_at(self, x: float, y: float) -> str:
         t = int(round(x))
@@ -540,7 +615,23 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     bad = {k: int(np.size(v) - np.isfinite(v).sum()) for k, v in arrays.items()
            if np.asarray(v).dtype.kind == "f"}  # fmt: skip
     bad = {k: n for k, n in bad.items() if n}
-    if bad:
+    steps = np.ravel(arrays.get("nonfinite_steps", []))
+    loss_steps = np.ravel(arrays.get("nonfinite_loss_steps", []))
+    if steps.size or loss_steps.size:
+        found = []
+        if steps.size:
+            found.append(nonfinite_text(steps))
+        if loss_steps.size:
+            found.append(nonfinite_text(loss_steps, "training step"))
+        by_batch = arrays.get("nonfinite_by_batch")
+        if by_batch is not None and np.ndim(by_batch) == 2:
+            batches = np.flatnonzero(np.asarray(by_batch).any(axis=1)) + 1
+            listed = ", ".join(str(b) for b in batches[:8]) + (", …" if batches.size > 8 else "")
+            found.append(f"in batch{'es' if batches.size != 1 else ''} {listed}")
+        if str(arrays.get("stopped", "")) == "non-finite":
+            found.append("training stopped there")
+        parts.append(f"<span style='color:#c00'>⚠ {'; '.join(found)}</span>")
+    elif bad:
         listed = ", ".join(f"{n} in {k}" for k, n in list(bad.items())[:3])
         parts.append(f"<span style='color:#c00'>⚠ non-finite values: {listed}</span>")
     else:

@@ -12,7 +12,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
-from lstmviz.gui.panels import HeatmapPanel, NormPanel, Panel, display_values, fmt
+from lstmviz.gui.panels import (
+    HeatmapPanel,
+    NonFiniteMarks,
+    NormPanel,
+    Panel,
+    display_values,
+    fmt,
+)
 
 MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced over the run)
 HISTORY_COLOR = (31, 59, 115)  # the total curve's colour
@@ -63,6 +70,8 @@ class LossPanel(Panel):
         item.addItem(self.mean)
         self.legend.addItem(self.curve, "loss per step")
         self.legend.addItem(self.mean, "running mean")
+        self.marks = NonFiniteMarks()  # training steps whose loss or dL/dh was NaN/Inf
+        item.addItem(self.marks)
         self.loss = np.zeros(0)
 
     def redraw(self) -> None:
@@ -71,10 +80,12 @@ class LossPanel(Panel):
         self.plot.setLogMode(y=self.log)
         self.plot.setLabel("left", "loss" + (" (log scale)" if self.log else ""))
         x = np.arange(len(self.loss))
-        shown = np.where(self.loss > 0, self.loss, np.nan) if self.log else self.loss
-        self.curve.setData(x, shown)
+        ok = np.isfinite(self.loss)
+        shown = np.where(ok & (self.loss > 0) if self.log else ok, self.loss, np.nan)
+        self.curve.setData(x, shown, connect="finite")
+        self.marks.set_steps(self.arrays.get("nonfinite_loss_steps"))
         total = max(self.rows_total or 0, len(self.loss))
-        mean = running_mean(self.loss, max(total // 20, 1))
+        mean = running_mean(np.where(ok, self.loss, np.nan), max(total // 20, 1))
         self.mean.setData(x, np.where(mean > 0, mean, np.nan) if self.log else mean)
         if self.rows_total:  # a live run: the x axis spans the whole run from the start
             self.plot.setXRange(0, max(self.rows_total - 1, 1), padding=0.02)
