@@ -367,7 +367,7 @@ class NormPanel(Panel):
             show = key in a and not (key == "norm_h_total" and per_pass)
             y = np.asarray(a[key], np.float64) if show else np.zeros(0)
             self._set_data(curve, np.arange(len(y)), self._positive(y) if self.log else _finite(y))
-            symbol = "o" if 0 < np.count_nonzero(y) <= 3 else None  # lone points
+            symbol = "o" if 0 < np.count_nonzero(np.isfinite(y) & (y != 0)) <= 3 else None
             if curve.opts["symbol"] != symbol:
                 curve.setSymbol(symbol)
             if show:
