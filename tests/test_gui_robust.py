@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
@@ -263,3 +264,72 @@ def test_a_bad_file_is_refused_before_any_work(qtbot, window, errors, tmp_path):
         window.run_button.click()
     assert errors and str(bad) in errors[-1] and "Traceback" not in errors[-1]
     assert window.active is None and window.trace is None and not updates
+
+
+def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
+    """Issue 9: a real trace with NaN in x (taped engine) opened in the window: the NaN steps
+    are marked on the norm curves, the summary lists them, nothing non-finite is plotted."""
+    import lstmviz
+    from lstmviz.gui.main_window import MainWindow
+    from lstmviz.weights import random_weights
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((12, 2, 3)).astype(np.float32)
+    x[5, 0, 1] = np.nan
+    trace = lstmviz.taped_gradients(x, random_weights(3, 4, rng), loss="mean_h")
+    bad = np.asarray(trace.nonfinite_steps)
+    assert bad.size and bad.min() <= 5 <= bad.max()
+    path = tmp_path / "nan.npz"
+    trace.save(str(path))
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, quiet_errors=True)
+    qtbot.addWidget(win)
+    win.show()
+    assert win.open_trace(str(path)) and win.errors == 0
+    np.testing.assert_array_equal(win.norm.marks.steps, np.unique(bad))
+    assert win.norm.marks.spans and not win.norm.marks.boundingRect().isEmpty()
+    text = win.summary.text.text()
+    assert "NaN/Inf at t = " + ", ".join(str(int(t)) for t in bad[:8]) in text
+    assert f"({bad.size} step" in text and "no NaN/Inf ✓" not in text
+    for key, curve in win.norm.curves.items():  # gaps (NaN), never Inf or garbage
+        y, source = curve.yData, np.asarray(trace.arrays[key])
+        assert y is not None and len(y) == len(source) and not np.isinf(y).any()
+        assert np.isnan(y[~np.isfinite(source)]).all()
+    assert not np.isfinite(trace.arrays["norm_h_total"]).all()  # something to hide
+    assert not np.isinf(win.rows.image.image).any() and not np.isinf(win.units.data).any()
+    win.grab()  # paints without an exception
+    win.close()
+
+
+def test_live_heatmap_and_curves_equal_the_trace_after_streaming(qtbot):
+    """The incremental paths (rows appended into the heatmap buffer, unchanged curves
+    skipped) end with the same numbers as drawing the whole matrix at once."""
+    from lstmviz.config import RunConfig
+    from lstmviz.gui.panels import RowsHeatmap, display_values
+    from lstmviz.gui.train_panels import NormHistoryPanel
+
+    rng = np.random.default_rng(0)
+    rows = np.exp(rng.standard_normal((30, 50))).astype(np.float32)
+    rows[7, 3] = 0.0  # blank on the log scale
+    config = RunConfig(mode="train", steps=50, train_steps=30)
+    heat, norm = RowsHeatmap(), NormHistoryPanel()
+    qtbot.addWidget(heat)
+    qtbot.addWidget(norm)
+    for n in range(1, 31):
+        live = {"norm_h_total_by_step": rows[:n], "norm_h_total": rows[n - 1]}
+        heat.draw(live, config, rows_total=30)
+        norm.draw(live, config, rows_total=30)
+        assert heat.data.shape == (30, 50)
+        np.testing.assert_array_equal(heat.data[:n], rows[:n])
+        assert np.isnan(heat.data[n:]).all()
+    shown = display_values(rows, log=True, normalise=False)
+    np.testing.assert_allclose(heat.image.image, shown, rtol=1e-6, equal_nan=True)
+    finite = shown[np.isfinite(shown)]
+    np.testing.assert_allclose(heat.image.levels, (finite.min(), finite.max()), rtol=1e-6)
+    np.testing.assert_array_equal(norm.curves["norm_h_total"].yData, rows[-1])
+    for curve, s in zip(norm.history, norm.history_steps, strict=False):
+        np.testing.assert_allclose(curve.yData, rows[s], rtol=1e-6)
+    assert norm.history_steps == list(range(0, 29, 2))  # stride 2: at most 24 curves
+    labels = [label.text for _, label in norm.legend.items]
+    assert sum("earlier steps" in t for t in labels) == 1  # not re-added per update

@@ -112,8 +112,26 @@ class MainWindow(QMainWindow):
         self.worker.verified.connect(self._on_verified)
         self.worker.paused.connect(self._on_paused)
         self.worker.saved.connect(self._on_saved)
-        self.worker.start()
+        # The worker imports TensorFlow first, holding the GIL for seconds: it starts after the
+        # window's first paint (or when a run is asked for), so the window shows at once.
+        self.worker_started = False
         self._sync()
+
+    def start_worker(self) -> None:
+        """Start the worker thread (it imports TensorFlow, then serves requests); once."""
+        if not self.worker_started:
+            self.worker_started = True
+            self.worker.start()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        if not self.worker_started:  # in case no paint event arrives (e.g. minimised)
+            QTimer.singleShot(1000, self.start_worker)
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        super().paintEvent(event)
+        if not self.worker_started:  # after this paint has reached the screen
+            QTimer.singleShot(0, self.start_worker)
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -124,6 +142,8 @@ class MainWindow(QMainWindow):
         self.units = UnitsHeatmap()
         self.connectivity = ConnectivityPanel()  # shown when a run computes the map
         self.summary = SummaryPanel()
+        for panel in (self.norm, self.loss_panel, self.rows, self.units, self.connectivity):
+            panel.cache_axes()
         self.summary.verify_button.clicked.connect(self.verify)
         for panel in (self.norm, self.rows, self.units):
             panel.export_action.triggered.connect(
@@ -388,6 +408,7 @@ class MainWindow(QMainWindow):
         self.clock.start()
         self.tick.start()
         self.worker.request_run(self.active, config)
+        self.start_worker()
         self._sync()
         return True
 
@@ -596,6 +617,7 @@ class MainWindow(QMainWindow):
         self.summary.verify_result.setText("checking by finite differences…")
         self.last_id += 1
         self.worker.request_verify(self.last_id, self.trace)
+        self.start_worker()
 
     @Slot(int, object)
     def _on_verified(self, request_id: int, result) -> None:
@@ -762,6 +784,7 @@ class MainWindow(QMainWindow):
         self.last_id += 1
         self.message.setText(f"saving trained weights to {path}…")
         self.worker.request_save_weights(self.last_id, self.trace, path)
+        self.start_worker()
 
     @Slot(int, str, str)
     def _on_saved(self, request_id: int, path: str, error: str) -> None:

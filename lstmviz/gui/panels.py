@@ -18,6 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
+    QGraphicsItem,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -98,9 +99,24 @@ def pass_length(arrays: Arrays) -> int | None:
     return int(np.shape(arrays["norm_h_total_by_pass"])[-1])
 
 
+def _finite(y: np.ndarray) -> np.ndarray:
+    """NaN where `y` is NaN or ±Inf: a gap in the line, never a spike off the plot."""
+    return y if np.isfinite(y).all() else np.where(np.isfinite(y), y, np.nan)
+
+
+def _same(a, b) -> bool:
+    """Whether the data a curve holds (`a`, may be None) equals `b` (NaN equal to NaN)."""
+    if a is None:
+        return False
+    b = np.asarray(b)
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=b.dtype.kind == "f")
+
+
 def display_values(data: np.ndarray, log: bool, normalise: bool) -> np.ndarray:
     """Rows divided by their maximum (normalise) and/or log10 with non-positive values hidden."""
     data = np.array(data, np.float64)
+    if not np.isfinite(data).all():  # NaN/Inf are blank, never a colour or a line
+        data[~np.isfinite(data)] = np.nan
     if normalise:
         with np.errstate(invalid="ignore", divide="ignore"):
             peak = np.nanmax(np.abs(data), axis=-1, keepdims=True, initial=0.0)
@@ -109,6 +125,69 @@ def display_values(data: np.ndarray, log: bool, normalise: bool) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             data = np.where(data > 0, np.log10(np.where(data > 0, data, 1.0)), np.nan)
     return data
+
+
+def nonfinite_text(steps, what: str = "t") -> str:
+    """ "NaN/Inf at t = 3, 4, 9 (3 steps)" (the first eight listed)."""
+    steps = [int(v) for v in np.ravel(steps)]
+    shown = ", ".join(str(v) for v in steps[:8]) + (", …" if len(steps) > 8 else "")
+    return f"NaN/Inf at {what} = {shown} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
+
+
+class NonFiniteMarks(pg.GraphicsObject):
+    """Red see-through bands over the steps where a trace holds NaN or Inf (one item for any
+    number of steps; a run of neighbouring steps is one band), at least a pixel wide and
+    spanning the plot's height whatever the y range or log mode."""
+
+    COLOR = (220, 0, 0)
+
+    def __init__(self):
+        super().__init__()
+        self.steps = np.zeros(0, np.int64)
+        self.spans: list[tuple[int, int]] = []
+        self.setZValue(-20)  # under the curves
+        self.pen = pg.mkPen(*self.COLOR, 200, width=1)
+        self.pen.setCosmetic(True)
+        self.brush = pg.mkBrush(*self.COLOR, 60)
+
+    def set_steps(self, steps) -> None:
+        steps = np.unique(np.asarray(steps if steps is not None else [], np.int64).ravel())
+        if np.array_equal(steps, self.steps):
+            return
+        self.prepareGeometryChange()
+        self.steps = steps
+        breaks = np.flatnonzero(np.diff(steps) > 1)
+        starts = np.r_[steps[:1], steps[breaks + 1]] if steps.size else []
+        ends = np.r_[steps[breaks], steps[-1:]] if steps.size else []
+        self.spans = [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+        self.update()
+
+    def viewRangeChanged(self) -> None:  # noqa: N802 (pyqtgraph's name)
+        self.prepareGeometryChange()
+        super().viewRangeChanged()
+
+    def _rows(self) -> QRectF | None:
+        view = self.viewRect()
+        return None if view is None or not self.spans else view
+
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        view = self._rows()
+        if view is None:
+            return QRectF()
+        a, b = self.spans[0][0] - 0.5, self.spans[-1][1] + 0.5
+        return QRectF(a, view.top(), b - a, view.height()).normalized()
+
+    def dataBounds(self, axis, frac=1.0, orthoRange=None):  # noqa: N802,N803
+        return None  # never stretches the auto range
+
+    def paint(self, painter, *args) -> None:
+        view = self._rows()
+        if view is None:
+            return
+        painter.setPen(self.pen)
+        painter.setBrush(self.brush)
+        for a, b in self.spans:
+            painter.drawRect(QRectF(a - 0.5, view.top(), b - a + 1.0, view.height()))
 
 
 class Panel(QWidget):
@@ -150,6 +229,14 @@ class Panel(QWidget):
         # connects it); it replaces pyqtgraph's own Export… entry.
         self.export_action = QAction("Export panel…", self)
         self.plot.scene().contextMenu = [self.export_action]
+
+    def cache_axes(self) -> None:
+        """Keep each axis (ticks, labels and its grid lines, which span the whole plot) as a
+        pixmap redrawn only when the axis changes: otherwise every curve update repaints the
+        grid, ~10 ms per axis offscreen on the 2-core test machine (bench/bench_gui.py). On
+        screen only: exports render fresh panels, so their SVG stays vector."""
+        for side in ("left", "bottom"):
+            self.plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
@@ -203,11 +290,13 @@ class NormPanel(Panel):
             pen=pg.mkPen(187, 187, 187, 160),
         )
         self.curves = {
-            key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen)
+            key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()
         }
         for curve in self.curves.values():
             item.addItem(curve)
+        self.marks = NonFiniteMarks()  # the timesteps where the trace holds NaN/Inf
+        item.addItem(self.marks)
         self.row_curves: list[tuple[pg.PlotDataItem, pg.PlotDataItem]] = []
         self.boundaries: list[pg.InfiniteLine] = []
         # What is on screen, so a redraw (30 a second in a live run) only changes what differs:
@@ -219,8 +308,10 @@ class NormPanel(Panel):
         while len(self.row_curves) <= index:
             color = PALETTE[len(self.row_curves) % len(PALETTE)]
             pair = (
-                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5)),
-                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5, style=Qt.DashLine)),
+                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5), connect="finite"),
+                pg.PlotDataItem(
+                    pen=pg.mkPen(color, width=1.5, style=Qt.DashLine), connect="finite"
+                ),
             )
             for curve in pair:
                 self.plot.addItem(curve)
@@ -249,12 +340,16 @@ class NormPanel(Panel):
     def _set_data(self, curve: pg.PlotDataItem, x, y) -> None:
         """setData, with a 1-pixel pen when the curve has more than THIN_ABOVE points."""
         base = self.pens.setdefault(curve, pg.mkPen(curve.opts["pen"]))
-        thin = len(y) > THIN_ABOVE and base.widthF() > 1
-        if self._changed(f"thin {id(curve)}", thin):
+        long = len(y) > THIN_ABOVE
+        if self._changed(f"thin {id(curve)}", long):
             pen = pg.mkPen(base)
-            if thin:
+            if long and base.widthF() > 1:
                 pen.setWidthF(1.0)
+            # antialiasing a long jagged 1-pixel line costs more than it shows
+            curve.opts["antialias"] = not long
             curve.setPen(pen)
+        elif _same(curve.xData, x) and _same(curve.yData, y):
+            return  # a live update that did not change this curve: no re-render
         curve.setData(x, y)
 
     def redraw(self) -> None:
@@ -271,8 +366,8 @@ class NormPanel(Panel):
         for key, curve in self.curves.items():
             show = key in a and not (key == "norm_h_total" and per_pass)
             y = np.asarray(a[key], np.float64) if show else np.zeros(0)
-            self._set_data(curve, np.arange(len(y)), self._positive(y) if self.log else y)
-            symbol = "o" if 0 < np.count_nonzero(y) <= 3 else None  # lone points
+            self._set_data(curve, np.arange(len(y)), self._positive(y) if self.log else _finite(y))
+            symbol = "o" if 0 < np.count_nonzero(np.isfinite(y) & (y != 0)) <= 3 else None
             if curve.opts["symbol"] != symbol:
                 curve.setSymbol(symbol)
             if show:
@@ -304,6 +399,7 @@ class NormPanel(Panel):
                 full.setData([], [])
             if cut.xData is not None and len(cut.xData):
                 cut.setData([], [])
+        self.marks.set_steps(a.get("nonfinite_steps"))
         total = max(self.rows_total or 0, len(rows[0]) if rows else 0)
         self._set_boundaries([p * per_pass - 0.5 for p in range(1, total)] if per_pass else [])
 
@@ -312,13 +408,13 @@ class NormPanel(Panel):
         return any(item.yData is not None and len(item.yData) for item in items)
 
     def _show(self, y: np.ndarray) -> np.ndarray:
-        y = display_values(y, log=False, normalise=self.normalise)
+        y = display_values(y, log=False, normalise=self.normalise)  # NaN/Inf: NaN
         return self._positive(y) if self.log else y
 
     @staticmethod
     def _positive(y: np.ndarray) -> np.ndarray:
-        """Log axes cannot show zeros: hide them (NaN breaks the line there)."""
-        return np.where(y > 0, y, np.nan)
+        """Log axes cannot show zeros: hide them (NaN breaks the line there), and Inf."""
+        return np.where((y > 0) & np.isfinite(y), y, np.nan)
 
     def readout_at(self, x: float, y: float) -> str:
         t = int(round(x))
@@ -356,33 +452,80 @@ class HeatmapPanel(Panel):
         self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
         self.data = np.zeros((0, 0))
         self.row_name = "row"
+        self._key: tuple | None = None  # what the image buffer was built for
+        self._filled = 0  # rows of the buffer filled so far
+        self._last_row: np.ndarray | None = None
+        self._shown = np.zeros((0, 0), np.float32)
+        self._range = (np.inf, -np.inf)  # finite min/max of the displayed values
+        self._levels: tuple[float, float] | None = None
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
         raise NotImplementedError
 
+    def source(self) -> tuple[np.ndarray, str] | None:
+        """The matrix as it is stored (no float64 copy); `matrix()` unless a panel can do
+        better. Live updates only convert and colour the rows that are new."""
+        return self.matrix()
+
     def redraw(self) -> None:
-        found = self.matrix()
+        found = self.source()
         if found is None:
-            self.data = np.zeros((0, 0))
-            self.image.clear()
+            if self.data.size or self._key is not None:
+                self.data = np.zeros((0, 0))
+                self.image.clear()
+                self._key = None
             return
-        data, self.row_name = found
-        if self.rows_total and self.rows_total > len(data) and self.row_name != "unit":
-            pad = np.full((self.rows_total - len(data), data.shape[1]), np.nan)
-            data = np.vstack([data, pad])
-        self.data = data
-        shown = display_values(data, self.log, self.normalise and self.row_name != "unit")
+        raw, name = found
+        raw = np.atleast_2d(raw) if np.ndim(raw) < 2 else raw
+        rows, width = raw.shape
+        units = name == "unit"
+        live_total = self.rows_total if self.rows_total and not units else 0
+        total = max(live_total, rows)
+        normalise = self.normalise and not units
+        key = (name, width, total, self.log, normalise, id(self.config), self.rows_total is None)
+        # A live run appends rows: convert, log and colour only the new ones (the buffer is
+        # sized for every row the run will reach, rows not computed yet stay blank: NaN).
+        # Anything else (a finished trace, other options) starts over.
+        incremental = (
+            self.rows_total is not None
+            and key == self._key
+            and self._filled <= rows
+            and (self._filled == 0 or np.array_equal(raw[self._filled - 1], self._last_row))
+        )
+        if not incremental:
+            self._key, self._filled = key, 0
+            self.row_name = name
+            self.data = np.full((total, width), np.nan)
+            self._shown = np.full((total, width), np.nan, np.float32)
+            self._range = (np.inf, -np.inf)
+            self._levels = None
+            self._label(total, units, normalise)
+        new = slice(self._filled, rows)
+        block = np.asarray(raw[new], np.float64)
+        self.data[new] = block
+        shown = display_values(block, self.log, normalise)
+        self._shown[new] = shown
         finite = shown[np.isfinite(shown)]
-        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        hi = hi if hi > lo else lo + 1.0
-        self.image.setImage(shown, autoLevels=False, levels=(lo, hi))
-        self.image.setRect(QRectF(0, 0, shown.shape[1], shown.shape[0]))
-        self.bar.setLevels((lo, hi))
-        norm = " / row max" if self.normalise and self.row_name != "unit" else ""
+        if finite.size:
+            lo, hi = self._range
+            self._range = (min(lo, float(finite.min())), max(hi, float(finite.max())))
+        self._filled = rows
+        self._last_row = np.array(raw[rows - 1]) if rows else None
+        lo, hi = self._range if np.isfinite(self._range[0]) else (0.0, 1.0)
+        levels = (lo, hi if hi > lo else lo + 1.0)
+        self.image.setImage(self._shown, autoLevels=False, levels=levels)
+        if not incremental:
+            self.image.setRect(QRectF(0, 0, width, total))
+        if levels != self._levels:
+            self.bar.setLevels(levels)
+            self._levels = levels
+
+    def _label(self, total: int, units: bool, normalise: bool) -> None:
+        norm = " / row max" if normalise else ""
         self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
-        self.plot.setLabel("left", self.row_name + (" (from 0)" if self.row_name == "unit" else ""))
-        few = self.row_name != "unit" and len(shown) <= 20  # label rows 1..N at their centres
-        ticks = [[(r + 0.5, str(r + 1)) for r in range(len(shown))]] if few else None
+        self.plot.setLabel("left", self.row_name + (" (from 0)" if units else ""))
+        few = not units and total <= 20  # label rows 1..N at their centres
+        ticks = [[(r + 0.5, str(r + 1)) for r in range(total)]] if few else None
         self.plot.getAxis("left").setTicks(ticks)
 
     def drawn(self) -> bool:
@@ -409,6 +552,12 @@ class RowsHeatmap(HeatmapPanel):
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
         return rows_matrix(self.arrays)
+
+    def source(self) -> tuple[np.ndarray, str] | None:
+        for key, name in ROW_KEYS.items():
+            if key in self.arrays:
+                return np.asarray(self.arrays[key]), name
+        return self.matrix()
 
 
 class UnitsHeatmap(HeatmapPanel):
@@ -466,7 +615,23 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     bad = {k: int(np.size(v) - np.isfinite(v).sum()) for k, v in arrays.items()
            if np.asarray(v).dtype.kind == "f"}  # fmt: skip
     bad = {k: n for k, n in bad.items() if n}
-    if bad:
+    steps = np.ravel(arrays.get("nonfinite_steps", []))
+    loss_steps = np.ravel(arrays.get("nonfinite_loss_steps", []))
+    if steps.size or loss_steps.size:
+        found = []
+        if steps.size:
+            found.append(nonfinite_text(steps))
+        if loss_steps.size:
+            found.append(nonfinite_text(loss_steps, "training step"))
+        by_batch = arrays.get("nonfinite_by_batch")
+        if by_batch is not None and np.ndim(by_batch) == 2:
+            batches = np.flatnonzero(np.asarray(by_batch).any(axis=1)) + 1
+            listed = ", ".join(str(b) for b in batches[:8]) + (", …" if batches.size > 8 else "")
+            found.append(f"in batch{'es' if batches.size != 1 else ''} {listed}")
+        if str(arrays.get("stopped", "")) == "non-finite":
+            found.append("training stopped there")
+        parts.append(f"<span style='color:#c00'>⚠ {'; '.join(found)}</span>")
+    elif bad:
         listed = ", ".join(f"{n} in {k}" for k, n in list(bad.items())[:3])
         parts.append(f"<span style='color:#c00'>⚠ non-finite values: {listed}</span>")
     else:

@@ -12,7 +12,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
-from lstmviz.gui.panels import HeatmapPanel, NormPanel, Panel, display_values, fmt
+from lstmviz.gui.panels import (
+    HeatmapPanel,
+    NonFiniteMarks,
+    NormPanel,
+    Panel,
+    display_values,
+    fmt,
+)
 
 MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced over the run)
 HISTORY_COLOR = (31, 59, 115)  # the total curve's colour
@@ -63,6 +70,8 @@ class LossPanel(Panel):
         item.addItem(self.mean)
         self.legend.addItem(self.curve, "loss per step")
         self.legend.addItem(self.mean, "running mean")
+        self.marks = NonFiniteMarks()  # training steps whose loss or dL/dh was NaN/Inf
+        item.addItem(self.marks)
         self.loss = np.zeros(0)
 
     def redraw(self) -> None:
@@ -71,10 +80,12 @@ class LossPanel(Panel):
         self.plot.setLogMode(y=self.log)
         self.plot.setLabel("left", "loss" + (" (log scale)" if self.log else ""))
         x = np.arange(len(self.loss))
-        shown = np.where(self.loss > 0, self.loss, np.nan) if self.log else self.loss
-        self.curve.setData(x, shown)
+        ok = np.isfinite(self.loss)
+        shown = np.where(ok & (self.loss > 0) if self.log else ok, self.loss, np.nan)
+        self.curve.setData(x, shown, connect="finite")
+        self.marks.set_steps(self.arrays.get("nonfinite_loss_steps"))
         total = max(self.rows_total or 0, len(self.loss))
-        mean = running_mean(self.loss, max(total // 20, 1))
+        mean = running_mean(np.where(ok, self.loss, np.nan), max(total // 20, 1))
         self.mean.setData(x, np.where(mean > 0, mean, np.nan) if self.log else mean)
         if self.rows_total:  # a live run: the x axis spans the whole run from the start
             self.plot.setXRange(0, max(self.rows_total - 1, 1), padding=0.02)
@@ -99,38 +110,66 @@ class NormHistoryPanel(NormPanel):
         super().__init__()
         self.history: list[pg.PlotDataItem] = []
         self.history_steps: list[int] = []
+        self._history_shown: list[tuple] = []  # per curve: (run, step, alpha) drawn
+        self._history_legend: tuple | None = None
 
     def _history_curve(self, index: int) -> pg.PlotDataItem:
         while len(self.history) <= index:
-            curve = pg.PlotDataItem()
+            curve = pg.PlotDataItem(antialias=False)
             curve.setZValue(-10)
             self.plot.addItem(curve)
             self.history.append(curve)
+            self._history_shown.append(())
         return self.history[index]
+
+    @staticmethod
+    def history_choice(steps: int) -> np.ndarray:
+        """Earlier steps to draw: every `stride`-th, the stride a power of two so that at most
+        MAX_HISTORY_CURVES are drawn. As a run grows the chosen steps stay put (new ones are
+        appended; when the stride doubles every other one goes), so a live update redraws
+        only the curves whose step changed."""
+        if steps <= 0:
+            return np.zeros(0, int)
+        stride = 1
+        while -(-steps // stride) > MAX_HISTORY_CURVES:
+            stride *= 2
+        return np.arange(0, steps, stride)
 
     def redraw(self) -> None:
         super().redraw()
         rows = self.arrays.get("norm_h_total_by_step")
         steps = 0 if rows is None else len(rows) - 1  # the last row is the latest curve
-        chosen = (
-            np.unique(np.linspace(0, steps - 1, min(steps, MAX_HISTORY_CURVES)).round().astype(int))
-            if steps > 0
-            else np.zeros(0, int)
-        )
-        self.history_steps = [int(s) for s in chosen]
+        self.history_steps = [int(s) for s in self.history_choice(steps)]
+        count = len(self.history_steps)
+        run = (id(self.config), self.log, self.normalise)
         for i, s in enumerate(self.history_steps):
             curve = self._history_curve(i)
-            age = s / max(steps - 1, 1)  # 0: the first step, 1: the one before the latest
-            curve.setPen(pg.mkPen(*HISTORY_COLOR, int(25 + 110 * age), width=1))
-            y = np.asarray(rows[s], np.float64)
-            curve.setData(np.arange(len(y)), self._show(y))
-        for curve in self.history[len(self.history_steps) :]:
-            curve.setData([], [])
-        if self.history_steps:
-            self.legend.addItem(
-                self.history[len(self.history_steps) // 2],
-                f"earlier steps (faded; {len(self.history_steps)} of {steps})",
-            )
+            alpha = int(25 + 110 * i / max(count - 1, 1))  # older: lighter
+            drawn = self._history_shown[i]
+            if drawn[:1] != (run,) or drawn[2:] != (alpha,):
+                curve.setPen(pg.mkPen(*HISTORY_COLOR, alpha, width=1))
+            if drawn[:2] != (run, s) or self.rows_total is None:
+                y = np.asarray(rows[s], np.float64)
+                curve.setData(np.arange(len(y)), self._show(y))
+            self._history_shown[i] = (run, s, alpha)
+        for i, curve in enumerate(self.history[count:], start=count):
+            if self._history_shown[i]:
+                curve.setData([], [])
+                self._history_shown[i] = ()
+        item = self.history[count // 2] if count else None
+        entry = (id(item), count)
+        present = [sample.item for sample, _ in self.legend.items]
+        if item is not None and (self._history_legend != entry or item not in present):
+            for old in self.history:
+                if old in present:
+                    self.legend.removeItem(old)
+            self.legend.addItem(item, f"earlier steps (faded, older lighter; {count} shown)")
+            self._history_legend = entry
+        elif item is None and self._history_legend is not None:
+            for old in self.history:
+                if old in present:
+                    self.legend.removeItem(old)
+            self._history_legend = None
 
     def drawn(self) -> bool:
         return super().drawn() or any(len(c.yData or []) for c in self.history)
