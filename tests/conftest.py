@@ -26,3 +26,38 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+# ---- GUI fixtures (Qt imported only by the tests that use them) --------------------------------
+
+
+@pytest.fixture
+def errors(monkeypatch):
+    """Error dialogs, recorded instead of shown."""
+    from PySide6.QtWidgets import QMessageBox
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: shown.append(text))
+    return shown
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """A throw-away settings file, so tests never touch the user's."""
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def window(qtbot, settings, errors):
+    """The main window, shown, with TensorFlow loaded in its worker; closed afterwards."""
+    from lstmviz.gui.main_window import MainWindow
+
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitUntil(lambda: win.device is not None, timeout=120_000)
+    yield win
+    win.close()
+    assert win.worker.isFinished()

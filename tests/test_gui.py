@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QPointF, QSettings  # noqa: E402
+from PySide6.QtCore import QPointF  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
-from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from lstmviz.config import RunConfig  # noqa: E402
 from lstmviz.engine import runner  # noqa: E402
@@ -52,30 +51,6 @@ def fake_multipass(delay: float = 0.0):
         yield GradientTrace("multipass", config, arrays)
 
     return run
-
-
-@pytest.fixture
-def errors(monkeypatch):
-    """Error dialogs, recorded instead of shown."""
-    shown = []
-    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: shown.append(text))
-    return shown
-
-
-@pytest.fixture
-def settings(tmp_path):
-    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-
-
-@pytest.fixture
-def window(qtbot, settings, errors):
-    win = MainWindow(settings=settings)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitUntil(lambda: win.device is not None, timeout=60_000)
-    yield win
-    win.close()
-    assert win.worker.isFinished()
 
 
 def run_and_wait(qtbot, win, timeout=60_000):

@@ -171,25 +171,6 @@ def test_closing_after_or_during_an_error_dialog_exits_0(tmp_path, how):
 # ---- in-process: Stop on multi-unit runs, bad fields -------------------------------------------
 
 
-@pytest.fixture
-def errors(monkeypatch):
-    shown = []
-    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: shown.append(text))
-    return shown
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, errors):
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitUntil(lambda: win.device is not None, timeout=120_000)
-    yield win
-    win.close()
-    assert win.worker.isFinished()
-
-
 LONG_RUNS = {  # the real engine; far more units than the test waits for
     "multipass": RunConfig(mode="multipass", steps=20, passes=1000, batch=4, hidden=16),
     "batchwise": RunConfig(mode="batchwise", steps=20, batches=1000, batch=4, hidden=16),
@@ -270,7 +251,6 @@ def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
     """Issue 9: a real trace with NaN in x (taped engine) opened in the window: the NaN steps
     are marked on the norm curves, the summary lists them, nothing non-finite is plotted."""
     import lstmviz
-    from lstmviz.gui.main_window import MainWindow
     from lstmviz.weights import random_weights
 
     rng = np.random.default_rng(3)

@@ -5,30 +5,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox  # noqa: E402
 
 from lstmviz.gui.dialogs import LayerPickerDialog  # noqa: E402
-from lstmviz.gui.main_window import MainWindow  # noqa: E402
-
-
-@pytest.fixture
-def errors(monkeypatch):
-    shown = []
-    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: shown.append(text))
-    return shown
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, errors):
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitUntil(lambda: win.device is not None, timeout=60_000)
-    yield win
-    win.close()
-    assert win.worker.isFinished()
 
 
 def set_params(win, **values):
