@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.config import GENERATORS, LOSSES, MODES, TASKS, RunConfig
+from lstmviz.config import GENERATORS, HELP, LOSSES, MODES, RANGES, TASKS, RunConfig
 from lstmviz.errors import ConfigError, LstmvizError
 
 
@@ -40,26 +40,42 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("--screenshot", metavar="PNG", help="save a screenshot when idle, then quit")
 
     run = sub.add_parser("run", help="compute a gradient trace headless")
-    run.add_argument("--mode", choices=MODES, default=defaults.mode)
+
+    def about(name: str) -> str:
+        return " ".join(HELP[name].split())
+
+    run.add_argument("--mode", choices=MODES, default=defaults.mode, help=about("mode"))
     for name in ("steps", "batch", "input_dim", "hidden", "passes", "batches", "seed"):
         flag = "--" + name.replace("_", "-")
-        run.add_argument(flag, type=int, default=getattr(defaults, name), metavar="N")
-    run.add_argument("--train-steps", type=int, default=defaults.train_steps, metavar="S")
-    run.add_argument("--generator", choices=GENERATORS, default=defaults.generator)
-    run.add_argument("--loss", choices=LOSSES, default=defaults.loss)
-    run.add_argument("--task", choices=TASKS, default=defaults.task)
+        lo, hi = RANGES[name]
+        run.add_argument(
+            flag,
+            type=int,
+            default=getattr(defaults, name),
+            metavar="N",
+            help=f"{about(name)} [{lo}, {hi}], default %(default)s",
+        )
     run.add_argument(
-        "--random-state", action="store_true", help="draw h0 and c0 from the seed (else zeros)"
-    )
+        "--train-steps", type=int, default=defaults.train_steps, metavar="S",
+        help=f"{about('train_steps')} Default %(default)s.",
+    )  # fmt: skip
+    run.add_argument("--generator", choices=GENERATORS, default=defaults.generator,
+                     help=about("generator"))  # fmt: skip
+    run.add_argument("--loss", choices=LOSSES, default=defaults.loss, help=about("loss"))
+    run.add_argument("--task", choices=TASKS, default=defaults.task, help=about("task"))
+    run.add_argument("--random-state", action="store_true", help=about("random_state"))
     run.add_argument(
         "--weights",
         metavar="FILE",
-        help="with --generator files: one .npz per batch, comma-separated, or a folder of them",
+        help="LSTM weights: .keras, .weights.h5, .h5, .npz, .safetensors (.pt with PyTorch); "
+        "with --generator files: one file per batch, comma-separated, or a folder of them",
     )
-    run.add_argument("--layer", metavar="NAME")
-    run.add_argument("--inputs", metavar="FILE")
-    run.add_argument("--time-major", action="store_true")
-    run.add_argument("--connectivity", action="store_true")
+    run.add_argument("--layer", metavar="NAME", help="which LSTM layer of a file with several")
+    run.add_argument(
+        "--inputs", metavar="FILE", help="input sequences: .npy, or .npz with x; [B, T, I]"
+    )
+    run.add_argument("--time-major", action="store_true", help=about("time_major"))
+    run.add_argument("--connectivity", action="store_true", help=about("connectivity"))
     run.add_argument("--out", required=True, metavar="TRACE.npz")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.add_argument(

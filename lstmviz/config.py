@@ -31,6 +31,44 @@ RANGES: dict[str, tuple[int, int]] = {
     "train_steps": (1, 100_000),
 }
 
+# What every parameter means: the GUI's tooltips and the CLI's --help.
+HELP = {
+    "mode": "taped: one tf.while_loop LSTM under a GradientTape; probes give dL/dh_t\n"
+    "at every step.\n"
+    "multipass: several forward passes with the state carried between them; full gradient\n"
+    "through all passes next to the truncated one a stateful RNN gives.\n"
+    "batchwise: every batch runs with its own LSTM weights.\n"
+    "train: train on a task and watch the gradient flow change step by step.",
+    "steps": "T, the sequence length (timesteps per pass in multi-pass mode).",
+    "batch": "B, sequences processed together; norms sum over them.",
+    "input_dim": "I, the size of the input vector x_t at each step (in train mode the task\n"
+    "fixes it).",
+    "hidden": "H, the number of LSTM units (size of h_t and c_t).",
+    "passes": "P, forward passes in multi-pass mode;\n"
+    "the state at the end of one pass starts the next.",
+    "batches": "N, batches in per-batch mode, each with its own weights.",
+    "generator": "Where per-batch weights come from: random draws, a small hypernetwork,\n"
+    "or files (one per batch).\n"
+    "Every sequence of a batch shares that batch's weights: per-sample weights (one weight\n"
+    "set per sequence) cannot run on cuDNN, so they are not offered.",
+    "loss": "mean_h: mean of every h_t.\n"
+    "last_mse: squared error of the last h_T against a random target.\n"
+    "seq_mse: squared error of every h_t against a random target sequence.",
+    "task": "The training task (train mode): adding problem, copy memory, or sine prediction.",
+    "train_steps": "Optimiser steps in train mode.",
+    "connectivity": "Also compute the connectivity map C[t, s] = ‖∂L_t/∂h_s‖ (taped and\n"
+    "training runs): how strongly the loss at step t reaches back to the state at step s.\n"
+    "About T/2 extra backward passes of work.",
+    "seed": "Seeds every random draw (inputs, weights, targets): same seed, same run.",
+    "random_state": "Draw h0 and c0 from U(-0.5, 0.5) instead of starting from zeros.",
+    "weights": "LSTM weights: seeded random (Keras's initialisers), or a file\n"
+    "(File → Open weights…, or drop it on the window).",
+    "layer": "Which LSTM layer of the weights file is used. File → Open weights… lists the\n"
+    "layers of a file that holds several and lets you pick one.",
+    "inputs": "The input sequence: seeded N(0, 1), or an .npy/.npz file [B, T, I].",
+    "time_major": "The inputs file is already time-major, [T, B, I].",
+}
+
 # Flag names as the CLI spells them, for messages that name the flag.
 FLAGS = {name: "--" + name.replace("_", "-") for name in RANGES} | {
     "mode": "--mode",
