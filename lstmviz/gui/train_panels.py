@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
 
 from lstmviz.gui.panels import (
     HeatmapPanel,
@@ -205,9 +204,7 @@ class ConnectivityPanel(HeatmapPanel):
         if self.log and finite.size:  # the faintest few orders of magnitude are noise
             lo = max(lo, hi - 8.0)
         hi = hi if hi > lo else lo + 1.0
-        self.image.setImage(shown, autoLevels=False, levels=(lo, hi))
-        self.image.setRect(QRectF(0, 0, shown.shape[1], shown.shape[0]))
-        self.bar.setLevels((lo, hi))
+        self.show_image(shown, (lo, hi))
         norm = " / row max" if self.normalise else ""
         self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
         self.plot.setLabel("left", "loss term L_t, step t")
