@@ -343,3 +343,25 @@ def test_heatmap_colours_are_pyqtgraphs():
     step = np.abs(np.diff(table, axis=0)).max()
     assert (close <= step).all() and (close == 0).mean() > 0.99
     assert rgba[5, 7, 3] == 0 and (rgba[finite][:, 3] == 255).all()
+
+
+def test_live_curve_panel_y_range_only_grows_and_holds_the_data(qtbot):
+    """During a live run the norm panel's y range (and so its grid) changes only when the
+    data leaves it; a finished trace fits the data again."""
+    from lstmviz.config import RunConfig
+    from lstmviz.gui.panels import NormPanel
+
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    config = RunConfig(mode="batchwise", steps=50, batches=10)
+    view = panel.plot.getPlotItem().getViewBox()
+    y = np.exp(np.random.default_rng(0).standard_normal(50))
+    panel.draw({"norm_h_total": y}, config, rows_total=10)
+    first = view.viewRange()[1]
+    panel.draw({"norm_h_total": y * 1.01}, config, rows_total=10)
+    assert view.viewRange()[1] == first  # a small change: the axis stays
+    panel.draw({"norm_h_total": y * 1000}, config, rows_total=10)
+    lo, hi = view.viewRange()[1]
+    assert lo <= np.log10(y.min()) and hi >= np.log10(y.max() * 1000)  # grown to hold it
+    panel.draw({"norm_h_total": y}, config, rows_total=None)
+    assert view.autoRangeEnabled()[1]

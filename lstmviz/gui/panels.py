@@ -250,6 +250,7 @@ class Panel(QWidget):
         self.config: RunConfig | None = None
         self.rows_total: int | None = None
         self.log, self.normalise = True, False
+        self._held: tuple[bool, float, float] | None = None  # held y range: (log, lo, hi)
         head = QHBoxLayout()
         head.addWidget(self.title)
         head.addStretch(1)
@@ -285,11 +286,42 @@ class Panel(QWidget):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
         self.arrays, self.config, self.rows_total = per_batch_rows(arrays), config, rows_total
         self.redraw()
+        if self.HOLD_Y:
+            self.hold_y_range()
         self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
+
+    # Curve panels with a grid: during a live run the y range only grows, in steps with
+    # headroom, instead of following the data on every update. The grid lines belong to the
+    # left axis, which is repainted whenever its range changes (~8-15 ms offscreen for a log
+    # axis on the 2-core test machine, ~2 of 3 updates in a training run; bench/bench_gui.py).
+    HOLD_Y = False
+    HEADROOM = 0.25  # of the data's span (view units: decades on a log axis), each side
+
+    def hold_y_range(self) -> None:
+        view = self.plot.getPlotItem().getViewBox()
+        if self.rows_total is None:  # a finished trace: fit the data
+            if self._held is not None:
+                self._held = None
+                view.enableAutoRange(y=True)
+            return
+        bounds = view.childrenBounds()[1]
+        if bounds is None or not np.all(np.isfinite(bounds)):
+            return
+        lo, hi = (float(v) for v in bounds)
+        held = self._held if self._held is not None and self._held[0] == self.log else None
+        if held is not None and held[1] <= lo and hi <= held[2]:
+            return
+        pad = max((hi - lo) * self.HEADROOM, 0.05 if self.log else abs(hi) * 0.05 or 0.05)
+        lo = lo - pad if held is None or lo < held[1] else held[1]
+        hi = hi + pad if held is None or hi > held[2] else held[2]
+        self._held = (self.log, lo, hi)
+        view.setYRange(lo, hi, padding=0)  # also turns the y auto range off
 
     def set_options(self, log: bool, normalise: bool) -> None:
         self.log, self.normalise = log, normalise
         self.redraw()
+        if self.HOLD_Y:
+            self.hold_y_range()
 
     def redraw(self) -> None:
         raise NotImplementedError
@@ -313,6 +345,8 @@ class Panel(QWidget):
 class NormPanel(Panel):
     """Gradient norm over timesteps: total, direct and cell curves; one curve per pass (with
     the truncated one dashed) or per batch; pass boundaries as dotted lines."""
+
+    HOLD_Y = True
 
     def __init__(self):
         super().__init__(

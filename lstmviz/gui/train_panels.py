@@ -50,6 +50,8 @@ def running_mean(y: np.ndarray, window: int) -> np.ndarray:
 class LossPanel(Panel):
     """The training loss at every step (thin) and its running mean (bold)."""
 
+    HOLD_Y = True
+
     def __init__(self):
         super().__init__(
             "Training loss",
@@ -72,12 +74,15 @@ class LossPanel(Panel):
         self.marks = NonFiniteMarks()  # training steps whose loss or dL/dh was NaN/Inf
         item.addItem(self.marks)
         self.loss = np.zeros(0)
+        self._log_shown: bool | None = None
 
     def redraw(self) -> None:
         loss = self.arrays.get("loss_by_step")
         self.loss = np.zeros(0) if loss is None else np.asarray(loss, np.float64).ravel()
-        self.plot.setLogMode(y=self.log)
-        self.plot.setLabel("left", "loss" + (" (log scale)" if self.log else ""))
+        if self._log_shown != self.log:  # either repaints the axis: only on a change
+            self._log_shown = self.log
+            self.plot.setLogMode(y=self.log)
+            self.plot.setLabel("left", "loss" + (" (log scale)" if self.log else ""))
         x = np.arange(len(self.loss))
         ok = np.isfinite(self.loss)
         shown = np.where(ok & (self.loss > 0) if self.log else ok, self.loss, np.nan)
