@@ -277,7 +277,7 @@ def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
         assert y is not None and len(y) == len(source) and not np.isinf(y).any()
         assert np.isnan(y[~np.isfinite(source)]).all()
     assert not np.isfinite(trace.arrays["norm_h_total"]).all()  # something to hide
-    assert not np.isinf(win.rows.image.image).any() and not np.isinf(win.units.data).any()
+    assert not np.isinf(win.rows.shown).any() and not np.isinf(win.units.data).any()
     win.grab()  # paints without an exception
     win.close()
 
@@ -286,7 +286,7 @@ def test_live_heatmap_and_curves_equal_the_trace_after_streaming(qtbot):
     """The incremental paths (rows appended into the heatmap buffer, unchanged curves
     skipped) end with the same numbers as drawing the whole matrix at once."""
     from lstmviz.config import RunConfig
-    from lstmviz.gui.panels import RowsHeatmap, display_values
+    from lstmviz.gui.panels import RowsHeatmap, colour, display_values
     from lstmviz.gui.train_panels import NormHistoryPanel
 
     rng = np.random.default_rng(0)
@@ -304,12 +304,64 @@ def test_live_heatmap_and_curves_equal_the_trace_after_streaming(qtbot):
         np.testing.assert_array_equal(heat.data[:n], rows[:n])
         assert np.isnan(heat.data[n:]).all()
     shown = display_values(rows, log=True, normalise=False)
-    np.testing.assert_allclose(heat.image.image, shown, rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(heat.shown, shown, rtol=1e-6, equal_nan=True)
     finite = shown[np.isfinite(shown)]
-    np.testing.assert_allclose(heat.image.levels, (finite.min(), finite.max()), rtol=1e-6)
+    np.testing.assert_allclose(heat.levels, (finite.min(), finite.max()), rtol=1e-6)
+    # what is on screen: those values coloured at those levels (rows coloured as they came,
+    # re-coloured when the levels moved), the colour bar showing the same levels
+    np.testing.assert_array_equal(heat.image.image, heat.rgba)  # no levels, no table
+    assert heat.image.levels is None and heat.image.lut is None
+    np.testing.assert_array_equal(heat.rgba, colour(heat.shown, heat.levels))
+    np.testing.assert_allclose(heat.bar.levels(), heat.levels)
     np.testing.assert_array_equal(norm.curves["norm_h_total"].yData, rows[-1])
     for curve, s in zip(norm.history, norm.history_steps, strict=False):
         np.testing.assert_allclose(curve.yData, rows[s], rtol=1e-6)
     assert norm.history_steps == list(range(0, 29, 2))  # stride 2: at most 24 curves
     labels = [label.text for _, label in norm.legend.items]
     assert sum("earlier steps" in t for t in labels) == 1  # not re-added per update
+
+
+def test_heatmap_colours_are_pyqtgraphs():
+    """The heatmaps upload pre-coloured RGBA: the colours are the ones pyqtgraph gives the
+    float values with the same levels and colour map (NaN transparent)."""
+    import pyqtgraph as pg
+
+    from lstmviz.gui.panels import COLOR_MAP, colour
+
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((40, 60)).astype(np.float32) * 3
+    values[5, 7] = np.nan
+    levels = (-2.0, 4.5)
+    lut = pg.colormap.get(COLOR_MAP).getLookupTable(nPts=256, alpha=True)
+    argb, _ = pg.functions.makeARGB(np.nan_to_num(values), lut=lut, levels=levels)
+    expected = argb[..., [2, 1, 0, 3]]  # makeARGB is BGRA
+    rgba = colour(values, levels)
+    finite = np.isfinite(values)
+    # same table entry, up to a rounding step at a bin edge
+    close = np.abs(rgba[finite].astype(int) - expected[finite].astype(int)).max(axis=-1)
+    table = lut.astype(int)
+    step = np.abs(np.diff(table, axis=0)).max()
+    assert (close <= step).all() and (close == 0).mean() > 0.99
+    assert rgba[5, 7, 3] == 0 and (rgba[finite][:, 3] == 255).all()
+
+
+def test_live_curve_panel_y_range_only_grows_and_holds_the_data(qtbot):
+    """During a live run the norm panel's y range (and so its grid) changes only when the
+    data leaves it; a finished trace fits the data again."""
+    from lstmviz.config import RunConfig
+    from lstmviz.gui.panels import NormPanel
+
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    config = RunConfig(mode="batchwise", steps=50, batches=10)
+    view = panel.plot.getPlotItem().getViewBox()
+    y = np.exp(np.random.default_rng(0).standard_normal(50))
+    panel.draw({"norm_h_total": y}, config, rows_total=10)
+    first = view.viewRange()[1]
+    panel.draw({"norm_h_total": y * 1.01}, config, rows_total=10)
+    assert view.viewRange()[1] == first  # a small change: the axis stays
+    panel.draw({"norm_h_total": y * 1000}, config, rows_total=10)
+    lo, hi = view.viewRange()[1]
+    assert lo <= np.log10(y.min()) and hi >= np.log10(y.max() * 1000)  # grown to hold it
+    panel.draw({"norm_h_total": y}, config, rows_total=None)
+    assert view.autoRangeEnabled()[1]

@@ -112,9 +112,10 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and np.array_equal(a, b, equal_nan=b.dtype.kind == "f")
 
 
-def display_values(data: np.ndarray, log: bool, normalise: bool) -> np.ndarray:
-    """Rows divided by their maximum (normalise) and/or log10 with non-positive values hidden."""
-    data = np.array(data, np.float64)
+def display_values(data: np.ndarray, log: bool, normalise: bool, dtype=np.float64) -> np.ndarray:
+    """Rows divided by their maximum (normalise) and/or log10 with non-positive values hidden.
+    The heatmaps ask for float32 (what they colour; ~8× faster than float64 for 200 × 2000)."""
+    data = np.array(data, dtype)
     if not np.isfinite(data).all():  # NaN/Inf are blank, never a colour or a line
         data[~np.isfinite(data)] = np.nan
     if normalise:
@@ -123,8 +124,51 @@ def display_values(data: np.ndarray, log: bool, normalise: bool) -> np.ndarray:
             data = np.where(peak > 0, data / np.where(peak > 0, peak, 1.0), data)
     if log:
         with np.errstate(invalid="ignore", divide="ignore"):
-            data = np.where(data > 0, np.log10(np.where(data > 0, data, 1.0)), np.nan)
+            data = np.log10(data, where=data > 0, out=np.full(data.shape, np.nan, data.dtype))
     return data
+
+
+COLOR_MAP = "viridis"
+# The colour map as 256 RGBA entries, one uint32 per colour: what pyqtgraph's ColorBarItem
+# gives an image it colours (`getLookupTable(nPts=256)`).
+_TABLE = pg.colormap.get(COLOR_MAP).getLookupTable(nPts=256, alpha=True).astype(np.uint8)
+_TABLE32 = np.ascontiguousarray(_TABLE).view(np.uint32).ravel()
+
+
+def colour(shown: np.ndarray, levels: tuple[float, float], out: np.ndarray | None = None):
+    """RGBA (uint8, [..., 4]) of display values, the colours pyqtgraph gives a float image
+    with `levels` and the colour map's 256-entry table: index ⌊(v − lo)·256/(hi − lo)⌋ clipped
+    to 0..255; NaN fully transparent. The heatmaps upload this, so a redraw does not
+    re-colour the whole image (pyqtgraph does, ~10 ms for 5000 × 100)."""
+    lo, hi = levels
+    scale = 256.0 / ((hi - lo) or 1.0)
+    index = np.subtract(shown, lo, dtype=np.float32)
+    index *= np.float32(scale)
+    nan = np.isnan(index)
+    np.clip(index, 0, 255, out=index)
+    index[nan] = 0
+    if out is None:
+        out = np.empty((*np.shape(shown), 4), np.uint8)
+    packed = out.view(np.uint32).reshape(np.shape(shown))
+    np.take(_TABLE32, index.astype(np.uint8), out=packed)
+    if nan.any():
+        packed[nan] = 0
+    return out
+
+
+# A pre-coloured image is handed to Qt without a copy up to this many rows; a taller one (a
+# training run of 100 000 steps) crashed Qt's painter here (segmentation fault painting a
+# 100 000 × 20 zero-copy RGBA QImage; 30 000 rows painted), so it goes through pyqtgraph's
+# conversion (a copy per update, as before).
+ZERO_COPY_ROWS = 16384
+
+
+def set_rgba(image: pg.ImageItem, rgba: np.ndarray) -> None:
+    """Show a pre-coloured RGBA image (no levels, no lookup table)."""
+    if len(rgba) <= ZERO_COPY_ROWS:
+        image.setImage(rgba, autoLevels=False)
+    else:
+        image.setImage(rgba, autoLevels=False, levels=(0, 255))  # identity: a converted copy
 
 
 def nonfinite_text(steps, what: str = "t") -> str:
@@ -207,6 +251,7 @@ class Panel(QWidget):
         self.config: RunConfig | None = None
         self.rows_total: int | None = None
         self.log, self.normalise = True, False
+        self._held: tuple[bool, float, float] | None = None  # held y range: (log, lo, hi)
         head = QHBoxLayout()
         head.addWidget(self.title)
         head.addStretch(1)
@@ -242,11 +287,42 @@ class Panel(QWidget):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
         self.arrays, self.config, self.rows_total = per_batch_rows(arrays), config, rows_total
         self.redraw()
+        if self.HOLD_Y:
+            self.hold_y_range()
         self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
+
+    # Curve panels with a grid: during a live run the y range only grows, in steps with
+    # headroom, instead of following the data on every update. The grid lines belong to the
+    # left axis, which is repainted whenever its range changes (~8-15 ms offscreen for a log
+    # axis on the 2-core test machine, ~2 of 3 updates in a training run; bench/bench_gui.py).
+    HOLD_Y = False
+    HEADROOM = 0.25  # of the data's span (view units: decades on a log axis), each side
+
+    def hold_y_range(self) -> None:
+        view = self.plot.getPlotItem().getViewBox()
+        if self.rows_total is None:  # a finished trace: fit the data
+            if self._held is not None:
+                self._held = None
+                view.enableAutoRange(y=True)
+            return
+        bounds = view.childrenBounds()[1]
+        if bounds is None or not np.all(np.isfinite(bounds)):
+            return
+        lo, hi = (float(v) for v in bounds)
+        held = self._held if self._held is not None and self._held[0] == self.log else None
+        if held is not None and held[1] <= lo and hi <= held[2]:
+            return
+        pad = max((hi - lo) * self.HEADROOM, 0.05 if self.log else abs(hi) * 0.05 or 0.05)
+        lo = lo - pad if held is None or lo < held[1] else held[1]
+        hi = hi + pad if held is None or hi > held[2] else held[2]
+        self._held = (self.log, lo, hi)
+        view.setYRange(lo, hi, padding=0)  # also turns the y auto range off
 
     def set_options(self, log: bool, normalise: bool) -> None:
         self.log, self.normalise = log, normalise
         self.redraw()
+        if self.HOLD_Y:
+            self.hold_y_range()
 
     def redraw(self) -> None:
         raise NotImplementedError
@@ -270,6 +346,8 @@ class Panel(QWidget):
 class NormPanel(Panel):
     """Gradient norm over timesteps: total, direct and cell curves; one curve per pass (with
     the truncated one dashed) or per batch; pass boundaries as dotted lines."""
+
+    HOLD_Y = True
 
     def __init__(self):
         super().__init__(
@@ -444,20 +522,24 @@ class HeatmapPanel(Panel):
         self.value_label = value_label
         self.plot.setLabel("bottom", "timestep t")
         self.plot.invertY(True)
+        # The image is pre-coloured RGBA (`colour`): the colour bar only shows the map and
+        # the levels, it is not linked to the image (which would colour it on every update).
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
-        self.bar = self.plot.getPlotItem().addColorBar(
-            self.image, colorMap="viridis", values=(0.0, 1.0), interactive=False, width=14
+        self.bar = pg.ColorBarItem(
+            colorMap=COLOR_MAP, values=(0.0, 1.0), interactive=False, width=14
         )
+        self.bar.setImageItem([], insert_in=self.plot.getPlotItem())
         self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
         self.data = np.zeros((0, 0))
         self.row_name = "row"
         self._key: tuple | None = None  # what the image buffer was built for
         self._filled = 0  # rows of the buffer filled so far
         self._last_row: np.ndarray | None = None
-        self._shown = np.zeros((0, 0), np.float32)
+        self.shown = np.zeros((0, 0), np.float32)  # display values (log etc.), NaN blank
+        self.rgba = np.zeros((0, 0, 4), np.uint8)  # `_shown` coloured at `levels`: on screen
+        self.levels: tuple[float, float] | None = None
         self._range = (np.inf, -np.inf)  # finite min/max of the displayed values
-        self._levels: tuple[float, float] | None = None
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
         raise NotImplementedError
@@ -496,15 +578,16 @@ class HeatmapPanel(Panel):
             self._key, self._filled = key, 0
             self.row_name = name
             self.data = np.full((total, width), np.nan)
-            self._shown = np.full((total, width), np.nan, np.float32)
+            self.shown = np.full((total, width), np.nan, np.float32)
+            self.rgba = np.zeros((total, width, 4), np.uint8)  # transparent
             self._range = (np.inf, -np.inf)
-            self._levels = None
+            self.levels = None
             self._label(total, units, normalise)
         new = slice(self._filled, rows)
         block = np.asarray(raw[new], np.float64)
         self.data[new] = block
-        shown = display_values(block, self.log, normalise)
-        self._shown[new] = shown
+        shown = display_values(block, self.log, normalise, np.float32)
+        self.shown[new] = shown
         finite = shown[np.isfinite(shown)]
         if finite.size:
             lo, hi = self._range
@@ -513,12 +596,23 @@ class HeatmapPanel(Panel):
         self._last_row = np.array(raw[rows - 1]) if rows else None
         lo, hi = self._range if np.isfinite(self._range[0]) else (0.0, 1.0)
         levels = (lo, hi if hi > lo else lo + 1.0)
-        self.image.setImage(self._shown, autoLevels=False, levels=levels)
+        if levels != self.levels:  # every row's colour moves: re-colour the rows so far
+            self.levels = levels
+            colour(self.shown[:rows], levels, out=self.rgba[:rows])
+            self.bar.setLevels(levels)
+        else:
+            colour(self.shown[new], levels, out=self.rgba[new])
+        set_rgba(self.image, self.rgba)
         if not incremental:
             self.image.setRect(QRectF(0, 0, width, total))
-        if levels != self._levels:
-            self.bar.setLevels(levels)
-            self._levels = levels
+
+    def show_image(self, shown: np.ndarray, levels: tuple[float, float]) -> None:
+        """Show display values `shown` (a whole matrix, NaN blank) coloured at `levels`."""
+        self.shown, self.levels = np.asarray(shown, np.float32), levels
+        self.rgba = colour(self.shown, levels)
+        set_rgba(self.image, self.rgba)
+        self.image.setRect(QRectF(0, 0, shown.shape[1], shown.shape[0]))
+        self.bar.setLevels(levels)
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
         norm = " / row max" if normalise else ""

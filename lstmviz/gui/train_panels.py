@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
 
 from lstmviz.gui.panels import (
     HeatmapPanel,
@@ -51,6 +50,8 @@ def running_mean(y: np.ndarray, window: int) -> np.ndarray:
 class LossPanel(Panel):
     """The training loss at every step (thin) and its running mean (bold)."""
 
+    HOLD_Y = True
+
     def __init__(self):
         super().__init__(
             "Training loss",
@@ -73,12 +74,15 @@ class LossPanel(Panel):
         self.marks = NonFiniteMarks()  # training steps whose loss or dL/dh was NaN/Inf
         item.addItem(self.marks)
         self.loss = np.zeros(0)
+        self._log_shown: bool | None = None
 
     def redraw(self) -> None:
         loss = self.arrays.get("loss_by_step")
         self.loss = np.zeros(0) if loss is None else np.asarray(loss, np.float64).ravel()
-        self.plot.setLogMode(y=self.log)
-        self.plot.setLabel("left", "loss" + (" (log scale)" if self.log else ""))
+        if self._log_shown != self.log:  # either repaints the axis: only on a change
+            self._log_shown = self.log
+            self.plot.setLogMode(y=self.log)
+            self.plot.setLabel("left", "loss" + (" (log scale)" if self.log else ""))
         x = np.arange(len(self.loss))
         ok = np.isfinite(self.loss)
         shown = np.where(ok & (self.loss > 0) if self.log else ok, self.loss, np.nan)
@@ -205,9 +209,7 @@ class ConnectivityPanel(HeatmapPanel):
         if self.log and finite.size:  # the faintest few orders of magnitude are noise
             lo = max(lo, hi - 8.0)
         hi = hi if hi > lo else lo + 1.0
-        self.image.setImage(shown, autoLevels=False, levels=(lo, hi))
-        self.image.setRect(QRectF(0, 0, shown.shape[1], shown.shape[0]))
-        self.bar.setLevels((lo, hi))
+        self.show_image(shown, (lo, hi))
         norm = " / row max" if self.normalise else ""
         self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
         self.plot.setLabel("left", "loss term L_t, step t")
