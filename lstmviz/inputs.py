@@ -53,3 +53,10 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
         count = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
         raise InputError(f"{path}: x contains NaN or Inf ({count} of {x.size} values)")
     return np.ascontiguousarray(x if time_major else x.transpose(1, 0, 2))
+
+
+def describe_inputs(path: str | os.PathLike, x: np.ndarray, time_major: bool) -> str:
+    """One line for the trace's `inputs_source` and the GUI: file, layout, shape [T, B, I]."""
+    layout = "time-major" if time_major else "batch-major"
+    steps, batch, input_dim = (int(n) for n in x.shape)
+    return f"{path}: {layout} file; x [T, B, I] = [{steps}, {batch}, {input_dim}]"

@@ -89,7 +89,7 @@ def loaded_problem(config: RunConfig) -> tuple[RunConfig, Problem, dict[str, str
     parts are still drawn, then replaced, so the seeded parts equal a seeded run's). Also
     returns one line per loaded file: `weights_source`, `inputs_source`.
     """
-    from lstmviz.inputs import load_inputs
+    from lstmviz.inputs import describe_inputs, load_inputs
     from lstmviz.weights.loaders import read_weights
 
     sources: dict[str, str] = {}
@@ -113,10 +113,7 @@ def loaded_problem(config: RunConfig) -> tuple[RunConfig, Problem, dict[str, str
                 "equal passes"
             )
         sizes.update(steps=steps // (passes or 1), batch=batch, input_dim=input_dim)
-        layout = "time-major" if config.time_major else "batch-major"
-        sources["inputs_source"] = (
-            f"{config.inputs}: {layout} file; x [T, B, I] = [{steps}, {batch}, {input_dim}]"
-        )
+        sources["inputs_source"] = describe_inputs(config.inputs, x, config.time_major)
     try:
         config = replace(config, **sizes).validate()
     except ConfigError as exc:

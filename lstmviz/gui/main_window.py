@@ -44,7 +44,7 @@ from lstmviz.gui.panels import RowsHeatmap, SummaryPanel, UnitsHeatmap, stopped_
 from lstmviz.gui.params import MODE_TEXT, ParamsEditor
 from lstmviz.gui.train_panels import ConnectivityPanel, LossPanel, NormHistoryPanel
 from lstmviz.gui.worker import Worker
-from lstmviz.inputs import load_inputs
+from lstmviz.inputs import describe_inputs, load_inputs
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
 
@@ -750,8 +750,7 @@ class MainWindow(QMainWindow):
                 self.show_error("Cannot open inputs", str(exc))
             return False
         steps, batch, input_dim = (int(n) for n in x.shape)
-        layout = "time-major" if time_major else "batch-major"
-        description = f"{path}: {layout} file; x [T, B, I] = [{steps}, {batch}, {input_dim}]"
+        description = describe_inputs(path, x, time_major)
         sizes = {"steps": steps, "batch": batch, "input_dim": input_dim}
         self.params.set_loaded("inputs", path, sizes, description)
         if not quiet:
