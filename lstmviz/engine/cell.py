@@ -9,11 +9,12 @@ through the recurrence, which is what BPTT calls delta_t.
 
 `lstm_sequence` carries its own backward pass (`tf.custom_gradient`): a reverse while-loop that
 is exactly BPTT. The forward loop stores, per step, the factors the backward needs (all that
-does not depend on the incoming gradient), so a backward step is a few multiplications, one
-concat and one matmul on the critical path; the weight gradients accumulate in the same loop.
-Intermediates move through TensorArrays (writes and reads share buffers), never through a
-gradient of `tensor[t]` (a full-size scatter per step, quadratic in T). Measurements and what
-was tried: README, "Performance".
+does not depend on the incoming gradient) packed in one tensor, so a backward step is a few
+multiplications, one concat and one matmul on the critical path; the weight gradients
+accumulate in the same loop. Intermediates move through TensorArrays (writes and reads share
+buffers); the custom backward never differentiates a read or a `tensor[t]` slice (whose
+gradient is a full-size scatter per step, quadratic in T). Measurements and what was tried:
+README, "Performance".
 """
 
 from __future__ import annotations
@@ -72,41 +73,35 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
     def array(size=steps):
         return tf.TensorArray(x.dtype, size=size)
 
-    # hs[t], cs[t] hold the state *before* step t (index 0: h0, c0), so hs[1:] is h_all.
-    # Per step t, the backward factors [B, H]: f, dc/dh = o(1-tanh²c), and dz/dc (or dz/dh
-    # for the output gate) of each gate: g·i(1-i), c_prev·f(1-f), i(1-g²), tanh(c)·o(1-o).
-    names = ("f", "dc_dh", "dz_i", "dz_f", "dz_g", "dz_o")
-    # Probes are read through TensorArrays, as the autodiff-friendly pattern requires; the
-    # custom backward below never differentiates a read, so either way the cost is linear in T.
-    probes_h, probes_c = array().unstack(probe_h), array().unstack(probe_c)
+    hidden = tf.shape(h0)[1]
 
+    # hs[t], cs[t] hold the state *before* step t (index 0: h0, c0), so hs[1:] is h_all.
+    # factors[t] [B, 6H] packs what a backward step needs and the incoming gradient does not
+    # change: the dz/dc (dz/dh for the output gate) of each gate, g·i(1-i), c_prev·f(1-f),
+    # i(1-g²), tanh(c)·o(1-o), then f and dc/dh = o(1-tanh²c). One write and one read per step
+    # instead of six of each is most of what a step saves (README, "Performance").
     def forward(t, h, c, hs, cs, factors):
         c_prev = c
         h, c, (i, f, g, o), tanh_c = lstm_step(tf.matmul(x1[t], k1), h, c, recurrent_kernel)
-        c = c + probes_c.read(t)
-        h = h + probes_h.read(t)
-        values = (
-            f,
-            o * (1.0 - tanh_c * tanh_c),
-            g * i * (1.0 - i),
-            c_prev * f * (1.0 - f),
-            i * (1.0 - g * g),
-            tanh_c * o * (1.0 - o),
+        c = c + probe_c[t]
+        h = h + probe_h[t]
+        packed = tf.concat(
+            [
+                g * i * (1.0 - i),
+                c_prev * f * (1.0 - f),
+                i * (1.0 - g * g),
+                tanh_c * o * (1.0 - o),
+                f,
+                o * (1.0 - tanh_c * tanh_c),
+            ],
+            axis=1,
         )
-        factors = {k: factors[k].write(t, v) for k, v in zip(names, values, strict=True)}
-        return t + 1, h, c, hs.write(t + 1, h), cs.write(t + 1, c), factors
+        return t + 1, h, c, hs.write(t + 1, h), cs.write(t + 1, c), factors.write(t, packed)
 
     _, _, _, hs, cs, factors = tf.while_loop(
         lambda t, *_: t < steps,
         forward,
-        (
-            0,
-            h0,
-            c0,
-            array(steps + 1).write(0, h0),
-            array(steps + 1).write(0, c0),
-            {k: array() for k in names},
-        ),
+        (0, h0, c0, array(steps + 1).write(0, h0), array(steps + 1).write(0, c0), array()),
     )
     h_all, c_all = hs.stack(), cs.stack()  # [T+1, B, H], initial state first
 
@@ -119,19 +114,16 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
         u_t = tf.transpose(recurrent_kernel)  # [4H, H]: a plain matmul is faster than transpose_b
 
         def step(t, dh_next, dc_next, dk1, du, dhs, dcs, dzs):
-            read = {k: factors[k].read(t) for k in names}
+            dz_dc, f, dc_dh = tf.split(factors.read(t), [4 * hidden, hidden, hidden], axis=1)
             dh = dh_direct[t] + dh_next
-            dc = dc_direct[t] + dc_next + dh * read["dc_dh"]
-            dz = tf.concat(
-                [dc * read["dz_i"], dc * read["dz_f"], dc * read["dz_g"], dh * read["dz_o"]],
-                axis=1,
-            )
+            dc = dc_direct[t] + dc_next + dh * dc_dh
+            dz = tf.concat([dc, dc, dc, dh], axis=1) * dz_dc
             dk1 += tf.matmul(x1[t], dz, transpose_a=True)
             du += tf.matmul(hs.read(t), dz, transpose_a=True)
             return (
                 t - 1,
                 tf.matmul(dz, u_t),
-                dc * read["f"],
+                dc * f,
                 dk1,
                 du,
                 dhs.write(t, dh),
