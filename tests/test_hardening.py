@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.config import RunConfig
+from lstmviz.engine.arrays import add_norms
 from lstmviz.engine.taped import taped_gradients
 from lstmviz.errors import ConfigError
 from lstmviz.trace import GradientTrace
@@ -71,6 +72,22 @@ def test_exploding_steps_are_located(rng):
     assert list(trace.nonfinite_steps) == list(range(8))
     clean = taped_gradients(np.nan_to_num(x), w)
     assert clean.nonfinite_steps.size == 0
+
+
+def test_norms_whose_float32_squares_overflow_are_recomputed_exactly(rng):
+    """The engine's graph gives float32 norms; |g| > 1e19 overflows their squares to Inf, and
+    add_norms must then give the true norm (float64) and not call the step non-finite."""
+    g = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    g[2] *= np.float32(1e25)  # finite, but squares overflow float32
+    g[3, 1, 1] = np.nan
+    graph_norms = np.sqrt(np.square(g).sum(axis=(1, 2)))  # float32 throughout, as TF does
+    assert np.isinf(graph_norms[2]) and np.isnan(graph_norms[3])
+    arrays = {"grad_h_total": g, "norm_h_total": graph_norms.astype(np.float32)}
+    add_norms(arrays, {"grad_h_total": "norm_h_total"}, state_finite=np.ones(4, bool))
+    exact = np.sqrt((g.astype(np.float64) ** 2).sum(axis=(1, 2)))
+    np.testing.assert_allclose(arrays["norm_h_total"][:3], exact[:3], rtol=1e-6)
+    assert np.isnan(arrays["norm_h_total"][3])
+    assert list(arrays["nonfinite_steps"]) == [3]
 
 
 def test_cli_warns_on_non_finite(tmp_path, monkeypatch, capsys):

@@ -30,20 +30,38 @@ def problem_arrays(problem: Problem) -> dict[str, np.ndarray]:
     return arrays
 
 
-def add_norms(arrays: dict[str, np.ndarray], pairs: dict[str, str] = NORMS) -> None:
+def add_norms(
+    arrays: dict[str, np.ndarray],
+    pairs: dict[str, str] = NORMS,
+    state_finite: np.ndarray | None = None,
+) -> None:
     """Add norm[t] = sqrt(sum_{b,j} g[t,b,j]^2) for each gradient present in `arrays`, and
-    `nonfinite_steps` (int64): the timesteps t where any state or gradient is NaN or Inf."""
-    bad = None
+    `nonfinite_steps` (int64): the timesteps t where any state or gradient is NaN or Inf.
+
+    A norm already in `arrays` (float32, computed in the engine's graph) is kept where it is
+    finite; where it is not, it is recomputed here in float64, so a float32 overflow of the
+    squares (|g| > 1e19) gives the true norm and only NaN or Inf entries give a non-finite one.
+    `state_finite` (bool [..., T]), when given, says which steps have finite h and c.
+    """
+    bad = None if state_finite is None else ~np.asarray(state_finite)
     for grad_key, norm_key in pairs.items():
         if grad_key in arrays:
-            arrays[norm_key] = step_norm(arrays[grad_key])
+            norm = arrays.get(norm_key)
+            if norm is None:
+                norm = step_norm(arrays[grad_key])
+            elif not np.isfinite(norm).all():
+                norm = np.array(norm, np.float32)
+                redo = ~np.isfinite(norm)
+                norm[redo] = step_norm(np.asarray(arrays[grad_key])[redo])
+            arrays[norm_key] = norm
             # A norm is finite exactly when every g[t, b, j] is (it sums their squares).
-            step_bad = ~np.isfinite(arrays[norm_key])
+            step_bad = ~np.isfinite(norm)
             bad = step_bad if bad is None else bad | step_bad
-    for key in ("h", "c"):
-        if key in arrays:
-            step_bad = ~np.isfinite(arrays[key]).all(axis=(-2, -1))
-            bad = step_bad if bad is None else bad | step_bad
+    if state_finite is None:
+        for key in ("h", "c"):
+            if key in arrays:
+                step_bad = ~np.isfinite(arrays[key]).all(axis=(-2, -1))
+                bad = step_bad if bad is None else bad | step_bad
     if bad is not None:
         # Modes with leading axes ([P, Tp], [N, T]) report the flat timestep of the sequence.
         arrays["nonfinite_steps"] = np.flatnonzero(bad.reshape(-1, bad.shape[-1]).any(axis=0))

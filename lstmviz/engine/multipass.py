@@ -133,7 +133,7 @@ class VariableCarry:
 
     def run_pass(self, x: np.ndarray, target: np.ndarray) -> None:
         """Forward and backward one pass from the variables' state, then assign the new state."""
-        value, h, c, grads = self.step(x, *self.weights, self.h, self.c, target)
+        value, h, c, grads, _, _ = self.step(x, *self.weights, self.h, self.c, target)
         self.h.assign(h[-1])
         self.c.assign(c[-1])
         named = dict(zip(("grad_h", "grad_c", *_WEIGHT_GRADS), grads[1:6], strict=True))
