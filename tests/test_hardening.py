@@ -74,6 +74,19 @@ def test_exploding_steps_are_located(rng):
     assert clean.nonfinite_steps.size == 0
 
 
+def test_a_non_finite_state_persists_so_the_last_state_decides(rng):
+    """The taped engine checks only the last h and c when they are finite: a NaN or Inf in any
+    state must therefore reach every later one. Inf in c0 (h0 finite) must show at every step."""
+    w = random_weights(3, 4, rng)
+    x = rng.standard_normal((7, 2, 3)).astype(np.float32)
+    c0 = np.zeros((2, 4), np.float32)
+    c0[1, 2] = np.inf
+    trace = taped_gradients(x, w, c0=c0)
+    states = np.stack([trace.h, trace.c])
+    assert not np.isfinite(states).all(axis=(0, 2, 3)).any()
+    assert list(trace.nonfinite_steps) == list(range(7))
+
+
 def test_norms_whose_float32_squares_overflow_are_recomputed_exactly(rng):
     """The engine's graph gives float32 norms; |g| > 1e19 overflows their squares to Inf, and
     add_norms must then give the true norm (float64) and not call the step non-finite."""

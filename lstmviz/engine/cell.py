@@ -27,6 +27,12 @@ def input_projection(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Ten
     return tf.einsum("tbi,ig->tbg", x, kernel) + bias
 
 
+def _columns(a: tf.Tensor, width, count: int) -> list[tf.Tensor]:
+    """a [B, count·width] -> count blocks [B, width], by strided slices: on the loops' critical
+    path these cost less than tf.split (README, "Performance")."""
+    return [a[:, k * width : (k + 1) * width] for k in range(count)]
+
+
 def lstm_step(
     zx: tf.Tensor, h: tf.Tensor, c: tf.Tensor, recurrent_kernel: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, ...], tf.Tensor]:
@@ -35,7 +41,7 @@ def lstm_step(
     Returns h_t, c_t, the gate activations (i, f, g, o) [B, H] each (g = tanh of the
     candidate, the others sigmoids) and tanh(c_t).
     """
-    zi, zf, zg, zo = tf.split(zx + tf.matmul(h, recurrent_kernel), 4, axis=1)
+    zi, zf, zg, zo = _columns(zx + tf.matmul(h, recurrent_kernel), h.shape[1] or tf.shape(h)[1], 4)
     i, f, g, o = tf.sigmoid(zi), tf.sigmoid(zf), tf.tanh(zg), tf.sigmoid(zo)
     c = f * c + i * g
     tanh_c = tf.tanh(c)
@@ -114,7 +120,11 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
         u_t = tf.transpose(recurrent_kernel)  # [4H, H]: a plain matmul is faster than transpose_b
 
         def step(t, dh_next, dc_next, dk1, du, dhs, dcs, dzs):
-            dz_dc, f, dc_dh = tf.split(factors.read(t), [4 * hidden, hidden, hidden], axis=1)
+            packed = factors.read(t)
+            dz_dc, (f, dc_dh) = (
+                packed[:, : 4 * hidden],
+                _columns(packed[:, 4 * hidden :], hidden, 2),
+            )
             dh = dh_direct[t] + dh_next
             dc = dc_direct[t] + dc_next + dh * dc_dh
             dz = tf.concat([dc, dc, dc, dh], axis=1) * dz_dc

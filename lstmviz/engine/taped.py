@@ -47,11 +47,6 @@ def _step_norm(g: tf.Tensor) -> tf.Tensor:
     return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
 
 
-def _all_finite(a: tf.Tensor) -> tf.Tensor:
-    """[T, B, H] -> bool [T]: no NaN or Inf at step t."""
-    return tf.reduce_all(tf.math.is_finite(a), axis=[1, 2])
-
-
 def taped_step_function(loss: str) -> Callable:
     """The compiled forward + backward for `loss` (traced once for all shapes)."""
     if loss not in _COMPILED:
@@ -68,11 +63,13 @@ def taped_step_function(loss: str) -> Callable:
                 value, [h, *sources], unconnected_gradients=tf.UnconnectedGradients.ZERO
             )
             # Per-step norms of grad_h_total, grad_h_direct, grad_c_total [3, T] (float32; see
-            # add_norms for overflow) and which steps have finite states, here rather than in
-            # NumPy: multi-threaded, and no pass over the big arrays after the run.
+            # add_norms for overflow), here rather than in NumPy: multi-threaded, and no pass
+            # over the big arrays after the run. A NaN or Inf in a state stays in every later
+            # state (f·c + i·g and o·tanh(c) keep it), so the states are all finite exactly
+            # when the last h and c are; only then is the per-step check skipped.
             norms = tf.stack([_step_norm(g) for g in (grads[1], grads[0], grads[2])])
-            state_finite = _all_finite(h) & _all_finite(c)
-            return value, h, c, grads, norms, state_finite
+            last_finite = tf.reduce_all(tf.math.is_finite(tf.stack([h[-1], c[-1]])))
+            return value, h, c, grads, norms, last_finite
 
         _COMPILED[loss] = tf.function(taped, input_signature=SIGNATURE, reduce_retracing=True)
     return _COMPILED[loss]
@@ -82,7 +79,7 @@ def compute_taped(problem: Problem, loss: str) -> dict[str, np.ndarray]:
     """Run the compiled function on a checked problem; return the trace arrays (NumPy)."""
     w = problem.weights
     target = np.zeros([0], np.float32) if problem.target is None else problem.target
-    value, h, c, grads, norms, state_finite = taped_step_function(loss)(
+    value, h, c, grads, norms, last_finite = taped_step_function(loss)(
         problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target
     )
     # np.asarray shares the tensors' buffers (read-only); .numpy() would copy each [T, B, H].
@@ -91,7 +88,9 @@ def compute_taped(problem: Problem, loss: str) -> dict[str, np.ndarray]:
     arrays.update({key: np.asarray(g) for key, g in zip(_GRAD_KEYS, grads, strict=True)})
     norm_keys = ("norm_h_total", "norm_h_direct", "norm_c_total")
     arrays.update(zip(norm_keys, np.asarray(norms), strict=True))
-    add_norms(arrays, state_finite=np.asarray(state_finite))
+    # All states finite (see taped_step_function), or None: add_norms checks every step.
+    state_finite = np.ones(len(arrays["h"]), bool) if bool(last_finite) else None
+    add_norms(arrays, state_finite=state_finite)
     return arrays
 
 
