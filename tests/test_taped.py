@@ -151,12 +151,16 @@ def test_last_mse_direct_is_zero_before_last_step_but_total_is_not(rng):
 
 
 def test_one_trace_serves_every_length(rng):
-    fn = taped_step_function("mean_h")
+    """Compiled once per (B, I, H): any T reuses it; another batch size has its own."""
+    fn = taped_step_function("mean_h", B, I, H)
     w = random_weights(I, H, rng)
     for steps in (1, 2, 17, 40):
         taped_gradients(rng.standard_normal((steps, B, I)), w)
-    taped_gradients(rng.standard_normal((5, 7, I)), w)  # another batch size too
     assert fn.experimental_get_tracing_count() == 1
+    taped_gradients(rng.standard_normal((5, B + 2, I)), w)
+    taped_gradients(rng.standard_normal((9, B + 2, I)), w)
+    assert fn.experimental_get_tracing_count() == 1
+    assert taped_step_function("mean_h", B + 2, I, H).experimental_get_tracing_count() == 1
 
 
 def test_single_step(rng):

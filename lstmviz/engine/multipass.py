@@ -123,7 +123,7 @@ class VariableCarry:
 
     def __init__(self, problem: Problem, loss: str, passes: int):
         w = problem.weights
-        self.step = taped_step_function(loss)
+        self.step = taped_step_function(loss, *problem.x.shape[1:], w.hidden)
         self.weights = (w.kernel, w.recurrent_kernel, w.bias)
         self.h, self.c = tf.Variable(problem.h0), tf.Variable(problem.c0)
         self.scale = np.float32(1.0 / passes)
