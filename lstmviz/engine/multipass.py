@@ -64,9 +64,15 @@ def pass_targets(loss: str, target: np.ndarray | None, passes: int) -> list[np.n
     return list(target)
 
 
+def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| with one temporary (these are [T, B, H] arrays)."""
+    diff = np.subtract(a, b, dtype=np.float32)
+    return float(np.max(np.abs(diff, out=diff)))
+
+
 def _joined(parts) -> np.ndarray:
     """Per-pass tensors [Tp, B, H] -> one NumPy array [P·Tp, B, H]."""
-    return np.concatenate([part.numpy() for part in parts])
+    return np.concatenate([np.asarray(part) for part in parts])
 
 
 class FullCarry:
@@ -138,7 +144,7 @@ class VariableCarry:
         self.c.assign(c[-1])
         named = dict(zip(("grad_h", "grad_c", *_WEIGHT_GRADS), grads[1:6], strict=True))
         for name, g in named.items():
-            self.grads.setdefault(name, []).append(self.scale * g.numpy())
+            self.grads.setdefault(name, []).append(self.scale * np.asarray(g))
         self.losses.append(float(value.numpy()))
         self.norms.append(step_norm(self.grads["grad_h"][-1]))
 
@@ -172,8 +178,12 @@ def multipass_arrays(
     arrays["grad_h_reference"] = reference["grad_h_total"]
     arrays["grad_c_reference"] = reference["grad_c_total"]
     arrays["max_abs_diff_full_vs_reference"] = np.float32(
-        max(np.max(np.abs(arrays[k] - reference[k])) for k in _COMPARED)
+        max(_max_abs_diff(arrays[k], reference[k]) for k in _COMPARED)
     )
+    # Norms the reference and the truncated passes already have; add_norms keeps them.
+    arrays["norm_h_direct"] = reference["norm_h_direct"]
+    arrays["norm_h_reference"] = reference["norm_h_total"]
+    arrays["norm_h_truncated"] = arrays["norm_h_truncated_by_pass"].reshape(-1)
     arrays["passes"] = np.int32(passes)
     arrays["pass_length"] = np.int32(problem.x.shape[0] // passes)
     add_norms(arrays, _MULTIPASS_NORMS)
