@@ -19,6 +19,8 @@ README, "Performance".
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lstmviz.engine.tfload import tf
 
 
@@ -28,20 +30,31 @@ def input_projection(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Ten
 
 
 def _columns(a: tf.Tensor, width, count: int) -> list[tf.Tensor]:
-    """a [B, count·width] -> count blocks [B, width], by strided slices: on the loops' critical
-    path these cost less than tf.split (README, "Performance")."""
+    """a [B, count·width] -> count blocks [B, width] by strided slices. On the loops' critical
+    path these cost less than tf.split (README, "Performance"), but differentiating them costs
+    more (a full-size scatter per block), so only code that is never differentiated uses them."""
     return [a[:, k * width : (k + 1) * width] for k in range(count)]
 
 
+def _split_gates(z: tf.Tensor) -> list[tf.Tensor]:
+    """z [B, 4H] -> the four gate blocks [B, H]; its gradient is one concat."""
+    return tf.split(z, 4, axis=1)
+
+
 def lstm_step(
-    zx: tf.Tensor, h: tf.Tensor, c: tf.Tensor, recurrent_kernel: tf.Tensor
+    zx: tf.Tensor,
+    h: tf.Tensor,
+    c: tf.Tensor,
+    recurrent_kernel: tf.Tensor,
+    gates: Callable[[tf.Tensor], list[tf.Tensor]] = _split_gates,
 ) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, ...], tf.Tensor]:
     """One step from the projected input zx [B, 4H] and the state (h, c) [B, H].
 
     Returns h_t, c_t, the gate activations (i, f, g, o) [B, H] each (g = tanh of the
-    candidate, the others sigmoids) and tanh(c_t).
+    candidate, the others sigmoids) and tanh(c_t). `gates` cuts z [B, 4H] into its four
+    blocks (tf.split by default, the cheap one to differentiate).
     """
-    zi, zf, zg, zo = _columns(zx + tf.matmul(h, recurrent_kernel), h.shape[1] or tf.shape(h)[1], 4)
+    zi, zf, zg, zo = gates(zx + tf.matmul(h, recurrent_kernel))
     i, f, g, o = tf.sigmoid(zi), tf.sigmoid(zf), tf.tanh(zg), tf.sigmoid(zo)
     c = f * c + i * g
     tanh_c = tf.tanh(c)
@@ -79,7 +92,7 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
     def array(size=steps):
         return tf.TensorArray(x.dtype, size=size)
 
-    hidden = tf.shape(h0)[1]
+    hidden = h0.shape[1] or tf.shape(h0)[1]  # static when the caller fixed H
 
     # hs[t], cs[t] hold the state *before* step t (index 0: h0, c0), so hs[1:] is h_all.
     # factors[t] [B, 6H] packs what a backward step needs and the incoming gradient does not
@@ -88,7 +101,9 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
     # instead of six of each is most of what a step saves (README, "Performance").
     def forward(t, h, c, hs, cs, factors):
         c_prev = c
-        h, c, (i, f, g, o), tanh_c = lstm_step(tf.matmul(x1[t], k1), h, c, recurrent_kernel)
+        h, c, (i, f, g, o), tanh_c = lstm_step(
+            tf.matmul(x1[t], k1), h, c, recurrent_kernel, lambda z: _columns(z, hidden, 4)
+        )
         c = c + probe_c[t]
         h = h + probe_h[t]
         packed = tf.concat(
