@@ -105,10 +105,10 @@ def _finite(y: np.ndarray) -> np.ndarray:
 
 
 def _same(a, b) -> bool:
-    """Whether the data a curve holds (`a`, may be None) equals `b` (NaN equal to NaN)."""
-    if a is None:
-        return False
+    """Whether the data a curve holds (`a`, None if none) equals `b` (NaN equal to NaN)."""
     b = np.asarray(b)
+    if a is None:
+        return b.size == 0
     return a.shape == b.shape and np.array_equal(a, b, equal_nan=b.dtype.kind == "f")
 
 
