@@ -213,6 +213,7 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
             window.stop()
             if config is not None:
                 window.worker.progress.disconnect(count)
+            wait_until(app, lambda: not window.stages, 10)  # panels left to draw (`_draw`)
             drawn.append(window.rows.data.shape)
             wait_until(app, lambda: not window.worker._cancelled, 60)  # the run has ended
             late = probe.late
