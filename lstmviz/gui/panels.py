@@ -289,6 +289,9 @@ class Panel(QWidget):
         self.redraw()
         if self.HOLD_Y:
             self.hold_y_range()
+        # the auto range now, not when painting: a range that moves during a paint has Qt
+        # paint the whole panel (curves, axes and grid) a second time
+        self.plot.getPlotItem().getViewBox().prepareForPaint()
         self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
 
     # Curve panels with a grid: during a live run the y range only grows, in steps with
