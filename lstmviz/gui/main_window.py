@@ -595,8 +595,8 @@ class MainWindow(QMainWindow):
 
     def _stage(self, calls) -> None:
         """Run `calls` (each drawing one panel) one per event-loop turn, so that each panel's
-        draw and the repaint it causes stay apart from the others' (all at once: ~30 ms for a
-        finished trace, bench/bench_gui.py). Replaces the calls left from an earlier redraw."""
+        draw and the repaint it causes stay apart from the others' (all at once: 40-60 ms for
+        a new finished trace, bench/bench_gui.py). Replaces the calls left from an earlier one."""
         self.stages = list(calls)
         self._draw_stage()
 
