@@ -97,6 +97,8 @@ def test_live_multipass_updates_fill_rows_and_mark_passes(qtbot, window, monkeyp
     window.run_button.click()
     qtbot.waitUntil(lambda: window.pending.get("norm_h_total_by_pass", []).__len__() == 2)
     window._flush()
+    while window.stages:  # the panels draw one per event-loop turn: the others now
+        window._draw_stage()
     assert window.rows.data.shape == (PASSES, TP)  # rows not computed yet are blank (NaN)
     assert np.isnan(window.rows.data[2:]).all() and np.isfinite(window.rows.data[:2]).all()
     qtbot.waitSignal(window.settled, timeout=10_000).wait()

@@ -267,6 +267,7 @@ def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
     qtbot.addWidget(win)
     win.show()
     assert win.open_trace(str(path)) and win.errors == 0
+    qtbot.waitUntil(lambda: not win.stages)  # the panels draw one per event-loop turn
     np.testing.assert_array_equal(win.norm.marks.steps, np.unique(bad))
     assert win.norm.marks.spans and not win.norm.marks.boundingRect().isEmpty()
     text = win.summary.text.text()
@@ -365,3 +366,39 @@ def test_live_curve_panel_y_range_only_grows_and_holds_the_data(qtbot):
     assert lo <= np.log10(y.min()) and hi >= np.log10(y.max() * 1000)  # grown to hold it
     panel.draw({"norm_h_total": y}, config, rows_total=None)
     assert view.autoRangeEnabled()[1]
+
+
+def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp_path):
+    """The panels draw one per event-loop turn: a trace shown while an earlier one is still
+    being drawn replaces it, every panel ends with the newest data, and `settled` (the
+    screenshot hook) waits for the last panel."""
+    from lstmviz.gui.panels import units_matrix
+    from lstmviz.trace import GradientTrace, step_norm
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, quiet_errors=True)
+    qtbot.addWidget(win)
+    win.show()
+    rng = np.random.default_rng(5)
+    traces = []
+    for steps in (12, 20):
+        g = rng.standard_normal((steps, 3, 4)).astype(np.float32)
+        arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
+        traces.append(GradientTrace("taped", RunConfig(steps=steps, batch=3, hidden=4), arrays))
+    win.show_trace(traces[0], None)
+    assert win.stages and win.units.data.size == 0  # the first panel only, so far
+    np.testing.assert_array_equal(win.norm.curves["norm_h_total"].yData, traces[0].norm_h_total)
+    win.show_trace(traces[1], None)
+    with qtbot.waitSignal(win.settled, timeout=5_000):
+        win._settle()  # as when a run ends: the signal waits for the panels left to draw
+        assert win.stages
+    assert not win.stages
+    newest = traces[1]
+    np.testing.assert_array_equal(win.norm.curves["norm_h_total"].yData, newest.norm_h_total)
+    np.testing.assert_allclose(win.units.data, units_matrix(newest.arrays))
+    assert win.rows.data.shape == (3, 20)
+    win.log_action.trigger()  # view options are staged the same way
+    qtbot.waitUntil(lambda: not win.stages)
+    assert all(not panel.log for panel in win.panels)
+    assert win.units.bar.axis.labelText == "mean |dL/dh_t,j|"
+    win.close()

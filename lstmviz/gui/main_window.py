@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -69,8 +70,8 @@ def demo_config(mode: str) -> RunConfig:
 
 
 class MainWindow(QMainWindow):
-    """`settled` fires whenever the window becomes idle with TensorFlow loaded (after a run
-    ends, or at start-up when nothing runs): the screenshot hook."""
+    """`settled` fires whenever the window becomes idle with TensorFlow loaded and every
+    panel drawn (after a run ends, or at start-up when nothing runs): the screenshot hook."""
 
     settled = Signal()
 
@@ -93,6 +94,11 @@ class MainWindow(QMainWindow):
         self.clock = QElapsedTimer()
         self.tick = QTimer(self, interval=33)  # redraws at most ~30 times a second
         self.tick.timeout.connect(self._flush)
+        # Panels draw one per event-loop turn (`_draw`): the calls left, the next on a 0 ms timer.
+        self.stages: list[Callable[[], None]] = []
+        self.stage_timer = QTimer(self, singleShot=True, interval=0)
+        self.stage_timer.timeout.connect(self._draw_stage)
+        self.settle_when_drawn = False
 
         self._build_panels()
         self._build_dock()
@@ -141,8 +147,9 @@ class MainWindow(QMainWindow):
         self.rows = RowsHeatmap()
         self.units = UnitsHeatmap()
         self.connectivity = ConnectivityPanel()  # shown when a run computes the map
+        self.panels = (self.norm, self.rows, self.units, self.loss_panel, self.connectivity)
         self.summary = SummaryPanel()
-        for panel in (self.norm, self.loss_panel, self.rows, self.units, self.connectivity):
+        for panel in self.panels:
             panel.cache_axes()
         self.summary.verify_button.clicked.connect(self.verify)
         for panel in (self.norm, self.rows, self.units):
@@ -397,6 +404,7 @@ class MainWindow(QMainWindow):
         self.active = self.last_id
         self.run_config, self.trace = config, None
         self.pending, self.rows_total, self.dirty = {}, None, True
+        self.settle_when_drawn = False
         self.steps_done, self.finishing = 0, False
         self._set_pause_button(False)
         self.summary.draw(config.mode, {}, config, 0.0)
@@ -499,7 +507,7 @@ class MainWindow(QMainWindow):
             self.progress.setRange(0, 1)
         self._sync()
         if self.device is not None:
-            self.settled.emit()
+            self._settle()
 
     @Slot(object)
     def _on_ready(self, device: dict) -> None:
@@ -510,7 +518,7 @@ class MainWindow(QMainWindow):
         self._set_title()
         if self.active is None:
             self.message.setText("ready: set parameters and press Run (Ctrl+R)")
-            self.settled.emit()
+            self._settle()
         else:
             self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: running…")
 
@@ -573,10 +581,33 @@ class MainWindow(QMainWindow):
         if self.trace is None:
             self._draw(self.pending, self.run_config)
 
+    def _settle(self) -> None:
+        """Emit `settled` now, or once the panels left to draw are drawn."""
+        self.settle_when_drawn = bool(self.stages)
+        if not self.stages:
+            self.settled.emit()
+
     def _draw(self, arrays, config: RunConfig | None) -> None:
-        for panel in (self.norm, self.rows, self.units, self.loss_panel, self.connectivity):
-            panel.draw(arrays, config, self.rows_total)
+        """Draw `arrays` in every panel: the first now, the others one per event-loop turn."""
+        arrays, rows_total = dict(arrays), self.rows_total
         self._show_optional()
+        self._stage(lambda p=panel: p.draw(arrays, config, rows_total) for panel in self.panels)
+
+    def _stage(self, calls) -> None:
+        """Run `calls` (each drawing one panel) one per event-loop turn, so that each panel's
+        draw and the repaint it causes stay apart from the others' (all at once: 40-60 ms for
+        a new finished trace, bench/bench_gui.py). Replaces the calls left from an earlier one."""
+        self.stages = list(calls)
+        self._draw_stage()
+
+    def _draw_stage(self) -> None:
+        if self.stages:
+            self.stages.pop(0)()
+        if self.stages:
+            self.stage_timer.start()
+        elif self.settle_when_drawn:
+            self.settle_when_drawn = False
+            self.settled.emit()
 
     def _show_optional(self) -> None:
         """The loss and connectivity panels appear when the run has (or will have) their data."""
@@ -829,8 +860,10 @@ class MainWindow(QMainWindow):
         )
 
     def _view_changed(self) -> None:
-        for panel in (self.norm, self.rows, self.units, self.loss_panel, self.connectivity):
-            panel.set_options(self.log_action.isChecked(), self.normalise_action.isChecked())
+        log, normalise = self.log_action.isChecked(), self.normalise_action.isChecked()
+        for panel in self.panels:  # a redraw that replaces the staged calls uses them too
+            panel.log, panel.normalise = log, normalise
+        self._stage(lambda p=panel: p.set_options(log, normalise) for panel in self.panels)
 
     def _set_title(self) -> None:
         config = self.run_config or self.params.config()

@@ -105,10 +105,10 @@ def _finite(y: np.ndarray) -> np.ndarray:
 
 
 def _same(a, b) -> bool:
-    """Whether the data a curve holds (`a`, may be None) equals `b` (NaN equal to NaN)."""
-    if a is None:
-        return False
+    """Whether the data a curve holds (`a`, None if none) equals `b` (NaN equal to NaN)."""
     b = np.asarray(b)
+    if a is None:
+        return b.size == 0
     return a.shape == b.shape and np.array_equal(a, b, equal_nan=b.dtype.kind == "f")
 
 
@@ -289,6 +289,9 @@ class Panel(QWidget):
         self.redraw()
         if self.HOLD_Y:
             self.hold_y_range()
+        # the auto range now, not when painting: a range that moves during a paint has Qt
+        # paint the whole panel (curves, axes and grid) a second time
+        self.plot.getPlotItem().getViewBox().prepareForPaint()
         self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
 
     # Curve panels with a grid: during a live run the y range only grows, in steps with

@@ -115,7 +115,6 @@ class NormHistoryPanel(NormPanel):
         self.history: list[pg.PlotDataItem] = []
         self.history_steps: list[int] = []
         self._history_shown: list[tuple] = []  # per curve: (run, step, alpha) drawn
-        self._history_legend: tuple | None = None
 
     def _history_curve(self, index: int) -> pg.PlotDataItem:
         while len(self.history) <= index:
@@ -151,7 +150,10 @@ class NormHistoryPanel(NormPanel):
             alpha = int(25 + 110 * i / max(count - 1, 1))  # older: lighter
             drawn = self._history_shown[i]
             if drawn[:1] != (run,) or drawn[2:] != (alpha,):
-                curve.setPen(pg.mkPen(*HISTORY_COLOR, alpha, width=1))
+                # the line's pen only: PlotDataItem.setPen would re-set its data too (~0.2 ms
+                # a curve, all of them whenever the count, and so every fading, changes)
+                curve.opts["pen"] = pen = pg.mkPen(*HISTORY_COLOR, alpha, width=1)
+                curve.curve.setPen(pen)
             if drawn[:2] != (run, s) or self.rows_total is None:
                 y = np.asarray(rows[s], np.float64)
                 curve.setData(np.arange(len(y)), self._show(y))
@@ -160,20 +162,18 @@ class NormHistoryPanel(NormPanel):
             if self._history_shown[i]:
                 curve.setData([], [])
                 self._history_shown[i] = ()
+        # one legend row for the faded curves; its sample draws the middle one's pen
         item = self.history[count // 2] if count else None
-        entry = (id(item), count)
-        present = [sample.item for sample, _ in self.legend.items]
-        if item is not None and (self._history_legend != entry or item not in present):
-            for old in self.history:
-                if old in present:
-                    self.legend.removeItem(old)
-            self.legend.addItem(item, f"earlier steps (faded, older lighter; {count} shown)")
-            self._history_legend = entry
-        elif item is None and self._history_legend is not None:
-            for old in self.history:
-                if old in present:
-                    self.legend.removeItem(old)
-            self._history_legend = None
+        text = f"earlier steps (faded, older lighter; {count} shown)"
+        row = next(((s, t) for s, t in self.legend.items if s.item in self.history), None)
+        if row is None and item is not None:
+            self.legend.addItem(item, text)
+        elif row is not None and item is None:
+            self.legend.removeItem(row[0].item)
+        elif row is not None and (row[0].item, row[1].text) != (item, text):
+            row[0].item = item  # in place: re-adding the row rebuilds the legend's layout
+            row[0].update()
+            row[1].setText(text)
 
     def drawn(self) -> bool:
         return super().drawn() or any(len(c.yData or []) for c in self.history)
