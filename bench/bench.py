@@ -130,7 +130,7 @@ def mode_calls(modes, steps, batch, input_dim, hidden, connectivity_max):
 
 def grid_table(shapes, modes, input_dim, repeats, peak, connectivity_max) -> None:
     print(
-        f"{'T':>5} {'B':>3} {'H':>4}  {'mode':<13}{'ms':>9} {'× keras':>8} {'GFLOP/s':>8} "
+        f"{'T':>5} {'B':>3} {'H':>4}  {'mode':<16}{'ms':>9} {'× keras':>8} {'GFLOP/s':>8} "
         f"{'of peak':>8}"
     )
     for steps, batch, hidden in shapes:
@@ -142,7 +142,7 @@ def grid_table(shapes, modes, input_dim, repeats, peak, connectivity_max) -> Non
             label = name + (" /batch" if per > 1 else "")
             gflops = flops / s / 1e9
             print(
-                f"{steps:>5} {batch:>3} {hidden:>4}  {label:<13}{1000 * s:>9.1f} "
+                f"{steps:>5} {batch:>3} {hidden:>4}  {label:<16}{1000 * s:>9.1f} "
                 f"{s / keras_s:>8.2f} {gflops:>8.1f} {gflops / peak:>8.0%}"
             )
         sys.stdout.flush()
