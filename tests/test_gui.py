@@ -240,3 +240,36 @@ def test_gui_modules_do_not_import_tensorflow():
         "sys.exit('tensorflow' in sys.modules or 'keras' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
+    """The norm panel's axes give pyqtgraph's translucent grid colours pre-blended with the
+    background (same pixels on the plain background, ~20× cheaper to stroke) and sit below
+    the ViewBox, so curves are drawn over the grid."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QPainter
+
+    from lstmviz.gui.panels import NormPanel
+
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    item = panel.plot.getPlotItem()
+    item.setYRange(1e-4, 1e-1)
+    axis = item.getAxis("left")
+    image = QImage(200, 200, QImage.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        ours = axis.generateDrawSpecs(painter)[1]
+        theirs = pg.AxisItem.generateDrawSpecs(axis, painter)[1]
+    finally:
+        painter.end()
+    background = pg.mkColor(pg.getConfigOption("background"))
+    assert len(ours) == len(theirs) > 5
+    assert any(pen.color().alpha() < 255 for pen, _, _ in theirs)  # pyqtgraph's are translucent
+    for (pen, a, b), (translucent, a0, b0) in zip(ours, theirs, strict=True):
+        assert (a, b) == (a0, b0) and pen.color().alpha() == 255
+        c, alpha = translucent.color(), translucent.color().alphaF()
+        for got, fg, bg in zip(pen.color().getRgbF()[:3], c.getRgbF()[:3],
+                               background.getRgbF()[:3], strict=True):  # fmt: skip
+            assert got == pytest.approx(alpha * fg + (1 - alpha) * bg, abs=1 / 255)
+    assert axis.zValue() < item.getViewBox().zValue()
