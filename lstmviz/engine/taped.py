@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -54,7 +55,6 @@ def signature(
 
 
 SIGNATURE = signature()  # every dimension free
-_COMPILED: dict[tuple, Callable] = {}
 
 
 def _step_norm(g: tf.Tensor) -> tf.Tensor:
@@ -62,34 +62,32 @@ def _step_norm(g: tf.Tensor) -> tf.Tensor:
     return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
 
 
+@functools.lru_cache(maxsize=8)  # a long GUI session tries many shapes; keep the recent ones
 def taped_step_function(loss: str, batch: int, input_dim: int, hidden: int) -> Callable:
     """The compiled forward + backward for `loss` on x [T, batch, input_dim] with `hidden`
     units (traced once per B, I, H; any T)."""
-    key = (loss, batch, input_dim, hidden)
-    if key not in _COMPILED:
 
-        def taped(x, kernel, recurrent_kernel, bias, h0, c0, target):
-            probe_h = tf.zeros([tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]])
-            probe_c = tf.zeros_like(probe_h)
-            sources = [probe_h, probe_c, kernel, recurrent_kernel, bias, h0, c0]
-            with tf.GradientTape() as tape:
-                tape.watch(sources)
-                h, c = lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c)
-                value = hidden_loss(loss, h, target)
-            grads = tape.gradient(
-                value, [h, *sources], unconnected_gradients=tf.UnconnectedGradients.ZERO
-            )
-            # Per-step norms of grad_h_total, grad_h_direct, grad_c_total [3, T] (float32; see
-            # add_norms for overflow), here rather than in NumPy: multi-threaded, and no pass
-            # over the big arrays after the run. A NaN or Inf in a state stays in every later
-            # state (f·c + i·g and o·tanh(c) keep it), so the states are all finite exactly
-            # when the last h and c are; only then is the per-step check skipped.
-            norms = tf.stack([_step_norm(g) for g in (grads[1], grads[0], grads[2])])
-            last_finite = tf.reduce_all(tf.math.is_finite(tf.stack([h[-1], c[-1]])))
-            return value, h, c, grads, norms, last_finite
+    def taped(x, kernel, recurrent_kernel, bias, h0, c0, target):
+        probe_h = tf.zeros([tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]])
+        probe_c = tf.zeros_like(probe_h)
+        sources = [probe_h, probe_c, kernel, recurrent_kernel, bias, h0, c0]
+        with tf.GradientTape() as tape:
+            tape.watch(sources)
+            h, c = lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c)
+            value = hidden_loss(loss, h, target)
+        grads = tape.gradient(
+            value, [h, *sources], unconnected_gradients=tf.UnconnectedGradients.ZERO
+        )
+        # Per-step norms of grad_h_total, grad_h_direct, grad_c_total [3, T] (float32; see
+        # add_norms for overflow), here rather than in NumPy: multi-threaded, and no pass
+        # over the big arrays after the run. A NaN or Inf in a state stays in every later
+        # state (f·c + i·g and o·tanh(c) keep it), so the states are all finite exactly
+        # when the last h and c are; only then is the per-step check skipped.
+        norms = tf.stack([_step_norm(g) for g in (grads[1], grads[0], grads[2])])
+        last_finite = tf.reduce_all(tf.math.is_finite(tf.stack([h[-1], c[-1]])))
+        return value, h, c, grads, norms, last_finite
 
-        _COMPILED[key] = tf.function(taped, input_signature=signature(batch, input_dim, hidden))
-    return _COMPILED[key]
+    return tf.function(taped, input_signature=signature(batch, input_dim, hidden))
 
 
 def compute_taped(problem: Problem, loss: str) -> dict[str, np.ndarray]:
