@@ -30,6 +30,18 @@ def problem_arrays(problem: Problem) -> dict[str, np.ndarray]:
     return arrays
 
 
+def exact_norm(norm: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """A float32 per-step norm [..., T] computed in a graph, with its non-finite entries
+    recomputed from grad [..., T, B, H] in float64: a float32 overflow of the squares
+    (|g| > 1e19) then gives the true norm, and only NaN or Inf entries a non-finite one."""
+    if np.isfinite(norm).all():
+        return norm
+    norm = np.array(norm, np.float32)
+    redo = ~np.isfinite(norm)
+    norm[redo] = step_norm(np.asarray(grad)[redo])
+    return norm
+
+
 def add_norms(
     arrays: dict[str, np.ndarray],
     pairs: dict[str, str] = NORMS,
@@ -38,21 +50,16 @@ def add_norms(
     """Add norm[t] = sqrt(sum_{b,j} g[t,b,j]^2) for each gradient present in `arrays`, and
     `nonfinite_steps` (int64): the timesteps t where any state or gradient is NaN or Inf.
 
-    A norm already in `arrays` (float32, computed in the engine's graph) is kept where it is
-    finite; where it is not, it is recomputed here in float64, so a float32 overflow of the
-    squares (|g| > 1e19) gives the true norm and only NaN or Inf entries give a non-finite one.
+    A norm already in `arrays` (float32, computed in the engine's graph) is kept, through
+    `exact_norm`.
     `state_finite` (bool [..., T]), when given, says which steps have finite h and c.
     """
     bad = None if state_finite is None else ~np.asarray(state_finite)
     for grad_key, norm_key in pairs.items():
         if grad_key in arrays:
             norm = arrays.get(norm_key)
-            if norm is None:
-                norm = step_norm(arrays[grad_key])
-            elif not np.isfinite(norm).all():
-                norm = np.array(norm, np.float32)
-                redo = ~np.isfinite(norm)
-                norm[redo] = step_norm(np.asarray(arrays[grad_key])[redo])
+            grad = arrays[grad_key]
+            norm = step_norm(grad) if norm is None else exact_norm(norm, grad)
             arrays[norm_key] = norm
             # A norm is finite exactly when every g[t, b, j] is (it sums their squares).
             step_bad = ~np.isfinite(norm)

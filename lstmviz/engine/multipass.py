@@ -23,14 +23,20 @@ from dataclasses import replace
 import numpy as np
 
 from lstmviz.config import RunConfig
-from lstmviz.engine.arrays import NORMS, add_norms, problem_arrays
+from lstmviz.engine.arrays import NORMS, add_norms, exact_norm, problem_arrays
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.losses import hidden_loss
 from lstmviz.engine.problem import Problem, check_problem, seeded_problem
-from lstmviz.engine.taped import SIGNATURE, compute_taped, config_for, taped_step_function
+from lstmviz.engine.taped import (
+    SIGNATURE,
+    compute_taped,
+    config_for,
+    graph_step_norm,
+    taped_step_function,
+)
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import InputError
-from lstmviz.trace import GradientTrace, TraceUpdate, step_norm
+from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
 
 _WEIGHT_GRADS = ("grad_kernel", "grad_recurrent_kernel", "grad_bias")
@@ -64,10 +70,11 @@ def pass_targets(loss: str, target: np.ndarray | None, passes: int) -> list[np.n
     return list(target)
 
 
-def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
-    """max |a - b| with one temporary (these are [T, B, H] arrays)."""
-    diff = np.subtract(a, b, dtype=np.float32)
-    return float(np.max(np.abs(diff, out=diff)))
+def _max_abs_diff(a: np.ndarray, b: np.ndarray, rows: int = 64) -> np.float32:
+    """max |a - b| (NaN if either holds one), a block of rows at a time: no full-size
+    temporary for the [T, B, H] arrays."""
+    blocks = [np.max(np.abs(a[i : i + rows] - b[i : i + rows])) for i in range(0, len(a), rows)]
+    return np.float32(np.max(blocks))
 
 
 def _joined(parts) -> np.ndarray:
@@ -112,13 +119,22 @@ class FullCarry:
             value, probes + self.sources, unconnected_gradients=tf.UnconnectedGradients.ZERO
         )
         names = (*_WEIGHT_GRADS, "grad_h0", "grad_c0")
+        grads_h, grads_c = grads[0 : len(probes) : 2], grads[1 : len(probes) : 2]
         return {
             "loss": np.float32(value.numpy()),
             "h": _joined(h for h, _ in self.states),
             "c": _joined(c for _, c in self.states),
-            "grad_h_total": _joined(grads[0 : len(probes) : 2]),
-            "grad_c_total": _joined(grads[1 : len(probes) : 2]),
+            "grad_h_total": _joined(grads_h),
+            "grad_c_total": _joined(grads_c),
+            "norm_h_total": _joined(graph_step_norm(g) for g in grads_h),
+            "norm_c_total": _joined(graph_step_norm(g) for g in grads_c),
         } | {name: g.numpy() for name, g in zip(names, grads[len(probes) :], strict=True)}
+
+    def last_state_finite(self) -> bool:
+        """Whether the last h and c are finite, and so every state (NaN and Inf persist)."""
+        return bool(np.isfinite(np.asarray(self.state[0])).all()) and bool(
+            np.isfinite(np.asarray(self.state[1])).all()
+        )
 
 
 class VariableCarry:
@@ -135,23 +151,26 @@ class VariableCarry:
         self.scale = np.float32(1.0 / passes)
         self.grads: dict[str, list[np.ndarray]] = {}
         self.losses: list[float] = []
-        self.norms: list[np.ndarray] = []
+        self.norms: dict[str, list[np.ndarray]] = {"grad_h": [], "grad_c": []}
 
     def run_pass(self, x: np.ndarray, target: np.ndarray) -> None:
         """Forward and backward one pass from the variables' state, then assign the new state."""
-        value, h, c, grads, _, _ = self.step(x, *self.weights, self.h, self.c, target)
+        value, h, c, grads, norms, _ = self.step(x, *self.weights, self.h, self.c, target)
         self.h.assign(h[-1])
         self.c.assign(c[-1])
         named = dict(zip(("grad_h", "grad_c", *_WEIGHT_GRADS), grads[1:6], strict=True))
         for name, g in named.items():
             self.grads.setdefault(name, []).append(self.scale * np.asarray(g))
         self.losses.append(float(value.numpy()))
-        self.norms.append(step_norm(self.grads["grad_h"][-1]))
+        # The step's graph norms [3, Tp] (h total, h direct, c total), scaled as the grads are.
+        norms = self.scale * np.asarray(norms)
+        for name, row in (("grad_h", 0), ("grad_c", 2)):
+            self.norms[name].append(exact_norm(norms[row], self.grads[name][-1]))
 
     def live(self) -> dict[str, np.ndarray]:
         """Rows so far: norm_h_truncated_by_pass [passes done, Tp], loss_by_pass [passes done]."""
         return {
-            "norm_h_truncated_by_pass": np.stack(self.norms),
+            "norm_h_truncated_by_pass": np.stack(self.norms["grad_h"]),
             "loss_by_pass": np.array(self.losses, np.float32),
         }
 
@@ -163,6 +182,7 @@ class VariableCarry:
             | {
                 "grad_h_truncated": np.concatenate(g["grad_h"]),
                 "grad_c_truncated": np.concatenate(g["grad_c"]),
+                "norm_c_truncated": np.concatenate(self.norms["grad_c"]),
             }
             | {f"{name}_truncated": np.sum(g[name], axis=0) for name in _WEIGHT_GRADS}
         )
@@ -177,8 +197,8 @@ def multipass_arrays(
     arrays["grad_h_direct"] = reference["grad_h_direct"]
     arrays["grad_h_reference"] = reference["grad_h_total"]
     arrays["grad_c_reference"] = reference["grad_c_total"]
-    arrays["max_abs_diff_full_vs_reference"] = np.float32(
-        max(_max_abs_diff(arrays[k], reference[k]) for k in _COMPARED)
+    arrays["max_abs_diff_full_vs_reference"] = np.max(
+        [_max_abs_diff(arrays[k], reference[k]) for k in _COMPARED]
     )
     # Norms the reference and the truncated passes already have; add_norms keeps them.
     arrays["norm_h_direct"] = reference["norm_h_direct"]
@@ -186,7 +206,9 @@ def multipass_arrays(
     arrays["norm_h_truncated"] = arrays["norm_h_truncated_by_pass"].reshape(-1)
     arrays["passes"] = np.int32(passes)
     arrays["pass_length"] = np.int32(problem.x.shape[0] // passes)
-    add_norms(arrays, _MULTIPASS_NORMS)
+    steps = problem.x.shape[0]
+    state_finite = np.ones(steps, bool) if full.last_state_finite() else None
+    add_norms(arrays, _MULTIPASS_NORMS, state_finite=state_finite)
     for kind in ("total", "truncated"):
         arrays[f"norm_h_{kind}_by_pass"] = arrays[f"norm_h_{kind}"].reshape(passes, -1)
     return arrays

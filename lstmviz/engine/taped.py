@@ -57,8 +57,9 @@ def signature(
 SIGNATURE = signature()  # every dimension free
 
 
-def _step_norm(g: tf.Tensor) -> tf.Tensor:
-    """[T, B, H] -> [T]: sqrt of the sum of squares over batch and units."""
+def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
+    """[T, B, H] -> [T] (TensorFlow, float32): sqrt of the sum of squares over batch and units;
+    `arrays.exact_norm` fixes the steps where the squares overflow."""
     return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
 
 
@@ -83,7 +84,7 @@ def taped_step_function(loss: str, batch: int, input_dim: int, hidden: int) -> C
         # over the big arrays after the run. A NaN or Inf in a state stays in every later
         # state (f·c + i·g and o·tanh(c) keep it), so the states are all finite exactly
         # when the last h and c are; only then is the per-step check skipped.
-        norms = tf.stack([_step_norm(g) for g in (grads[1], grads[0], grads[2])])
+        norms = tf.stack([graph_step_norm(g) for g in (grads[1], grads[0], grads[2])])
         last_finite = tf.reduce_all(tf.math.is_finite(tf.stack([h[-1], c[-1]])))
         return value, h, c, grads, norms, last_finite
 
