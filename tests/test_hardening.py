@@ -75,7 +75,7 @@ def test_exploding_steps_are_located(rng):
 
 
 def test_a_non_finite_state_persists_so_the_last_state_decides(rng):
-    """The taped engine checks only the last h and c when they are finite: a NaN or Inf in any
+    """add_norms scans the states only when the last h or c is non-finite: a NaN or Inf in any
     state must therefore reach every later one. Inf in c0 (h0 finite) must show at every step."""
     w = random_weights(3, 4, rng)
     x = rng.standard_normal((7, 2, 3)).astype(np.float32)
@@ -97,7 +97,7 @@ def test_norms_whose_float32_squares_overflow_are_recomputed_exactly(rng):
         graph_norms = np.sqrt(np.square(g).sum(axis=(1, 2)))  # float32 throughout, as TF does
     assert np.isinf(graph_norms[2]) and np.isnan(graph_norms[3])
     arrays = {"grad_h_total": g, "norm_h_total": graph_norms.astype(np.float32)}
-    add_norms(arrays, {"grad_h_total": "norm_h_total"}, state_finite=np.ones(4, bool))
+    add_norms(arrays, {"grad_h_total": "norm_h_total"})
     exact = np.sqrt((g.astype(np.float64) ** 2).sum(axis=(1, 2)))
     np.testing.assert_allclose(arrays["norm_h_total"][:3], exact[:3], rtol=1e-6)
     assert np.isnan(arrays["norm_h_total"][3])

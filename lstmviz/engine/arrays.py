@@ -42,19 +42,16 @@ def exact_norm(norm: np.ndarray, grad: np.ndarray) -> np.ndarray:
     return norm
 
 
-def add_norms(
-    arrays: dict[str, np.ndarray],
-    pairs: dict[str, str] = NORMS,
-    state_finite: np.ndarray | None = None,
-) -> None:
+def add_norms(arrays: dict[str, np.ndarray], pairs: dict[str, str] = NORMS) -> None:
     """Add norm[t] = sqrt(sum_{b,j} g[t,b,j]^2) for each gradient present in `arrays`, and
     `nonfinite_steps` (int64): the timesteps t where any state or gradient is NaN or Inf.
 
     A norm already in `arrays` (float32, computed in the engine's graph) is kept, through
-    `exact_norm`.
-    `state_finite` (bool [..., T]), when given, says which steps have finite h and c.
+    `exact_norm`. States h, c [..., T, B, H] are scanned step by step only when a last step
+    holds NaN or Inf: a NaN or Inf in a state stays in every later state (f·c + i·g and
+    o·tanh(c) keep it), so finite last states mean finite states throughout.
     """
-    bad = None if state_finite is None else ~np.asarray(state_finite)
+    bad = None
     for grad_key, norm_key in pairs.items():
         if grad_key in arrays:
             norm = arrays.get(norm_key)
@@ -64,11 +61,10 @@ def add_norms(
             # A norm is finite exactly when every g[t, b, j] is (it sums their squares).
             step_bad = ~np.isfinite(norm)
             bad = step_bad if bad is None else bad | step_bad
-    if state_finite is None:
-        for key in ("h", "c"):
-            if key in arrays:
-                step_bad = ~np.isfinite(arrays[key]).all(axis=(-2, -1))
-                bad = step_bad if bad is None else bad | step_bad
+    for key in ("h", "c"):
+        if key in arrays and not np.isfinite(arrays[key][..., -1, :, :]).all():
+            step_bad = ~np.isfinite(arrays[key]).all(axis=(-2, -1))
+            bad = step_bad if bad is None else bad | step_bad
     if bad is not None:
         # Modes with leading axes ([P, Tp], [N, T]) report the flat timestep of the sequence.
         arrays["nonfinite_steps"] = np.flatnonzero(bad.reshape(-1, bad.shape[-1]).any(axis=0))

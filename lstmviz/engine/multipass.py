@@ -130,12 +130,6 @@ class FullCarry:
             "norm_c_total": _joined(graph_step_norm(g) for g in grads_c),
         } | {name: g.numpy() for name, g in zip(names, grads[len(probes) :], strict=True)}
 
-    def last_state_finite(self) -> bool:
-        """Whether the last h and c are finite, and so every state (NaN and Inf persist)."""
-        return bool(np.isfinite(np.asarray(self.state[0])).all()) and bool(
-            np.isfinite(np.asarray(self.state[1])).all()
-        )
-
 
 class VariableCarry:
     """The truncated path: the state in tf.Variables assigned after every pass (a stateful RNN).
@@ -155,7 +149,7 @@ class VariableCarry:
 
     def run_pass(self, x: np.ndarray, target: np.ndarray) -> None:
         """Forward and backward one pass from the variables' state, then assign the new state."""
-        value, h, c, grads, norms, _ = self.step(x, *self.weights, self.h, self.c, target)
+        value, h, c, grads, norms = self.step(x, *self.weights, self.h, self.c, target)
         self.h.assign(h[-1])
         self.c.assign(c[-1])
         named = dict(zip(("grad_h", "grad_c", *_WEIGHT_GRADS), grads[1:6], strict=True))
@@ -206,9 +200,7 @@ def multipass_arrays(
     arrays["norm_h_truncated"] = arrays["norm_h_truncated_by_pass"].reshape(-1)
     arrays["passes"] = np.int32(passes)
     arrays["pass_length"] = np.int32(problem.x.shape[0] // passes)
-    steps = problem.x.shape[0]
-    state_finite = np.ones(steps, bool) if full.last_state_finite() else None
-    add_norms(arrays, _MULTIPASS_NORMS, state_finite=state_finite)
+    add_norms(arrays, _MULTIPASS_NORMS)
     for kind in ("total", "truncated"):
         arrays[f"norm_h_{kind}_by_pass"] = arrays[f"norm_h_{kind}"].reshape(passes, -1)
     return arrays

@@ -80,13 +80,10 @@ def taped_step_function(loss: str, batch: int, input_dim: int, hidden: int) -> C
             value, [h, *sources], unconnected_gradients=tf.UnconnectedGradients.ZERO
         )
         # Per-step norms of grad_h_total, grad_h_direct, grad_c_total [3, T] (float32; see
-        # add_norms for overflow), here rather than in NumPy: multi-threaded, and no pass
-        # over the big arrays after the run. A NaN or Inf in a state stays in every later
-        # state (f·c + i·g and o·tanh(c) keep it), so the states are all finite exactly
-        # when the last h and c are; only then is the per-step check skipped.
+        # arrays.exact_norm for overflow), here rather than in NumPy: multi-threaded, and no
+        # pass over the big arrays after the run.
         norms = tf.stack([graph_step_norm(g) for g in (grads[1], grads[0], grads[2])])
-        last_finite = tf.reduce_all(tf.math.is_finite(tf.stack([h[-1], c[-1]])))
-        return value, h, c, grads, norms, last_finite
+        return value, h, c, grads, norms
 
     return tf.function(taped, input_signature=signature(batch, input_dim, hidden))
 
@@ -97,7 +94,7 @@ def compute_taped(problem: Problem, loss: str) -> dict[str, np.ndarray]:
     target = np.zeros([0], np.float32) if problem.target is None else problem.target
     _, batch, input_dim = problem.x.shape
     step = taped_step_function(loss, batch, input_dim, w.hidden)
-    value, h, c, grads, norms, last_finite = step(
+    value, h, c, grads, norms = step(
         problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target
     )
     # np.asarray shares the tensors' buffers (read-only); .numpy() would copy each [T, B, H].
@@ -106,9 +103,7 @@ def compute_taped(problem: Problem, loss: str) -> dict[str, np.ndarray]:
     arrays.update({key: np.asarray(g) for key, g in zip(_GRAD_KEYS, grads, strict=True)})
     norm_keys = ("norm_h_total", "norm_h_direct", "norm_c_total")
     arrays.update(zip(norm_keys, np.asarray(norms), strict=True))
-    # All states finite (see taped_step_function), or None: add_norms checks every step.
-    state_finite = np.ones(len(arrays["h"]), bool) if bool(last_finite) else None
-    add_norms(arrays, state_finite=state_finite)
+    add_norms(arrays)
     return arrays
 
 
