@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lstmviz.engine import native
 from lstmviz.engine.tfload import tf
 
 
@@ -78,6 +79,8 @@ def lstm_sequence(
     """
     if probe_h is None:
         probe_h = probe_c = tf.zeros_like(tf.broadcast_to(h0, [tf.shape(x)[0], *h0.shape]))
+    if native.library() is not None and x.dtype == tf.float32:
+        return native.sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c)
     return _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c)
 
 

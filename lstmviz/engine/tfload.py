@@ -52,6 +52,11 @@ with _quiet_fd2():
     _GPUS = tf.config.list_physical_devices("GPU")
 
 
+def has_gpu() -> bool:
+    """Whether TensorFlow sees a GPU."""
+    return bool(_GPUS)
+
+
 def device_description() -> dict[str, str]:
     """{'device': 'CPU' or the GPU's name, 'tensorflow': version, 'cudnn': 'yes'/'no'}."""
     if _GPUS:
@@ -63,4 +68,4 @@ def device_description() -> dict[str, str]:
     return {"device": name, "tensorflow": tf.__version__, "cudnn": cudnn}
 
 
-__all__ = ["tf", "device_description"]
+__all__ = ["tf", "device_description", "has_gpu"]
