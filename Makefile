@@ -3,16 +3,22 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+NATIVE := $(VENV)/.native
 
 .PHONY: install run test lint bench clean
 
-install: $(STAMP)
+install: $(STAMP) $(NATIVE)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
+
+# The native LSTM kernels (~35 s of g++); without a compiler the app uses TensorFlow's loops.
+$(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc
+	$(PY) -m lstmviz.engine.native
+	touch $(NATIVE)
 
 run: install
 	$(PY) main.py --demo
@@ -28,4 +34,4 @@ bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info lstmviz/engine/_native

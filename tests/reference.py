@@ -46,11 +46,12 @@ def np_loss(loss, h, target):
     raise ValueError(loss)
 
 
-def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=()):
-    """Backpropagate the direct partials `direct` [T, B, H] through time.
+def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=(), direct_c=None):
+    """Backpropagate the direct partials `direct` [T, B, H] (at h_t) and `direct_c` (at c_t,
+    zeros when None) through time.
 
     Returns dict with dh (total dL/dh_t), dc (total dL/dc_t), dkernel, drecurrent, dbias, dh0,
-    dc0. At every t in `cut_at` the gradient is not passed on to the state before t
+    dc0, dx. At every t in `cut_at` the gradient is not passed on to the state before t
     (truncated BPTT at pass boundaries).
     """
     x = np.asarray(x, np.float64)
@@ -63,13 +64,15 @@ def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=()):
     dr = np.zeros(np.shape(recurrent))
     db = np.zeros(np.shape(bias))
     dh_rec, dc_rec = np.zeros_like(h0), np.zeros_like(c0)
+    dx = np.zeros_like(x)
+    direct_c = np.zeros_like(c) if direct_c is None else direct_c
     for t in reversed(range(steps)):
         i, f, g, o = gates[t]
         h_prev = h[t - 1] if t > 0 else h0
         c_prev = c[t - 1] if t > 0 else c0
         dh = direct[t] + dh_rec
         tc = np.tanh(c[t])
-        dc = dh * o * (1 - tc**2) + dc_rec
+        dc = dh * o * (1 - tc**2) + dc_rec + direct_c[t]
         dh_all[t], dc_all[t] = dh, dc
         dz = np.concatenate(
             [
@@ -81,6 +84,7 @@ def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=()):
             axis=-1,
         )
         dk += x[t].T @ dz
+        dx[t] = dz @ np.asarray(kernel, np.float64).T
         dr += h_prev.T @ dz
         db += dz.sum(axis=0)
         dh_rec, dc_rec = dz @ recurrent.T, dc * f
@@ -96,6 +100,7 @@ def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=()):
         "dbias": db,
         "dh0": dh_rec,
         "dc0": dc_rec,
+        "dx": dx,
     }
 
 

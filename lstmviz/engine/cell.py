@@ -1,4 +1,4 @@
-"""The one LSTM cell every mode uses, in Keras's layout, and the while-loop over a sequence.
+"""The one LSTM cell every mode uses, in Keras's layout, and the loop over a sequence.
 
 Shapes: x [T, B, I], kernel [I, 4H], recurrent_kernel [H, 4H], bias [4H], h and c [B, H].
 Gate order i, f, c (candidate), o.
@@ -7,13 +7,17 @@ The probe trick: `probe_h`/`probe_c` [T, B, H] are zeros added to c_t and h_t in
 The gradient of a loss with respect to a probe is the *total* derivative dL/dh_t (or dL/dc_t)
 through the recurrence, which is what BPTT calls delta_t.
 
-`lstm_sequence` carries its own backward pass (`tf.custom_gradient`): a reverse while-loop that
-is exactly BPTT. The forward loop stores, per step, the factors the backward needs (all that
-does not depend on the incoming gradient) packed in one tensor, so a backward step is a few
-multiplications, one concat and one matmul on the critical path; the weight gradients
+`lstm_sequence` runs the native CPU kernels when they are built (`native.py`: the forward and
+its BPTT as one op each), and otherwise the TensorFlow while-loops below, which compute the
+same; tests/test_cell_backends.py checks both against NumPy BPTT.
+
+The while-loop version carries its own backward pass (`tf.custom_gradient`): a reverse while-
+loop that is exactly BPTT. The forward loop stores, per step, the factors the backward needs
+(all that does not depend on the incoming gradient) packed in one tensor, so a backward step is
+a few multiplications, one concat and one matmul on the critical path; the weight gradients
 accumulate in the same loop. Intermediates move through TensorArrays (writes and reads share
-buffers); the custom backward never differentiates a read or a `tensor[t]` slice (whose
-gradient is a full-size scatter per step, quadratic in T). Measurements and what was tried:
+buffers); the custom backward never differentiates a read or a `tensor[t]` slice (whose gradient
+is a full-size scatter per step, quadratic in T). Measurements and what was tried:
 README, "Performance".
 """
 
@@ -72,7 +76,7 @@ def lstm_sequence(
     probe_h: tf.Tensor | None = None,
     probe_c: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """Run the cell over x [T, B, I] with tf.while_loop; return every h_t and c_t, [T, B, H].
+    """Run the cell over x [T, B, I]; return every h_t and c_t, [T, B, H].
 
     The last state is `h[-1], c[-1]`. Weights enter as tensors, so gradients reach whatever
     produced them. With probes (both or neither) dL/dprobe is the total gradient at each state.

@@ -78,13 +78,15 @@ def build(verbose: bool = False) -> Path:
             errors = [line for line in done.stderr.splitlines() if "error" in line]
             raise RuntimeError(f"{compiler} failed: {(errors or [done.stderr.strip()])[0]}")
         os.replace(partial, target)
+        for old in target.parent.glob("lstm_kernels-*.so"):  # other sources or TF versions
+            if old != target:
+                old.unlink(missing_ok=True)
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
     return target
 
 
-@functools.cache
 def library():
     """The loaded kernel module, or None when the while-loops should run (see the module
     docstring; `status()` says why)."""

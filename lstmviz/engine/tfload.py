@@ -58,14 +58,24 @@ def has_gpu() -> bool:
 
 
 def device_description() -> dict[str, str]:
-    """{'device': 'CPU' or the GPU's name, 'tensorflow': version, 'cudnn': 'yes'/'no'}."""
+    """{'device': 'CPU' or the GPU's name, 'tensorflow': version, 'cudnn': 'yes'/'no',
+    'lstm': which LSTM implementation runs ('native kernels' or 'TensorFlow loops'),
+    'lstm_detail': the same with the reason (`native.status()`)}."""
+    from lstmviz.engine import native  # imports this module
     if _GPUS:
         details = tf.config.experimental.get_device_details(_GPUS[0])
         name = details.get("device_name", _GPUS[0].name)
         cudnn = "yes" if tf.test.is_built_with_cuda() else "no"
     else:
         name, cudnn = "CPU", "no"
-    return {"device": name, "tensorflow": tf.__version__, "cudnn": cudnn}
+    lstm = "native kernels" if native.library() is not None else "TensorFlow loops"
+    return {
+        "device": name,
+        "tensorflow": tf.__version__,
+        "cudnn": cudnn,
+        "lstm": lstm,
+        "lstm_detail": native.status(),
+    }
 
 
 __all__ = ["tf", "device_description", "has_gpu"]

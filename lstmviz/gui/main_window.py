@@ -513,8 +513,10 @@ class MainWindow(QMainWindow):
     def _on_ready(self, device: dict) -> None:
         self.device = device
         self.device_label.setText(
-            f"{device['device']} · cuDNN {device['cudnn']} · TensorFlow {device['tensorflow']}"
+            f"{device['device']} · {device['lstm']} · cuDNN {device['cudnn']} · "
+            f"TensorFlow {device['tensorflow']}"
         )
+        self.device_label.setToolTip(f"LSTM implementation: {device['lstm_detail']}")
         self._set_title()
         if self.active is None:
             self.message.setText("ready: set parameters and press Run (Ctrl+R)")

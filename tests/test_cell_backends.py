@@ -1,0 +1,100 @@
+"""Both implementations of `cell.lstm_sequence` — the native CPU kernels and the TensorFlow
+while-loops — against NumPy BPTT (tests/reference.py): states, the total gradients at every
+h_t and c_t, and the gradients of x, the weights and the initial state."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from lstmviz.engine import cell, native
+from lstmviz.engine.tfload import has_gpu, tf
+from tests.reference import assert_close, np_bptt
+
+
+def test_native_kernels_build_and_load():
+    """Wherever a C++ compiler is found, the kernels must build and load (this is what `make
+    install` runs); CI therefore always exercises them."""
+    if shutil.which("g++") is None and not os.environ.get("CXX"):
+        pytest.skip("no C++ compiler")
+    if has_gpu() or os.environ.get("LSTMVIZ_NATIVE") == "0":
+        pytest.skip("the while-loops run here by design")
+    assert native.build().exists()
+    native._load.cache_clear()
+    assert native.library() is not None, native.status()
+    assert native.status() == "native CPU kernels"
+
+
+def _native(*args):
+    if native.library() is None:
+        pytest.skip(native.status())
+    return native.sequence(*args)
+
+
+BACKENDS = {"native": _native, "loops": cell._lstm_sequence}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "steps,batch,inputs,hidden",
+    [(7, 4, 3, 5), (1, 1, 1, 1), (5, 3, 2, 4), (12, 9, 6, 16)],  # odd B: uneven row blocks
+)
+def test_states_and_every_gradient_match_numpy_bptt(rng, backend, steps, batch, inputs, hidden):
+    x = rng.normal(size=(steps, batch, inputs)).astype(np.float32)
+    kernel = (rng.normal(size=(inputs, 4 * hidden)) * 0.5).astype(np.float32)
+    recurrent = (rng.normal(size=(hidden, 4 * hidden)) * 0.5).astype(np.float32)
+    bias = rng.normal(size=4 * hidden).astype(np.float32)
+    h0, c0 = (rng.normal(size=(2, batch, hidden)) * 0.5).astype(np.float32)
+    weight_h, weight_c = rng.normal(size=(2, steps, batch, hidden)).astype(np.float32)
+    sources = [tf.constant(a) for a in (x, h0, c0, kernel, recurrent, bias)]
+    probes = [tf.zeros((steps, batch, hidden)) for _ in range(2)]
+    with tf.GradientTape() as tape:
+        tape.watch(sources + probes)
+        h, c = BACKENDS[backend](*sources, *probes)
+        # Both states enter the loss, so BPTT gets a direct partial at every h_t and c_t.
+        loss = tf.reduce_sum(h * weight_h) + tf.reduce_sum(c * weight_c)
+    grads = tape.gradient(loss, sources + probes)
+    ref = np_bptt(x, kernel, recurrent, bias, h0, c0, weight_h, direct_c=weight_c)
+    assert_close(h, ref["h"], what="h")
+    assert_close(c, ref["c"], what="c")
+    names = ("dx", "dh0", "dc0", "dkernel", "drecurrent", "dbias", "dh", "dc")
+    for name, grad in zip(names, grads, strict=True):
+        assert_close(grad, ref[name], what=name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_probes_add_to_the_states(rng, backend):
+    """A probe's value is added to h_t (c_t) and carried on, as the gradient assumes."""
+    x = rng.normal(size=(4, 2, 3)).astype(np.float32)
+    weights = [rng.normal(size=s).astype(np.float32) for s in ((3, 8), (2, 8), (8,))]
+    zeros = tf.zeros((2, 2))
+    bump = np.zeros((4, 2, 2), np.float32)
+    bump[1] = 0.25
+    plain = BACKENDS[backend](x, zeros, zeros, *weights, tf.zeros((4, 2, 2)), tf.zeros((4, 2, 2)))
+    h, c = BACKENDS[backend](x, zeros, zeros, *weights, bump, tf.zeros((4, 2, 2)))
+    np.testing.assert_allclose(h[1] - plain[0][1], 0.25, rtol=1e-6)
+    assert not np.allclose(h[2], plain[0][2])  # carried into the next step
+    np.testing.assert_array_equal(c[:2], plain[1][:2])
+
+
+def test_native_kernels_name_inconsistent_shapes():
+    lib = native.library()
+    if lib is None:
+        pytest.skip(native.status())
+    x, zeros = tf.zeros((3, 2, 4)), tf.zeros((2, 5))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="LSTM shapes disagree"):
+        lib.lstmviz_sequence_forward(
+            x, tf.zeros((4, 16)), tf.zeros((5, 20)), tf.zeros(20), zeros, zeros,
+            tf.zeros((3, 2, 5)), tf.zeros((3, 2, 5)),
+        )  # fmt: skip
+
+
+def test_native_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv("LSTMVIZ_NATIVE", "0")
+    native._load.cache_clear()
+    try:
+        assert native._load() == (None, "TensorFlow while-loops (LSTMVIZ_NATIVE=0)")
+    finally:
+        monkeypatch.delenv("LSTMVIZ_NATIVE")
+        native._load.cache_clear()
