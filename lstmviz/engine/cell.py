@@ -17,8 +17,8 @@ loop that is exactly BPTT. The forward loop stores, per step, the factors the ba
 a few multiplications, one concat and one matmul on the critical path; the weight gradients
 accumulate in the same loop. Intermediates move through TensorArrays (writes and reads share
 buffers); the custom backward never differentiates a read or a `tensor[t]` slice (whose gradient
-is a full-size scatter per step, quadratic in T). Measurements and what was tried:
-README, "Performance".
+is a full-size scatter per step, quadratic in T). Measurements and what was tried: README,
+"Performance".
 """
 
 from __future__ import annotations
