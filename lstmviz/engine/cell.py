@@ -11,14 +11,14 @@ through the recurrence, which is what BPTT calls delta_t.
 its BPTT as one op each), and otherwise the TensorFlow while-loops below, which compute the
 same; tests/test_cell_backends.py checks both against NumPy BPTT.
 
-The while-loop version carries its own backward pass (`tf.custom_gradient`): a reverse while-
-loop that is exactly BPTT. The forward loop stores, per step, the factors the backward needs
-(all that does not depend on the incoming gradient) packed in one tensor, so a backward step is
-a few multiplications, one concat and one matmul on the critical path; the weight gradients
-accumulate in the same loop. Intermediates move through TensorArrays (writes and reads share
-buffers); the custom backward never differentiates a read or a `tensor[t]` slice (whose gradient
-is a full-size scatter per step, quadratic in T). Measurements and what was tried: README,
-"Performance".
+The while-loop version carries its own backward pass (`tf.custom_gradient`): a reverse
+while-loop that is exactly BPTT. The forward loop stores, per step, the factors the backward
+needs (all that does not depend on the incoming gradient) packed in one tensor, so a backward
+step is a few multiplications, one concat and one matmul on the critical path; the weight
+gradients accumulate in the same loop. Intermediates move through TensorArrays (writes and reads
+share buffers); the custom backward never differentiates a read or a `tensor[t]` slice (whose
+gradient is a full-size scatter per step, quadratic in T). Measurements and what was tried:
+README, "Performance".
 """
 
 from __future__ import annotations
