@@ -105,7 +105,15 @@ def stack_batches(batches: list[dict], backend: str, generator: str) -> dict[str
     for n, batch in enumerate(batches):
         flags[n, batch.get("nonfinite_steps", np.zeros(0, np.int64))] = True
     batches = [{k: v for k, v in b.items() if k != "nonfinite_steps"} for b in batches]
-    arrays = {key: np.stack([b[key] for b in batches]) for key in batches[0]}
+    # One copy per distinct array: grad_output is grad_h_direct on the while-loop backend.
+    stacked: dict[tuple[int, ...], np.ndarray] = {}
+    arrays = {}
+    for key in batches[0]:
+        parts = [b[key] for b in batches]
+        ids = tuple(map(id, parts))
+        if ids not in stacked:
+            stacked[ids] = np.stack(parts)
+        arrays[key] = stacked[ids]
     arrays["nonfinite_by_batch"] = flags
     arrays["nonfinite_steps"] = np.flatnonzero(flags.any(axis=0))
     arrays["loss_by_batch"] = arrays.pop("loss")
