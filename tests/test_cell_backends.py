@@ -98,3 +98,26 @@ def test_native_can_be_switched_off(monkeypatch):
     finally:
         monkeypatch.delenv("LSTMVIZ_NATIVE")
         native._load.cache_clear()
+
+
+def test_traces_record_which_kernel_ran_and_the_summary_says_so(rng, tmp_path):
+    from lstmviz.engine.batchwise import batchwise_gradients
+    from lstmviz.engine.taped import taped_gradients
+    from lstmviz.gui.panels import summary_text
+    from lstmviz.trace import GradientTrace
+    from lstmviz.weights import random_weights
+
+    x = rng.normal(size=(5, 2, 3)).astype(np.float32)
+    weights = random_weights(3, 4, rng)
+    taped = taped_gradients(x, weights)
+    assert str(taped.lstm_kernel) == native.kernel_name()
+    loaded = GradientTrace.load(taped.save(tmp_path / "t.npz"))
+    assert str(loaded.lstm_kernel) == native.kernel_name()
+    shown = {"native": "native kernels", "while_loop": "tf.while_loop"}[native.kernel_name()]
+    assert shown in summary_text("taped", loaded.arrays, loaded.config, 0.1)
+    per_batch = batchwise_gradients(np.stack([x, x]), [weights, weights])
+    assert np.shape(per_batch.lstm_kernel) == ()  # one text, not one per batch
+    summary = summary_text("batchwise", per_batch.arrays, per_batch.config, 0.1)
+    assert f"rnn_backend <b>{per_batch.rnn_backend}</b> ({shown})" in summary
+    older = {k: v for k, v in taped.arrays.items() if k != "lstm_kernel"}
+    assert "tf.while_loop" in summary_text("taped", older, taped.config, 0.1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lstmviz.engine.native import kernel_name
 from lstmviz.engine.problem import Problem
 from lstmviz.trace import step_norm
 
@@ -16,8 +17,10 @@ NORMS = {
 
 
 def problem_arrays(problem: Problem) -> dict[str, np.ndarray]:
-    """x, kernel, recurrent_kernel, bias, h0, c0 and (when the loss has one) target."""
+    """x, kernel, recurrent_kernel, bias, h0, c0, (when the loss has one) target, and
+    lstm_kernel: which implementation computed the LSTM ("native" or "while_loop")."""
     arrays = {
+        "lstm_kernel": np.array(kernel_name()),
         "x": problem.x,
         "kernel": problem.weights.kernel,
         "recurrent_kernel": problem.weights.recurrent_kernel,

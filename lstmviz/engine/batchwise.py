@@ -104,7 +104,8 @@ def stack_batches(batches: list[dict], backend: str, generator: str) -> dict[str
     flags = np.zeros((len(batches), steps), bool)
     for n, batch in enumerate(batches):
         flags[n, batch.get("nonfinite_steps", np.zeros(0, np.int64))] = True
-    batches = [{k: v for k, v in b.items() if k != "nonfinite_steps"} for b in batches]
+    text = {"lstm_kernel": batches[0]["lstm_kernel"]}
+    batches = [{k: v for k, v in b.items() if k not in ("nonfinite_steps", *text)} for b in batches]
     # One copy per distinct array: grad_output is grad_h_direct on the while-loop backend.
     stacked: dict[tuple[int, ...], np.ndarray] = {}
     arrays = {}
@@ -118,6 +119,7 @@ def stack_batches(batches: list[dict], backend: str, generator: str) -> dict[str
     arrays["nonfinite_steps"] = np.flatnonzero(flags.any(axis=0))
     arrays["loss_by_batch"] = arrays.pop("loss")
     arrays["loss"] = np.float32(arrays["loss_by_batch"].mean())
+    arrays |= text
     arrays["rnn_backend"] = np.array(backend)
     arrays["generator"] = np.array(generator)
     return arrays

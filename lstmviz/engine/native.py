@@ -93,6 +93,12 @@ def library():
     return _load()[0]
 
 
+def kernel_name() -> str:
+    """What runs `cell.lstm_sequence` here, as traces record it (`lstm_kernel`): "native" or
+    "while_loop"."""
+    return "native" if library() is not None else "while_loop"
+
+
 def status() -> str:
     """One line for the About box and `lstmviz --version`: which LSTM implementation runs."""
     return _load()[1]

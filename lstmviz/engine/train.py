@@ -27,6 +27,7 @@ from lstmviz.config import RunConfig
 from lstmviz.engine.arrays import add_norms
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.connectivity import connectivity
+from lstmviz.engine.native import kernel_name
 from lstmviz.engine.tasks import Task, make_task
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError
@@ -147,6 +148,7 @@ def taped_arrays(x, y, weights: dict[str, np.ndarray], result) -> dict[str, np.n
     value, h, c, grads = result
     state = np.zeros((x.shape[1], weights["recurrent_kernel"].shape[0]), np.float32)
     arrays = {"x": x, "target": y, "h0": state, "c0": state, **weights}
+    arrays["lstm_kernel"] = np.array(kernel_name())
     arrays.update(loss=np.float32(value.numpy()), h=h.numpy(), c=c.numpy())
     arrays.update({key: g.numpy() for key, g in zip(_GRAD_KEYS, grads, strict=True)})
     add_norms(arrays)

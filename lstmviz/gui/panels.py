@@ -33,6 +33,7 @@ Arrays = Mapping[str, np.ndarray]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
+LSTM_KERNEL_TEXT = {"native": "native kernels", "while_loop": "tf.while_loop"}  # lstm_kernel
 MAX_ROW_CURVES = 20  # more per-pass/per-batch curves are noise; the heatmap shows them all
 # Curves with more points than this are drawn with 1-pixel pens: Qt strokes a wide antialiased
 # pen on a long jagged path slowly (~0.2 s per 2000-point curve on the 2-core test machine,
@@ -724,11 +725,12 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     if stopped_early(arrays):
         done = len(np.ravel(arrays.get("loss_by_step", [])))
         parts.append(f"stopped early: {done} of {int(arrays['steps_requested'])} steps kept")
+    kernel = str(arrays.get("lstm_kernel", "while_loop"))  # traces before it was recorded
+    kernel = LSTM_KERNEL_TEXT.get(kernel, html.escape(kernel))
     backend = arrays.get("rnn_backend")
     if backend is not None:
-        parts.append(f"rnn_backend <b>{backend}</b>")
-    else:
-        parts.append("tf.while_loop")
+        kernel = f"rnn_backend <b>{backend}</b>" + ("" if backend == "cudnn" else f" ({kernel})")
+    parts.append(kernel)
     if "generator" in arrays:
         parts.append(f"generator {arrays['generator']}")
     if "grad_generator_norm" in arrays:
