@@ -273,3 +273,39 @@ def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
                                background.getRgbF()[:3], strict=True):  # fmt: skip
             assert got == pytest.approx(alpha * fg + (1 - alpha) * bg, abs=1 / 255)
     assert axis.zValue() < item.getViewBox().zValue()
+
+
+def test_a_log_axis_spanning_less_than_a_decade_still_has_distinct_labels(qtbot):
+    """pyqtgraph's log ticks are 1..9 × 10^n, labelled with one digit: between 0.0013 and
+    0.0019 there were none (an axis without numbers) — now evenly spaced ticks, told apart."""
+    from lstmviz.gui.panels import NormPanel
+
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    axis = panel.plot.getPlotItem().getAxis("left")
+    axis.setLogMode(False, True)
+    lo, hi = np.log10(1.3e-3), np.log10(1.9e-3)
+    values = [v for _, level in axis.tickValues(lo, hi, 300) for v in level]
+    assert len(values) >= 3 and all(lo <= v <= hi for v in values)
+    labels = axis.tickStrings(values, 1.0, 0.0)
+    assert len(set(labels)) == len(labels)
+    assert [float(s) for s in labels] == pytest.approx(10.0 ** np.array(values), rel=1e-6)
+    decades = [v for _, level in axis.tickValues(-4.0, -1.0, 300) for v in level]
+    assert {-4.0, -3.0, -2.0, -1.0} <= {round(v, 9) for v in decades}  # wide: pyqtgraph's own
+
+
+def test_the_norm_legend_sits_below_the_plot_not_over_the_curves(qtbot):
+    from lstmviz.gui.panels import NormPanel
+
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    panel.resize(700, 400)
+    panel.show()
+    curve = np.exp(np.linspace(0, 5, 50)).astype(np.float32)
+    panel.draw({"norm_h_total": curve, "norm_h_direct": curve / 2, "norm_c_total": curve * 2},
+               RunConfig(mode="taped", steps=50))  # fmt: skip
+    qtbot.waitUntil(lambda: len(panel.legend.items) == 3)
+    qtbot.wait(50)
+    view = panel.plot.getPlotItem().getViewBox().sceneBoundingRect()
+    legend = panel.legend.sceneBoundingRect()
+    assert legend.height() > 0 and legend.top() >= view.bottom()

@@ -243,6 +243,28 @@ class OpaqueLineAxis(pg.AxisItem):
     opaque one (~0.1 ms against ~6 µs for a line across the plot), and the ~50 grid lines were
     most of the norm panel's repaint (bench/bench_gui.py)."""
 
+    def logTickValues(self, minVal, maxVal, size, stdTicks):
+        """pyqtgraph's log ticks (decades, then 2..9 × 10^n), or, where fewer than two of those
+        fall in a narrow range, ticks evenly spaced in value (else the axis had no labels)."""
+        ticks = super().logTickValues(minVal, maxVal, size, stdTicks)
+        if sum(len(values) for _, values in ticks) >= 2 or not np.isfinite([minVal, maxVal]).all():
+            return ticks
+        lo, hi = 10.0**minVal, 10.0**maxVal
+        step = 10.0 ** np.floor(np.log10((hi - lo) / 3))
+        step *= next((k for k in (5, 2) if (hi - lo) / (k * step) >= 3), 1)
+        values = np.arange(np.ceil(lo / step), np.floor(hi / step) + 1) * step
+        return [(None, list(np.log10(values[(values > 0) & (values >= lo) & (values <= hi)])))]
+
+    def logTickStrings(self, values, scale, spacing):
+        """pyqtgraph's one-digit labels, with more digits where those would repeat."""
+        strings = super().logTickStrings(values, scale, spacing)
+        numbers = 10.0 ** np.asarray(values, np.float64) * scale
+        for digits in range(2, 6):
+            if len(set(strings)) == len(strings):
+                break
+            strings = [f"{v:.{digits}g}" for v in numbers]
+        return strings
+
     def generateDrawSpecs(self, p):
         specs = super().generateDrawSpecs(p)
         if specs is None:
@@ -396,13 +418,10 @@ class NormPanel(Panel):
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "timestep t")
         item.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = item.addLegend(  # small, wide and see-through: curves show behind it
-            offset=(-10, 6),
-            labelTextSize="8pt",
-            verSpacing=-6,
-            brush=pg.mkBrush(255, 255, 255, 140),
-            pen=pg.mkPen(187, 187, 187, 160),
-        )
+        # Below the x axis, in the plot's own layout (so exports keep it): over the view it
+        # hid the tops of the curves.
+        self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6)
+        item.layout.addItem(self.legend, 5, 1)
         self.curves = {
             key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()
@@ -507,7 +526,7 @@ class NormPanel(Panel):
             self.legend.clear()
             for item, text in legend:
                 self.legend.addItem(item, text)
-            self.legend.setColumnCount(4 if count > 2 else 1)
+            self.legend.setColumnCount(max(1, min(len(legend), 4)))
         for full, cut in self.row_curves[count:]:
             if full.xData is not None and len(full.xData):
                 full.setData([], [])
