@@ -81,6 +81,25 @@ def test_png_has_the_requested_size_dpi_and_the_curves(traces, tmp_path):
     assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 50  # heatmaps, text, curves
 
 
+def test_png_grid_is_light_when_pyqtgraphs_own_background_is_black(traces, tmp_path):
+    """The CLI never sets pyqtgraph's options (default background black); the export's first
+    paint happens outside its style, and the opaque grid lines were blended with black."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QImage
+
+    saved = pg.getConfigOption("background")
+    pg.setConfigOptions(background="k")
+    try:
+        path = export_png(traces["taped"], tmp_path / "a.png", width=900, height=640, dpi=96)
+    finally:
+        pg.setConfigOptions(background=saved)
+    image = QImage(str(path)).convertToFormat(QImage.Format_RGB888)
+    rgb = np.frombuffer(image.constBits(), np.uint8).reshape(640, -1)[:, : 900 * 3]
+    plot = rgb.reshape(640, 900, 3)[80:300, 100:850].astype(int)  # the norm panel's view
+    dark = (plot.sum(-1) < 3 * 90).mean()
+    assert dark < 0.02, f"{dark:.1%} of the norm plot is near-black"
+
+
 def test_svg_parses_with_vector_curves_labels_and_embedded_heatmaps(traces, tmp_path):
     trace = traces["taped"]
     path = export(trace, svg=tmp_path / "a.svg", width=1200, height=800, dpi=96)[0]

@@ -270,8 +270,16 @@ class OpaqueLineAxis(pg.AxisItem):
         if specs is None:
             return None
         axis, ticks, texts = specs
-        background = pg.mkColor(pg.getConfigOption("background"))
-        return axis, [(_opaque(pen, background), a, b) for pen, a, b in ticks], texts
+        return axis, [(_opaque(pen, self._background()), a, b) for pen, a, b in ticks], texts
+
+    def _background(self) -> QColor:
+        """The plot widget's own background (the global option may differ when this paints:
+        the export's first paint happens outside its style, and the grid came out black)."""
+        views = self.scene().views() if self.scene() is not None else []
+        brush = views[0].backgroundBrush() if views else None
+        if brush is not None and brush.style() != Qt.NoBrush:
+            return brush.color()
+        return pg.mkColor(pg.getConfigOption("background"))
 
 
 def _opaque(pen: QPen, background: QColor) -> QPen:
