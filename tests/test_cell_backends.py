@@ -121,3 +121,60 @@ def test_traces_record_which_kernel_ran_and_the_summary_says_so(rng, tmp_path):
     assert f"rnn_backend <b>{per_batch.rnn_backend}</b> ({shown})" in summary
     older = {k: v for k, v in taped.arrays.items() if k != "lstm_kernel"}
     assert "tf.while_loop" in summary_text("taped", older, taped.config, 0.1)
+
+
+def test_interrupt_stops_a_running_native_op_and_later_runs_are_unaffected():
+    """`interrupt.interrupt()` (ctypes, any thread) makes a running kernel fail with
+    CancelledError at its next step; the next call runs to the end."""
+    import threading
+    import time
+
+    from lstmviz.engine import interrupt
+
+    if native.library() is None:
+        pytest.skip(native.status())
+    steps, hidden = 1_000_000, 4  # long enough to outlast one 5 ms interrupt interval
+    x = tf.ones((steps, 1, 1))
+    weights = (tf.fill((1, 4 * hidden), 0.1), tf.fill((hidden, 4 * hidden), 0.1), tf.zeros(16))
+    zeros, probes = tf.zeros((1, hidden)), tf.zeros((steps, 1, hidden))
+    outcome = {}
+
+    def run():
+        try:
+            native.sequence(x, zeros, zeros, *weights, probes, probes)
+            outcome["result"] = "finished"
+        except tf.errors.CancelledError as error:
+            outcome["result"] = str(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    while thread.is_alive():  # the op may not have started at the first call: repeat
+        interrupt.interrupt()
+        time.sleep(0.005)
+    thread.join()
+    assert "LSTM run interrupted" in outcome["result"]
+    h, _ = native.sequence(x[:10], zeros, zeros, *weights, probes[:10], probes[:10])
+    assert np.isfinite(h).all()
+
+
+def test_a_cancelled_run_whose_kernel_was_interrupted_ends_quietly(monkeypatch):
+    """The runner turns the kernel's CancelledError into a cancelled run (no trace, no
+    error) when the run was cancelled, and lets it through otherwise."""
+    from lstmviz.config import RunConfig
+    from lstmviz.engine import runner, taped
+
+    def interrupted(*args, **kwargs):
+        raise tf.errors.CancelledError(None, None, "LSTM run interrupted")
+
+    monkeypatch.setattr(taped, "compute_taped", interrupted)
+    config = RunConfig(mode="taped", steps=5, batch=2, hidden=3)
+    polls = []  # not cancelled when the engine checks before computing, cancelled after
+
+    def cancelled() -> bool:
+        polls.append(1)
+        return len(polls) > 1
+
+    items = list(runner.run(config, cancelled))
+    assert len(items) == 1 and items[0].done == 0  # the start update, then nothing
+    with pytest.raises(tf.errors.CancelledError):
+        list(runner.run(config))

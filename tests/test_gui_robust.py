@@ -402,3 +402,22 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
     assert all(not panel.log for panel in win.panels)
     assert win.units.bar.axis.labelText == "mean |dL/dh_t,j|"
     win.close()
+
+
+def test_stop_interrupts_the_native_kernels_of_the_run_in_progress_only(monkeypatch):
+    """cancel(run) stops the kernels (engine.interrupt, no TensorFlow on the GUI thread) only
+    when that run is the one computing; closing the worker stops them too."""
+    from lstmviz.gui import worker as worker_module
+
+    calls = []
+    monkeypatch.setattr(worker_module, "interrupt", lambda: calls.append("stop"))
+    worker = worker_module.Worker()
+    worker.cancel(3)  # nothing running
+    assert calls == []
+    worker._current = 4
+    worker.cancel(3)  # queued, not started: it just never starts
+    assert calls == []
+    worker.cancel(4)
+    assert calls == ["stop"]
+    worker.close()
+    assert calls == ["stop", "stop"]

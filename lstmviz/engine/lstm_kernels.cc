@@ -10,7 +10,9 @@
 // synchronisation: a step is two small matrix products (Eigen, one thread) and one pass over
 // the gates, where TensorFlow's while-loop pays a dispatch for each of some 40 ops.
 // The weight gradients, sums over all steps, are left to TensorFlow's matmul (native.py).
+// Both ops poll an interrupt flag once per step (lstmviz_interrupt below: Stop in the GUI).
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <optional>
 
@@ -35,20 +37,36 @@ using ConstMatrixMap = Eigen::Map<const Matrix>;
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
-// Calls fn(first_row, end_row) for contiguous blocks of [0, batch), one per intra-op thread.
-void ForRowBlocks(OpKernelContext* ctx, int64_t batch,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+// Bumped by lstmviz_interrupt(); a running op that sees it change stops at its next step.
+std::atomic<int64_t> interrupts{0};
+
+using RowBlockFn = std::function<void(int64_t, int64_t, const std::function<bool()>&)>;
+
+// Calls fn(first_row, end_row, stop) for contiguous blocks of [0, batch), one per intra-op
+// thread; fn polls stop() once per step. The op fails with Cancelled when lstmviz_interrupt()
+// was called meanwhile.
+void ForRowBlocks(OpKernelContext* ctx, int64_t batch, const RowBlockFn& fn) {
+  const int64_t epoch = interrupts.load();
+  const std::function<bool()> stop = [epoch] { return interrupts.load() != epoch; };
   auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
   const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(workers->NumThreads(), batch));
   using Pool = tensorflow::thread::ThreadPool;
   workers->ParallelFor(
       blocks, Pool::SchedulingParams(Pool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1),
       [&](int64_t first, int64_t last) {
-        for (int64_t k = first; k < last; ++k) fn(batch * k / blocks, batch * (k + 1) / blocks);
+        for (int64_t k = first; k < last; ++k) {
+          fn(batch * k / blocks, batch * (k + 1) / blocks, stop);
+        }
       });
+  OP_REQUIRES(ctx, !stop(), tensorflow::errors::Cancelled("LSTM run interrupted"));
 }
 
 }  // namespace
+
+// Stops every native LSTM op running in this process at its next step (they fail with
+// Cancelled); ops started afterwards run normally. Safe from any thread; called through
+// ctypes (lstmviz/engine/interrupt.py), so the GUI thread never runs TensorFlow for it.
+extern "C" void lstmviz_interrupt() { interrupts.fetch_add(1); }
 
 REGISTER_OP("LstmvizSequenceForward")
     .Input("x: float")          // [T, B, I]
@@ -128,11 +146,11 @@ class SequenceForward : public OpKernel {
     const ConstMatrixMap U(recurrent.flat<float>().data(), H, 4 * H);
     const Eigen::Map<const Eigen::RowVectorXf> b(bias.flat<float>().data(), 4 * H);
 
-    ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1) {
+    ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1, const auto& stop) {
       const int64_t n = r1 - r0;
       Matrix z(n, 4 * H);
       Eigen::ArrayXf c_new(H), tanh_c(H);
-      for (int64_t t = 0; t < T; ++t) {
+      for (int64_t t = 0; t < T && !stop(); ++t) {
         const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
         const float* h_prev = t == 0 ? h_init + r0 * H : hs + (row - B) * H;
         const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
@@ -197,10 +215,10 @@ class SequenceBackward : public OpKernel {
     const ConstMatrixMap U(recurrent.flat<float>().data(), H, 4 * H);
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).
-    ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1) {
+    ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1, const auto& stop) {
       const int64_t n = r1 - r0;
       Matrix dh_next = Matrix::Zero(n, H), dc_next = Matrix::Zero(n, H);
-      for (int64_t t = T - 1; t >= 0; --t) {
+      for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
         const int64_t row = t * B + r0;
         for (int64_t r = 0; r < n; ++r) {
           const int64_t at = (row + r) * H;

@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import has_gpu, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
@@ -114,9 +115,11 @@ def _load():
     if not path.exists():
         return None, "TensorFlow while-loops (native kernels not built: make install)"
     try:
-        return tf.load_op_library(str(path)), "native CPU kernels"
-    except (tf.errors.NotFoundError, OSError) as error:
+        module = tf.load_op_library(str(path))
+        interrupt.register(str(path))
+    except (tf.errors.NotFoundError, OSError, AttributeError) as error:
         return None, f"TensorFlow while-loops (native kernels failed to load: {error})"
+    return module, "native CPU kernels"
 
 
 @tf.RegisterGradient("LstmvizSequenceForward")

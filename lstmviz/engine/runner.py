@@ -52,14 +52,23 @@ def run(
         from lstmviz.engine.batchwise import run_batchwise
 
         items = run_batchwise(config, cancelled=cancelled)
-    return _recorded(items, sources)
+    return _recorded(items, sources, cancelled)
 
 
 def _recorded(
-    items: Iterator[TraceUpdate | GradientTrace], sources: dict[str, str]
+    items: Iterator[TraceUpdate | GradientTrace],
+    sources: dict[str, str],
+    cancelled: Callable[[], bool],
 ) -> Iterator[TraceUpdate | GradientTrace]:
-    """Pass `items` on, adding `sources` to the final trace as text arrays."""
-    for item in items:
-        if isinstance(item, GradientTrace):
-            item.arrays.update({key: np.array(text) for key, text in sources.items()})
-        yield item
+    """Pass `items` on, adding `sources` to the final trace as text arrays. A computation
+    stopped by `interrupt.interrupt()` after `cancelled()` turned true ends the run quietly."""
+    from lstmviz.engine.tfload import tf
+
+    try:
+        for item in items:
+            if isinstance(item, GradientTrace):
+                item.arrays.update({key: np.array(text) for key, text in sources.items()})
+            yield item
+    except tf.errors.CancelledError:
+        if not cancelled():
+            raise

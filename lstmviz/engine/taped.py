@@ -160,8 +160,9 @@ def run_taped(
     """Generator: one TraceUpdate when it starts, then the GradientTrace (with `connectivity`
     [T, T] when `config.connectivity`).
 
-    The problem defaults to the one seeded by `config`. One taped run cannot be interrupted
-    inside TensorFlow; `cancelled` is checked before it starts and before the connectivity map.
+    The problem defaults to the one seeded by `config`. `cancelled` is checked before the run
+    starts and before the connectivity map; inside the run only the native kernels stop
+    (`interrupt.interrupt()`, then `runner.run` ends the run quietly).
     """
     problem = problem or seeded_problem(config)
     yield TraceUpdate(0, 1, f"taped while-loop, T={problem.x.shape[0]}")

@@ -228,7 +228,13 @@ class TrainingRun:
                 self.stopped = "cancelled"
                 return
             x, y = task.sample(self.rng)
-            result = self.trainer.gradients(x, y)
+            try:
+                result = self.trainer.gradients(x, y)
+            except tf.errors.CancelledError:  # interrupt.interrupt() after a cancel
+                if not self.cancelled():
+                    raise
+                self.stopped = "cancelled"
+                return
             self.losses[step] = result[0].numpy()
             self.norms[step] = step_norm(result[3][1].numpy())
             self._batch = (x, y)

@@ -7,8 +7,10 @@ the thread's Python thread state does not survive from one slot call to the next
 context in thread-local storage, so the second slot that touches TensorFlow aborts the process
 ("double free or corruption"). One long `run()` keeps one thread state for the thread's life.
 
-TensorFlow cannot be interrupted inside one computation: `cancel(run_id)` is honoured at the
-engine's next yield. So is `pause(run_id)`: the worker then stops iterating the engine's
+TensorFlow cannot be interrupted inside one computation, but the native LSTM kernels can:
+`cancel(run_id)` stops them at their next timestep (`engine.interrupt`, through ctypes: this
+thread runs no TensorFlow), and otherwise is honoured at the engine's next yield. So is
+`pause(run_id)`: the worker then stops iterating the engine's
 generator (it waits, polling, until `resume`, `cancel` or `finish_early`). `finish_early` on a
 paused training run ends it with the trace of the steps done so far (`train.partial_trace`).
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from PySide6.QtCore import QThread, Signal
 
 from lstmviz.config import RunConfig
+from lstmviz.engine.interrupt import interrupt
 from lstmviz.errors import LstmvizError
 from lstmviz.trace import GradientTrace
 
@@ -54,6 +57,7 @@ class Worker(QThread):
         self._paused: set[int] = set()
         self._finish: set[int] = set()
         self._closing = False
+        self._current: int | None = None  # the run in progress
 
     def request_run(self, run_id: int, config: RunConfig) -> None:
         self._requests.put((self._run, run_id, config))
@@ -66,8 +70,11 @@ class Worker(QThread):
         self._requests.put((self._save_weights, request_id, (trace, path)))
 
     def cancel(self, run_id: int) -> None:
-        """Ask run `run_id` to stop at its next yield (or not to start)."""
+        """Ask run `run_id` to stop at its next yield (or not to start); when it is running,
+        its native LSTM kernels stop at their next timestep."""
         self._cancelled.add(run_id)
+        if run_id == self._current:
+            interrupt()
 
     def pause(self, run_id: int) -> None:
         """Hold run `run_id` at its next yield until `resume`, `cancel` or `finish_early`."""
@@ -81,9 +88,11 @@ class Worker(QThread):
         self._finish.add(run_id)
 
     def close(self) -> None:
-        """Drop waiting requests and end the thread after the current one."""
+        """Drop waiting requests and end the thread after the current one (interrupted)."""
         self._closing = True
         self._requests.put(None)
+        if self._current is not None:
+            interrupt()
 
     def run(self) -> None:
         try:
@@ -102,6 +111,7 @@ class Worker(QThread):
         def cancelled() -> bool:
             return run_id in self._cancelled or self._closing
 
+        self._current = run_id
         try:
             if not cancelled():
                 items = runner.run(config, cancelled)
@@ -125,6 +135,7 @@ class Worker(QThread):
         except Exception as exc:
             self.failed.emit(run_id, describe(exc))
         finally:
+            self._current = None
             for flags in (self._cancelled, self._paused, self._finish):
                 flags.discard(run_id)
 
