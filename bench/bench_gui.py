@@ -17,12 +17,12 @@ The machine's load (`uptime`) is printed with the figures: timings on a shared m
   update per pass, (d) a synthetic engine (no TensorFlow work) streams 200 rows × T=2000 at 30
   updates a second
   into every panel (the drawing alone). Goal: p99 < 16 ms.
-- redraw: with T=2000 curves (20 per-batch curves and the three main ones) and 200 × 2000
-  heatmaps, median of 10 after a warm-up, each redraw with new data (two traces in turn; a
-  live update adds one row). Through the window (`_draw`, every panel), which
-  draws one panel per event-loop turn: the total and the longest step (a panel's draw plus
-  the repaint it causes); one panel: `draw(...)` plus a synchronous repaint of that panel.
-  Goal: < 16 ms (the longest step).
+- redraw: with T=2000 curves (10 per-batch curves and the three main ones; white noise, the
+  worst case for painting, and real per-batch norms from the engine) and 200 × 2000 heatmaps,
+  median of 10 after a warm-up, each redraw with new data (two traces in turn; a live update
+  adds one row). Through the window (`_draw`, every panel), which draws one panel per event-loop
+  turn: the total and the longest step (a panel's draw plus the repaint it causes); one panel:
+  `draw(...)` plus a synchronous repaint of that panel. Goal: < 16 ms (the longest step).
 """
 
 from __future__ import annotations
@@ -182,6 +182,23 @@ def big_arrays(rows: int = 200, steps: int = 2000, batch: int = 8, hidden: int =
     }
 
 
+def engine_arrays(rows: int = 200, steps: int = 2000) -> dict:
+    """big_arrays() with real gradient-norm curves: a per-batch run of the engine (20 batches
+    of B=4, H=32, random weights; their rows repeated to 200), for the norm panel's realistic
+    cost next to the white-noise worst case."""
+    from lstmviz.config import RunConfig
+    from lstmviz.engine.batchwise import run_batchwise
+
+    config = RunConfig(mode="batchwise", steps=steps, batches=20, batch=4, hidden=32)
+    *_, trace = run_batchwise(config)
+    arrays = big_arrays(rows, steps)
+    by_batch = np.asarray(trace.norm_h_total, np.float32)  # [20, T]
+    arrays["norm_h_total_by_batch"] = np.resize(by_batch, (rows, steps))
+    for key in ("norm_h_total", "norm_h_direct", "norm_c_total"):
+        arrays[key] = np.asarray(trace.arrays[key][0], np.float32)
+    return arrays
+
+
 def latency(seconds: float) -> list[tuple[str, str, str]]:
     from lstmviz.config import RunConfig
     from lstmviz.engine import runner
@@ -311,14 +328,19 @@ def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
             print(*out[-1], sep="  ", flush=True)
 
         staged("finished trace, every panel", lambda i: window._draw(traces[i % 2], config))
+        real = [engine_arrays()]
+        real.append({k: v * 2 for k, v in real[0].items()})
+        staged("the same, engine curves", lambda i: window._draw(real[i % 2], config))
         window.rows_total = 200
         staged("live update (one more of 200 rows)", lambda i: window._draw(live(i), config))
         for name, panel in (
-            ("norm panel only (23 curves × 2000)", window.norm),
+            ("norm panel only (13 curves × 2000)", window.norm),
             ("rows heatmap only (200 × 2000)", window.rows),
             ("units heatmap only (200 × 2000 from [2000, 8, 200])", window.units),
         ):
             timed(name, panel, lambda i, panel=panel: panel.draw(traces[i % 2], config))
+        timed("norm panel only, engine curves", window.norm,
+              lambda i: window.norm.draw(real[i % 2], config))  # fmt: skip
         window.close()
     return out
 

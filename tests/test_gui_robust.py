@@ -421,3 +421,26 @@ def test_stop_interrupts_the_native_kernels_of_the_run_in_progress_only(monkeypa
     assert calls == ["stop"]
     worker.close()
     assert calls == ["stop", "stop"]
+
+
+def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):
+    """Batches overlap on the time axis: at most one curve per palette colour (the heatmap
+    shows every batch). Passes sit side by side: up to 20."""
+    from lstmviz.gui.panels import PALETTE, NormPanel
+
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    rng = np.random.default_rng(0)
+
+    def shown(arrays, config) -> list:
+        panel.draw(arrays, config)
+        return [full for full, _ in panel.row_curves if full.xData is not None and len(full.xData)]
+
+    rows = np.exp(rng.standard_normal((15, 30))).astype(np.float32)
+    batches = shown({"norm_h_total_by_batch": rows, "norm_h_total": rows[0]},
+                    RunConfig(mode="batchwise", steps=30, batches=15))  # fmt: skip
+    colours = {full.opts["pen"].color().name() for full in batches}
+    assert len(batches) == len(PALETTE) == len(colours)
+    passes = shown({"norm_h_total_by_pass": rows, "norm_h_total": rows.reshape(-1)},
+                   RunConfig(mode="multipass", steps=30, passes=15))  # fmt: skip
+    assert len(passes) == 15

@@ -34,7 +34,10 @@ Arrays = Mapping[str, np.ndarray]
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]  # fmt: skip
 LSTM_KERNEL_TEXT = {"native": "native kernels", "while_loop": "tf.while_loop"}  # lstm_kernel
-MAX_ROW_CURVES = 20  # more per-pass/per-batch curves are noise; the heatmap shows them all
+# Per-row curves in the norm panel; the rows heatmap shows every row. Passes sit side by side
+# on the time axis; batches overlap, so they get one colour each (the palette's ten): more
+# overlapping curves are unreadable, and each costs ~0.5 ms to paint at T=2000.
+MAX_ROW_CURVES = {"pass": 20, "batch": len(PALETTE)}
 # Curves with more points than this are drawn with 1-pixel pens: Qt strokes a wide antialiased
 # pen on a long jagged path slowly (~0.2 s per 2000-point curve on the 2-core test machine,
 # against ~1 ms at width 1; bench/bench_gui.py), and at that density the width is not seen.
@@ -517,7 +520,7 @@ class NormPanel(Panel):
         if rows is not None and rows[1] in ("pass", "batch"):
             data, name = rows
             truncated = a.get("norm_h_truncated_by_pass")
-            count = min(len(data), MAX_ROW_CURVES)
+            count = min(len(data), MAX_ROW_CURVES[name])
             for r in range(count):
                 full, cut = self._row_pair(r)
                 x = np.arange(data.shape[1]) + (r * per_pass if per_pass else 0)
