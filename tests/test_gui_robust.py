@@ -444,3 +444,20 @@ def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):
     passes = shown({"norm_h_total_by_pass": rows, "norm_h_total": rows.reshape(-1)},
                    RunConfig(mode="multipass", steps=30, passes=15))  # fmt: skip
     assert len(passes) == 15
+
+
+def test_summary_flags_a_non_finite_array_the_per_step_check_does_not_cover():
+    """With `nonfinite_steps` the summary trusts it for states and normed gradients and scans
+    only the other float arrays: a NaN weight gradient is still reported."""
+    from lstmviz.gui.panels import summary_text
+
+    steps = 6
+    grad = np.ones((steps, 2, 3), np.float32)
+    arrays = {
+        "h": grad, "c": grad, "grad_h_total": grad, "norm_h_total": np.ones(steps, np.float32),
+        "grad_kernel": np.ones((4, 12), np.float32), "nonfinite_steps": np.zeros(0, np.int64),
+        "loss": np.float32(0.5),
+    }  # fmt: skip
+    assert "no NaN/Inf ✓" in summary_text("taped", arrays, None, 0.1)
+    arrays["grad_kernel"][1, 2] = np.nan
+    assert "1 in grad_kernel" in summary_text("taped", arrays, None, 0.1)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
 from PySide6.QtGui import QAction, QColor, QPen
 from PySide6.QtWidgets import (
     QGraphicsItem,
@@ -182,10 +182,66 @@ def nonfinite_text(steps, what: str = "t") -> str:
     return f"NaN/Inf at {what} = {shown} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
 
 
-class NonFiniteMarks(pg.GraphicsObject):
-    """Red see-through bands over the steps where a trace holds NaN or Inf (one item for any
-    number of steps; a run of neighbouring steps is one band), at least a pixel wide and
-    spanning the plot's height whatever the y range or log mode."""
+class FullHeight(pg.GraphicsObject):
+    """One item for any number of marks that span the plot's height over some x range,
+    whatever the y range or log mode, and never stretch the auto range."""
+
+    def x_extent(self) -> tuple[float, float] | None:
+        """The marks' leftmost and rightmost x (None: nothing to draw)."""
+        raise NotImplementedError
+
+    def viewRangeChanged(self) -> None:  # noqa: N802 (pyqtgraph's name)
+        self.prepareGeometryChange()
+        super().viewRangeChanged()
+
+    def _view(self) -> QRectF | None:
+        view = self.viewRect()
+        return None if view is None or self.x_extent() is None else view
+
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        view = self._view()
+        if view is None:
+            return QRectF()
+        a, b = self.x_extent()
+        return QRectF(a, view.top(), b - a, view.height()).normalized()
+
+    def dataBounds(self, axis, frac=1.0, orthoRange=None):  # noqa: N802,N803
+        return None
+
+
+class PassBoundaries(FullHeight):
+    """Dotted lines between passes (P=400 as 399 InfiniteLines cost ~180 ms to draw)."""
+
+    def __init__(self):
+        super().__init__()
+        self.positions = np.zeros(0)
+        self.setZValue(-10)  # under the curves
+        self.pen = pg.mkPen("#888", width=1, style=Qt.DotLine)
+        self.pen.setCosmetic(True)
+
+    def set_positions(self, positions) -> None:
+        positions = np.asarray(positions, np.float64)
+        if np.array_equal(positions, self.positions):
+            return
+        self.prepareGeometryChange()
+        self.positions = positions
+        self.update()
+
+    def x_extent(self) -> tuple[float, float] | None:
+        return (self.positions[0], self.positions[-1]) if self.positions.size else None
+
+    def paint(self, painter, *args) -> None:
+        view = self._view()
+        if view is None:
+            return
+        painter.setPen(self.pen)
+        shown = self.positions[(self.positions >= view.left()) & (self.positions <= view.right())]
+        painter.drawLines([QLineF(x, view.top(), x, view.bottom()) for x in shown])
+
+
+class NonFiniteMarks(FullHeight):
+    """Red see-through bands over the steps where a trace holds NaN or Inf (a run of
+    neighbouring steps is one band), at least a pixel wide (the outline's cosmetic pen)."""
 
     COLOR = (220, 0, 0)
 
@@ -210,26 +266,11 @@ class NonFiniteMarks(pg.GraphicsObject):
         self.spans = [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
         self.update()
 
-    def viewRangeChanged(self) -> None:  # noqa: N802 (pyqtgraph's name)
-        self.prepareGeometryChange()
-        super().viewRangeChanged()
-
-    def _rows(self) -> QRectF | None:
-        view = self.viewRect()
-        return None if view is None or not self.spans else view
-
-    def boundingRect(self) -> QRectF:  # noqa: N802
-        view = self._rows()
-        if view is None:
-            return QRectF()
-        a, b = self.spans[0][0] - 0.5, self.spans[-1][1] + 0.5
-        return QRectF(a, view.top(), b - a, view.height()).normalized()
-
-    def dataBounds(self, axis, frac=1.0, orthoRange=None):  # noqa: N802,N803
-        return None  # never stretches the auto range
+    def x_extent(self) -> tuple[float, float] | None:
+        return (self.spans[0][0] - 0.5, self.spans[-1][1] + 0.5) if self.spans else None
 
     def paint(self, painter, *args) -> None:
-        view = self._rows()
+        view = self._view()
         if view is None:
             return
         painter.setPen(self.pen)
@@ -442,7 +483,8 @@ class NormPanel(Panel):
         self.marks = NonFiniteMarks()  # the timesteps where the trace holds NaN/Inf
         item.addItem(self.marks)
         self.row_curves: list[tuple[pg.PlotDataItem, pg.PlotDataItem]] = []
-        self.boundaries: list[pg.InfiniteLine] = []
+        self.boundaries = PassBoundaries()
+        item.addItem(self.boundaries)
         # What is on screen, so a redraw (30 a second in a live run) only changes what differs:
         # pyqtgraph recomputes every curve on setLogMode and rebuilds labels on legend changes.
         self.pens: dict[pg.PlotDataItem, pg.QtGui.QPen] = {}  # each curve's full-width pen
@@ -461,18 +503,6 @@ class NormPanel(Panel):
                 self.plot.addItem(curve)
             self.row_curves.append(pair)
         return self.row_curves[index]
-
-    def _set_boundaries(self, positions: list[float]) -> None:
-        while len(self.boundaries) < len(positions):
-            line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#888", width=1, style=Qt.DotLine))
-            self.plot.addItem(line)
-            self.boundaries.append(line)
-        for line, pos in zip(
-            self.boundaries, positions + [None] * len(self.boundaries), strict=False
-        ):
-            line.setVisible(pos is not None)
-            if pos is not None:
-                line.setPos(pos)
 
     def _changed(self, name: str, value) -> bool:
         """Record `value` as shown for `name`; True if it differs from what was shown."""
@@ -545,7 +575,7 @@ class NormPanel(Panel):
                 cut.setData([], [])
         self.marks.set_steps(a.get("nonfinite_steps"))
         total = max(self.rows_total or 0, len(rows[0]) if rows else 0)
-        self._set_boundaries([p * per_pass - 0.5 for p in range(1, total)] if per_pass else [])
+        self.boundaries.set_positions(np.arange(1, total) * per_pass - 0.5 if per_pass else [])
 
     def drawn(self) -> bool:
         items = [*self.curves.values(), *(full for full, _ in self.row_curves)]
@@ -734,6 +764,11 @@ class UnitsHeatmap(HeatmapPanel):
         return None if units is None else (units, "unit")
 
 
+def _has_norm(key: str, arrays: Arrays) -> bool:
+    """Whether `key` is a state or a gradient whose per-step norm the trace holds."""
+    return key in ("h", "c") or (key.startswith("grad_") and "norm_" + key[5:] in arrays)
+
+
 def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None) -> str:
     """One line: mode, sizes, loss, multi-pass check, kernel, time, non-finite values."""
     parts = [f"<b>{mode}</b>"]
@@ -773,8 +808,13 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
             detail = rest.split(";")[0]
             parts.append(f"{name}: {html.escape(Path(path).name)} ({html.escape(detail)})")
     parts.append("loaded from file" if seconds is None else f"{seconds:.2f} s")
+    # An engine's trace lists the steps where a state or a gradient with a norm is NaN or Inf
+    # (`nonfinite_steps`); only the other float arrays need a look (scanning the big [T, B, H]
+    # ones again took ~40 ms for a multi-pass trace of 8000 steps).
+    checked = "nonfinite_steps" in arrays
     bad = {k: int(np.size(v) - np.isfinite(v).sum()) for k, v in arrays.items()
-           if np.asarray(v).dtype.kind == "f"}  # fmt: skip
+           if np.asarray(v).dtype.kind == "f"
+           and not (checked and _has_norm(k, arrays))}  # fmt: skip
     bad = {k: n for k, n in bad.items() if n}
     steps = np.ravel(arrays.get("nonfinite_steps", []))
     loss_steps = np.ravel(arrays.get("nonfinite_loss_steps", []))
