@@ -143,7 +143,8 @@ def grid_table(shapes, modes, input_dim, repeats, peak, connectivity_max) -> Non
             gflops = flops / s / 1e9
             print(
                 f"{steps:>5} {batch:>3} {hidden:>4}  {label:<16}{1000 * s:>9.1f} "
-                f"{s / keras_s:>8.2f} {gflops:>8.1f} {gflops / peak:>8.0%}"
+                f"{s / keras_s:>8.2f} {gflops:>8.1f} "
+                + (f"{gflops / peak:>8.0%}" if np.isfinite(peak) else f"{'—':>8}")
             )
         sys.stdout.flush()
 
@@ -222,7 +223,8 @@ def main(argv=None) -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"{info['device']} · {os.cpu_count()} cores · TensorFlow {info['tensorflow']} · "
-        f"I={args.input_dim} · median of {args.repeats} · load average {load:.2f} at start"
+        f"LSTM: {info['lstm_detail']} · I={args.input_dim} · median of {args.repeats} · "
+        f"load average {load:.2f} at start"
     )
     peak = float("nan") if args.no_extras else peak_matmul_gflops(args.repeats)
     if not args.no_extras:
