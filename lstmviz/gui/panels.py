@@ -314,7 +314,7 @@ class OpaqueLineAxis(pg.AxisItem):
         if specs is None:
             return None
         axis, ticks, texts = specs
-        return axis, [(_opaque(pen, self._background()), a, b) for pen, a, b in ticks], texts
+        return axis, [(opaque(pen, self._background()), a, b) for pen, a, b in ticks], texts
 
     def _background(self) -> QColor:
         """The plot widget's own background (the global option may differ when this paints:
@@ -326,8 +326,10 @@ class OpaqueLineAxis(pg.AxisItem):
         return pg.mkColor(pg.getConfigOption("background"))
 
 
-def _opaque(pen: QPen, background: QColor) -> QPen:
-    """pen with its translucent colour replaced by that colour composed over `background`."""
+def opaque(pen: QPen, background: QColor) -> QPen:
+    """pen with its translucent colour replaced by that colour composed over `background`:
+    the same pixels on that background, but Qt strokes an opaque line ~20× faster (grid lines;
+    long noisy curves: the loss, the faded history)."""
     color = pen.color()
     alpha = color.alphaF()
     if alpha >= 1.0:

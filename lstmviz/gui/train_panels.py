@@ -18,6 +18,7 @@ from lstmviz.gui.panels import (
     Panel,
     display_values,
     fmt,
+    opaque,
 )
 
 MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced over the run)
@@ -65,7 +66,8 @@ class LossPanel(Panel):
         self.legend = item.addLegend(
             offset=(-10, 10), labelTextSize="8pt", brush=pg.mkBrush(255, 255, 255, 190)
         )
-        self.curve = pg.PlotDataItem(pen=pg.mkPen(120, 150, 200, 200, width=1))
+        background = self.plot.backgroundBrush().color()
+        self.curve = pg.PlotDataItem(pen=opaque(pg.mkPen(120, 150, 200, 200), background))
         self.mean = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2))
         item.addItem(self.curve)
         item.addItem(self.mean)
