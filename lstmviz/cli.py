@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.config import GENERATORS, HELP, LOSSES, MODES, RANGES, TASKS, RunConfig
+from lstmviz.engine.interrupt import interrupt
 from lstmviz.errors import ConfigError, LstmvizError
 
 
@@ -170,9 +171,10 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
     Python cannot raise KeyboardInterrupt in it).
 
     First Ctrl-C: ask the generator to stop (it polls `cancel` between passes, batches and
-    steps) and, with --keep-partial, keep the finished training steps; without it, give the
-    run GRACE_SECONDS to stop, then leave. Second Ctrl-C: leave at once. Nothing is written
-    unless a complete trace is saved (atomically).
+    steps; the native LSTM kernels stop at their next timestep) and, with --keep-partial, keep
+    the finished training steps; without it, give the run GRACE_SECONDS to stop, then leave.
+    Second Ctrl-C: leave at once. Nothing is written unless a complete trace is saved
+    (atomically).
     """
     from lstmviz.trace import GradientTrace
 
@@ -194,6 +196,7 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
         if cancel.is_set():
             raise KeyboardInterrupt
         cancel.set()
+        interrupt()
         what = "keeping the finished steps" if keep else "nothing will be written"
         sys.stderr.write(f"\nlstmviz: stopping ({what}); press Ctrl-C again to quit at once\n")
         sys.stderr.flush()
