@@ -178,3 +178,11 @@ def test_a_cancelled_run_whose_kernel_was_interrupted_ends_quietly(monkeypatch):
     assert len(items) == 1 and items[0].done == 0  # the start update, then nothing
     with pytest.raises(tf.errors.CancelledError):
         list(runner.run(config))
+
+
+def test_a_failing_compiler_is_named_and_leaves_nothing_behind(monkeypatch, tmp_path):
+    monkeypatch.setenv("CXX", "/bin/false")
+    monkeypatch.setattr(native, "library_path", lambda: tmp_path / "lstm_kernels-x.so")
+    with pytest.raises(RuntimeError, match="/bin/false failed: exit code 1"):
+        native.build()
+    assert list(tmp_path.iterdir()) == []

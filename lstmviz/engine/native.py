@@ -76,8 +76,9 @@ def build(verbose: bool = False) -> Path:
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            errors = [line for line in done.stderr.splitlines() if "error" in line]
-            raise RuntimeError(f"{compiler} failed: {(errors or [done.stderr.strip()])[0]}")
+            lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
+            errors = [line for line in lines if "error" in line.lower()]
+            raise RuntimeError(f"{compiler} failed: {(errors or lines[-1:])[0]}")
         os.replace(partial, target)
         for old in target.parent.glob("lstm_kernels-*.so"):  # other sources or TF versions
             if old != target:
