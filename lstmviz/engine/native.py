@@ -31,9 +31,12 @@ _FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-Wno-deprecated-declarati
 
 
 def _cpu_model() -> str:
+    """The CPU's model and instruction-set flags: -march=native code must not meet another
+    CPU (a checkout moved to a machine without, say, AVX-512 would crash, not fall back)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return next((line for line in info if line.startswith("model name")), "")
+            lines = [line for line in info if line.startswith(("model name", "flags"))]
+        return "".join(sorted(set(lines)))
     except OSError:
         return platform.processor()
 
