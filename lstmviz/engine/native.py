@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from lstmviz.engine import interrupt
-from lstmviz.engine.tfload import has_gpu, tf
+from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
 _FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
@@ -105,7 +105,8 @@ def kernel_name() -> str:
 
 
 def status() -> str:
-    """One line for the About box and `lstmviz --version`: which LSTM implementation runs."""
+    """Which LSTM implementation runs and why, in words (the status bar's tooltip, the
+    benchmark's header)."""
     return _load()[1]
 
 
@@ -113,7 +114,7 @@ def status() -> str:
 def _load():
     if os.environ.get("LSTMVIZ_NATIVE", "1") == "0":
         return None, "TensorFlow while-loops (LSTMVIZ_NATIVE=0)"
-    if has_gpu():
+    if gpu_visible():
         return None, "TensorFlow while-loops (GPU)"
     path = library_path()
     if not path.exists():

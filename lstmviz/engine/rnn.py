@@ -13,14 +13,10 @@ from __future__ import annotations
 
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.cudnn import cudnn_lstm
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.tfload import gpu_visible, tf
 from lstmviz.errors import InputError
 
 BACKENDS = ("cudnn", "while_loop")
-
-
-def gpu_visible() -> bool:
-    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def choose_backend(requested: str = "auto") -> str:

@@ -52,15 +52,15 @@ with _quiet_fd2():
     _GPUS = tf.config.list_physical_devices("GPU")
 
 
-def has_gpu() -> bool:
-    """Whether TensorFlow sees a GPU."""
-    return bool(_GPUS)
+def gpu_visible() -> bool:
+    """Whether TensorFlow has a GPU to run on (cuDNN is then used, the native kernels not)."""
+    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def device_description() -> dict[str, str]:
     """{'device': 'CPU' or the GPU's name, 'tensorflow': version, 'cudnn': 'yes'/'no',
-    'lstm': which LSTM implementation runs ('native kernels' or 'TensorFlow loops'),
-    'lstm_detail': the same with the reason (`native.status()`)}."""
+    'lstm': which LSTM implementation runs (`native.kernel_name()`: 'native' or 'while_loop'),
+    'lstm_detail': the same in words, with the reason (`native.status()`)}."""
     from lstmviz.engine import native  # imports this module
     if _GPUS:
         details = tf.config.experimental.get_device_details(_GPUS[0])
@@ -68,14 +68,13 @@ def device_description() -> dict[str, str]:
         cudnn = "yes" if tf.test.is_built_with_cuda() else "no"
     else:
         name, cudnn = "CPU", "no"
-    lstm = "native kernels" if native.library() is not None else "TensorFlow loops"
     return {
         "device": name,
         "tensorflow": tf.__version__,
         "cudnn": cudnn,
-        "lstm": lstm,
+        "lstm": native.kernel_name(),
         "lstm_detail": native.status(),
     }
 
 
-__all__ = ["tf", "device_description", "has_gpu"]
+__all__ = ["tf", "device_description", "gpu_visible"]

@@ -41,7 +41,13 @@ from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui import export_dialog
 from lstmviz.gui.dialogs import pick_layer
-from lstmviz.gui.panels import RowsHeatmap, SummaryPanel, UnitsHeatmap, stopped_early
+from lstmviz.gui.panels import (
+    LSTM_KERNEL_TEXT,
+    RowsHeatmap,
+    SummaryPanel,
+    UnitsHeatmap,
+    stopped_early,
+)
 from lstmviz.gui.params import MODE_TEXT, ParamsEditor
 from lstmviz.gui.train_panels import ConnectivityPanel, LossPanel, NormHistoryPanel
 from lstmviz.gui.worker import Worker
@@ -513,7 +519,7 @@ class MainWindow(QMainWindow):
     def _on_ready(self, device: dict) -> None:
         self.device = device
         self.device_label.setText(
-            f"{device['device']} · {device['lstm']} · cuDNN {device['cudnn']} · "
+            f"{device['device']} · {LSTM_KERNEL_TEXT[device['lstm']]} · cuDNN {device['cudnn']} · "
             f"TensorFlow {device['tensorflow']}"
         )
         self.device_label.setToolTip(f"LSTM implementation: {device['lstm_detail']}")
