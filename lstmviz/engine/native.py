@@ -28,6 +28,9 @@ from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
 _FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
+# Eigen's AVX512-FP16 code, which -march=native turns on where the CPU has it (Sapphire
+# Rapids and later), does not compile with g++ 12 ("expected initializer before '<'").
+_FP16_OFF = ["-mno-avx512fp16"]
 
 
 def _cpu_model() -> str:
@@ -41,11 +44,16 @@ def _cpu_model() -> str:
         return platform.processor()
 
 
+def _flags() -> list[str]:
+    """The compiler flags for this CPU."""
+    return _FLAGS + (_FP16_OFF if "avx512_fp16" in _cpu_model() else [])
+
+
 def library_path() -> Path:
     """Where the library for this source, TensorFlow, compiler flags and CPU lives (built or
     not)."""
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), tf.__version__.encode(), " ".join(_FLAGS).encode(),
+    for part in (SOURCE.read_bytes(), tf.__version__.encode(), " ".join(_flags()).encode(),
                  platform.machine().encode(), _cpu_model().encode()):  # fmt: skip
         key.update(part)
     name = f"lstm_kernels-{key.hexdigest()[:16]}.so"
@@ -71,7 +79,7 @@ def build(verbose: bool = False) -> Path:
     fd, partial = tempfile.mkstemp(suffix=".so.part", dir=target.parent)
     os.close(fd)
     command = [
-        compiler, str(SOURCE), "-o", partial, *_FLAGS,
+        compiler, str(SOURCE), "-o", partial, *_flags(),
         *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(),
     ]  # fmt: skip
     if verbose:
