@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.config import GENERATORS, HELP, LOSSES, MODES, RANGES, TASKS, RunConfig
+from lstmviz import modes
+from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
 from lstmviz.engine.interrupt import interrupt
 from lstmviz.errors import ConfigError, LstmvizError
 
@@ -43,9 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="compute a gradient trace headless")
 
     def about(name: str) -> str:
-        return " ".join(HELP[name].split())
+        return " ".join(help_for(name).split())
 
-    run.add_argument("--mode", choices=MODES, default=defaults.mode, help=about("mode"))
+    run.add_argument("--mode", choices=modes.names(), default=defaults.mode, help=about("mode"))
     for name in ("steps", "batch", "input_dim", "hidden", "passes", "batches", "seed"):
         flag = "--" + name.replace("_", "-")
         lo, hi = RANGES[name]
@@ -114,22 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig the flags describe: values checked, and flags that make no sense together
+    refused (`RunConfig.check_flags`)."""
     skip = ("command", "out", "quiet", "keep_partial")
     values = {k: v for k, v in vars(args).items() if k not in skip}
-    return RunConfig(**values).validate()
+    return RunConfig(**values).validate().check_flags()
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    """Flags that make no sense together, and an --out that cannot be written: ConfigError
-    before anything runs. (Sizes, choices and files are checked by RunConfig and the loaders.)"""
-    if args.layer and not args.weights:
-        raise ConfigError("--layer", "only applies together with --weights FILE")
-    if args.time_major and not args.inputs:
-        raise ConfigError("--time-major", "only applies together with --inputs FILE")
-    if args.time_major and args.mode == "train":
-        raise ConfigError("--time-major", "training sequences are always [N, T, I]; drop it")
-    if args.connectivity and args.mode not in ("taped", "train"):
-        raise ConfigError("--connectivity", "only applies to --mode taped or train")
+    """The CLI's own flags, and an --out that cannot be written: ConfigError before anything
+    runs. (Parameters are checked by RunConfig, files by the loaders.)"""
     if args.keep_partial and args.mode != "train":
         raise ConfigError("--keep-partial", "only applies to --mode train")
     out = Path(args.out)
@@ -155,8 +150,8 @@ class _Abandoned(Exception):
 
 
 def _run(args: argparse.Namespace) -> int:
-    _check_flags(args)
     config = _config_from_args(args)
+    _check_flags(args)
     out = Path(args.out)
     from lstmviz.engine.runner import run
 

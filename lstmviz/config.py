@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from lstmviz import modes
 from lstmviz.errors import ConfigError
 
-MODES = ("taped", "multipass", "batchwise", "train")
 LOSSES = ("mean_h", "last_mse", "seq_mse")
 GENERATORS = ("random", "hypernetwork", "files")
 TASKS = ("adding", "copy", "sine")
@@ -31,14 +31,9 @@ RANGES: dict[str, tuple[int, int]] = {
     "train_steps": (1, 100_000),
 }
 
-# What every parameter means: the GUI's tooltips and the CLI's --help.
+# What every parameter means: the GUI's tooltips and the CLI's --help (`help_for`; the modes'
+# own help comes from the registry).
 HELP = {
-    "mode": "taped: one tf.while_loop LSTM under a GradientTape; probes give dL/dh_t\n"
-    "at every step.\n"
-    "multipass: several forward passes with the state carried between them; full gradient\n"
-    "through all passes next to the truncated one a stateful RNN gives.\n"
-    "batchwise: every batch runs with its own LSTM weights.\n"
-    "train: train on a task and watch the gradient flow change step by step.",
     "steps": "T, the sequence length (timesteps per pass in multi-pass mode).",
     "batch": "B, sequences processed together; norms sum over them.",
     "input_dim": "I, the size of the input vector x_t at each step (in train mode the task\n"
@@ -69,13 +64,20 @@ HELP = {
     "time_major": "The inputs file is already time-major, [T, B, I].",
 }
 
-# Flag names as the CLI spells them, for messages that name the flag.
-FLAGS = {name: "--" + name.replace("_", "-") for name in RANGES} | {
-    "mode": "--mode",
-    "loss": "--loss",
-    "generator": "--generator",
-    "task": "--task",
-}
+
+
+def help_for(name: str) -> str:
+    """What the RunConfig field `name` means (tooltip, --help)."""
+    return modes.help_text() if name == "mode" else HELP[name]
+
+
+def flag(name: str) -> str:
+    """The CLI flag of RunConfig field `name`, for messages that name it."""
+    return "--" + name.replace("_", "-")
+
+
+# Optional fields a mode may not read: given to a mode that does not, they are refused.
+OPTIONAL = ("weights", "layer", "inputs", "time_major", "connectivity")
 
 
 @dataclass
@@ -105,7 +107,7 @@ class RunConfig:
     def validate(self) -> RunConfig:
         """Raise ConfigError naming the first bad parameter; return self when all are fine."""
         for name, allowed in (
-            ("mode", MODES),
+            ("mode", modes.names()),
             ("loss", LOSSES),
             ("generator", GENERATORS),
             ("task", TASKS),
@@ -113,22 +115,47 @@ class RunConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(
-                    FLAGS[name], f"unknown value {value!r} (choose from {', '.join(allowed)})"
+                    flag(name), f"unknown value {value!r} (choose from {', '.join(allowed)})"
                 )
         for name, (lo, hi) in RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(FLAGS[name], f"must be an integer, got {value!r}")
+                raise ConfigError(flag(name), f"must be an integer, got {value!r}")
             if not lo <= value <= hi:
-                raise ConfigError(FLAGS[name], f"{value} is out of range [{lo}, {hi}]")
+                raise ConfigError(flag(name), f"{value} is out of range [{lo}, {hi}]")
         for name in ("random_state", "time_major", "connectivity"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"--{name.replace('_', '-')}", "must be true or false")
+                raise ConfigError(flag(name), "must be true or false")
         for name in ("weights", "layer", "inputs"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"--{name}", f"must be a file name or layer name, got {value!r}")
         return self
+
+    def check_flags(self) -> RunConfig:
+        """Raise ConfigError for parameters that make no sense together (the CLI, the runner
+        and the GUI all ask here): a file option the mode does not read, `layer` without
+        `weights`, `time_major` without `inputs`. Return self when all is well."""
+        mode = modes.get(self.mode)
+        for name in OPTIONAL:
+            if getattr(self, name) and not mode.uses(name):
+                users = [m for m in modes.names() if modes.get(m).uses(name)]
+                reason = mode.refuses.get(name, f"only applies to --mode {', '.join(users)}")
+                raise ConfigError(flag(name), reason)
+        if self.layer and not self.weights:
+            raise ConfigError("--layer", "only applies together with --weights FILE")
+        if self.time_major and not self.inputs:
+            raise ConfigError("--time-major", "only applies together with --inputs FILE")
+        if self.mode == "batchwise" and self.weights and self.generator != "files":
+            raise ConfigError("--weights", "in batchwise mode weights files need --generator files")
+        return self
+
+    def for_mode(self) -> RunConfig:
+        """A copy with the optional fields its mode does not read cleared (the GUI keeps every
+        field's value while another mode is shown; a run sees only what its mode reads)."""
+        mode = modes.get(self.mode)
+        unused = {name: getattr(RunConfig, name) for name in OPTIONAL if not mode.uses(name)}
+        return replace(self, **unused)
 
     def estimated_bytes(self) -> int:
         """Rough peak memory of the run: every stored [T, B, ·] array plus TensorFlow's

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from lstmviz import modes
 from lstmviz.atomic import atomic_write
-from lstmviz.config import MODES, RunConfig
+from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError, TraceError
 
 FORMAT_VERSION = 1
@@ -113,8 +114,9 @@ class GradientTrace:
         if missing:
             raise TraceError(f"{path}: not an lstmviz trace (missing {', '.join(missing)})")
         mode = _text(path, data, "mode")
-        if mode not in MODES:
-            raise TraceError(f"{path}: unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+        if mode not in modes.names():
+            known = ", ".join(modes.names())
+            raise TraceError(f"{path}: unknown mode {mode!r} (expected one of {known})")
         version = data.get("format_version")
         if version is not None:
             if version.shape != () or version.dtype.kind not in "iu":

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from lstmviz.config import RunConfig
-from lstmviz.errors import ConfigError
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 
@@ -22,18 +21,12 @@ def run(
     and the trace records `weights_source` / `inputs_source` (text). In batchwise mode with
     `--generator files`, `config.weights` lists one weights file per batch instead.
     """
-    config.validate()
-    if config.layer and not config.weights:
-        raise ConfigError("--layer", "only applies together with --weights FILE")
+    config.validate().check_flags()
     if config.mode == "train":  # reads its own task sequences from config.inputs
-        if config.weights:
-            raise ConfigError("--weights", "training starts from seeded weights in this version")
         from lstmviz.engine.train import run_train
 
         return run_train(config.check_memory(), cancelled=cancelled)
     weight_list = config.mode == "batchwise" and config.generator == "files"
-    if config.mode == "batchwise" and config.weights and not weight_list:
-        raise ConfigError("--weights", "in batchwise mode weights files need --generator files")
     problem, sources = None, {}
     if (config.weights and not weight_list) or config.inputs:
         from lstmviz.engine.problem import loaded_problem

@@ -18,12 +18,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz.config import GENERATORS, LOSSES, MODES, RANGES, TASKS, RunConfig
-from lstmviz.config import HELP as TIPS
+from lstmviz import modes
+from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
 from lstmviz.errors import ConfigError
-
-# A run keeps about a dozen float32 [T, B, H] arrays alive (states, gradients, TF's tape).
-MAX_RUN_BYTES = 4 * 2**30
 
 MODE_TEXT = {
     "taped": "taped while-loop",
@@ -32,18 +29,6 @@ MODE_TEXT = {
     "train": "training",
 }
 
-
-# Fields that matter only in some modes (the others are greyed out).
-ONLY_IN = {
-    "passes": ("multipass",),
-    "batches": ("batchwise",),
-    "generator": ("batchwise",),
-    "task": ("train",),
-    "train_steps": ("train",),
-    "connectivity": ("taped", "train"),
-    "input_dim": ("taped", "multipass", "batchwise"),
-    "loss": ("taped", "multipass", "batchwise"),  # training uses its task's loss
-}
 SIZE_FIELDS = ("steps", "batch", "input_dim", "hidden")  # what loaded files can fix
 CUDNN_NOTE = (
     "Each batch shares one weight set. Per-sample weights (one set per sequence) "
@@ -105,7 +90,7 @@ class ParamsEditor(QWidget):
         form = QFormLayout(self)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         choices = {
-            "mode": MODES,
+            "mode": modes.names(),
             "generator": GENERATORS,
             "loss": LOSSES,
             "task": TASKS,
@@ -114,7 +99,7 @@ class ParamsEditor(QWidget):
             if name in choices:
                 widget = QComboBox()
                 for value in choices[name]:
-                    widget.addItem(MODE_TEXT.get(value, value) if name == "mode" else value, value)
+                    widget.addItem(modes.label(value) if name == "mode" else value, value)
             elif name in RANGES:
                 widget = QSpinBox(accelerated=True)
                 widget.setRange(*RANGES[name])
@@ -130,12 +115,12 @@ class ParamsEditor(QWidget):
                     "connectivity": "map C[t, s] = ‖∂L_t/∂h_s‖",
                 }
                 widget = QCheckBox(text[name])
-            widget.setToolTip(TIPS[name])
+            widget.setToolTip(help_for(name))
             form.addRow(LABELS[name], widget)
-            form.labelForField(widget).setToolTip(TIPS[name])
+            form.labelForField(widget).setToolTip(help_for(name))
             self.widgets[name] = widget
             if name == "generator":
-                self.cudnn_note = QLabel(CUDNN_NOTE, wordWrap=True, toolTip=TIPS["generator"])
+                self.cudnn_note = QLabel(CUDNN_NOTE, wordWrap=True, toolTip=help_for("generator"))
                 self.cudnn_note.setStyleSheet("color: #666; font-size: 8pt;")
                 form.addRow(self.cudnn_note)
         # What the loaded files are and which sizes they fix: name -> (path, sizes, description)
@@ -181,23 +166,15 @@ class ParamsEditor(QWidget):
         self._mode_changed()
 
     def validated(self) -> RunConfig:
-        """The config, checked: ranges, files that exist, and a run that fits in memory.
-        Raises ConfigError naming the field."""
-        config = self.config().validate()
+        """The config a run of the shown mode gets (the fields the mode does not read are
+        cleared), checked as the CLI checks it: values, combinations, files that exist, and a
+        run that fits in memory. Raises ConfigError naming the field."""
+        config = self.config().for_mode().validate().check_flags()
         for name in ("weights", "inputs"):
             path = getattr(config, name)
             if path and not Path(path).is_file():
                 raise ConfigError(LABELS[name], f"{path}: no such file")
-        steps = config.steps * (config.passes if config.mode == "multipass" else 1)
-        rows = config.batch * (config.batches if config.mode == "batchwise" else 1)
-        need = 12 * 4 * steps * rows * max(config.hidden, config.input_dim)
-        if need > MAX_RUN_BYTES:
-            raise ConfigError(
-                "Steps × Batch × Hidden",
-                f"this run would need about {need / 2**30:.0f} GiB of memory "
-                f"(limit {MAX_RUN_BYTES / 2**30:.0f} GiB); make it smaller",
-            )
-        return config
+        return config.check_memory()
 
     def set_path(self, name: str, path: str | None) -> None:
         self.widgets[name].set_path(path)
@@ -215,15 +192,10 @@ class ParamsEditor(QWidget):
         self._apply_locks()
 
     def _mode_changed(self) -> None:
-        mode = self.widgets["mode"].currentData()
-        for name, modes in ONLY_IN.items():
-            self.widgets[name].setEnabled(mode in modes)
-        self.cudnn_note.setVisible(mode == "batchwise")
+        self.cudnn_note.setVisible(self.widgets["mode"].currentData() == "batchwise")
         self._apply_locks()
 
     def _files_changed(self) -> None:
-        self.widgets["layer"].setEnabled(bool(self.widgets["weights"].path()))
-        self.widgets["time_major"].setEnabled(bool(self.widgets["inputs"].path()))
         for name in list(self.loaded):  # cleared or replaced: no longer fixes anything
             if self.widgets[name].path() != self.loaded[name][0]:
                 del self.loaded[name]
@@ -232,32 +204,40 @@ class ParamsEditor(QWidget):
         self._apply_locks()
 
     def _apply_locks(self) -> None:
-        """Set and lock the sizes the loaded files fix; show what was loaded."""
+        """Enable the fields the mode reads (the registry says which), set and lock the sizes
+        the loaded files fix, and show what was loaded."""
         if not hasattr(self, "loaded"):  # still building
             return
-        mode = self.widgets["mode"].currentData()
+        mode = modes.get(self.widgets["mode"].currentData())
         passes = self.widgets["passes"].value()
         fixed: dict[str, tuple[int, str]] = {}
         for name, (path, sizes, _) in self.loaded.items():
-            if name == "inputs" and mode == "train":  # task sequences: the engine checks them
+            # Training reads its own task sequences from an inputs file (the engine checks
+            # them); a file the mode does not read fixes nothing.
+            if not mode.uses(name) or (name == "inputs" and mode.name == "train"):
                 continue
             for field, value in sizes.items():
-                if field == "steps" and mode == "multipass":
+                if field == "steps" and mode.name == "multipass":
                     if value % passes:
                         continue  # the run will say that T does not split into passes
                     value //= passes
                 fixed[field] = (value, path)
+        needs = {"layer": "weights", "time_major": "inputs"}  # enabled once the file is given
+        for name, widget in self.widgets.items():
+            enabled = mode.uses(name) and name not in fixed
+            if name in needs:
+                enabled = enabled and bool(self.widgets[needs[name]].path())
+            widget.setEnabled(enabled)
         for field in SIZE_FIELDS:
             widget = self.widgets[field]
             if field in fixed:
                 value, path = fixed[field]
                 widget.setValue(value)
                 widget.setToolTip(
-                    f"{TIPS[field]}\n\nFixed by {path}\n(clear the file with ✕ to edit this)"
+                    f"{help_for(field)}\n\nFixed by {path}\n(clear the file with ✕ to edit this)"
                 )
             else:
-                widget.setToolTip(TIPS[field])
-            widget.setEnabled(field not in fixed and mode in ONLY_IN.get(field, (mode,)))
+                widget.setToolTip(help_for(field))
         lines = []
         for name, (path, _, text) in self.loaded.items():
             shown = text.replace(str(path), Path(path).name, 1)

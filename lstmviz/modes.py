@@ -1,0 +1,147 @@
+"""The registry of run modes: a mode is one engine module plus one registration here.
+
+No TensorFlow and no Qt: the CLI's `--mode` choices, the GUI's mode list and which dock fields
+it enables, `RunConfig.validate`, the trace reader, the runner's dispatch and the summary line
+all read this table, so a new mode is an engine generator and a `register(Mode(...))` call.
+
+A mode's generator is named as "module:function" and imported only when a run starts. It is
+called as `function(config, problem=…, cancelled=…, keep=…)` (see `lstmviz.engine.runner`)
+and yields `TraceUpdate`s, then a `GradientTrace`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+# RunConfig fields every mode reads.
+COMMON_PARAMS = frozenset({"mode", "steps", "batch", "hidden", "seed"})
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way of running the engine.
+
+    - `name`: the value of `RunConfig.mode`, `--mode` and a trace's `mode`;
+    - `label`: what the window, the figure's title and the summary line call it;
+    - `help`: one or two sentences for the tooltip and `--help`;
+    - `params`: the RunConfig fields it reads besides `COMMON_PARAMS` (the dock enables only
+      these; a file flag it does not read is refused, with the reason in `refuses`);
+    - `run`: its generator, "module:function";
+    - `problem`: whether the runner hands it a Problem (x, weights, state, target: seeded, or
+      read from `--weights` / `--inputs`); other modes draw their own data;
+    - `unit`: what one unit of work (one TraceUpdate) is, e.g. "pass"; "" for a single unit;
+    - `count`: the RunConfig field that counts those units (kept on Stop: `units_done`);
+    - `sizes`: the sizes as the summary line shows them, formatted with the config's fields.
+    """
+
+    name: str
+    label: str
+    help: str
+    params: frozenset[str]
+    run: str
+    problem: bool = False
+    unit: str = ""
+    count: str = ""
+    sizes: str = "T={steps} B={batch} I={input_dim} H={hidden}"
+    refuses: Mapping[str, str] = field(default_factory=dict)
+
+    def uses(self, param: str) -> bool:
+        return param in COMMON_PARAMS or param in self.params
+
+    def generator(self) -> Callable:
+        """Import and return the mode's generator function."""
+        module, _, name = self.run.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+_MODES: dict[str, Mode] = {}
+
+
+def register(mode: Mode) -> Mode:
+    """Add `mode` (replacing one of the same name); returns it."""
+    _MODES[mode.name] = mode
+    return mode
+
+
+def unregister(name: str) -> None:
+    _MODES.pop(name, None)
+
+
+def get(name: str) -> Mode:
+    """The mode called `name`; KeyError for an unknown one (callers name the flag)."""
+    return _MODES[name]
+
+
+def names() -> tuple[str, ...]:
+    """Every registered mode's name, in registration order."""
+    return tuple(_MODES)
+
+
+def label(name: str) -> str:
+    """The mode's label, or `name` itself for a mode this version does not know."""
+    mode = _MODES.get(name)
+    return mode.label if mode is not None else name
+
+
+def help_text() -> str:
+    """Every mode's help, one paragraph each: the tooltip of the mode field, `--mode`'s help."""
+    return "\n".join(f"{m.name}: {m.help}" for m in _MODES.values())
+
+
+_FILES = frozenset({"weights", "layer", "inputs", "time_major"})
+
+register(
+    Mode(
+        name="taped",
+        label="taped while-loop",
+        help="one tf.while_loop LSTM under a GradientTape; probes give dL/dh_t at every step.",
+        params=_FILES | {"input_dim", "loss", "random_state", "connectivity"},
+        run="lstmviz.engine.taped:run_taped",
+        problem=True,
+    )
+)
+register(
+    Mode(
+        name="multipass",
+        label="multi-pass",
+        help="several forward passes with the state carried between them; full gradient\n"
+        "through all passes next to the truncated one a stateful RNN gives.",
+        params=_FILES | {"input_dim", "loss", "random_state", "passes"},
+        run="lstmviz.engine.multipass:run_multipass",
+        problem=True,
+        unit="pass",
+        count="passes",
+        sizes="P={passes} × T={steps} B={batch} I={input_dim} H={hidden}",
+    )
+)
+register(
+    Mode(
+        name="batchwise",
+        label="per-batch weights",
+        help="every batch runs with its own LSTM weights.",
+        params=frozenset(
+            {"input_dim", "loss", "random_state", "batches", "generator", "weights", "layer"}
+        ),
+        run="lstmviz.engine.batchwise:run_batchwise",
+        unit="batch",
+        count="batches",
+        sizes="T={steps} N={batches} B={batch} I={input_dim} H={hidden}",
+    )
+)
+register(
+    Mode(
+        name="train",
+        label="training",
+        help="train on a task and watch the gradient flow change step by step.",
+        params=frozenset({"task", "train_steps", "connectivity", "inputs"}),
+        run="lstmviz.engine.train:run_train",
+        unit="training step",
+        count="train_steps",
+        refuses={
+            "weights": "training starts from seeded weights in this version",
+            "time_major": "training sequences are always [N, T, I]; drop it",
+        },
+    )
+)
