@@ -240,7 +240,7 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
             sys.stderr.write("lstmviz: interrupted; nothing written\n")
             return 130
         _save(kept, out)
-        done = int(kept["steps_done"]) if "steps_done" in kept else config.train_steps
+        done = int(kept["units_done"]) if "units_done" in kept else config.train_steps
         sys.stderr.write(
             f"lstmviz: interrupted after {done} of {config.train_steps} training steps; "
             f"kept them as a complete trace in {out}\n"
@@ -310,8 +310,8 @@ def _warn_nonfinite(trace) -> None:
     if stopped is not None and stopped.size:
         sys.stderr.write(
             f"lstmviz: warning: training loss or gradient became NaN or Inf at step "
-            f"{int(stopped[0])}; training stopped after {int(trace['steps_done'])} of "
-            f"{int(trace['steps_requested'])} steps and the trace keeps them\n"
+            f"{int(stopped[0])}; training stopped after {int(trace['units_done'])} of "
+            f"{int(trace['units_requested'])} steps and the trace keeps them\n"
         )
     bad = trace.arrays.get("nonfinite_steps")
     if bad is None or not bad.size:

@@ -173,11 +173,14 @@ class RunConfig:
         if need > 0.8 * available:
             raise ConfigError(
                 "memory",
-                f"this run needs about {need / 2**30:.1f} GiB (T={self.steps}, B={self.batch}, "
-                f"H={self.hidden}) but {available / 2**30:.1f} GiB is available; "
-                "reduce --steps, --batch or --hidden",
+                f"this run needs about {need / 2**30:.1f} GiB ({self.sizes()}) but "
+                f"{available / 2**30:.1f} GiB is available; reduce --steps, --batch or --hidden",
             )
         return self
+
+    def sizes(self) -> str:
+        """The run's sizes as its mode names them, e.g. "P=3 × T=15 B=16 I=2 H=16"."""
+        return modes.get(self.mode).sizes.format(**asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

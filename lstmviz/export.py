@@ -30,12 +30,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from lstmviz import schema
 from lstmviz.atomic import atomic_path
 from lstmviz.errors import LstmvizError, TraceError
 from lstmviz.trace import GradientTrace
@@ -45,10 +45,6 @@ PANEL_NAMES = ("norm", "rows", "units")
 DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_DPI = 1600, 1000, 144
 MAX_PIXELS = 20_000  # per side
 LOGICAL_DPI = 96  # sizes are laid out at 96 dpi and scaled by dpi / 96
-MAIN_NORMS = ("norm_h_total", "norm_h_direct", "norm_c_total")
-ROW_SUFFIXES = {"_by_step": "step", "_by_batch": "batch"}
-
-
 class ExportError(LstmvizError):
     """An export cannot be written (bad path, size or content). Names the path or flag."""
 
@@ -56,58 +52,36 @@ class ExportError(LstmvizError):
 # ---- CSV ----------------------------------------------------------------------------------------
 
 
-def _time_length(arrays) -> int:
-    for key in MAIN_NORMS:
-        if key in arrays and np.ndim(arrays[key]) >= 1:
-            return int(np.shape(arrays[key])[-1])
-    if "norm_h_total_by_pass" in arrays:
-        return int(np.size(arrays["norm_h_total_by_pass"]))
-    raise ExportError("the trace has no per-timestep gradient norms (norm_h_total)")
-
-
-def _is_norm(key: str) -> bool:
-    return re.match(r"^(step0_)?norm_", key) is not None
-
-
-def _column_order(key: str) -> tuple:
-    """Plain keys before `step0_` ones; h before c, total before direct and the others."""
-    base = key.removeprefix("step0_")
-    rank = MAIN_NORMS.index(base) if base in MAIN_NORMS else len(MAIN_NORMS)
-    return (key != base, rank, "_c_" in base, base)
-
-
 def csv_columns(trace: GradientTrace) -> list[tuple[str, np.ndarray]]:
-    """(header, values [T]) for every column of the CSV, in order (see the module docstring)."""
-    a = trace.arrays
-    T = _time_length(a)
-    t = np.arange(T)
+    """(header, values [T]) for every column of the CSV, in order (see the module docstring):
+    the trace's curves and rows as `lstmviz.schema` names them."""
+    a, mode = trace.arrays, trace.mode
+    curves = [k for k in schema.keys_with(schema.CURVE, a, mode) if np.ndim(a[k]) == 1]
+    rows = [k for k in schema.keys_with(schema.ROWS, a, mode) if np.ndim(a[k]) == 2]
+    joined = {k: schema.lookup(k)[0].joins for k in rows if schema.lookup(k)[0].joins}
+    if curves:
+        length = len(a[curves[0]])
+    elif rows:
+        first = np.shape(a[rows[0]])
+        length = first[0] * first[1] if rows[0] in joined else first[1]
+    else:
+        raise ExportError("the trace has no per-timestep gradient norms (norm_h_total)")
+    t = np.arange(length)
     columns: list[tuple[str, np.ndarray]] = [("t", t)]
-    if "norm_h_total_by_pass" in a:
-        tp = int(a.get("pass_length", np.shape(a["norm_h_total_by_pass"])[-1]))
+    if joined:  # passes side by side on the time axis
+        tp = int(a.get("pass_length", np.shape(a[next(iter(joined))])[-1]))
         columns += [("pass", t // tp + 1), ("t_in_pass", t % tp)]
-    order = sorted((k for k in a if _is_norm(k)), key=_column_order)
-    batchwise = trace.mode == "batchwise"
-    for key in order:
+    late = [k for k in curves if k.startswith("step0_")]  # the initial weights' curves last
+    columns += [(k, np.asarray(a[k])) for k in curves if k not in late]
+    for key in rows:
         value = np.asarray(a[key])
-        if value.dtype.kind != "f":
-            continue
-        if value.ndim == 1 and len(value) == T:
-            columns.append((key, value))
-        elif key.endswith("_by_pass") and value.ndim == 2 and value.size == T:
-            plain = key[: -len("_by_pass")]
-            if plain not in a:  # else the same numbers are already a column
-                columns.append((plain, value.reshape(-1)))
-        elif value.ndim == 2 and value.shape[1] == T:
-            suffix = next((s for s in ROW_SUFFIXES if key.endswith(s)), None)
-            if suffix is not None:
-                base, row = key[: -len(suffix)], ROW_SUFFIXES[suffix]
-                if np.ndim(a.get(base)) == 2:
-                    continue  # the same rows under the plain key (per-batch weights)
-            elif batchwise:
-                base, row = key, "batch"
-            else:
-                continue
+        if key in joined:
+            if joined[key] not in a:  # else the same numbers are already a column
+                columns.append((joined[key], value.reshape(-1)))
+        elif value.shape[1] == length and value.dtype.kind == "f":
+            base, row = key.rsplit("_by_", 1)[0], schema.row_name(key)
             columns += [(f"{base}_{row}{r + 1}", value[r]) for r in range(len(value))]
+    columns += [(k, np.asarray(a[k])) for k in late]
     return columns
 
 

@@ -33,7 +33,9 @@ class Mode:
       read from `--weights` / `--inputs`); other modes draw their own data;
     - `unit`: what one unit of work (one TraceUpdate) is, e.g. "pass"; "" for a single unit;
     - `count`: the RunConfig field that counts those units (kept on Stop: `units_done`);
-    - `sizes`: the sizes as the summary line shows them, formatted with the config's fields.
+    - `sizes`: the sizes as the summary line shows them, formatted with the config's fields;
+    - `lead`: leading axes of its per-unit arrays (per-batch runs stack every batch's arrays:
+      ("N",); see `lstmviz.schema`).
     """
 
     name: str
@@ -45,6 +47,7 @@ class Mode:
     unit: str = ""
     count: str = ""
     sizes: str = "T={steps} B={batch} I={input_dim} H={hidden}"
+    lead: tuple[str, ...] = ()
     refuses: Mapping[str, str] = field(default_factory=dict)
 
     def uses(self, param: str) -> bool:
@@ -128,6 +131,7 @@ register(
         unit="batch",
         count="batches",
         sizes="T={steps} N={batches} B={batch} I={input_dim} H={hidden}",
+        lead=("N",),
     )
 )
 register(

@@ -15,13 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from lstmviz import modes
+from lstmviz import modes, schema
 from lstmviz.atomic import atomic_write
 from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError, TraceError
 
 FORMAT_VERSION = 1
-_META_KEYS = ("mode", "config_json", "format_version")
 _SAVED_KINDS = "fiubU"  # numbers, booleans, text: nothing that needs pickle
 
 
@@ -84,6 +83,10 @@ class GradientTrace:
             if value.dtype.kind not in _SAVED_KINDS:
                 raise TraceError(f"{path}: array {key!r} has unsupported dtype {value.dtype}")
             payload[key] = value
+        try:
+            self.check()  # never write a trace that would not open again
+        except TraceError as exc:
+            raise TraceError(f"{path}: {exc}") from None
         payload["mode"] = np.array(self.mode)
         payload["config_json"] = np.array(self.config.to_json())
         payload["format_version"] = np.array(FORMAT_VERSION, dtype=np.int32)
@@ -127,11 +130,11 @@ class GradientTrace:
                     f"reads up to {FORMAT_VERSION})"
                 )
         config = _config(path, _text(path, data, "config_json"))
-        arrays = {k: v for k, v in data.items() if k not in _META_KEYS}
+        arrays = {k: v for k, v in data.items() if k not in schema.META_KEYS}
         for key, value in arrays.items():
             if value.dtype.kind not in _SAVED_KINDS:
                 raise TraceError(f"{path}: array {key!r} has unsupported dtype {value.dtype}")
-        trace = cls(mode=mode, config=config, arrays=arrays)
+        trace = cls(mode=mode, config=config, arrays=schema.migrate(mode, arrays))
         try:
             trace.check()
         except TraceError as exc:
@@ -141,38 +144,45 @@ class GradientTrace:
     def check(self) -> GradientTrace:
         """Raise TraceError when the arrays cannot belong together; return self when they can.
 
-        Checks the keys every reader relies on (README, "Trace keys"), whichever are present:
-        numeric dtypes, ranks, and one consistent T, B, I, H (and P, Tp, N, S) across
-        x, the weights, states, gradients, norms and the per-pass/batch/step rows, and that
-        `nonfinite_steps` holds timesteps of the sequence. Keys it does not know are left alone.
+        Every key must be one `lstmviz.schema` knows, with a dtype and a rank it allows, and one
+        consistent size for every dimension symbol across the keys (T, B, I, H, P, Tp, N, S,
+        each layer's width…); step lists must hold steps of the run.
         """
-        lead = ("N",) if self.mode == "batchwise" else ()
-        templates = _templates(lead)
+        lead = modes.get(self.mode).lead if self.mode in modes.names() else ()
         sizes: dict[str, tuple[int, str]] = {}  # symbol -> (size, key that fixed it)
-        for key, dims in templates.items():
-            if key not in self.arrays:
+        for key in sorted(self.arrays, key=schema.order):
+            value, found = self.arrays[key], schema.lookup(key, self.mode)
+            if found is None:
+                raise TraceError(f"array {key!r} is not a trace key lstmviz knows")
+            kinds = found[0].kinds + ("iub" if found[0].kinds == "f" else "")
+            value = np.asarray(value)
+            if value.dtype.kind not in kinds and found[0].role != schema.STEPS:
+                what = {"U": "text", "iu": "integer", "b": "boolean"}.get(kinds, "numeric")
+                raise TraceError(f"array {key!r} must be {what}, got dtype {value.dtype}")
+            allowed = schema.shapes(key, self.mode, lead)
+            if allowed is None:
                 continue
-            value = np.asarray(self.arrays[key])
-            if value.dtype.kind not in "fiub":
-                raise TraceError(f"array {key!r} must be numeric, got dtype {value.dtype}")
-            if value.ndim != len(dims):
-                raise TraceError(
-                    f"array {key!r} must be [{', '.join(dims)}], got shape {list(value.shape)}"
-                )
+            dims = next((d for d in allowed if len(d) == value.ndim), None)
+            if dims is None:
+                wanted = " or ".join(f"[{', '.join(d)}]" for d in allowed)
+                raise TraceError(f"array {key!r} must be {wanted}, got shape {list(value.shape)}")
             for axis, (symbol, size) in enumerate(zip(dims, value.shape, strict=True)):
-                expected = _expected(symbol, sizes)
+                expected = schema.expected_size(symbol, sizes)
                 if expected is None:
                     if size < 1:
                         raise TraceError(f"array {key!r} is empty along {symbol} (axis {axis})")
                     sizes[symbol] = (int(size), key)
+                elif expected[0] < 0:
+                    raise TraceError(
+                        f"array {key!r} has shape {list(value.shape)}: no size of its axis {axis} "
+                        f"({symbol}) fits {expected[1]}"
+                    )
                 elif size != expected[0]:
                     raise TraceError(
                         f"array {key!r} has shape {list(value.shape)}: its axis {axis} ({symbol}) "
                         f"is {size} but {expected[1]} says {symbol}={expected[0]}"
                     )
-        for key in ("nonfinite_steps", "nonfinite_loss_steps"):
-            if key not in self.arrays:
-                continue
+        for key in schema.keys_with(schema.STEPS, self.arrays):
             steps = np.asarray(self.arrays[key])
             if steps.ndim != 1 or (steps.size and steps.dtype.kind not in "iu"):
                 raise TraceError(f"array {key!r} must be a list of integer steps")
@@ -180,61 +190,6 @@ class GradientTrace:
             if steps.size and (steps.min() < 0 or (limit and steps.max() >= limit[0])):
                 raise TraceError(f"array {key!r} holds steps outside the run")
         return self
-
-
-def _templates(lead: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """Key -> dimension symbols. `4H` is four times H; `T` is the whole sequence (P·Tp)."""
-    seq, state, weights = (*lead, "T", "B"), (*lead, "B", "H"), {}
-    for prefix in ("", "grad_"):
-        weights[f"{prefix}kernel"] = (*lead, "I", "4H")
-        weights[f"{prefix}recurrent_kernel"] = (*lead, "H", "4H")
-        weights[f"{prefix}bias"] = (*lead, "4H")
-    templates = {
-        "x": (*seq, "I"),
-        "recurrent_kernel": (*lead, "H", "4H"),
-        "h": (*seq, "H"),
-        **weights,
-        "h0": state,
-        "c0": state,
-        "grad_h0": state,
-        "grad_c0": state,
-    }
-    for kind in ("h_total", "c_total", "h_direct", "h_truncated", "c_truncated", "h_reference"):
-        templates[f"grad_{kind}"] = (*seq, "H")
-        templates[f"norm_{kind}"] = (*lead, "T")
-    for key in ("c", "grad_c_reference", "grad_output"):
-        templates[key] = (*seq, "H")
-    templates |= {
-        "norm_h_total_by_pass": ("P", "Tp"),
-        "norm_h_truncated_by_pass": ("P", "Tp"),
-        "loss_by_pass": ("P",),
-        "loss_by_batch": ("N",),
-        "norm_h_total_by_batch": ("N", "T"),
-        "nonfinite_by_batch": ("N", "T"),
-        "loss_by_step": ("S",),
-        "norm_h_total_by_step": ("S", "T"),
-        "connectivity": ("T", "T"),
-    }
-    return templates
-
-
-def _expected(symbol: str, sizes: dict[str, tuple[int, str]]) -> tuple[int, str] | None:
-    """The size `symbol` must have given the sizes fixed so far (None: not fixed yet)."""
-    if symbol in sizes:
-        return sizes[symbol]
-    if symbol == "H" and "4H" in sizes:
-        if sizes["4H"][0] % 4:
-            return -1, f"{sizes['4H'][1]} (its gate axis {sizes['4H'][0]} is not 4·H)"
-        return sizes["4H"][0] // 4, sizes["4H"][1]
-    if symbol == "4H" and "H" in sizes:
-        return 4 * sizes["H"][0], sizes["H"][1]
-    if symbol == "T" and "P" in sizes and "Tp" in sizes:
-        return sizes["P"][0] * sizes["Tp"][0], sizes["Tp"][1]
-    if symbol == "Tp" and "T" in sizes and "P" in sizes:
-        if sizes["T"][0] % sizes["P"][0]:
-            return -1, f"{sizes['T'][1]} (T={sizes['T'][0]} is not a multiple of P)"
-        return sizes["T"][0] // sizes["P"][0], sizes["T"][1]
-    return None
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:

@@ -43,7 +43,7 @@ def check_batches(trace, loss):
         assert_close(trace.grad_output[n], direct, what=f"batch {n} grad_output")
         for ref_key, key in GRADS.items():
             assert_close(trace[key][n], ref[ref_key], what=f"batch {n} {key}")
-    assert_close(trace.norm_h_total, np.sqrt((trace.grad_h_total**2).sum(axis=(2, 3))))
+    assert_close(trace.norm_h_total_by_batch, np.sqrt((trace.grad_h_total**2).sum(axis=(2, 3))))
     assert not np.allclose(trace.kernel[0], trace.kernel[1]), "batches share their weights"
 
 
@@ -206,7 +206,8 @@ def test_seeded_batches_match_numpy_bptt_and_the_taped_engine(loss):
     trace = list(run(config))[-1]
     assert isinstance(trace, GradientTrace) and str(trace.generator) == "random"
     assert trace.x.shape == (N, T, B, I) and trace.kernel.shape == (N, I, 4 * H)
-    assert trace.norm_h_total.shape == (N, T) and trace.batch_seconds.shape == (N,)
+    assert trace.norm_h_total_by_batch.shape == (N, T) and trace.batch_seconds.shape == (N,)
+    assert "norm_h_total" not in trace  # the same keys live and final
     check_batches(trace, loss)
     target = trace.arrays.get("target")
     for n in range(N):
@@ -239,7 +240,7 @@ def test_run_yields_after_every_batch_and_stops_on_cancel():
     for u in updates[1:]:
         assert u.arrays["norm_h_total_by_batch"].shape == (u.done, T)
     np.testing.assert_array_equal(
-        updates[-1].arrays["norm_h_total_by_batch"], items[-1].norm_h_total
+        updates[-1].arrays["norm_h_total_by_batch"], items[-1].norm_h_total_by_batch
     )
     seen, stopped = [], []
     for item in run(config, cancelled=lambda: len(seen) >= 1):  # cancel once a batch is done

@@ -135,7 +135,7 @@ def test_csv_has_one_row_per_timestep_and_the_trace_norms(traces, tmp_path, mode
         for n in range(N):
             for key in ("norm_h_total", "norm_h_direct", "norm_c_total"):
                 np.testing.assert_array_equal(table[f"{key}_batch{n + 1}"].astype(np.float32),
-                                              a[key][n])  # fmt: skip
+                                              a[f"{key}_by_batch"][n])  # fmt: skip
         return
     for key in header[1:]:
         if key.startswith("norm_h_total_step"):

@@ -216,13 +216,14 @@ def test_invalid_fields_show_a_dialog_naming_the_field_and_start_nothing(
 
     for field, value in (("steps", 100_000), ("batch", 4096), ("hidden", 4096)):
         widgets[field].setValue(value)
-    refused("Steps × Batch × Hidden")  # memory: the estimate in GiB
+    refused("memory")  # the estimate in GiB, the same check as the CLI's
     assert "GiB" in errors[-1]
     widgets["mode"].setCurrentIndex(widgets["mode"].findData("multipass"))
     widgets["passes"].setValue(1000)
     widgets["steps"].setValue(20_000)
     widgets["batch"].setValue(512)
-    refused("Steps × Batch × Hidden")  # passes multiply the steps
+    refused("memory")  # passes multiply the steps
+    assert "P=1000 × T=20000" in errors[-1]
     window.params.set_path("weights", str(tmp_path / "missing.h5"))
     refused("Weights")
     window.params.set_path("inputs", str(tmp_path / "missing.npy"))

@@ -51,9 +51,10 @@ def test_batchwise_shows_the_backend_and_generator(qtbot, window):
     trace, text = window.trace, window.summary.text.text()
     assert f"rnn_backend <b>{trace.rnn_backend}</b>" in text and "generator hypernetwork" in text
     assert "θ_generator" in text and "per-sample" in window.summary.text.toolTip()
+    rows = trace.norm_h_total_by_batch
     for n in range(2):  # one curve per batch, the heatmap's rows
-        np.testing.assert_allclose(window.norm.row_curves[n][0].yData, trace.norm_h_total[n])
-    np.testing.assert_allclose(window.rows.data, trace.norm_h_total)
+        np.testing.assert_allclose(window.norm.row_curves[n][0].yData, rows[n])
+    np.testing.assert_allclose(window.rows.data, trace.norm_h_total_by_batch)
     set_params(window, mode="taped")
     assert not window.params.cudnn_note.isVisibleTo(window.dock)
 
@@ -83,7 +84,7 @@ def test_training_pause_resume_keep_steps_connectivity_and_save(
     trace = window.trace
     assert asked and trace is not None and trace.mode == "train"
     assert len(trace.loss_by_step) == window.steps_done == trace.config.train_steps
-    assert int(trace.steps_requested) == 5000 and "stopped early" in window.summary.text.text()
+    assert int(trace.units_requested) == 5000 and "stopped early" in window.summary.text.text()
     np.testing.assert_array_equal(window.loss_panel.curve.yData, trace.loss_by_step)
     assert window.norm.history_steps  # earlier steps drawn faded under the latest curve
     np.testing.assert_array_equal(window.rows.data, trace.norm_h_total_by_step)

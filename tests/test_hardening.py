@@ -269,10 +269,10 @@ def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
     assert "kept them as a complete trace" in run.text(), run.text()
     assert _files(tmp_path) == {"t.npz"}  # no temporary file beside it
     trace = GradientTrace.load(tmp_path / "t.npz")  # runs GradientTrace.check too
-    done = int(trace["steps_done"])
+    done = int(trace["units_done"])
     assert 1 <= done < 100000 and str(trace["stopped"]) == "cancelled"
     assert trace.loss_by_step.shape == (done,) and trace.norm_h_total_by_step.shape == (done, 20)
-    assert trace.config.train_steps == done and int(trace["steps_requested"]) == 100000
+    assert trace.config.train_steps == done and int(trace["units_requested"]) == 100000
     assert np.isfinite(trace.loss_by_step).all() and "grad_h_total" in trace
 
 
@@ -299,7 +299,7 @@ def test_partial_training_trace_equals_a_shorter_run():
     items = list(training)
     assert not any(isinstance(item, GradientTrace) for item in items)
     partial = training.partial_trace()
-    assert int(partial["steps_done"]) == 4 and str(partial["stopped"]) == "cancelled"
+    assert int(partial["units_done"]) == 4 and str(partial["stopped"]) == "cancelled"
     *_, short = run_train(RunConfig(**{**config.__dict__, "train_steps": 4}))
     for key in ("loss_by_step", "norm_h_total_by_step", "kernel", "grad_h_total", "step0_h"):
         np.testing.assert_array_equal(partial[key], short[key], err_msg=key)
@@ -371,7 +371,7 @@ def test_nan_loss_stops_training_cleanly_and_keeps_the_steps(monkeypatch, tmp_pa
     err = capsys.readouterr().err
     assert "became NaN or Inf at step 3; training stopped after 4 of 40 steps" in err, err
     trace = GradientTrace.load(out)
-    assert str(trace["stopped"]) == "non-finite" and int(trace["steps_done"]) == 4
+    assert str(trace["stopped"]) == "non-finite" and int(trace["units_done"]) == 4
     assert list(trace.nonfinite_loss_steps) == [3]
     assert np.isfinite(trace.loss_by_step[:3]).all() and np.isnan(trace.loss_by_step[3])
     assert trace.nonfinite_steps.size > 0  # the final batch is the one that went bad

@@ -22,7 +22,7 @@ def test_round_trip_is_bit_exact(tmp_path, rng):
         "h": rng.standard_normal((5, 2, 3)).astype(np.float32),
         "loss": np.float32(0.25),
         "nonfinite_steps": np.array([1, 4], np.int64),
-        "extra": np.array([np.nan, np.inf, -0.0], np.float32),
+        "norm_h_total": np.array([np.nan, np.inf, -0.0, 1.0, 2.0], np.float32),
     }
     config = RunConfig(steps=5, batch=2, hidden=3, loss="seq_mse", seed=7)
     path = GradientTrace("taped", config, arrays).save(tmp_path / "a.npz")
@@ -37,9 +37,9 @@ def test_round_trip_is_bit_exact(tmp_path, rng):
 
 def test_failed_write_leaves_old_file_untouched(tmp_path):
     path = tmp_path / "t.npz"
-    GradientTrace("taped", RunConfig(), {"a": np.ones(3, np.float32)}).save(path)
+    GradientTrace("taped", RunConfig(), {"bias": np.ones(4, np.float32)}).save(path)
     before = path.read_bytes()
-    bad = GradientTrace("taped", RunConfig(), {"a": np.array([object()], dtype=object)})
+    bad = GradientTrace("taped", RunConfig(), {"bias": np.array([object()], dtype=object)})
     with pytest.raises(TraceError, match="unsupported dtype"):
         bad.save(path)
     assert path.read_bytes() == before

@@ -158,12 +158,12 @@ def test_partial_trace_keeps_the_steps_done(monkeypatch):
     trace = partial_trace(items)
     assert updates[-1].done == 3 and isinstance(trace, GradientTrace)
     assert trace.loss_by_step.shape == (3,) and trace.norm_h_total_by_step.shape == (3, 6)
-    assert trace.config.train_steps == 3 and int(trace.steps_requested) == 20
+    assert trace.config.train_steps == 3 and int(trace.units_requested) == 20
     assert str(trace.stopped) == "cancelled"
     full = train(task="adding", train_steps=3, steps=6, batch=3, hidden=4)
     for key in ("loss_by_step", "norm_h_total_by_step", "kernel", "grad_h_total"):
         np.testing.assert_array_equal(trace[key], full[key])
-    assert str(full.stopped) == "completed" and int(full.steps_requested) == 3
+    assert str(full.stopped) == "completed" and int(full.units_requested) == 3
     fresh = run_train(config)
     next(fresh)  # paused before the first step: nothing to keep
     assert partial_trace(fresh) is None and partial_trace(run_train(config)) is None

@@ -95,7 +95,8 @@ def seeded_batches(config: RunConfig) -> list[Problem]:
 
 
 def stack_batches(batches: list[dict], backend: str, generator: str) -> dict[str, np.ndarray]:
-    """Per-batch arrays -> [N, ...]; loss_by_batch [N] and loss (their mean); names as text.
+    """Per-batch arrays -> [N, ...]; the norms as rows `norm_h_total_by_batch` [N, T] (and
+    direct, cell), loss_by_batch [N] and loss (their mean); names as text.
 
     Each batch's `nonfinite_steps` (a list whose length varies) becomes a row of
     `nonfinite_by_batch` (bool [N, T]); `nonfinite_steps` is then the timesteps that are
@@ -115,6 +116,8 @@ def stack_batches(batches: list[dict], backend: str, generator: str) -> dict[str
         if ids not in stacked:
             stacked[ids] = np.stack(parts)
         arrays[key] = stacked[ids]
+    for name in ("norm_h_total", "norm_h_direct", "norm_c_total"):  # rows, as live updates
+        arrays[f"{name}_by_batch"] = arrays.pop(name)
     arrays["nonfinite_by_batch"] = flags
     arrays["nonfinite_steps"] = np.flatnonzero(flags.any(axis=0))
     arrays["loss_by_batch"] = arrays.pop("loss")

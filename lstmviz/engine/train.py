@@ -294,8 +294,8 @@ class TrainingRun:
             loss_by_step=losses,
             norm_h_total_by_step=self.norms[:done].copy(),
             readout_per_step=np.bool_(self.task.per_step),
-            steps_done=np.int64(done),
-            steps_requested=np.int64(total),
+            units_done=np.int64(done),
+            units_requested=np.int64(total),
             stopped=np.array(self.stopped or "cancelled"),
             nonfinite_loss_steps=np.flatnonzero(
                 ~np.isfinite(losses) | ~np.isfinite(self.norms[:done]).all(axis=1)

@@ -56,7 +56,7 @@ ROW_KEYS = {  # rows × timesteps source: row name
 
 def stopped_early(arrays: Arrays) -> bool:
     """A training trace that holds fewer steps than were asked for."""
-    return "steps_requested" in arrays and str(arrays.get("stopped", "")) != "completed"
+    return "units_requested" in arrays and str(arrays.get("stopped", "")) != "completed"
 
 
 def fmt(value: float) -> str:
@@ -791,7 +791,7 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
         parts.append(f"full = one-pass reference {mark} (max |Δ| {diff:.1e})")
     if stopped_early(arrays):
         done = len(np.ravel(arrays.get("loss_by_step", [])))
-        parts.append(f"stopped early: {done} of {int(arrays['steps_requested'])} steps kept")
+        parts.append(f"stopped early: {done} of {int(arrays['units_requested'])} steps kept")
     kernel = str(arrays.get("lstm_kernel", "while_loop"))  # traces before it was recorded
     kernel = LSTM_KERNEL_TEXT.get(kernel, html.escape(kernel))
     backend = arrays.get("rnn_backend")
