@@ -4,29 +4,47 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 
+def _create(folder: Path, prefix: str, suffix: str, mode: int | None) -> Path:
+    """A new empty file with a random name in `folder`. Without `mode` it is created with
+    0666 and the kernel applies the process's umask, as a plain open() would (reading the
+    umask would mean setting it, which races with other threads)."""
+    for _ in range(100):
+        path = folder / f"{prefix}{secrets.token_hex(4)}{suffix}"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        return path
+    raise FileExistsError(f"{folder}: no free temporary name")
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
     """Yield a temporary path in `path`'s folder (ending in `suffix`, for writers that check
-    the extension); on success its file replaces `path`, on any error it vanishes.
+    the extension); on success its file replaces `path`, on any error it vanishes. The result
+    has the permissions of the file it replaces, or those a new file gets.
 
     A reader never sees a half-written file, and an interrupted write leaves nothing behind.
     """
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=suffix)
-    try:  # mkstemp makes the file private (0600); give it the mode a plain open() would
-        os.chmod(fd, _file_mode(target))
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
     try:
-        yield Path(tmp)
+        mode = target.stat().st_mode & 0o777
+    except OSError:
+        mode = None
+    tmp = _create(target.parent, f".{target.name}.", suffix, mode)
+    try:
+        yield tmp
         with open(tmp, "rb") as written:
             os.fsync(written.fileno())
         os.replace(tmp, target)
@@ -41,23 +59,3 @@ def atomic_write(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """Yield a binary file object; on success it replaces `path`, on any error it vanishes."""
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         yield handle
-
-
-def _file_mode(target: Path) -> int:
-    """The permission bits of the file being replaced, else 0666 less the process umask."""
-    try:
-        return target.stat().st_mode & 0o777
-    except OSError:
-        pass
-    umask = None
-    try:
-        with open("/proc/self/status") as status:  # reading it does not change it (threads)
-            for line in status:
-                if line.startswith("Umask:"):
-                    umask = int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    if umask is None:
-        umask = os.umask(0o022)
-        os.umask(umask)
-    return 0o666 & ~umask

@@ -123,18 +123,6 @@ def _check_target(path: Path, flag: str) -> None:
         raise ExportError(f"{flag} {path}: file is not writable")
 
 
-def _set_mode(temp: Path, target: Path) -> None:
-    """Temporary files are private (0600); give the result the mode a new file would get
-    (or the mode of the file it replaces)."""
-    if target.exists():
-        mode = target.stat().st_mode & 0o777
-    else:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    os.chmod(temp, mode)
-
-
 def _os_message(exc: OSError) -> str:
     return exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
 
@@ -224,8 +212,6 @@ def export(
                 temps["csv"].write_bytes(csv_data)
             if "npz" in temps:
                 trace.save(temps["npz"])
-            for fmt, temp in temps.items():
-                _set_mode(temp, targets[fmt])
             # leaving the stack renames every temporary file to its target
     except OSError as exc:
         name = exc.filename2 or exc.filename

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lstmviz import files
 from lstmviz.errors import InputError
 
 
@@ -31,7 +32,7 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    if path.suffix.lower() not in (".npy", ".npz"):
+    if files.suffix_of(path, files.INPUTS) is None:
         raise InputError(
             f"{path}: unknown input format {path.suffix or '(no extension)'!r} "
             "(use .npy, or .npz with an array 'x')"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lstmviz import files
 from lstmviz.config import RunConfig
 from lstmviz.errors import InputError
 
@@ -99,7 +100,7 @@ def read_task_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    if path.suffix not in (".npz", ".npy"):
+    if files.suffix_of(path, files.INPUTS) is None:
         raise InputError(f"{path}: training sequences must be .npz (x, y) or .npy [N, T+1, I]")
     try:
         if path.suffix == ".npy":

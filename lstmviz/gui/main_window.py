@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 import lstmviz
+from lstmviz import files
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui import export_dialog
@@ -55,7 +56,6 @@ from lstmviz.inputs import describe_inputs, load_inputs
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
 
-WEIGHT_SUFFIXES = (".h5", ".keras", ".safetensors", ".pt", ".pth")
 MAX_RECENT = 8
 DEMO_MODES = ("multipass", "taped")  # the demo falls back to the next mode if one is missing
 
@@ -687,33 +687,17 @@ class MainWindow(QMainWindow):
         self._add_recent(str(Path(path).resolve()))
         return True
 
-    def open_path(self, path: str) -> None:
-        """Open a dropped file: a trace, weights, or an input sequence."""
-        suffix = Path(path).suffix.lower()
-        if suffix == ".npz":
-            try:
-                with np.load(path, allow_pickle=False) as data:
-                    is_trace = "config_json" in data.files
-                    is_inputs = "x" in data.files and "kernel" not in data.files
-            except (OSError, ValueError) as exc:
-                self.show_error("Cannot open file", f"{path}: not a readable .npz file ({exc})")
-                return
-            if is_trace:
-                self.open_trace(path)
-            elif is_inputs:
-                self.open_inputs(path)
-            else:
-                self.open_weights(path)
-        elif suffix == ".npy":
-            self.open_inputs(path)
-        elif suffix in WEIGHT_SUFFIXES:
-            self.open_weights(path)
-        else:
-            self.show_error(
-                "Cannot open file",
-                f"{path}: expected a trace (.npz), weights ({', '.join(WEIGHT_SUFFIXES)}, .npz)"
-                " or inputs (.npy)",
-            )
+    def open_path(self, path: str) -> bool:
+        """Open a file as if dropped on the window: a trace, weights or inputs
+        (`lstmviz.files.kind` tells which). False, after a dialog, when it is none of them."""
+        try:
+            kind = files.kind(path)
+        except LstmvizError as exc:
+            self.show_error("Cannot open file", str(exc))
+            return False
+        opener = {"trace": self.open_trace, "inputs": self.open_inputs,
+                  "weights": self.open_weights}[kind]  # fmt: skip
+        return opener(path)
 
     def open_trace_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open trace", "", "lstmviz traces (*.npz)")
@@ -736,13 +720,14 @@ class MainWindow(QMainWindow):
         self._add_recent(str(Path(path).resolve()))
 
     def open_weights_dialog(self) -> None:
-        pattern = " ".join(f"*{s}" for s in (*WEIGHT_SUFFIXES, ".npz"))
-        path, _ = QFileDialog.getOpenFileName(self, "Open weights", "", f"Weights ({pattern})")
+        wanted = f"Weights ({files.pattern(files.WEIGHTS)})"
+        path, _ = QFileDialog.getOpenFileName(self, "Open weights", "", wanted)
         if path:
             self.open_weights(path)
 
     def open_inputs_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open inputs", "", "Arrays (*.npy *.npz)")
+        wanted = f"Arrays ({files.pattern(files.INPUTS)})"
+        path, _ = QFileDialog.getOpenFileName(self, "Open inputs", "", wanted)
         if path:
             self.open_inputs(path)
 

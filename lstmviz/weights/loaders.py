@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from lstmviz import files
 from lstmviz.errors import WeightsError
 from lstmviz.weights.core import LSTMWeights
 from lstmviz.weights.found import FoundLayer, numeric
@@ -35,8 +36,7 @@ def _npz_layers(path: Path) -> list[FoundLayer]:
         return [FoundLayer("", {key: numeric(key, data[key]) for key in wanted})]
 
 
-# Longest suffix first: `.weights.h5` before `.h5`.
-_READERS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
+_FORMATS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
     ".keras": ("Keras model (.keras)", keras_zip_layers),
     ".weights.h5": ("Keras weights (.weights.h5)", h5_layers),
     ".h5": ("Keras HDF5 (.h5)", h5_layers),
@@ -46,6 +46,8 @@ _READERS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
     ".pt": ("PyTorch nn.LSTM state dict (.pt)", pt_layers),
     ".pth": ("PyTorch nn.LSTM state dict (.pth)", pt_layers),
 }
+# In `files.WEIGHTS` order: longest suffix first (`.weights.h5` before `.h5`).
+_READERS = {suffix: _FORMATS[suffix] for suffix in files.WEIGHTS}
 WEIGHT_SUFFIXES = tuple(_READERS)
 
 

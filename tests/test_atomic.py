@@ -1,0 +1,52 @@
+"""Atomic writes: a new file gets the mode a plain open() gives it, a replaced file keeps its
+own, and the process's umask is never touched (other threads may be creating files)."""
+
+import os
+import threading
+
+import pytest
+
+from lstmviz.atomic import atomic_path, atomic_write
+
+
+@pytest.fixture
+def umask_027():
+    old = os.umask(0o027)
+    yield
+    os.umask(old)
+
+
+def test_new_file_mode_follows_the_umask(tmp_path, umask_027):
+    with atomic_write(tmp_path / "a.bin") as handle:
+        handle.write(b"x")
+    plain = tmp_path / "plain.bin"
+    plain.write_bytes(b"x")
+    assert (tmp_path / "a.bin").stat().st_mode & 0o777 == plain.stat().st_mode & 0o777 == 0o640
+
+
+def test_replaced_file_keeps_its_mode_and_errors_leave_nothing(tmp_path):
+    target = tmp_path / "t.png"
+    target.write_bytes(b"old")
+    target.chmod(0o604)
+    with atomic_path(target, suffix=".png") as tmp:
+        assert tmp.suffix == ".png" and tmp.parent == tmp_path
+        tmp.write_bytes(b"new")
+    assert target.read_bytes() == b"new" and target.stat().st_mode & 0o777 == 0o604
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError
+    assert target.read_bytes() == b"new" and sorted(tmp_path.iterdir()) == [target]
+
+
+def test_the_umask_is_never_changed_while_writing(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(os, "umask", lambda *a: calls.append(a) or 0o022)
+    done = threading.Event()
+
+    def write():
+        with atomic_write(tmp_path / "b.bin") as handle:
+            handle.write(b"y")
+        done.set()
+
+    threading.Thread(target=write).start()
+    assert done.wait(10) and not calls
