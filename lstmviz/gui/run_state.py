@@ -1,0 +1,202 @@
+"""The run in progress and its result, apart from the window (which only shows it).
+
+`RunState` starts, pauses and stops runs through a worker (`gui.worker.Worker`, or anything
+with its request methods), receives the worker's reports, keeps the partial arrays a live run
+has sent and the finished trace, and tells its views through signals. It needs no window and
+no TensorFlow: the tests drive it with a fake worker.
+
+Stopping: a run whose mode works in units (passes, batches, training steps: the registry's
+`Mode.unit`) and has finished some can keep them: `stop()` says so ("ask"), the view asks the
+user while the run is held, then calls `keep()` (the runner yields the complete trace of the
+units done), `discard()`, or `go_on()`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal, Slot
+
+from lstmviz import modes, schema
+from lstmviz.config import RunConfig
+from lstmviz.trace import GradientTrace, TraceUpdate
+
+
+class RunState(QObject):
+    """States: idle (no run), running, paused (held by the user), finishing (stopped, the
+    trace of the units done is being built). Signals carry what the views need."""
+
+    started = Signal(object)  # RunConfig
+    updated = Signal()  # new partial arrays (`pending`) or progress
+    finished = Signal(object, float)  # the GradientTrace, seconds since start
+    ended = Signal(str)  # idle again without a new trace: what happened, in a few words
+    failed = Signal(str)  # the run failed: the message for a dialog
+    changed = Signal()  # running/paused/finishing changed: enable or disable controls
+
+    def __init__(self, worker) -> None:
+        super().__init__()
+        self.worker = worker
+        self.active: int | None = None  # id of the run in progress
+        self.last_id = 0
+        self.config: RunConfig | None = None
+        self.trace: GradientTrace | None = None
+        self.pending: dict[str, np.ndarray] = {}
+        self.rows_total: int | None = None  # rows a live run's row arrays will reach
+        self.done = 0
+        self.total = 0
+        self.message = ""
+        self.paused = False
+        self.finishing = False
+        self._held = False  # held while the view asks whether to keep the units done
+        self._started = 0.0
+        worker.progress.connect(self._on_progress)
+        worker.finished_run.connect(self._on_finished)
+        worker.cancelled.connect(self._on_cancelled)
+        worker.failed.connect(self._on_failed)
+        worker.paused.connect(self._on_paused)
+
+    # ---- what the views read ---------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.active is not None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started if self.running else 0.0
+
+    def mode(self) -> modes.Mode | None:
+        return None if self.config is None else modes.get(self.config.mode)
+
+    # ---- commands --------------------------------------------------------------------------
+
+    def start(self, config: RunConfig) -> bool:
+        """Start a run of the (validated) `config`; False while another runs."""
+        if self.running:
+            return False
+        self.last_id += 1
+        self.active, self.config, self.trace = self.last_id, config, None
+        self.pending, self.rows_total, self.done, self.total = {}, None, 0, 0
+        self.paused = self.finishing = self._held = False
+        self.message = "starting…"
+        self._started = time.monotonic()
+        self.worker.request_run(self.active, config)
+        self.started.emit(config)
+        self.changed.emit()
+        return True
+
+    def show(self, trace: GradientTrace) -> None:
+        """Show a trace that did not come from a run (opened from a file)."""
+        self.stop_now()
+        self.trace, self.config, self.pending, self.rows_total = trace, trace.config, {}, None
+
+    def set_paused(self, paused: bool) -> None:
+        """Hold the run after its current unit of work, or let it go on."""
+        if not self.running or self.finishing or paused == self.paused:
+            return
+        self.paused = paused
+        (self.worker.pause if paused else self.worker.resume)(self.active)
+        self.message = "pausing…" if paused else "running…"
+        self.changed.emit()
+
+    def stop(self) -> str:
+        """Stop the run. Returns "ask" when it has units of work done that could be kept (the
+        run is held until `keep()`, `discard()` or `go_on()`), "stopped" when it was
+        cancelled, "" when nothing runs."""
+        if not self.running or self.finishing:
+            return ""
+        mode = self.mode()
+        if mode is not None and mode.unit and self.done > 0:
+            self._held = True
+            self.worker.pause(self.active)
+            return "ask"
+        self.stop_now()
+        return "stopped"
+
+    def keep(self) -> None:
+        """End the held run with the complete trace of the units done (`finished` follows)."""
+        if not self.running:
+            return
+        self._held, self.finishing = False, True
+        self.message = "stopping: building the trace of the finished work…"
+        self.worker.finish_early(self.active)
+        self.changed.emit()
+
+    def discard(self) -> None:
+        self._held = False
+        self.stop_now()
+
+    def go_on(self) -> None:
+        """The user changed their mind: the held run goes on (unless paused by them)."""
+        if self.running and self._held:
+            self._held = False
+            if not self.paused:
+                self.worker.resume(self.active)
+
+    def stop_now(self) -> None:
+        """Cancel the run; idle at once (a computation in flight ends in the background and
+        its result is dropped)."""
+        if not self.running:
+            return
+        self.worker.cancel(self.active)
+        seconds = self.elapsed()
+        self._idle()
+        self.ended.emit(f"stopped after {seconds:.1f} s")
+
+    def units_text(self) -> str:
+        """ "2/5 passes" for the status line."""
+        mode = self.mode()
+        if mode is None or not mode.unit:
+            return f"{self.done}/{self.total}"
+        plural = "es" if mode.unit.endswith(("s", "ch")) else "s"
+        return f"{self.done}/{self.total} {mode.unit}{plural}"
+
+    # ---- the worker's reports (main thread) ----------------------------------------------
+
+    @Slot(int, object)
+    def _on_progress(self, run_id: int, update: TraceUpdate) -> None:
+        if run_id != self.active:
+            return
+        self.done, self.total = update.done, update.total
+        self.pending.update(update.arrays)
+        mode = self.config.mode
+        if any(schema.role(key, mode) == schema.ROWS for key in update.arrays):
+            self.rows_total = update.total
+        if not (self.paused or self.finishing or self._held):
+            self.message = update.message
+        self.updated.emit()
+
+    @Slot(int, int)
+    def _on_paused(self, run_id: int, done: int) -> None:
+        if run_id == self.active and self.paused:
+            self.done = done
+            self.message = f"paused after {self.units_text()} (Resume: Ctrl+P)"
+            self.updated.emit()
+
+    @Slot(int, object)
+    def _on_finished(self, run_id: int, trace: GradientTrace) -> None:
+        if run_id != self.active:
+            return
+        seconds = self.elapsed()
+        self.trace, self.config = trace, trace.config
+        self._idle()
+        self.finished.emit(trace, seconds)
+
+    @Slot(int)
+    def _on_cancelled(self, run_id: int) -> None:
+        if run_id == self.active:
+            self._idle()
+            self.ended.emit("stopped")
+
+    @Slot(int, str)
+    def _on_failed(self, run_id: int, message: str) -> None:
+        if run_id != self.active:
+            return
+        self._idle()
+        self.ended.emit("run failed")
+        self.failed.emit(message)
+
+    def _idle(self) -> None:
+        self.active = None
+        self.paused = self.finishing = self._held = False
+        self.changed.emit()

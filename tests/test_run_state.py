@@ -1,0 +1,125 @@
+"""The run-state model without a window: start, pause, stop keeping or discarding the units
+done, failures, and reports of runs it no longer follows."""
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QObject, Signal
+
+from lstmviz.config import RunConfig
+from lstmviz.gui.run_state import RunState
+from lstmviz.trace import GradientTrace, TraceUpdate
+
+
+class FakeWorker(QObject):
+    """The Worker's signals and request methods, recording the requests."""
+
+    progress = Signal(int, object)
+    finished_run = Signal(int, object)
+    cancelled = Signal(int)
+    failed = Signal(int, str)
+    paused = Signal(int, int)
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __getattr__(self, name):
+        if name in ("request_run", "cancel", "pause", "resume", "finish_early"):
+            return lambda *args: self.calls.append((name, *args))
+        raise AttributeError(name)
+
+
+@pytest.fixture
+def state():
+    return RunState(FakeWorker())
+
+
+def events(state):
+    seen = []
+    for name in ("started", "updated", "finished", "ended", "failed", "changed"):
+        getattr(state, name).connect(lambda *a, n=name: seen.append(n))
+    return seen
+
+
+def rows(n, t=4):
+    return {"norm_h_total_by_pass": np.ones((n, t), np.float32)}
+
+
+def test_start_progress_finish(state):
+    seen = events(state)
+    config = RunConfig(mode="multipass", passes=3)
+    assert state.start(config) and not state.start(config)  # one run at a time
+    run_id = state.active
+    assert state.worker.calls == [("request_run", run_id, config)]
+    state.worker.progress.emit(run_id, TraceUpdate(1, 4, "pass 1/3", rows(1)))
+    assert state.done == 1 and state.rows_total == 4 and state.message == "pass 1/3"
+    assert state.units_text() == "1/4 passes"
+    trace = GradientTrace("multipass", config, rows(3))
+    state.worker.finished_run.emit(run_id, trace)
+    assert not state.running and state.trace is trace
+    assert seen == ["started", "changed", "updated", "changed", "finished"]
+
+
+def test_curves_are_not_rows(state):
+    state.start(RunConfig(mode="taped"))
+    curve = {"norm_h_total": np.ones(3)}
+    state.worker.progress.emit(state.active, TraceUpdate(1, 1, "done", curve))
+    assert state.rows_total is None and "norm_h_total" in state.pending
+
+
+def test_pause_and_resume(state):
+    state.start(RunConfig(mode="train"))
+    run_id = state.active
+    state.set_paused(True)
+    state.worker.paused.emit(run_id, 7)
+    assert state.paused and "paused after 7/0 training steps" in state.message
+    state.set_paused(False)
+    assert state.worker.calls[1:] == [("pause", run_id), ("resume", run_id)]
+
+
+def test_stop_keep_ends_with_the_trace_of_the_units_done(state):
+    state.start(RunConfig(mode="batchwise", batches=5))
+    run_id = state.active
+    state.worker.progress.emit(run_id, TraceUpdate(2, 5, "batch 2/5"))
+    assert state.stop() == "ask" and state.running
+    state.keep()
+    assert state.finishing and state.worker.calls[1:] == [("pause", run_id),
+                                                          ("finish_early", run_id)]  # fmt: skip
+    assert state.stop() == ""  # a second Stop while the trace is built does nothing
+    kept = GradientTrace("batchwise", RunConfig(mode="batchwise", batches=2), {})
+    state.worker.finished_run.emit(run_id, kept)
+    assert state.trace is kept and not state.running and not state.finishing
+
+
+def test_stop_discard_and_go_on(state):
+    state.start(RunConfig(mode="train"))
+    run_id = state.active
+    state.worker.progress.emit(run_id, TraceUpdate(3, 10, "loss 0.5"))
+    assert state.stop() == "ask"
+    state.go_on()
+    assert state.running and state.worker.calls[-1] == ("resume", run_id)
+    ended = []
+    state.ended.connect(ended.append)
+    assert state.stop() == "ask"
+    state.discard()
+    assert not state.running and state.worker.calls[-1] == ("cancel", run_id)
+    assert ended and ended[0].startswith("stopped after")
+    # the run's late reports are ignored
+    state.worker.finished_run.emit(run_id, GradientTrace("train", RunConfig(mode="train"), {}))
+    assert state.trace is None
+
+
+def test_a_run_with_nothing_done_or_no_units_stops_at_once(state):
+    state.start(RunConfig(mode="multipass"))
+    assert state.stop() == "stopped" and not state.running  # no pass done yet
+    state.start(RunConfig(mode="taped"))
+    state.worker.progress.emit(state.active, TraceUpdate(1, 1, "done"))
+    assert state.stop() == "stopped"  # one unit: nothing to keep
+
+
+def test_failure_goes_to_a_dialog(state):
+    failed = []
+    state.failed.connect(failed.append)
+    state.start(RunConfig())
+    state.worker.failed.emit(state.active, "--weights: bad file")
+    assert failed == ["--weights: bad file"] and not state.running
