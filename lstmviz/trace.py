@@ -1,6 +1,6 @@
 """GradientTrace, the unit of data: NumPy arrays plus the RunConfig, saved as `.npz` without pickle.
 
-Key names and shapes are listed in the README ("Trace keys"). Arrays are time-major:
+Every key, its dimensions and role are in `lstmviz.schema`. Arrays are time-major:
 states and gradients are [T, B, H], inputs [T, B, I], per-timestep norms [T].
 """
 
@@ -36,10 +36,8 @@ class TraceUpdate:
     """A partial result an engine yields while it runs (one pass, batch or training step).
 
     `done`/`total` count units of work; `arrays` holds whatever the panels can already draw,
-    keyed like the final trace. Rows that fill in live use the final key with the rows done so
-    far: `norm_h_total_by_pass` / `norm_h_truncated_by_pass` [passes done, Tp],
-    `norm_h_total_by_batch` [batches done, T], `norm_h_total_by_step` [steps done, T] and
-    `loss_by_step` [steps done]. Per-timestep curves use `norm_h_total` etc. [T].
+    under the final trace's keys: rows that fill in live (role `rows` in `lstmviz.schema`,
+    e.g. `norm_h_total_by_pass` [passes done, Tp]) hold the rows done so far.
     """
 
     done: int
@@ -50,7 +48,8 @@ class TraceUpdate:
 
 @dataclass
 class GradientTrace:
-    """Everything a plot needs: `arrays` (NumPy, keys as in the README) and the RunConfig.
+    """Everything a plot needs: `arrays` (NumPy, keys as `lstmviz.schema` lists them) and the
+    RunConfig.
 
     Arrays are reachable as attributes too: `trace.grad_h_total`.
     """

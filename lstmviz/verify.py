@@ -3,7 +3,8 @@
 An LSTM treats batch rows independently, so nudging h_t[b, j] changes only row b from step t on:
 each check re-runs one row from t to the end, which is cheap even for long sequences. Works for
 any trace holding one set of weights (taped and multi-pass runs); the loss is rebuilt from the
-trace's RunConfig as DESIGN.md defines it (multi-pass `last_mse`: one target per pass end).
+trace's RunConfig as `engine/losses.py` defines it (multi-pass `last_mse`: one target per pass
+end).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def np_forward(x, kernel, recurrent, bias, h0, c0):
 
 
 def np_loss(loss, h, target):
-    """Loss value and its direct partial dL/dh [T, B, H] (DESIGN.md's definitions)."""
+    """Loss value and its direct partial dL/dh [T, B, H], as lstmviz/engine/losses.py defines."""
     direct = np.zeros_like(h)
     if loss == "mean_h":
         direct[:] = 1.0 / h.size
