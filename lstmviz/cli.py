@@ -38,8 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     gui = sub.add_parser("gui", help="open the desktop app")
+    gui.add_argument(
+        "files", nargs="*", metavar="FILE",
+        help="open as if dropped on the window: a trace (.npz), weights or inputs",
+    )  # fmt: skip
+    gui.add_argument("--run", action="store_true", help="start a run once the files are open")
     gui.add_argument("--demo", action="store_true", help="start a demo run at once")
-    gui.add_argument("--screenshot", metavar="PNG", help="save a screenshot when idle, then quit")
+    gui.add_argument(
+        "--screenshot", metavar="PNG",
+        help="save the window as PNG when the run (or the opening) is done, then quit",
+    )  # fmt: skip
 
     run = sub.add_parser("run", help="compute a gradient trace headless")
 
@@ -140,6 +148,22 @@ def _check_flags(args: argparse.Namespace) -> None:
         for name in (value or "").split(","):
             if name and out.exists() and Path(name).exists() and out.samefile(name):
                 raise ConfigError("--out", f"{out}: would overwrite the {flag} file")
+
+
+def _check_gui_flags(args: argparse.Namespace) -> None:
+    """Files that are not there and a screenshot that cannot be written: exit 2 before the
+    window opens. (A file that is there but unreadable gets the window's dialog, as a drop.)"""
+    if args.demo and (args.files or args.run):
+        raise ConfigError("--demo", "runs its own files; drop FILE and --run, or --demo")
+    for name in args.files:
+        if not Path(name).is_file():
+            raise ConfigError("FILE", f"{name}: no such file")
+    if args.screenshot:
+        shot = Path(args.screenshot)
+        if shot.suffix.lower() != ".png":
+            raise ConfigError("--screenshot", f"{shot}: screenshots are .png files")
+        if not shot.parent.is_dir():
+            raise ConfigError("--screenshot", f"{shot.parent}: no such folder")
 
 
 GRACE_SECONDS = 1.0  # after Ctrl-C, how long a run may take to stop before it is abandoned
@@ -334,9 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         if args.command == "gui":
+            _check_gui_flags(args)
             from lstmviz.gui.app import main as gui_main
 
-            return gui_main(demo=args.demo, screenshot=args.screenshot)
+            return gui_main(args.files, run=args.run, demo=args.demo, screenshot=args.screenshot)
         if args.command == "export":
             return _export(args)
         return _run(args)

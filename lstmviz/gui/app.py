@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 
 
 def _stamp(event: str) -> None:
@@ -48,9 +49,13 @@ def _report_timing(app, window) -> None:
     _stamp("window-built")
 
 
-def main(demo: bool = False, screenshot: str | None = None) -> int:
-    """Show the main window (and start the demo run). With `screenshot`, save the window as PNG
-    once the run is drawn (or, without a run, once TensorFlow is ready) and quit.
+def main(
+    files: Sequence[str] = (), run: bool = False, demo: bool = False, screenshot: str | None = None
+) -> int:
+    """Show the main window, open `files` as if dropped on it, and start a run (`run`: the
+    parameters shown once the files are open; `demo`: the demo). With `screenshot`, save the
+    window as PNG once the run is drawn (or, without a run, once the files are shown and
+    TensorFlow is ready) and quit.
 
     Returns 0, or 1 when `screenshot` was asked for and an error occurred or nothing was saved.
     """
@@ -81,8 +86,11 @@ def main(demo: bool = False, screenshot: str | None = None) -> int:
 
         window.settled.connect(lambda: QTimer.singleShot(400, shoot))
         QTimer.singleShot(180_000, window.close)  # never hang an automated run
+    opened = all([window.open_path(str(path)) for path in files])
     if demo:
         window.start_demo()
+    elif run and opened:
+        window.start_run()
 
     # SIGINT/SIGTERM close the window like File → Quit; the timer lets Python see the signal.
     for number in (signal.SIGINT, signal.SIGTERM):
