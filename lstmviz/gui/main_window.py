@@ -41,17 +41,15 @@ from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui import export_dialog
 from lstmviz.gui.dialogs import pick_layer
-from lstmviz.gui.panels import (
-    LSTM_KERNEL_TEXT,
-    RowsHeatmap,
-    SummaryPanel,
-    UnitsHeatmap,
-    stopped_early,
-)
-from lstmviz.gui.params import MODE_TEXT, ParamsEditor
-from lstmviz.gui.train_panels import ConnectivityPanel, LossPanel, NormHistoryPanel
+from lstmviz.gui.params import ParamsEditor
+from lstmviz.gui.summary import SummaryPanel
 from lstmviz.gui.worker import Worker
 from lstmviz.inputs import describe_inputs, load_inputs
+from lstmviz.render.curves import NormHistoryPanel
+from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
+from lstmviz.render.layout import panels_for
+from lstmviz.render.summary import LSTM_KERNEL_TEXT, MODE_TEXT, stopped_early
+from lstmviz.render.training import ConnectivityPanel, LossPanel
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
 
@@ -158,7 +156,7 @@ class MainWindow(QMainWindow):
         for panel in self.panels:
             panel.cache_axes()
         self.summary.verify_button.clicked.connect(self.verify)
-        for panel in (self.norm, self.rows, self.units):
+        for panel in self.panels:
             panel.export_action.triggered.connect(
                 lambda _=False, p=panel: export_dialog.export_panel(self, p)
             )
@@ -618,22 +616,14 @@ class MainWindow(QMainWindow):
             self.settled.emit()
 
     def _show_optional(self) -> None:
-        """The loss and connectivity panels appear when the run has (or will have) their data."""
-        config = self.run_config
+        """The loss and connectivity panels appear when the run has (or will have) their data
+        (`panels_for`, as the exported figure) and the View menu has them checked."""
         arrays = self.trace.arrays if self.trace is not None else self.pending
-        wanted = {
-            self.loss_panel: "loss_by_step" in arrays
-            or (self.trace is None and config is not None and config.mode == "train"),
-            self.connectivity: "connectivity" in arrays
-            or (
-                self.trace is None
-                and config is not None
-                and config.connectivity
-                and config.mode in ("taped", "train")
-            ),
-        }
+        live = self.trace is None and self.run_config is not None
+        shown = panels_for(arrays, self.run_config, live=live)
+        names = {self.loss_panel: "loss", self.connectivity: "connectivity"}
         for widget, action in self.optional_views.items():
-            widget.setVisible(wanted[widget] and action.isChecked())
+            widget.setVisible(names[widget] in shown and action.isChecked())
 
     def show_trace(self, trace: GradientTrace, seconds: float | None) -> None:
         """Draw a finished or loaded trace in every panel."""
@@ -892,7 +882,7 @@ class MainWindow(QMainWindow):
         self.params.setEnabled(not running)
         for action in (self.save_action, self.export_action, self.export_panel_action):
             action.setEnabled(self.trace is not None)
-        for panel in (self.norm, self.rows, self.units):
+        for panel in self.panels:
             panel.export_action.setEnabled(self.trace is not None)
         trained = self.trace is not None and "readout_kernel" in self.trace
         for widget in (self.save_weights_button, self.save_weights_action):

@@ -21,16 +21,10 @@ from PySide6.QtWidgets import (
 from lstmviz.config import GENERATORS, LOSSES, MODES, RANGES, TASKS, RunConfig
 from lstmviz.config import HELP as TIPS
 from lstmviz.errors import ConfigError
+from lstmviz.render.summary import MODE_TEXT
 
 # A run keeps about a dozen float32 [T, B, H] arrays alive (states, gradients, TF's tape).
 MAX_RUN_BYTES = 4 * 2**30
-
-MODE_TEXT = {
-    "taped": "taped while-loop",
-    "multipass": "multi-pass",
-    "batchwise": "per-batch weights",
-    "train": "training",
-}
 
 
 # Fields that matter only in some modes (the others are greyed out).
