@@ -22,6 +22,7 @@ NICE_STEPS = (1, 2, 5)  # evenly spaced labels of a narrow range: 1, 2 or 5 × 1
 MAX_EVEN_LABELS = 10
 LABEL_ROOM = 1.6  # label centres on a vertical axis: at least this many font heights apart
 MIN_TICK_GAP_PX = 2.0  # unlabelled ticks closer than this are left out
+MAX_DIGITS = 6  # significant digits of a log axis's labels
 
 
 def _gap_px(values: np.ndarray, per_decade: float) -> float:
@@ -38,19 +39,25 @@ def _multiples(first: int, last: int, factors: Sequence[int], lo: float, hi: flo
 
 def _even_values(lo: float, hi: float, per_decade: float, room: Callable) -> np.ndarray:
     """log10 of values evenly spaced in value (1, 2 or 5 × 10^n apart) in a range too narrow
-    for any m × 10^n to be labelled twice: the most that keep `room` apart, else one."""
+    for any m × 10^n to be labelled twice: the most that keep `room` apart; else one value,
+    the roundest whose label fits inside the axis (half its room from either end)."""
     a, b = 10.0**lo, 10.0**hi
     top = math.floor(math.log10(b - a))
-    for e in range(top - 2, top + 1):
-        for f in NICE_STEPS:
-            step = f * 10.0**e
-            values = np.arange(math.ceil(a / step), math.floor(b / step) + 1) * step
-            values = np.log10(values[values > 0])
-            values = values[(values >= lo) & (values <= hi)]
-            if 2 <= len(values) <= MAX_EVEN_LABELS and _gap_px(values, per_decade) >= room(values):
-                return values
-    middle = 10.0 ** ((lo + hi) / 2)
-    return np.log10([float(f"{middle:.2g}")])
+    steps = [f * 10.0**e for e in range(top - 2, top + 2) for f in NICE_STEPS]
+    grids = []
+    for step in steps:
+        values = np.arange(math.ceil(a / step), math.floor(b / step) + 1) * step
+        values = np.log10(values[values > 0])
+        grids.append(values[(values >= lo) & (values <= hi)])
+    for values in grids:
+        if 2 <= len(values) <= MAX_EVEN_LABELS and _gap_px(values, per_decade) >= room(values):
+            return values
+    for values in reversed(grids):  # coarser steps: rounder values
+        margin = room(values) / 2 / per_decade
+        inside = values[(values >= lo + margin) & (values <= hi - margin)]
+        if len(inside):
+            return inside[[np.argmin(np.abs(inside - (lo + hi) / 2))]]
+    return np.zeros(0)
 
 
 def log_ticks(lo: float, hi: float, size: float, room: Callable[[np.ndarray], float]) -> Levels:
@@ -77,15 +84,17 @@ def log_ticks(lo: float, hi: float, size: float, room: Callable[[np.ndarray], fl
             break
     levels: Levels = [(1.0, decades.tolist()), (None, minor.tolist())]
     shown = np.union1d(decades, minor)
-    if len(shown) < 2:
-        levels = [(None, _even_values(lo, hi, per_decade, room).tolist()), (None, [])]
-        shown = np.asarray(levels[0][1])
+    if len(shown) < 2:  # a narrow range; one m × 10^n stays if no two even values fit
+        even = _even_values(lo, hi, per_decade, room)
+        if len(even) >= 2 or len(shown) == 0:
+            levels, shown = [(None, even.tolist()), (None, [])], even
     for factors in ((2, 3, 4, 5, 6, 7, 8, 9), (2, 5), ()):
         rest = np.union1d(decades, _multiples(first, last, factors, lo, hi))
         if _gap_px(rest, per_decade) >= MIN_TICK_GAP_PX:
             break
     gap = MIN_TICK_GAP_PX / per_decade  # unlabelled ticks on (or next to) a label: left out
-    rest = rest[np.min(np.abs(rest[:, None] - shown[None, :]), axis=1) >= gap]
+    if len(shown):
+        rest = rest[np.min(np.abs(rest[:, None] - shown[None, :]), axis=1) >= gap]
     return [*levels, (None, rest.tolist())]
 
 
@@ -122,14 +131,16 @@ class OpaqueLineAxis(pg.AxisItem):
         return widest + metrics.height()
 
     def logTickStrings(self, values, scale, spacing):  # noqa: N802
-        """pyqtgraph's one-digit labels, with more digits where those would repeat."""
-        strings = super().logTickStrings(values, scale, spacing)
+        """pyqtgraph's one-digit labels (10⁻⁵, 2·10⁻⁵, 0.002), or, where one digit does not
+        say the value (1.005, 0.55) or two labels would read the same, as many digits as that
+        takes (up to MAX_DIGITS)."""
         numbers = 10.0 ** np.asarray(values, np.float64) * scale
-        for digits in range(2, 6):
-            if len(set(strings)) == len(strings):
-                break
+        for digits in range(1, MAX_DIGITS + 1):
             strings = [f"{v:.{digits}g}" for v in numbers]
-        return strings
+            exact = np.allclose([float(s) for s in strings], numbers, rtol=1e-9, atol=0)
+            if exact and len(set(strings)) == len(strings):
+                break
+        return super().logTickStrings(values, scale, spacing) if digits == 1 else strings
 
     def generateDrawSpecs(self, p):  # noqa: N802
         specs = super().generateDrawSpecs(p)
