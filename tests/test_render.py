@@ -252,6 +252,17 @@ def test_log_axis_labels_decades_and_only_minor_ticks_with_room(qtbot, height):
     assert sum(len(values) for _, values in levels) > len(texts)
 
 
+def test_log_axis_labels_minor_ticks_over_six_decades(qtbot):
+    """A training run's norms span decades: with ~50 px a decade the 3 × 10^n labels fit, and
+    are drawn (pyqtgraph's own crowding limits would drop them)."""
+    panel = shown_norm_panel(qtbot, np.geomspace(1e-6, 1.0, 30), 420)
+    labels = axis_labels(panel)
+    values = [label_value(text) for _, text in labels]
+    decades = [v for v in values if np.isclose(np.log10(v), np.round(np.log10(v)))]
+    assert len(decades) >= 6 and len(values) >= 2 * len(decades) - 1, values
+    check_labels(panel, labels)
+
+
 @pytest.mark.parametrize(
     ("low", "high", "expected"),
     [
@@ -279,11 +290,13 @@ def test_log_axis_narrow_and_wide_ranges_are_labelled_without_overlap(qtbot, low
 def test_linear_axis_keeps_pyqtgraph_labels(qtbot):
     panel = shown_norm_panel(qtbot, np.linspace(0.0, 10.0, 30), 400, log=False)
     axis = panel.plot.getAxis("left")
-    assert axis.style["maxTextLevel"] == 2
+    assert axis.style["maxTextLevel"] == 2 and len(axis.style["textFillLimits"]) == 4
     texts = [text for _, text in axis_labels(panel)]
     assert {"0", "2", "4", "6", "8", "10"} <= set(texts), texts
     panel.set_options(True, False)
-    assert axis.style["maxTextLevel"] == 1
+    assert axis.style["maxTextLevel"] == 1 and axis.style["textFillLimits"] == []
+    panel.set_options(False, False)
+    assert axis.style["maxTextLevel"] == 2 and len(axis.style["textFillLimits"]) == 4
 
 
 # ---- summary -------------------------------------------------------------------------------

@@ -23,6 +23,9 @@ MAX_EVEN_LABELS = 10
 LABEL_ROOM = 1.6  # label centres on a vertical axis: at least this many font heights apart
 MIN_TICK_GAP_PX = 2.0  # unlabelled ticks closer than this are left out
 MAX_DIGITS = 6  # significant digits of a log axis's labels
+# On a log scale `log_ticks` decides which ticks are labelled: its third level never is, and
+# pyqtgraph's own crowding limits (which dropped minor labels that had room) are off.
+LOG_TEXT = {"maxTextLevel": 1, "textFillLimits": []}
 
 
 def _gap_px(values: np.ndarray, per_decade: float) -> float:
@@ -109,10 +112,13 @@ class OpaqueLineAxis(pg.AxisItem):
     On a log scale the ticks come from `log_ticks`: decades labelled, minor ticks labelled only
     where their labels have room, never overlapping."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._linear_text = {key: self.style[key] for key in LOG_TEXT}
+
     def setLogMode(self, *args, **kwargs):  # noqa: N802 (pyqtgraph's name)
         super().setLogMode(*args, **kwargs)
-        # log_ticks' third level is never labelled (pyqtgraph labels up to maxTextLevel)
-        self.style["maxTextLevel"] = 1 if self.logMode else 2
+        self.style.update(LOG_TEXT if self.logMode else self._linear_text)
 
     def logTickValues(self, minVal, maxVal, size, stdTicks):  # noqa: N802,N803
         lo, hi = sorted((float(minVal), float(maxVal)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 
 from lstmviz.render.marks import NonFiniteMarks, PassBoundaries
 from lstmviz.render.panel import Panel
@@ -37,6 +37,8 @@ MAIN_CURVES = {  # key: (legend, pen)
     "norm_c_total": ("cell ‖dL/dc_t‖", pg.mkPen("#2ca02c", width=1.5, style=Qt.DashDotLine)),
 }
 
+LEGEND_COLUMNS = 4  # at most; fewer when the plot is too narrow for them (`fit_legend`)
+LEGEND_GAP_PX = 12  # between legend columns
 MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced over the run)
 HISTORY_COLOR = (31, 59, 115)  # the total curve's colour
 
@@ -70,6 +72,7 @@ class NormPanel(Panel):
         # hid the tops of the curves.
         self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6)
         item.layout.addItem(self.legend, 5, 1)
+        self.plot.installEventFilter(self)  # fit_legend when the plot's width changes
         self.curves = {
             key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()
@@ -163,7 +166,7 @@ class NormPanel(Panel):
             self.legend.clear()
             for item, text in legend:
                 self.legend.addItem(item, text)
-            self.legend.setColumnCount(max(1, min(len(legend), 4)))
+            self.fit_legend()
         for full, cut in self.row_curves[count:]:
             if full.xData is not None and len(full.xData):
                 full.setData([], [])
@@ -172,6 +175,28 @@ class NormPanel(Panel):
         self.marks.set_steps(a.get("nonfinite_steps"))
         total = max(self.rows_total or 0, len(rows[0]) if rows else 0)
         self.boundaries.set_positions(np.arange(1, total) * per_pass - 0.5 if per_pass else [])
+
+    def fit_legend(self) -> None:
+        """As many legend columns as the plot's width holds (up to LEGEND_COLUMNS): a legend
+        wider than the plot widens the plot item past its view (clipped on screen, and
+        scaled down with the whole plot in an export)."""
+        items = self.legend.items
+        if not items:
+            return
+        # natural widths (a label's own width is its column's once laid out)
+        widths = [s.boundingRect().width() + t.item.boundingRect().width() for s, t in items]
+        room = self.plot.width() - self.plot.getAxis("left").width()
+        for columns in range(min(len(items), LEGEND_COLUMNS), 0, -1):
+            # filled row by row: column c holds items c, c + columns, …
+            needed = sum(max(widths[c::columns]) + LEGEND_GAP_PX for c in range(columns))
+            if needed <= room:
+                break
+        self.legend.setColumnCount(columns)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.plot and event.type() == QEvent.Type.Resize:
+            self.fit_legend()
+        return super().eventFilter(watched, event)
 
     def drawn(self) -> bool:
         items = [*self.curves.values(), *(full for full, _ in self.row_curves)]
@@ -263,8 +288,10 @@ class NormHistoryPanel(NormPanel):
         row = next(((s, t) for s, t in self.legend.items if s.item in self.history), None)
         if row is None and item is not None:
             self.legend.addItem(item, text)
+            self.fit_legend()
         elif row is not None and item is None:
             self.legend.removeItem(row[0].item)
+            self.fit_legend()
         elif row is not None and (row[0].item, row[1].text) != (item, text):
             row[0].item = item  # in place: re-adding the row rebuilds the legend's layout
             row[0].update()

@@ -218,8 +218,8 @@ class Figure:
         `cells` and `titles` then say where each plot and its title go."""
         width, height = int(round(width)), int(round(height))
         boxes = self.boxes(width, height, top)
-        for panel, box in boxes:
-            panel.resize(int(box.width()), int(box.height()))
+        for panel, box in boxes:  # fixed: a box narrower than a panel's titles still holds it
+            panel.setFixedSize(int(box.width()), int(box.height()))
             panel.show()
         self.app.processEvents()
         for panel, _ in boxes:  # a first paint sizes the axes to their tick labels

@@ -55,6 +55,9 @@ class Panel(QWidget):
             alignment=Qt.AlignCenter,
         )
         self.placeholder.setStyleSheet("color: #777; background: white; border: 1px solid #ddd;")
+        # wrapped, the text does not hold the panel ~400 px wide (three heatmaps side by side
+        # in the window, or in an exported figure, need less)
+        self.placeholder.setWordWrap(True)
         self.stack = QStackedWidget()
         self.stack.addWidget(self.placeholder)
         self.stack.addWidget(self.plot)
