@@ -315,3 +315,21 @@ def test_summary_vouches_for_no_nan_only_once_there_are_arrays():
     checked = summary_text("taped", {"nonfinite_steps": np.zeros(0, np.int64)}, config, 0)
     assert checked.endswith("no NaN/Inf ✓"), checked
     assert re.search(r"\d+\.\d\d s$", before)  # the line ends with the run time
+
+
+def test_render_pins_the_singletons_for_exports_without_the_window():
+    """lstmviz.export draws with Qt but never imports lstmviz.gui: importing lstmviz.render
+    pins None/True/False against PySide6 6.12's reference-counting bug (CPython < 3.12)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; before = sys.getrefcount(None); import lstmviz.render, lstmviz.export; "
+        "print(before, sys.getrefcount(None), 'lstmviz.gui' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=True)  # fmt: skip
+    before, after, gui = done.stdout.split()
+    assert gui == "False"
+    if sys.version_info < (3, 12):
+        assert int(before) < 2**40 < int(after)

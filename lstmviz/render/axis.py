@@ -44,9 +44,13 @@ def _even_values(lo: float, hi: float, per_decade: float, room: Callable) -> np.
     """log10 of values evenly spaced in value (1, 2 or 5 × 10^n apart) in a range too narrow
     for any m × 10^n to be labelled twice: the most that keep `room` apart; else one value,
     the roundest whose label fits inside the axis (half its room from either end)."""
-    a, b = 10.0**lo, 10.0**hi
+    with np.errstate(over="ignore", under="ignore"):
+        a, b = (float(v) for v in np.power(10.0, [lo, hi]))
+    if not (math.isfinite(b) and b > a):  # beyond float64 (or a range lost in rounding)
+        return np.zeros(0)
     top = math.floor(math.log10(b - a))
     steps = [f * 10.0**e for e in range(top - 2, top + 2) for f in NICE_STEPS]
+    steps = [step for step in steps if step >= b * 10.0 ** (1 - MAX_DIGITS)]  # labels differ
     grids = []
     for step in steps:
         values = np.arange(math.ceil(a / step), math.floor(b / step) + 1) * step
