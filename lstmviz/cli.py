@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--panel",
         action="append",
         choices=PANEL_NAMES,
-        help="only this panel (repeatable; default: all)",
+        help="only this panel (repeatable; default: the panels the window shows for the trace)",
     )
     export.add_argument("--linear", action="store_true", help="linear axes (default: log)")
     export.add_argument("--normalise", action="store_true", help="divide each row by its max")

@@ -3,11 +3,12 @@
     from lstmviz.export import export
     export("t.npz", png="t.png", svg="t.svg", pdf="t.pdf", csv="t.csv")
 
-The plots are the GUI's own panels drawn offscreen (`lstmviz.gui.figure`; Qt is imported only
-for PNG, SVG and PDF, and runs offscreen when there is no display). Every file is written to a
-temporary name in its folder and renamed at the end, all of them after every one has been
-rendered: an error (a missing folder, no permission) leaves no file behind, partial or whole, and
-raises `ExportError` naming the path.
+The plots are the window's own panels drawn offscreen (`lstmviz.render.figure`; Qt is imported
+only for PNG, SVG and PDF, and runs offscreen when there is no display), the same panels the
+window shows for the trace (the loss and the connectivity map of a training run included).
+Every file is written to a temporary name in its folder and renamed at the end, all of them
+after every one has been rendered: an error (a missing folder, no permission) leaves no file
+behind, partial or whole, and raises `ExportError` naming the path.
 
 CSV: one row per timestep of the sequence (P·Tp rows in multi-pass mode), comma-separated, a
 header naming each column after the trace key it comes from:
@@ -38,10 +39,10 @@ import numpy as np
 from lstmviz import schema
 from lstmviz.atomic import atomic_path
 from lstmviz.errors import LstmvizError, TraceError
+from lstmviz.render.layout import PANEL_NAMES
 from lstmviz.trace import GradientTrace
 
 FORMATS = ("png", "svg", "pdf", "csv")
-PANEL_NAMES = ("norm", "rows", "units")
 DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_DPI = 1600, 1000, 144
 MAX_PIXELS = 20_000  # per side
 LOGICAL_DPI = 96  # sizes are laid out at 96 dpi and scaled by dpi / 96
@@ -166,8 +167,9 @@ def export(
     """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
     file. PNG is `width` × `height` px with `dpi` recorded (text and lines scale with `dpi`; the
     SVG has the same physical size); PDF is one A4 landscape page. `panels`: names from
-    `PANEL_NAMES` (or panel classes), all by default. `log`/`normalise`: as View → Log scale /
-    Normalise per pass in the GUI. `npz` saves the trace itself.
+    `PANEL_NAMES` (or panel classes); by default those the window shows for the trace.
+    `log`/`normalise`: as View → Log scale / Normalise per pass in the GUI. `npz` saves the
+    trace itself.
 
     Raises ExportError (or TraceError for an unreadable trace) naming the path; then nothing
     is written.
@@ -221,7 +223,7 @@ def export(
 
 
 def _render(trace, source, temps, width, height, dpi, panels, log, normalise) -> None:
-    from lstmviz.gui.figure import Figure
+    from lstmviz.render.figure import Figure
 
     try:
         figure = Figure(trace, panels, log=log, normalise=normalise, source=source)

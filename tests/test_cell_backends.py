@@ -103,7 +103,7 @@ def test_native_can_be_switched_off(monkeypatch):
 def test_traces_record_which_kernel_ran_and_the_summary_says_so(rng, tmp_path):
     from lstmviz.engine.batchwise import batchwise_gradients
     from lstmviz.engine.taped import taped_gradients
-    from lstmviz.gui.panels import summary_text
+    from lstmviz.render.summary import summary_text
     from lstmviz.trace import GradientTrace
     from lstmviz.weights import random_weights
 

@@ -178,7 +178,7 @@ def test_single_panel_and_view_options(traces, tmp_path):
 
 
 def test_a_failure_in_any_format_writes_nothing(traces, tmp_path, monkeypatch):
-    from lstmviz.gui import figure
+    from lstmviz.render import figure
 
     old = tmp_path / "a.png"
     old.write_bytes(b"previous")

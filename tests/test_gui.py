@@ -249,7 +249,7 @@ def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
     import pyqtgraph as pg
     from PySide6.QtGui import QPainter
 
-    from lstmviz.gui.panels import NormPanel
+    from lstmviz.render.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -278,7 +278,7 @@ def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
 def test_a_log_axis_spanning_less_than_a_decade_still_has_distinct_labels(qtbot):
     """pyqtgraph's log ticks are 1..9 × 10^n, labelled with one digit: between 0.0013 and
     0.0019 there were none (an axis without numbers) — now evenly spaced ticks, told apart."""
-    from lstmviz.gui.panels import NormPanel
+    from lstmviz.render.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -295,7 +295,7 @@ def test_a_log_axis_spanning_less_than_a_decade_still_has_distinct_labels(qtbot)
 
 
 def test_the_norm_legend_sits_below_the_plot_not_over_the_curves(qtbot):
-    from lstmviz.gui.panels import NormPanel
+    from lstmviz.render.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)

@@ -288,8 +288,10 @@ def test_live_heatmap_and_curves_equal_the_trace_after_streaming(qtbot):
     """The incremental paths (rows appended into the heatmap buffer, unchanged curves
     skipped) end with the same numbers as drawing the whole matrix at once."""
     from lstmviz.config import RunConfig
-    from lstmviz.gui.panels import RowsHeatmap, colour, display_values
-    from lstmviz.gui.train_panels import NormHistoryPanel
+    from lstmviz.render.curves import NormHistoryPanel
+    from lstmviz.render.heatmaps import RowsHeatmap
+    from lstmviz.render.style import colour
+    from lstmviz.render.values import display_values
 
     rng = np.random.default_rng(0)
     rows = np.exp(rng.standard_normal((30, 50))).astype(np.float32)
@@ -328,7 +330,7 @@ def test_heatmap_colours_are_pyqtgraphs():
     float values with the same levels and colour map (NaN transparent)."""
     import pyqtgraph as pg
 
-    from lstmviz.gui.panels import COLOR_MAP, colour
+    from lstmviz.render.style import COLOR_MAP, colour
 
     rng = np.random.default_rng(3)
     values = rng.standard_normal((40, 60)).astype(np.float32) * 3
@@ -351,7 +353,7 @@ def test_live_curve_panel_y_range_only_grows_and_holds_the_data(qtbot):
     """During a live run the norm panel's y range (and so its grid) changes only when the
     data leaves it; a finished trace fits the data again."""
     from lstmviz.config import RunConfig
-    from lstmviz.gui.panels import NormPanel
+    from lstmviz.render.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -373,7 +375,7 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
     """The panels draw one per event-loop turn: a trace shown while an earlier one is still
     being drawn replaces it, every panel ends with the newest data, and `settled` (the
     screenshot hook) waits for the last panel."""
-    from lstmviz.gui.panels import units_matrix
+    from lstmviz.render.values import units_matrix
     from lstmviz.trace import GradientTrace, step_norm
 
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
@@ -427,7 +429,8 @@ def test_stop_interrupts_the_native_kernels_of_the_run_in_progress_only(monkeypa
 def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):
     """Batches overlap on the time axis: at most one curve per palette colour (the heatmap
     shows every batch). Passes sit side by side: up to 20."""
-    from lstmviz.gui.panels import PALETTE, NormPanel
+    from lstmviz.render.curves import NormPanel
+    from lstmviz.render.style import PALETTE
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -450,7 +453,7 @@ def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):
 def test_summary_flags_a_non_finite_array_the_per_step_check_does_not_cover():
     """With `nonfinite_steps` the summary trusts it for states and normed gradients and scans
     only the other float arrays: a NaN weight gradient is still reported."""
-    from lstmviz.gui.panels import summary_text
+    from lstmviz.render.summary import summary_text
 
     steps = 6
     grad = np.ones((steps, 2, 3), np.float32)

@@ -1,28 +1,7 @@
-"""Qt views. No TensorFlow here: engines run in a worker thread (see worker.py)."""
+"""Qt views. No TensorFlow here: engines run in a worker thread (see worker.py).
 
-import sys
+Importing `lstmviz.render` first pins None/True/False against PySide6 6.12's reference-counting
+bug (`lstmviz.render.pin_singletons`) before any Qt call of the window.
+"""
 
-
-def _pin_singletons() -> None:
-    """Work around a reference-counting bug of PySide6 6.12 on CPython < 3.12.
-
-    Measured here (PySide6 6.12.0 abi3 wheel, CPython 3.11): every call of a `void` Qt method
-    returns `None` without taking a reference, and `SignalInstance.emit()` returns `True`
-    without one, so each call drops one reference to `None` or `True`. They start with ~17 000
-    and ~150 references (more once TensorFlow is imported); drawing the gradient-norm panel
-    once costs ~230 `None` references and pyqtgraph emits on every paint and mouse move, so a
-    session soon ends in "Fatal Python error: none_dealloc / bool_dealloc" (mid-run or at
-    exit). A huge reference count makes the three effectively immortal, as CPython 3.12 and
-    later make them (where this bug is harmless).
-    """
-    if sys.implementation.name != "cpython" or sys.version_info >= (3, 12):
-        return
-    import ctypes
-
-    for value in (None, True, False):
-        count = ctypes.c_ssize_t.from_address(id(value))  # ob_refcnt, the first field
-        if count.value < 1 << 40:
-            count.value += 1 << 40
-
-
-_pin_singletons()
+import lstmviz.render  # noqa: F401

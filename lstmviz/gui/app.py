@@ -66,12 +66,13 @@ def main(
     from PySide6.QtWidgets import QApplication
 
     from lstmviz.gui.main_window import MainWindow
+    from lstmviz.render.style import STYLE
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName("lstmviz")
     app.setApplicationName("lstmviz")
     app.setStyle("Fusion")
-    pg.setConfigOptions(antialias=True, background="w", foreground="#222")
+    pg.setConfigOptions(**STYLE)
     window = MainWindow(quiet_errors=bool(screenshot))
     window.show()
     if os.environ.get("LSTMVIZ_TIMING"):

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 
 from lstmviz.errors import LstmvizError
 from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, MAX_PIXELS, export
-from lstmviz.gui.figure import panel_title
-from lstmviz.gui.panels import Panel
+from lstmviz.render.figure import panel_name
+from lstmviz.render.panel import Panel, panel_title
 
 FORMATS = {  # key: (check box text, suffix, file-dialog filter)
     "png": ("PNG image", ".png", "PNG image (*.png)"),
@@ -185,7 +185,7 @@ def export_panel(window, panel: Panel) -> bool:
     if window.trace is None:
         return False
     filters = ";;".join(FORMATS[k][2] for k in PANEL_FORMATS)
-    start = _default_base(window) + "-" + _panel_key(window, panel) + ".png"
+    start = _default_base(window) + "-" + panel_name(type(panel)) + ".png"
     path, chosen = QFileDialog.getSaveFileName(window, "Export panel", start, filters)
     if not path:
         return False
@@ -199,13 +199,6 @@ def export_panel(window, panel: Panel) -> bool:
     aspect = panel.height() / panel.width() if panel.width() > 0 else 0.6
     height = max(int(round(width * min(max(aspect, 0.3), 2.0))), int(200 * dpi / 96))
     return _write(window, {fmt: path}, width=width, height=height, dpi=dpi, panels=[type(panel)])
-
-
-def _panel_key(window, panel: Panel) -> str:
-    for name in ("norm", "rows", "units"):
-        if getattr(window, name, None) is panel:
-            return name
-    return type(panel).__name__.lower()
 
 
 def panel_at(window, pos: QPoint) -> Panel | None:

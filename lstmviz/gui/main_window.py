@@ -37,22 +37,20 @@ from PySide6.QtWidgets import (
 )
 
 import lstmviz
-from lstmviz import files
+from lstmviz import files, modes
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui import export_dialog
 from lstmviz.gui.dialogs import pick_layer
-from lstmviz.gui.panels import (
-    LSTM_KERNEL_TEXT,
-    RowsHeatmap,
-    SummaryPanel,
-    UnitsHeatmap,
-    stopped_early,
-)
-from lstmviz.gui.params import MODE_TEXT, ParamsEditor
-from lstmviz.gui.train_panels import ConnectivityPanel, LossPanel, NormHistoryPanel
+from lstmviz.gui.params import ParamsEditor
+from lstmviz.gui.summary import SummaryPanel
 from lstmviz.gui.worker import Worker
 from lstmviz.inputs import describe_inputs, load_inputs
+from lstmviz.render.curves import NormHistoryPanel
+from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
+from lstmviz.render.layout import panels_for
+from lstmviz.render.summary import LSTM_KERNEL_TEXT, stopped_early
+from lstmviz.render.training import ConnectivityPanel, LossPanel
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
 
@@ -158,7 +156,7 @@ class MainWindow(QMainWindow):
         for panel in self.panels:
             panel.cache_axes()
         self.summary.verify_button.clicked.connect(self.verify)
-        for panel in (self.norm, self.rows, self.units):
+        for panel in self.panels:
             panel.export_action.triggered.connect(
                 lambda _=False, p=panel: export_dialog.export_panel(self, p)
             )
@@ -417,7 +415,7 @@ class MainWindow(QMainWindow):
         self.progress.setRange(0, 0)
         self.progress.show()
         self.message.setText(
-            f"{MODE_TEXT[config.mode]}: " + ("starting…" if self.device else "loading TensorFlow…")
+            modes.label(config.mode) + (": starting…" if self.device else ": loading TensorFlow…")
         )
         self.clock.start()
         self.tick.start()
@@ -482,10 +480,10 @@ class MainWindow(QMainWindow):
             return
         if paused:
             self.worker.pause(self.active)
-            self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: pausing…")
+            self.message.setText(f"{modes.label(self.run_config.mode)}: pausing…")
         else:
             self.worker.resume(self.active)
-            self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: running…")
+            self.message.setText(f"{modes.label(self.run_config.mode)}: running…")
 
     def _set_pause_button(self, paused: bool) -> None:
         with QSignalBlocker(self.pause_button):
@@ -498,7 +496,7 @@ class MainWindow(QMainWindow):
         if run_id == self.active and self.pause_button.isChecked():
             total = self.progress.maximum()
             self.message.setText(
-                f"{MODE_TEXT[self.run_config.mode]}: paused after {done}/{total} (Resume: Ctrl+P)"
+                f"{modes.label(self.run_config.mode)}: paused after {done}/{total} (Resume: Ctrl+P)"
             )
 
     def _idle(self, message: str) -> None:
@@ -528,7 +526,7 @@ class MainWindow(QMainWindow):
             self.message.setText("ready: set parameters and press Run (Ctrl+R)")
             self._settle()
         else:
-            self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: running…")
+            self.message.setText(f"{modes.label(self.run_config.mode)}: running…")
 
     @Slot(int, object)
     def _on_progress(self, run_id: int, update: TraceUpdate) -> None:
@@ -543,7 +541,7 @@ class MainWindow(QMainWindow):
         self.progress.setValue(update.done)
         self.progress.setFormat(f"{update.done}/{update.total}")
         if not (self.pause_button.isChecked() or self.finishing):
-            self.message.setText(f"{MODE_TEXT[self.run_config.mode]}: {update.message}")
+            self.message.setText(f"{modes.label(self.run_config.mode)}: {update.message}")
 
     @Slot(int, object)
     def _on_finished(self, run_id: int, trace: GradientTrace) -> None:
@@ -556,7 +554,7 @@ class MainWindow(QMainWindow):
         self.progress.setFormat("done")
         kept = stopped_early(trace.arrays)
         what = f"kept {trace.config.train_steps} training steps" if kept else "done"
-        self._idle(f"{what}: {MODE_TEXT.get(trace.mode, trace.mode)} in {seconds:.2f} s")
+        self._idle(f"{what}: {modes.label(trace.mode)} in {seconds:.2f} s")
 
     @Slot(int)
     def _on_cancelled(self, run_id: int) -> None:
@@ -618,29 +616,21 @@ class MainWindow(QMainWindow):
             self.settled.emit()
 
     def _show_optional(self) -> None:
-        """The loss and connectivity panels appear when the run has (or will have) their data."""
-        config = self.run_config
+        """The loss and connectivity panels appear when the run has (or will have) their data
+        (`panels_for`, as the exported figure) and the View menu has them checked."""
         arrays = self.trace.arrays if self.trace is not None else self.pending
-        wanted = {
-            self.loss_panel: "loss_by_step" in arrays
-            or (self.trace is None and config is not None and config.mode == "train"),
-            self.connectivity: "connectivity" in arrays
-            or (
-                self.trace is None
-                and config is not None
-                and config.connectivity
-                and config.mode in ("taped", "train")
-            ),
-        }
+        live = self.trace is None and self.run_config is not None
+        shown = panels_for(arrays, self.run_config, live=live)
+        names = {self.loss_panel: "loss", self.connectivity: "connectivity"}
         for widget, action in self.optional_views.items():
-            widget.setVisible(wanted[widget] and action.isChecked())
+            widget.setVisible(names[widget] in shown and action.isChecked())
 
     def show_trace(self, trace: GradientTrace, seconds: float | None) -> None:
         """Draw a finished or loaded trace in every panel."""
         self.trace, self.run_config, self.rows_total, self.dirty = trace, trace.config, None, False
         self._draw(trace.arrays, trace.config)
         self.summary.draw(
-            MODE_TEXT.get(trace.mode, trace.mode), trace.arrays, trace.config, seconds
+            trace.mode, trace.arrays, trace.config, seconds
         )
         if seconds is not None:
             self.elapsed.setText(f"{seconds:.2f} s")
@@ -860,7 +850,7 @@ class MainWindow(QMainWindow):
 
     def _set_title(self) -> None:
         config = self.run_config or self.params.config()
-        parts = ["lstmviz", MODE_TEXT.get(config.mode, config.mode)]
+        parts = ["lstmviz", modes.label(config.mode)]
         if self.device:
             parts += [self.device["device"], f"TF {self.device['tensorflow']}"]
         else:
@@ -877,7 +867,7 @@ class MainWindow(QMainWindow):
         self.params.setEnabled(not running)
         for action in (self.save_action, self.export_action, self.export_panel_action):
             action.setEnabled(self.trace is not None)
-        for panel in (self.norm, self.rows, self.units):
+        for panel in self.panels:
             panel.export_action.setEnabled(self.trace is not None)
         trained = self.trace is not None and "readout_kernel" in self.trace
         for widget in (self.save_weights_button, self.save_weights_action):

@@ -22,13 +22,6 @@ from lstmviz import modes
 from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
 from lstmviz.errors import ConfigError
 
-MODE_TEXT = {
-    "taped": "taped while-loop",
-    "multipass": "multi-pass",
-    "batchwise": "per-batch weights",
-    "train": "training",
-}
-
 SIZE_FIELDS = ("steps", "batch", "input_dim", "hidden")  # what loaded files can fix
 CUDNN_NOTE = (
     "Each batch shares one weight set. Per-sample weights (one set per sequence) "

@@ -1,8 +1,6 @@
-"""Panels for training runs and the connectivity map, built like `panels.py`'s (arrays only).
+"""Panels of training runs and the connectivity map:
 
 - `LossPanel`: `loss_by_step` [S] against the training step, with a running mean;
-- `NormHistoryPanel`: the gradient-norm panel, plus (training runs) earlier steps' rows of
-  `norm_h_total_by_step` [S, T] drawn faded under the latest step's curve;
 - `ConnectivityPanel`: `connectivity` [T, T], C[t, s] = ‖∂L_t/∂h_s‖, as a heatmap.
 """
 
@@ -11,18 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from lstmviz.gui.panels import (
-    HeatmapPanel,
-    NonFiniteMarks,
-    NormPanel,
-    Panel,
-    display_values,
-    fmt,
-    opaque,
-)
-
-MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced over the run)
-HISTORY_COLOR = (31, 59, 115)  # the total curve's colour
+from lstmviz.render.heatmaps import HeatmapPanel
+from lstmviz.render.marks import NonFiniteMarks
+from lstmviz.render.panel import Panel
+from lstmviz.render.style import opaque
+from lstmviz.render.summary import fmt
+from lstmviz.render.values import display_values, running_mean
 
 CONNECTIVITY_TIP = (
     "C[t, s] = ‖∂L_t/∂h_s‖: L_t is the part of the loss at step t (row), h_s the hidden state\n"
@@ -35,17 +27,6 @@ CONNECTIVITY_TIP = (
     "is the direct gradient ‖∂L_t/∂h_t‖. With last_mse only the last row is filled.\n"
     "Tick 'Connectivity' in the parameters (taped and training runs) to compute it."
 )
-
-
-def running_mean(y: np.ndarray, window: int) -> np.ndarray:
-    """Mean of the last `window` values at every position (fewer at the start)."""
-    y = np.asarray(y, np.float64)
-    if y.size == 0:
-        return y
-    sums = np.cumsum(np.insert(y, 0, 0.0))
-    ends = np.arange(1, y.size + 1)
-    starts = np.maximum(ends - window, 0)
-    return (sums[ends] - sums[starts]) / (ends - starts)
 
 
 class LossPanel(Panel):
@@ -106,79 +87,6 @@ class LossPanel(Panel):
         if not 0 <= s < len(self.loss):
             return ""
         return f"step {s}: loss {fmt(self.loss[s])}"
-
-
-class NormHistoryPanel(NormPanel):
-    """NormPanel; in training runs the latest step's curve is drawn over the faded history of
-    earlier steps (older: lighter)."""
-
-    def __init__(self):
-        super().__init__()
-        self.history: list[pg.PlotDataItem] = []
-        self.history_steps: list[int] = []
-        self._history_shown: list[tuple] = []  # per curve: (run, step, alpha) drawn
-
-    def _history_curve(self, index: int) -> pg.PlotDataItem:
-        while len(self.history) <= index:
-            curve = pg.PlotDataItem(antialias=False)
-            curve.setZValue(-10)
-            self.plot.addItem(curve)
-            self.history.append(curve)
-            self._history_shown.append(())
-        return self.history[index]
-
-    @staticmethod
-    def history_choice(steps: int) -> np.ndarray:
-        """Earlier steps to draw: every `stride`-th, the stride a power of two so that at most
-        MAX_HISTORY_CURVES are drawn. As a run grows the chosen steps stay put (new ones are
-        appended; when the stride doubles every other one goes), so a live update redraws
-        only the curves whose step changed."""
-        if steps <= 0:
-            return np.zeros(0, int)
-        stride = 1
-        while -(-steps // stride) > MAX_HISTORY_CURVES:
-            stride *= 2
-        return np.arange(0, steps, stride)
-
-    def redraw(self) -> None:
-        super().redraw()
-        rows = self.arrays.get("norm_h_total_by_step")
-        steps = 0 if rows is None else len(rows) - 1  # the last row is the latest curve
-        self.history_steps = [int(s) for s in self.history_choice(steps)]
-        count = len(self.history_steps)
-        run = (id(self.config), self.log, self.normalise)
-        for i, s in enumerate(self.history_steps):
-            curve = self._history_curve(i)
-            alpha = int(25 + 110 * i / max(count - 1, 1))  # older: lighter
-            drawn = self._history_shown[i]
-            if drawn[:1] != (run,) or drawn[2:] != (alpha,):
-                # the line's pen only: PlotDataItem.setPen would re-set its data too (~0.2 ms
-                # a curve, all of them whenever the count, and so every fading, changes)
-                curve.opts["pen"] = pen = pg.mkPen(*HISTORY_COLOR, alpha, width=1)
-                curve.curve.setPen(pen)
-            if drawn[:2] != (run, s) or self.rows_total is None:
-                y = np.asarray(rows[s], np.float64)
-                curve.setData(np.arange(len(y)), self._show(y))
-            self._history_shown[i] = (run, s, alpha)
-        for i, curve in enumerate(self.history[count:], start=count):
-            if self._history_shown[i]:
-                curve.setData([], [])
-                self._history_shown[i] = ()
-        # one legend row for the faded curves; its sample draws the middle one's pen
-        item = self.history[count // 2] if count else None
-        text = f"earlier steps (faded, older lighter; {count} shown)"
-        row = next(((s, t) for s, t in self.legend.items if s.item in self.history), None)
-        if row is None and item is not None:
-            self.legend.addItem(item, text)
-        elif row is not None and item is None:
-            self.legend.removeItem(row[0].item)
-        elif row is not None and (row[0].item, row[1].text) != (item, text):
-            row[0].item = item  # in place: re-adding the row rebuilds the legend's layout
-            row[0].update()
-            row[1].setText(text)
-
-    def drawn(self) -> bool:
-        return super().drawn() or any(len(c.yData or []) for c in self.history)
 
 
 class ConnectivityPanel(HeatmapPanel):

@@ -1,20 +1,17 @@
 """A trace's panels rendered offscreen: PNG and SVG through pyqtgraph's exporters, a one-page PDF
 report through QPdfWriter. `lstmviz.export` is the entry point; this module needs Qt.
 
-The panels are the GUI's own classes (`lstmviz.gui.panels`), drawn from the trace's arrays alone
-in widgets that are never shown on screen, laid out like the window: the gradient-norm panel on
-top, the heatmaps below it. Sizes are in logical pixels (1/96 inch) scaled by `dpi / 96`, so a
+The panels are the window's own (`lstmviz.render`), drawn from the trace's arrays alone in
+widgets that are never shown on screen; which panels and where is decided as for the window
+(`lstmviz.render.layout`): the gradient norm on top with the training loss on its right, the
+heatmaps side by side below. Sizes are in logical pixels (1/96 inch) scaled by `dpi / 96`, so a
 higher DPI gives the same picture with more pixels (text and lines keep their proportions).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime
-import html
-import importlib
-import math
 import os
 import re
 import sys
@@ -24,16 +21,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers ImageExporter and SVGExporter)
-from PySide6.QtCore import (
-    QBuffer,
-    QEvent,
-    QIODevice,
-    QMarginsF,
-    QPoint,
-    QRectF,
-    Qt,
-    qInstallMessageHandler,
-)
+from PySide6.QtCore import QEvent, QMarginsF, QPoint, QRectF, Qt, qInstallMessageHandler
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -47,25 +35,30 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication
 
 import lstmviz
-from lstmviz.gui.panels import (
-    NormPanel,
-    Panel,
-    RowsHeatmap,
-    UnitsHeatmap,
-    fmt,
-    pass_length,
-    summary_text,
-)
-from lstmviz.gui.params import MODE_TEXT
+from lstmviz import modes
+from lstmviz.render.curves import NormHistoryPanel
+from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
+from lstmviz.render.layout import PANEL_NAMES, PANEL_ROWS, PANEL_WIDTHS, panels_for
+from lstmviz.render.panel import Panel, panel_title
+from lstmviz.render.style import STYLE
+from lstmviz.render.summary import fmt, plain, summary_text
+from lstmviz.render.svg import as_group, closed_path_fix
+from lstmviz.render.training import ConnectivityPanel, LossPanel
+from lstmviz.render.values import pass_length
 from lstmviz.trace import GradientTrace
 
 LOGICAL_DPI = 96
-PANELS: dict[str, type[Panel]] = {"norm": NormPanel, "rows": RowsHeatmap, "units": UnitsHeatmap}
-STYLE = {"antialias": True, "background": "w", "foreground": "#222"}  # as the GUI (gui/app.py)
+PANELS: dict[str, type[Panel]] = {  # the window's panels, by name (PANEL_NAMES)
+    "norm": NormHistoryPanel,
+    "loss": LossPanel,
+    "rows": RowsHeatmap,
+    "units": UnitsHeatmap,
+    "connectivity": ConnectivityPanel,
+}
 HEADER_PX = 46  # title and summary line above the panels
 TITLE_PX, SUBTITLE_PX, PANEL_TITLE_PX = 16, 11, 12
 GAP_PX = 8
-MIN_SVG_IMAGE_PX = 1024  # heatmaps are upscaled (nearest) so no SVG viewer blurs their cells
+TOP_ROW_SHARE = 0.56  # of the height below the header, when there are two rows of panels
 
 
 def has_display() -> bool:
@@ -104,27 +97,6 @@ def gui_style() -> Iterator[None]:
         pg.setConfigOptions(**saved)
 
 
-def plot_arrays(arrays) -> dict[str, np.ndarray]:
-    """The arrays as the panels expect them. A finished per-batch trace keeps its norms as
-    [N, T] under the plain keys (live updates use `norm_h_total_by_batch`): draw them as one
-    curve per batch."""
-    a = dict(arrays)
-    if np.ndim(a.get("norm_h_total")) == 2:
-        a.setdefault("norm_h_total_by_batch", a["norm_h_total"])
-        for key in ("norm_h_total", "norm_h_direct", "norm_c_total"):
-            if np.ndim(a.get(key)) == 2:
-                del a[key]
-    return a
-
-
-def panel_title(panel: Panel) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", panel.title.text()))
-
-
-def plain(text: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", text))
-
-
 def _font(px: float, bold: bool = False) -> QFont:
     font = QFont()
     font.setPixelSize(max(1, round(px)))
@@ -132,59 +104,25 @@ def _font(px: float, bold: bool = False) -> QFont:
     return font
 
 
-def _svg_module():
-    # `pyqtgraph.exporters.SVGExporter` is the class; the module holds the helper to patch.
-    return importlib.import_module("pyqtgraph.exporters.SVGExporter")
-
-
-@contextlib.contextmanager
-def _svg_closed_path_fix() -> Iterator[None]:
-    """pyqtgraph 0.14's SVG exporter cannot parse the closing "Z" that Qt 6.12 writes at the end
-    of a path (pyqtgraph issue #3495; the ViewBox's clip rectangle has one): hide it from the
-    parser and put it back."""
-    module = _svg_module()
-    original = module.correctCoordinates
-
-    def correct(node, defs, item, options):
-        closed = [p for p in node.getElementsByTagName("path") if "Z" in p.getAttribute("d")]
-        for path in closed:
-            d = re.sub(r"(^|\s)Z(?=\s|$)", r"\1Z0,0", path.getAttribute("d").strip())
-            path.setAttribute("d", d)
-        original(node, defs, item, options)
-        for path in closed:
-            path.setAttribute("d", re.sub(r"Z[^\sA-Za-z]*", "Z", path.getAttribute("d")))
-
-    module.correctCoordinates = correct
-    try:
-        yield
-    finally:
-        module.correctCoordinates = original
-
-
-def _upscale_png(match: re.Match) -> str:
-    data = base64.b64decode(match.group(1))
-    image = QImage.fromData(data, "PNG")
-    side = max(image.width(), image.height())
-    if image.isNull() or side >= MIN_SVG_IMAGE_PX:
-        return match.group(0)
-    k = math.ceil(MIN_SVG_IMAGE_PX / side)
-    while k > 1 and image.width() * image.height() * k * k > 4_000_000:
-        k -= 1
-    if k <= 1:
-        return match.group(0)
-    big = image.scaled(
-        image.width() * k, image.height() * k, Qt.IgnoreAspectRatio, Qt.FastTransformation
-    )
-    buffer = QBuffer()
-    buffer.open(QIODevice.WriteOnly)
-    big.save(buffer, "PNG")
-    encoded = base64.b64encode(bytes(buffer.data())).decode("ascii")
-    return f'xlink:href="data:image/png;base64,{encoded}"'
+def panel_name(entry: str | type[Panel]) -> str:
+    """The name (PANEL_NAMES) of a panel given by name or by class (a subclass of one of
+    `PANELS`, or a class one of them derives from, such as NormPanel)."""
+    if isinstance(entry, str):
+        if entry not in PANELS:
+            raise ValueError(f"unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})")
+        return entry
+    for name, cls in PANELS.items():
+        if isinstance(entry, type) and (issubclass(entry, cls) or issubclass(cls, entry)):
+            return name
+    raise ValueError(f"unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})")
 
 
 class Figure:
     """The panels of one trace, drawn offscreen. Use as a context manager (it deletes the
-    widgets on exit) or call `close()`."""
+    widgets on exit) or call `close()`.
+
+    `panels`: names from PANEL_NAMES or panel classes; by default the panels the window shows
+    for the trace (`panels_for`). Panels with nothing to draw are left out."""
 
     def __init__(
         self,
@@ -197,24 +135,35 @@ class Figure:
         self.app = ensure_app()
         self.trace = trace
         self.source = source
-        self.arrays = plot_arrays(trace.arrays)
-        self.panels: list[Panel] = []
+        if panels is None:
+            panels = panels_for(trace.arrays, trace.config)
+        chosen = {panel_name(entry): entry for entry in panels}  # the last of a name wins
+        self.named: list[tuple[str, Panel]] = []  # in PANEL_NAMES order
         with gui_style():
-            for entry in panels or list(PANELS):
-                cls = PANELS[entry] if isinstance(entry, str) else entry
-                panel = cls()
+            for name in (n for n in PANEL_NAMES if n in chosen):
+                entry = chosen[name]
+                panel = (PANELS[entry] if isinstance(entry, str) else entry)()
                 panel.setAttribute(Qt.WA_DontShowOnScreen)
                 panel.set_options(log, normalise)
-                panel.draw(self.arrays, trace.config)
+                panel.draw(trace.arrays, trace.config)
                 if panel.drawn():
-                    self.panels.append(panel)
+                    self.named.append((name, panel))
                 else:
                     panel.deleteLater()
-        if not self.panels:
+        if not self.named:
             self.close()
             raise ValueError("nothing to plot: the trace has no gradient norms")
         self.cells: list[tuple[Panel, QRectF]] = []  # panel, plot rectangle (logical px)
         self.titles: list[tuple[str, QRectF]] = []
+
+    @property
+    def panels(self) -> list[Panel]:
+        return [panel for _, panel in self.named]
+
+    @property
+    def names(self) -> list[str]:
+        """The names of the panels drawn, in PANEL_NAMES order."""
+        return [name for name, _ in self.named]
 
     def __enter__(self) -> Figure:
         return self
@@ -226,41 +175,52 @@ class Figure:
         for panel in self.panels:
             panel.close()
             panel.deleteLater()
-        self.panels = []
+        self.named = []
         QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
     # ---- text --------------------------------------------------------------------------------
 
     def title(self) -> str:
-        mode = MODE_TEXT.get(self.trace.mode, self.trace.mode)
+        mode = modes.label(self.trace.mode)
         name = f" · {os.path.basename(self.source)}" if self.source else ""
         return f"lstmviz · {mode}{name}"
 
     def summary_html(self) -> str:
         text = summary_text(
-            MODE_TEXT.get(self.trace.mode, self.trace.mode), self.trace.arrays, self.trace.config, 0
+            self.trace.mode, self.trace.arrays, self.trace.config, 0
         )
         return re.sub(r" · [0-9.]+ s(?= · )", "", text)  # a saved trace has no run time
 
     # ---- layout ------------------------------------------------------------------------------
 
-    def layout(self, width: float, height: float, top: float = HEADER_PX) -> None:
-        """Size the panels for a figure of `width` × `height` logical px with the panels from
-        `top` down: the first panel across the full width, the others side by side below."""
-        width, height = int(round(width)), int(round(height))
-        first, rest = self.panels[0], self.panels[1:]
+    def boxes(self, width: float, height: float, top: float = HEADER_PX) -> list[tuple]:
+        """(panel, box) for a figure of `width` × `height` logical px with the panels from
+        `top` down, arranged as in the window (PANEL_ROWS): the gradient norm with the loss on
+        its right (PANEL_WIDTHS), the heatmaps side by side below; a single row takes the
+        whole height."""
+        rows = [[(n, p) for n, p in self.named if n in names] for names in PANEL_ROWS]
+        rows = [row for row in rows if row]
         area = height - top
-        top_h = area if not rest else int(area * 0.56)
-        boxes = [(first, QRectF(0, top, width, top_h))]
-        if rest:
-            w = width / len(rest)
+        heights = [area] if len(rows) == 1 else [int(area * TOP_ROW_SHARE)]
+        heights += [area - heights[0]] * (len(rows) - 1)
+        boxes, y = [], top
+        for row, row_h in zip(rows, heights, strict=True):
+            weights = np.cumsum([0.0] + [PANEL_WIDTHS.get(name, 1.0) for name, _ in row])
+            edges = np.round(weights / weights[-1] * width).astype(int)
             boxes += [
-                (p, QRectF(round(i * w), top + top_h, round((i + 1) * w) - round(i * w),
-                           area - top_h))
-                for i, p in enumerate(rest)
-            ]  # fmt: skip
-        for panel, box in boxes:
-            panel.resize(int(box.width()), int(box.height()))
+                (panel, QRectF(int(a), y, int(b - a), row_h))
+                for (_, panel), a, b in zip(row, edges[:-1], edges[1:], strict=True)
+            ]
+            y += row_h
+        return boxes
+
+    def layout(self, width: float, height: float, top: float = HEADER_PX) -> None:
+        """Size and draw the panels for a figure of `width` × `height` logical px (`boxes`);
+        `cells` and `titles` then say where each plot and its title go."""
+        width, height = int(round(width)), int(round(height))
+        boxes = self.boxes(width, height, top)
+        for panel, box in boxes:  # fixed: a box narrower than a panel's titles still holds it
+            panel.setFixedSize(int(box.width()), int(box.height()))
             panel.show()
         self.app.processEvents()
         for panel, _ in boxes:  # a first paint sizes the axes to their tick labels
@@ -356,33 +316,13 @@ class Figure:
                 f'<text x="{box.x():.1f}" y="{y:.1f}" {font} font-size="{PANEL_TITLE_PX}" '
                 f'font-weight="bold" fill="#111111">{escape(text)}</text>\n'
             )
-        with gui_style(), _svg_closed_path_fix():
+        with gui_style(), closed_path_fix():
             for index, (panel, box) in enumerate(self.cells, start=1):
                 exporter = pg.exporters.SVGExporter(panel.plot.getPlotItem())
                 inner = exporter.export(toBytes=True).decode("utf-8")
-                parts.append(self._nested(inner, f"panel{index}_", box))
+                parts.append(as_group(inner, f"panel{index}_", box))
         parts.append("</svg>\n")
         return "".join(parts).encode("utf-8")
-
-    @staticmethod
-    def _nested(inner: str, prefix: str, box: QRectF) -> str:
-        """pyqtgraph's SVG document of one plot as a group at `box`, clipped to it, its ids
-        made unique and its images upscaled. (A group, not a nested <svg>, which SVG Tiny
-        viewers such as Qt's skip.)"""
-        w, h = f"{box.width():.0f}", f"{box.height():.0f}"
-        inner = re.sub(r"<\?xml[^>]*\?>\s*", "", inner)
-        inner = re.sub(r"<title>.*?</title>\s*|<desc>.*?</desc>\s*", "", inner, flags=re.S)
-        inner = re.sub(r"<style>.*?</style>\s*", "", inner, flags=re.S)
-        inner = re.sub(r'(\bid="|url\(#|href="#)', rf"\1{prefix}", inner)
-        inner = re.sub(r'xlink:href="data:image/png;base64,([^"]+)"', _upscale_png, inner)
-        inner = inner.replace('<rect width="100%" height="100%"', f'<rect width="{w}" height="{h}"')
-        head = (
-            f'<defs><clipPath id="{prefix}box"><rect width="{w}" height="{h}"/></clipPath></defs>'
-            f'<g id="{prefix}plot" transform="translate({box.x():.0f},{box.y():.0f})" '
-            f'clip-path="url(#{prefix}box)">'
-        )
-        inner = re.sub(r"<svg\b[^>]*>", lambda _: head, inner, count=1)
-        return re.sub(r"</svg>\s*$", "</g>\n", inner)
 
     # ---- PDF ---------------------------------------------------------------------------------
 

@@ -1,0 +1,39 @@
+"""The summary line under the panels, with the Verify button and its result."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
+
+from lstmviz.config import RunConfig
+from lstmviz.render.summary import summary_text, summary_tip
+from lstmviz.render.values import Arrays
+
+
+class SummaryPanel(QWidget):
+    """The summary line and the Verify button with its result."""
+
+    def __init__(self):
+        super().__init__()
+        self.text = QLabel("No run yet: set the parameters on the left and press Run (Ctrl+R).")
+        self.text.setTextFormat(Qt.RichText)
+        self.text.setWordWrap(True)  # long summaries wrap instead of widening the window
+        self.text.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.verify_button = QPushButton("Verify")
+        self.verify_button.setToolTip(
+            "Check a few random entries of dL/dh_t (and the largest one) by central finite\n"
+            "differences of the loss in float64, and show the worst error."
+        )
+        self.verify_button.setEnabled(False)
+        self.verify_result = QLabel()
+        self.verify_result.setTextFormat(Qt.RichText)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.addWidget(self.text, 1)
+        layout.addWidget(self.verify_result)
+        layout.addWidget(self.verify_button)
+
+    def draw(self, mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None):
+        self.text.setText(summary_text(mode, arrays, config, seconds))
+        self.text.setToolTip(summary_tip(arrays))
+        self.verify_result.clear()

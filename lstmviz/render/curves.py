@@ -1,0 +1,301 @@
+"""The gradient-norm panel: `NormPanel` draws the per-timestep norms (`norm_h_total`,
+`norm_h_direct`, `norm_c_total` [T]), one curve per pass (`norm_h_total_by_pass` [P, Tp], the
+truncated `norm_h_truncated_by_pass` dashed) or per batch (`norm_h_total_by_batch` [N, T]);
+`NormHistoryPanel` adds, in training runs, earlier steps' rows of `norm_h_total_by_step`
+[S, T] drawn faded under the latest step's curve."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt
+
+from lstmviz.render.marks import NonFiniteMarks, PassBoundaries
+from lstmviz.render.panel import Panel
+from lstmviz.render.style import PALETTE
+from lstmviz.render.summary import fmt
+from lstmviz.render.values import (
+    ROW_KEYS,
+    display_values,
+    finite,
+    pass_length,
+    positive,
+    rows_matrix,
+)
+
+# Per-row curves in the norm panel; the rows heatmap shows every row. Passes sit side by side
+# on the time axis; batches overlap, so they get one colour each (the palette's ten): more
+# overlapping curves are unreadable, and each costs ~0.5 ms to paint at T=2000.
+MAX_ROW_CURVES = {"pass": 20, "batch": len(PALETTE)}
+# Curves with more points than this are drawn with 1-pixel pens: Qt strokes a wide antialiased
+# pen on a long jagged path slowly (~0.2 s per 2000-point curve on the 2-core test machine,
+# against ~1 ms at width 1; bench/bench_gui.py), and at that density the width is not seen.
+THIN_ABOVE = 400
+MAIN_CURVES = {  # key: (legend, pen)
+    "norm_h_total": ("total ‖dL/dh_t‖", pg.mkPen("#1f3b73", width=2.5)),
+    "norm_h_direct": ("direct ‖∂L/∂h_t‖", pg.mkPen("#d62728", width=1.5, style=Qt.DashLine)),
+    "norm_c_total": ("cell ‖dL/dc_t‖", pg.mkPen("#2ca02c", width=1.5, style=Qt.DashDotLine)),
+}
+
+LEGEND_COLUMNS = 4  # at most; fewer when the plot is too narrow for them (`fit_legend`)
+LEGEND_GAP_PX = 12  # between legend columns
+MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced over the run)
+HISTORY_COLOR = (31, 59, 115)  # the total curve's colour
+
+
+def _same(a, b) -> bool:
+    """Whether the data a curve holds (`a`, None if none) equals `b` (NaN equal to NaN)."""
+    b = np.asarray(b)
+    if a is None:
+        return b.size == 0
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=b.dtype.kind == "f")
+
+
+class NormPanel(Panel):
+    """Gradient norm over timesteps: total, direct and cell curves; one curve per pass (with
+    the truncated one dashed) or per batch; pass boundaries as dotted lines."""
+
+    HOLD_Y = True
+
+    def __init__(self):
+        super().__init__(
+            "Gradient norm over timesteps",
+            "L2 norm over batch and units of the gradient at each timestep.\n"
+            "total dL/dh_t: through the recurrence (what BPTT calls δ_t);\n"
+            "direct ∂L/∂h_t: only where h_t enters the loss itself;\n"
+            "cell dL/dc_t: at the cell state. Log scale and normalising: View menu.",
+        )
+        item = self.plot.getPlotItem()
+        item.setLabel("bottom", "timestep t")
+        item.showGrid(x=True, y=True, alpha=0.25)
+        # Below the x axis, in the plot's own layout (so exports keep it): over the view it
+        # hid the tops of the curves.
+        self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6)
+        item.layout.addItem(self.legend, 5, 1)
+        self.plot.installEventFilter(self)  # fit_legend when the plot's width changes
+        self.curves = {
+            key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
+            for key, (_, pen) in MAIN_CURVES.items()
+        }
+        for curve in self.curves.values():
+            item.addItem(curve)
+        self.marks = NonFiniteMarks()  # the timesteps where the trace holds NaN/Inf
+        item.addItem(self.marks)
+        self.row_curves: list[tuple[pg.PlotDataItem, pg.PlotDataItem]] = []
+        self.boundaries = PassBoundaries()
+        item.addItem(self.boundaries)
+        # What is on screen, so a redraw (30 a second in a live run) only changes what differs:
+        # pyqtgraph recomputes every curve on setLogMode and rebuilds labels on legend changes.
+        self.pens: dict[pg.PlotDataItem, pg.QtGui.QPen] = {}  # each curve's full-width pen
+        self.shown_state: dict[str, object] = {}
+
+    def _row_pair(self, index: int) -> tuple[pg.PlotDataItem, pg.PlotDataItem]:
+        while len(self.row_curves) <= index:
+            color = PALETTE[len(self.row_curves) % len(PALETTE)]
+            pair = (
+                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5), connect="finite"),
+                pg.PlotDataItem(
+                    pen=pg.mkPen(color, width=1.5, style=Qt.DashLine), connect="finite"
+                ),
+            )
+            for curve in pair:
+                self.plot.addItem(curve)
+            self.row_curves.append(pair)
+        return self.row_curves[index]
+
+    def _changed(self, name: str, value) -> bool:
+        """Record `value` as shown for `name`; True if it differs from what was shown."""
+        if self.shown_state.get(name, self) == value:
+            return False
+        self.shown_state[name] = value
+        return True
+
+    def _set_data(self, curve: pg.PlotDataItem, x, y) -> None:
+        """setData, with a 1-pixel pen when the curve has more than THIN_ABOVE points."""
+        base = self.pens.setdefault(curve, pg.mkPen(curve.opts["pen"]))
+        long = len(y) > THIN_ABOVE
+        if self._changed(f"thin {id(curve)}", long):
+            pen = pg.mkPen(base)
+            if long and base.widthF() > 1:
+                pen.setWidthF(1.0)
+            # antialiasing a long jagged 1-pixel line costs more than it shows
+            curve.opts["antialias"] = not long
+            curve.setPen(pen)
+        elif _same(curve.xData, x) and _same(curve.yData, y):
+            return  # a live update that did not change this curve: no re-render
+        curve.setData(x, y)
+
+    def redraw(self) -> None:
+        a = self.arrays
+        if self._changed("log", self.log):
+            self.plot.setLogMode(y=self.log)
+        label = "gradient norm" + (" / row max" if self.normalise else "")
+        label += " (log scale)" if self.log else ""
+        if self._changed("label", label):
+            self.plot.setLabel("left", label)
+        per_pass = pass_length(a)
+        rows = rows_matrix(a) if any(k in a for k in ROW_KEYS) else None
+        legend: list[tuple[pg.PlotDataItem, str]] = []
+        for key, curve in self.curves.items():
+            show = key in a and not (key == "norm_h_total" and per_pass)
+            y = np.asarray(a[key], np.float64) if show else np.zeros(0)
+            self._set_data(curve, np.arange(len(y)), positive(y) if self.log else finite(y))
+            symbol = "o" if 0 < np.count_nonzero(np.isfinite(y) & (y != 0)) <= 3 else None
+            if curve.opts["symbol"] != symbol:
+                curve.setSymbol(symbol)
+            if show:
+                legend.append((curve, MAIN_CURVES[key][0]))
+        count = 0
+        if rows is not None and rows[1] in ("pass", "batch"):
+            data, name = rows
+            truncated = a.get("norm_h_truncated_by_pass")
+            count = min(len(data), MAX_ROW_CURVES[name])
+            for r in range(count):
+                full, cut = self._row_pair(r)
+                x = np.arange(data.shape[1]) + (r * per_pass if per_pass else 0)
+                self._set_data(full, x, self._show(data[r]))
+                has_cut = truncated is not None and r < len(truncated)
+                self._set_data(
+                    cut, x if has_cut else [], self._show(truncated[r]) if has_cut else []
+                )
+                if r < 6:
+                    legend.append((full, f"{name} {r + 1}" + (" full" if has_cut else "")))
+            if truncated is not None and len(truncated):
+                legend.append((self.row_curves[0][1], "truncated (stateful), dashed"))
+        if self._changed("legend", [(id(item), text) for item, text in legend]):
+            self.legend.clear()
+            for item, text in legend:
+                self.legend.addItem(item, text)
+            self.fit_legend()
+        for full, cut in self.row_curves[count:]:
+            if full.xData is not None and len(full.xData):
+                full.setData([], [])
+            if cut.xData is not None and len(cut.xData):
+                cut.setData([], [])
+        self.marks.set_steps(a.get("nonfinite_steps"))
+        total = max(self.rows_total or 0, len(rows[0]) if rows else 0)
+        self.boundaries.set_positions(np.arange(1, total) * per_pass - 0.5 if per_pass else [])
+
+    def fit_legend(self) -> None:
+        """As many legend columns as the plot's width holds (up to LEGEND_COLUMNS): a legend
+        wider than the plot widens the plot item past its view (clipped on screen, and
+        scaled down with the whole plot in an export)."""
+        items = self.legend.items
+        if not items:
+            return
+        # natural widths (a label's own width is its column's once laid out)
+        widths = [s.boundingRect().width() + t.item.boundingRect().width() for s, t in items]
+        room = self.plot.width() - self.plot.getAxis("left").width()
+        for columns in range(min(len(items), LEGEND_COLUMNS), 0, -1):
+            # filled row by row: column c holds items c, c + columns, …
+            needed = sum(max(widths[c::columns]) + LEGEND_GAP_PX for c in range(columns))
+            if needed <= room:
+                break
+        self.legend.setColumnCount(columns)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.plot and event.type() == QEvent.Type.Resize:
+            self.fit_legend()
+        return super().eventFilter(watched, event)
+
+    def drawn(self) -> bool:
+        items = [*self.curves.values(), *(full for full, _ in self.row_curves)]
+        return any(item.yData is not None and len(item.yData) for item in items)
+
+    def _show(self, y: np.ndarray) -> np.ndarray:
+        y = display_values(y, log=False, normalise=self.normalise)  # NaN/Inf: NaN
+        return positive(y) if self.log else y
+
+    def readout_at(self, x: float, y: float) -> str:
+        t = int(round(x))
+        a, parts = self.arrays, [f"t = {t}"]
+        per_pass = pass_length(a)
+        if per_pass:
+            p, s = divmod(t, per_pass)
+            full = a["norm_h_total_by_pass"]
+            if not 0 <= p < len(full):
+                return ""
+            parts = [f"pass {p + 1}, t = {s}", f"full {fmt(full[p, s])}"]
+            cut = a.get("norm_h_truncated_by_pass")
+            if cut is not None and p < len(cut):
+                parts.append(f"truncated {fmt(cut[p, s])}")
+        for key, label in (("norm_h_total", "total"), ("norm_h_direct", "direct"),
+                           ("norm_c_total", "cell")):  # fmt: skip
+            if key in a and 0 <= t < len(a[key]) and not (per_pass and key == "norm_h_total"):
+                parts.append(f"{label} {fmt(a[key][t])}")
+        return " · ".join(parts) if len(parts) > 1 else ""
+
+
+class NormHistoryPanel(NormPanel):
+    """NormPanel; in training runs the latest step's curve is drawn over the faded history of
+    earlier steps (older: lighter)."""
+
+    def __init__(self):
+        super().__init__()
+        self.history: list[pg.PlotDataItem] = []
+        self.history_steps: list[int] = []
+        self._history_shown: list[tuple] = []  # per curve: (run, step, alpha) drawn
+
+    def _history_curve(self, index: int) -> pg.PlotDataItem:
+        while len(self.history) <= index:
+            curve = pg.PlotDataItem(antialias=False)
+            curve.setZValue(-10)
+            self.plot.addItem(curve)
+            self.history.append(curve)
+            self._history_shown.append(())
+        return self.history[index]
+
+    @staticmethod
+    def history_choice(steps: int) -> np.ndarray:
+        """Earlier steps to draw: every `stride`-th, the stride a power of two so that at most
+        MAX_HISTORY_CURVES are drawn. As a run grows the chosen steps stay put (new ones are
+        appended; when the stride doubles every other one goes), so a live update redraws
+        only the curves whose step changed."""
+        if steps <= 0:
+            return np.zeros(0, int)
+        stride = 1
+        while -(-steps // stride) > MAX_HISTORY_CURVES:
+            stride *= 2
+        return np.arange(0, steps, stride)
+
+    def redraw(self) -> None:
+        super().redraw()
+        rows = self.arrays.get("norm_h_total_by_step")
+        steps = 0 if rows is None else len(rows) - 1  # the last row is the latest curve
+        self.history_steps = [int(s) for s in self.history_choice(steps)]
+        count = len(self.history_steps)
+        run = (id(self.config), self.log, self.normalise)
+        for i, s in enumerate(self.history_steps):
+            curve = self._history_curve(i)
+            alpha = int(25 + 110 * i / max(count - 1, 1))  # older: lighter
+            drawn = self._history_shown[i]
+            if drawn[:1] != (run,) or drawn[2:] != (alpha,):
+                # the line's pen only: PlotDataItem.setPen would re-set its data too (~0.2 ms
+                # a curve, all of them whenever the count, and so every fading, changes)
+                curve.opts["pen"] = pen = pg.mkPen(*HISTORY_COLOR, alpha, width=1)
+                curve.curve.setPen(pen)
+            if drawn[:2] != (run, s) or self.rows_total is None:
+                y = np.asarray(rows[s], np.float64)
+                curve.setData(np.arange(len(y)), self._show(y))
+            self._history_shown[i] = (run, s, alpha)
+        for i, curve in enumerate(self.history[count:], start=count):
+            if self._history_shown[i]:
+                curve.setData([], [])
+                self._history_shown[i] = ()
+        # one legend row for the faded curves; its sample draws the middle one's pen
+        item = self.history[count // 2] if count else None
+        text = f"earlier steps (faded, older lighter; {count} shown)"
+        row = next(((s, t) for s, t in self.legend.items if s.item in self.history), None)
+        if row is None and item is not None:
+            self.legend.addItem(item, text)
+            self.fit_legend()
+        elif row is not None and item is None:
+            self.legend.removeItem(row[0].item)
+            self.fit_legend()
+        elif row is not None and (row[0].item, row[1].text) != (item, text):
+            row[0].item = item  # in place: re-adding the row rebuilds the legend's layout
+            row[0].update()
+            row[1].setText(text)
+
+    def drawn(self) -> bool:
+        return super().drawn() or any(len(c.yData or []) for c in self.history)

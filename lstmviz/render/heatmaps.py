@@ -1,0 +1,182 @@
+"""Heatmaps of rows × timesteps with a colour bar: `HeatmapPanel` (pre-coloured RGBA images,
+filled row by row in live runs), `RowsHeatmap` (the total gradient norm per pass, batch,
+training step or batch sample) and `UnitsHeatmap` (mean |dL/dh_t,j| per hidden unit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF
+
+from lstmviz.render.panel import Panel
+from lstmviz.render.style import COLOR_MAP, colour
+from lstmviz.render.summary import fmt
+from lstmviz.render.values import ROW_KEYS, display_values, rows_matrix, units_matrix
+
+# A pre-coloured image is handed to Qt without a copy up to this many rows; a taller one (a
+# training run of 100 000 steps) crashed Qt's painter here (segmentation fault painting a
+# 100 000 × 20 zero-copy RGBA QImage; 30 000 rows painted), so it goes through pyqtgraph's
+# conversion (a copy per update, as before).
+ZERO_COPY_ROWS = 16384
+
+
+def set_rgba(image: pg.ImageItem, rgba: np.ndarray) -> None:
+    """Show a pre-coloured RGBA image (no levels, no lookup table)."""
+    if len(rgba) <= ZERO_COPY_ROWS:
+        image.setImage(rgba, autoLevels=False)
+    else:
+        image.setImage(rgba, autoLevels=False, levels=(0, 255))  # identity: a converted copy
+
+
+class HeatmapPanel(Panel):
+    """An image of rows × timesteps with a colour bar; rows not computed yet stay blank."""
+
+    def __init__(self, title: str, tip: str, value_label: str):
+        super().__init__(title, tip)
+        self.value_label = value_label
+        self.plot.setLabel("bottom", "timestep t")
+        self.plot.invertY(True)
+        # The image is pre-coloured RGBA (`colour`): the colour bar only shows the map and
+        # the levels, it is not linked to the image (which would colour it on every update).
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.bar = pg.ColorBarItem(
+            colorMap=COLOR_MAP, values=(0.0, 1.0), interactive=False, width=14
+        )
+        self.bar.setImageItem([], insert_in=self.plot.getPlotItem())
+        self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
+        self.data = np.zeros((0, 0))
+        self.row_name = "row"
+        self._key: tuple | None = None  # what the image buffer was built for
+        self._filled = 0  # rows of the buffer filled so far
+        self._last_row: np.ndarray | None = None
+        self.shown = np.zeros((0, 0), np.float32)  # display values (log etc.), NaN blank
+        self.rgba = np.zeros((0, 0, 4), np.uint8)  # `_shown` coloured at `levels`: on screen
+        self.levels: tuple[float, float] | None = None
+        self._range = (np.inf, -np.inf)  # finite min/max of the displayed values
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        raise NotImplementedError
+
+    def source(self) -> tuple[np.ndarray, str] | None:
+        """The matrix as it is stored (no float64 copy); `matrix()` unless a panel can do
+        better. Live updates only convert and colour the rows that are new."""
+        return self.matrix()
+
+    def redraw(self) -> None:
+        found = self.source()
+        if found is None:
+            if self.data.size or self._key is not None:
+                self.data = np.zeros((0, 0))
+                self.image.clear()
+                self._key = None
+            return
+        raw, name = found
+        raw = np.atleast_2d(raw) if np.ndim(raw) < 2 else raw
+        rows, width = raw.shape
+        units = name == "unit"
+        live_total = self.rows_total if self.rows_total and not units else 0
+        total = max(live_total, rows)
+        normalise = self.normalise and not units
+        key = (name, width, total, self.log, normalise, id(self.config), self.rows_total is None)
+        # A live run appends rows: convert, log and colour only the new ones (the buffer is
+        # sized for every row the run will reach, rows not computed yet stay blank: NaN).
+        # Anything else (a finished trace, other options) starts over.
+        incremental = (
+            self.rows_total is not None
+            and key == self._key
+            and self._filled <= rows
+            and (self._filled == 0 or np.array_equal(raw[self._filled - 1], self._last_row))
+        )
+        if not incremental:
+            self._key, self._filled = key, 0
+            self.row_name = name
+            self.data = np.full((total, width), np.nan)
+            self.shown = np.full((total, width), np.nan, np.float32)
+            self.rgba = np.zeros((total, width, 4), np.uint8)  # transparent
+            self._range = (np.inf, -np.inf)
+            self.levels = None
+            self._label(total, units, normalise)
+        new = slice(self._filled, rows)
+        block = np.asarray(raw[new], np.float64)
+        self.data[new] = block
+        shown = display_values(block, self.log, normalise, np.float32)
+        self.shown[new] = shown
+        finite = shown[np.isfinite(shown)]
+        if finite.size:
+            lo, hi = self._range
+            self._range = (min(lo, float(finite.min())), max(hi, float(finite.max())))
+        self._filled = rows
+        self._last_row = np.array(raw[rows - 1]) if rows else None
+        lo, hi = self._range if np.isfinite(self._range[0]) else (0.0, 1.0)
+        levels = (lo, hi if hi > lo else lo + 1.0)
+        if levels != self.levels:  # every row's colour moves: re-colour the rows so far
+            self.levels = levels
+            colour(self.shown[:rows], levels, out=self.rgba[:rows])
+            self.bar.setLevels(levels)
+        else:
+            colour(self.shown[new], levels, out=self.rgba[new])
+        set_rgba(self.image, self.rgba)
+        if not incremental:
+            self.image.setRect(QRectF(0, 0, width, total))
+
+    def show_image(self, shown: np.ndarray, levels: tuple[float, float]) -> None:
+        """Show display values `shown` (a whole matrix, NaN blank) coloured at `levels`."""
+        self.shown, self.levels = np.asarray(shown, np.float32), levels
+        self.rgba = colour(self.shown, levels)
+        set_rgba(self.image, self.rgba)
+        self.image.setRect(QRectF(0, 0, shown.shape[1], shown.shape[0]))
+        self.bar.setLevels(levels)
+
+    def _label(self, total: int, units: bool, normalise: bool) -> None:
+        norm = " / row max" if normalise else ""
+        self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
+        self.plot.setLabel("left", self.row_name + (" (from 0)" if units else ""))
+        few = not units and total <= 20  # label rows 1..N at their centres
+        ticks = [[(r + 0.5, str(r + 1)) for r in range(total)]] if few else None
+        self.plot.getAxis("left").setTicks(ticks)
+
+    def drawn(self) -> bool:
+        return self.data.size > 0
+
+    def readout_at(self, x: float, y: float) -> str:
+        t, r = int(np.floor(x)), int(np.floor(y))
+        if not (0 <= r < self.data.shape[0] and 0 <= t < self.data.shape[1]):
+            return ""
+        return f"{self.row_name} {r if self.row_name == 'unit' else r + 1}, t = {t}: " + fmt(
+            self.data[r, t]
+        )
+
+
+class RowsHeatmap(HeatmapPanel):
+    def __init__(self):
+        super().__init__(
+            "Total gradient norm: rows × timesteps",
+            "‖dL/dh_t‖ for each pass (multi-pass), batch (per-batch weights) or training step;\n"
+            "in a taped run each row is one sequence of the batch (norm over units).\n"
+            "Rows fill in while the run goes.",
+            "‖dL/dh_t‖",
+        )
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        return rows_matrix(self.arrays)
+
+    def source(self) -> tuple[np.ndarray, str] | None:
+        for key, name in ROW_KEYS.items():
+            if key in self.arrays:
+                return np.asarray(self.arrays[key]), name
+        return self.matrix()
+
+
+class UnitsHeatmap(HeatmapPanel):
+    def __init__(self):
+        super().__init__(
+            "Per-unit gradient: units × timesteps",
+            "|dL/dh_t,j| averaged over the batch, for every hidden unit j.\n"
+            "Rows that stay dark are units the gradient never reaches (dead or saturated).",
+            "mean |dL/dh_t,j|",
+        )
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        units = units_matrix(self.arrays)
+        return None if units is None else (units, "unit")

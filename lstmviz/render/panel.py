@@ -1,0 +1,144 @@
+"""`Panel`, the base of every plot: a bold title, a hover readout, a pyqtgraph plot (or a
+placeholder while it has nothing to show), drawn from a trace's arrays by `draw`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QGraphicsItem,
+    QHBoxLayout,
+    QLabel,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from lstmviz.config import RunConfig
+from lstmviz.render.axis import OpaqueLineAxis
+from lstmviz.render.summary import plain
+from lstmviz.render.values import Arrays, per_batch_rows
+
+
+class Panel(QWidget):
+    """A bold title, a hover readout on the right, and a pyqtgraph plot below."""
+
+    def __init__(self, title: str, tip: str):
+        super().__init__()
+        self.title = QLabel(f"<b>{title}</b>", toolTip=tip)
+        self.readout = QLabel(alignment=Qt.AlignRight | Qt.AlignVCenter)
+        self.readout.setStyleSheet("color: #555; font-family: monospace;")
+        sides = ("left", "bottom")
+        self.plot = pg.PlotWidget(axisItems={side: OpaqueLineAxis(side) for side in sides})
+        self.plot.setToolTip(tip)
+        self.plot.getPlotItem().getViewBox().setDefaultPadding(0.01)
+        for side in sides:
+            self.plot.getAxis(side).setZValue(-200)  # under the ViewBox: see OpaqueLineAxis
+            self.plot.getAxis(side).enableAutoSIPrefix(False)
+        self.arrays: Arrays = {}
+        self.config: RunConfig | None = None
+        self.rows_total: int | None = None
+        self.log, self.normalise = True, False
+        self._held: tuple[bool, float, float] | None = None  # held y range: (log, lo, hi)
+        head = QHBoxLayout()
+        head.addWidget(self.title)
+        head.addStretch(1)
+        head.addWidget(self.readout)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(2)
+        layout.addLayout(head)
+        self.placeholder = QLabel(
+            "Nothing to show yet: press Run (Ctrl+R) or open a trace (Ctrl+O).",
+            alignment=Qt.AlignCenter,
+        )
+        self.placeholder.setStyleSheet("color: #777; background: white; border: 1px solid #ddd;")
+        # wrapped, the text does not hold the panel ~400 px wide (three heatmaps side by side
+        # in the window, or in an exported figure, need less)
+        self.placeholder.setWordWrap(True)
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.placeholder)
+        self.stack.addWidget(self.plot)
+        layout.addWidget(self.stack, 1)
+        self.plot.scene().sigMouseMoved.connect(self._hover)
+        # Right-click → Export panel… writes what `lstmviz export` writes (the main window
+        # connects it); it replaces pyqtgraph's own Export… entry.
+        self.export_action = QAction("Export panel…", self)
+        self.plot.scene().contextMenu = [self.export_action]
+
+    def cache_axes(self) -> None:
+        """Keep each axis (ticks, labels and its grid lines, which span the whole plot) as a
+        pixmap redrawn only when the axis changes: otherwise every curve update repaints the
+        grid, ~10 ms per axis offscreen on the 2-core test machine (bench/bench_gui.py). On
+        screen only: exports render fresh panels, so their SVG stays vector."""
+        for side in ("left", "bottom"):
+            self.plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+    def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
+        """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
+        self.arrays, self.config, self.rows_total = per_batch_rows(arrays), config, rows_total
+        self.redraw()
+        if self.HOLD_Y:
+            self.hold_y_range()
+        # the auto range now, not when painting: a range that moves during a paint has Qt
+        # paint the whole panel (curves, axes and grid) a second time
+        self.plot.getPlotItem().getViewBox().prepareForPaint()
+        self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
+
+    # Curve panels with a grid: during a live run the y range only grows, in steps with
+    # headroom, instead of following the data on every update. The grid lines belong to the
+    # left axis, which is repainted whenever its range changes (~8-15 ms offscreen for a log
+    # axis on the 2-core test machine, ~2 of 3 updates in a training run; bench/bench_gui.py).
+    HOLD_Y = False
+    HEADROOM = 0.25  # of the data's span (view units: decades on a log axis), each side
+
+    def hold_y_range(self) -> None:
+        view = self.plot.getPlotItem().getViewBox()
+        if self.rows_total is None:  # a finished trace: fit the data
+            if self._held is not None:
+                self._held = None
+                view.enableAutoRange(y=True)
+            return
+        bounds = view.childrenBounds()[1]
+        if bounds is None or not np.all(np.isfinite(bounds)):
+            return
+        lo, hi = (float(v) for v in bounds)
+        held = self._held if self._held is not None and self._held[0] == self.log else None
+        if held is not None and held[1] <= lo and hi <= held[2]:
+            return
+        pad = max((hi - lo) * self.HEADROOM, 0.05 if self.log else abs(hi) * 0.05 or 0.05)
+        lo = lo - pad if held is None or lo < held[1] else held[1]
+        hi = hi + pad if held is None or hi > held[2] else held[2]
+        self._held = (self.log, lo, hi)
+        view.setYRange(lo, hi, padding=0)  # also turns the y auto range off
+
+    def set_options(self, log: bool, normalise: bool) -> None:
+        self.log, self.normalise = log, normalise
+        self.redraw()
+        if self.HOLD_Y:
+            self.hold_y_range()
+
+    def redraw(self) -> None:
+        raise NotImplementedError
+
+    def drawn(self) -> bool:
+        """Whether the plot shows any data (else the placeholder is shown)."""
+        raise NotImplementedError
+
+    def readout_at(self, x: float, y: float) -> str:
+        raise NotImplementedError
+
+    def _hover(self, pos: QPointF) -> None:
+        view = self.plot.getPlotItem().getViewBox()
+        if not view.sceneBoundingRect().contains(pos):
+            self.readout.clear()
+            return
+        point = view.mapSceneToView(pos)
+        self.readout.setText(self.readout_at(point.x(), point.y()))
+
+
+def panel_title(panel: Panel) -> str:
+    """The panel's title as plain text."""
+    return plain(panel.title.text())

@@ -1,0 +1,134 @@
+"""The one-line summary of a trace (window and figure) and the texts it is made of."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import numpy as np
+
+from lstmviz import modes
+from lstmviz.config import RunConfig
+from lstmviz.render.values import Arrays
+
+LSTM_KERNEL_TEXT = {"native": "native kernels", "while_loop": "tf.while_loop"}  # lstm_kernel
+
+
+def plain(text: str) -> str:
+    """Rich text as plain text: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def fmt(value: float) -> str:
+    """Three significant digits; "—" for NaN or Inf."""
+    return "—" if not np.isfinite(value) else f"{value:.3g}"
+
+
+def stopped_early(arrays: Arrays) -> bool:
+    """A trace of a run stopped early that kept its finished units of work."""
+    return "units_requested" in arrays and str(arrays.get("stopped", "")) != "completed"
+
+
+def plural(unit: str, count: int = 2) -> str:
+    """ "pass" -> "passes", "batch" -> "batches", "training step" -> "training steps"."""
+    if count == 1:
+        return unit
+    return unit + ("es" if unit.endswith(("s", "ch")) else "s")
+
+
+def nonfinite_text(steps, what: str = "t") -> str:
+    """ "NaN/Inf at t = 3, 4, 9 (3 steps)" (the first eight listed)."""
+    steps = [int(v) for v in np.ravel(steps)]
+    shown = ", ".join(str(v) for v in steps[:8]) + (", …" if len(steps) > 8 else "")
+    return f"NaN/Inf at {what} = {shown} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
+
+
+def _has_norm(key: str, arrays: Arrays) -> bool:
+    """Whether `key` is a state or a gradient whose per-step norm the trace holds."""
+    return key in ("h", "c") or (key.startswith("grad_") and "norm_" + key[5:] in arrays)
+
+
+def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None) -> str:
+    """One line (HTML) for a run of `mode` (its name): the mode, sizes, loss, multi-pass check,
+    kernel, time, and the NaN/Inf check of the arrays (said only once there are arrays)."""
+    parts = [f"<b>{html.escape(modes.label(mode))}</b>"]
+    if config is not None and config.mode in modes.names():
+        parts.append(config.sizes())
+    loss = arrays.get("loss_by_step", arrays.get("loss"))
+    if loss is not None and np.size(loss):
+        parts.append(f"loss {fmt(float(np.ravel(loss)[-1]))}")
+    if "max_abs_diff_full_vs_reference" in arrays:
+        diff = float(arrays["max_abs_diff_full_vs_reference"])
+        scale = float(np.max(np.abs(arrays["grad_h_total"]))) if "grad_h_total" in arrays else 1
+        mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
+        parts.append(f"full = one-pass reference {mark} (max |Δ| {diff:.1e})")
+    if stopped_early(arrays):
+        done, asked = int(arrays.get("units_done", 0)), int(arrays["units_requested"])
+        unit = modes.get(mode).unit if mode in modes.names() else ""
+        parts.append(f"stopped early: {done} of {asked} {plural(unit or 'unit')} kept")
+    kernel = str(arrays.get("lstm_kernel", "while_loop"))  # traces before it was recorded
+    kernel = LSTM_KERNEL_TEXT.get(kernel, html.escape(kernel))
+    backend = arrays.get("rnn_backend")
+    if backend is not None:
+        kernel = f"rnn_backend <b>{backend}</b>" + ("" if backend == "cudnn" else f" ({kernel})")
+    parts.append(kernel)
+    if "generator" in arrays:
+        parts.append(f"generator {arrays['generator']}")
+    if "grad_generator_norm" in arrays:
+        gen = np.ravel(np.asarray(arrays["grad_generator_norm"], np.float64))
+        parts.append(f"‖∂L/∂θ_generator‖ mean {fmt(float(gen.mean()))}")
+    for key, name in (("weights_source", "weights"), ("inputs_source", "inputs")):
+        if key in arrays:
+            source = str(arrays[key])
+            path, _, rest = source.partition(": ")
+            detail = rest.split(";")[0]
+            parts.append(f"{name}: {html.escape(Path(path).name)} ({html.escape(detail)})")
+    parts.append("loaded from file" if seconds is None else f"{seconds:.2f} s")
+    # An engine's trace lists the steps where a state or a gradient with a norm is NaN or Inf
+    # (`nonfinite_steps`); only the other float arrays need a look (scanning the big [T, B, H]
+    # ones again took ~40 ms for a multi-pass trace of 8000 steps).
+    checked = "nonfinite_steps" in arrays
+    floats = {k: v for k, v in arrays.items() if np.asarray(v).dtype.kind == "f"}
+    bad = {k: int(np.size(v) - np.isfinite(v).sum()) for k, v in floats.items()
+           if not (checked and _has_norm(k, arrays))}  # fmt: skip
+    bad = {k: n for k, n in bad.items() if n}
+    steps = np.ravel(arrays.get("nonfinite_steps", []))
+    loss_steps = np.ravel(arrays.get("nonfinite_loss_steps", []))
+    if steps.size or loss_steps.size:
+        found = []
+        if steps.size:
+            found.append(nonfinite_text(steps))
+        if loss_steps.size:
+            found.append(nonfinite_text(loss_steps, "training step"))
+        by_batch = arrays.get("nonfinite_by_batch")
+        if by_batch is not None and np.ndim(by_batch) == 2:
+            batches = np.flatnonzero(np.asarray(by_batch).any(axis=1)) + 1
+            listed = ", ".join(str(b) for b in batches[:8]) + (", …" if batches.size > 8 else "")
+            found.append(f"in batch{'es' if batches.size != 1 else ''} {listed}")
+        if str(arrays.get("stopped", "")) == "non-finite":
+            found.append("training stopped there")
+        parts.append(f"<span style='color:#c00'>⚠ {'; '.join(found)}</span>")
+    elif bad:
+        listed = ", ".join(f"{n} in {k}" for k, n in list(bad.items())[:3])
+        parts.append(f"<span style='color:#c00'>⚠ non-finite values: {listed}</span>")
+    elif checked or floats:  # before a run's first results there is nothing to vouch for
+        parts.append("no NaN/Inf ✓")
+    return " · ".join(parts)
+
+
+def summary_tip(arrays: Arrays) -> str:
+    """The summary's tooltip: where the weights and inputs came from, which kernel ran."""
+    lines = [str(arrays[key]) for key in ("weights_source", "inputs_source") if key in arrays]
+    if "rnn_backend" in arrays:
+        lines.append(
+            "rnn_backend: which kernel ran the LSTM: cudnn (tf.raw_ops.CudnnRNNV3, on a GPU) or\n"
+            "while_loop (the taped engine's cell). cuDNN takes one weight set per batch:\n"
+            "per-sample weights (one set per sequence) cannot run on it."
+        )
+    if "grad_generator_norm" in arrays:
+        lines.append(
+            "‖∂L/∂θ_generator‖: global norm of the hypernetwork's variable gradients, per batch: "
+            + ", ".join(fmt(float(v)) for v in np.ravel(arrays["grad_generator_norm"])[:20])
+        )
+    return "\n\n".join(lines)

@@ -1,0 +1,87 @@
+"""SVG helpers for the figure: pyqtgraph's SVG of one plot made into a group of a larger
+document (`as_group`), heatmap images upscaled so viewers do not blur their cells, and a fix for
+pyqtgraph's parser of Qt's paths (`closed_path_fix`)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import importlib
+import math
+import re
+from collections.abc import Iterator
+
+from PySide6.QtCore import QBuffer, QIODevice, QRectF, Qt
+from PySide6.QtGui import QImage
+
+MIN_SVG_IMAGE_PX = 1024  # heatmaps are upscaled (nearest) so no SVG viewer blurs their cells
+
+
+def _svg_module():
+    # `pyqtgraph.exporters.SVGExporter` is the class; the module holds the helper to patch.
+    return importlib.import_module("pyqtgraph.exporters.SVGExporter")
+
+
+@contextlib.contextmanager
+def closed_path_fix() -> Iterator[None]:
+    """pyqtgraph 0.14's SVG exporter cannot parse the closing "Z" that Qt 6.12 writes at the end
+    of a path (pyqtgraph issue #3495; the ViewBox's clip rectangle has one): hide it from the
+    parser and put it back."""
+    module = _svg_module()
+    original = module.correctCoordinates
+
+    def correct(node, defs, item, options):
+        closed = [p for p in node.getElementsByTagName("path") if "Z" in p.getAttribute("d")]
+        for path in closed:
+            d = re.sub(r"(^|\s)Z(?=\s|$)", r"\1Z0,0", path.getAttribute("d").strip())
+            path.setAttribute("d", d)
+        original(node, defs, item, options)
+        for path in closed:
+            path.setAttribute("d", re.sub(r"Z[^\sA-Za-z]*", "Z", path.getAttribute("d")))
+
+    module.correctCoordinates = correct
+    try:
+        yield
+    finally:
+        module.correctCoordinates = original
+
+
+def upscale_png(match: re.Match) -> str:
+    data = base64.b64decode(match.group(1))
+    image = QImage.fromData(data, "PNG")
+    side = max(image.width(), image.height())
+    if image.isNull() or side >= MIN_SVG_IMAGE_PX:
+        return match.group(0)
+    k = math.ceil(MIN_SVG_IMAGE_PX / side)
+    while k > 1 and image.width() * image.height() * k * k > 4_000_000:
+        k -= 1
+    if k <= 1:
+        return match.group(0)
+    big = image.scaled(
+        image.width() * k, image.height() * k, Qt.IgnoreAspectRatio, Qt.FastTransformation
+    )
+    buffer = QBuffer()
+    buffer.open(QIODevice.WriteOnly)
+    big.save(buffer, "PNG")
+    encoded = base64.b64encode(bytes(buffer.data())).decode("ascii")
+    return f'xlink:href="data:image/png;base64,{encoded}"'
+
+
+def as_group(inner: str, prefix: str, box: QRectF) -> str:
+    """pyqtgraph's SVG document of one plot as a group at `box`, clipped to it, its ids
+    made unique and its images upscaled. (A group, not a nested <svg>, which SVG Tiny
+    viewers such as Qt's skip.)"""
+    w, h = f"{box.width():.0f}", f"{box.height():.0f}"
+    inner = re.sub(r"<\?xml[^>]*\?>\s*", "", inner)
+    inner = re.sub(r"<title>.*?</title>\s*|<desc>.*?</desc>\s*", "", inner, flags=re.S)
+    inner = re.sub(r"<style>.*?</style>\s*", "", inner, flags=re.S)
+    inner = re.sub(r'(\bid="|url\(#|href="#)', rf"\1{prefix}", inner)
+    inner = re.sub(r'xlink:href="data:image/png;base64,([^"]+)"', upscale_png, inner)
+    inner = inner.replace('<rect width="100%" height="100%"', f'<rect width="{w}" height="{h}"')
+    head = (
+        f'<defs><clipPath id="{prefix}box"><rect width="{w}" height="{h}"/></clipPath></defs>'
+        f'<g id="{prefix}plot" transform="translate({box.x():.0f},{box.y():.0f})" '
+        f'clip-path="url(#{prefix}box)">'
+    )
+    inner = re.sub(r"<svg\b[^>]*>", lambda _: head, inner, count=1)
+    return re.sub(r"</svg>\s*$", "</g>\n", inner)

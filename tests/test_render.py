@@ -1,0 +1,335 @@
+"""lstmviz.render: the import boundary to the window, the panel choice shared by the window and
+the exported figure (a real training trace with a connectivity map), log-axis labels on real
+axes, and the summary line before any results."""
+
+import ast
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lstmviz.config import RunConfig
+from lstmviz.render.layout import PANEL_NAMES, PANEL_ROWS, panels_for
+
+ROOT = Path(__file__).resolve().parents[1]
+# The only modules that may import the window package: the window itself, the CLI that launches
+# it, and the benchmark of the window's own responsiveness (it times MainWindow redraws).
+MAY_IMPORT_GUI = ("lstmviz/gui/", "lstmviz/cli.py", "lstmviz/__main__.py", "bench/bench_gui.py")
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module `path` imports (absolute names; relative imports resolved; `from a import b`
+    counts as a and a.b; importlib.import_module("…") with a literal name too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(node.args[0].value)
+    return found
+
+
+def imports_gui(path: Path, root: Path = ROOT) -> bool:
+    modules = imported_modules(path, root)
+    return any(m == "lstmviz.gui" or m.startswith("lstmviz.gui.") for m in modules)
+
+
+def test_only_the_window_and_the_cli_import_lstmviz_gui():
+    sources = sorted([*ROOT.glob("lstmviz/**/*.py"), *ROOT.glob("bench/*.py"), ROOT / "main.py"])
+    importers = {p.relative_to(ROOT).as_posix() for p in sources if imports_gui(p)}
+    allowed = {p for p in importers if p.startswith(MAY_IMPORT_GUI)}
+    assert importers - allowed == set()
+    # the check sees real imports: the CLI launches the window, the window imports its parts
+    assert {"lstmviz/cli.py", "lstmviz/gui/main_window.py"} <= importers
+    assert any(p.relative_to(ROOT).as_posix().startswith("lstmviz/render/") for p in sources)
+
+
+def test_import_checker_resolves_relative_and_dynamic_imports(tmp_path):
+    package = tmp_path / "lstmviz" / "render"
+    package.mkdir(parents=True)
+    cases = {
+        "a.py": "from ..gui import main_window\n",
+        "b.py": "from lstmviz import gui\n",
+        "c.py": "import importlib\nimportlib.import_module('lstmviz.gui.app')\n",
+        "d.py": "import lstmviz.gui.worker as w\n",
+        "e.py": "from lstmviz import guide\nfrom . import panel\n",
+    }
+    for name, text in cases.items():
+        (package / name).write_text(text)
+    found = {name: imports_gui(package / name, tmp_path) for name in cases}
+    assert found == {"a.py": True, "b.py": True, "c.py": True, "d.py": True, "e.py": False}
+
+
+def test_render_modules_are_small():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in ROOT.glob("lstmviz/render/*.py")}
+    assert sizes and max(sizes.values()) <= 600, sizes
+
+
+# ---- which panels --------------------------------------------------------------------------
+
+
+def test_panels_for_follows_the_arrays_and_a_live_run():
+    base = ["norm", "rows", "units"]
+    norms = {"norm_h_total": np.ones(4)}
+    assert panels_for({}) == base
+    assert panels_for(norms) == base
+    assert panels_for({**norms, "loss_by_step": np.ones(3)}) == ["norm", "loss", "rows", "units"]
+    assert panels_for({**norms, "connectivity": np.ones((4, 4))}) == [*base, "connectivity"]
+    train = RunConfig(mode="train", connectivity=True)
+    taped = RunConfig(mode="taped", connectivity=True)
+    # a live run shows the panels its results will fill before they arrive; a finished trace
+    # only those it has data for
+    assert panels_for({}, train, live=True) == list(PANEL_NAMES)
+    assert panels_for({}, train) == base
+    assert panels_for({}, taped, live=True) == [*base, "connectivity"]
+    assert panels_for({}, RunConfig(mode="multipass", connectivity=True), live=True) == base
+    assert panels_for({}, RunConfig(mode="train"), live=True) == ["norm", "loss", "rows", "units"]
+    assert sorted(n for row in PANEL_ROWS for n in row) == sorted(PANEL_NAMES)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    import lstmviz
+
+    return lstmviz.train(
+        task="adding", train_steps=5, steps=12, batch=4, hidden=8, connectivity=True
+    )
+
+
+def test_figure_of_a_training_trace_has_loss_and_connectivity_laid_out_like_the_window(trained):
+    from lstmviz.render.figure import Figure
+
+    with Figure(trained) as figure:
+        assert figure.names == list(PANEL_NAMES)
+        boxes = dict(zip(figure.names, (box for _, box in figure.boxes(1200, 800)), strict=True))
+    norm, loss = boxes["norm"], boxes["loss"]
+    # top row: the norm panel, wider, with the loss on its right
+    assert norm.top() == loss.top() and norm.right() == loss.left() and norm.width() > loss.width()
+    bottom = [boxes[n] for n in ("rows", "units", "connectivity")]
+    assert all(b.top() == norm.bottom() for b in bottom)
+    assert [b.left() for b in bottom] == sorted(b.left() for b in bottom)
+    assert bottom[0].left() == 0 and bottom[-1].right() == 1200 and loss.right() == 1200
+    assert all(b.bottom() == 800 for b in bottom)
+
+
+def _svg_texts(path) -> str:
+    return " ".join(ET.parse(path).getroot().itertext())
+
+
+def test_export_of_a_training_trace_writes_the_loss_and_connectivity_panels(trained, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from lstmviz.export import export
+
+    png, svg = export(trained, png=tmp_path / "t.png", svg=tmp_path / "t.svg", width=1400,
+                      height=900, dpi=96)  # fmt: skip
+    texts = _svg_texts(svg)
+    for title in ("Gradient norm over timesteps", "Training loss",
+                  "Total gradient norm: rows × timesteps", "Per-unit gradient: units × timesteps",
+                  "Connectivity map ‖∂L_t/∂h_s‖"):  # fmt: skip
+        assert title in texts, title
+    assert "running mean" in texts and "training step" in texts  # the loss panel's legend, axis
+    assert "hidden state h_s, step s" in texts  # the connectivity map's axis
+    # the PNG holds the loss curve: its running mean's red pen, top right
+    image = QImage(str(png)).convertToFormat(QImage.Format_RGB888)
+    pixels = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), -1)
+    rgb = pixels[:, : image.width() * 3].reshape(image.height(), image.width(), 3).astype(int)
+    red = np.abs(rgb - [0xD6, 0x27, 0x28]).sum(-1) < 60
+    top_right = red[: image.height() // 2, image.width() * 2 // 3 :]
+    assert top_right.sum() > 50
+    # and the connectivity map's image, bottom right: viridis colours
+    bottom_right = rgb[image.height() * 2 // 3 :, image.width() * 2 // 3 :]
+    assert len(np.unique(bottom_right.reshape(-1, 3), axis=0)) > 20
+
+
+def test_panel_flag_takes_the_five_names(trained, tmp_path, capsys):
+    from lstmviz.cli import main
+
+    path = tmp_path / "t.npz"
+    trained.save(path)
+    out = tmp_path / "loss.svg"
+    assert main(["export", str(path), "--svg", str(out), "--panel", "loss",
+                 "--panel", "connectivity"]) == 0  # fmt: skip
+    texts = _svg_texts(out)
+    assert "Training loss" in texts and "Connectivity map ‖∂L_t/∂h_s‖" in texts
+    assert "Gradient norm over timesteps" not in texts
+    assert main(["export", str(path), "--svg", str(out), "--panel", "bogus"]) == 2
+    assert "'norm', 'loss', 'rows', 'units', 'connectivity'" in capsys.readouterr().err
+
+
+# ---- log axis labels -----------------------------------------------------------------------
+
+
+def axis_labels(panel, side: str = "left") -> list[tuple]:
+    """(rect, text) of the tick labels the axis draws at its current size."""
+    from PySide6.QtGui import QImage, QPainter
+
+    axis = panel.plot.getAxis(side)
+    image = QImage(8, 8, QImage.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        if axis.style["tickFont"] is not None:
+            painter.setFont(axis.style["tickFont"])
+        _, _, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(rect, text) for rect, _, text in texts if text]
+
+
+def shown_norm_panel(qtbot, y: np.ndarray, height: int, log: bool = True):
+    from PySide6.QtCore import Qt
+
+    from lstmviz.render.curves import NormPanel
+
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    panel.setAttribute(Qt.WA_DontShowOnScreen)
+    panel.resize(900, height)
+    panel.set_options(log, False)
+    panel.draw({"norm_h_total": np.asarray(y, np.float32)})
+    panel.show()
+    panel.grab()  # a first paint sizes the axes
+    qtbot.wait(10)
+    return panel
+
+
+SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
+
+
+def label_value(text: str) -> float:
+    """The number a log axis label says: "0.002", "10⁻²⁰", "2·10⁻³"."""
+    power = re.fullmatch(r"(?:([0-9.]+)·)?10([⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)", text)
+    if power is None:
+        return float(text)
+    return float(power.group(1) or 1) * 10.0 ** int(power.group(2).translate(SUPERSCRIPTS))
+
+
+def check_labels(panel, labels: list[tuple]) -> None:
+    """The labels do not overlap, and each says the value at its own height on the axis."""
+    rects = sorted((rect for rect, _ in labels), key=lambda r: r.top())
+    for a, b in zip(rects, rects[1:], strict=False):
+        assert a.bottom() <= b.top(), [text for _, text in labels]
+    axis = panel.plot.getAxis("left")
+    lo, hi = axis.range
+    height = axis.mapRectFromParent(axis.geometry()).height()
+    for rect, text in labels:
+        at = hi - rect.center().y() / height * (hi - lo)  # log10 of the value at the label
+        assert abs(np.log10(label_value(text)) - at) * height / (hi - lo) < 1.5, (text, 10**at)
+
+
+@pytest.mark.parametrize("height", [520, 330, 200])
+def test_log_axis_labels_decades_and_only_minor_ticks_with_room(qtbot, height):
+    """The demo's norms (2e-4 .. 1e-2): labelled at 0.001 and 0.01, never overlapping; minor
+    labels (2, 3, 5 × 10^n) only on a panel tall enough, never all of 2..9."""
+    y = np.geomspace(2e-4, 1.2e-2, 60)
+    panel = shown_norm_panel(qtbot, y, height)
+    labels = axis_labels(panel)
+    texts = [text for _, text in labels]
+    assert {"0.001", "0.01"} <= set(texts), texts
+    assert not {"0.009", "0.008", "0.007"} & set(texts), texts
+    check_labels(panel, labels)
+    if height >= 500:
+        assert {"0.002", "0.005"} <= set(texts), texts  # room for minor labels
+    # the minor ticks stay as (unlabelled) grid lines
+    levels = panel.plot.getAxis("left").tickValues(*panel.plot.getAxis("left").range, height)
+    assert sum(len(values) for _, values in levels) > len(texts)
+
+
+def test_log_axis_labels_minor_ticks_over_six_decades(qtbot):
+    """A training run's norms span decades: with ~50 px a decade the 3 × 10^n labels fit, and
+    are drawn (pyqtgraph's own crowding limits would drop them)."""
+    panel = shown_norm_panel(qtbot, np.geomspace(1e-6, 1.0, 30), 420)
+    labels = axis_labels(panel)
+    values = [label_value(text) for _, text in labels]
+    decades = [v for v in values if np.isclose(np.log10(v), np.round(np.log10(v)))]
+    assert len(decades) >= 6 and len(values) >= 2 * len(decades) - 1, values
+    check_labels(panel, labels)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (0.52, 0.58, None),  # no m × 10^n inside: evenly spaced labels
+        (1.004, 1.009, None),
+        (1e-30, 1.0, "1e-20"),  # 30 decades: every few labelled
+        (0.03, 0.4, "0.1"),
+    ],
+)
+def test_log_axis_narrow_and_wide_ranges_are_labelled_without_overlap(qtbot, low, high, expected):
+    """Panels of 420, 240 and 160 px: axes of about 320, 140 and 60 px; the last has room
+    for two labels at most."""
+    for height in (420, 240, 160):
+        panel = shown_norm_panel(qtbot, np.geomspace(low, high, 40), height)
+        labels = axis_labels(panel)
+        texts = [text for _, text in labels]
+        assert len(texts) >= (2 if height > 200 else 1), (height, texts)
+        assert len(set(texts)) == len(texts), texts
+        check_labels(panel, labels)
+        if expected is not None and height > 200:
+            shown = [label_value(text) for text in texts]
+            assert any(np.isclose(v, float(expected), rtol=1e-6) for v in shown), texts
+
+
+def test_linear_axis_keeps_pyqtgraph_labels(qtbot):
+    panel = shown_norm_panel(qtbot, np.linspace(0.0, 10.0, 30), 400, log=False)
+    axis = panel.plot.getAxis("left")
+    assert axis.style["maxTextLevel"] == 2 and len(axis.style["textFillLimits"]) == 4
+    texts = [text for _, text in axis_labels(panel)]
+    assert {"0", "2", "4", "6", "8", "10"} <= set(texts), texts
+    panel.set_options(True, False)
+    assert axis.style["maxTextLevel"] == 1 and axis.style["textFillLimits"] == []
+    panel.set_options(False, False)
+    assert axis.style["maxTextLevel"] == 2 and len(axis.style["textFillLimits"]) == 4
+
+
+# ---- summary -------------------------------------------------------------------------------
+
+
+def test_summary_vouches_for_no_nan_only_once_there_are_arrays():
+    from lstmviz.render.summary import summary_text
+
+    config = RunConfig(mode="taped", steps=5)
+    before = summary_text("taped", {}, config, 0.0)
+    assert "NaN" not in before and "Inf" not in before, before
+    after = summary_text("taped", {"norm_h_total": np.ones(5, np.float32)}, config, 0.5)
+    assert after.endswith("no NaN/Inf ✓"), after
+    bad = summary_text("taped", {"norm_h_total": np.array([1.0, np.nan], np.float32)}, config, 0)
+    assert "non-finite values: 1 in norm_h_total" in bad
+    checked = summary_text("taped", {"nonfinite_steps": np.zeros(0, np.int64)}, config, 0)
+    assert checked.endswith("no NaN/Inf ✓"), checked
+    assert re.search(r"\d+\.\d\d s$", before)  # the line ends with the run time
+
+
+def test_render_pins_the_singletons_for_exports_without_the_window():
+    """lstmviz.export draws with Qt but never imports lstmviz.gui: importing lstmviz.render
+    pins None/True/False against PySide6 6.12's reference-counting bug (CPython < 3.12)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; before = sys.getrefcount(None); import lstmviz.render, lstmviz.export; "
+        "print(before, sys.getrefcount(None), 'lstmviz.gui' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=True)  # fmt: skip
+    before, after, gui = done.stdout.split()
+    assert gui == "False"
+    if sys.version_info < (3, 12):
+        assert int(before) < 2**40 < int(after)
