@@ -54,6 +54,7 @@ class Key:
     stacked: bool = False  # per-unit: gets the mode's leading axes (`Mode.lead`)
     row: str = ""  # rows: what one row is ("pass", "batch", "step", "layer")
     joins: str = ""  # rows [P, Tp] that are the curve `joins` cut into passes
+    heatmap: bool = False  # rows: the total gradient norm the rows heatmap shows
 
     @property
     def pattern(self) -> bool:
@@ -121,7 +122,7 @@ _MULTIPASS = [
     _k("norm_h_truncated", ("T",), CURVE, PASSES, "truncated ‖dL/dh_t‖"),
     _k("norm_c_truncated", ("T",), CURVE, PASSES, "truncated ‖dL/dc_t‖"),
     _k("norm_h_total_by_pass", ("P", "Tp"), ROWS, PASSES, "full ‖dL/dh_t‖ per pass",
-       row="pass", joins="norm_h_total"),  # fmt: skip
+       row="pass", joins="norm_h_total", heatmap=True),  # fmt: skip
     _k("norm_h_truncated_by_pass", ("P", "Tp"), ROWS, PASSES, "truncated ‖dL/dh_t‖ per pass",
        row="pass", joins="norm_h_truncated"),  # fmt: skip
     _k("loss_by_pass", ("P",), SERIES, PASSES, "each pass's loss"),
@@ -131,7 +132,7 @@ _MULTIPASS = [
 ]
 _BATCHWISE = [
     _k("norm_h_total_by_batch", ("N", "T"), ROWS, BATCHES, "total ‖dL/dh_t‖ per batch",
-       row="batch"),  # fmt: skip
+       row="batch", heatmap=True),  # fmt: skip
     _k("norm_h_direct_by_batch", ("N", "T"), ROWS, BATCHES, "direct ‖∂L/∂h_t‖ per batch",
        row="batch"),  # fmt: skip
     _k("norm_c_total_by_batch", ("N", "T"), ROWS, BATCHES, "cell ‖dL/dc_t‖ per batch",
@@ -154,7 +155,7 @@ _TRAIN = [
        kinds="b"),  # fmt: skip
     _k("loss_by_step", ("S",), SERIES, TRAIN, "the task loss at every training step"),
     _k("norm_h_total_by_step", ("S", "T"), ROWS, TRAIN, "total ‖dL/dh_t‖ per training step",
-       row="step"),  # fmt: skip
+       row="step", heatmap=True),  # fmt: skip
     _k("nonfinite_loss_steps", None, STEPS, TRAIN, "training steps whose loss or dL/dh is "
        "NaN or Inf", kinds="iu"),  # fmt: skip
 ]
@@ -174,7 +175,7 @@ _MODEL = [
     _k("layer{k}_gates_saturated", ("4", "T"), DATA, MODEL,
        "fraction of (b, j) with a saturated gate per step"),  # fmt: skip
     _k("norm_h_total_by_layer", ("L", "T"), ROWS, MODEL, "total ‖dL/dh_t‖ per direction",
-       row="layer"),  # fmt: skip
+       row="layer", heatmap=True),  # fmt: skip
     _k("norm_h_direct_by_layer", ("L", "T"), ROWS, MODEL, "direct ‖∂L/∂h_t‖ per direction",
        row="layer"),  # fmt: skip
     _k("norm_c_total_by_layer", ("L", "T"), ROWS, MODEL, "cell ‖dL/dc_t‖ per direction",
@@ -256,6 +257,16 @@ def role(name: str, mode: str | None = None) -> str | None:
 def keys_with(role_: str, arrays: Mapping[str, object], mode: str | None = None) -> list[str]:
     """The keys of `arrays` that have role `role_`, in the schema's order."""
     return sorted((k for k in arrays if role(k, mode) == role_), key=order)
+
+
+def heatmap_rows(arrays: Mapping[str, object]) -> str | None:
+    """The key of `arrays` whose rows the rows heatmap shows (the total gradient norm per
+    pass, batch, training step or layer), or None."""
+    for key in sorted(arrays, key=order):
+        found = lookup(key)
+        if found is not None and found[0].role == ROWS and found[0].heatmap:
+            return key
+    return None
 
 
 def row_name(name: str) -> str:

@@ -10,12 +10,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt
 
+from lstmviz import schema
 from lstmviz.render.marks import NonFiniteMarks, PassBoundaries
 from lstmviz.render.panel import Panel
 from lstmviz.render.style import PALETTE
 from lstmviz.render.summary import fmt
 from lstmviz.render.values import (
-    ROW_KEYS,
     display_values,
     finite,
     pass_length,
@@ -134,7 +134,7 @@ class NormPanel(Panel):
         if self._changed("label", label):
             self.plot.setLabel("left", label)
         per_pass = pass_length(a)
-        rows = rows_matrix(a) if any(k in a for k in ROW_KEYS) else None
+        rows = rows_matrix(a) if schema.heatmap_rows(a) else None
         legend: list[tuple[pg.PlotDataItem, str]] = []
         for key, curve in self.curves.items():
             show = key in a and not (key == "norm_h_total" and per_pass)

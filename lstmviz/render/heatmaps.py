@@ -11,7 +11,7 @@ from PySide6.QtCore import QRectF
 from lstmviz.render.panel import Panel
 from lstmviz.render.style import COLOR_MAP, colour
 from lstmviz.render.summary import fmt
-from lstmviz.render.values import ROW_KEYS, display_values, rows_matrix, units_matrix
+from lstmviz.render.values import display_values, rows_matrix, rows_source, units_matrix
 
 # A pre-coloured image is handed to Qt without a copy up to this many rows; a taller one (a
 # training run of 100 000 steps) crashed Qt's painter here (segmentation fault painting a
@@ -162,10 +162,7 @@ class RowsHeatmap(HeatmapPanel):
         return rows_matrix(self.arrays)
 
     def source(self) -> tuple[np.ndarray, str] | None:
-        for key, name in ROW_KEYS.items():
-            if key in self.arrays:
-                return np.asarray(self.arrays[key]), name
-        return self.matrix()
+        return rows_source(self.arrays) or self.matrix()
 
 
 class UnitsHeatmap(HeatmapPanel):

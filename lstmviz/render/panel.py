@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 from lstmviz.config import RunConfig
 from lstmviz.render.axis import OpaqueLineAxis
 from lstmviz.render.summary import plain
-from lstmviz.render.values import Arrays, per_batch_rows
+from lstmviz.render.values import Arrays
 
 
 class Panel(QWidget):
@@ -78,7 +78,7 @@ class Panel(QWidget):
 
     def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
         """Show `arrays`; `rows_total` is the number of rows a live run will reach."""
-        self.arrays, self.config, self.rows_total = per_batch_rows(arrays), config, rows_total
+        self.arrays, self.config, self.rows_total = arrays, config, rows_total
         self.redraw()
         if self.HOLD_Y:
             self.hold_y_range()

@@ -1,8 +1,8 @@
 """What the panels show, computed from a trace's arrays (NumPy only, no Qt).
 
-Keys read: `norm_h_total`, `norm_h_direct`, `norm_c_total` [T] (per-batch traces: [N, T]);
-`norm_h_total_by_pass` [P, Tp] with `pass_length`; `norm_h_total_by_batch` [N, T];
-`norm_h_total_by_step` [S, T]; `grad_h_total` [T, B, H].
+Keys read: the rows `lstmviz.schema` marks for the rows heatmap (`norm_h_total_by_pass`
+[P, Tp] with `pass_length`, `…_by_batch` [N, T], `…_by_step` [S, T], `…_by_layer` [L, T]) and
+`grad_h_total` [T, B, H].
 """
 
 from __future__ import annotations
@@ -11,37 +11,33 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from lstmviz import schema
+
 Arrays = Mapping[str, np.ndarray]
 
-MAIN_NORMS = ("norm_h_total", "norm_h_direct", "norm_c_total")  # the per-timestep curves [T]
-ROW_KEYS = {  # rows × timesteps source: row name
-    "norm_h_total_by_pass": "pass",
-    "norm_h_total_by_batch": "batch",
-    "norm_h_total_by_step": "training step",
-}
+ROW_LABELS = {"step": "training step"}  # what a row is called on an axis, where it differs
+
+
+def rows_source(arrays: Arrays) -> tuple[np.ndarray, str] | None:
+    """The total gradient norm's rows as stored [R, T] (no copy), and what a row is (the
+    schema's row name: "pass", "batch", "training step", "layer"); None without such rows."""
+    key = schema.heatmap_rows(arrays)
+    if key is None:
+        return None
+    row = schema.row_name(key)
+    return np.atleast_2d(np.asarray(arrays[key])), ROW_LABELS.get(row, row)
 
 
 def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
-    """Total gradient norm as rows × timesteps, and what a row is. Taped runs have one
-    sequence, so their rows are the batch samples (norm over units only)."""
-    for key, name in ROW_KEYS.items():
-        if key in arrays:
-            return np.atleast_2d(np.asarray(arrays[key], np.float64)), name
+    """Total gradient norm as rows × timesteps (float64), and what a row is. Taped runs have
+    one sequence, so their rows are the batch samples (norm over units only)."""
+    found = rows_source(arrays)
+    if found is not None:
+        return np.asarray(found[0], np.float64), found[1]
     g = arrays.get("grad_h_total")
     if g is not None and np.ndim(g) == 3:
         return np.sqrt(np.sum(np.square(g, dtype=np.float64), axis=-1)).T, "batch sample"
     return None
-
-
-def per_batch_rows(arrays: Arrays) -> Arrays:
-    """Per-batch traces keep their norms as [N, T] (`norm_h_total` etc.): draw them as rows,
-    one curve per batch, like the live `norm_h_total_by_batch` updates (the [N, T] norms are
-    not drawn as curves of T)."""
-    if np.ndim(arrays.get("norm_h_total")) != 2:
-        return arrays
-    shown = {k: v for k, v in arrays.items() if not (k in MAIN_NORMS and np.ndim(v) == 2)}
-    shown.setdefault("norm_h_total_by_batch", arrays["norm_h_total"])
-    return shown
 
 
 def units_matrix(arrays: Arrays) -> np.ndarray | None:
