@@ -208,7 +208,7 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
         app, window = make_window(tmp)
         from PySide6.QtWidgets import QMessageBox
 
-        window.ask_keep_steps = lambda done: QMessageBox.No  # Stop in training asks; don't keep
+        window.ask_keep = lambda done: QMessageBox.No  # Stop in training asks; don't keep
         probe = LatencyProbe()
 
         drawn = []  # the rows heatmap's shape after each scenario: the updates were drawn
@@ -224,15 +224,15 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
                 ran.clear()
             probe.start()
             deadline = time.perf_counter() + seconds
-            while time.perf_counter() < deadline and (config is None or window.active):
+            while time.perf_counter() < deadline and (config is None or window.state.running):
                 app.processEvents()
                 time.sleep(0.0005)
             probe.stop()
             window.stop()
             if config is not None:
                 window.worker.progress.disconnect(count)
-            wait_until(app, lambda: not window.stages, 10)  # panels left to draw (`_draw`)
-            drawn.append(window.rows.data.shape)
+            wait_until(app, lambda: not window.area.stages, 10)  # panels left to draw (`_draw`)
+            drawn.append(window.area.rows.data.shape)
             wait_until(app, lambda: not window.worker._cancelled, 60)  # the run has ended
             late = probe.late
             figures = f"{pct(late, 50):.1f} / {pct(late, 99):.1f} / {max(late):.1f} ms"
@@ -309,12 +309,12 @@ def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
                 while step is not None:
                     t0 = time.perf_counter()
                     step()
-                    window.stage_timer.stop()  # the next step runs here, after this repaint
+                    window.area.stage_timer.stop()  # the next step runs here, after this repaint
                     t1 = time.perf_counter()
                     app.sendPostedEvents()  # the scenes' changes post the window's repaint…
                     app.sendPostedEvents()  # …which runs here
                     done.append(((t1 - t0) * 1000, (time.perf_counter() - t1) * 1000))
-                    step = window._draw_stage if window.stages else None
+                    step = window.area.draw_stage if window.area.stages else None
                 return done
 
             steps(0)
@@ -327,20 +327,22 @@ def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
             out.append((f"redraw: {name}", f"{total:.1f} ms", note))
             print(*out[-1], sep="  ", flush=True)
 
-        staged("finished trace, every panel", lambda i: window._draw(traces[i % 2], config))
+        def draw(arrays, rows_total=None):
+            window.area.draw(arrays, config, rows_total, live=rows_total is not None)
+
+        staged("finished trace, every panel", lambda i: draw(traces[i % 2]))
         real = [engine_arrays()]
         real.append({k: v * 2 for k, v in real[0].items()})
-        staged("the same, engine curves", lambda i: window._draw(real[i % 2], config))
-        window.rows_total = 200
-        staged("live update (one more of 200 rows)", lambda i: window._draw(live(i), config))
+        staged("the same, engine curves", lambda i: draw(real[i % 2]))
+        staged("live update (one more of 200 rows)", lambda i: draw(live(i), 200))
         for name, panel in (
-            ("norm panel only (13 curves × 2000)", window.norm),
-            ("rows heatmap only (200 × 2000)", window.rows),
-            ("units heatmap only (200 × 2000 from [2000, 8, 200])", window.units),
+            ("norm panel only (13 curves × 2000)", window.area.norm),
+            ("rows heatmap only (200 × 2000)", window.area.rows),
+            ("units heatmap only (200 × 2000 from [2000, 8, 200])", window.area.units),
         ):
             timed(name, panel, lambda i, panel=panel: panel.draw(traces[i % 2], config))
-        timed("norm panel only, engine curves", window.norm,
-              lambda i: window.norm.draw(real[i % 2], config))  # fmt: skip
+        timed("norm panel only, engine curves", window.area.norm,
+              lambda i: window.area.norm.draw(real[i % 2], config))  # fmt: skip
         window.close()
     return out
 

@@ -311,19 +311,19 @@ def test_gui_right_click_export_writes_the_panel(window, tmp_path, monkeypatch):
     from PySide6.QtWidgets import QFileDialog
 
     assert window.export_action.isEnabled()
-    menu = window.rows.plot.scene().contextMenu
-    assert menu == [window.rows.export_action]  # ours, not pyqtgraph's Export…
+    menu = window.area.rows.plot.scene().contextMenu
+    assert menu == [window.area.rows.export_action]  # ours, not pyqtgraph's Export…
     target = tmp_path / "out" / "rows"
     target.parent.mkdir()
     monkeypatch.setattr(
         QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), "SVG vector image (*.svg)")
     )
-    window.rows.export_action.trigger()
+    window.area.rows.export_action.trigger()
     assert not window.errors_shown
     texts = " ".join(ET.parse(str(target) + ".svg").getroot().itertext())
     assert "rows × timesteps" in texts and "units × timesteps" not in texts
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target) + ".png", ""))
-    window.norm.export_action.trigger()
+    window.area.norm.export_action.trigger()
     image = QImage(str(target) + ".png")
     assert image.width() == 1600 and image.height() > 300
     assert "exported" in window.message.text()
@@ -375,7 +375,7 @@ def test_gui_export_panel_under_cursor(window, tmp_path, monkeypatch):
 
     target = tmp_path / "units.csv"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
-    centre = window.units.plot.mapToGlobal(window.units.plot.rect().center())
+    centre = window.area.units.plot.mapToGlobal(window.area.units.plot.rect().center())
     assert export_under_cursor(window, centre)
     assert read_csv(target)[0][0] == "t"
     assert not export_under_cursor(window, QPoint(-10_000, -10_000))

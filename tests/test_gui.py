@@ -70,14 +70,14 @@ def test_taped_run_draws_the_engine_numbers_and_verifies(qtbot, window):
     assert trace is not None and trace.grad_h_total.shape == (30, 4, 6)
     assert trace.config.loss == "last_mse"
 
-    norm = window.norm
+    norm = window.area.norm
     np.testing.assert_array_equal(norm.curves["norm_h_total"].yData, trace.norm_h_total)
     window.log_action.trigger()  # linear axes: the direct curve's zeros are drawn as zeros
     np.testing.assert_array_equal(norm.curves["norm_h_direct"].yData, trace.norm_h_direct)
     np.testing.assert_array_equal(norm.curves["norm_c_total"].yData, trace.norm_c_total)
     g = trace.grad_h_total.astype(np.float64)
-    np.testing.assert_allclose(window.rows.data, np.sqrt((g**2).sum(-1)).T, rtol=1e-12)
-    np.testing.assert_allclose(window.units.data, np.abs(g).mean(axis=1).T, rtol=1e-12)
+    np.testing.assert_allclose(window.area.rows.data, np.sqrt((g**2).sum(-1)).T, rtol=1e-12)
+    np.testing.assert_allclose(window.area.units.data, np.abs(g).mean(axis=1).T, rtol=1e-12)
     assert f"loss {float(trace.loss):.3g}" in window.summary.text.text()
     assert "no NaN/Inf" in window.summary.text.text()
     qtbot.wait(50)  # let the view range settle
@@ -95,21 +95,22 @@ def test_live_multipass_updates_fill_rows_and_mark_passes(qtbot, window, monkeyp
     seen = []
     window.worker.progress.connect(lambda _id, update: seen.append(update.done))
     window.run_button.click()
-    qtbot.waitUntil(lambda: window.pending.get("norm_h_total_by_pass", []).__len__() == 2)
+    qtbot.waitUntil(lambda: window.state.pending.get("norm_h_total_by_pass", []).__len__() == 2)
     window._flush()
-    while window.stages:  # the panels draw one per event-loop turn: the others now
-        window._draw_stage()
-    assert window.rows.data.shape == (PASSES, TP)  # rows not computed yet are blank (NaN)
-    assert np.isnan(window.rows.data[2:]).all() and np.isfinite(window.rows.data[:2]).all()
+    while window.area.stages:  # the panels draw one per event-loop turn: the others now
+        window.area.draw_stage()
+    assert window.area.rows.data.shape == (PASSES, TP)  # rows not computed yet are blank (NaN)
+    rows = window.area.rows.data
+    assert np.isnan(rows[2:]).all() and np.isfinite(rows[:2]).all()
     qtbot.waitSignal(window.settled, timeout=10_000).wait()
     full = window.trace.norm_h_total_by_pass
     for p in range(PASSES):
-        solid, dashed = window.norm.row_curves[p]
+        solid, dashed = window.area.norm.row_curves[p]
         np.testing.assert_array_equal(solid.xData, p * TP + np.arange(TP))
         np.testing.assert_allclose(solid.yData, full[p])
         np.testing.assert_allclose(dashed.yData, full[p] / 2)
-    assert list(window.norm.boundaries.positions) == [TP - 0.5, 2 * TP - 0.5, 3 * TP - 0.5]
-    assert not window.norm.boundaries.boundingRect().isEmpty()
+    assert list(window.area.norm.boundaries.positions) == [TP - 0.5, 2 * TP - 0.5, 3 * TP - 0.5]
+    assert not window.area.norm.boundaries.boundingRect().isEmpty()
     assert "✓" in window.summary.text.text() and "3.0e-08" in window.summary.text.text()
     assert window.progress.value() == window.progress.maximum()
 
@@ -121,7 +122,7 @@ def test_stop_cancels_a_long_run_within_a_second(qtbot, window, monkeypatch):
     start = time.perf_counter()
     with qtbot.waitSignal(window.worker.cancelled, timeout=1_000):
         window.stop_action.trigger()
-        assert window.active is None and window.run_button.isEnabled()
+        assert not window.state.running and window.run_button.isEnabled()
     assert time.perf_counter() - start < 1.0
     assert window.trace is None and "stopped" in window.message.text()
 
@@ -136,7 +137,7 @@ def test_invalid_parameters_show_an_error_and_start_nothing(qtbot, window, error
     window.params.set_config(RunConfig())
     window.params.set_path("weights", "/no/such/weights.h5")
     assert window.start_run() is False and "no such file" in errors[-1]
-    assert window.active is None and not calls
+    assert not window.state.running and not calls
 
 
 def test_engine_errors_become_a_dialog(qtbot, window, errors, monkeypatch):
@@ -145,7 +146,7 @@ def test_engine_errors_become_a_dialog(qtbot, window, errors, monkeypatch):
 
     monkeypatch.setattr(runner, "run", broken)
     run_and_wait(qtbot, window)
-    assert "engine exploded" in errors[-1] and window.active is None
+    assert "engine exploded" in errors[-1] and not window.state.running
 
 
 def test_open_a_saved_trace_and_a_corrupt_one(qtbot, window, errors, tmp_path):
@@ -153,7 +154,8 @@ def test_open_a_saved_trace_and_a_corrupt_one(qtbot, window, errors, tmp_path):
     trace = next(item for item in fake_multipass()(config) if isinstance(item, GradientTrace))
     path = trace.save(tmp_path / "t.npz")
     window.open_path(str(path))  # what dropping the file on the window does
-    np.testing.assert_allclose(window.norm.row_curves[0][0].yData, trace.norm_h_total_by_pass[0])
+    norm = window.area.norm
+    np.testing.assert_allclose(norm.row_curves[0][0].yData, trace.norm_h_total_by_pass[0])
     assert window.params.config().steps == PASSES * TP
     assert window.recent()[0] == str(path.resolve())
     assert "loaded from file" in window.summary.text.text()

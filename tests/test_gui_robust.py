@@ -182,7 +182,7 @@ LONG_RUNS = {  # the real engine; far more units than the test waits for
 
 @pytest.mark.parametrize("mode", sorted(LONG_RUNS))
 def test_stop_cancels_a_long_multi_unit_run_within_a_second(qtbot, window, monkeypatch, mode):
-    monkeypatch.setattr(window, "ask_keep_steps", lambda done: QMessageBox.No)  # train asks
+    monkeypatch.setattr(window, "ask_keep", lambda done: QMessageBox.No)  # train asks
     updates = []
     window.worker.progress.connect(lambda run_id, update: updates.append(update.done))
     assert window.start_run(LONG_RUNS[mode])
@@ -190,7 +190,7 @@ def test_stop_cancels_a_long_multi_unit_run_within_a_second(qtbot, window, monke
     start = time.perf_counter()
     with qtbot.waitSignal(window.worker.cancelled, timeout=1_000):
         window.stop_action.trigger()
-        assert window.active is None and window.run_button.isEnabled()
+        assert not window.state.running and window.run_button.isEnabled()
     assert time.perf_counter() - start < 1.0
     assert window.trace is None and "stopped" in window.message.text()
     # the window is usable again: a short run of the same mode completes
@@ -211,7 +211,7 @@ def test_invalid_fields_show_a_dialog_naming_the_field_and_start_nothing(
     def refused(name: str) -> None:
         assert window.start_run() is False
         assert errors and errors[-1].startswith(name), errors[-1:]
-        assert window.active is None and window.run_button.isEnabled() and not calls
+        assert not window.state.running and window.run_button.isEnabled() and not calls
         window.params.set_config(RunConfig())
 
     for field, value in (("steps", 100_000), ("batch", 4096), ("hidden", 4096)):
@@ -231,7 +231,7 @@ def test_invalid_fields_show_a_dialog_naming_the_field_and_start_nothing(
     for bad, flag in ((RunConfig(steps=0), "--steps"), (RunConfig(mode="bogus"), "--mode"),
                       (RunConfig(loss="l1"), "--loss")):  # fmt: skip
         assert window.start_run(bad) is False  # e.g. a config from a script or a trace
-        assert errors[-1].startswith(flag) and window.active is None and not calls
+        assert errors[-1].startswith(flag) and not window.state.running and not calls
 
 
 def test_a_bad_file_is_refused_before_any_work(qtbot, window, errors, tmp_path):
@@ -245,7 +245,7 @@ def test_a_bad_file_is_refused_before_any_work(qtbot, window, errors, tmp_path):
     with qtbot.waitSignal(window.settled, timeout=60_000):
         window.run_button.click()
     assert errors and str(bad) in errors[-1] and "Traceback" not in errors[-1]
-    assert window.active is None and window.trace is None and not updates
+    assert not window.state.running and window.trace is None and not updates
 
 
 def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
@@ -268,18 +268,18 @@ def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
     qtbot.addWidget(win)
     win.show()
     assert win.open_trace(str(path)) and win.errors == 0
-    qtbot.waitUntil(lambda: not win.stages)  # the panels draw one per event-loop turn
-    np.testing.assert_array_equal(win.norm.marks.steps, np.unique(bad))
-    assert win.norm.marks.spans and not win.norm.marks.boundingRect().isEmpty()
+    qtbot.waitUntil(lambda: not win.area.stages)  # the panels draw one per event-loop turn
+    np.testing.assert_array_equal(win.area.norm.marks.steps, np.unique(bad))
+    assert win.area.norm.marks.spans and not win.area.norm.marks.boundingRect().isEmpty()
     text = win.summary.text.text()
     assert "NaN/Inf at t = " + ", ".join(str(int(t)) for t in bad[:8]) in text
     assert f"({bad.size} step" in text and "no NaN/Inf ✓" not in text
-    for key, curve in win.norm.curves.items():  # gaps (NaN), never Inf or garbage
+    for key, curve in win.area.norm.curves.items():  # gaps (NaN), never Inf or garbage
         y, source = curve.yData, np.asarray(trace.arrays[key])
         assert y is not None and len(y) == len(source) and not np.isinf(y).any()
         assert np.isnan(y[~np.isfinite(source)]).all()
     assert not np.isfinite(trace.arrays["norm_h_total"]).all()  # something to hide
-    assert not np.isinf(win.rows.shown).any() and not np.isinf(win.units.data).any()
+    assert not np.isinf(win.area.rows.shown).any() and not np.isinf(win.area.units.data).any()
     win.grab()  # paints without an exception
     win.close()
 
@@ -389,21 +389,22 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
         arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
         traces.append(GradientTrace("taped", RunConfig(steps=steps, batch=3, hidden=4), arrays))
     win.show_trace(traces[0], None)
-    assert win.stages and win.units.data.size == 0  # the first panel only, so far
-    np.testing.assert_array_equal(win.norm.curves["norm_h_total"].yData, traces[0].norm_h_total)
+    assert win.area.stages and win.area.units.data.size == 0  # the first panel only, so far
+    norm = win.area.norm
+    np.testing.assert_array_equal(norm.curves["norm_h_total"].yData, traces[0].norm_h_total)
     win.show_trace(traces[1], None)
     with qtbot.waitSignal(win.settled, timeout=5_000):
         win._settle()  # as when a run ends: the signal waits for the panels left to draw
-        assert win.stages
-    assert not win.stages
+        assert win.area.stages
+    assert not win.area.stages
     newest = traces[1]
-    np.testing.assert_array_equal(win.norm.curves["norm_h_total"].yData, newest.norm_h_total)
-    np.testing.assert_allclose(win.units.data, units_matrix(newest.arrays))
-    assert win.rows.data.shape == (3, 20)
+    np.testing.assert_array_equal(win.area.norm.curves["norm_h_total"].yData, newest.norm_h_total)
+    np.testing.assert_allclose(win.area.units.data, units_matrix(newest.arrays))
+    assert win.area.rows.data.shape == (3, 20)
     win.log_action.trigger()  # view options are staged the same way
-    qtbot.waitUntil(lambda: not win.stages)
-    assert all(not panel.log for panel in win.panels)
-    assert win.units.bar.axis.labelText == "mean |dL/dh_t,j|"
+    qtbot.waitUntil(lambda: not win.area.stages)
+    assert all(not panel.log for panel in win.area.panels)
+    assert win.area.units.bar.axis.labelText == "mean |dL/dh_t,j|"
     win.close()
 
 

@@ -34,12 +34,12 @@ def test_multipass_curves_are_the_engine_rows(qtbot, window):
     full = window.trace.norm_h_total_by_pass
     truncated = window.trace.norm_h_truncated_by_pass
     for p in range(3):
-        solid, dashed = window.norm.row_curves[p]
+        solid, dashed = window.area.norm.row_curves[p]
         np.testing.assert_array_equal(solid.xData, p * 8 + np.arange(8))
         np.testing.assert_allclose(solid.yData, full[p])
         np.testing.assert_allclose(dashed.yData, truncated[p])
     assert "full = one-pass reference ✓" in window.summary.text.text()
-    assert not window.loss_panel.isVisible() and not window.connectivity.isVisible()
+    assert not window.area.loss.isVisible() and not window.area.connectivity.isVisible()
 
 
 def test_batchwise_shows_the_backend_and_generator(qtbot, window):
@@ -53,8 +53,8 @@ def test_batchwise_shows_the_backend_and_generator(qtbot, window):
     assert "θ_generator" in text and "per-sample" in window.summary.text.toolTip()
     rows = trace.norm_h_total_by_batch
     for n in range(2):  # one curve per batch, the heatmap's rows
-        np.testing.assert_allclose(window.norm.row_curves[n][0].yData, rows[n])
-    np.testing.assert_allclose(window.rows.data, trace.norm_h_total_by_batch)
+        np.testing.assert_allclose(window.area.norm.row_curves[n][0].yData, rows[n])
+    np.testing.assert_allclose(window.area.rows.data, trace.norm_h_total_by_batch)
     set_params(window, mode="taped")
     assert not window.params.cudnn_note.isVisibleTo(window.dock)
 
@@ -65,15 +65,15 @@ def test_training_pause_resume_keep_steps_connectivity_and_save(
     set_params(window, mode="train", task="adding", train_steps=5000, steps=8, batch=4)
     set_params(window, hidden=4, seed=2, connectivity=True)
     window.run_button.click()
-    qtbot.waitUntil(lambda: window.steps_done >= 3, timeout=60_000)
-    assert window.loss_panel.isVisible()
+    qtbot.waitUntil(lambda: window.state.done >= 3, timeout=60_000)
+    assert window.area.loss.isVisible()
     with qtbot.waitSignal(window.worker.paused, timeout=5_000):
         window.pause_button.click()
-    held = window.steps_done
+    held = window.state.done
     qtbot.wait(400)
-    assert window.steps_done == held and "paused" in window.message.text()
+    assert window.state.done == held and "paused" in window.message.text()
     window.pause_button.click()  # resume
-    qtbot.waitUntil(lambda: window.steps_done > held, timeout=5_000)
+    qtbot.waitUntil(lambda: window.state.done > held, timeout=5_000)
 
     asked = []
     monkeypatch.setattr(
@@ -83,13 +83,13 @@ def test_training_pause_resume_keep_steps_connectivity_and_save(
         window.stop_button.click()
     trace = window.trace
     assert asked and trace is not None and trace.mode == "train"
-    assert len(trace.loss_by_step) == window.steps_done == trace.config.train_steps
+    assert len(trace.loss_by_step) == window.state.done == trace.config.train_steps
     assert int(trace.units_requested) == 5000 and "stopped early" in window.summary.text.text()
-    np.testing.assert_array_equal(window.loss_panel.curve.yData, trace.loss_by_step)
-    assert window.norm.history_steps  # earlier steps drawn faded under the latest curve
-    np.testing.assert_array_equal(window.rows.data, trace.norm_h_total_by_step)
-    assert window.connectivity.isVisible() and trace.connectivity.shape == (8, 8)
-    np.testing.assert_array_equal(window.connectivity.data, trace.connectivity)
+    np.testing.assert_array_equal(window.area.loss.curve.yData, trace.loss_by_step)
+    assert window.area.norm.history_steps  # earlier steps drawn faded under the latest curve
+    np.testing.assert_array_equal(window.area.rows.data, trace.norm_h_total_by_step)
+    assert window.area.connectivity.isVisible() and trace.connectivity.shape == (8, 8)
+    np.testing.assert_array_equal(window.area.connectivity.data, trace.connectivity)
 
     path = tmp_path / "adding.weights.h5"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(path), ""))
@@ -110,11 +110,11 @@ def test_stop_training_and_discard(qtbot, window, monkeypatch):
     set_params(window, mode="train", task="sine", train_steps=5000, steps=6, batch=2, hidden=3)
     set_params(window, connectivity=False)
     window.run_button.click()
-    qtbot.waitUntil(lambda: window.steps_done >= 2, timeout=60_000)
+    qtbot.waitUntil(lambda: window.state.done >= 2, timeout=60_000)
     monkeypatch.setattr(QMessageBox, "question", lambda *args: QMessageBox.No)
     with qtbot.waitSignal(window.worker.cancelled, timeout=5_000):
         window.stop_button.click()
-    assert window.trace is None and window.active is None
+    assert window.trace is None and not window.state.running
 
 
 def test_open_keras_with_two_lstms_picks_a_layer_and_locks_sizes(

@@ -1,0 +1,192 @@
+"""The window's file actions: open traces, weights and inputs (menus, drops, the command
+line), save traces and trained weights, the recent-files menu. A mixin of `MainWindow`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Slot
+from PySide6.QtWidgets import QFileDialog
+
+from lstmviz import files
+from lstmviz.errors import LstmvizError
+from lstmviz.gui.dialogs import pick_layer
+from lstmviz.inputs import describe_inputs, load_inputs
+from lstmviz.trace import GradientTrace
+from lstmviz.weights.loaders import list_lstm_layers, read_weights
+
+MAX_RECENT = 8
+
+
+class FileActions:
+    """Needs the window's `params`, `settings`, `message`, `recent_menu`, `worker`, `state`
+    and its `show_trace`, `stop`, `show_error`, `start_worker`."""
+
+    def recent(self) -> list[str]:
+        value = self.settings.value("recent", [])
+        return [value] if isinstance(value, str) else list(value or [])
+
+    def _add_recent(self, path: str) -> None:
+        paths = [path] + [p for p in self.recent() if p != path]
+        self.settings.setValue("recent", paths[:MAX_RECENT])
+        self._fill_recent()
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for path in self.recent():
+            action = self.recent_menu.addAction(path)
+            action.triggered.connect(lambda _=False, p=path: self.open_trace(p))
+        self.recent_menu.setEnabled(bool(self.recent()))
+
+    def open_trace(self, path: str) -> bool:
+        try:
+            trace = GradientTrace.load(path)
+        except LstmvizError as exc:
+            self.show_error("Cannot open trace", str(exc))
+            return False
+        self.params.set_config(trace.config)
+        self._reload_sources()
+        self.show_trace(trace, None)
+        self.message.setText(f"opened {path}")
+        self._add_recent(str(Path(path).resolve()))
+        return True
+
+    def open_path(self, path: str) -> bool:
+        """Open a file as if dropped on the window: a trace, weights or inputs
+        (`lstmviz.files.kind` tells which). False, after a dialog, when it is none of them."""
+        try:
+            kind = files.kind(path)
+        except LstmvizError as exc:
+            self.show_error("Cannot open file", str(exc))
+            return False
+        opener = {"trace": self.open_trace, "inputs": self.open_inputs,
+                  "weights": self.open_weights}[kind]  # fmt: skip
+        return opener(path)
+
+    def open_trace_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open trace", "", "lstmviz traces (*.npz)")
+        if path:
+            self.open_trace(path)
+
+    def save_trace_dialog(self) -> None:
+        if self.trace is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Save trace", "trace.npz", "Traces (*.npz)")
+        if not path:
+            return
+        path = path if path.endswith(".npz") else path + ".npz"
+        try:
+            self.trace.save(path)
+        except (LstmvizError, OSError) as exc:
+            self.show_error("Cannot save trace", str(exc))
+            return
+        self.message.setText(f"saved {path}")
+        self._add_recent(str(Path(path).resolve()))
+
+    def open_weights_dialog(self) -> None:
+        wanted = f"Weights ({files.pattern(files.WEIGHTS)})"
+        path, _ = QFileDialog.getOpenFileName(self, "Open weights", "", wanted)
+        if path:
+            self.open_weights(path)
+
+    def open_inputs_dialog(self) -> None:
+        wanted = f"Arrays ({files.pattern(files.INPUTS)})"
+        path, _ = QFileDialog.getOpenFileName(self, "Open inputs", "", wanted)
+        if path:
+            self.open_inputs(path)
+
+    def open_weights(self, path: str, layer: str | None = None, quiet: bool = False) -> bool:
+        """Use the LSTM weights in `path` (asking which layer when it holds several and
+        `layer` is None): I and H follow the file and stay locked while it is loaded.
+        Bad files: a dialog naming the file and the problem (status line only if `quiet`)."""
+        try:
+            if layer is None:
+                layers = list_lstm_layers(path)
+                if len(layers) > 1 and not quiet:
+                    picked = self.pick_layer(path, layers)
+                    if picked is None:
+                        return False
+                    layer = picked.name
+                elif len(layers) == 1:
+                    layer = layers[0].name or None
+            weights, description = read_weights(path, layer)  # NumPy/h5py: no TensorFlow
+        except LstmvizError as exc:
+            if quiet:
+                self.message.setText(f"weights not loaded: {exc}")
+            else:
+                self.show_error("Cannot open weights", str(exc))
+            return False
+        sizes = {"input_dim": weights.input_dim, "hidden": weights.hidden}
+        self.params.set_loaded("weights", path, sizes, description, layer)
+        if not quiet:
+            self.message.setText(f"weights: {description}")
+        return True
+
+    def pick_layer(self, path: str, layers):
+        """The layer picker dialog (tests replace it); None if cancelled."""
+        return pick_layer(self, path, layers)
+
+    def open_inputs(self, path: str, quiet: bool = False) -> bool:
+        """Use the input sequence in `path`: T, B and I follow it (locked while loaded)."""
+        time_major = self.params.widgets["time_major"].isChecked()
+        try:
+            x = load_inputs(path, time_major)
+        except LstmvizError as exc:
+            if quiet:
+                self.message.setText(f"inputs not loaded: {exc}")
+            else:
+                self.show_error("Cannot open inputs", str(exc))
+            return False
+        steps, batch, input_dim = (int(n) for n in x.shape)
+        description = describe_inputs(path, x, time_major)
+        sizes = {"steps": steps, "batch": batch, "input_dim": input_dim}
+        self.params.set_loaded("inputs", path, sizes, description)
+        if not quiet:
+            self.message.setText(f"inputs: {description}")
+        return True
+
+    def _reload_sources(self) -> None:
+        """Re-read the weights and inputs files the parameters name (settings, a reopened
+        trace, a layout change) so the sizes they fix are shown and locked."""
+        config = self.params.config()
+        if config.weights and Path(config.weights).is_file() and config.mode != "batchwise":
+            self.open_weights(config.weights, config.layer or None, quiet=True)
+        if config.inputs and Path(config.inputs).is_file():
+            self.open_inputs(config.inputs, quiet=True)
+
+    def save_weights_dialog(self) -> None:
+        """Save the trained weights of the current training trace (written by the worker:
+        `.weights.h5` needs Keras)."""
+        if self.trace is None or "readout_kernel" not in self.trace:
+            return
+        keras, numpy = "Keras weights (*.weights.h5)", "NumPy arrays (*.npz)"
+        name = f"{self.trace.config.task}-trained.weights.h5"
+        path, chosen = QFileDialog.getSaveFileName(
+            self, "Save trained weights", name, f"{keras};;{numpy}"
+        )
+        if not path:
+            return
+        if not path.endswith((".weights.h5", ".npz")):
+            path += ".npz" if chosen == numpy else ".weights.h5"
+        self.message.setText(f"saving trained weights to {path}…")
+        self.worker.request_save_weights(next(self.requests), self.trace, path)
+        self.start_worker()
+
+    @Slot(int, str, str)
+    def _on_saved(self, request_id: int, path: str, error: str) -> None:
+        if error:
+            self.message.setText("trained weights not saved")
+            self.show_error("Cannot save trained weights", error)
+        else:
+            self.message.setText(f"saved trained weights: {path}")
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if any(url.isLocalFile() for url in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_path(url.toLocalFile())
+                break
+

@@ -1,0 +1,82 @@
+"""The window's menus and their shortcuts: File, Run, View, Help."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QAction, QKeySequence
+
+from lstmviz.gui import export_dialog
+
+# View menu: panels that can be turned off, by their `PanelArea` name.
+PANEL_ACTIONS = (("Gradient norm panel", "norm"), ("Loss panel", "loss"),
+                 ("Rows heatmap", "rows"), ("Units heatmap", "units"),
+                 ("Connectivity map", "connectivity"))  # fmt: skip
+
+
+def _action(window, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+    action = QAction(text, window, statusTip=tip, toolTip=tip)
+    if shortcut is not None:
+        action.setShortcut(QKeySequence(shortcut))
+    action.triggered.connect(slot)
+    menu.addAction(action)
+    return action
+
+
+def build_menus(window) -> None:
+    """Add the menus to `window` (a MainWindow) and keep the actions it enables as its
+    attributes: save_action, export_action, export_panel_action, recent_menu,
+    save_weights_action, run_action, pause_action, stop_action, verify_action, log_action,
+    normalise_action."""
+    w, bar = window, window.menuBar()
+    file = bar.addMenu("&File")
+    _action(w, file, "&Open trace…", w.open_trace_dialog, QKeySequence.Open,
+            "Open a .npz trace saved by lstmviz (also: drop it on the window)")
+    w.save_action = _action(w, file, "&Save trace…", w.save_trace_dialog, QKeySequence.Save,
+                            "Save the current trace as .npz")
+    w.export_action = _action(w, file, "&Export…", lambda: export_dialog.export_dialog(w),
+                              "Ctrl+E", "Export the plots as PNG, SVG, a PDF report or CSV "
+                              "(as lstmviz export)")
+    w.export_panel_action = _action(
+        w, file, "Export &panel under cursor…", lambda: export_dialog.export_under_cursor(w),
+        "Ctrl+Shift+E", "Export the panel the mouse points at (also: right-click a panel)")
+    w.recent_menu = file.addMenu("Recent traces")
+    file.addSeparator()
+    _action(w, file, "Open &weights…", w.open_weights_dialog, None,
+            "Use LSTM weights from a file instead of seeded random ones")
+    _action(w, file, "Open &inputs…", w.open_inputs_dialog, None,
+            "Use an input sequence from a .npy/.npz file")
+    w.save_weights_action = _action(w, file, "Save trained weigh&ts…", w.save_weights_dialog,
+                                    None, "Write a training run's final weights as "
+                                    ".weights.h5 or .npz")
+    file.addSeparator()
+    _action(w, file, "&Quit", w.close, QKeySequence.Quit)
+
+    run = bar.addMenu("&Run")
+    w.run_action = _action(w, run, "&Run", lambda: w.start_run(), "Ctrl+R",
+                           "Start a run with the parameters in the dock")
+    w.pause_action = _action(w, run, "&Pause", lambda: w.pause_button.toggle(), "Ctrl+P",
+                             "Hold the run after its current step; again to resume")
+    w.stop_action = _action(w, run, "&Stop", w.stop, "Esc",
+                            "Stop the run (keeping the passes, batches or steps done, if "
+                            "you like)")
+    w.verify_action = _action(w, run, "&Verify gradients", w.verify, "Ctrl+Shift+V",
+                              "Check dL/dh_t by finite differences")
+
+    view = bar.addMenu("&View")
+    w.log_action = _action(w, view, "&Log scale", w.view_changed, "Ctrl+L",
+                           "Logarithmic gradient norms in every panel")
+    w.normalise_action = _action(w, view, "&Normalise per pass", w.view_changed, "Ctrl+N",
+                                 "Divide each pass, batch or row by its maximum")
+    for action in (w.log_action, w.normalise_action):
+        action.setCheckable(True)
+    view.addSeparator()
+    view.addAction(w.dock.toggleViewAction())
+    for text, name in PANEL_ACTIONS:  # a panel shows when checked and the run has its data
+        action = QAction(text, w, checkable=True, checked=True)
+        action.toggled.connect(lambda on, n=name: w.set_panel_hidden(n, not on))
+        view.addAction(action)
+    summary = QAction("Summary", w, checkable=True, checked=True)
+    summary.toggled.connect(w.summary.setVisible)
+    view.addAction(summary)
+
+    help_menu = bar.addMenu("&Help")
+    _action(w, help_menu, "&About lstmviz", w.about)
