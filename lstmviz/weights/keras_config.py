@@ -85,7 +85,7 @@ def _flatten(
         counted = [item for item, _, _ in chain]  # Sequential's weights skip the InputLayer
         build = config.get("build_input_shape") if isinstance(config, dict) else None
     else:
-        input_items, chain = _functional_chain(config, keras3)
+        input_items, chain = _functional_chain(config)
         counted = [_item(entry) for entry in config["layers"]]  # InputLayers included
         build = None
     if top:
@@ -141,7 +141,7 @@ def _item(entry) -> tuple[str, str, dict, dict]:
     return entry["class_name"], str(name or entry["class_name"].lower()), config, entry
 
 
-def _functional_chain(config: dict, keras3: bool):
+def _functional_chain(config: dict):
     """(input items, [(item, call, input hint)] in order) of a single-chain functional model."""
     items = config.get("layers")
     if not isinstance(items, list):
@@ -155,7 +155,7 @@ def _functional_chain(config: dict, keras3: bool):
         raise ModelError(f"the model has {len(inputs)} inputs; lstmviz runs models with one")
     if len(outputs) != 1:
         raise ModelError(f"the model has {len(outputs)} outputs; lstmviz runs models with one")
-    parent, calls = {}, {}
+    parent, calls, feeds, masks = {}, {}, {}, set()
     for cls, name, _, entry in by_name.values():
         nodes = entry.get("inbound_nodes") or []
         if cls == "InputLayer":
@@ -163,7 +163,9 @@ def _functional_chain(config: dict, keras3: bool):
         if len(nodes) != 1:
             what = "is not connected" if not nodes else f"is called {len(nodes)} times"
             raise ModelError(f"layer {name!r} ({cls}) {what}; lstmviz runs a single chain")
-        sources, calls[name] = _node(nodes[0], keras3, name, cls)
+        sources, calls[name], mask_sources = _node(nodes[0], name, cls)
+        feeds[name] = {source[0] for source in sources}
+        masks.update(mask_sources)
         if len({source[0] for source in sources}) != 1:
             names = ", ".join(sorted({repr(source[0]) for source in sources}))
             raise ModelError(
@@ -185,7 +187,15 @@ def _functional_chain(config: dict, keras3: bool):
         chain.append(name)
         name = parent[name][0]
     chain.reverse()
-    left = [n for n in by_name if n not in seen and n != inputs[0][0]]
+    # Keras 3 records the ops computing a Masking layer's mask (NotEqual, Any) and passes
+    # the mask explicitly: they are Keras's standard mask, not a branch of the model.
+    mask_ops, todo = set(), [m for m in masks if m not in seen]
+    while todo:
+        op = todo.pop()
+        if op not in mask_ops and op in by_name and op != inputs[0][0] and op not in seen:
+            mask_ops.add(op)
+            todo.extend(feeds.get(op, ()))
+    left = [n for n in by_name if n not in seen | mask_ops and n != inputs[0][0]]
     if left:
         names = ", ".join(repr(n) for n in left)
         raise ModelError(
@@ -210,31 +220,36 @@ def _triples(value) -> list:
     raise ModelError("the model config lists no input or output layers")
 
 
-def _node(node, keras3: bool, name: str, cls: str):
-    """(sources [(layer, node, tensor, shape)], call) of one inbound node."""
-    sources: list = []
-    if isinstance(node, dict):  # Keras 3: {"args": [...], "kwargs": {...}}
+def _node(node, name: str, cls: str):
+    """(sources [(layer, node, tensor, shape)], call, mask sources) of one inbound node.
 
-        def replace(value):
+    Keras 3 writes {"args": [...], "kwargs": {...}} with tensors as `__keras_tensor__` objects;
+    Keras 2 a list [[layer, node, tensor, kwargs], ...]. An explicit `mask` is left out: the
+    layer gets the mask Keras computes itself.
+    """
+    sources: list = []
+    masks: set = set()
+    if isinstance(node, dict):
+
+        def replace(value, found):
             if isinstance(value, dict) and value.get("class_name") == "__keras_tensor__":
                 config = value.get("config") or {}
                 history = config.get("keras_history") or [None, 0, 0]
-                sources.append((*history[:3], _shape(config.get("shape"))))
+                found.append((*history[:3], _shape(config.get("shape"))))
                 return X
             if isinstance(value, dict):
-                return {k: replace(v) for k, v in value.items()}
+                return {k: replace(v, found) for k, v in value.items()}
             if isinstance(value, list | tuple):
-                return [replace(v) for v in value]
+                return [replace(v, found) for v in value]
             return value
 
-        args = replace(node.get("args", []))
-        kwargs = {
-            k: v
-            for k, v in replace(node.get("kwargs", {})).items()
-            if k != "training" and not (k == "mask" and v is None)
-        }
-        call = {"args": args, "kwargs": kwargs}
-    elif isinstance(node, list):  # Keras 2: [[layer, node, tensor, kwargs], ...]
+        kwargs = dict(node.get("kwargs") or {})
+        mask_tensors: list = []
+        replace(kwargs.pop("mask", None), mask_tensors)
+        masks = {source[0] for source in mask_tensors}
+        kwargs.pop("training", None)
+        call = {"args": replace(node.get("args", []), sources), "kwargs": replace(kwargs, sources)}
+    elif isinstance(node, list):
         for inbound in node:
             if not isinstance(inbound, list) or len(inbound) < 3:
                 raise ModelError(f"layer {name!r} ({cls}): an inbound node lstmviz cannot read")
@@ -251,7 +266,7 @@ def _node(node, keras3: bool, name: str, cls: str):
         raise ModelError(f"layer {name!r} ({cls}): an inbound node lstmviz cannot read")
     if not sources or not all(isinstance(s[0], str) for s in sources):
         raise ModelError(f"layer {name!r} ({cls}) has no input")
-    return sources, call
+    return sources, call, masks
 
 
 def _store_paths(items: list) -> dict[str, str]:
@@ -260,13 +275,14 @@ def _store_paths(items: list) -> dict[str, str]:
     used: dict[str, int] = {}
     paths = {}
     for cls, name, _, _ in items:
-        base = _snake(cls)
+        base = snake_case(cls)
         used[base] = used.get(base, -1) + 1
         paths[name] = f"layers/{base}_{used[base]}" if used[base] else f"layers/{base}"
     return paths
 
 
-def _snake(name: str) -> str:
+def snake_case(name: str) -> str:
+    """A class name as Keras names its weights group: "SpatialDropout1D" -> "spatial_dropout1d"."""
     name = re.sub(r"\W+", "", name)
     name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
     return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
@@ -357,7 +373,7 @@ def compiled_loss(value) -> tuple[str | None, dict]:
         if cls == "function":  # Keras 3: a loss function by name
             return loss_name(config), {}
         if isinstance(cls, str) and isinstance(config, dict):
-            name = loss_name(_snake(cls)) or loss_name(config.get("fn"))
+            name = loss_name(snake_case(cls)) or loss_name(config.get("fn"))
             if name is None:
                 return None, {}
             args = {k: v for k, v in config.items() if k not in _NOT_ARGS}

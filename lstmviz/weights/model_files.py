@@ -159,7 +159,8 @@ def _kernel_key(layer: LayerSpec) -> str:
 def _stack_layer(name: str, directions: dict[str, FoundLayer], class_name: str) -> LayerSpec:
     """One layer of a stack: an LSTM, or a Bidirectional (merge concat) from its two halves."""
     sets = {}
-    for direction, part in directions.items():
+    for direction in sorted(directions, key=("", "forward", "backward").index):
+        part = directions[direction]
         try:
             sets[direction] = (checked(part), "bias" in part.arrays)
         except LstmvizError as exc:
