@@ -252,6 +252,11 @@ def bad_keras3_models() -> dict:
     bad["gru_only"] = (keras.Sequential([a, L.GRU(2, name="g")]), "no LSTM layer.*'g' \\(GRU\\)")
     bad["dense_only"] = (keras.Sequential([keras.Input((3,)), L.Dense(2)]), "no LSTM")
 
+    x = keras.ops.mean(L.LSTM(2, return_sequences=True)(a), axis=1)
+    bad["op"] = (keras.Model(a, L.Dense(1)(x)), "\\(Mean\\) is a Keras operation, not a layer")
+    x = L.Lambda(lambda t: 2 * t, name="code")(a)
+    bad["lambda"] = (keras.Model(a, L.LSTM(2)(x)), "'code' \\(Lambda\\) holds Python code")
+
     @keras.saving.register_keras_serializable(package="lstmviz_tests")
     class Twice(L.Layer):
         def call(self, x):

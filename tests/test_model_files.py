@@ -3,6 +3,7 @@ Keras models, checked against the models that wrote them and independent NumPy f
 
 import json
 import zipfile
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -557,3 +558,38 @@ def test_truncated_and_bit_flipped_files_load_or_raise_one_line(k3, k2, tmp_path
             )
 
     check()
+
+
+def test_model_spec_checks_the_chain(rng):
+    """ModelSpec refuses layers that do not take what the layer before gives."""
+    from lstmviz.weights.model import LayerSpec, ModelSpec
+
+    def lstm(name, i, h, sequences):
+        w = {"kernel": rng.standard_normal((i, 4 * h)), "recurrent_kernel": np.ones((h, 4 * h))}
+        args = {"return_sequences": sequences}
+        out = (None, h) if sequences else (h,)
+        return LayerSpec(name, "lstm", "LSTM", args, w, (None, i), out, 0)
+
+    def chain(*layers, shape=(None, 3)):
+        return ModelSpec(
+            "m", "test", (LayerSpec("in", "input", "InputLayer", output_shape=shape), *layers)
+        )
+
+    dropout = LayerSpec("drop", "identity", "Dropout", input_shape=(4,), output_shape=(4,))
+    dense = LayerSpec(
+        "head", "dense", "Dense", {"activation": "linear"}, {"kernel": np.ones((4, 1))}, (4,), (1,)
+    )
+    spec = chain(lstm("a", 3, 4, False), dropout, dense)
+    assert spec.lstm_directions() == ["a"] and spec.output_shape == (1,)
+    with pytest.raises(
+        ModelError, match="'b' \\(LSTM\\) takes \\(None, 5\\) but 'a' \\(LSTM\\) gives"
+    ):
+        chain(lstm("a", 3, 4, True), lstm("b", 5, 2, True))
+    with pytest.raises(ModelError, match="'b' \\(LSTM\\) needs a sequence \\(T, W\\) but 'a'"):
+        chain(lstm("a", 3, 4, False), replace(lstm("b", 4, 2, True), input_shape=None))
+    with pytest.raises(ModelError, match="takes inputs of width 5 .* but 'in' \\(InputLayer\\)"):
+        chain(replace(lstm("a", 5, 4, True), input_shape=None))
+    with pytest.raises(ModelError, match="no Embedding comes first"):
+        chain(replace(lstm("a", 3, 4, True), input_shape=None), shape=(7,))
+    with pytest.raises(ModelError, match="no LSTM layer in the model \\('head' \\(Dense\\)\\)"):
+        chain(dense, shape=(4,))

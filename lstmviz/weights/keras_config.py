@@ -22,7 +22,7 @@ class ConfigLayer:
 
     `where` locates its weights: Keras 3, its path in the weights file (`layers/lstm_1`);
     Keras 2, the name of the group holding them (a nested model's layers share their model's
-    group, in order). `builtin`: a class Keras itself provides (no custom code). `call`: how a
+    group, in order). `builtin`: a layer class Keras itself provides. `call`: how a
     Keras 3 functional model calls it, {"args": [...], "kwargs": {...}} with X for the input.
     `input_hint`: the input shape Keras recorded for it (without the batch), if any. `module`
     and `registered_name`: as the config gives them (for keras.layers.deserialize).
@@ -61,20 +61,22 @@ def config_model(tree: dict, keras3: bool) -> ConfigModel:
         )
     name = config.get("name", "model") if isinstance(config, dict) else "model"
     model = ConfigModel(str(name), None, None)
-    _flatten(model, class_name, config, "" if keras3 else None, keras3, top=True)
+    _flatten(model, class_name, config, "" if keras3 else None, keras3, "")
     if model.input_shape is None:
         raise ModelError("the model has no input shape (it was never built or called)")
     return model
 
 
 def _flatten(
-    model: ConfigModel, class_name: str, config, where: str | None, keras3: bool, top: bool
+    model: ConfigModel, class_name: str, config, where: str | None, keras3: bool, prefix: str
 ) -> None:
     """Append the layers of a (nested) model to `model.layers`, in the order they run.
 
     `where`: Keras 3, the model's path in the weights file ("" at the top); Keras 2, None at
-    the top, else the group holding the nested model's weights.
+    the top, else the group holding the nested model's weights. `prefix`: "" at the top, else
+    the nested models' names ("sub/"), put before a layer's name that is already taken.
     """
+    top = not prefix
     if class_name == "Sequential":
         items = config if isinstance(config, list) else config.get("layers")
         if not isinstance(items, list):
@@ -107,17 +109,18 @@ def _flatten(
         else:
             here = where if where is not None else name
         if cls in MODELS and isinstance(cfg, dict | list):
-            _flatten(model, cls, cfg, here, keras3, top=False)
+            _flatten(model, cls, cfg, here, keras3, f"{prefix}{name}/")
             continue
         taken = {layer.name for layer in model.layers}
         module, registered = entry.get("module"), entry.get("registered_name")
-        builtin = (module is None or str(module).startswith("keras")) and (
+        # Keras 3 names its own layers' module "keras.layers"; Keras 2 names none.
+        builtin = module in (None, "keras.layers") and (
             registered is None or ">" not in str(registered)
         )
         hint = hint or _shape(_build_shape(entry))
         model.layers.append(
             ConfigLayer(
-                name if name not in taken else f"{here}/{name}",
+                name if name not in taken else f"{prefix}{name}",
                 cls,
                 cfg,
                 here,

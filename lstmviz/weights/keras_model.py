@@ -26,6 +26,7 @@ IDENTITY = (
     "Identity",
 )
 LSTM_CLASSES = ("LSTM", "CuDNNLSTM")
+CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda")  # their config holds Python code
 # Keras 3's built-in activations by name (keras.activations.get takes each of them).
 ACTIVATIONS = frozenset(
     (
@@ -150,11 +151,6 @@ def spec_from_config(
 ) -> ModelSpec:
     """The ModelSpec of a parsed config. Layers only Keras runs (kind "keras") are allowed
     with Keras 3 weights; `keras2` marks a Keras 2 file (its hard_sigmoid differs)."""
-    if len(model.input_shape) not in (1, 2):
-        raise ModelError(
-            f"the model's input has shape {list(model.input_shape)} (without the batch); "
-            "lstmviz runs (T,) token ids or (T, I) sequences"
-        )
     allow_keras = isinstance(weights, Keras3Weights)
     inputs = LayerSpec(
         "input", "input", "InputLayer", {"dtype": model.input_dtype}, {}, None, model.input_shape
@@ -335,6 +331,10 @@ class _Builder:
     def _keras(self, config: dict, what: str = "") -> LayerSpec:
         """A layer lstmviz does not model, for Keras to run; an error unless allowed."""
         layer = self.layer
+        if layer.class_name in CODE_LAYERS:
+            raise ModelError(f"{self.label} holds Python code, which lstmviz does not run")
+        if str(layer.module).startswith("keras.src.ops"):
+            raise ModelError(f"{self.label} is a Keras operation, not a layer; lstmviz runs layers")
         if not (self.allow_keras and layer.builtin):
             detail = f" ({what})" if what else "" if layer.builtin else " (a custom layer)"
             hint = "" if self.allow_keras else "; a Keras 3 .keras file can run it through Keras"

@@ -35,6 +35,7 @@ KINDS = (
     "keras",  # a layer only Keras runs: args config, module, registered_name, call
 )
 RECURRENT = ("lstm", "bidirectional")
+SEQUENCE_KINDS = ("masking", "lstm", "bidirectional", "time_distributed_dense")  # take (T, W)
 MERGE_MODES = ("concat", "sum", "mul", "ave")
 
 Shape = tuple  # of int | None
@@ -226,13 +227,13 @@ def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
                 f"layer {layer.label}: embeddings {list(w['embeddings'].shape)} do not match "
                 f"input_dim={layer.args['input_dim']}, output_dim={layer.args['output_dim']}"
             )
-    elif len(received) == 1 and kind != "dense" and before.kind != "input":
-        raise ModelError(f"layer {layer.label} needs a sequence (T, W) but {gives}")
-    elif len(received) == 1 and kind != "dense":
+    elif before.kind == "input" and len(received) == 1:
         raise ModelError(
-            f"layer {layer.label} needs a sequence (T, W), but the input is token ids "
-            f"{shape_text(received)} and no Embedding comes first"
+            f"layer {layer.label} gets token ids {shape_text(received)} from the input, but no "
+            "Embedding comes first"
         )
+    elif kind in SEQUENCE_KINDS and len(received) != 2:
+        raise ModelError(f"layer {layer.label} needs a sequence (T, W) but {gives}")
     widths = {
         "lstm": ("kernel",),
         "bidirectional": ("forward/kernel", "backward/kernel"),
@@ -246,10 +247,8 @@ def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
                 f"({key} {list(w[key].shape)}) but {gives}"
             )
     if kind == "bidirectional":
-        merge, units = (
-            layer.args.get("merge_mode"),
-            [w[f"{d}/recurrent_kernel"].shape[0] for d in ("forward", "backward")],
-        )
+        merge = layer.args.get("merge_mode")
+        units = [w[f"{d}/recurrent_kernel"].shape[0] for d in ("forward", "backward")]
         if merge not in MERGE_MODES:
             raise ModelError(f"layer {layer.label}: merge_mode {merge!r} is not supported")
         if merge != "concat" and units[0] != units[1]:
