@@ -9,7 +9,8 @@ when the model takes any length. Weights are float32 in Keras's layout, by kind:
 - bidirectional: the same three per half, `forward/kernel` … `backward/bias`.
 - embedding: `embeddings` [V, E].
 - dense, time_distributed_dense: `kernel` [W, units], `bias` [units] (absent without a bias).
-- keras: the layer's arrays under the paths Keras 3 stores them (`vars/0`, `cell/vars/1`, …).
+- keras: the layer's arrays under the paths Keras 3 stores them (`vars/0`, `cell/vars/1`, …),
+  in the file's dtypes.
 - input, masking, identity, activation: none.
 """
 
@@ -57,7 +58,9 @@ class LayerSpec:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ModelError(f"layer {self.name!r}: unknown kind {self.kind!r}")
-        weights = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in self.weights.items()}
+        # A layer Keras runs keeps the file's dtypes (Keras loads them into its variables).
+        dtype = None if self.kind == "keras" else np.float32
+        weights = {k: np.ascontiguousarray(v, dtype=dtype) for k, v in self.weights.items()}
         object.__setattr__(self, "weights", weights)
 
     @property
