@@ -170,6 +170,17 @@ def torch_state_dict(rng, sizes, bidirectional: bool, prefix: str = "") -> dict:
     return tensors
 
 
+def npz_stack(path, rng, sizes: dict, nan: bool = False) -> dict:
+    """An .npz of LSTM layers named as model mode names directions: sizes = {name: (I, H)}."""
+    arrays = {}
+    for layer, (i, h) in sizes.items():
+        arrays[f"{layer}/kernel"] = rng.standard_normal((i, 4 * h)) * (np.nan if nan else 1)
+        arrays[f"{layer}/recurrent_kernel"] = rng.standard_normal((h, 4 * h))
+        arrays[f"{layer}/bias"] = rng.standard_normal(4 * h)
+    np.savez(path, **arrays)
+    return arrays
+
+
 # ---- independent forwards ------------------------------------------------------------------
 
 

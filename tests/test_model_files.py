@@ -15,6 +15,7 @@ from model_fixtures import (
     cudnn_forward,
     keras2_models,
     keras3_models,
+    npz_stack,
     sigmoid,
     torch_bidirectional_forward,
     torch_state_dict,
@@ -71,9 +72,8 @@ def np_lstm(x, w, prefix, args, mask):
 def merged(mode, forward, backward):
     if mode == "concat":
         return np.concatenate([forward, backward], axis=-1)
-    return {"sum": forward + backward, "mul": forward * backward}.get(
-        mode, (forward + backward) / 2
-    )
+    both = np.stack([forward, backward])
+    return {"sum": both.sum(0), "mul": both.prod(0), "ave": both.mean(0)}[mode]
 
 
 def np_model(spec, x):
@@ -380,12 +380,8 @@ def test_pytorch_two_layer_bidirectional_stack_matches_keras(tmp_path, rng):
 
 
 def test_npz_stack_with_named_layers(tmp_path, rng):
-    arrays = {}
-    for name, (i, h) in {"enc": (3, 4), "bi/forward": (4, 2), "bi/backward": (4, 2)}.items():
-        arrays[f"{name}/kernel"] = rng.standard_normal((i, 4 * h))
-        arrays[f"{name}/recurrent_kernel"] = rng.standard_normal((h, 4 * h))
-        arrays[f"{name}/bias"] = rng.standard_normal(4 * h)
-    np.savez(tmp_path / "s.npz", **arrays)
+    sizes = {"enc": (3, 4), "bi/forward": (4, 2), "bi/backward": (4, 2)}
+    arrays = npz_stack(tmp_path / "s.npz", rng, sizes)
     spec = load_model(tmp_path / "s.npz")
     assert spec.lstm_directions() == ["enc", "bi/forward", "bi/backward"]
     assert spec.output_shape == (None, 4)
@@ -499,12 +495,7 @@ def test_bad_stacks_and_paths(tmp_path, rng):
     from safetensors.numpy import save_file
 
     def npz(name, sizes, nan=False):
-        arrays = {}
-        for layer, (i, h) in sizes.items():
-            arrays[f"{layer}/kernel"] = rng.standard_normal((i, 4 * h)) * (np.nan if nan else 1)
-            arrays[f"{layer}/recurrent_kernel"] = rng.standard_normal((h, 4 * h))
-            arrays[f"{layer}/bias"] = rng.standard_normal(4 * h)
-        np.savez(tmp_path / name, **arrays)
+        npz_stack(tmp_path / name, rng, sizes, nan)
         return tmp_path / name
 
     assert_refused(npz("gap.npz", {"a": (3, 4), "b": (5, 2)}), "do not chain: 'b'.*width 5")
