@@ -63,8 +63,7 @@ def file_format(
     path: Path, error: type[WeightsError] = WeightsError, noun: str = "weights"
 ) -> tuple[str, str]:
     """(suffix, format label) of `path`, or `error` naming the file: missing, unknown suffix."""
-    name = path.name.lower()
-    suffix = next((s for s in _READERS if name.endswith(s)), None)
+    suffix = files.suffix_of(path, WEIGHT_SUFFIXES)
     if not path.is_file():
         raise error(f"{path}: no such file")
     if suffix is None:
