@@ -24,5 +24,9 @@ class WeightsError(LstmvizError):
     """Weights are inconsistent or unreadable."""
 
 
+class ModelError(WeightsError):
+    """A model file (or keras.Model) is not a chain of layers lstmviz can run."""
+
+
 class TraceError(LstmvizError):
     """A trace file cannot be read."""

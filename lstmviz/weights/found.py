@@ -19,6 +19,10 @@ class FoundLayer:
     `arrays` holds `kernel`, `recurrent_kernel` and optionally `bias` (Keras layout); `aliases`
     are other names `layer=` accepts (e.g. the path inside the file); `note` is shown with the
     name; `problem`, when set, says why the layer cannot be used.
+
+    For reading several layers as a stack: `owner` names the model layer the weights belong to
+    (a Bidirectional's name for both of its halves), `direction` is "forward" or "backward" for
+    a half of a Bidirectional ("" otherwise) and `order` sorts the layers as the model runs them.
     """
 
     name: str
@@ -26,6 +30,9 @@ class FoundLayer:
     aliases: tuple[str, ...] = ()
     note: str = ""
     problem: str = ""
+    owner: str = ""
+    direction: str = ""
+    order: tuple[int, ...] = ()
 
 
 def numeric(name: str, value) -> np.ndarray:

@@ -25,8 +25,8 @@ _MAX_GROUPS = 100_000  # hard links can make cycles: stop walking somewhere
 _ARRAY_NAMES = ("kernel", "recurrent_kernel", "bias")
 
 
-def keras_zip_layers(path: Path) -> list[FoundLayer]:
-    """LSTM layers of a `.keras` model archive."""
+def read_keras_archive(path: Path) -> tuple[dict, bytes]:
+    """The config (parsed `config.json`) and the bytes of `model.weights.h5` of a `.keras` file."""
     with zipfile.ZipFile(path) as archive:
         members = {info.filename: info for info in archive.infolist()}
         if "config.json" not in members:
@@ -41,7 +41,14 @@ def keras_zip_layers(path: Path) -> list[FoundLayer]:
         if members["model.weights.h5"].file_size > 4 * MAX_VALUES:
             raise WeightsError("model.weights.h5 is larger than lstmviz reads")
         config = json.loads(archive.read("config.json"))
-        data = archive.read("model.weights.h5")
+        if not isinstance(config, dict):
+            raise WeightsError("config.json does not hold a model config")
+        return config, archive.read("model.weights.h5")
+
+
+def keras_zip_layers(path: Path) -> list[FoundLayer]:
+    """LSTM layers of a `.keras` model archive."""
+    config, data = read_keras_archive(path)
     with h5py.File(io.BytesIO(data), "r") as weights:
         return keras3_layers(weights, lstm_configs(config))
 
@@ -53,8 +60,8 @@ def h5_layers(path: Path) -> list[FoundLayer]:
             return keras3_layers(f, {})
         if "model_weights" in f or "layer_names" in f.attrs:
             config = f.attrs.get("model_config")
-            configs = lstm_configs(json.loads(_text(config))) if config is not None else {}
-            root = _child(f, "model_weights")
+            configs = lstm_configs(json.loads(h5_text(config))) if config is not None else {}
+            root = h5_child(f, "model_weights")
             return legacy_layers(f if root is None else root, configs)
     raise WeightsError("an HDF5 file, but not one Keras wrote (no 'layers' or 'model_weights')")
 
@@ -82,20 +89,28 @@ def lstm_configs(tree) -> dict[str, dict]:
 def keras3_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer]:
     """Every group with `cell/vars` (an RNN layer's cell) in Keras 3's weights layout."""
     found = []
-    for path, group in _groups(root):
-        cell = _child(group, "cell")
-        variables = _child(cell, "vars") if cell is not None else None
+    for path, group in h5_groups(root):
+        cell = h5_child(group, "cell")
+        variables = h5_child(cell, "vars") if cell is not None else None
         if variables is None:
             continue
-        own_vars = _child(group, "vars")
-        name = (_text(own_vars.attrs.get("name")) if own_vars is not None else None) or path
+        name = _vars_name(group) or path
         arrays = []
         for index in range(len(variables)):
-            dataset = _child(variables, str(index), h5py.Dataset)
+            dataset = h5_child(variables, str(index), h5py.Dataset)
             if dataset is None:
                 break
             arrays.append(numeric(f"{path}/cell/vars/{index}", dataset))
         layer = FoundLayer(name, aliases=(path,), note=_direction(path))
+        # A Bidirectional keeps its halves in `forward_layer` / `backward_layer`.
+        parent, _, last = path.rpartition("/")
+        halves = ("forward_layer", "backward_layer")
+        owner_group = (root[parent] if parent else root) if last in halves else group
+        layer.direction = last.partition("_")[0] if owner_group is not group else ""
+        layer.owner = (_vars_name(owner_group) or parent) if layer.direction else name
+        # Keras writes the groups in the order the model runs its layers, and a fresh HDF5
+        # file places objects in the order they are created: the address is that order.
+        layer.order = (h5py.h5o.get_info(owner_group.id).addr,)
         if len(arrays) in (2, 3) and len(arrays) == len(variables):
             layer.arrays = dict(zip(_ARRAY_NAMES, arrays, strict=False))
             layer.problem = _config_problem(name, configs)
@@ -105,33 +120,79 @@ def keras3_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
     return found
 
 
+def _vars_name(group: h5py.Group) -> str | None:
+    """The layer name Keras 3 keeps in `<group>/vars.attrs["name"]`, if any."""
+    own_vars = h5_child(group, "vars")
+    return h5_text(own_vars.attrs.get("name")) if own_vars is not None else None
+
+
 def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer]:
-    """Groups holding `kernel` and `recurrent_kernel` datasets in the legacy h5 layout."""
+    """Groups holding `kernel` and `recurrent_kernel` datasets in the legacy h5 layout.
+
+    Keras 2 `CuDNNLSTM` groups (bias [8H]) are converted to `LSTM` weights.
+    """
     found = []
-    order = [_text(n) for n in root.attrs.get("layer_names", [])] or list(root)
-    for top_name in order:
-        top = _child(root, top_name) if isinstance(top_name, str) and top_name in root else None
+    order = [h5_text(n) for n in root.attrs.get("layer_names", [])] or list(root)
+    for position, top_name in enumerate(order):
+        top = h5_child(root, top_name) if isinstance(top_name, str) and top_name in root else None
         if top is None:
             continue
+        weight_names = [h5_text(n) or "" for n in top.attrs.get("weight_names", [])]
         cells = []
-        for path, group in _groups(top, top_name):
+        for path, group in h5_groups(top, top_name):
             names = {key.split(":")[0]: key for key in group}
             if "kernel" in names and "recurrent_kernel" in names:
                 cells.append((path, group, names))
         for path, group, names in cells:
-            name = [p for p in path.split("/") if not p.startswith("lstm_cell")][-1]
+            parts = [p for p in path.split("/") if not p.startswith("lstm_cell")]
+            name = parts[-1]
             arrays = {}
             for key in _ARRAY_NAMES:
-                dataset = _child(group, names[key], h5py.Dataset) if key in names else None
+                dataset = h5_child(group, names[key], h5py.Dataset) if key in names else None
                 if dataset is not None:
                     arrays[key] = numeric(f"{path}/{key}", dataset)
             layer = FoundLayer(name, arrays, aliases=(path,), note=_direction(path))
             layer.problem = _config_problem(name if name in configs else top_name, configs)
+            if is_cudnn(arrays):
+                layer.arrays = dict(zip(_ARRAY_NAMES, cudnn_lstm_to_keras(**arrays), strict=True))
+                layer.note = ", ".join(filter(None, [layer.note, "Keras 2 CuDNNLSTM"]))
+            # Keras 2 names a Bidirectional's halves forward_<name> and backward_<name>.
+            direction = name.partition("_")[0]
+            layer.direction = direction if direction in ("forward", "backward") else ""
+            layer.owner = parts[-2] if layer.direction and len(parts) > 1 else name
+            # weight_names lists the layer's arrays, by path below `top`, in the model's order.
+            kernel_name = f"{path[len(top_name) + 1 :]}/{names['kernel']}"
+            within = weight_names.index(kernel_name) if kernel_name in weight_names else 0
+            layer.order = (position, within)
             found.append(layer)
     return found
 
 
-def _groups(root: h5py.Group, prefix: str = ""):
+def is_cudnn(arrays: dict[str, np.ndarray]) -> bool:
+    """Keras 2 CuDNNLSTM weights: kernel [I, 4H], recurrent_kernel [H, 4H], bias [8H]."""
+    k, r, b = (np.shape(arrays.get(key, ())) for key in _ARRAY_NAMES)
+    return len(r) == 2 and r[1] == 4 * r[0] and len(k) == 2 and k[1] == r[1] and b == (8 * r[0],)
+
+
+def cudnn_lstm_to_keras(
+    kernel: np.ndarray, recurrent_kernel: np.ndarray, bias: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keras 2 `CuDNNLSTM` weights as `LSTM` weights (Keras 2's own conversion, in NumPy).
+
+    CuDNNLSTM hands cuDNN each gate's block of `kernel` [I, H] and `recurrent_kernel` [H, H]
+    flattened row by row, which cuDNN reads as the [H, I] matrix W and the [H, H] matrix R of
+    W x + R h; `LSTM` computes x @ kernel, so its blocks are W.T and R.T. `bias` [8H] holds the
+    input biases, then the recurrent biases: they add. Gates are i, f, c, o in both.
+    """
+    inputs, hidden = kernel.shape[0], recurrent_kernel.shape[0]
+    blocks = [slice(g * hidden, (g + 1) * hidden) for g in range(4)]
+    keras_kernel = np.concatenate([kernel[:, b].reshape(hidden, inputs).T for b in blocks], axis=1)
+    keras_recurrent = np.concatenate([recurrent_kernel[:, b].T for b in blocks], axis=1)
+    keras_bias = bias[: 4 * hidden].astype(np.float64) + bias[4 * hidden :]
+    return keras_kernel, keras_recurrent, keras_bias
+
+
+def h5_groups(root: h5py.Group, prefix: str = ""):
     """(path, group) for `root` and every group below it, following hard links only."""
     stack = [(prefix, root, 0)]
     for _ in range(_MAX_GROUPS):
@@ -142,13 +203,13 @@ def _groups(root: h5py.Group, prefix: str = ""):
         if depth >= _MAX_DEPTH:
             continue
         for key in group:
-            child = _child(group, key)
+            child = h5_child(group, key)
             if child is not None:
                 stack.append((f"{path}/{key}" if path else key, child, depth + 1))
     raise WeightsError(f"more than {_MAX_GROUPS} groups (or a cycle of links)")
 
 
-def _child(group: h5py.Group, key: str, kind=h5py.Group):
+def h5_child(group: h5py.Group, key: str, kind=h5py.Group):
     """group[key] if it is a hard link to a `kind` object (no soft or external links)."""
     if not isinstance(group.get(key, getlink=True), h5py.HardLink):
         return None
@@ -156,11 +217,11 @@ def _child(group: h5py.Group, key: str, kind=h5py.Group):
     return child if isinstance(child, kind) else None
 
 
-def _text(value) -> str | None:
+def h5_text(value) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if isinstance(value, np.ndarray) and value.ndim == 0:
-        return _text(value.item())
+        return h5_text(value.item())
     return value if isinstance(value, str) else None
 
 

@@ -1,7 +1,8 @@
 """Load one LSTM layer's weights from a file: `load_weights`, `read_weights`, `list_lstm_layers`.
 
 Formats by extension: `.keras`, `.weights.h5`, `.h5`/`.hdf5` (Keras, read without building the
-model or running code from the file), `.npz` (`kernel`, `recurrent_kernel`, `bias`),
+model or running code from the file; Keras 2 `CuDNNLSTM` groups are converted to `LSTM`
+weights), `.npz` (`kernel`, `recurrent_kernel`, `bias`, or `<name>/kernel` … per layer),
 `.safetensors` and `.pt`/`.pth` (PyTorch `nn.LSTM` state dicts; `.pt` needs torch). Every
 problem is a WeightsError whose one-line message starts with the file's path.
 """
@@ -11,37 +12,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
 from lstmviz import files
 from lstmviz.errors import WeightsError
 from lstmviz.weights.core import LSTMWeights
-from lstmviz.weights.found import FoundLayer, numeric
+from lstmviz.weights.found import FoundLayer
 from lstmviz.weights.keras_files import h5_layers, keras_zip_layers
+from lstmviz.weights.npz_files import npz_layers
 from lstmviz.weights.torch_files import pt_layers, safetensors_layers
-
-
-def _npz_layers(path: Path) -> list[FoundLayer]:
-    with np.load(path, allow_pickle=False) as data:
-        if not hasattr(data, "files"):
-            raise WeightsError("holds a single array, not kernel, recurrent_kernel and bias")
-        wanted = ("kernel", "recurrent_kernel", "bias")
-        missing = [key for key in wanted if key not in data.files]
-        if missing:
-            raise WeightsError(
-                f"missing {', '.join(missing)} (found: {', '.join(data.files) or 'nothing'})"
-            )
-        return [FoundLayer("", {key: numeric(key, data[key]) for key in wanted})]
-
 
 _FORMATS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
     ".keras": ("Keras model (.keras)", keras_zip_layers),
     ".weights.h5": ("Keras weights (.weights.h5)", h5_layers),
     ".h5": ("Keras HDF5 (.h5)", h5_layers),
     ".hdf5": ("Keras HDF5 (.hdf5)", h5_layers),
-    ".npz": ("NumPy (.npz)", _npz_layers),
+    ".npz": ("NumPy (.npz)", npz_layers),
     ".safetensors": ("PyTorch nn.LSTM state dict (.safetensors)", safetensors_layers),
     ".pt": ("PyTorch nn.LSTM state dict (.pt)", pt_layers),
     ".pth": ("PyTorch nn.LSTM state dict (.pth)", pt_layers),
@@ -49,6 +37,7 @@ _FORMATS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
 # In `files.WEIGHTS` order: longest suffix first (`.weights.h5` before `.h5`).
 _READERS = {suffix: _FORMATS[suffix] for suffix in files.WEIGHTS}
 WEIGHT_SUFFIXES = tuple(_READERS)
+T = TypeVar("T")
 
 
 class LayerInfo(NamedTuple):
@@ -65,33 +54,51 @@ class LayerInfo(NamedTuple):
         return f"{text}, {self.note}" if self.note else text
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def one_line(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _scan(path: Path) -> tuple[str, list[FoundLayer]]:
-    """The format's label and the layers found, or a WeightsError naming the file."""
-    name = path.name.lower()
-    suffix = next((s for s in _READERS if name.endswith(s)), None)
+def file_format(
+    path: Path, error: type[WeightsError] = WeightsError, noun: str = "weights"
+) -> tuple[str, str]:
+    """(suffix, format label) of `path`, or `error` naming the file: missing, unknown suffix."""
+    suffix = files.suffix_of(path, WEIGHT_SUFFIXES)
     if not path.is_file():
-        raise WeightsError(f"{path}: no such file")
+        raise error(f"{path}: no such file")
     if suffix is None:
-        raise WeightsError(
-            f"{path}: unknown weights format {path.suffix or '(no extension)'!r} "
+        raise error(
+            f"{path}: unknown {noun} format {path.suffix or '(no extension)'!r} "
             f"(use {', '.join(_READERS)})"
         )
-    label, reader = _READERS[suffix]
+    return suffix, _READERS[suffix][0]
+
+
+def layer_reader(suffix: str) -> Callable[[Path], list[FoundLayer]]:
+    """The reader of the LSTM layers in a file with this suffix (see file_format)."""
+    return _READERS[suffix][1]
+
+
+def read_file(
+    path: Path, label: str, read: Callable[[], T], error: type[WeightsError] = WeightsError
+) -> T:
+    """`read()`, with any failure as one line of `error` that starts with the file's path."""
     try:
-        return label, reader(path)
+        return read()
     except WeightsError as exc:
-        raise WeightsError(f"{path}: {_one_line(exc)}") from None
+        raise error(f"{path}: {one_line(exc)}") from None
     except Exception as exc:  # untrusted bytes: h5py, zipfile, json, safetensors raise many types
-        detail = _one_line(f"{type(exc).__name__}: {exc}")
-        raise WeightsError(f"{path}: not a readable {label} file ({detail})") from None
+        detail = one_line(f"{type(exc).__name__}: {exc}")
+        raise error(f"{path}: not a readable {label} file ({detail})") from None
 
 
-def _checked(layer: FoundLayer) -> LSTMWeights:
+def scan(path: Path, error: type[WeightsError] = WeightsError) -> tuple[str, list[FoundLayer]]:
+    """The format's label and the LSTM layers found in `path`, or `error` naming the file."""
+    suffix, label = file_format(path, error)
+    return label, read_file(path, label, lambda: layer_reader(suffix)(path), error)
+
+
+def checked(layer: FoundLayer) -> LSTMWeights:
     """The layer as LSTMWeights, or a WeightsError saying why it is not a usable LSTM."""
     if layer.problem:
         raise WeightsError(layer.problem)
@@ -116,7 +123,7 @@ def _usable(found: list[FoundLayer]) -> tuple[list[tuple[FoundLayer, LSTMWeights
     usable, refused = [], []
     for layer in found:
         try:
-            usable.append((layer, _checked(layer)))
+            usable.append((layer, checked(layer)))
         except WeightsError as exc:
             refused.append(f"{layer.name}: {exc}")
     return usable, refused
@@ -140,7 +147,7 @@ def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LST
     Inf in an array.
     """
     path = Path(path)
-    label, found = _scan(path)
+    label, found = scan(path)
     if layer is not None:
         chosen = [f for f in found if layer in (f.name, *f.aliases)]
         if not chosen or not chosen[0].name:
@@ -148,14 +155,14 @@ def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LST
             detail = f"layers: {names}" if names else "the file's layers have no names; omit it"
             raise WeightsError(f"{path}: no layer named {layer!r} ({detail})")
         try:
-            weights = _checked(chosen[0])
+            weights = checked(chosen[0])
         except WeightsError as exc:
-            raise WeightsError(f"{path}: layer {layer!r}: {_one_line(exc)}") from None
+            raise WeightsError(f"{path}: layer {layer!r}: {one_line(exc)}") from None
         pick = chosen[0]
     else:
         usable, refused = _usable(found)
         if not usable:
-            detail = f" ({_one_line('; '.join(refused))})" if refused else ""
+            detail = f" ({one_line('; '.join(refused))})" if refused else ""
             raise WeightsError(f"{path}: no LSTM layer inside{detail}")
         if len(usable) > 1:
             names = ", ".join(repr(f.name) for f, _ in usable)
@@ -178,6 +185,6 @@ def load_weights(path: str | os.PathLike, layer: str | None = None) -> LSTMWeigh
 
 def list_lstm_layers(path: str | os.PathLike) -> list[LayerInfo]:
     """The usable LSTM layers in `path` (a file with one unnamed weight set gives name "")."""
-    _, found = _scan(Path(path))
+    _, found = scan(Path(path))
     usable, _ = _usable(found)
     return [LayerInfo(f.name, w.input_dim, w.hidden, f.note) for f, w in usable]

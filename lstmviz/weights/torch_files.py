@@ -56,16 +56,25 @@ def pt_layers(path: Path) -> list[FoundLayer]:
 def state_dict_layers(arrays: dict[str, np.ndarray]) -> list[FoundLayer]:
     """Group nn.LSTM keys by layer and convert them to Keras's layout."""
     groups: dict[str, dict[str, np.ndarray]] = {}
+    orders: dict[str, tuple[int, ...]] = {}
+    prefixes: list[str] = []
     for key, value in arrays.items():
         match = _KEY.match(key)
         if match:
             name = f"{match['prefix']}l{match['index']}{match['reverse'] or ''}"
             groups.setdefault(name, {})[match["kind"]] = numeric(key, value)
+            if match["prefix"] not in prefixes:
+                prefixes.append(match["prefix"])
+            orders[name] = (prefixes.index(match["prefix"]), int(match["index"]))
     found = []
     for name, parts in groups.items():
-        layer = FoundLayer(name)
+        layer = FoundLayer(name, order=orders[name])
+        layer.owner = name.removesuffix("_reverse")
         if name.endswith("_reverse"):
             layer.note = "reverse direction (PyTorch runs it on the reversed sequence)"
+            layer.direction = "backward"
+        elif f"{name}_reverse" in groups:
+            layer.direction = "forward"
         if "weight_hr" in parts:
             layer.problem = "it has proj_size (weight_hr), which lstmviz does not support"
         elif "weight_ih" not in parts or "weight_hh" not in parts:

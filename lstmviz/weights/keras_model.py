@@ -1,0 +1,382 @@
+"""A Keras model's config and weights file as a ModelSpec: each layer's kind, arguments and
+weights (NumPy and h5py only; no Keras, no code from the file).
+
+Weights come from Keras 3's layout (`layers/<class>[_n]/…/vars/<i>`, `Keras3Weights`) or the
+legacy HDF5 layout (`model_weights/<layer>` with its `weight_names`, `LegacyWeights`).
+"""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+
+from lstmviz.errors import ModelError
+from lstmviz.weights.found import numeric
+from lstmviz.weights.keras_config import ConfigLayer, ConfigModel, compiled_loss
+from lstmviz.weights.keras_files import cudnn_lstm_to_keras, h5_child, h5_groups, h5_text, is_cudnn
+from lstmviz.weights.model import LayerSpec, ModelSpec, infer_output_shape
+
+IDENTITY = (
+    "Dropout",
+    "SpatialDropout1D",
+    "GaussianNoise",
+    "GaussianDropout",
+    "AlphaDropout",
+    "ActivityRegularization",
+    "Identity",
+)
+LSTM_CLASSES = ("LSTM", "CuDNNLSTM")
+CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda")  # their config holds Python code
+# Keras 3's built-in activations by name (keras.activations.get takes each of them).
+ACTIVATIONS = frozenset(
+    (
+        "celu",
+        "elu",
+        "exponential",
+        "gelu",
+        "glu",
+        "hard_shrink",
+        "hard_sigmoid",
+        "hard_silu",
+        "hard_swish",
+        "hard_tanh",
+        "leaky_relu",
+        "linear",
+        "log_sigmoid",
+        "log_softmax",
+        "mish",
+        "relu",
+        "relu6",
+        "selu",
+        "sigmoid",
+        "silu",
+        "soft_shrink",
+        "softmax",
+        "softplus",
+        "softsign",
+        "sparse_plus",
+        "sparse_sigmoid",
+        "sparsemax",
+        "squareplus",
+        "swish",
+        "tanh",
+        "tanh_shrink",
+        "threshold",
+    )  # fmt: skip
+)
+
+
+class Keras3Weights:
+    """A Keras 3 weights file: a layer's arrays are the datasets `<where>/<group>/<i>`."""
+
+    def __init__(self, root: h5py.Group):
+        self.root = root
+
+    def take(self, layer: ConfigLayer, groups: tuple[str, ...], count: int) -> list[np.ndarray]:
+        arrays = []
+        for group_path in groups:
+            group = self._group(f"{layer.where}/{group_path}")
+            if group is None:
+                continue
+            for index in range(len(group)):
+                dataset = h5_child(group, str(index), h5py.Dataset)
+                if dataset is None:
+                    break
+                arrays.append(numeric(f"{layer.where}/{group_path}/{index}", dataset))
+        return arrays
+
+    def tree(self, layer: ConfigLayer) -> dict[str, np.ndarray]:
+        """Every array below the layer's group, by its path relative to the group."""
+        group = self._group(layer.where)
+        if group is None:
+            return {}
+        found = {}
+        for path, sub in h5_groups(group):
+            for key in sub:
+                dataset = h5_child(sub, key, h5py.Dataset)
+                if dataset is not None:
+                    name = f"{path}/{key}" if path else key
+                    found[name] = numeric(f"{layer.where}/{name}", dataset)
+        return found
+
+    def _group(self, path: str) -> h5py.Group | None:
+        group = self.root
+        for part in path.split("/"):
+            group = h5_child(group, part) if group is not None else None
+        return group
+
+
+class LegacyWeights:
+    """A legacy HDF5 weights group: each layer's arrays, in order, named by `weight_names`.
+
+    A nested model's layers share their model's group and take their arrays in turn.
+    """
+
+    def __init__(self, root: h5py.Group):
+        self.root = root
+        self.left: dict[str, list[np.ndarray]] = {}
+
+    def take(self, layer: ConfigLayer, groups: tuple[str, ...], count: int) -> list[np.ndarray]:
+        if layer.where not in self.left:
+            self.left[layer.where] = self._arrays(layer.where)
+        arrays = self.left[layer.where]
+        taken, self.left[layer.where] = arrays[:count], arrays[count:]
+        return taken
+
+    def _arrays(self, name: str) -> list[np.ndarray]:
+        group = h5_child(self.root, name)
+        if group is None:
+            return []
+        arrays = []
+        for weight in group.attrs.get("weight_names", []):
+            path = h5_text(weight) or ""
+            dataset = group
+            for part in path.split("/"):
+                dataset = h5_child(dataset, part, h5py.Group | h5py.Dataset) if dataset else None
+            if not isinstance(dataset, h5py.Dataset):
+                raise ModelError(f"layer {name!r}: weight {path!r} is missing")
+            arrays.append(numeric(f"{name}/{path}", dataset))
+        return arrays
+
+    def unused(self) -> list[str]:
+        return [name for name, arrays in self.left.items() if arrays]
+
+
+def spec_from_config(
+    model: ConfigModel,
+    weights: Keras3Weights | LegacyWeights,
+    source: str,
+    loss_config,
+    keras2: bool,
+) -> ModelSpec:
+    """The ModelSpec of a parsed config. Layers only Keras runs (kind "keras") are allowed
+    with Keras 3 weights; `keras2` marks a Keras 2 file (its hard_sigmoid differs)."""
+    allow_keras = isinstance(weights, Keras3Weights)
+    inputs = LayerSpec(
+        "input", "input", "InputLayer", {"dtype": model.input_dtype}, {}, None, model.input_shape
+    )
+    layers = [inputs]
+    for index, layer in enumerate(model.layers):
+        after = model.layers[index + 1].input_hint if index + 1 < len(model.layers) else None
+        build = _Builder(layer, weights, layers[-1].output_shape, after, allow_keras, keras2)
+        layers.append(build.spec())
+    if isinstance(weights, LegacyWeights) and weights.unused():
+        names = ", ".join(repr(n) for n in weights.unused())
+        raise ModelError(f"layers {names} hold more weight arrays than their config describes")
+    loss, loss_args = compiled_loss(loss_config)
+    return ModelSpec(model.name, source, tuple(layers), loss, loss_args)
+
+
+class _Builder:
+    """Turns one ConfigLayer into a LayerSpec (kind, args, weights, shapes)."""
+
+    def __init__(self, layer, weights, received, after, allow_keras: bool, keras2: bool):
+        self.layer, self.store, self.keras2 = layer, weights, keras2
+        self.received = layer.input_hint if layer.input_hint is not None else received
+        self.after, self.allow_keras = after, allow_keras
+        self.label = f"layer {layer.name!r} ({layer.class_name})"
+        self.params = 0
+
+    def spec(self) -> LayerSpec:
+        cls, config = self.layer.class_name, self.layer.config
+        if not isinstance(config, dict):
+            raise ModelError(f"{self.label} has no config")
+        if cls in LSTM_CLASSES:
+            kind, args, weights = "lstm", *self._lstm(config, cls)
+        elif cls == "Bidirectional":
+            try:
+                kind, args, weights = "bidirectional", *self._bidirectional(config)
+            except _Unsupported as exc:
+                return self._keras(config, str(exc))
+        elif cls == "Embedding":
+            kind, args, weights = "embedding", *self._embedding(config)
+        elif cls == "Masking":
+            kind, args, weights = "masking", {"mask_value": float(config.get("mask_value", 0))}, {}
+        elif cls in IDENTITY:
+            kind, args, weights = "identity", {}, {}
+        elif cls == "Dense":
+            kind, args, weights = "dense", *self._dense(config, ("vars",))
+        elif cls == "TimeDistributed" and _inner(config)[0] == "Dense":
+            args, weights = self._dense(_inner(config)[1], ("layer/vars",))
+            kind, args = "time_distributed_dense", {**args, "layer_class": "Dense"}
+        elif cls == "TimeDistributed" and _inner(config)[0] in IDENTITY:
+            kind, args, weights = "identity", {"layer_class": _inner(config)[0]}, {}
+        elif cls == "Activation":
+            kind, args, weights = "activation", {"activation": self._act(config, "activation")}, {}
+        elif cls == "TimeDistributed":
+            return self._keras(config, f"TimeDistributed({_inner(config)[0]})")
+        else:
+            return self._keras(config)
+        shape = self.received
+        output = infer_output_shape(kind, args, weights, shape) if _fits(kind, shape) else None
+        return LayerSpec(self.layer.name, kind, cls, args, weights, shape, output, self.params)
+
+    def _take(self, groups: tuple[str, ...], count: int) -> list[np.ndarray]:
+        arrays = self.store.take(self.layer, groups, count)
+        if len(arrays) != count:
+            raise ModelError(
+                f"{self.label}: its config needs {count} weight arrays, the file has {len(arrays)}"
+            )
+        self.params += sum(int(a.size) for a in arrays)
+        return arrays
+
+    def _lstm(self, config: dict, cls: str, group: str = "cell/vars", bidirectional=False):
+        args = self._lstm_args(config, cls)
+        if bidirectional:  # Keras makes a Bidirectional's halves output zeros at masked steps
+            args["zero_output_for_mask"] = args["return_sequences"]
+        count = 3 if args["use_bias"] else 2
+        names = ("kernel", "recurrent_kernel", "bias")[:count]
+        arrays = dict(zip(names, self._take((group,), count), strict=True))
+        if is_cudnn(arrays):
+            arrays = dict(zip(arrays, cudnn_lstm_to_keras(**arrays), strict=True))
+        return args, arrays
+
+    def _lstm_args(self, config: dict, cls: str) -> dict:
+        label = f"{self.label}{'' if cls == self.layer.class_name else f' ({cls} inside)'}"
+        if cls == "CuDNNLSTM":  # cuDNN's cell: tanh and sigmoid, always a bias
+            activation, recurrent = "tanh", "sigmoid"
+        else:
+            activation = _activation(config.get("activation", "tanh"))
+            recurrent = _activation(config.get("recurrent_activation", "sigmoid"))
+        if (activation, recurrent) != ("tanh", "sigmoid"):
+            raise ModelError(
+                f"{label} uses activation={activation!r}, recurrent_activation={recurrent!r}; "
+                "lstmviz's cell runs tanh and sigmoid"
+            )
+        for flag in ("return_state", "time_major"):
+            if config.get(flag):
+                raise ModelError(f"{label} has {flag}=True, which lstmviz does not run")
+        if not isinstance(config.get("units"), int):
+            raise ModelError(f"{label} has no units")
+        return {
+            "units": int(config["units"]),
+            "return_sequences": bool(config.get("return_sequences", False)),
+            "go_backwards": bool(config.get("go_backwards", False)),
+            "use_bias": cls == "CuDNNLSTM" or bool(config.get("use_bias", True)),
+            "zero_output_for_mask": bool(config.get("zero_output_for_mask", False)),
+            "activation": "tanh",
+            "recurrent_activation": "sigmoid",
+            "cudnn": cls == "CuDNNLSTM",
+        }
+
+    def _bidirectional(self, config: dict):
+        inner_cls, inner = _inner(config)
+        if inner_cls not in LSTM_CLASSES:
+            raise _Unsupported(f"Bidirectional({inner_cls})")
+        merge = config.get("merge_mode", "concat")
+        if merge not in ("concat", "sum", "mul", "ave"):
+            raise ModelError(
+                f"{self.label} has merge_mode={merge!r} (two outputs); lstmviz runs concat, "
+                "sum, mul and ave"
+            )
+        back_cls, back = _inner(config, "backward_layer")
+        if back is None:  # Keras 2 leaves it out: the forward layer, run the other way
+            back_cls = inner_cls
+            back = {**inner, "go_backwards": not inner.get("go_backwards", False)}
+        elif back_cls not in LSTM_CLASSES:
+            raise _Unsupported(f"Bidirectional({inner_cls}, backward {back_cls})")
+        forward, fw = self._lstm(inner, inner_cls, "forward_layer/cell/vars", True)
+        backward, bw = self._lstm(back, back_cls, "backward_layer/cell/vars", True)
+        weights = {f"forward/{k}": v for k, v in fw.items()}
+        weights.update({f"backward/{k}": v for k, v in bw.items()})
+        args = {
+            "merge_mode": merge,
+            "return_sequences": forward["return_sequences"],
+            "units": forward["units"],
+            "layer_class": inner_cls,
+            "forward": forward,
+            "backward": backward,
+        }
+        return args, weights
+
+    def _embedding(self, config: dict):
+        for key in ("input_dim", "output_dim"):
+            if not isinstance(config.get(key), int):
+                raise ModelError(f"{self.label} has no {key}")
+        args = {
+            "input_dim": int(config["input_dim"]),
+            "output_dim": int(config["output_dim"]),
+            "mask_zero": bool(config.get("mask_zero", False)),
+        }
+        (embeddings,) = self._take(("vars",), 1)
+        return args, {"embeddings": embeddings}
+
+    def _dense(self, config: dict, groups: tuple[str, ...]):
+        if not isinstance(config.get("units"), int):
+            raise ModelError(f"{self.label} has no units")
+        args = {
+            "units": int(config["units"]),
+            "activation": self._act(config, "activation", "linear"),
+            "use_bias": bool(config.get("use_bias", True)),
+        }
+        arrays = self._take(groups, 2 if args["use_bias"] else 1)
+        weights = dict(zip(("kernel", "bias"), arrays, strict=False))
+        if weights["kernel"].ndim != 2 or weights["kernel"].shape[1] != args["units"]:
+            raise ModelError(
+                f"{self.label}: kernel {list(weights['kernel'].shape)} does not match "
+                f"units={args['units']}"
+            )
+        return args, weights
+
+    def _act(self, config: dict, key: str, default: str = "linear") -> str:
+        name = _activation(config.get(key) or default)
+        if name not in ACTIVATIONS:
+            raise ModelError(f"{self.label} uses {key} {name!r}, not a built-in Keras activation")
+        if self.keras2 and name == "hard_sigmoid":
+            raise ModelError(
+                f"{self.label} uses Keras 2's hard_sigmoid, which Keras 3 computes differently"
+            )
+        return name
+
+    def _keras(self, config: dict, what: str = "") -> LayerSpec:
+        """A layer lstmviz does not model, for Keras to run; an error unless allowed."""
+        layer = self.layer
+        if layer.class_name in CODE_LAYERS:
+            raise ModelError(f"{self.label} holds Python code, which lstmviz does not run")
+        if str(layer.module).startswith("keras.src.ops"):
+            raise ModelError(f"{self.label} is a Keras operation, not a layer; lstmviz runs layers")
+        if not (self.allow_keras and layer.builtin):
+            detail = f" ({what})" if what else "" if layer.builtin else " (a custom layer)"
+            hint = "" if self.allow_keras else "; a Keras 3 .keras file can run it through Keras"
+            raise ModelError(f"{self.label}{detail} is not supported{hint}")
+        weights = self.store.tree(layer)
+        serialized = {
+            "module": layer.module or "keras.layers",
+            "class_name": layer.class_name,
+            "config": config,
+            "registered_name": layer.registered_name,
+        }
+        args = {"serialized": serialized, "call": layer.call}
+        params = sum(int(a.size) for a in weights.values())
+        return LayerSpec(
+            layer.name, "keras", layer.class_name, args, weights, self.received, self.after, params
+        )
+
+
+class _Unsupported(ModelError):
+    """A wrapper around a layer lstmviz does not model (the spec falls back to kind keras)."""
+
+
+def _inner(config: dict, key: str = "layer") -> tuple[str | None, dict | None]:
+    """(class_name, config) of a wrapper's inner layer."""
+    inner = config.get(key)
+    if not isinstance(inner, dict) or not isinstance(inner.get("config"), dict):
+        return None, None
+    return inner.get("class_name"), inner["config"]
+
+
+def _activation(value) -> str:
+    if isinstance(value, dict):  # Keras 3 writes a function as {"class_name": "function", …}
+        value = value.get("config") if value.get("class_name") == "function" else None
+    return value if isinstance(value, str) else repr(value)
+
+
+def _fits(kind: str, shape) -> bool:
+    """Whether infer_output_shape applies (else ModelSpec.check names the mismatch)."""
+    if shape is None:
+        return False
+    if kind == "embedding":
+        return len(shape) == 1
+    if kind in ("lstm", "bidirectional", "time_distributed_dense"):
+        return len(shape) == 2
+    return True

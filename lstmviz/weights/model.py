@@ -1,0 +1,282 @@
+"""A whole model as plain data: `LayerSpec` per layer, `ModelSpec` for the chain (NumPy only).
+
+Shapes leave out the batch: a layer's `output_shape` is (T, W) for a sequence of width W, (W,)
+for one vector per sample, and the model's input is (T,) token ids or (T, I) features; T is None
+when the model takes any length. Weights are float32 in Keras's layout, by kind:
+
+- lstm: `kernel` [I, 4H], `recurrent_kernel` [H, 4H], `bias` [4H] (absent when use_bias is off);
+  gates i, f, c, o.
+- bidirectional: the same three per half, `forward/kernel` … `backward/bias`.
+- embedding: `embeddings` [V, E].
+- dense, time_distributed_dense: `kernel` [W, units], `bias` [units] (absent without a bias).
+- keras: the layer's arrays under the paths Keras 3 stores them (`vars/0`, `cell/vars/1`, …),
+  in the file's dtypes.
+- input, masking, identity, activation: none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lstmviz.errors import ModelError
+from lstmviz.weights.core import LSTMWeights
+
+KINDS = (
+    "input",  # the model's input: output_shape (T,) token ids or (T, I)
+    "embedding",  # args: input_dim, output_dim, mask_zero
+    "masking",  # args: mask_value
+    "identity",  # Dropout and the like: identity at inference
+    "lstm",  # args: units, return_sequences, go_backwards, use_bias, zero_output_for_mask, …
+    "bidirectional",  # args: merge_mode, return_sequences, forward {…}, backward {…}
+    "dense",  # args: units, activation, use_bias (on the last axis)
+    "time_distributed_dense",  # the same on every timestep
+    "activation",  # args: activation
+    "keras",  # a layer only Keras runs: args config, module, registered_name, call
+)
+RECURRENT = ("lstm", "bidirectional")
+SEQUENCE_KINDS = ("masking", "lstm", "bidirectional", "time_distributed_dense")  # take (T, W)
+MERGE_MODES = ("concat", "sum", "mul", "ave")
+
+Shape = tuple  # of int | None
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One layer: what it is, its arguments and weights, its shapes (without the batch)."""
+
+    name: str
+    kind: str
+    class_name: str
+    args: dict = field(default_factory=dict)
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    input_shape: Shape | None = None
+    output_shape: Shape | None = None
+    params: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ModelError(f"layer {self.name!r}: unknown kind {self.kind!r}")
+        # A layer Keras runs keeps the file's dtypes (Keras loads them into its variables).
+        dtype = None if self.kind == "keras" else np.float32
+        weights = {k: np.ascontiguousarray(v, dtype=dtype) for k, v in self.weights.items()}
+        object.__setattr__(self, "weights", weights)
+
+    @property
+    def label(self) -> str:
+        """`'name' (Class)`, for messages."""
+        return f"{self.name!r} ({self.class_name})"
+
+    def directions(self) -> list[tuple[str, LSTMWeights]]:
+        """(direction name, weights) of an LSTM layer: [(name, w)], or a Bidirectional's
+        [(name/forward, w), (name/backward, w)]; [] for other kinds. A missing bias is zeros."""
+        if self.kind == "lstm":
+            return [(self.name, self._lstm(""))]
+        if self.kind == "bidirectional":
+            return [(f"{self.name}/{d}", self._lstm(f"{d}/")) for d in ("forward", "backward")]
+        return []
+
+    def _lstm(self, prefix: str) -> LSTMWeights:
+        w = self.weights
+        recurrent = w[f"{prefix}recurrent_kernel"]
+        bias = w.get(f"{prefix}bias", np.zeros(recurrent.shape[1], np.float32))
+        return LSTMWeights(w[f"{prefix}kernel"], recurrent, bias)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as a chain of layers; `layers[0]` is its input. Checked when made (`check`).
+
+    `source`: one line naming the file (or live model) and its format. `loss`: the compiled
+    loss as a Keras loss name (e.g. "binary_crossentropy") or None; `loss_args`: its keyword
+    arguments (e.g. {"from_logits": True}). `stack`: LSTM layers read from a weights-only file,
+    with no head (the loss goes on the top layer's h).
+    """
+
+    name: str
+    source: str
+    layers: tuple[LayerSpec, ...]
+    loss: str | None = None
+    loss_args: dict = field(default_factory=dict)
+    stack: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        self.check()
+
+    @property
+    def input_shape(self) -> Shape:
+        """(T,) token ids or (T, I) features; T is None for any length."""
+        return self.layers[0].output_shape
+
+    @property
+    def tokens(self) -> bool:
+        """Whether the model takes token ids (it starts with an Embedding)."""
+        return len(self.layers) > 1 and self.layers[1].kind == "embedding"
+
+    @property
+    def vocabulary(self) -> int | None:
+        """The Embedding's input_dim for a model of token ids, else None."""
+        return int(self.layers[1].args["input_dim"]) if self.tokens else None
+
+    @property
+    def output_shape(self) -> Shape | None:
+        return self.layers[-1].output_shape
+
+    @property
+    def params(self) -> int:
+        return sum(layer.params for layer in self.layers)
+
+    def lstm_layers(self) -> list[LayerSpec]:
+        return [layer for layer in self.layers if layer.kind in RECURRENT]
+
+    def lstm_directions(self) -> list[str]:
+        """One name per LSTM direction in model order, forward before backward: e.g.
+        ["bi/forward", "bi/backward", "top"] (a trace's `layer_names`)."""
+        return [name for layer in self.lstm_layers() for name, _ in layer.directions()]
+
+    def summary(self) -> str:
+        """A table of the layers (name, class, output shape, parameters) and the totals."""
+        rows = [("Layer", "Class", "Output shape", "Params")]
+        for layer in self.layers:
+            shape = "?" if layer.output_shape is None else shape_text((None, *layer.output_shape))
+            rows.append((layer.name, _class_text(layer), shape, f"{layer.params:,}"))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines = [f"Model {self.name!r}: {self.source}"]
+        for n, row in enumerate(rows):
+            cells = [row[i].ljust(widths[i]) for i in range(3)] + [row[3].rjust(widths[3])]
+            lines.append("  ".join(cells).rstrip())
+            if n == 0:
+                lines.append("-" * len(lines[-1]))
+        lines.append(f"Total params: {self.params:,}")
+        what = (
+            f"token ids {shape_text((None, *self.input_shape))}, vocabulary {self.vocabulary}"
+            if self.tokens
+            else f"features {shape_text((None, *self.input_shape))}"
+        )
+        if self.stack:
+            loss = "none (a stack of LSTM layers without a head)"
+        elif self.loss is None:
+            loss = "none in the file"
+        else:
+            args = ", ".join(f"{k}={v!r}" for k, v in self.loss_args.items())
+            loss = f"{self.loss}({args})" if args else self.loss
+        lines.append(f"Input: {what}. Loss: {loss}.")
+        return "\n".join(lines)
+
+    def check(self) -> None:
+        """Raise ModelError unless the layers form a chain lstmviz runs: an input first, at
+        least one LSTM, each layer taking what the one before gives (rank and width)."""
+        layers = self.layers
+        if not layers or layers[0].kind != "input":
+            raise ModelError("the first layer must be the model's input")
+        if any(layer.kind == "input" for layer in layers[1:]):
+            raise ModelError("only the first layer can be an input")
+        if not self.lstm_layers():
+            found = ", ".join(f"{layer.label}" for layer in layers[1:]) or "no layers"
+            raise ModelError(f"no LSTM layer in the model ({found})")
+        shape = layers[0].output_shape
+        if shape is None or len(shape) not in (1, 2):
+            raise ModelError(f"the input shape {shape} is neither (T,) token ids nor (T, I)")
+        for index, (before, layer) in enumerate(zip(layers, layers[1:], strict=False), 1):
+            if layer.kind == "embedding" and index != 1:
+                raise ModelError(f"layer {layer.label}: an Embedding must come first")
+            given = before.output_shape
+            known = layer.input_shape is not None and given is not None
+            if known and not _same_shape(layer.input_shape, given):
+                raise ModelError(
+                    f"layer {layer.label} takes {shape_text(layer.input_shape)} but "
+                    f"{before.label} gives {shape_text(given)}"
+                )
+            received = given if given is not None else layer.input_shape
+            if received is None or layer.kind == "keras":
+                continue
+            _check_layer(layer, received, before)
+
+
+def infer_output_shape(kind: str, args: dict, weights: dict, input_shape: Shape) -> Shape:
+    """The output shape of a layer of `kind` given its input shape (both without the batch);
+    the layer's input must already fit (see ModelSpec.check)."""
+    if kind == "embedding":
+        return (*input_shape, int(args["output_dim"]))
+    if kind in ("dense", "time_distributed_dense"):
+        return (*input_shape[:-1], int(weights["kernel"].shape[1]))
+    if kind in ("lstm", "bidirectional"):
+        width = _recurrent_width(kind, args, weights)
+        return (input_shape[0], width) if args.get("return_sequences") else (width,)
+    if kind in ("masking", "identity", "activation", "input"):
+        return tuple(input_shape)
+    raise ModelError(f"the output shape of a {kind!r} layer is not known without Keras")
+
+
+def _recurrent_width(kind: str, args: dict, weights: dict) -> int:
+    if kind == "lstm":
+        return int(weights["recurrent_kernel"].shape[0])
+    forward = int(weights["forward/recurrent_kernel"].shape[0])
+    backward = int(weights["backward/recurrent_kernel"].shape[0])
+    return forward + backward if args.get("merge_mode") == "concat" else forward
+
+
+def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
+    """Raise ModelError unless `layer` (not of kind keras) can take `received` from `before`."""
+    kind, w = layer.kind, layer.weights
+    gives = f"{before.label} gives {shape_text(received)}"
+    if kind == "embedding":
+        if len(received) != 1:
+            raise ModelError(f"layer {layer.label} takes token ids (T,) but {gives}")
+        if w["embeddings"].shape != (layer.args["input_dim"], layer.args["output_dim"]):
+            raise ModelError(
+                f"layer {layer.label}: embeddings {list(w['embeddings'].shape)} do not match "
+                f"input_dim={layer.args['input_dim']}, output_dim={layer.args['output_dim']}"
+            )
+    elif before.kind == "input" and len(received) == 1:
+        raise ModelError(
+            f"layer {layer.label} gets token ids {shape_text(received)} from the input, but no "
+            "Embedding comes first"
+        )
+    elif kind in SEQUENCE_KINDS and len(received) != 2:
+        raise ModelError(f"layer {layer.label} needs a sequence (T, W) but {gives}")
+    widths = {
+        "lstm": ("kernel",),
+        "bidirectional": ("forward/kernel", "backward/kernel"),
+        "dense": ("kernel",),
+        "time_distributed_dense": ("kernel",),
+    }.get(kind, ())
+    for key in widths:
+        if received[-1] is not None and w[key].shape[0] != received[-1]:
+            raise ModelError(
+                f"layer {layer.label} takes inputs of width {w[key].shape[0]} "
+                f"({key} {list(w[key].shape)}) but {gives}"
+            )
+    if kind == "bidirectional":
+        merge = layer.args.get("merge_mode")
+        units = [w[f"{d}/recurrent_kernel"].shape[0] for d in ("forward", "backward")]
+        if merge not in MERGE_MODES:
+            raise ModelError(f"layer {layer.label}: merge_mode {merge!r} is not supported")
+        if merge != "concat" and units[0] != units[1]:
+            raise ModelError(f"layer {layer.label}: merge_mode {merge!r} needs equal units")
+    expected = infer_output_shape(kind, layer.args, w, received)
+    if layer.output_shape is not None and not _same_shape(layer.output_shape, expected):
+        raise ModelError(
+            f"layer {layer.label}: output shape {shape_text(layer.output_shape)} does not "
+            f"follow from its input {shape_text(received)} (expected {shape_text(expected)})"
+        )
+
+
+def _same_shape(a: Shape, b: Shape) -> bool:
+    """Equal shapes, where None (any length) matches any size."""
+    if len(a) != len(b):
+        return False
+    return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
+
+
+def shape_text(shape: Shape) -> str:
+    """(None, 7, 4) as Keras prints it."""
+    inner = ", ".join("None" if s is None else str(s) for s in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
+def _class_text(layer: LayerSpec) -> str:
+    inner = layer.args.get("layer_class")
+    return f"{layer.class_name}({inner})" if inner else layer.class_name

@@ -1,0 +1,218 @@
+"""A whole model from a file or a live Keras model: `load_model(path)`, `spec_from_keras(model)`.
+
+- `.keras` (Keras 3) and full-model `.h5`/`.hdf5` (Keras 2, or Keras 3's legacy writer): the
+  config and weights are read with json and h5py, without Keras, so files Keras 3 refuses (a
+  Keras 2 `time_major` argument, `batch_input_shape`) load too.
+- Weights-only files (`.weights.h5`, `.h5` without a config, `.npz`, PyTorch `nn.LSTM` state
+  dicts in `.safetensors`/`.pt`): their LSTM layers as a *stack* in the order the model ran them
+  (each returns sequences; a Bidirectional's halves concatenate), with no head.
+
+Every problem is a ModelError whose one-line message starts with the file (or model) it is about.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from lstmviz.errors import LstmvizError, ModelError
+from lstmviz.weights.found import FoundLayer
+from lstmviz.weights.keras_config import config_model
+from lstmviz.weights.keras_files import h5_child, h5_text, read_keras_archive
+from lstmviz.weights.keras_model import Keras3Weights, LegacyWeights, spec_from_config
+from lstmviz.weights.loaders import checked, file_format, layer_reader, one_line, read_file
+from lstmviz.weights.model import LayerSpec, ModelSpec, infer_output_shape
+
+_KERAS_HDF5 = (".h5", ".hdf5", ".weights.h5")
+
+
+def load_model(path: str | os.PathLike) -> ModelSpec:
+    """The model in `path` as a ModelSpec (see the module's docstring for the formats).
+
+    Raises ModelError naming the file: missing, unknown extension, unreadable or truncated, an
+    unsupported layer (its name and class), several inputs or outputs, a branching graph, no
+    LSTM, layers that do not chain, NaN or Inf in the weights.
+    """
+    path = Path(path)
+    suffix, label = file_format(path, ModelError, noun="model")
+    if suffix == ".keras":
+        spec = read_file(path, label, lambda: _keras_file(path), ModelError)
+    elif suffix in _KERAS_HDF5:
+        spec = read_file(path, label, lambda: _hdf5_file(path, label), ModelError)
+    else:
+        spec = read_file(path, label, lambda: _stack(path, label, suffix), ModelError)
+    _check_finite(spec, str(path))
+    return spec
+
+
+def spec_from_keras(model) -> ModelSpec:
+    """A live model as a ModelSpec: a Keras 3 `keras.Model` (Sequential or Functional, built),
+    or a `tf_keras` (Keras 2) one. Imports Keras only when called."""
+    name = str(getattr(model, "name", type(model).__name__))
+    where = f"keras.Model {name!r}"
+    if type(model).__module__.startswith("tf_keras"):
+        with tempfile.TemporaryDirectory(prefix="lstmviz-") as folder:
+            file = Path(folder) / "model.h5"
+            _call(where, lambda: model.save(file))
+            try:
+                spec = load_model(file)
+            except ModelError as exc:
+                raise ModelError(str(exc).replace(str(file), where, 1)) from None
+        return replace(spec, source=f"{where} (tf_keras, in memory)")
+    import keras
+
+    if not isinstance(model, keras.Model):
+        raise ModelError(f"expected a keras.Model, got a {type(model).__name__}")
+    if not model.built:
+        raise ModelError(f"{where}: not built yet; give it a keras.Input or call it once")
+    tree = _call(where, lambda: keras.saving.serialize_keras_object(model))
+    with tempfile.TemporaryDirectory(prefix="lstmviz-") as folder:
+        file = Path(folder) / "model.weights.h5"
+        _call(where, lambda: model.save_weights(file))
+
+        def read() -> ModelSpec:
+            with h5py.File(file, "r") as root:
+                spec = spec_from_config(
+                    config_model(tree, keras3=True),
+                    Keras3Weights(root),
+                    f"{where} (Keras 3, in memory)",
+                    (tree.get("compile_config") or {}).get("loss"),
+                    keras2=False,
+                )
+            _check_finite(spec, where)
+            return spec
+
+        return _call(where, read)
+
+
+def _keras_file(path: Path) -> ModelSpec:
+    config, data = read_keras_archive(path)
+    with h5py.File(io.BytesIO(data), "r") as root:
+        loss = (config.get("compile_config") or {}).get("loss")
+        model = config_model(config, keras3=True)
+        return spec_from_config(
+            model, Keras3Weights(root), f"{path}: Keras 3 model (.keras)", loss, keras2=False
+        )
+
+
+def _hdf5_file(path: Path, label: str) -> ModelSpec:
+    with h5py.File(path, "r") as f:
+        config = h5_text(f.attrs.get("model_config"))
+        if config is None:
+            return _stack(path, label, ".h5")
+        version = h5_text(f.attrs.get("keras_version")) or "2"
+        training = h5_text(f.attrs.get("training_config"))
+        loss = (json.loads(training) or {}).get("loss") if training else None
+        root = h5_child(f, "model_weights")
+        model = config_model(json.loads(config), keras3=False)
+        source = f"{path}: Keras {version} model ({path.suffix})"
+        weights = LegacyWeights(f if root is None else root)
+        return spec_from_config(model, weights, source, loss, keras2=version.startswith("2"))
+
+
+def _stack(path: Path, label: str, suffix: str) -> ModelSpec:
+    """The LSTM layers of a weights-only file, chained in the order the model ran them."""
+    found = layer_reader(suffix)(path)
+    if not found:
+        raise ModelError("no LSTM layer inside")
+    owners: dict[str, list[FoundLayer]] = {}
+    for layer in sorted(found, key=lambda f: f.order):
+        owners.setdefault(layer.owner or layer.name, []).append(layer)
+    torch = suffix in (".safetensors", ".pt", ".pth")
+    layers = []
+    for owner, parts in owners.items():
+        name = owner or "lstm"
+        directions = {part.direction: part for part in parts}
+        if len(directions) != len(parts) or set(directions) not in ({""}, {"forward", "backward"}):
+            halves = ", ".join(repr(part.name) for part in parts)
+            raise ModelError(f"layer {name!r}: {halves} do not make one LSTM or Bidirectional")
+        layers.append(_stack_layer(name, directions, "nn.LSTM" if torch else "LSTM"))
+    first = layers[0].weights.get("kernel", layers[0].weights.get("forward/kernel"))
+    inputs = (None, int(first.shape[0]))
+    chained = [LayerSpec("input", "input", "InputLayer", {"dtype": "float32"}, {}, None, inputs)]
+    for layer in layers:
+        shape = chained[-1].output_shape
+        if layer.weights[_kernel_key(layer)].shape[0] != shape[-1]:
+            raise ModelError(
+                f"the layers do not chain: {layer.label} takes inputs of width "
+                f"{layer.weights[_kernel_key(layer)].shape[0]}, but {chained[-1].label} gives "
+                f"width {shape[-1]}"
+            )
+        output = infer_output_shape(layer.kind, layer.args, layer.weights, shape)
+        chained.append(replace(layer, input_shape=shape, output_shape=output))
+    count = len(layers)
+    source = f"{path}: {label}, weights only: a stack of {count} LSTM layer{'s' * (count > 1)}"
+    return ModelSpec(path.name.split(".")[0], source, tuple(chained), stack=True)
+
+
+def _kernel_key(layer: LayerSpec) -> str:
+    return "kernel" if layer.kind == "lstm" else "forward/kernel"
+
+
+def _stack_layer(name: str, directions: dict[str, FoundLayer], class_name: str) -> LayerSpec:
+    """One layer of a stack: an LSTM, or a Bidirectional (merge concat) from its two halves."""
+    sets = {}
+    for direction in sorted(directions, key=("", "forward", "backward").index):
+        part = directions[direction]
+        try:
+            sets[direction] = (checked(part), "bias" in part.arrays)
+        except LstmvizError as exc:
+            raise ModelError(f"layer {part.name or name!r}: {one_line(exc)}") from None
+    args_of = {
+        direction: {
+            "units": w.hidden,
+            "return_sequences": True,
+            "go_backwards": direction == "backward",
+            "use_bias": bias,
+            "zero_output_for_mask": bool(direction),
+            "activation": "tanh",
+            "recurrent_activation": "sigmoid",
+            "cudnn": "CuDNNLSTM" in directions[direction].note,
+        }
+        for direction, (w, bias) in sets.items()
+    }
+    weights, params = {}, 0
+    for direction, (w, bias) in sets.items():
+        prefix = f"{direction}/" if direction else ""
+        arrays = {"kernel": w.kernel, "recurrent_kernel": w.recurrent_kernel}
+        if bias:
+            arrays["bias"] = w.bias
+        weights.update({prefix + key: value for key, value in arrays.items()})
+        params += sum(int(a.size) for a in arrays.values())
+    if "" in sets:
+        return LayerSpec(name, "lstm", class_name, args_of[""], weights, params=params)
+    forward = args_of["forward"]
+    args = {
+        "merge_mode": "concat",
+        "return_sequences": True,
+        "units": forward["units"],
+        "layer_class": class_name,
+        "forward": forward,
+        "backward": args_of["backward"],
+    }
+    return LayerSpec(name, "bidirectional", "Bidirectional", args, weights, params=params)
+
+
+def _check_finite(spec: ModelSpec, where: str) -> None:
+    for layer in spec.layers:
+        bad = [key for key, value in layer.weights.items() if not np.all(np.isfinite(value))]
+        if bad:
+            raise ModelError(f"{where}: layer {layer.name!r}: {', '.join(bad)} contain NaN or Inf")
+
+
+def _call(where: str, action):
+    """`action()`, with any failure as one line of ModelError naming the live model."""
+    try:
+        return action()
+    except ModelError as exc:
+        text = str(exc)
+        raise ModelError(text if text.startswith(where) else f"{where}: {text}") from None
+    except Exception as exc:  # Keras raises many types for models it cannot serialise
+        raise ModelError(f"{where}: {one_line(f'{type(exc).__name__}: {exc}')}") from None
