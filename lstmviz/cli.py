@@ -71,7 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     run.add_argument("--generator", choices=GENERATORS, default=defaults.generator,
                      help=about("generator"))  # fmt: skip
-    run.add_argument("--loss", choices=LOSSES, default=defaults.loss, help=about("loss"))
+    run.add_argument(
+        "--loss", default=defaults.loss, metavar="NAME",
+        help=f"{about('loss')} {', '.join(LOSSES)}; model mode: a Keras loss name (e.g. "
+        "binary_crossentropy), used when the model file has no compiled loss",
+    )  # fmt: skip
     run.add_argument("--task", choices=TASKS, default=defaults.task, help=about("task"))
     run.add_argument("--random-state", action="store_true", help=about("random_state"))
     run.add_argument(
@@ -82,9 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--layer", metavar="NAME", help="which LSTM layer of a file with several")
     run.add_argument(
-        "--inputs", metavar="FILE", help="input sequences: .npy, or .npz with x; [B, T, I]"
+        "--inputs", metavar="FILE",
+        help="input sequences: .npy, or .npz with x; [B, T, I]; model mode: .npz with x (and y), "
+        "or an x .npy, batch-major as Keras takes them",
     )
     run.add_argument("--time-major", action="store_true", help=about("time_major"))
+    run.add_argument("--model", metavar="FILE", help=about("model"))
+    run.add_argument(
+        "--targets", metavar="Y.npy", help="model mode: targets y when --inputs is an x .npy"
+    )
     run.add_argument("--connectivity", action="store_true", help=about("connectivity"))
     run.add_argument("--out", required=True, metavar="TRACE.npz")
     run.add_argument("--quiet", action="store_true", help="no progress line")

@@ -62,6 +62,9 @@ HELP = {
     "layers of a file that holds several and lets you pick one.",
     "inputs": "The input sequence: seeded N(0, 1), or an .npy/.npz file [B, T, I].",
     "time_major": "The inputs file is already time-major, [T, B, I].",
+    "model": "A saved model (model mode): Keras .keras, a Keras 2 .h5, or a weights-only\n"
+    "file of stacked LSTM layers (.weights.h5, .npz, PyTorch .safetensors).",
+    "targets": "The targets y (model mode) as a .npy, when the inputs file holds x only.",
 }
 
 
@@ -77,7 +80,7 @@ def flag(name: str) -> str:
 
 
 # Optional fields a mode may not read: given to a mode that does not, they are refused.
-OPTIONAL = ("weights", "layer", "inputs", "time_major", "connectivity")
+OPTIONAL = ("weights", "layer", "inputs", "time_major", "connectivity", "model", "targets")
 
 
 @dataclass
@@ -103,6 +106,8 @@ class RunConfig:
     task: str = "adding"
     train_steps: int = 100
     connectivity: bool = False
+    model: str | None = None
+    targets: str | None = None
 
     def validate(self) -> RunConfig:
         """Raise ConfigError naming the first bad parameter; return self when all are fine."""
@@ -113,6 +118,10 @@ class RunConfig:
             ("task", TASKS),
         ):
             value = getattr(self, name)
+            if name == "loss" and modes.get(self.mode).any_loss:
+                if not isinstance(value, str) or not value.replace("_", "").isalnum():
+                    raise ConfigError("--loss", f"{value!r} is not a loss name")
+                continue  # a Keras loss name, checked when the run starts
             if value not in allowed:
                 raise ConfigError(
                     flag(name), f"unknown value {value!r} (choose from {', '.join(allowed)})"
@@ -126,7 +135,7 @@ class RunConfig:
         for name in ("random_state", "time_major", "connectivity"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(flag(name), "must be true or false")
-        for name in ("weights", "layer", "inputs"):
+        for name in ("weights", "layer", "inputs", "model", "targets"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"--{name}", f"must be a file name or layer name, got {value!r}")
@@ -148,6 +157,8 @@ class RunConfig:
             raise ConfigError("--time-major", "only applies together with --inputs FILE")
         if self.mode == "batchwise" and self.weights and self.generator != "files":
             raise ConfigError("--weights", "in batchwise mode weights files need --generator files")
+        if self.targets and not self.inputs:
+            raise ConfigError("--targets", "only applies together with --inputs FILE")
         return self
 
     def for_mode(self) -> RunConfig:

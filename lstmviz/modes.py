@@ -34,6 +34,7 @@ class Mode:
     - `unit`: what one unit of work (one TraceUpdate) is, e.g. "pass"; "" for a single unit;
     - `count`: the RunConfig field that counts those units (kept on Stop: `units_done`);
     - `sizes`: the sizes as the summary line shows them, formatted with the config's fields;
+    - `any_loss`: whether `loss` may name any Keras loss (checked when the run starts);
     - `lead`: leading axes of its per-unit arrays (per-batch runs stack every batch's arrays:
       ("N",); see `lstmviz.schema`).
     """
@@ -48,6 +49,7 @@ class Mode:
     count: str = ""
     sizes: str = "T={steps} B={batch} I={input_dim} H={hidden}"
     lead: tuple[str, ...] = ()
+    any_loss: bool = False  # `loss` may be any Keras loss name, not only the hidden-state ones
     refuses: Mapping[str, str] = field(default_factory=dict)
 
     def uses(self, param: str) -> bool:
@@ -147,5 +149,17 @@ register(
             "weights": "training starts from seeded weights in this version",
             "time_major": "training sequences are always [N, T, I]; drop it",
         },
+    )
+)
+register(
+    Mode(
+        name="model",
+        label="model",
+        help="a whole saved model (Embedding, stacked and bidirectional LSTMs, a head) under\n"
+        "its own loss on your data: every LSTM direction, gate and input step.",
+        params=frozenset({"model", "inputs", "targets", "loss"}),
+        run="lstmviz.engine.model:run_model",
+        sizes="T={steps} B={batch}",
+        any_loss=True,
     )
 )

@@ -188,6 +188,8 @@ _MODEL = [
     _k("mask", ("T", "B"), DATA, MODEL, "which steps the model does not mask", kinds="b"),
     _k("grad_input", ("T", "B", "E"), DATA, MODEL, "dL/d input of the first recurrent layer"),
     _k("saliency", ("B", "T"), DATA, MODEL, "‖grad_input‖ over E"),
+    _k("model_source", (), TEXT, MODEL, "the model file and its format", kinds="U"),
+    _k("model_seconds", (), SCALAR, MODEL, "seconds the forward and backward took"),
     _k("model_summary", (), TEXT, MODEL, "name, class, output shape, parameters per layer",
        kinds="U"),  # fmt: skip
 ]

@@ -151,7 +151,7 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["--hidden", "-5", "--out", out], "--hidden: -5 is out of range [1, 16384]"),
         (["--batch", "two", "--out", out], "argument --batch: invalid int value"),
         (["--mode", "lstm", "--out", out], "argument --mode: invalid choice"),
-        (["--loss", "mse", "--out", out], "argument --loss: invalid choice"),
+        (["--loss", "mse", "--out", out], "--loss: unknown value 'mse'"),
         (["--weights", str(tmp / "missing.npz"), "--out", out], "missing.npz: no such file"),
         (["--inputs", str(garbage), "--out", out], "garbage.npz"),
         (["--out", str(tmp / "nowhere" / "t.npz")], "nowhere: no such folder"),

@@ -1,0 +1,268 @@
+"""Model mode: the gradient flow of a user's whole model under its own loss, every LSTM direction.
+
+One tape over the model's forward (`model_forward.ModelForward`) gives, per LSTM direction k
+(forward before backward, in model order: the trace's `layer_names`): h, c, the total dL/dh_t
+and dL/dc_t (probes), the direct partial through the direction's output, the weight gradients
+and the gates' activity; and dL/d(input of the first LSTM) (the embedding vectors, for token
+ids): the input saliency. Every per-timestep array is indexed by input position t. The loss is
+the model's compiled Keras loss (or the one given), the mean over the batch as Keras reports
+it (over the unmasked steps of a sequence output); a stack of LSTM layers without a head takes
+a loss on its top output h: mean_h, last_mse or seq_mse.
+
+`model_gradients` is the API; `run_model` the generator the CLI and the GUI drive.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from lstmviz.config import LOSSES, RunConfig
+from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
+from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity
+from lstmviz.engine.native import kernel_name
+from lstmviz.engine.tfload import tf
+from lstmviz.errors import ConfigError, InputError
+from lstmviz.model_data import check_data, load_data, random_data
+from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.weights.model import ModelSpec
+
+NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
+
+
+@dataclass(frozen=True)
+class ModelLoss:
+    """The loss of a model run: a Keras loss `name` with its keyword `args` (as pairs), or,
+    for a stack without a head, a loss on its top output by `LOSSES` name (`hidden`)."""
+
+    name: str
+    args: tuple = ()
+    hidden: bool = False
+
+    def __call__(self, y, y_pred, mask) -> tuple[tf.Tensor, tf.Tensor]:
+        """(per-sample losses [B], the loss): Keras's mean over the batch, over the unmasked
+        steps where the output is a sequence with a mask."""
+        if self.hidden:
+            return self._hidden(y, y_pred)
+        import keras
+
+        values = keras.losses.get(self.name)(y, y_pred, **dict(self.args))  # [B] or [B, T]
+        values = tf.cast(values, tf.float32)
+        if values.shape.rank == 2 and mask is not None:
+            weight = tf.cast(tf.transpose(mask), values.dtype)  # [B, T]
+            per_sample = tf.math.divide_no_nan(
+                tf.reduce_sum(values * weight, 1), tf.reduce_sum(weight, 1)
+            )
+            return per_sample, tf.reduce_sum(values * weight) / tf.reduce_sum(weight)
+        axes = list(range(1, values.shape.rank))
+        per_sample = tf.reduce_mean(values, axes) if axes else values
+        return per_sample, tf.reduce_mean(values)
+
+    def _hidden(self, y, y_pred):
+        if self.name == "mean_h":
+            values = y_pred
+        elif self.name == "last_mse":
+            values = tf.square(y_pred[:, -1] - y)
+        else:  # seq_mse
+            values = tf.square(y_pred - y)
+        axes = list(range(1, values.shape.rank))
+        return tf.reduce_mean(values, axes), tf.reduce_mean(values)
+
+
+def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
+    """The file's compiled loss when it has one, else `given`; a stack takes a hidden-state
+    loss or a Keras loss on its top output. ConfigError when a model with a head has none."""
+    if spec.loss is not None and not spec.stack:
+        return ModelLoss(spec.loss, tuple(sorted(spec.loss_args.items())))
+    if spec.stack:
+        name = given or "mean_h"
+        return ModelLoss(name, hidden=name in LOSSES) if name in LOSSES else _keras_loss(name)
+    if not given or given in LOSSES:
+        raise ConfigError(
+            "--loss",
+            f"{spec.source}: the model has no compiled loss; give --loss with a Keras loss "
+            "name (e.g. binary_crossentropy, sparse_categorical_crossentropy, mse)",
+        )
+    return _keras_loss(given)
+
+
+def _keras_loss(name: str) -> ModelLoss:
+    import keras
+
+    try:
+        keras.losses.get(name)
+    except (ValueError, TypeError):
+        raise ConfigError("--loss", f"unknown loss {name!r} (a Keras loss name)") from None
+    return ModelLoss(name)
+
+
+class ModelGradients:
+    """The compiled forward + backward of one model under one loss, reusable with new weights
+    (a training run records many times with one). Call with x, y (batch-major) and the
+    weights in `weight_names` order; returns the named tensors (see `model_arrays`)."""
+
+    def __init__(self, spec: ModelSpec, loss: ModelLoss):
+        self.spec, self.loss = spec, loss
+        self.forward = ModelForward(spec)
+        self.names = spec.lstm_directions()
+        self._step = tf.function(self._compute, reduce_retracing=True)
+
+    def __call__(self, x, y, weights=None) -> dict[str, tf.Tensor]:
+        weights = flat_weights(self.spec) if weights is None else weights
+        y = tf.zeros([0]) if y is None else y
+        return self._step(x, y, [tf.convert_to_tensor(w) for w in weights])
+
+    def _compute(self, x, y, weights):
+        with tf.GradientTape() as tape:
+            tape.watch(weights)
+            forward = self.forward(x, weights, tape)
+            per_sample, value = self.loss(y, forward.output, forward.mask)
+        sources = {}
+        for k, direction in enumerate(forward.directions):
+            sources |= gradient_sources(direction.probes, direction.weights, direction.h,
+                                        prefix=f"layer{k}_")  # fmt: skip
+        if forward.first_input is not None:
+            sources["grad_input"] = forward.first_input
+        named = named_gradients(tape, value, sources)
+        out = {"loss": value, "loss_by_sample": per_sample, "y_pred": forward.output}
+        norms = {key: [] for key in NORM_KEYS}
+        for k, direction in enumerate(forward.directions):
+            prefix = f"layer{k}_"
+            order = direction.in_input_order
+            for key in ("grad_h_total", "grad_c_total", "grad_h_direct"):
+                out[prefix + key] = order(named[prefix + key])
+            for key in ("grad_kernel", "grad_recurrent_kernel", "grad_bias"):
+                out[prefix + key] = named[prefix + key]
+            out[prefix + "h"], out[prefix + "c"] = order(direction.h), order(direction.c)
+            out[prefix + "gates_mean"], out[prefix + "gates_saturated"] = gate_activity(direction)
+            for key, norm in graph_norms(out, prefix).items():
+                norms[key.removeprefix(prefix)].append(norm)
+        for key, rows in norms.items():
+            out[f"{key}_by_layer"] = tf.stack(rows)
+        if "grad_input" in named:
+            out["grad_input"] = named["grad_input"]
+            out["saliency"] = tf.transpose(tf.norm(named["grad_input"], axis=-1))  # [B, T]
+        if forward.mask is not None:
+            out["mask"] = forward.mask
+        return out
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled(spec_id: int, loss: ModelLoss, spec_ref: tuple) -> ModelGradients:
+    return ModelGradients(spec_ref[0], loss)
+
+
+def compiled(spec: ModelSpec, loss: ModelLoss) -> ModelGradients:
+    """One compiled ModelGradients per (model, loss), the recent few kept."""
+    return _compiled(id(spec), loss, (spec,))
+
+
+def model_arrays(spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y) -> dict[str, np.ndarray]:
+    """The trace arrays of one run (DESIGN's model-mode keys) for checked x, y (batch-major)."""
+    named = compiled(spec, loss)(x, y)
+    arrays = {key: np.asarray(value) for key, value in named.items()}
+    arrays["loss"] = np.float32(arrays["loss"])
+    arrays["layer_names"] = np.array(spec.lstm_directions())
+    arrays["x"] = np.ascontiguousarray(np.swapaxes(x, 0, 1))  # time-major [T, B(, I)]
+    if y is not None:
+        arrays["y"] = np.asarray(y)
+    arrays["model_summary"] = np.array(spec.summary())
+    arrays["lstm_kernel"] = np.array(kernel_name())
+    bad = np.zeros(arrays["x"].shape[0], bool)
+    for key in (f"{k}_by_layer" for k in NORM_KEYS):
+        bad |= ~np.isfinite(arrays[key]).all(axis=0)
+    arrays["nonfinite_steps"] = np.flatnonzero(bad)
+    return arrays
+
+
+def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "data"):
+    """(loss, x, y, data description) for a run of `spec`: x and y checked (given or read from
+    config.inputs / config.targets), or seeded random data of the model's input shape."""
+    loss = resolve_loss(spec, config.loss)
+    source = ""
+    if x is None and config.inputs:
+        x, y, source = load_data(config.inputs, config.targets)
+        where = config.inputs
+    elif x is None and config.targets:
+        raise ConfigError("--targets", "give the inputs too (--inputs X.npy)")
+    if x is None:
+        width = (spec.output_shape or (1,))[-1] or 1
+        x, y = random_data(spec, loss.name, config.steps, config.batch, config.seed, width)
+        if loss.hidden and loss.name == "mean_h":
+            y = None
+        elif loss.hidden and loss.name == "last_mse":
+            y = y[:, -1] if y.ndim == 3 else y
+        source = f"random data (seed {config.seed}): x {list(x.shape)}"
+    x, y = check_data(spec, x, y, where)
+    if y is None and not (loss.hidden and loss.name == "mean_h"):
+        raise InputError(f"{where}: the loss {loss.name} needs targets y (in the .npz, or "
+                         "--targets Y.npy)")  # fmt: skip
+    return loss, x, y, source
+
+
+def _config(config: RunConfig, x: np.ndarray, spec: ModelSpec, loss: ModelLoss) -> RunConfig:
+    hidden = spec.lstm_layers()[0].directions()[0][1].hidden
+    width = 1 if x.ndim == 2 else int(x.shape[2])
+    return replace(config, mode="model", steps=int(x.shape[1]), batch=int(x.shape[0]),
+                   input_dim=width, hidden=hidden, loss=loss.name)  # fmt: skip
+
+
+def run_model(
+    config: RunConfig,
+    problem=None,
+    cancelled: Callable[[], bool] = bool,
+    keep: Callable[[], bool] = lambda: False,
+) -> Iterator[TraceUpdate | GradientTrace]:
+    """Generator: a TraceUpdate when it starts, one when the gradients are in, then the
+    GradientTrace. Bad files or data raise before anything runs."""
+    from lstmviz.weights.model_files import load_model
+
+    if not config.model:
+        raise ConfigError("--model", "model mode needs a model file: --model FILE")
+    spec = load_model(config.model)
+    loss, x, y, source = prepare(spec, config)
+    return _run(spec, loss, x, y, _config(config, x, spec, loss), source, cancelled)
+
+
+def _run(spec, loss, x, y, config, source, cancelled) -> Iterator[TraceUpdate | GradientTrace]:
+    directions = spec.lstm_directions()
+    yield TraceUpdate(0, 1, f"{spec.name}: {len(directions)} LSTM directions, loss {loss.name}")
+    if cancelled():
+        return
+    start = time.perf_counter()
+    arrays = model_arrays(spec, loss, x, y)
+    arrays["model_seconds"] = np.float32(time.perf_counter() - start)
+    arrays["model_source"] = np.array(spec.source)
+    if source:
+        arrays["inputs_source"] = np.array(source)
+    rows = {f"{k}_by_layer": arrays[f"{k}_by_layer"] for k in NORM_KEYS}
+    yield TraceUpdate(1, 1, "done", rows)
+    yield GradientTrace("model", config, arrays)
+
+
+def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> GradientTrace:
+    """The gradient flow of a whole model under its loss: `model_or_path` a model file
+    (`.keras`, Keras 2 `.h5`, a weights-only stack) or a live `keras.Model`; x, y batch-major as
+    Keras takes them (seeded random data of the model's shapes when None); `loss` the loss when
+    the model has none compiled (a Keras loss name; mean_h/last_mse/seq_mse for a stack).
+    Returns a GradientTrace with the model-mode keys (README, "Your own model")."""
+    from lstmviz.weights.model_files import load_model, spec_from_keras
+
+    if isinstance(model_or_path, ModelSpec):
+        spec = model_or_path
+    elif isinstance(model_or_path, str | Path):
+        spec = load_model(model_or_path)
+    else:
+        spec = spec_from_keras(model_or_path)
+    config = RunConfig(mode="model", loss=loss or "mean_h", model=None)
+    if x is None and y is not None:
+        raise InputError("y given without x")
+    prepared = prepare(spec, config, x, y, where="x" if x is not None else "data")
+    model_loss, x, y, source = prepared
+    *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source, bool)
+    return trace

@@ -1,0 +1,226 @@
+"""A whole model's forward pass, built from its `ModelSpec`, every LSTM direction probed.
+
+Functional, as Keras's TensorFlow backend: tensors in and out, the weights as arguments (one flat
+list, in `weight_names` order, so one compiled function serves every set of weights). Inside,
+sequences are time-major [T, B, W]; x and the output are batch-major, as Keras takes them.
+
+Keras's semantics, layer by layer: Embedding (a lookup; `mask_zero` masks id 0), Masking (masks
+steps whose features all equal `mask_value`, and zeroes them), Dropout-like layers (identity:
+inference), LSTM (`cell.lstm_sequence`: a masked step carries h and c over; with
+`go_backwards` it reads the sequence backwards and returns its outputs in that order; at masked
+steps its output repeats the last one, or is zero with `zero_output_for_mask`, which a
+Bidirectional sets when it returns sequences), Bidirectional (its backward half's outputs
+reversed back to input order, merged by concat, sum, mul or ave), Dense and TimeDistributed
+(Dense) on the last axis, Activation; a layer of kind "keras" runs through Keras. A mask
+passes through a layer unless the layer returns one vector per sample.
+
+Per LSTM direction the forward records (`Direction`) what the trace needs, and the caller's
+tape differentiates: its probes (total dL/dh_t, dL/dc_t), its stacked h (the direct partial:
+through its output only), and its weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lstmviz.engine.cell import lstm_sequence
+from lstmviz.engine.gradients import watch_probes
+from lstmviz.engine.tfload import tf
+from lstmviz.weights.model import LayerSpec, ModelSpec
+
+GATES = ("i", "f", "g", "o")
+
+
+@dataclass
+class Direction:
+    """One LSTM direction of one forward pass. Arrays in processing order (`backwards`: the
+    sequence read from its end), [T, B, ·]; `mask` [T, B] float or None."""
+
+    name: str
+    backwards: bool
+    x: tf.Tensor  # its input [T, B, I]
+    h: tf.Tensor
+    c: tf.Tensor
+    probes: tuple[tf.Tensor, tf.Tensor]
+    weights: dict[str, tf.Tensor]  # kernel, recurrent_kernel, bias
+    mask: tf.Tensor | None
+
+    def in_input_order(self, value: tf.Tensor) -> tf.Tensor:
+        """A [T, …] array of this direction indexed by input position t."""
+        return tf.reverse(value, [0]) if self.backwards else value
+
+
+@dataclass
+class Forward:
+    """What one forward pass gives: the output (batch-major), the directions, the tensor fed to
+    the first LSTM (time-major [T, B, E]; its gradient is the input saliency) and the mask."""
+
+    output: tf.Tensor
+    directions: list[Direction]
+    first_input: tf.Tensor | None
+    mask: tf.Tensor | None
+
+
+def weight_names(spec: ModelSpec) -> list[tuple[str, str]]:
+    """(layer name, weight key) of every weight the forward takes, in order (the layers
+    Keras runs keep their own weights)."""
+    return [(layer.name, key) for layer in spec.layers if layer.kind != "keras"
+            for key in layer.weights]  # fmt: skip
+
+
+def flat_weights(spec: ModelSpec) -> list:
+    return [spec_layer.weights[key] for spec_layer in spec.layers if spec_layer.kind != "keras"
+            for key in spec_layer.weights]  # fmt: skip
+
+
+def _activation(name: str | None) -> Callable:
+    import keras  # Keras's own activations: the same numbers as the model
+
+    return keras.activations.get(name or "linear")
+
+
+class ModelForward:
+    """The forward of `spec` (built once: layers of kind "keras" are rebuilt in Keras here)."""
+
+    def __init__(self, spec: ModelSpec):
+        from lstmviz.weights.keras_rebuild import keras_layer
+
+        self.spec = spec
+        self.names = weight_names(spec)
+        self.keras = {layer.name: keras_layer(layer) for layer in spec.layers
+                      if layer.kind == "keras"}  # fmt: skip
+
+    def __call__(self, x: tf.Tensor, weights: list[tf.Tensor], tape: tf.GradientTape) -> Forward:
+        """Run on x (batch-major) with `weights` (tensors, `weight_names` order), recording the
+        LSTM directions' probes on `tape` (inside its `with` block)."""
+        by_layer: dict[str, dict[str, tf.Tensor]] = {}
+        for (layer, key), value in zip(self.names, weights, strict=True):
+            by_layer.setdefault(layer, {})[key] = value
+        value, mask, sequence = x, None, True
+        if x.shape.rank >= 2 and not self.spec.tokens:
+            value = tf.transpose(x, [1, 0, 2])  # [T, B, I]
+        elif self.spec.tokens:
+            value = tf.transpose(x)  # [T, B] ids
+        directions: list[Direction] = []
+        first_input = None
+        for layer in self.spec.layers[1:]:
+            w = by_layer.get(layer.name, {})
+            kind = layer.kind
+            if kind in ("lstm", "bidirectional") and first_input is None:
+                first_input = value
+                tape.watch(first_input)
+            if kind == "embedding":
+                if layer.args.get("mask_zero"):
+                    mask = tf.not_equal(value, 0)
+                value = tf.gather(w["embeddings"], value)
+            elif kind == "masking":
+                mask = tf.reduce_any(tf.not_equal(value, layer.args.get("mask_value", 0.0)), -1)
+                value = value * tf.cast(mask, value.dtype)[..., None]
+            elif kind == "lstm":
+                value, sequence = self._lstm(layer, layer.args, w, value, mask, directions, tape)
+            elif kind == "bidirectional":
+                value, sequence = self._bidirectional(layer, w, value, mask, directions, tape)
+            elif kind in ("dense", "time_distributed_dense"):
+                value = tf.tensordot(value, w["kernel"], 1)
+                if "bias" in w:
+                    value = value + w["bias"]
+                value = _activation(layer.args.get("activation"))(value)
+            elif kind == "activation":
+                value = _activation(layer.args.get("activation"))(value)
+            elif kind == "keras":
+                value, sequence = self._keras(layer, value, sequence)
+            if not sequence:
+                mask = None
+        if sequence:
+            value = tf.transpose(value, [1, 0, *range(2, value.shape.rank)])
+        return Forward(value, directions, first_input, mask)
+
+    def _keras(self, layer: LayerSpec, value, sequence: bool):
+        model = self.keras[layer.name]
+        batch_major = tf.transpose(value, [1, 0, 2]) if sequence else value
+        out = model(batch_major)
+        if out.shape.rank == 3:
+            return tf.transpose(out, [1, 0, 2]), True
+        return out, False
+
+    def _direction(self, name: str, w: dict, x, mask, tape, backwards: bool) -> Direction:
+        """Run one LSTM direction over x [T, B, I] (read backwards when `backwards`)."""
+        xd = tf.reverse(x, [0]) if backwards else x
+        md = None
+        if mask is not None:
+            md = tf.cast(tf.reverse(mask, [0]) if backwards else mask, tf.float32)
+        recurrent = w["recurrent_kernel"]
+        bias = w.get("bias")
+        if bias is None:  # use_bias=False: the gradient a bias would get is still shown
+            bias = tf.zeros([4 * recurrent.shape[0]], recurrent.dtype)
+            tape.watch(bias)
+        state = tf.zeros([tf.shape(xd)[1], recurrent.shape[0]], xd.dtype)
+        probes = watch_probes(tape, xd, state)
+        masked = {} if md is None else {"mask": md}
+        h, c = lstm_sequence(xd, state, state, w["kernel"], recurrent, bias, *probes, **masked)
+        weights = {"kernel": w["kernel"], "recurrent_kernel": recurrent, "bias": bias}
+        return Direction(name, backwards, xd, h, c, probes, weights, md)
+
+    def _output(self, direction: Direction, args: dict, sequence: bool):
+        """The layer's output from a direction: h in processing order (sequences), zeroed at
+        masked steps with `zero_output_for_mask`; else the last h."""
+        if not sequence:
+            return direction.h[-1]
+        if args.get("zero_output_for_mask") and direction.mask is not None:
+            return direction.h * direction.mask[..., None]
+        return direction.h
+
+    def _lstm(self, layer: LayerSpec, args: dict, w: dict, x, mask, directions, tape):
+        backwards = bool(args.get("go_backwards"))
+        direction = self._direction(layer.name, w, x, mask, tape, backwards)
+        directions.append(direction)
+        sequence = bool(args.get("return_sequences"))
+        return self._output(direction, args, sequence), sequence
+
+    def _bidirectional(self, layer: LayerSpec, w: dict, x, mask, directions, tape):
+        sequence = bool(layer.args.get("return_sequences"))
+        outputs = []
+        for half, backwards_default in (("forward", False), ("backward", True)):
+            args = layer.args.get(half, {})
+            weights = {k.split("/", 1)[1]: v for k, v in w.items() if k.startswith(half + "/")}
+            backwards = bool(args.get("go_backwards", backwards_default))
+            direction = self._direction(f"{layer.name}/{half}", weights, x, mask, tape, backwards)
+            directions.append(direction)
+            out = self._output(direction, {**args, "zero_output_for_mask": sequence}, sequence)
+            if sequence and half == "backward":
+                out = tf.reverse(out, [0])  # as Keras: the backward half's outputs flipped
+            outputs.append(out)
+        forward, backward = outputs
+        merge = layer.args.get("merge_mode", "concat")
+        if merge == "concat":
+            return tf.concat([forward, backward], -1), sequence
+        if merge == "sum":
+            return forward + backward, sequence
+        if merge == "mul":
+            return forward * backward, sequence
+        return (forward + backward) / 2.0, sequence
+
+
+def gate_activity(direction: Direction) -> tuple[tf.Tensor, tf.Tensor]:
+    """Mean activation of the gates i, f, g, o and the fraction saturated (sigmoid gates below
+    0.01 or above 0.99, |g| above 0.99), over samples and units, at every step: [4, T] each,
+    indexed by input position, over the samples whose step is not masked (0 where all are)."""
+    w = direction.weights
+    h0 = tf.zeros_like(direction.h[:1])
+    h_prev = tf.concat([h0, direction.h[:-1]], 0)
+    z = tf.einsum("tbi,ig->tbg", direction.x, w["kernel"])
+    z += tf.einsum("tbh,hg->tbg", h_prev, w["recurrent_kernel"]) + w["bias"]
+    zi, zf, zg, zo = tf.split(z, 4, axis=-1)
+    acts = [tf.sigmoid(zi), tf.sigmoid(zf), tf.tanh(zg), tf.sigmoid(zo)]
+    saturated = [tf.cast((a < 0.01) | (a > 0.99), a.dtype) for a in (acts[0], acts[1], acts[3])]
+    saturated.insert(2, tf.cast(tf.abs(acts[2]) > 0.99, acts[2].dtype))
+    weight = tf.ones_like(direction.h[..., :1]) if direction.mask is None else direction.mask[
+        ..., None]  # fmt: skip
+    count = tf.reduce_sum(weight, [1, 2]) * tf.cast(tf.shape(direction.h)[2], weight.dtype)
+
+    def mean(values):
+        per_step = tf.math.divide_no_nan(tf.reduce_sum(values * weight, [1, 2]), count)
+        return direction.in_input_order(per_step)
+
+    return tf.stack([mean(a) for a in acts]), tf.stack([mean(s) for s in saturated])
