@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.config import GENERATORS, HELP, LOSSES, MODES, RANGES, TASKS, RunConfig
-from lstmviz.engine.interrupt import interrupt
+from lstmviz.config import GENERATORS, HELP, LOSSES, MODES, RANGES, TASKS, UNITS, RunConfig
+from lstmviz.engine.interrupt import cancel_run
 from lstmviz.errors import ConfigError, LstmvizError
 
 
@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--keep-partial",
         action="store_true",
-        help="with --mode train: on Ctrl-C, save the steps done so far as a complete trace",
+        help="on Ctrl-C, save the passes, batches or training steps done so far as a "
+        "complete trace",
     )
 
     from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, PANEL_NAMES
@@ -130,8 +131,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError("--time-major", "training sequences are always [N, T, I]; drop it")
     if args.connectivity and args.mode not in ("taped", "train"):
         raise ConfigError("--connectivity", "only applies to --mode taped or train")
-    if args.keep_partial and args.mode != "train":
-        raise ConfigError("--keep-partial", "only applies to --mode train")
     out = Path(args.out)
     if out.suffix != ".npz":
         raise ConfigError("--out", f"{out}: trace files end in .npz")
@@ -161,7 +160,7 @@ def _run(args: argparse.Namespace) -> int:
     from lstmviz.engine.runner import run
 
     cancel = threading.Event()
-    items = run(config, cancelled=cancel.is_set)  # validates and loads files: still no work
+    items = run(config, cancel.is_set, lambda: bool(args.keep_partial))  # validates, loads files
     return _drive(items, config, args, out, cancel)
 
 
@@ -172,7 +171,8 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
 
     First Ctrl-C: ask the generator to stop (it polls `cancel` between passes, batches and
     steps; the native LSTM kernels stop at their next timestep) and, with --keep-partial, keep
-    the finished training steps; without it, give the run GRACE_SECONDS to stop, then leave.
+    the units finished as a complete trace; without it, give the run GRACE_SECONDS to stop,
+    then leave.
     Second Ctrl-C: leave at once. Nothing is written unless a complete trace is saved
     (atomically).
     """
@@ -185,8 +185,6 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
         try:
             for item in items:
                 results.put(("item", item))
-            if keep and cancel.is_set() and hasattr(items, "partial_trace"):
-                results.put(("partial", items.partial_trace()))
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             results.put(("error", exc))
         finally:
@@ -195,15 +193,14 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
     def on_sigint(signum, frame) -> None:
         if cancel.is_set():
             raise KeyboardInterrupt
-        cancel.set()
-        interrupt()
-        what = "keeping the finished steps" if keep else "nothing will be written"
+        cancel_run(cancel.set)
+        what = f"keeping the finished {UNITS[config.mode]}" if keep else "nothing will be written"
         sys.stderr.write(f"\nlstmviz: stopping ({what}); press Ctrl-C again to quit at once\n")
         sys.stderr.flush()
 
     worker = threading.Thread(target=work, name="lstmviz-run", daemon=True)
     start = time.perf_counter()
-    trace = partial = None
+    trace = None
     with _sigint(on_sigint):
         worker.start()
         try:
@@ -221,9 +218,7 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
                     break
                 if kind == "error":
                     raise value
-                if kind == "partial":
-                    partial = value
-                elif isinstance(value, GradientTrace):
+                if isinstance(value, GradientTrace):
                     trace = value
                 elif not args.quiet:
                     elapsed = time.perf_counter() - start
@@ -240,15 +235,16 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
     if not args.quiet:
         sys.stderr.write("\n")
     if cancel.is_set():
-        kept = trace if keep and trace is not None else partial
-        if kept is None:
+        if not keep or trace is None:
             sys.stderr.write("lstmviz: interrupted; nothing written\n")
             return 130
-        _save(kept, out)
-        done = int(kept["steps_done"]) if "steps_done" in kept else config.train_steps
+        _save(trace, out)
+        what = "the run had finished"  # the cancel came after the last unit
+        if "units_done" in trace:
+            what = (f"{int(trace['units_done'])} of {int(trace['units_requested'])} "
+                    f"{UNITS[config.mode]}")  # fmt: skip
         sys.stderr.write(
-            f"lstmviz: interrupted after {done} of {config.train_steps} training steps; "
-            f"kept them as a complete trace in {out}\n"
+            f"lstmviz: interrupted after {what}; kept them as a complete trace in {out}\n"
         )
         return 130
     if trace is None:
@@ -315,8 +311,8 @@ def _warn_nonfinite(trace) -> None:
     if stopped is not None and stopped.size:
         sys.stderr.write(
             f"lstmviz: warning: training loss or gradient became NaN or Inf at step "
-            f"{int(stopped[0])}; training stopped after {int(trace['steps_done'])} of "
-            f"{int(trace['steps_requested'])} steps and the trace keeps them\n"
+            f"{int(stopped[0])}; training stopped after {int(trace['units_done'])} of "
+            f"{int(trace['units_requested'])} steps and the trace keeps them\n"
         )
     bad = trace.arrays.get("nonfinite_steps")
     if bad is None or not bad.size:

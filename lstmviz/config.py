@@ -13,6 +13,8 @@ from typing import Any
 from lstmviz.errors import ConfigError
 
 MODES = ("taped", "multipass", "batchwise", "train")
+# What each mode counts as its units of work (a cancelled run can keep the units done).
+UNITS = {"taped": "run", "multipass": "passes", "batchwise": "batches", "train": "training steps"}
 LOSSES = ("mean_h", "last_mse", "seq_mse")
 GENERATORS = ("random", "hypernetwork", "files")
 TASKS = ("adding", "copy", "sine")

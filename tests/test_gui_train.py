@@ -82,8 +82,10 @@ def test_training_pause_resume_keep_steps_connectivity_and_save(
         window.stop_button.click()
     trace = window.trace
     assert asked and trace is not None and trace.mode == "train"
-    assert len(trace.loss_by_step) == window.steps_done == trace.config.train_steps
-    assert int(trace.steps_requested) == 5000 and "stopped early" in window.summary.text.text()
+    # The run stops at the first step boundary after Stop: the steps shown live, or a few more
+    # done before the run held at its next (throttled) update.
+    assert len(trace.loss_by_step) == trace.config.train_steps >= window.steps_done
+    assert int(trace.units_requested) == 5000 and "stopped early" in window.summary.text.text()
     np.testing.assert_array_equal(window.loss_panel.curve.yData, trace.loss_by_step)
     assert window.norm.history_steps  # earlier steps drawn faded under the latest curve
     np.testing.assert_array_equal(window.rows.data, trace.norm_h_total_by_step)

@@ -159,7 +159,6 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["--out", str(tmp / "folder.npz")], "is a folder"),
         (["--layer", "lstm", "--out", out], "--layer: only applies together with --weights"),
         (["--time-major", "--out", out], "--time-major: only applies together with --inputs"),
-        (["--keep-partial", "--out", out], "--keep-partial: only applies to --mode train"),
         (["--mode", "multipass", "--connectivity", "--out", out], "--connectivity: only"),
         (["--mode", "train", "--train-steps", "0", "--out", out], "--train-steps: 0 is out of"),
         (["--inputs", str(garbage), "--out", str(garbage)], "would overwrite the --inputs"),
@@ -269,11 +268,39 @@ def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
     assert "kept them as a complete trace" in run.text(), run.text()
     assert _files(tmp_path) == {"t.npz"}  # no temporary file beside it
     trace = GradientTrace.load(tmp_path / "t.npz")  # runs GradientTrace.check too
-    done = int(trace["steps_done"])
+    done = int(trace["units_done"])
     assert 1 <= done < 100000 and str(trace["stopped"]) == "cancelled"
     assert trace.loss_by_step.shape == (done,) and trace.norm_h_total_by_step.shape == (done, 20)
-    assert trace.config.train_steps == done and int(trace["steps_requested"]) == 100000
+    assert trace.config.train_steps == done and int(trace["units_requested"]) == 100000
     assert np.isfinite(trace.loss_by_step).all() and "grad_h_total" in trace
+
+
+def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
+    """Multi-pass, interrupted after some of 1000 passes: the kept trace is the multi-pass
+    trace of the passes done, as the API gives for those passes of the same arrays."""
+    from lstmviz.engine.multipass import multipass_gradients
+
+    args = ["--mode", "multipass", "--passes", "1000", "--steps", "300", "--batch", "4",
+            "--input-dim", "3", "--hidden", "16", "--loss", "last_mse", "--random-state",
+            "--keep-partial", "--out", "t.npz"]  # fmt: skip
+    run = _Run(args, tmp_path)
+    run.wait_for("[multipass] 2/1001")
+    code, elapsed = run.interrupt()
+    assert code == 130, run.text()
+    assert elapsed < 30, elapsed
+    assert "passes; kept them as a complete trace in t.npz" in run.text(), run.text()
+    assert "Traceback" not in run.text() and _files(tmp_path) == {"t.npz"}
+    trace = GradientTrace.load(tmp_path / "t.npz")  # runs GradientTrace.check too
+    done = int(trace["units_done"])
+    assert 2 <= done < 1000 and int(trace["units_requested"]) == 1000
+    assert str(trace["stopped"]) == "cancelled" and trace.config.passes == done
+    assert trace.x.shape == (done * 300, 4, 3) and trace.norm_h_total_by_pass.shape == (done, 300)
+    weights = LSTMWeights(trace.kernel, trace.recurrent_kernel, trace.bias)
+    again = multipass_gradients(
+        trace.x.reshape(done, 300, 4, 3), weights, "last_mse", trace.target, trace.h0, trace.c0
+    )
+    for key in ("loss", "grad_h_total", "grad_h_truncated", "grad_h_reference", "grad_kernel"):
+        np.testing.assert_allclose(trace[key], again[key], rtol=1e-5, atol=1e-8, err_msg=key)
 
 
 def test_ctrl_c_during_one_long_tensorflow_call_exits_promptly(tmp_path):
@@ -295,11 +322,12 @@ def test_partial_training_trace_equals_a_shorter_run():
     config = RunConfig(mode="train", task="adding", train_steps=50, steps=6, batch=3, hidden=4)
     polls = []
     training = run_train(config, cancelled=lambda: polls.append(1) or len(polls) > 4)
-    assert training.partial_trace() is None  # nothing done yet
-    items = list(training)
+    items = list(training)  # cancelled without keep: no trace
     assert not any(isinstance(item, GradientTrace) for item in items)
-    partial = training.partial_trace()
-    assert int(partial["steps_done"]) == 4 and str(partial["stopped"]) == "cancelled"
+    polls.clear()
+    kept = run_train(config, lambda: polls.append(1) or len(polls) > 4, keep=lambda: True)
+    *_, partial = kept
+    assert int(partial["units_done"]) == 4 and str(partial["stopped"]) == "cancelled"
     *_, short = run_train(RunConfig(**{**config.__dict__, "train_steps": 4}))
     for key in ("loss_by_step", "norm_h_total_by_step", "kernel", "grad_h_total", "step0_h"):
         np.testing.assert_array_equal(partial[key], short[key], err_msg=key)
@@ -371,7 +399,7 @@ def test_nan_loss_stops_training_cleanly_and_keeps_the_steps(monkeypatch, tmp_pa
     err = capsys.readouterr().err
     assert "became NaN or Inf at step 3; training stopped after 4 of 40 steps" in err, err
     trace = GradientTrace.load(out)
-    assert str(trace["stopped"]) == "non-finite" and int(trace["steps_done"]) == 4
+    assert str(trace["stopped"]) == "non-finite" and int(trace["units_done"]) == 4
     assert list(trace.nonfinite_loss_steps) == [3]
     assert np.isfinite(trace.loss_by_step[:3]).all() and np.isnan(trace.loss_by_step[3])
     assert trace.nonfinite_steps.size > 0  # the final batch is the one that went bad

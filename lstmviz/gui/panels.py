@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz.config import RunConfig
+from lstmviz.config import UNITS, RunConfig
 
 Arrays = Mapping[str, np.ndarray]
 
@@ -55,8 +55,8 @@ ROW_KEYS = {  # rows × timesteps source: row name
 
 
 def stopped_early(arrays: Arrays) -> bool:
-    """A training trace that holds fewer steps than were asked for."""
-    return "steps_requested" in arrays and str(arrays.get("stopped", "")) != "completed"
+    """A trace of a run stopped before it was done (it holds the units of work done)."""
+    return "units_requested" in arrays and str(arrays.get("stopped", "")) != "completed"
 
 
 def fmt(value: float) -> str:
@@ -790,8 +790,8 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
         mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
         parts.append(f"full = one-pass reference {mark} (max |Δ| {diff:.1e})")
     if stopped_early(arrays):
-        done = len(np.ravel(arrays.get("loss_by_step", [])))
-        parts.append(f"stopped early: {done} of {int(arrays['steps_requested'])} steps kept")
+        done, requested = int(arrays["units_done"]), int(arrays["units_requested"])
+        parts.append(f"stopped early: {done} of {requested} {UNITS.get(mode, 'units')} kept")
     kernel = str(arrays.get("lstm_kernel", "while_loop"))  # traces before it was recorded
     kernel = LSTM_KERNEL_TEXT.get(kernel, html.escape(kernel))
     backend = arrays.get("rnn_backend")
