@@ -148,25 +148,28 @@ def test_a_pass_whose_kernel_was_interrupted_does_not_count(monkeypatch):
     assert_same_trace(kept, fresh)
 
 
-def test_a_cancel_during_the_full_backward_keeps_every_pass(monkeypatch):
-    """Interrupted after the last pass, in the final computation: with keep, it runs again
-    (the full path on a new tape) and gives the trace of all P passes."""
+@pytest.mark.parametrize("stage", ["compute_taped", "named_gradients"])
+def test_a_cancel_in_the_final_computation_keeps_every_pass(monkeypatch, stage):
+    """Interrupted after the last pass, in the reference or in the full backward (whose tape
+    is then spent): with keep it runs again, the full path on a new tape, and gives the trace
+    of all P passes; without keep, nothing."""
     flag = threading.Event()
-    real = multipass.compute_taped
+    real = getattr(multipass, stage)
 
-    def compute_taped(*args):
+    def interrupted(*args):
+        result = real(*args)  # the backward consumes the tape before the kernel is stopped
         if not flag.is_set():
             interrupt.cancel_run(flag.set)
             raise tf.errors.CancelledError(None, None, "LSTM run interrupted")
-        return real(*args)
+        return result
 
     *_, complete = run(MULTIPASS)
-    monkeypatch.setattr(multipass, "compute_taped", compute_taped)
+    monkeypatch.setattr(multipass, stage, interrupted)
     *_, kept = run(MULTIPASS, flag.is_set, keep=lambda: True)
     check_stop_keys(kept, 5, 5)
     assert_same_trace(kept, complete)
     flag.clear()
-    items = list(run(MULTIPASS, flag.is_set))  # the same without keep: no trace
+    items = list(run(MULTIPASS, flag.is_set))
     assert not any(isinstance(item, GradientTrace) for item in items)
 
 

@@ -107,19 +107,21 @@ def watch_probes(tape: tf.GradientTape, x, h0) -> tuple[tf.Tensor, tf.Tensor]:
 
 
 def gradient_sources(
-    probes: tuple,
+    probes: tuple | None,
     weights: Mapping[str, tf.Tensor],
     h: tf.Tensor | None = None,
     prefix: str = "",
 ) -> dict[str, object]:
     """What a tape differentiates for one LSTM, keyed by the name of the gradient each gives:
-    `{prefix}grad_h_total` / `grad_c_total` for the probes (a pair of tensors, or of lists of
-    them: one per pass), `{prefix}grad_<name>` for each of `weights` (kernel, …, h0, c0, a
-    read-out's), and `{prefix}grad_h_direct` for the stacked states h when given."""
+    `{prefix}grad_h_direct` for the stacked states h, `{prefix}grad_h_total` /
+    `grad_c_total` for the probes (a pair of tensors, or of lists of them: one per pass), each
+    when given, and `{prefix}grad_<name>` for each of `weights` (kernel, …, h0, c0, a
+    read-out's)."""
     sources: dict[str, object] = {}
     if h is not None:
         sources[f"{prefix}grad_h_direct"] = h
-    sources[f"{prefix}grad_h_total"], sources[f"{prefix}grad_c_total"] = probes
+    if probes is not None:
+        sources[f"{prefix}grad_h_total"], sources[f"{prefix}grad_c_total"] = probes
     sources |= {f"{prefix}grad_{name}": tensor for name, tensor in weights.items()}
     return sources
 
@@ -136,9 +138,9 @@ def named_gradients(
         parts = list(source) if many else [source]
         spans[key] = (len(flat), len(flat) + len(parts), many)
         flat += parts
-    grads = tape.gradient(value, flat, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    found = tape.gradient(value, flat, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return {
-        key: grads[start:end] if many else grads[start] for key, (start, end, many) in spans.items()
+        key: found[start:end] if many else found[start] for key, (start, end, many) in spans.items()
     }
 
 
@@ -148,14 +150,14 @@ def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
     return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
 
 
-def graph_norms(grads: Mapping[str, tf.Tensor], prefix: str = "") -> dict[str, tf.Tensor]:
+def graph_norms(named: Mapping[str, tf.Tensor], prefix: str = "") -> dict[str, tf.Tensor]:
     """The per-step norms [T] (norm_h_total, norm_h_direct, norm_c_total, each with `prefix`)
-    of the gradients [T, B, H] present in `grads`. In the graph rather than in NumPy:
+    of the gradients [T, B, H] present in `named`. In the graph rather than in NumPy:
     multi-threaded, and no pass over the big arrays after the run."""
     return {
-        prefix + norm: graph_step_norm(grads[prefix + grad])
+        prefix + norm: graph_step_norm(named[prefix + grad])
         for grad, norm in NORMS.items()
-        if prefix + grad in grads
+        if prefix + grad in named
     }
 
 
@@ -179,16 +181,14 @@ def compiled_step(
             tape.watch(list(weights.values()))
             if cudnn:
                 h, _ = lstm_forward(x, h0, c0, kernel, recurrent_kernel, bias, backend="cudnn")
-                states = {"h": h}
-                sources = {"grad_h_direct": h} | {f"grad_{k}": w for k, w in weights.items()}
+                states, probes = {"h": h}, None
             else:
                 probes = watch_probes(tape, x, h0)
                 h, c = lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, *probes)
                 states = {"h": h, "c": c}
-                sources = gradient_sources(probes, weights, h)
             value = loss(h, target, *extra)
-        grads = named_gradients(tape, value, sources)
-        return {"loss": value, **states, **grads, **graph_norms(grads)}
+        named = named_gradients(tape, value, gradient_sources(probes, weights, h))
+        return {"loss": value, **states, **named, **graph_norms(named)}
 
     specs = signature(batch, input_dim, hidden) + loss.signature(hidden)
     return tf.function(step, input_signature=specs)

@@ -123,16 +123,16 @@ class FullCarry:
         with self.tape:
             value = tf.reduce_mean(tf.stack(self.losses[:passes]))
         per_pass = [list(pair) for pair in zip(*self.probes[:passes], strict=True)]
-        grads = named_gradients(self.tape, value, gradient_sources(per_pass, self.sources))
+        named = named_gradients(self.tape, value, gradient_sources(per_pass, self.sources))
         for key in ("grad_h_total", "grad_c_total"):  # one [P·Tp, B, H] per key
-            grads[key] = tf.concat(grads[key], 0)
-        grads |= graph_norms(grads)
+            named[key] = tf.concat(named[key], 0)
+        named |= graph_norms(named)
         states = self.states[:passes]
         return {
             "loss": np.float32(value.numpy()),
             "h": np.concatenate([np.asarray(h) for h, _ in states]),
             "c": np.concatenate([np.asarray(c) for _, c in states]),
-        } | {key: np.asarray(g) for key, g in grads.items()}
+        } | {key: np.asarray(g) for key, g in named.items()}
 
     def _restart(self, passes: int) -> None:
         """A new tape with the first `passes` passes run again from the initial state."""

@@ -11,7 +11,9 @@ The final trace (mode "train") holds, besides `loss_by_step` [S] and `norm_h_tot
 - the same keys prefixed `step0_` for step 0: the initial weights (`step0_kernel`, …) on the
   first batch, before the first update (so `step0_norm_h_total` == `norm_h_total_by_step[0]`);
 - `readout_per_step` (bool) and, with `config.connectivity`, `connectivity` [T, T] for the
-  final weights (see `lstmviz.engine.connectivity`).
+  final weights (see `lstmviz.engine.connectivity`);
+- `stopped` ("completed", "cancelled" or "non-finite"), `units_done` and `units_requested`
+  (the steps done and asked for; `runner.run`), `nonfinite_loss_steps`.
 With the config (seed, task, sizes) this is enough to redraw or rerun the run.
 """
 
