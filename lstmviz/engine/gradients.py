@@ -24,7 +24,7 @@ Names (shapes for x [T, B, I] and H units; `prefix` in front of each for `gradie
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -201,8 +201,3 @@ def numpy_arrays(named: Mapping[str, tf.Tensor]) -> dict[str, np.ndarray]:
         key: np.float32(value) if key == "loss" else np.asarray(value)
         for key, value in named.items()
     }
-
-
-def weight_gradients(named: Mapping[str, object], names: Sequence[str]) -> list:
-    """The gradients of the weights `names` (e.g. "kernel"), in that order."""
-    return [named[f"grad_{name}"] for name in names]

@@ -28,7 +28,7 @@ import numpy as np
 from lstmviz.config import RunConfig
 from lstmviz.engine.arrays import add_norms, exact_norm
 from lstmviz.engine.connectivity import connectivity
-from lstmviz.engine.gradients import ReadoutLoss, compiled_step, numpy_arrays, weight_gradients
+from lstmviz.engine.gradients import ReadoutLoss, compiled_step, numpy_arrays
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tasks import Task, make_task
@@ -84,7 +84,7 @@ class Trainer:
 
     def apply(self, named: dict[str, tf.Tensor]) -> None:
         """One Adam update with the weight gradients of a `gradients` result."""
-        self._apply(weight_gradients(named, WEIGHT_KEYS))
+        self._apply([named[f"grad_{key}"] for key in WEIGHT_KEYS])
 
     def weights(self) -> dict[str, np.ndarray]:
         return {key: v.numpy() for key, v in zip(WEIGHT_KEYS, self.variables, strict=True)}
