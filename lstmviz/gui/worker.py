@@ -73,10 +73,12 @@ class Worker(QThread):
     def cancel(self, run_id: int) -> None:
         """Ask run `run_id` to stop at its next yield (or not to start); when it is running,
         its native LSTM kernels stop at their next timestep."""
-        if run_id == self._current:
+        if run_id == self._current:  # flag and interrupt as one step (see interrupt.settle)
             cancel_run(lambda: self._cancelled.add(run_id))
         else:
             self._cancelled.add(run_id)
+            if run_id == self._current:  # it started meanwhile
+                interrupt()
 
     def pause(self, run_id: int) -> None:
         """Hold run `run_id` at its next yield until `resume`, `cancel` or `finish_early`."""
