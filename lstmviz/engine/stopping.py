@@ -18,7 +18,6 @@ import numpy as np
 from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import tf
 
-STOPPED = ("completed", "cancelled", "non-finite")  # the values of the `stopped` key
 _T = TypeVar("_T")
 
 
@@ -30,7 +29,7 @@ class Units:
         self.requested = requested
         self.cancelled, self.keep = cancelled, keep
         self.done = 0
-        self.stopped = ""  # one of STOPPED once the loop is over
+        self.stopped = ""  # "completed", "cancelled" or "non-finite" once the loop is over
 
     def __iter__(self) -> Iterator[int]:
         for n in range(self.done, self.requested):
