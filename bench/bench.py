@@ -38,9 +38,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lstmviz.engine.batchwise import batchwise_gradients  # noqa: E402
+from lstmviz.engine.device import device_description  # noqa: E402
 from lstmviz.engine.multipass import multipass_gradients  # noqa: E402
 from lstmviz.engine.taped import connectivity_map, taped_gradients  # noqa: E402
-from lstmviz.engine.tfload import device_description, tf  # noqa: E402
+from lstmviz.engine.tfload import tf  # noqa: E402
 from lstmviz.weights import random_weights  # noqa: E402
 
 MODES = ("taped", "multipass", "batchwise", "connectivity")

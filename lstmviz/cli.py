@@ -20,7 +20,7 @@ import numpy as np
 
 from lstmviz import modes
 from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
-from lstmviz.engine.interrupt import interrupt
+from lstmviz.engine.interrupt import cancel_run
 from lstmviz.errors import ConfigError, LstmvizError
 
 
@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--keep-partial",
         action="store_true",
-        help="with --mode train: on Ctrl-C, save the steps done so far as a complete trace",
+        help="on Ctrl-C, save the passes, batches or training steps done so far as a "
+        "complete trace",
     )
 
     from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, PANEL_NAMES
@@ -143,8 +144,6 @@ def _config_from_args(args: argparse.Namespace) -> RunConfig:
 def _check_flags(args: argparse.Namespace) -> None:
     """The CLI's own flags, and an --out that cannot be written: ConfigError before anything
     runs. (Parameters are checked by RunConfig, files by the loaders.)"""
-    if args.keep_partial and args.mode != "train":
-        raise ConfigError("--keep-partial", "only applies to --mode train")
     out = Path(args.out)
     if out.suffix != ".npz":
         raise ConfigError("--out", f"{out}: trace files end in .npz")
@@ -190,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
     from lstmviz.engine.runner import run
 
     cancel = threading.Event()
-    items = run(config, cancelled=cancel.is_set)  # validates and loads files: still no work
+    items = run(config, cancel.is_set, lambda: bool(args.keep_partial))  # validates, loads files
     return _drive(items, config, args, out, cancel)
 
 
@@ -201,7 +200,8 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
 
     First Ctrl-C: ask the generator to stop (it polls `cancel` between passes, batches and
     steps; the native LSTM kernels stop at their next timestep) and, with --keep-partial, keep
-    the finished training steps; without it, give the run GRACE_SECONDS to stop, then leave.
+    the units finished as a complete trace; without it, give the run GRACE_SECONDS to stop,
+    then leave.
     Second Ctrl-C: leave at once. Nothing is written unless a complete trace is saved
     (atomically).
     """
@@ -214,8 +214,6 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
         try:
             for item in items:
                 results.put(("item", item))
-            if keep and cancel.is_set() and hasattr(items, "partial_trace"):
-                results.put(("partial", items.partial_trace()))
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             results.put(("error", exc))
         finally:
@@ -224,15 +222,16 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
     def on_sigint(signum, frame) -> None:
         if cancel.is_set():
             raise KeyboardInterrupt
-        cancel.set()
-        interrupt()
-        what = "keeping the finished steps" if keep else "nothing will be written"
+        cancel_run(cancel.set)
+        unit = modes.get(config.mode).unit
+        finished = f"the finished {modes.plural(unit)}" if unit else "the run if it finishes"
+        what = f"keeping {finished}" if keep else "nothing will be written"
         sys.stderr.write(f"\nlstmviz: stopping ({what}); press Ctrl-C again to quit at once\n")
         sys.stderr.flush()
 
     worker = threading.Thread(target=work, name="lstmviz-run", daemon=True)
     start = time.perf_counter()
-    trace = partial = None
+    trace = None
     with _sigint(on_sigint):
         worker.start()
         try:
@@ -250,9 +249,7 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
                     break
                 if kind == "error":
                     raise value
-                if kind == "partial":
-                    partial = value
-                elif isinstance(value, GradientTrace):
+                if isinstance(value, GradientTrace):
                     trace = value
                 elif not args.quiet:
                     elapsed = time.perf_counter() - start
@@ -269,15 +266,16 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
     if not args.quiet:
         sys.stderr.write("\n")
     if cancel.is_set():
-        kept = trace if keep and trace is not None else partial
-        if kept is None:
+        if not keep or trace is None:
             sys.stderr.write("lstmviz: interrupted; nothing written\n")
             return 130
-        _save(kept, out)
-        done = int(kept["units_done"]) if "units_done" in kept else config.train_steps
+        _save(trace, out)
+        what = "the run had finished"  # the cancel came after the last unit
+        if "units_done" in trace:
+            done, asked = int(trace["units_done"]), int(trace["units_requested"])
+            what = f"{done} of {asked} {modes.plural(modes.get(config.mode).unit, asked)}"
         sys.stderr.write(
-            f"lstmviz: interrupted after {done} of {config.train_steps} training steps; "
-            f"kept them as a complete trace in {out}\n"
+            f"lstmviz: interrupted after {what}; kept them as a complete trace in {out}\n"
         )
         return 130
     if trace is None:

@@ -90,6 +90,13 @@ def label(name: str) -> str:
     return mode.label if mode is not None else name
 
 
+def plural(unit: str, count: int = 2) -> str:
+    """ "pass" -> "passes", "batch" -> "batches", "training step" -> "training steps"."""
+    if count == 1:
+        return unit
+    return unit + ("es" if unit.endswith(("s", "ch")) else "s")
+
+
 def help_text() -> str:
     """Every mode's help, one paragraph each: the tooltip of the mode field, `--mode`'s help."""
     return "\n".join(f"{m.name}: {m.help}" for m in _MODES.values())

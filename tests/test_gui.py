@@ -26,7 +26,7 @@ PASSES, TP = 4, 10
 def fake_multipass(delay: float = 0.0):
     """Stands in for the multi-pass engine: live rows per pass, then a final trace."""
 
-    def run(config, cancelled=bool):
+    def run(config, cancelled=bool, keep=bool):
         rng = np.random.default_rng(0)
         full = rng.uniform(0.1, 1.0, (PASSES, TP)).astype(np.float32)
         for p in range(PASSES):
@@ -141,7 +141,7 @@ def test_invalid_parameters_show_an_error_and_start_nothing(qtbot, window, error
 
 
 def test_engine_errors_become_a_dialog(qtbot, window, errors, monkeypatch):
-    def broken(config, cancelled=bool):
+    def broken(config, cancelled=bool, keep=bool):
         raise RuntimeError("engine exploded")
 
     monkeypatch.setattr(runner, "run", broken)

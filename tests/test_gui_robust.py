@@ -411,18 +411,22 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
 def test_stop_interrupts_the_native_kernels_of_the_run_in_progress_only(monkeypatch):
     """cancel(run) stops the kernels (engine.interrupt, no TensorFlow on the GUI thread) only
     when that run is the one computing; closing the worker stops them too."""
+    from lstmviz.engine import interrupt
     from lstmviz.gui import worker as worker_module
 
     calls = []
+    monkeypatch.setattr(interrupt, "interrupt", lambda: calls.append("stop"))  # cancel_run's
     monkeypatch.setattr(worker_module, "interrupt", lambda: calls.append("stop"))
     worker = worker_module.Worker()
     worker.cancel(3)  # nothing running
-    assert calls == []
+    assert calls == [] and worker._cancelled == {3}
     worker._current = 4
     worker.cancel(3)  # queued, not started: it just never starts
     assert calls == []
     worker.cancel(4)
-    assert calls == ["stop"]
+    assert calls == ["stop"] and worker._cancelled == {3, 4}
+    worker.finish_early(5)  # cancel + keep, any mode
+    assert calls == ["stop"] and worker._cancelled == {3, 4, 5} and worker._finish == {5}
     worker.close()
     assert calls == ["stop", "stop"]
 

@@ -83,7 +83,9 @@ def test_training_pause_resume_keep_steps_connectivity_and_save(
         window.stop_button.click()
     trace = window.trace
     assert asked and trace is not None and trace.mode == "train"
-    assert len(trace.loss_by_step) == window.state.done == trace.config.train_steps
+    # The run stops at the first step boundary after Stop: the steps shown live, or a few more
+    # done before the run held at its next (throttled) update.
+    assert len(trace.loss_by_step) == trace.config.train_steps >= window.state.done
     assert int(trace.units_requested) == 5000 and "stopped early" in window.summary.text.text()
     np.testing.assert_array_equal(window.area.loss.curve.yData, trace.loss_by_step)
     assert window.area.norm.history_steps  # earlier steps drawn faded under the latest curve

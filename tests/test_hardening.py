@@ -159,7 +159,6 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["--out", str(tmp / "folder.npz")], "is a folder"),
         (["--layer", "lstm", "--out", out], "--layer: only applies together with --weights"),
         (["--time-major", "--out", out], "--time-major: only applies together with --inputs"),
-        (["--keep-partial", "--out", out], "--keep-partial: only applies to --mode train"),
         (["--mode", "multipass", "--connectivity", "--out", out], "--connectivity: only"),
         (["--mode", "train", "--train-steps", "0", "--out", out], "--train-steps: 0 is out of"),
         (["--inputs", str(garbage), "--out", str(garbage)], "would overwrite the --inputs"),
@@ -276,6 +275,34 @@ def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
     assert np.isfinite(trace.loss_by_step).all() and "grad_h_total" in trace
 
 
+def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
+    """Multi-pass, interrupted after some of 1000 passes: the kept trace is the multi-pass
+    trace of the passes done, as the API gives for those passes of the same arrays."""
+    from lstmviz.engine.multipass import multipass_gradients
+
+    args = ["--mode", "multipass", "--passes", "1000", "--steps", "300", "--batch", "4",
+            "--input-dim", "3", "--hidden", "16", "--loss", "last_mse", "--random-state",
+            "--keep-partial", "--out", "t.npz"]  # fmt: skip
+    run = _Run(args, tmp_path)
+    run.wait_for("[multipass] 2/1001")
+    code, elapsed = run.interrupt()
+    assert code == 130, run.text()
+    assert elapsed < 30, elapsed
+    assert "passes; kept them as a complete trace in t.npz" in run.text(), run.text()
+    assert "Traceback" not in run.text() and _files(tmp_path) == {"t.npz"}
+    trace = GradientTrace.load(tmp_path / "t.npz")  # runs GradientTrace.check too
+    done = int(trace["units_done"])
+    assert 2 <= done < 1000 and int(trace["units_requested"]) == 1000
+    assert str(trace["stopped"]) == "cancelled" and trace.config.passes == done
+    assert trace.x.shape == (done * 300, 4, 3) and trace.norm_h_total_by_pass.shape == (done, 300)
+    weights = LSTMWeights(trace.kernel, trace.recurrent_kernel, trace.bias)
+    again = multipass_gradients(
+        trace.x.reshape(done, 300, 4, 3), weights, "last_mse", trace.target, trace.h0, trace.c0
+    )
+    for key in ("loss", "grad_h_total", "grad_h_truncated", "grad_h_reference", "grad_kernel"):
+        np.testing.assert_allclose(trace[key], again[key], rtol=1e-5, atol=1e-8, err_msg=key)
+
+
 def test_ctrl_c_during_one_long_tensorflow_call_exits_promptly(tmp_path):
     # A single taped call of several seconds: TensorFlow cannot be interrupted inside it, so
     # the CLI runs it in a worker thread and leaves without it (measured ~1.1 s here).
@@ -295,10 +322,11 @@ def test_partial_training_trace_equals_a_shorter_run():
     config = RunConfig(mode="train", task="adding", train_steps=50, steps=6, batch=3, hidden=4)
     polls = []
     training = run_train(config, cancelled=lambda: polls.append(1) or len(polls) > 4)
-    assert training.partial_trace() is None  # nothing done yet
-    items = list(training)
+    items = list(training)  # cancelled without keep: no trace
     assert not any(isinstance(item, GradientTrace) for item in items)
-    partial = training.partial_trace()
+    polls.clear()
+    kept = run_train(config, lambda: polls.append(1) or len(polls) > 4, keep=lambda: True)
+    *_, partial = kept
     assert int(partial["units_done"]) == 4 and str(partial["stopped"]) == "cancelled"
     *_, short = run_train(RunConfig(**{**config.__dict__, "train_steps": 4}))
     for key in ("loss_by_step", "norm_h_total_by_step", "kernel", "grad_h_total", "step0_h"):

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from lstmviz.engine.taped import taped_gradients, taped_step_function
+from lstmviz.engine.gradients import HiddenLoss, compiled_step
+from lstmviz.engine.taped import taped_gradients
 from lstmviz.errors import InputError
 from lstmviz.weights import LSTMWeights, random_weights
 from tests.reference import assert_close, np_bptt, np_forward, np_loss
@@ -152,7 +153,7 @@ def test_last_mse_direct_is_zero_before_last_step_but_total_is_not(rng):
 
 def test_one_trace_serves_every_length(rng):
     """Compiled once per (B, I, H): any T reuses it; another batch size has its own."""
-    fn = taped_step_function("mean_h", B, I, H)
+    fn = compiled_step(HiddenLoss("mean_h"), B, I, H)
     w = random_weights(I, H, rng)
     for steps in (1, 2, 17, 40):
         taped_gradients(rng.standard_normal((steps, B, I)), w)
@@ -160,7 +161,7 @@ def test_one_trace_serves_every_length(rng):
     taped_gradients(rng.standard_normal((5, B + 2, I)), w)
     taped_gradients(rng.standard_normal((9, B + 2, I)), w)
     assert fn.experimental_get_tracing_count() == 1
-    assert taped_step_function("mean_h", B + 2, I, H).experimental_get_tracing_count() == 1
+    assert compiled_step(HiddenLoss("mean_h"), B + 2, I, H).experimental_get_tracing_count() == 1
 
 
 def test_single_step(rng):

@@ -14,7 +14,7 @@ from lstmviz.config import RunConfig
 from lstmviz.engine import train as train_module
 from lstmviz.engine.taped import connectivity_map, taped_gradients
 from lstmviz.engine.tasks import make_task
-from lstmviz.engine.train import partial_trace, run_train, train
+from lstmviz.engine.train import run_train, train
 from lstmviz.engine.trained import keras_model, save_trained_weights
 from lstmviz.errors import InputError
 from lstmviz.trace import GradientTrace, TraceUpdate
@@ -150,23 +150,35 @@ def test_cancel_stops_between_steps():
     assert max(item.done for item in items) <= 3 and len(polls) == 4
 
 
-def test_partial_trace_keeps_the_steps_done(monkeypatch):
+def test_cancel_with_keep_gives_the_trace_of_the_steps_done(monkeypatch):
+    """Paused after 3 of 20 steps, cancelled with keep: the next item is the trace a run of 3
+    steps gives (same seed), connectivity map included; nothing to keep before a step."""
     monkeypatch.setattr(train_module, "UPDATES_PER_SECOND", 1e9)  # an update after every step
-    config = RunConfig(mode="train", task="adding", train_steps=20, steps=6, batch=3, hidden=4)
-    items = run_train(config)
+    config = RunConfig(mode="train", task="adding", train_steps=20, steps=6, batch=3, hidden=4,
+                       connectivity=True)  # fmt: skip
+    stop = []
+    items = run_train(config, cancelled=lambda: bool(stop), keep=lambda: True)
     updates = [next(items) for _ in range(4)]  # the start, then steps 1..3: paused after 3
-    trace = partial_trace(items)
-    assert updates[-1].done == 3 and isinstance(trace, GradientTrace)
+    stop.append(1)
+    rest = list(items)
+    assert updates[-1].done == 3 and len(rest) == 1 and isinstance(rest[0], GradientTrace)
+    trace = rest[0].check()
     assert trace.loss_by_step.shape == (3,) and trace.norm_h_total_by_step.shape == (3, 6)
     assert trace.config.train_steps == 3 and int(trace.units_requested) == 20
-    assert str(trace.stopped) == "cancelled"
-    full = train(task="adding", train_steps=3, steps=6, batch=3, hidden=4)
-    for key in ("loss_by_step", "norm_h_total_by_step", "kernel", "grad_h_total"):
-        np.testing.assert_array_equal(trace[key], full[key])
+    assert str(trace.stopped) == "cancelled" and int(trace.units_done) == 3
+    full = train(task="adding", train_steps=3, steps=6, batch=3, hidden=4, connectivity=True)
+    assert trace.keys() == full.keys() and trace.config == full.config
+    for key in full.arrays:
+        if key not in ("stopped", "units_requested"):
+            np.testing.assert_array_equal(trace[key], full[key], err_msg=key)
     assert str(full.stopped) == "completed" and int(full.units_requested) == 3
-    fresh = run_train(config)
-    next(fresh)  # paused before the first step: nothing to keep
-    assert partial_trace(fresh) is None and partial_trace(run_train(config)) is None
+    nothing = list(run_train(config, cancelled=lambda: True, keep=lambda: True))
+    assert [type(item) for item in nothing] == [TraceUpdate]
+    stop.clear()
+    items = run_train(config, cancelled=lambda: bool(stop))
+    [next(items) for _ in range(3)]
+    stop.append(1)
+    assert list(items) == []  # cancelled without keep: no trace
 
 
 def test_same_seed_same_training():

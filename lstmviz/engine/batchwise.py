@@ -4,7 +4,7 @@ For batch n the generator makes the weights under a GradientTape, the LSTM runs 
 and the LSTM's weight gradients are chained into the generator's variables with
 `tape.gradient(weights, variables, output_gradients=dL/dweights)` — the chain rule through the
 LSTM, exact, and the reason the weights must enter the LSTM as tensors (assigning them to a
-layer's variables, as seed 002 suggests, leaves the generator with no gradient at all).
+layer's variables instead leaves the generator with no gradient at all).
 
 Backends (`lstmviz.engine.rnn`): on "while_loop" the taped engine gives everything in one
 compiled call. On "cudnn" the loss, dL/dy_t (`grad_output`) and the weight, h0 and c0 gradients
@@ -22,34 +22,18 @@ import numpy as np
 
 from lstmviz.config import RunConfig
 from lstmviz.engine.generators import FixedWeights, Hypernetwork, make_generator
-from lstmviz.engine.losses import hidden_loss
+from lstmviz.engine.gradients import HiddenLoss, compiled_step, numpy_arrays
 from lstmviz.engine.problem import Problem, check_problem, seeded_problem
-from lstmviz.engine.rnn import choose_backend, lstm_forward
-from lstmviz.engine.taped import SIGNATURE, compute_taped, config_for
+from lstmviz.engine.rnn import choose_backend
+from lstmviz.engine.stopping import Units
+from lstmviz.engine.taped import compute_taped, config_for
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import InputError
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
 
 _WEIGHT_GRADS = ("grad_kernel", "grad_recurrent_kernel", "grad_bias")
-_CUDNN_GRADS = ("grad_output", *_WEIGHT_GRADS, "grad_h0", "grad_c0")
-_CUDNN: dict[str, Callable] = {}
-
-
-def cudnn_step_function(loss: str) -> Callable:
-    """Compiled: the loss and the gradients named in _CUDNN_GRADS, with the LSTM on cuDNN."""
-    if loss not in _CUDNN:
-
-        def step(x, kernel, recurrent_kernel, bias, h0, c0, target):
-            sources = [kernel, recurrent_kernel, bias, h0, c0]
-            with tf.GradientTape() as tape:
-                tape.watch(sources)
-                h, _ = lstm_forward(x, h0, c0, kernel, recurrent_kernel, bias, backend="cudnn")
-                value = hidden_loss(loss, h, target)
-            return value, tape.gradient(value, [h, *sources])
-
-        _CUDNN[loss] = tf.function(step, input_signature=SIGNATURE, reduce_retracing=True)
-    return _CUDNN[loss]
+_CUDNN_KEYS = ("loss", *_WEIGHT_GRADS, "grad_h0", "grad_c0")  # grad_h_direct: grad_output
 
 
 def lstm_batch(problem: Problem, loss: str, backend: str) -> dict[str, np.ndarray]:
@@ -59,11 +43,13 @@ def lstm_batch(problem: Problem, loss: str, backend: str) -> dict[str, np.ndarra
     if backend == "cudnn":
         w = problem.weights
         target = np.zeros([0], np.float32) if problem.target is None else problem.target
-        value, grads = cudnn_step_function(loss)(
-            problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target
+        _, batch, input_dim = problem.x.shape
+        step = compiled_step(HiddenLoss(loss), batch, input_dim, w.hidden, cudnn=True)
+        named = numpy_arrays(
+            step(problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target)
         )
-        arrays["loss"] = np.float32(value.numpy())
-        arrays.update({k: g.numpy() for k, g in zip(_CUDNN_GRADS, grads, strict=True)})
+        arrays["grad_output"] = named["grad_h_direct"]
+        arrays.update({key: named[key] for key in _CUDNN_KEYS})
     return arrays
 
 
@@ -134,10 +120,12 @@ def run_batchwise(
     generator=None,
     cancelled: Callable[[], bool] = bool,
     backend: str = "auto",
+    keep: Callable[[], bool] = bool,
 ) -> Iterator[TraceUpdate | GradientTrace]:
     """Generator: a TraceUpdate after every batch (`norm_h_total_by_batch` [done, T]), then the
     GradientTrace. Defaults: `seeded_batches(config)` and the generator config names.
-    `cancelled()` is checked before every batch; when true, it stops without a trace."""
+    `cancelled()` is checked before every batch; a run cancelled after k batches keeps, when
+    `keep()`, the trace of those k (see `runner.run`)."""
     problems = seeded_batches(config) if problems is None else list(problems)
     if not problems:
         raise InputError("batchwise needs at least one batch (N >= 1)")
@@ -146,16 +134,26 @@ def run_batchwise(
     total = len(problems)
     yield TraceUpdate(0, total, f"{generator.name} weights on {backend}")
     batches: list[dict] = []
-    for n, problem in enumerate(problems):
-        if cancelled():
-            return
+
+    def one_batch(n: int) -> None:
         start = time.perf_counter()
-        arrays, _ = batch_step(generator, n, problem, config.loss, backend)
+        arrays, _ = batch_step(generator, n, problems[n], config.loss, backend)
         arrays["batch_seconds"] = np.float32(time.perf_counter() - start)
         batches.append(arrays)
+
+    units = Units(total, cancelled, keep)
+    for n in units:
+        if not units.run(one_batch, n):
+            break
         norms = np.stack([b["norm_h_total"] for b in batches])
         yield TraceUpdate(n + 1, total, f"batch {n + 1}/{total}", {"norm_h_total_by_batch": norms})
-    yield GradientTrace("batchwise", config, stack_batches(batches, backend, generator.name))
+    if units.stopped == "cancelled" and not units.keeps():
+        return
+    arrays = stack_batches(batches, backend, generator.name)
+    if units.stopped == "cancelled":
+        arrays |= units.keys()
+        config = replace(config, batches=units.done)
+    yield GradientTrace("batchwise", config, arrays)
 
 
 def _per_batch(name: str, value, batches: int) -> list:

@@ -1,4 +1,4 @@
-"""Losses on hidden states h [T, B, H], as DESIGN.md defines them.
+"""Losses on hidden states h [T, B, H]:
 
 - mean_h:   mean of all h[t, b, j]; no target.
 - last_mse: mean over (b, j) of (h[T-1] - target)^2; target [B, H].
@@ -8,6 +8,8 @@ Multi-pass (P passes of Tp steps joined into T = P·Tp): the loss is the mean ov
 pass's loss. For mean_h and seq_mse that is the same loss on the joined sequence; for last_mse
 the target is [P, B, H] and the loss averages the last step of every pass, so `hidden_loss` on
 the joined h with a [P, B, H] target is the multi-pass loss.
+
+Training's task losses are on a dense read-out of h instead (`readout_loss`).
 """
 
 from __future__ import annotations
@@ -72,3 +74,15 @@ def hidden_loss(loss: str, h, target):
     if loss == "seq_mse":
         return mean(tf.square(h - target))
     raise InputError(f"unknown loss {loss!r}")
+
+
+def readout_loss(per_step: bool, loss: str, h, readout_kernel, readout_bias, y):
+    """The task loss (TensorFlow) of a dense read-out [H, O] + [O] of h [T, B, H]: of every step
+    (y [T, B, O]) or of h[T-1] only (y [B, O]); "xent" is softmax cross-entropy against one-hot
+    y, anything else the mean squared error."""
+    from lstmviz.engine.tfload import tf
+
+    out = tf.tensordot(h if per_step else h[-1], readout_kernel, 1) + readout_bias
+    if loss == "xent":
+        return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=out))
+    return tf.reduce_mean(tf.square(out - y))

@@ -14,7 +14,6 @@ a loss on its top output h: mean_h, last_mse or seq_mse.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ from lstmviz.config import LOSSES, RunConfig
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity
 from lstmviz.engine.native import kernel_name
+from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError, InputError
 from lstmviz.model_data import check_data, load_data, random_data
@@ -152,14 +152,17 @@ class ModelGradients:
         return out
 
 
-@functools.lru_cache(maxsize=4)
-def _compiled(spec_id: int, loss: ModelLoss, spec_ref: tuple) -> ModelGradients:
-    return ModelGradients(spec_ref[0], loss)
+_COMPILED: dict[tuple[int, ModelLoss], tuple[ModelSpec, ModelGradients]] = {}
 
 
 def compiled(spec: ModelSpec, loss: ModelLoss) -> ModelGradients:
-    """One compiled ModelGradients per (model, loss), the recent few kept."""
-    return _compiled(id(spec), loss, (spec,))
+    """One compiled ModelGradients per (model, loss), the four most recent kept."""
+    key = (id(spec), loss)
+    if key not in _COMPILED or _COMPILED[key][0] is not spec:
+        _COMPILED[key] = (spec, ModelGradients(spec, loss))
+        while len(_COMPILED) > 4:
+            del _COMPILED[next(iter(_COMPILED))]
+    return _COMPILED[key][1]
 
 
 def model_arrays(spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y) -> dict[str, np.ndarray]:
@@ -213,29 +216,30 @@ def _config(config: RunConfig, x: np.ndarray, spec: ModelSpec, loss: ModelLoss) 
 
 
 def run_model(
-    config: RunConfig,
-    problem=None,
-    cancelled: Callable[[], bool] = bool,
-    keep: Callable[[], bool] = lambda: False,
+    config: RunConfig, cancelled: Callable[[], bool] = bool, keep: Callable[[], bool] = bool
 ) -> Iterator[TraceUpdate | GradientTrace]:
     """Generator: a TraceUpdate when it starts, one when the gradients are in, then the
-    GradientTrace. Bad files or data raise before anything runs."""
+    GradientTrace. Bad files or data raise before anything runs. The run is one unit of work:
+    a cancel before or during it ends the run without a trace."""
     from lstmviz.weights.model_files import load_model
 
     if not config.model:
         raise ConfigError("--model", "model mode needs a model file: --model FILE")
     spec = load_model(config.model)
     loss, x, y, source = prepare(spec, config)
-    return _run(spec, loss, x, y, _config(config, x, spec, loss), source, cancelled)
+    return _run(spec, loss, x, y, _config(config, x, spec, loss), source, cancelled, keep)
 
 
-def _run(spec, loss, x, y, config, source, cancelled) -> Iterator[TraceUpdate | GradientTrace]:
+def _run(spec, loss, x, y, config, source, cancelled=bool, keep=bool):
     directions = spec.lstm_directions()
     yield TraceUpdate(0, 1, f"{spec.name}: {len(directions)} LSTM directions, loss {loss.name}")
-    if cancelled():
-        return
+    units, results = Units(1, cancelled, keep), []
     start = time.perf_counter()
-    arrays = model_arrays(spec, loss, x, y)
+    for _ in units:
+        units.run(lambda: results.append(model_arrays(spec, loss, x, y)))
+    if not results:
+        return
+    arrays = results[0]
     arrays["model_seconds"] = np.float32(time.perf_counter() - start)
     arrays["model_source"] = np.array(spec.source)
     if source:
@@ -264,5 +268,5 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
         raise InputError("y given without x")
     prepared = prepare(spec, config, x, y, where="x" if x is not None else "data")
     model_loss, x, y, source = prepared
-    *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source, bool)
+    *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source)
     return trace

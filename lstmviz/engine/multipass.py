@@ -1,6 +1,6 @@
 """Multi-pass backpropagation: P forward passes of Tp steps, the LSTM state carried between them.
 
-The loss is the mean over passes of each pass's loss (DESIGN.md; losses.py). It is
+The loss is the mean over passes of each pass's loss (losses.py). It is
 differentiated three ways from the same inputs and weights:
 
 - full: every pass recorded on one GradientTape with the state carried as a tensor, so the
@@ -25,15 +25,19 @@ import numpy as np
 from lstmviz.config import RunConfig
 from lstmviz.engine.arrays import NORMS, add_norms, exact_norm, problem_arrays
 from lstmviz.engine.cell import lstm_sequence
+from lstmviz.engine.gradients import (
+    HiddenLoss,
+    compiled_step,
+    gradient_sources,
+    graph_norms,
+    named_gradients,
+    signature,
+    watch_probes,
+)
 from lstmviz.engine.losses import hidden_loss
 from lstmviz.engine.problem import Problem, check_problem, seeded_problem
-from lstmviz.engine.taped import (
-    SIGNATURE,
-    compute_taped,
-    config_for,
-    graph_step_norm,
-    taped_step_function,
-)
+from lstmviz.engine.stopping import Units
+from lstmviz.engine.taped import compute_taped, config_for
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import InputError
 from lstmviz.trace import GradientTrace, TraceUpdate
@@ -50,10 +54,10 @@ _MULTIPASS_NORMS = NORMS | {
 
 # One pass from a given state, compiled once: lstm_sequence(x [Tp, B, I], h, c [B, H], kernel,
 # recurrent_kernel, bias, probe_h, probe_c [Tp, B, H]) -> h, c [Tp, B, H].
-_X, _WEIGHTS, _STATE = SIGNATURE[0], SIGNATURE[1:4], SIGNATURE[4:6]
+_X, *_WEIGHTS, _H0, _C0, _ = signature()
 pass_states = tf.function(
     lstm_sequence,
-    input_signature=(_X, *_STATE, *_WEIGHTS, _SEQUENCE, _SEQUENCE),
+    input_signature=(_X, _H0, _C0, *_WEIGHTS, _SEQUENCE, _SEQUENCE),
     reduce_retracing=True,
 )
 
@@ -77,11 +81,6 @@ def _max_abs_diff(a: np.ndarray, b: np.ndarray, rows: int = 64) -> np.float32:
     return np.float32(np.max(blocks))
 
 
-def _joined(parts) -> np.ndarray:
-    """Per-pass tensors [Tp, B, H] -> one NumPy array [P·Tp, B, H]."""
-    return np.concatenate([np.asarray(part) for part in parts])
-
-
 class FullCarry:
     """The full path: the state carried as a tensor, every pass recorded on one GradientTape."""
 
@@ -90,104 +89,130 @@ class FullCarry:
         self.loss = loss
         self.weights = [tf.constant(a) for a in (w.kernel, w.recurrent_kernel, w.bias)]
         self.state = [tf.constant(problem.h0), tf.constant(problem.c0)]
-        self.sources = [*self.weights, *self.state]
+        names = ("kernel", "recurrent_kernel", "bias", "h0", "c0")
+        self.sources = dict(zip(names, [*self.weights, *self.state], strict=True))
         self.tape = tf.GradientTape()  # re-entered once per pass
         with self.tape:
-            self.tape.watch(self.sources)
-        self.probes: list[list[tf.Tensor]] = []
+            self.tape.watch(list(self.sources.values()))
+        self.probes: list[tuple[tf.Tensor, tf.Tensor]] = []
         self.states: list[tuple[tf.Tensor, tf.Tensor]] = []
         self.losses: list[tf.Tensor] = []
+        self.inputs: list[tuple[np.ndarray, np.ndarray]] = []  # (x, target) of every pass
+        self.spent = False  # the tape has been differentiated (it can be only once)
 
     def run_pass(self, x: np.ndarray, target: np.ndarray) -> None:
-        """Forward one pass [Tp, B, I] from the carried state; record it on the tape."""
-        shape = [x.shape[0], *self.state[0].shape]
-        probes = [tf.zeros(shape), tf.zeros(shape)]
+        """Forward one pass [Tp, B, I] from the carried state; record it on the tape. Its
+        results are kept only when it finished (an interrupted pass leaves nothing)."""
         with self.tape:
-            self.tape.watch(probes)
+            probes = watch_probes(self.tape, x, self.state[0])
             h, c = pass_states(x, *self.state, *self.weights, *probes)
-            self.losses.append(hidden_loss(self.loss, h, target))
-            self.state = [h[-1], c[-1]]
+            value = hidden_loss(self.loss, h, target)
+            state = [h[-1], c[-1]]
+        self.state = state
+        self.losses.append(value)
         self.probes.append(probes)
         self.states.append((h, c))
+        self.inputs.append((x, target))
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Backpropagate the mean of the passes' losses through all of them."""
+    def arrays(self, passes: int) -> dict[str, np.ndarray]:
+        """Backpropagate the mean of the first `passes` passes' losses through them. Called
+        again after an interrupted backward (whose tape is gone), it runs those passes again."""
+        if self.spent:
+            self._restart(passes)
+        self.spent = True
         with self.tape:
-            value = tf.reduce_mean(tf.stack(self.losses))
-        probes = [p for pair in self.probes for p in pair]
-        grads = self.tape.gradient(
-            value, probes + self.sources, unconnected_gradients=tf.UnconnectedGradients.ZERO
-        )
-        names = (*_WEIGHT_GRADS, "grad_h0", "grad_c0")
-        grads_h, grads_c = grads[0 : len(probes) : 2], grads[1 : len(probes) : 2]
+            value = tf.reduce_mean(tf.stack(self.losses[:passes]))
+        per_pass = [list(pair) for pair in zip(*self.probes[:passes], strict=True)]
+        named = named_gradients(self.tape, value, gradient_sources(per_pass, self.sources))
+        for key in ("grad_h_total", "grad_c_total"):  # one [P·Tp, B, H] per key
+            named[key] = tf.concat(named[key], 0)
+        named |= graph_norms(named)
+        states = self.states[:passes]
         return {
             "loss": np.float32(value.numpy()),
-            "h": _joined(h for h, _ in self.states),
-            "c": _joined(c for _, c in self.states),
-            "grad_h_total": _joined(grads_h),
-            "grad_c_total": _joined(grads_c),
-            "norm_h_total": _joined(graph_step_norm(g) for g in grads_h),
-            "norm_c_total": _joined(graph_step_norm(g) for g in grads_c),
-        } | {name: g.numpy() for name, g in zip(names, grads[len(probes) :], strict=True)}
+            "h": np.concatenate([np.asarray(h) for h, _ in states]),
+            "c": np.concatenate([np.asarray(c) for _, c in states]),
+        } | {key: np.asarray(g) for key, g in named.items()}
+
+    def _restart(self, passes: int) -> None:
+        """A new tape with the first `passes` passes run again from the initial state."""
+        inputs = self.inputs[:passes]
+        self.tape, self.spent = tf.GradientTape(), False
+        with self.tape:
+            self.tape.watch(list(self.sources.values()))
+        self.state = [self.sources["h0"], self.sources["c0"]]
+        self.probes, self.states, self.losses, self.inputs = [], [], [], []
+        for x, target in inputs:
+            self.run_pass(x, target)
 
 
 class VariableCarry:
     """The truncated path: the state in tf.Variables assigned after every pass (a stateful RNN).
 
-    Each pass is backpropagated on its own (taped engine, one segment): its loss counts 1/P.
+    Each pass is backpropagated on its own (the compiled step, one segment); its loss counts
+    1/P, so its gradients are scaled by 1/P (by 1/k for a trace of the first k passes).
     """
 
     def __init__(self, problem: Problem, loss: str, passes: int):
         w = problem.weights
-        self.step = taped_step_function(loss, *problem.x.shape[1:], w.hidden)
+        self.step = compiled_step(HiddenLoss(loss), *problem.x.shape[1:], w.hidden)
         self.weights = (w.kernel, w.recurrent_kernel, w.bias)
         self.h, self.c = tf.Variable(problem.h0), tf.Variable(problem.c0)
         self.scale = np.float32(1.0 / passes)
-        self.grads: dict[str, list[np.ndarray]] = {}
-        self.losses: list[float] = []
-        self.norms: dict[str, list[np.ndarray]] = {"grad_h": [], "grad_c": []}
+        self.passes: list[dict[str, np.ndarray]] = []  # per pass: unscaled gradients, norms
+        self.rows: list[np.ndarray] = []  # norm_h_truncated_by_pass rows, scaled by 1/P
 
     def run_pass(self, x: np.ndarray, target: np.ndarray) -> None:
         """Forward and backward one pass from the variables' state, then assign the new state."""
-        value, h, c, grads, norms = self.step(x, *self.weights, self.h, self.c, target)
-        self.h.assign(h[-1])
-        self.c.assign(c[-1])
-        named = dict(zip(("grad_h", "grad_c", *_WEIGHT_GRADS), grads[1:6], strict=True))
-        for name, g in named.items():
-            self.grads.setdefault(name, []).append(self.scale * np.asarray(g))
-        self.losses.append(float(value.numpy()))
-        # The step's graph norms [3, Tp] (h total, h direct, c total), scaled as the grads are.
-        norms = self.scale * np.asarray(norms)
-        for name, row in (("grad_h", 0), ("grad_c", 2)):
-            self.norms[name].append(exact_norm(norms[row], self.grads[name][-1]))
+        named = self.step(x, *self.weights, self.h, self.c, target)
+        self.h.assign(named["h"][-1])
+        self.c.assign(named["c"][-1])
+        keys = ("loss", "grad_h_total", "grad_c_total", "norm_h_total", "norm_c_total")
+        done = {key: np.asarray(named[key]) for key in (*keys, *_WEIGHT_GRADS)}
+        self.passes.append(done)
+        self.rows.append(_scaled_norm(self.scale, done["norm_h_total"], done["grad_h_total"]))
 
     def live(self) -> dict[str, np.ndarray]:
         """Rows so far: norm_h_truncated_by_pass [passes done, Tp], loss_by_pass [passes done]."""
         return {
-            "norm_h_truncated_by_pass": np.stack(self.norms["grad_h"]),
-            "loss_by_pass": np.array(self.losses, np.float32),
+            "norm_h_truncated_by_pass": np.stack(self.rows),
+            "loss_by_pass": np.array([p["loss"] for p in self.passes], np.float32),
         }
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """grad_{h,c}_truncated [P·Tp, B, H], grad_{kernel,…}_truncated (summed over passes)."""
-        g = self.grads
-        return (
-            self.live()
-            | {
-                "grad_h_truncated": np.concatenate(g["grad_h"]),
-                "grad_c_truncated": np.concatenate(g["grad_c"]),
-                "norm_c_truncated": np.concatenate(self.norms["grad_c"]),
-            }
-            | {f"{name}_truncated": np.sum(g[name], axis=0) for name in _WEIGHT_GRADS}
-        )
+    def arrays(self, passes: int) -> dict[str, np.ndarray]:
+        """For the first `passes` passes, each loss counting 1/passes: grad_{h,c}_truncated
+        [passes·Tp, B, H] with their norms, grad_{kernel,…}_truncated (summed over passes),
+        norm_h_truncated_by_pass, loss_by_pass."""
+        scale, done = np.float32(1.0 / passes), self.passes[:passes]
+        arrays = {"loss_by_pass": np.array([p["loss"] for p in done], np.float32)}
+        for kind in ("h", "c"):
+            grads = [scale * p[f"grad_{kind}_total"] for p in done]
+            norms = [
+                _scaled_norm(scale, p[f"norm_{kind}_total"], g)
+                for p, g in zip(done, grads, strict=True)
+            ]
+            arrays[f"grad_{kind}_truncated"] = np.concatenate(grads)
+            arrays[f"norm_{kind}_truncated"] = np.concatenate(norms)
+            if kind == "h":
+                arrays["norm_h_truncated_by_pass"] = np.stack(norms)
+        for name in _WEIGHT_GRADS:
+            arrays[f"{name}_truncated"] = np.sum([scale * p[name] for p in done], axis=0)
+        return arrays
+
+
+def _scaled_norm(scale: np.float32, norm: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """The per-step norm of scale·grad from the graph's norm of grad (see exact_norm)."""
+    scaled = scale * norm
+    return scaled if np.isfinite(scaled).all() else exact_norm(scaled, scale * grad)
 
 
 def multipass_arrays(
     problem: Problem, loss: str, passes: int, full: FullCarry, truncated: VariableCarry
 ) -> dict[str, np.ndarray]:
-    """The trace: the full path's common keys, the truncated and reference gradients, norms."""
+    """The trace of `problem`, the first `passes` passes the carries ran: the full path's
+    common keys, the truncated and reference gradients, norms."""
     reference = compute_taped(problem, loss)
-    arrays = problem_arrays(problem) | full.arrays() | truncated.arrays()
+    arrays = problem_arrays(problem) | full.arrays(passes) | truncated.arrays(passes)
     arrays["grad_h_direct"] = reference["grad_h_direct"]
     arrays["grad_h_reference"] = reference["grad_h_total"]
     arrays["grad_c_reference"] = reference["grad_c_total"]
@@ -197,7 +222,6 @@ def multipass_arrays(
     # Norms the reference and the truncated passes already have; add_norms keeps them.
     arrays["norm_h_direct"] = reference["norm_h_direct"]
     arrays["norm_h_reference"] = reference["norm_h_total"]
-    arrays["norm_h_truncated"] = arrays["norm_h_truncated_by_pass"].reshape(-1)
     arrays["passes"] = np.int32(passes)
     arrays["pass_length"] = np.int32(problem.x.shape[0] // passes)
     add_norms(arrays, _MULTIPASS_NORMS)
@@ -206,11 +230,29 @@ def multipass_arrays(
     return arrays
 
 
+def first_passes(problem: Problem, loss: str, passes: int, pass_length: int) -> Problem:
+    """The problem of the first `passes` passes of `problem`: x and, for seq_mse, the target
+    cut after them; a last_mse target keeps its first `passes` rows."""
+    steps = passes * pass_length
+    if steps == problem.x.shape[0]:
+        return problem
+    target = problem.target
+    if target is not None:
+        target = target[:steps] if loss == "seq_mse" else target[:passes]
+    return Problem(problem.x[:steps], problem.weights, problem.h0, problem.c0, target)
+
+
 def run_multipass(
-    config: RunConfig, problem: Problem | None = None, cancelled: Callable[[], bool] = bool
+    config: RunConfig,
+    problem: Problem | None = None,
+    cancelled: Callable[[], bool] = bool,
+    keep: Callable[[], bool] = bool,
 ) -> Iterator[TraceUpdate | GradientTrace]:
     """Generator: a TraceUpdate after each of the P = config.passes passes, one after the full
-    backward and the reference, then the GradientTrace. `cancelled` is polled before each.
+    backward and the reference, then the GradientTrace. `cancelled` is polled before each
+    pass and before the full backward; a run cancelled after k passes keeps, when `keep()`,
+    the trace of those k passes (as a run of k passes on the same data would give; see
+    `runner.run`).
 
     config.steps is the pass length Tp; the problem (default: seeded from `config`) holds the
     joined sequence x [P·Tp, B, I] and the multi-pass target.
@@ -224,18 +266,31 @@ def run_multipass(
     xs = problem.x.reshape(passes, pass_length, *problem.x.shape[1:])
     targets = pass_targets(config.loss, problem.target, passes)
     full, truncated = FullCarry(problem, config.loss), VariableCarry(problem, config.loss, passes)
-    for p in range(passes):
-        if cancelled():
-            return
+
+    def one_pass(p: int) -> None:
         truncated.run_pass(xs[p], targets[p])
         full.run_pass(xs[p], targets[p])
+
+    units = Units(passes, cancelled, keep)
+    for p in units:
+        if not units.run(one_pass, p):
+            break
         yield TraceUpdate(p + 1, passes + 1, f"pass {p + 1}/{passes}", truncated.live())
-    if cancelled():
+    if units.stopped == "completed" and cancelled():  # before the full backward
+        units.stopped = "cancelled"
+    if units.stopped == "cancelled" and not units.keeps():
         return
-    arrays = multipass_arrays(problem, config.loss, passes, full, truncated)
-    live = ("norm_h_total_by_pass", "norm_h_truncated_by_pass", "loss_by_pass")
-    yield TraceUpdate(passes + 1, passes + 1, "full backward", {k: arrays[k] for k in live})
-    yield GradientTrace("multipass", config, arrays)
+    done = units.done
+    kept = first_passes(problem, config.loss, done, pass_length)
+    arrays = units.finish(lambda: multipass_arrays(kept, config.loss, done, full, truncated))
+    if arrays is None:
+        return
+    if units.stopped == "completed":
+        live = ("norm_h_total_by_pass", "norm_h_truncated_by_pass", "loss_by_pass")
+        yield TraceUpdate(passes + 1, passes + 1, "full backward", {k: arrays[k] for k in live})
+    else:
+        arrays |= units.keys()
+    yield GradientTrace("multipass", replace(config, passes=done), arrays)
 
 
 def multipass_gradients(

@@ -6,62 +6,54 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 
 def run(
-    config: RunConfig, cancelled: Callable[[], bool] = bool
+    config: RunConfig, cancelled: Callable[[], bool] = bool, keep: Callable[[], bool] = bool
 ) -> Iterator[TraceUpdate | GradientTrace]:
-    """Validate `config`, load its files, and drive its mode's generator. `cancelled()` is
-    polled between units of work (passes, batches, steps); when it turns true the generator
-    stops without a trace. Bad input and files raise here, before anything runs.
+    """Validate `config`, load its files, and return its mode's generator: TraceUpdates, then
+    finally a GradientTrace. Bad input and files raise here, before anything runs.
+
+    Stopping: `cancelled()` is polled between units of work — the passes (multipass), batches
+    (batchwise) and training steps (train); a taped run is one unit — and before the
+    connectivity map. When it turns true the generator stops. If `keep()` is true at that
+    moment and at least one unit has finished, it first yields the complete GradientTrace of
+    the units done: exactly the trace the mode gives when asked for that many units on the
+    same data (multipass: the loss the mean over the passes done, full and reference gradients
+    over them, truncated ones scaled for them; a taped run cancelled before its connectivity
+    map: the trace without the map). Its config says the units done (`passes`, `batches`,
+    `train_steps`), and it records `stopped` ("cancelled"), `units_done` and
+    `units_requested` (int64); training records them in every trace ("completed",
+    "cancelled" or "non-finite"). Without `keep()`, or with nothing finished, it ends without
+    a trace. To cancel, set what `cancelled()` reads and stop the native kernels in one step
+    with `interrupt.cancel_run`: a kernel interrupted in a unit raises tf.errors.CancelledError
+    there and the unit does not count; the kept trace's kernels are not interrupted.
 
     With `config.weights` / `config.inputs` the trace's config takes its sizes from the files,
     and the trace records `weights_source` / `inputs_source` (text). In batchwise mode with
     `--generator files`, `config.weights` lists one weights file per batch instead.
     """
     config.validate().check_flags()
-    if config.mode == "train":  # reads its own task sequences from config.inputs
-        from lstmviz.engine.train import run_train
-
-        return run_train(config.check_memory(), cancelled=cancelled)
-    weight_list = config.mode == "batchwise" and config.generator == "files"
+    mode = modes.get(config.mode)
     problem, sources = None, {}
-    if (config.weights and not weight_list) or config.inputs:
+    if mode.problem and (config.weights or config.inputs):
         from lstmviz.engine.problem import loaded_problem
 
         config, problem, sources = loaded_problem(config)
     config.check_memory()
-    if config.mode == "taped":
-        from lstmviz.engine.taped import run_taped
-
-        items = run_taped(config, problem, cancelled)
-    elif config.mode == "multipass":
-        from lstmviz.engine.multipass import run_multipass
-
-        items = run_multipass(config, problem, cancelled)
-    else:  # batchwise
-        from lstmviz.engine.batchwise import run_batchwise
-
-        items = run_batchwise(config, cancelled=cancelled)
-    return _recorded(items, sources, cancelled)
+    extra = {"problem": problem} if mode.problem else {}
+    items = mode.generator()(config, cancelled=cancelled, keep=keep, **extra)
+    return _recorded(items, sources)
 
 
 def _recorded(
-    items: Iterator[TraceUpdate | GradientTrace],
-    sources: dict[str, str],
-    cancelled: Callable[[], bool],
+    items: Iterator[TraceUpdate | GradientTrace], sources: dict[str, str]
 ) -> Iterator[TraceUpdate | GradientTrace]:
-    """Pass `items` on, adding `sources` to the final trace as text arrays. A computation
-    stopped by `interrupt.interrupt()` after `cancelled()` turned true ends the run quietly."""
-    from lstmviz.engine.tfload import tf
-
-    try:
-        for item in items:
-            if isinstance(item, GradientTrace):
-                item.arrays.update({key: np.array(text) for key, text in sources.items()})
-            yield item
-    except tf.errors.CancelledError:
-        if not cancelled():
-            raise
+    """Pass `items` on, adding `sources` to the final trace as text arrays."""
+    for item in items:
+        if isinstance(item, GradientTrace):
+            item.arrays.update({key: np.array(text) for key, text in sources.items()})
+        yield item

@@ -1,4 +1,4 @@
-"""Import TensorFlow once, without its C++ start-up chatter, and describe the device.
+"""Import TensorFlow once, without its C++ start-up chatter.
 
 TensorFlow's native libraries print CUDA-probing and oneDNN notices to file descriptor 2
 before any Python-level logging setting applies; they are noise for our users. The import and
@@ -49,7 +49,7 @@ def _quiet_fd2():
 with _quiet_fd2():
     import tensorflow as tf
 
-    _GPUS = tf.config.list_physical_devices("GPU")
+    tf.config.list_physical_devices("GPU")  # the first device query prints CUDA notices
 
 
 def gpu_visible() -> bool:
@@ -57,24 +57,4 @@ def gpu_visible() -> bool:
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-def device_description() -> dict[str, str]:
-    """{'device': 'CPU' or the GPU's name, 'tensorflow': version, 'cudnn': 'yes'/'no',
-    'lstm': which LSTM implementation runs (`native.kernel_name()`: 'native' or 'while_loop'),
-    'lstm_detail': the same in words, with the reason (`native.status()`)}."""
-    from lstmviz.engine import native  # imports this module
-    if _GPUS:
-        details = tf.config.experimental.get_device_details(_GPUS[0])
-        name = details.get("device_name", _GPUS[0].name)
-        cudnn = "yes" if tf.test.is_built_with_cuda() else "no"
-    else:
-        name, cudnn = "CPU", "no"
-    return {
-        "device": name,
-        "tensorflow": tf.__version__,
-        "cudnn": cudnn,
-        "lstm": native.kernel_name(),
-        "lstm_detail": native.status(),
-    }
-
-
-__all__ = ["tf", "device_description", "gpu_visible"]
+__all__ = ["tf", "gpu_visible"]

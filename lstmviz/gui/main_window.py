@@ -40,7 +40,7 @@ from lstmviz.gui.params import ParamsEditor
 from lstmviz.gui.run_state import RunState
 from lstmviz.gui.summary import SummaryPanel
 from lstmviz.gui.worker import Worker
-from lstmviz.render.summary import LSTM_KERNEL_TEXT, plural, stopped_early
+from lstmviz.render.summary import LSTM_KERNEL_TEXT, stopped_early
 from lstmviz.trace import GradientTrace
 
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
@@ -254,8 +254,8 @@ class MainWindow(FileActions, QMainWindow):
         return QMessageBox.question(
             self,
             "Stop the run",
-            f"Keep the {plural(unit)} done so far (at least {done}) as a trace?\n\n"
-            f"Yes: a complete trace of those {plural(unit)}, as if the run had been asked\n"
+            f"Keep the {modes.plural(unit)} done so far (at least {done}) as a trace?\n\n"
+            f"Yes: a complete trace of those {modes.plural(unit)}, as if the run had been asked\n"
             "for that many. No: discard them. Cancel: go on.",
             QMessageBox.Yes | QMessageBox.No | QMessageBox.Cancel,
             QMessageBox.Yes,
@@ -310,7 +310,7 @@ class MainWindow(FileActions, QMainWindow):
         what = "done"
         if stopped_early(trace.arrays):
             unit = modes.get(trace.mode).unit
-            what = f"kept {int(trace['units_done'])} {plural(unit, int(trace['units_done']))}"
+            what = f"kept {int(trace['units_done'])} {modes.plural(unit, int(trace['units_done']))}"
         self._idle(f"{what}: {modes.label(trace.mode)} in {seconds:.2f} s")
 
     @Slot(str)

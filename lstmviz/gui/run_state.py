@@ -148,8 +148,7 @@ class RunState(QObject):
         mode = self.mode()
         if mode is None or not mode.unit:
             return f"{self.done}/{self.total}"
-        plural = "es" if mode.unit.endswith(("s", "ch")) else "s"
-        return f"{self.done}/{self.total} {mode.unit}{plural}"
+        return f"{self.done}/{self.total} {modes.plural(mode.unit)}"
 
     # ---- the worker's reports (main thread) ----------------------------------------------
 

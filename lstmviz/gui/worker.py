@@ -11,8 +11,9 @@ TensorFlow cannot be interrupted inside one computation, but the native LSTM ker
 `cancel(run_id)` stops them at their next timestep (`engine.interrupt`, through ctypes: this
 thread runs no TensorFlow), and otherwise is honoured at the engine's next yield. So is
 `pause(run_id)`: the worker then stops iterating the engine's
-generator (it waits, polling, until `resume`, `cancel` or `finish_early`). `finish_early` on a
-paused training run ends it with the trace of the steps done so far (`train.partial_trace`).
+generator (it waits, polling, until `resume`, `cancel` or `finish_early`). `finish_early`
+cancels a run of any mode and keeps the units done (passes, batches, training steps) as a
+complete trace (the runner's `keep`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from PySide6.QtCore import QThread, Signal
 
 from lstmviz.config import RunConfig
-from lstmviz.engine.interrupt import interrupt
+from lstmviz.engine.interrupt import cancel_run, interrupt
 from lstmviz.errors import LstmvizError
 from lstmviz.trace import GradientTrace
 
@@ -72,9 +73,12 @@ class Worker(QThread):
     def cancel(self, run_id: int) -> None:
         """Ask run `run_id` to stop at its next yield (or not to start); when it is running,
         its native LSTM kernels stop at their next timestep."""
-        self._cancelled.add(run_id)
-        if run_id == self._current:
-            interrupt()
+        if run_id == self._current:  # flag and interrupt as one step (see interrupt.settle)
+            cancel_run(lambda: self._cancelled.add(run_id))
+        else:
+            self._cancelled.add(run_id)
+            if run_id == self._current:  # it started meanwhile
+                interrupt()
 
     def pause(self, run_id: int) -> None:
         """Hold run `run_id` at its next yield until `resume`, `cancel` or `finish_early`."""
@@ -84,8 +88,9 @@ class Worker(QThread):
         self._paused.discard(run_id)
 
     def finish_early(self, run_id: int) -> None:
-        """End training run `run_id` at its next yield, keeping the steps done (a trace)."""
+        """Cancel run `run_id`, keeping the units it has done as a complete trace."""
         self._finish.add(run_id)
+        self.cancel(run_id)
 
     def close(self) -> None:
         """Drop waiting requests and end the thread after the current one (interrupted)."""
@@ -96,7 +101,7 @@ class Worker(QThread):
 
     def run(self) -> None:
         try:
-            from lstmviz.engine.tfload import device_description
+            from lstmviz.engine.device import device_description
 
             self.ready.emit(device_description())
         except Exception as exc:
@@ -114,22 +119,14 @@ class Worker(QThread):
         self._current = run_id
         try:
             if not cancelled():
-                items = runner.run(config, cancelled)
+                items = runner.run(config, cancelled, lambda: run_id in self._finish)
                 for item in items:
                     if isinstance(item, GradientTrace):
                         self.finished_run.emit(run_id, item)
                         return
                     self.progress.emit(run_id, item)
                     self._hold(run_id, item.done, cancelled)
-                    if cancelled():
-                        break
-                    if run_id in self._finish:
-                        from lstmviz.engine.train import partial_trace
-
-                        trace = partial_trace(items)
-                        if trace is not None:
-                            self.finished_run.emit(run_id, trace)
-                            return
+                    if cancelled() and run_id not in self._finish:
                         break
             self.cancelled.emit(run_id)
         except Exception as exc:

@@ -30,12 +30,6 @@ def stopped_early(arrays: Arrays) -> bool:
     return "units_requested" in arrays and str(arrays.get("stopped", "")) != "completed"
 
 
-def plural(unit: str, count: int = 2) -> str:
-    """ "pass" -> "passes", "batch" -> "batches", "training step" -> "training steps"."""
-    if count == 1:
-        return unit
-    return unit + ("es" if unit.endswith(("s", "ch")) else "s")
-
 
 def nonfinite_text(steps, what: str = "t") -> str:
     """ "NaN/Inf at t = 3, 4, 9 (3 steps)" (the first eight listed)."""
@@ -66,7 +60,7 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     if stopped_early(arrays):
         done, asked = int(arrays.get("units_done", 0)), int(arrays["units_requested"])
         unit = modes.get(mode).unit if mode in modes.names() else ""
-        parts.append(f"stopped early: {done} of {asked} {plural(unit or 'unit')} kept")
+        parts.append(f"stopped early: {done} of {asked} {modes.plural(unit or 'unit')} kept")
     kernel = str(arrays.get("lstm_kernel", "while_loop"))  # traces before it was recorded
     kernel = LSTM_KERNEL_TEXT.get(kernel, html.escape(kernel))
     backend = arrays.get("rnn_backend")

@@ -1,0 +1,203 @@
+"""The one probed-gradient builder: an LSTM run on a GradientTape, its gradients by name.
+
+Probes (cell.py) are zeros added to h_t and c_t inside the loop; the gradient with respect to
+them is the total dL/dh_t, dL/dc_t through the recurrence. Every mode gets its gradients here:
+
+- `compiled_step(loss, batch, input_dim, hidden)`: the compiled forward + backward of one LSTM
+  under `loss`, called as `step(x, kernel, recurrent_kernel, bias, h0, c0, target, *loss
+  weights)`; it returns a dict of tensors keyed by the names below. One cache (an LRU) of
+  compiled steps, keyed by the loss spec and B, I, H.
+- `watch_probes`, `gradient_sources`, `named_gradients`, `graph_norms`: its parts, for code that
+  records its own tape (the multi-pass full path differentiates one tape across passes).
+
+Names (shapes for x [T, B, I] and H units; `prefix` in front of each for `gradient_sources`):
+  loss []; h, c [T, B, H];
+  grad_h_direct [T, B, H]: the partial ∂L/∂h_t through the stacked states only;
+  grad_h_total, grad_c_total [T, B, H]: dL/dh_t, dL/dc_t through the recurrence (the probes);
+  grad_kernel [I, 4H], grad_recurrent_kernel [H, 4H], grad_bias [4H], grad_h0, grad_c0 [B, H];
+  norm_h_total, norm_h_direct, norm_c_total [T]: float32 norms over (b, j), computed in the
+  graph (`arrays.exact_norm` redoes the steps whose squares overflow);
+  grad_<name> for every weight the loss itself takes (`ReadoutLoss`: grad_readout_kernel [H, O],
+  grad_readout_bias [O]).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from lstmviz.engine.arrays import NORMS
+from lstmviz.engine.cell import lstm_sequence
+from lstmviz.engine.losses import hidden_loss, readout_loss
+from lstmviz.engine.rnn import lstm_forward
+from lstmviz.engine.tfload import tf
+
+_SPEC = tf.TensorSpec
+
+
+@dataclass(frozen=True)
+class HiddenLoss:
+    """A loss on the hidden states h [T, B, H] by name: "mean_h", "last_mse" or "seq_mse"
+    (losses.py); the target's shape is the loss's."""
+
+    name: str
+    weights: ClassVar[tuple[str, ...]] = ()  # weights of the loss's own, after the target
+
+    def __call__(self, h: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
+        return hidden_loss(self.name, h, target)
+
+    def signature(self, hidden: int | None) -> tuple[tf.TensorSpec, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class ReadoutLoss:
+    """Training's task loss: a dense read-out of h (every step when `per_step`, else h[T-1]),
+    "mse" or "xent" (softmax cross-entropy) against the target y ([T, B, O] or [B, O])."""
+
+    per_step: bool
+    kind: str
+    weights: ClassVar[tuple[str, ...]] = ("readout_kernel", "readout_bias")
+
+    def __call__(self, h, target, readout_kernel, readout_bias) -> tf.Tensor:
+        return readout_loss(self.per_step, self.kind, h, readout_kernel, readout_bias, target)
+
+    def signature(self, hidden: int | None) -> tuple[tf.TensorSpec, ...]:
+        return (
+            _SPEC([hidden, None], tf.float32),  # readout_kernel [H, O]
+            _SPEC([None], tf.float32),  # readout_bias [O]
+        )
+
+
+LossSpec = HiddenLoss | ReadoutLoss
+
+
+def signature(
+    batch: int | None = None, input_dim: int | None = None, hidden: int | None = None
+) -> tuple[tf.TensorSpec, ...]:
+    """Input specs (x, kernel, recurrent_kernel, bias, h0, c0, target) of a compiled step.
+
+    T is always free; B, I and H are free when None. Fixed B, I, H give the loops static
+    shapes, which TensorFlow turns into cheaper slicing (~5% at T=500 B=64 H=128); a new B, I
+    or H then traces again (~0.7 s), a new T does not.
+    """
+    gates = None if hidden is None else 4 * hidden
+    return (
+        _SPEC([None, batch, input_dim], tf.float32),  # x [T, B, I]
+        _SPEC([input_dim, gates], tf.float32),  # kernel [I, 4H]
+        _SPEC([hidden, gates], tf.float32),  # recurrent_kernel [H, 4H]
+        _SPEC([gates], tf.float32),  # bias [4H]
+        _SPEC([batch, hidden], tf.float32),  # h0 [B, H]
+        _SPEC([batch, hidden], tf.float32),  # c0 [B, H]
+        _SPEC(None, tf.float32),  # target (any rank; unused by mean_h)
+    )
+
+
+def watch_probes(tape: tf.GradientTape, x, h0) -> tuple[tf.Tensor, tf.Tensor]:
+    """Zero probes (probe_h, probe_c) [T, B, H] for x [T, B, I] run from h0 [B, H], watched
+    by `tape` (call it inside the tape's `with` block)."""
+    shape = [tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]]
+    probes = tf.zeros(shape), tf.zeros(shape)
+    tape.watch(probes)
+    return probes
+
+
+def gradient_sources(
+    probes: tuple | None,
+    weights: Mapping[str, tf.Tensor],
+    h: tf.Tensor | None = None,
+    prefix: str = "",
+) -> dict[str, object]:
+    """What a tape differentiates for one LSTM, keyed by the name of the gradient each gives:
+    `{prefix}grad_h_direct` for the stacked states h, `{prefix}grad_h_total` /
+    `grad_c_total` for the probes (a pair of tensors, or of lists of them: one per pass), each
+    when given, and `{prefix}grad_<name>` for each of `weights` (kernel, …, h0, c0, a
+    read-out's)."""
+    sources: dict[str, object] = {}
+    if h is not None:
+        sources[f"{prefix}grad_h_direct"] = h
+    if probes is not None:
+        sources[f"{prefix}grad_h_total"], sources[f"{prefix}grad_c_total"] = probes
+    sources |= {f"{prefix}grad_{name}": tensor for name, tensor in weights.items()}
+    return sources
+
+
+def named_gradients(
+    tape: tf.GradientTape, value: tf.Tensor, sources: Mapping[str, object]
+) -> dict[str, object]:
+    """`tape.gradient(value, …)` for every source, under the source's key; a source given as a
+    list of tensors gets a list of gradients. Sources `value` does not reach get zeros."""
+    flat: list[tf.Tensor] = []
+    spans: dict[str, tuple[int, int, bool]] = {}
+    for key, source in sources.items():
+        many = isinstance(source, list | tuple)
+        parts = list(source) if many else [source]
+        spans[key] = (len(flat), len(flat) + len(parts), many)
+        flat += parts
+    found = tape.gradient(value, flat, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return {
+        key: found[start:end] if many else found[start] for key, (start, end, many) in spans.items()
+    }
+
+
+def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
+    """[T, B, H] -> [T] (TensorFlow, float32): sqrt of the sum of squares over batch and units;
+    `arrays.exact_norm` fixes the steps where the squares overflow."""
+    return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
+
+
+def graph_norms(named: Mapping[str, tf.Tensor], prefix: str = "") -> dict[str, tf.Tensor]:
+    """The per-step norms [T] (norm_h_total, norm_h_direct, norm_c_total, each with `prefix`)
+    of the gradients [T, B, H] present in `named`. In the graph rather than in NumPy:
+    multi-threaded, and no pass over the big arrays after the run."""
+    return {
+        prefix + norm: graph_step_norm(named[prefix + grad])
+        for grad, norm in NORMS.items()
+        if prefix + grad in named
+    }
+
+
+@functools.lru_cache(maxsize=8)  # a long GUI session tries many shapes; keep the recent ones
+def compiled_step(
+    loss: LossSpec, batch: int, input_dim: int, hidden: int, cudnn: bool = False
+) -> Callable[..., dict[str, tf.Tensor]]:
+    """The compiled forward + backward of `loss` for x [T, batch, input_dim] and `hidden` units
+    (traced once per key; any T): `step(x, kernel, recurrent_kernel, bias, h0, c0, target,
+    *loss weights)` -> the named tensors of the module docstring.
+
+    With `cudnn` the LSTM runs on cuDNN (GPU only), which has no hook inside its loop: no
+    probes, so the dict holds loss, h, grad_h_direct, the weight and initial-state gradients
+    and norm_h_direct only.
+    """
+
+    def step(x, kernel, recurrent_kernel, bias, h0, c0, target, *extra):
+        weights = {"kernel": kernel, "recurrent_kernel": recurrent_kernel, "bias": bias}
+        weights |= {"h0": h0, "c0": c0} | dict(zip(loss.weights, extra, strict=True))
+        with tf.GradientTape() as tape:
+            tape.watch(list(weights.values()))
+            if cudnn:
+                h, _ = lstm_forward(x, h0, c0, kernel, recurrent_kernel, bias, backend="cudnn")
+                states, probes = {"h": h}, None
+            else:
+                probes = watch_probes(tape, x, h0)
+                h, c = lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, *probes)
+                states = {"h": h, "c": c}
+            value = loss(h, target, *extra)
+        named = named_gradients(tape, value, gradient_sources(probes, weights, h))
+        return {"loss": value, **states, **named, **graph_norms(named)}
+
+    specs = signature(batch, input_dim, hidden) + loss.signature(hidden)
+    return tf.function(step, input_signature=specs)
+
+
+def numpy_arrays(named: Mapping[str, tf.Tensor]) -> dict[str, np.ndarray]:
+    """The named tensors as NumPy: `loss` a float32 scalar, the rest sharing the tensors'
+    buffers (read-only; `.numpy()` would copy each [T, B, H])."""
+    return {
+        key: np.float32(value) if key == "loss" else np.asarray(value)
+        for key, value in named.items()
+    }
