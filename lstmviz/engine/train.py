@@ -124,8 +124,7 @@ def run_train(
             f"{total} steps × T={steps} is more than {MAX_HISTORY:,} history cells; "
             "train for fewer steps or shorter sequences",
         )
-    if config.weights:
-        raise ConfigError("--weights", "training starts from seeded weights in this version")
+    config.check_flags()  # e.g. no weights files: training starts from seeded weights
     return Training(config, make_task(config)).items(cancelled, keep)
 
 
