@@ -33,6 +33,8 @@ _API = {
     "train": "lstmviz.engine.train",
     "run_train": "lstmviz.engine.train",
     "save_trained_weights": "lstmviz.engine.trained",
+    "model_gradients": "lstmviz.engine.model",
+    "load_model": "lstmviz.weights.model_files",
     "run": "lstmviz.engine.runner",
     "LstmvizError": "lstmviz.errors",
 }

@@ -153,7 +153,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError("--out", f"{out.parent}: no such folder")
     if not os.access(out.parent, os.W_OK | os.X_OK):
         raise ConfigError("--out", f"{out.parent}: folder is not writable")
-    for flag, value in (("--inputs", args.inputs), ("--weights", args.weights)):
+    files = (("--inputs", args.inputs), ("--weights", args.weights), ("--model", args.model),
+             ("--targets", args.targets))  # fmt: skip
+    for flag, value in files:
         for name in (value or "").split(","):
             if name and out.exists() and Path(name).exists() and out.samefile(name):
                 raise ConfigError("--out", f"{out}: would overwrite the {flag} file")

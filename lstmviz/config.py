@@ -146,6 +146,9 @@ class RunConfig:
         and the GUI all ask here): a file option the mode does not read, `layer` without
         `weights`, `time_major` without `inputs`. Return self when all is well."""
         mode = modes.get(self.mode)
+        for name in mode.requires:
+            if not getattr(self, name):
+                raise ConfigError(flag(name), f"--mode {self.mode} needs {flag(name)} FILE")
         for name in OPTIONAL:
             if getattr(self, name) and not mode.uses(name):
                 users = [m for m in modes.names() if modes.get(m).uses(name)]

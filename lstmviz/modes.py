@@ -50,6 +50,7 @@ class Mode:
     sizes: str = "T={steps} B={batch} I={input_dim} H={hidden}"
     lead: tuple[str, ...] = ()
     any_loss: bool = False  # `loss` may be any Keras loss name, not only the hidden-state ones
+    requires: tuple[str, ...] = ()  # RunConfig fields a run of this mode cannot do without
     refuses: Mapping[str, str] = field(default_factory=dict)
 
     def uses(self, param: str) -> bool:
@@ -168,5 +169,6 @@ register(
         run="lstmviz.engine.model:run_model",
         sizes="T={steps} B={batch}",
         any_loss=True,
+        requires=("model",),
     )
 )

@@ -170,6 +170,8 @@ def model_arrays(spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y) -> dict[str
     named = compiled(spec, loss)(x, y)
     arrays = {key: np.asarray(value) for key, value in named.items()}
     arrays["loss"] = np.float32(arrays["loss"])
+    if "mask" in arrays:
+        arrays["mask"] = arrays["mask"] > 0
     arrays["layer_names"] = np.array(spec.lstm_directions())
     arrays["x"] = np.ascontiguousarray(np.swapaxes(x, 0, 1))  # time-major [T, B(, I)]
     if y is not None:

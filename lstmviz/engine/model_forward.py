@@ -54,7 +54,8 @@ class Direction:
 @dataclass
 class Forward:
     """What one forward pass gives: the output (batch-major), the directions, the tensor fed to
-    the first LSTM (time-major [T, B, E]; its gradient is the input saliency) and the mask."""
+    the first LSTM (time-major [T, B, E]; its gradient is the input saliency) and the mask
+    (float 0/1 [T, B], 1 where a step counts)."""
 
     output: tf.Tensor
     directions: list[Direction]
@@ -97,11 +98,11 @@ class ModelForward:
         by_layer: dict[str, dict[str, tf.Tensor]] = {}
         for (layer, key), value in zip(self.names, weights, strict=True):
             by_layer.setdefault(layer, {})[key] = value
+        # Masks are float 0/1 [T, B], and token ids stay batch-major until the lookup: on some
+        # CPUs transposing integers or booleans logs a oneDNN error line.
         value, mask, sequence = x, None, True
-        if x.shape.rank >= 2 and not self.spec.tokens:
+        if not self.spec.tokens:
             value = tf.transpose(x, [1, 0, 2])  # [T, B, I]
-        elif self.spec.tokens:
-            value = tf.transpose(x)  # [T, B] ids
         directions: list[Direction] = []
         first_input = None
         for layer in self.spec.layers[1:]:
@@ -112,11 +113,12 @@ class ModelForward:
                 tape.watch(first_input)
             if kind == "embedding":
                 if layer.args.get("mask_zero"):
-                    mask = tf.not_equal(value, 0)
-                value = tf.gather(w["embeddings"], value)
+                    mask = tf.transpose(tf.cast(tf.not_equal(value, 0), tf.float32))
+                value = tf.transpose(tf.gather(w["embeddings"], value), [1, 0, 2])  # [T, B, E]
             elif kind == "masking":
-                mask = tf.reduce_any(tf.not_equal(value, layer.args.get("mask_value", 0.0)), -1)
-                value = value * tf.cast(mask, value.dtype)[..., None]
+                keep = tf.reduce_any(tf.not_equal(value, layer.args.get("mask_value", 0.0)), -1)
+                mask = tf.cast(keep, value.dtype)
+                value = value * mask[..., None]
             elif kind == "lstm":
                 value, sequence = self._lstm(layer, layer.args, w, value, mask, directions, tape)
             elif kind == "bidirectional":
@@ -149,7 +151,7 @@ class ModelForward:
         xd = tf.reverse(x, [0]) if backwards else x
         md = None
         if mask is not None:
-            md = tf.cast(tf.reverse(mask, [0]) if backwards else mask, tf.float32)
+            md = tf.reverse(mask, [0]) if backwards else mask
         recurrent = w["recurrent_kernel"]
         bias = w.get("bias")
         if bias is None:  # use_bias=False: the gradient a bias would get is still shown

@@ -1,0 +1,123 @@
+"""An independent reference for model mode: a Keras model's forward written again as an eager,
+unrolled, step-by-step TensorFlow loop over the Keras layers themselves (their own weights, read
+with `get_weights()`), with a zero perturbation added to every h_t and c_t of every LSTM
+direction, so that `tape.gradient` with respect to the perturbations is the total dL/dh_t and
+dL/dc_t. Nothing of lstmviz runs here: no while loop, no native kernel, no ModelSpec.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def _lstm_direction(layer, x, mask, backwards, record, tape):
+    """x [B, T, I] batch-major, mask [B, T] or None; returns h at every processed step (a list,
+    processing order) and records the perturbations by input position."""
+    kernel, recurrent, *bias = [tf.constant(w) for w in layer.get_weights()]
+    units = recurrent.shape[0]
+    bias = bias[0] if bias else tf.zeros(4 * units)
+    batch, steps = x.shape[0], x.shape[1]
+    h = c = tf.zeros([batch, units])
+    order = range(steps - 1, -1, -1) if backwards else range(steps)
+    outputs = []
+    for t in order:
+        # dL/dc_t is BPTT's delta at the cell state: through h_t = o_t·tanh(c_t) and later
+        # steps, so the perturbation of c_t enters before h_t is computed.
+        z = x[:, t] @ kernel + h @ recurrent + bias
+        i, f, g, o = tf.split(z, 4, axis=1)
+        m = 1.0 if mask is None else tf.cast(mask[:, t : t + 1], tf.float32)
+        eps_h, eps_c = tf.zeros_like(h), tf.zeros_like(c)
+        tape.watch([eps_h, eps_c])
+        record.append((t, eps_h, eps_c))
+        c_new = m * (tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)) + (1 - m) * c + eps_c
+        h = m * tf.sigmoid(o) * tf.tanh(c_new) + (1 - m) * h + eps_h
+        c = c_new
+        outputs.append((t, h))
+    return outputs
+
+
+def _sequence(outputs, steps, zero_masked, mask, reverse_back):
+    """Outputs of a direction as [B, T, H] in processing order (Keras's order for a layer
+    reading backwards), or flipped back to input order (a Bidirectional's backward half)."""
+    hs = [h for _, h in outputs]
+    if zero_masked and mask is not None:
+        hs = [h * tf.cast(mask[:, t : t + 1], tf.float32) for (t, _), h in zip(outputs, hs,
+                                                                                 strict=True)]
+    if reverse_back:
+        hs = hs[::-1]
+    return tf.stack(hs, 1)
+
+
+def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
+    """(y_pred, directions): directions a list of (name, {t: (eps_h, eps_c)}) in the order
+    lstmviz names them (model order, forward before backward)."""
+    value = tf.constant(x)
+    mask = None
+    directions = []
+    for layer in model.layers:
+        name = type(layer).__name__
+        if name == "InputLayer":
+            continue
+        if name == "Embedding":
+            value = tf.gather(tf.constant(layer.get_weights()[0]), value)
+            mask = tf.not_equal(tf.constant(x), 0) if layer.mask_zero else None
+        elif name == "Masking":
+            mask = tf.reduce_any(tf.not_equal(value, layer.mask_value), -1)
+            value = value * tf.cast(mask, value.dtype)[..., None]
+        elif name in ("Dropout", "SpatialDropout1D", "GaussianNoise"):
+            pass
+        elif name == "LSTM":
+            record = []
+            outputs = _lstm_direction(layer, value, mask, layer.go_backwards, record, tape)
+            directions.append((layer.name, record))
+            if layer.return_sequences:
+                value = _sequence(outputs, x.shape[1], layer.zero_output_for_mask, mask, False)
+            else:
+                value, mask = outputs[-1][1], None
+        elif name == "Bidirectional":
+            merged = []
+            for half, sub in (("forward", layer.forward_layer), ("backward", layer.backward_layer)):
+                record = []
+                outputs = _lstm_direction(sub, value, mask, sub.go_backwards, record, tape)
+                directions.append((f"{layer.name}/{half}", record))
+                if layer.return_sequences:
+                    merged.append(_sequence(outputs, x.shape[1], True, mask, half == "backward"))
+                else:
+                    merged.append(outputs[-1][1])
+            a, b = merged
+            value = {"concat": lambda: tf.concat([a, b], -1), "sum": lambda: a + b,
+                     "mul": lambda: a * b, "ave": lambda: (a + b) / 2}[layer.merge_mode]()  # fmt: skip
+            if not layer.return_sequences:
+                mask = None
+        elif name in ("Dense", "TimeDistributed"):
+            dense = layer.layer if name == "TimeDistributed" else layer
+            kernel, *bias = [tf.constant(w) for w in dense.get_weights()]
+            value = tf.tensordot(value, kernel, 1) + (bias[0] if bias else 0.0)
+            value = keras.activations.get(dense.activation)(value)
+        elif name == "Activation":
+            value = keras.activations.get(layer.activation)(value)
+        else:
+            raise NotImplementedError(name)
+    return value, mask, directions
+
+
+def reference(model: keras.Model, x: np.ndarray, y: np.ndarray, loss: str):
+    """(loss, y_pred, {direction name: (dL/dh [T, B, H], dL/dc [T, B, H])}) by input position;
+    the loss is Keras's mean (over the unmasked steps of a sequence output)."""
+    with tf.GradientTape(persistent=True) as tape:
+        y_pred, mask, directions = forward(model, x, tape)
+        values = keras.losses.get(loss)(y, y_pred)
+        if values.shape.rank == 2 and mask is not None:
+            weight = tf.cast(mask, values.dtype)
+            value = tf.reduce_sum(values * weight) / tf.reduce_sum(weight)
+        else:
+            value = tf.reduce_mean(values)
+    totals = {}
+    for name, record in directions:
+        record = sorted(record, key=lambda item: item[0])  # by input position
+        grads = tape.gradient(value, [[eh for _, eh, _ in record], [ec for _, _, ec in record]],
+                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        totals[name] = tuple(np.stack([g.numpy() for g in part]) for part in grads)
+    return float(value), y_pred.numpy(), totals

@@ -1,0 +1,152 @@
+"""Model mode against Keras itself and an unrolled per-step reference (tests/model_reference.py).
+
+Each model is built and compiled in Keras 3, saved as `.keras`, and run by lstmviz from the
+file: `y_pred` equals Keras's `model(x)`, `loss` Keras's `compute_loss`, every direction's
+weight gradients Keras's `tape.gradient` of that loss, and every direction's total dL/dh_t and
+dL/dc_t the unrolled reference's, at unmasked positions.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from lstmviz.engine.model import model_gradients
+from tests.model_reference import reference
+
+L = keras.layers
+T, B = 7, 3
+
+
+def tokens_model(merge="concat"):
+    inp = keras.Input((T,), dtype="int32")
+    x = L.Embedding(30, 6)(inp)
+    x = L.Bidirectional(L.LSTM(5, return_sequences=True), merge_mode=merge)(x)
+    x = L.Dropout(0.3)(x)
+    x = L.LSTM(4)(x)
+    return keras.Model(inp, L.Dense(1, activation="sigmoid")(x)), "binary_crossentropy"
+
+
+def softmax_head(merge):
+    model = keras.Sequential([keras.Input((T, 3)),
+                              L.Bidirectional(L.LSTM(4), merge_mode=merge),
+                              L.Dense(3, activation="softmax")])  # fmt: skip
+    return model, "categorical_crossentropy"
+
+
+def backwards_sequence():
+    model = keras.Sequential([keras.Input((T, 3)),
+                              L.LSTM(5, return_sequences=True, go_backwards=True),
+                              L.TimeDistributed(L.Dense(4)), L.Activation("softmax")])  # fmt: skip
+    return model, "sparse_categorical_crossentropy"
+
+
+def regression():
+    model = keras.Sequential([keras.Input((T, 3)), L.LSTM(4, return_sequences=True),
+                              L.LSTM(3, return_sequences=True), L.Dense(2)])  # fmt: skip
+    return model, "mse"
+
+
+MODELS = {
+    "tokens-bi-concat": lambda: tokens_model("concat"),
+    "bi-sum-softmax": lambda: softmax_head("sum"),
+    "bi-mul-softmax": lambda: softmax_head("mul"),
+    "bi-ave-softmax": lambda: softmax_head("ave"),
+    "go-backwards-sequence": backwards_sequence,
+    "stacked-mse": regression,
+}
+
+
+def data(model, loss, rng):
+    shape = model.inputs[0].shape
+    if len(shape) == 2:
+        x = rng.integers(1, 30, (B, T)).astype(np.int32)
+    else:
+        x = rng.standard_normal((B, T, shape[2])).astype(np.float32)
+    out = model.outputs[0].shape
+    if loss == "binary_crossentropy":
+        y = rng.integers(0, 2, (B, out[-1])).astype(np.float32)
+    elif loss == "categorical_crossentropy":
+        y = np.eye(out[-1], dtype=np.float32)[rng.integers(0, out[-1], B)]
+    elif loss == "sparse_categorical_crossentropy":
+        y = rng.integers(0, out[-1], (B, T)).astype(np.int32)
+    else:
+        y = rng.standard_normal((B, *out[1:])).astype(np.float32)
+    return x, y
+
+
+def keras_directions(model):
+    """The LSTM layers of each direction, in lstmviz's order."""
+    found = []
+    for layer in model.layers:
+        if isinstance(layer, L.Bidirectional):
+            found += [layer.forward_layer, layer.backward_layer]
+        elif isinstance(layer, L.LSTM):
+            found.append(layer)
+    return found
+
+
+def close(a, b, rtol, what):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    scale = max(np.abs(b).max(), 1e-6)
+    assert np.abs(a - b).max() <= rtol * scale, f"{what}: max |Δ| {np.abs(a - b).max():.3g}"
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_matches_keras_and_the_unrolled_reference(name, tmp_path):
+    keras.utils.set_random_seed(3)
+    model, loss = MODELS[name]()
+    model.compile(loss=loss)
+    path = tmp_path / "m.keras"
+    model.save(path)
+    x, y = data(model, loss, np.random.default_rng(4))
+
+    trace = model_gradients(str(path), x, y)
+    trace.check()
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=False)
+        value = model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
+    grads = dict(zip((id(w) for w in model.trainable_weights),
+                     tape.gradient(value, model.trainable_weights), strict=True))  # fmt: skip
+    close(trace.y_pred, y_pred, 1e-5, "y_pred")
+    assert float(trace.loss) == pytest.approx(float(value), rel=1e-5)
+    assert trace.loss_by_sample.shape == (B,)
+    assert float(trace.loss_by_sample.mean()) == pytest.approx(float(value), rel=1e-5)
+
+    ref_loss, ref_pred, totals = reference(model, x, y, loss)
+    assert ref_loss == pytest.approx(float(value), rel=1e-5)  # the reference is Keras's model
+    directions = keras_directions(model)
+    assert len(trace.layer_names) == len(directions) == len(totals)
+    for k, (layer, name_k) in enumerate(zip(directions, totals, strict=True)):
+        cell = layer.cell
+        for key, weight in (("kernel", cell.kernel), ("recurrent_kernel", cell.recurrent_kernel),
+                            ("bias", cell.bias)):  # fmt: skip
+            close(trace[f"layer{k}_grad_{key}"], grads[id(weight)], 1e-4, f"{name_k} {key}")
+        dh, dc = totals[name_k]
+        close(trace[f"layer{k}_grad_h_total"], dh, 1e-4, f"{name_k} dL/dh")
+        close(trace[f"layer{k}_grad_c_total"], dc, 1e-4, f"{name_k} dL/dc")
+        assert trace[f"layer{k}_gates_mean"].shape == (4, T)
+    assert trace.norm_h_total_by_layer.shape == (len(directions), T)
+    first_input = trace.grad_input.shape
+    assert first_input[:2] == (T, B) and trace.saliency.shape == (B, T)
+
+
+def test_saliency_is_the_gradient_at_the_embedding_vectors(tmp_path):
+    """grad_input of a token model is dL/d(embedding vector of each input token): summed per
+    token id it is Keras's gradient of the embedding table."""
+    keras.utils.set_random_seed(5)
+    model, loss = tokens_model()
+    model.compile(loss=loss)
+    x, y = data(model, loss, np.random.default_rng(6))
+    trace = model_gradients(model, x, y)
+    with tf.GradientTape() as tape:
+        value = model.compute_loss(x=x, y=y, y_pred=model(x), training=False)
+    table = model.layers[1].embeddings
+    expected = tf.convert_to_tensor(tape.gradient(value, table)).numpy()
+    summed = np.zeros_like(expected)
+    np.add.at(summed, trace.x.T, trace.grad_input.transpose(1, 0, 2))
+    close(summed, expected, 1e-4, "embedding gradient")
+    np.testing.assert_allclose(trace.saliency, np.linalg.norm(trace.grad_input, axis=-1).T,
+                               rtol=1e-6)  # fmt: skip
