@@ -50,13 +50,23 @@ def _sequence(outputs, steps, zero_masked, mask, reverse_back):
     return tf.stack(hs, 1)
 
 
+def leaves(model):
+    """The model's layers in call order, nested models opened up."""
+    for layer in model.layers:
+        if isinstance(layer, keras.Model):
+            yield from leaves(layer)
+        else:
+            yield layer
+
+
 def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
     """(y_pred, directions): directions a list of (name, {t: (eps_h, eps_c)}) in the order
-    lstmviz names them (model order, forward before backward)."""
+    lstmviz names them (model order, forward before backward). Layers lstmviz does not model
+    (Conv1D, attention, pooling) are called as the Keras layers they are."""
     value = tf.constant(x)
     mask = None
     directions = []
-    for layer in model.layers:
+    for layer in leaves(model):
         name = type(layer).__name__
         if name == "InputLayer":
             continue
@@ -98,8 +108,12 @@ def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
             value = keras.activations.get(dense.activation)(value)
         elif name == "Activation":
             value = keras.activations.get(layer.activation)(value)
+        elif name == "MultiHeadAttention":
+            value = layer(value, value)
         else:
-            raise NotImplementedError(name)
+            value = layer(value)
+            if value.shape.rank < 3:
+                mask = None
     return value, mask, directions
 
 

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from lstmviz.engine.model import model_gradients
-from tests.model_reference import reference
+from tests.model_reference import leaves, reference
 
 L = keras.layers
 T, B = 7, 3
@@ -80,7 +80,7 @@ def data(model, loss, rng):
 def keras_directions(model):
     """The LSTM layers of each direction, in lstmviz's order."""
     found = []
-    for layer in model.layers:
+    for layer in leaves(model):
         if isinstance(layer, L.Bidirectional):
             found += [layer.forward_layer, layer.backward_layer]
         elif isinstance(layer, L.LSTM):
@@ -94,16 +94,9 @@ def close(a, b, rtol, what):
     assert np.abs(a - b).max() <= rtol * scale, f"{what}: max |Δ| {np.abs(a - b).max():.3g}"
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_model_matches_keras_and_the_unrolled_reference(name, tmp_path):
-    keras.utils.set_random_seed(3)
-    model, loss = MODELS[name]()
-    model.compile(loss=loss)
-    path = tmp_path / "m.keras"
-    model.save(path)
-    x, y = data(model, loss, np.random.default_rng(4))
-
-    trace = model_gradients(str(path), x, y)
+def check_against_keras(model, loss, x, y, trace, masked=None):
+    """y_pred, the loss, every direction's weight gradients against Keras; dL/dh_t, dL/dc_t
+    against the unrolled reference (at the steps `masked` does not hide)."""
     trace.check()
     with tf.GradientTape() as tape:
         y_pred = model(x, training=False)
@@ -112,23 +105,36 @@ def test_model_matches_keras_and_the_unrolled_reference(name, tmp_path):
                      tape.gradient(value, model.trainable_weights), strict=True))  # fmt: skip
     close(trace.y_pred, y_pred, 1e-5, "y_pred")
     assert float(trace.loss) == pytest.approx(float(value), rel=1e-5)
-    assert trace.loss_by_sample.shape == (B,)
-    assert float(trace.loss_by_sample.mean()) == pytest.approx(float(value), rel=1e-5)
-
-    ref_loss, ref_pred, totals = reference(model, x, y, loss)
+    assert trace.loss_by_sample.shape == (len(x),)
+    ref_loss, _, totals = reference(model, x, y, loss)
     assert ref_loss == pytest.approx(float(value), rel=1e-5)  # the reference is Keras's model
     directions = keras_directions(model)
     assert len(trace.layer_names) == len(directions) == len(totals)
+    keep = 1.0 if masked is None else masked.T[..., None]  # [T, B, 1]
     for k, (layer, name_k) in enumerate(zip(directions, totals, strict=True)):
         cell = layer.cell
-        for key, weight in (("kernel", cell.kernel), ("recurrent_kernel", cell.recurrent_kernel),
-                            ("bias", cell.bias)):  # fmt: skip
+        weights = (("kernel", cell.kernel), ("recurrent_kernel", cell.recurrent_kernel))
+        weights += (("bias", cell.bias),) if cell.use_bias else ()
+        for key, weight in weights:
             close(trace[f"layer{k}_grad_{key}"], grads[id(weight)], 1e-4, f"{name_k} {key}")
         dh, dc = totals[name_k]
-        close(trace[f"layer{k}_grad_h_total"], dh, 1e-4, f"{name_k} dL/dh")
-        close(trace[f"layer{k}_grad_c_total"], dc, 1e-4, f"{name_k} dL/dc")
-        assert trace[f"layer{k}_gates_mean"].shape == (4, T)
-    assert trace.norm_h_total_by_layer.shape == (len(directions), T)
+        close(trace[f"layer{k}_grad_h_total"] * keep, dh * keep, 1e-4, f"{name_k} dL/dh")
+        close(trace[f"layer{k}_grad_c_total"] * keep, dc * keep, 1e-4, f"{name_k} dL/dc")
+        assert trace[f"layer{k}_gates_mean"].shape == (4, x.shape[1])
+    assert trace.norm_h_total_by_layer.shape == (len(directions), x.shape[1])
+    return trace
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_matches_keras_and_the_unrolled_reference(name, tmp_path):
+    keras.utils.set_random_seed(3)
+    model, loss = MODELS[name]()
+    model.compile(loss=loss)
+    path = tmp_path / "m.keras"
+    model.save(path)
+    x, y = data(model, loss, np.random.default_rng(4))
+    trace = check_against_keras(model, loss, x, y, model_gradients(str(path), x, y))
+    assert float(trace.loss_by_sample.mean()) == pytest.approx(float(trace.loss), rel=1e-5)
     first_input = trace.grad_input.shape
     assert first_input[:2] == (T, B) and trace.saliency.shape == (B, T)
 
