@@ -103,12 +103,14 @@ def test_a_mask_of_ones_changes_nothing(rng, backend):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])  # float64 runs the while-loops
-def test_lstm_sequence_takes_bool_or_float_masks_and_gives_the_mask_no_gradient(rng, dtype):
+def test_lstm_sequence_takes_bool_or_number_masks_and_gives_the_mask_no_gradient(rng, dtype):
+    """A mask of numbers counts any nonzero as 1, as casting it to bool does."""
     arrays = [tf.constant(a) for a in _problem(rng, dtype=dtype)]
     mask = _mask("random", rng)
     as_float = tf.constant(mask, dtype)
+    scaled = mask * rng.choice([0.5, 1.0, 3.0, -2.0], size=mask.shape)
     outputs = []
-    for given in (tf.constant(mask > 0), as_float):
+    for given in (tf.constant(mask > 0), tf.constant(scaled, dtype), as_float):
         with tf.GradientTape() as tape:
             tape.watch(arrays + [as_float])
             h, _ = cell.lstm_sequence(*arrays, mask=given)
@@ -116,8 +118,9 @@ def test_lstm_sequence_takes_bool_or_float_masks_and_gives_the_mask_no_gradient(
         grads = tape.gradient(loss, arrays + [as_float])
         assert grads[-1] is None  # the mask is not differentiated
         outputs.append([h, *grads[:-1]])
-    for from_bool, from_float in zip(*outputs, strict=True):
-        np.testing.assert_array_equal(from_bool, from_float)
+    for from_bool, *from_numbers in zip(*outputs, strict=True):
+        for other in from_numbers:
+            np.testing.assert_array_equal(other, from_bool)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -95,8 +95,8 @@ def lstm_sequence(
     if probe_h is None:
         probe_h = probe_c = tf.zeros_like(tf.broadcast_to(h0, [tf.shape(x)[0], *h0.shape]))
     masks = []
-    if mask is not None:
-        mask = tf.stop_gradient(tf.cast(mask, x.dtype))
+    if mask is not None:  # exactly 0 or 1 from here on: nonzero means the step runs
+        mask = tf.stop_gradient(tf.cast(tf.cast(mask, tf.bool), x.dtype))
         tf.debugging.assert_equal(
             tf.shape(mask), tf.shape(x)[:2], message="the mask must be [T, B] as x is [T, B, I]"
         )
@@ -108,9 +108,11 @@ def lstm_sequence(
 
 @tf.custom_gradient
 def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None):
-    """The while-loops: `lstm_sequence`'s arguments, the mask absent or [T, B] in x's dtype.
-    Without a mask the loops hold no mask arithmetic at all."""
+    """The while-loops: `lstm_sequence`'s arguments, the mask absent or [T, B] of 0/1 in x's
+    dtype. Without a mask the loops hold no mask arithmetic at all."""
     steps, batch = tf.shape(x)[0], tf.shape(x)[1]
+    if mask is not None:  # [T, B, 1], to broadcast over units
+        ran, share, keep = mask[:, :, None] > 0, mask[:, :, None], 1.0 - mask[:, :, None]
     # The bias rides along as a row of the kernel against a column of ones: x1·k1 = x·W + b,
     # and x1ᵀ·dz gives the kernel and bias gradients in one matmul.
     x1 = tf.concat([x, tf.ones([steps, batch, 1], x.dtype)], axis=2)  # [T, B, I+1]
@@ -125,16 +127,16 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, 
     # factors[t] [B, 6H] packs what a backward step needs and the incoming gradient does not
     # change: the dz/dc (dz/dh for the output gate) of each gate, g·i(1-i), c_prev·f(1-f),
     # i(1-g²), tanh(c)·o(1-o), then f and dc/dh = o(1-tanh²c). One write and one read per step
-    # instead of six of each is most of what a step saves (README, "Performance").
+    # instead of six of each is most of what a step saves (README, "Performance"). With a mask
+    # they are multiplied by m_t, the cell's share of the gradient (none at masked steps).
     def forward(t, h, c, hs, cs, factors):
         h_prev, c_prev = h, c
         h, c, (i, f, g, o), tanh_c = lstm_step(
             tf.matmul(x1[t], k1), h, c, recurrent_kernel, lambda z: _columns(z, hidden, 4)
         )
-        if mask is not None:  # m·new + (1-m)·previous, m [B, 1]
-            m = mask[t][:, None]
-            c = m * c + (1.0 - m) * c_prev
-            h = m * h + (1.0 - m) * h_prev
+        if mask is not None:  # a masked step passes on the state it was given
+            ran_t = ran[t]
+            h, c = tf.where(ran_t, h, h_prev), tf.where(ran_t, c, c_prev)
         c = c + probe_c[t]
         h = h + probe_h[t]
         packed = tf.concat(
@@ -148,6 +150,8 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, 
             ],
             axis=1,
         )
+        if mask is not None:
+            packed *= share[t]
         return t + 1, h, c, hs.write(t + 1, h), cs.write(t + 1, c), factors.write(t, packed)
 
     _, _, _, hs, cs, factors = tf.while_loop(
@@ -160,9 +164,9 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, 
     def backward(dh_direct, dc_direct):
         """BPTT: dh_t = direct_t + dz_{t+1}·Uᵀ, dc_t = dh_t·o_t·(1-tanh²c_t) + dc_{t+1}·f_{t+1}.
 
-        With a mask the cell gets m_t·dh_t, m_t·dc_t and the carried state passes (1-m_t)·dh_t
-        and (1-m_t)·a_t straight to step t-1, where a_t is dL/dc_t other than through h_t
-        (dc_t = a_t + m_t·dh_t·o_t·(1-tanh²ĉ_t)).
+        With a mask the cell gets m_t·dh_t, m_t·dc_t (the factors hold m_t) and the carried
+        state passes (1-m_t)·dh_t and (1-m_t)·a_t straight to step t-1, where a_t is dL/dc_t
+        other than through h_t (dc_t = a_t + m_t·dh_t·o_t·(1-tanh²ĉ_t)).
 
         Returns gradients for (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c,
         and None for the mask when there is one); those for the probes are the total dL/dh_t
@@ -177,17 +181,14 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, 
                 _columns(packed[:, 4 * hidden :], hidden, 2),
             )
             dh = dh_direct[t] + dh_next
-            if mask is None:
-                dc = dc_direct[t] + dc_next + dh * dc_dh
-                dz = tf.concat([dc, dc, dc, dh], axis=1) * dz_dc
-                dh_next, dc_next = tf.matmul(dz, u_t), dc * f
-            else:
-                m = mask[t][:, None]
-                carried = dc_direct[t] + dc_next  # a_t
-                dc = carried + m * dh * dc_dh
-                dz = tf.concat([dc, dc, dc, dh], axis=1) * (m * dz_dc)
-                dh_next = tf.matmul(dz, u_t) + (1.0 - m) * dh
-                dc_next = m * dc * f + (1.0 - m) * carried
+            carried = dc_direct[t] + dc_next  # a_t
+            dc = carried + dh * dc_dh
+            dz = tf.concat([dc, dc, dc, dh], axis=1) * dz_dc
+            dh_next, dc_next = tf.matmul(dz, u_t), dc * f
+            if mask is not None:
+                keep_t = keep[t]
+                dh_next += keep_t * dh
+                dc_next += keep_t * carried
             dk1 += tf.matmul(x1[t], dz, transpose_a=True)
             du += tf.matmul(hs.read(t), dz, transpose_a=True)
             return (

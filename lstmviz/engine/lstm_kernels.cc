@@ -114,7 +114,7 @@ REGISTER_OP("LstmvizSequenceForward")
     .Attr("masks: int >= 0")       // how many: 0 or 1
     .Output("h: float")         // [T, B, H]
     .Output("c: float")         // [T, B, H]
-    .Output("factors: float")   // [T, B, 6H], what a backward step needs (see below)
+    .Output("factors: float")   // [T, B, 6H], what a backward step needs (see below), ·m_t
     .SetShapeFn([](InferenceContext* ctx) {
       DimensionHandle steps = ctx->Dim(ctx->input(0), 0), batch = ctx->Dim(ctx->input(4), 0),
                       hidden = ctx->Dim(ctx->input(4), 1), six;
@@ -229,6 +229,9 @@ class SequenceForward : public OpKernel {
             ArrayMap(fr + 3 * H, H) = tanh_c * o * (1.0f - o);
             ArrayMap(fr + 4 * H, H) = f;
             ArrayMap(fr + 5 * H, H) = o * (1.0f - tanh_c * tanh_c);
+            if constexpr (kMasked) {
+              ArrayMap(fr, 6 * H) *= mask[row + r];  // the cell's share of the gradient
+            }
           }
         }
       });
@@ -274,8 +277,8 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).
-    // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t (dz_t from those),
-    // the carried state passes the rest straight back to step t-1:
+    // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t (the factors hold
+    // m), the carried state passes the rest straight back to step t-1:
     //   dh_t = direct_t + dz_{t+1}·Uᵀ + (1-m')·dh_{t+1}
     //   dc_t = a_t + m·dh_t·o_t(1-tanh²ĉ_t)
     //   a_t  = direct_t + m'·dc_{t+1}·f_{t+1} + (1-m')·a_{t+1}
@@ -292,24 +295,21 @@ class SequenceBackward : public OpKernel {
             const float* fr = fs + (row + r) * 6 * H;
             ArrayMap dh(dhs + at, H), dc(dcs + at, H), dc_carry(dc_next.row(r).data(), H);
             dh = ConstArrayMap(dh_d + at, H) + dh_next.row(r).transpose().array();
-            float* dz = dzs + (row + r) * 4 * H;
             if constexpr (kMasked) {
-              const float m = mask[row + r], keep = 1.0f - m;
               dc = ConstArrayMap(dc_d + at, H) + dc_carry;  // a_t
-              dc_carry = keep * dc;
-              dc += (m * dh) * ConstArrayMap(fr + 5 * H, H);
-              const auto dc_cell = m * dc, dh_cell = m * dh;
-              ArrayMap(dz, H) = dc_cell * ConstArrayMap(fr, H);
-              ArrayMap(dz + H, H) = dc_cell * ConstArrayMap(fr + H, H);
-              ArrayMap(dz + 2 * H, H) = dc_cell * ConstArrayMap(fr + 2 * H, H);
-              ArrayMap(dz + 3 * H, H) = dh_cell * ConstArrayMap(fr + 3 * H, H);
-              dc_carry += dc_cell * ConstArrayMap(fr + 4 * H, H);
+              dc_carry = (1.0f - mask[row + r]) * dc;
+              dc += dh * ConstArrayMap(fr + 5 * H, H);
             } else {
               dc = ConstArrayMap(dc_d + at, H) + dc_carry + dh * ConstArrayMap(fr + 5 * H, H);
-              ArrayMap(dz, H) = dc * ConstArrayMap(fr, H);
-              ArrayMap(dz + H, H) = dc * ConstArrayMap(fr + H, H);
-              ArrayMap(dz + 2 * H, H) = dc * ConstArrayMap(fr + 2 * H, H);
-              ArrayMap(dz + 3 * H, H) = dh * ConstArrayMap(fr + 3 * H, H);
+            }
+            float* dz = dzs + (row + r) * 4 * H;
+            ArrayMap(dz, H) = dc * ConstArrayMap(fr, H);
+            ArrayMap(dz + H, H) = dc * ConstArrayMap(fr + H, H);
+            ArrayMap(dz + 2 * H, H) = dc * ConstArrayMap(fr + 2 * H, H);
+            ArrayMap(dz + 3 * H, H) = dh * ConstArrayMap(fr + 3 * H, H);
+            if constexpr (kMasked) {
+              dc_carry += dc * ConstArrayMap(fr + 4 * H, H);
+            } else {
               dc_carry = dc * ConstArrayMap(fr + 4 * H, H);
             }
           }
