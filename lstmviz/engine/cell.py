@@ -17,7 +17,8 @@ in time by the caller.
 
 `lstm_sequence` runs the native CPU kernels when they are built (`native.py`: the forward and
 its BPTT as one op each), and otherwise the TensorFlow while-loops below, which compute the
-same; tests/test_cell_backends.py checks both against NumPy BPTT.
+same; tests/test_cell_backends.py checks both against NumPy BPTT, tests/test_mask.py with masks
+(and against Keras's masked LSTM).
 
 The while-loop version carries its own backward pass (`tf.custom_gradient`): a reverse
 while-loop that is exactly BPTT. The forward loop stores, per step, the factors the backward

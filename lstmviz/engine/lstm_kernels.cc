@@ -9,7 +9,7 @@
 // of zero or one tensors (TensorFlow's way to make an input optional). Where m_t[b] = 0 the
 // state is carried over (h_t = h_{t-1}, c_t = c_{t-1}); where it is 1 the cell runs. Exactly:
 // h_t = m·ĥ_t + (1-m)·h_{t-1} + probe_h[t], c_t likewise, ĥ_t, ĉ_t the cell's new state. The
-// unmasked code is a separate instantiation (kMasked = false), so it costs what it did.
+// unmasked code is a separate instantiation (kMasked = false) that pays nothing for masking.
 //
 // Batch rows never interact along the recurrence, so each op splits the batch into one block
 // of rows per intra-op thread and runs the whole sequence on each block with no
@@ -22,6 +22,7 @@
 #include <functional>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "Eigen/Core"
 #include "tensorflow/core/framework/op.h"
@@ -114,7 +115,7 @@ REGISTER_OP("LstmvizSequenceForward")
     .Attr("masks: int >= 0")       // how many: 0 or 1
     .Output("h: float")         // [T, B, H]
     .Output("c: float")         // [T, B, H]
-    .Output("factors: float")   // [T, B, 6H], what a backward step needs (see below), ·m_t
+    .Output("factors: float")   // [T, B, 6H], what a backward step needs (see below)
     .SetShapeFn([](InferenceContext* ctx) {
       DimensionHandle steps = ctx->Dim(ctx->input(0), 0), batch = ctx->Dim(ctx->input(4), 0),
                       hidden = ctx->Dim(ctx->input(4), 1), six;
@@ -229,8 +230,8 @@ class SequenceForward : public OpKernel {
             ArrayMap(fr + 3 * H, H) = tanh_c * o * (1.0f - o);
             ArrayMap(fr + 4 * H, H) = f;
             ArrayMap(fr + 5 * H, H) = o * (1.0f - tanh_c * tanh_c);
-            if constexpr (kMasked) {
-              ArrayMap(fr, 6 * H) *= mask[row + r];  // the cell's share of the gradient
+            if constexpr (kMasked) {  // times m: the cell's share of the gradient (none if 0)
+              ArrayMap(fr, 6 * H) *= mask[row + r];
             }
           }
         }
