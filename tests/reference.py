@@ -16,11 +16,12 @@ def sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def _steps_mask(mask, steps, batch):
-    """The mask as float64 [T, B, 1] (ones when None), to broadcast over units."""
+def _ran(mask, steps, batch):
+    """[T, B, 1] bool, to broadcast over units: where the cell's new state is kept (the mask
+    is nonzero; everywhere when it is None)."""
     if mask is None:
-        return np.ones((steps, batch, 1))
-    return np.asarray(mask, np.float64).reshape(steps, batch, 1)
+        return np.ones((steps, batch, 1), bool)
+    return np.asarray(mask).reshape(steps, batch, 1) != 0
 
 
 def np_forward(x, kernel, recurrent, bias, h0, c0, mask=None):
@@ -28,7 +29,7 @@ def np_forward(x, kernel, recurrent, bias, h0, c0, mask=None):
     own new c (before the mask picks it or the carried state) that the backward pass needs."""
     x, kernel, recurrent, bias = (np.asarray(a, np.float64) for a in (x, kernel, recurrent, bias))
     h, c = np.asarray(h0, np.float64), np.asarray(c0, np.float64)
-    keep = 1.0 - _steps_mask(mask, x.shape[0], x.shape[1])
+    ran = _ran(mask, x.shape[0], x.shape[1])
     hs, cs, gates = [], [], []
     for t in range(x.shape[0]):
         z = x[t] @ kernel + h @ recurrent + bias
@@ -37,8 +38,8 @@ def np_forward(x, kernel, recurrent, bias, h0, c0, mask=None):
         c_cell = f * c + i * g
         h_cell = o * np.tanh(c_cell)
         # Keras's masked step: the previous state where the mask is 0.
-        h = np.where(keep[t] > 0, h, h_cell)
-        c = np.where(keep[t] > 0, c, c_cell)
+        h = np.where(ran[t], h_cell, h)
+        c = np.where(ran[t], c_cell, c)
         hs.append(h)
         cs.append(c)
         gates.append((i, f, g, o, c_cell))
@@ -73,7 +74,7 @@ def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=(), direct_c=None
     x = np.asarray(x, np.float64)
     h0, c0 = np.asarray(h0, np.float64), np.asarray(c0, np.float64)
     h, c, gates = np_forward(x, kernel, recurrent, bias, h0, c0, mask)
-    ran = _steps_mask(mask, x.shape[0], x.shape[1]) > 0  # [T, B, 1]: the cell's result is kept
+    ran = _ran(mask, x.shape[0], x.shape[1])
     recurrent = np.asarray(recurrent, np.float64)
     steps = x.shape[0]
     dh_all, dc_all = np.zeros_like(h), np.zeros_like(c)
