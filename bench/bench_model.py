@@ -80,7 +80,7 @@ def main() -> None:
             "lstmviz step": ours_step,
             "lstmviz trace": ours_trace}  # fmt: skip
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for name, fn in runs.items():  # warm-up: tracing
+    for fn in runs.values():  # warm-up: tracing
         fn()
     for _ in range(args.repeats):
         for name, fn in runs.items():

@@ -97,8 +97,11 @@ def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
                 else:
                     merged.append(outputs[-1][1])
             a, b = merged
-            value = {"concat": lambda: tf.concat([a, b], -1), "sum": lambda: a + b,
-                     "mul": lambda: a * b, "ave": lambda: (a + b) / 2}[layer.merge_mode]()  # fmt: skip
+            merge = layer.merge_mode
+            if merge == "concat":
+                value = tf.concat([a, b], -1)
+            else:
+                value = {"sum": a + b, "mul": a * b, "ave": (a + b) / 2}[merge]
             if not layer.return_sequences:
                 mask = None
         elif name in ("Dense", "TimeDistributed"):

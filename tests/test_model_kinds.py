@@ -20,7 +20,7 @@ from tests.model_fixtures import (
     torch_bidirectional_forward,
     torch_state_dict,
 )
-from tests.test_model_mode import check_against_keras, close, data
+from tests.test_model_mode import check_against_keras, close
 
 
 @pytest.fixture(scope="module")
