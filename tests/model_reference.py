@@ -125,7 +125,11 @@ def reference(model: keras.Model, x: np.ndarray, y: np.ndarray, loss: str):
     the loss is Keras's mean (over the unmasked steps of a sequence output)."""
     with tf.GradientTape(persistent=True) as tape:
         y_pred, mask, directions = forward(model, x, tape)
-        values = keras.losses.get(loss)(y, y_pred)
+        compiled = getattr(model, "loss", None)
+        if hasattr(compiled, "fn") and hasattr(compiled, "_fn_kwargs"):  # a wrapper and its args
+            values = compiled.fn(y, y_pred, **compiled._fn_kwargs)
+        else:
+            values = keras.losses.get(loss)(y, y_pred)
         if values.shape.rank == 2 and mask is not None:
             weight = tf.cast(mask, values.dtype)
             value = tf.reduce_sum(values * weight) / tf.reduce_sum(weight)

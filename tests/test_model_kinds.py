@@ -58,16 +58,34 @@ def fixture_data(model, loss, rng, batch=3):
     return x, y
 
 
-@pytest.mark.parametrize("name", ["merge_sum", "merge_mul", "nested"])
+@pytest.mark.parametrize("name", ["merge_sum", "merge_mul", "nested", "tokens", "features"])
 def test_keras3_files_match_keras(k3, name):
-    """Bidirectional sum and mul heads, and a model with layers only Keras runs (Conv1D before
-    the LSTMs, one inside a nested Sequential, attention and pooling after them)."""
+    """Bidirectional sum and mul heads; a model with layers only Keras runs (Conv1D before the
+    LSTMs, one inside a nested Sequential, attention and pooling after them); token ids masked
+    by Embedding(mask_zero) through a Bidirectional into an LSTM reading backwards; features
+    masked by Masking through Bidirectional(ave), an LSTM without bias, TimeDistributed(Dense)
+    and a softmax under a label-smoothed loss (masked mean over the steps)."""
     folder, models = k3
     model = models[name]
     loss = model.loss if isinstance(model.loss, str) else "binary_crossentropy"
+    if name == "features":
+        loss = "categorical_crossentropy"
     x, y = fixture_data(model, loss, np.random.default_rng(7))
+    masked = None
+    if name == "tokens":
+        x[0, :3] = 0  # pre-padding
+        x[1, -2:] = 0  # post-padding
+        x[2, 3] = 0  # a hole
+        masked = x != 0
+    elif name == "features":
+        x[0, :2] = 0.0
+        x[2, -1] = 0.0
+        masked = np.any(x != 0, axis=-1)
+        y = np.eye(2, dtype=np.float32)[np.random.default_rng(8).integers(0, 2, x.shape[:2])]
     trace = model_gradients(str(folder / f"{name}.keras"), x, y)
-    check_against_keras(model, loss, x, y, trace)
+    check_against_keras(model, loss, x, y, trace, masked)
+    if masked is not None:
+        np.testing.assert_array_equal(trace.mask, masked.T)
 
 
 def test_a_head_without_a_loss_takes_the_one_given(k3):

@@ -148,8 +148,8 @@ class ModelGradients:
         if "grad_input" in named:
             out["grad_input"] = named["grad_input"]
             out["saliency"] = tf.transpose(tf.norm(named["grad_input"], axis=-1))  # [B, T]
-        if forward.mask is not None:
-            out["mask"] = forward.mask
+        if forward.input_mask is not None:
+            out["mask"] = forward.input_mask
         return out
 
 

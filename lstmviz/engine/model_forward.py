@@ -54,13 +54,14 @@ class Direction:
 @dataclass
 class Forward:
     """What one forward pass gives: the output (batch-major), the directions, the tensor fed to
-    the first LSTM (time-major [T, B, E]; its gradient is the input saliency) and the mask
-    (float 0/1 [T, B], 1 where a step counts)."""
+    the first LSTM (time-major [T, B, E]; its gradient is the input saliency) and the masks of
+    the output and of that input (float 0/1 [T, B], 1 where a step counts)."""
 
     output: tf.Tensor
     directions: list[Direction]
     first_input: tf.Tensor | None
-    mask: tf.Tensor | None
+    mask: tf.Tensor | None  # the output's (a sequence output's steps the loss skips)
+    input_mask: tf.Tensor | None  # the first LSTM's input's
 
 
 def weight_names(spec: ModelSpec) -> list[tuple[str, str]]:
@@ -104,12 +105,12 @@ class ModelForward:
         if not self.spec.tokens:
             value = tf.transpose(x, [1, 0, 2])  # [T, B, I]
         directions: list[Direction] = []
-        first_input = None
+        first_input = input_mask = None
         for layer in self.spec.layers[1:]:
             w = by_layer.get(layer.name, {})
             kind = layer.kind
             if kind in ("lstm", "bidirectional") and first_input is None:
-                first_input = value
+                first_input, input_mask = value, mask
                 tape.watch(first_input)
             if kind == "embedding":
                 if layer.args.get("mask_zero"):
@@ -136,7 +137,7 @@ class ModelForward:
                 mask = None
         if sequence:
             value = tf.transpose(value, [1, 0, *range(2, value.shape.rank)])
-        return Forward(value, directions, first_input, mask)
+        return Forward(value, directions, first_input, mask, input_mask)
 
     def _keras(self, layer: LayerSpec, value, sequence: bool):
         model = self.keras[layer.name]
