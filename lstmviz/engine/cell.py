@@ -97,7 +97,9 @@ def lstm_sequence(
         probe_h = probe_c = tf.zeros_like(tf.broadcast_to(h0, [tf.shape(x)[0], *h0.shape]))
     masks = []
     if mask is not None:  # exactly 0 or 1 from here on: nonzero means the step runs
-        mask = tf.stop_gradient(tf.cast(tf.cast(mask, tf.bool), x.dtype))
+        # (not_equal, not a cast to bool: casting numbers to bool logs a oneDNN error line on
+        # some CPUs)
+        mask = tf.stop_gradient(tf.cast(tf.not_equal(mask, tf.zeros_like(mask)), x.dtype))
         tf.debugging.assert_equal(
             tf.shape(mask), tf.shape(x)[:2], message="the mask must be [T, B] as x is [T, B, I]"
         )

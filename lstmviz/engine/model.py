@@ -114,8 +114,11 @@ class ModelGradients:
         self._step = tf.function(self._compute, reduce_retracing=True)
 
     def __call__(self, x, y, weights=None) -> dict[str, tf.Tensor]:
+        """x and y batch-major as Keras takes them (NumPy); weights in `weight_names` order
+        (the spec's own when None)."""
         weights = flat_weights(self.spec) if weights is None else weights
         y = tf.zeros([0]) if y is None else y
+        x = np.ascontiguousarray(np.swapaxes(np.asarray(x), 0, 1))  # time-major
         return self._step(x, y, [tf.convert_to_tensor(w) for w in weights])
 
     def _compute(self, x, y, weights):
