@@ -194,6 +194,6 @@ def test_random_data_of_the_models_shapes_and_cancel(k3):
     *updates, trace = run(config)
     assert isinstance(trace, GradientTrace) and trace.x.shape == (7, 5)  # the model fixes T
     assert str(trace.inputs_source).startswith("random data (seed 3)")
-    assert 1 <= trace.x.min() and trace.x.max() < 20 and trace.y.shape == (5, 1)
+    assert trace.x.min() >= 1 and trace.x.max() < 20 and trace.y.shape == (5, 1)
     assert trace.config.steps == 7 and trace.config.batch == 5
     assert [type(item) for item in run(config, cancelled=lambda: True)] == [type(updates[0])]
