@@ -22,10 +22,11 @@ class PanelArea(QWidget):
     """The panels (`by_name`: "norm", "loss", "rows", "units", "connectivity", and a model
     trace's "layers", "gates", "layer_map", "saliency", "layer_units"), laid out as
     `render.layout.PANEL_ROWS` says; those `panels_for` names are shown. The panels that show
-    one LSTM direction of a model share its choice (`layer`, their combo boxes). `draw` shows arrays in every panel, the first at once and
-    the others one per event-loop turn (all at once, a new finished trace took 40-60 ms: see
-    docs/performance.md), so each panel's draw and the repaint it causes stay apart; `drawn`
-    fires when the last has drawn."""
+    one LSTM direction of a model share its choice (`layer`, their combo boxes).
+
+    `draw` shows arrays in every panel, the first at once and the others one per event-loop
+    turn (all at once, a new finished trace took 40-60 ms: see docs/performance.md), so each
+    panel's draw and the repaint it causes stay apart; `drawn` fires when the last has drawn."""
 
     drawn = Signal()
 
