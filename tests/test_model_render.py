@@ -21,8 +21,11 @@ pytest.importorskip("pytestqt")
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory):
     """The tokens model (Embedding mask_zero → Bidirectional → LSTM go_backwards → Dense)."""
+    import keras
+
     path = tmp_path_factory.mktemp("model") / "tokens.keras"
     keras3_models()["tokens"].save(path)
+    keras.backend.clear_session()  # Keras names unnamed layers by counting: from zero again
     return path
 
 
