@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def models(tmp_path_factory):
     """Model files of every kind, data for the token model, and bad ones."""
     import keras
-
     import tf_keras
 
     folder = tmp_path_factory.mktemp("models")
