@@ -155,7 +155,7 @@ def synthetic_stream(rows: int = 200, steps: int = 2000, batch: int = 8, hidden:
     between, so only the drawing costs the main thread), then a final trace."""
     from lstmviz.trace import GradientTrace, TraceUpdate
 
-    def run(config, cancelled=bool):
+    def run(config, cancelled=bool, keep=bool):
         rng = np.random.default_rng(0)
         data = np.exp(rng.standard_normal((rows, steps))).astype(np.float32)
         for r in range(rows):
@@ -262,10 +262,10 @@ def engine_arrays(rows: int = 200, steps: int = 2000) -> dict:
     config = RunConfig(mode="batchwise", steps=steps, batches=20, batch=4, hidden=32)
     *_, trace = run_batchwise(config)
     arrays = big_arrays(rows, steps)
-    by_batch = np.asarray(trace.norm_h_total, np.float32)  # [20, T]
+    by_batch = np.asarray(trace["norm_h_total_by_batch"], np.float32)  # [20, T]
     arrays["norm_h_total_by_batch"] = np.resize(by_batch, (rows, steps))
     for key in ("norm_h_total", "norm_h_direct", "norm_c_total"):
-        arrays[key] = np.asarray(trace.arrays[key][0], np.float32)
+        arrays[key] = np.asarray(trace.arrays[f"{key}_by_batch"][0], np.float32)
     return arrays
 
 
@@ -308,8 +308,8 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
             if config is not None:
                 window.worker.progress.disconnect(count)
             wait_until(app, lambda: not window.area.stages, 10)  # panels left to draw (`_draw`)
-            heatmap = window.area.rows if window.area.rows.isVisible() else window.area.by_name[
-                "layer_map"]  # a model run's
+            heatmap = window.area.by_name["layer_map" if "layer_map" in window.area.shown
+                                          else "rows"]  # fmt: skip
             drawn.append(heatmap.data.shape)
             wait_until(app, lambda: not window.worker._cancelled, 60)  # the run has ended
             late = probe.late

@@ -115,10 +115,13 @@ def units_of_layer(arrays: Arrays, k: int) -> np.ndarray | None:
     g = np.abs(np.asarray(g))  # exact in float32: no float64 copy of [T, B, H]
     mask = arrays.get("mask")
     if mask is None or np.shape(mask) != g.shape[:2]:
-        return g.mean(axis=1, dtype=np.float64).T
-    weight = np.asarray(mask, np.float32)
-    count = weight.sum(axis=1)  # [T]
-    sums = np.einsum("tbh,tb->th", g, weight, dtype=np.float64)
+        weight = np.ones(g.shape[:2], g.dtype)
+    else:
+        weight = np.asarray(mask, g.dtype)
+    # one matrix product per step (BLAS): ~4× faster than a float64 mean over B at
+    # T=2000, B=32, H=128 (bench/bench_gui.py); a float32 sum of B values is exact enough
+    sums = np.einsum("tbh,tb->th", g, weight, optimize=True)
+    count = weight.sum(axis=1, dtype=np.float64)  # [T]
     with np.errstate(invalid="ignore", divide="ignore"):
         return (sums / np.where(count > 0, count, np.nan)[:, None]).T
 
