@@ -82,10 +82,9 @@ class MainWindow(FileActions, QMainWindow):
         self.area.drawn.connect(self._drawn)
         self.summary = SummaryPanel()
         self.summary.verify_button.clicked.connect(self.verify)
+        self.area.created.connect(self._wire_panel)
         for panel in self.area.panels:
-            panel.export_action.triggered.connect(
-                lambda _=False, p=panel: export_dialog.export_panel(self, p)
-            )
+            self._wire_panel(panel)
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -397,6 +396,14 @@ class MainWindow(FileActions, QMainWindow):
             self.elapsed.setText(f"{seconds:.2f} s")
         self._set_title()
         self._sync()
+
+    @Slot(object)
+    def _wire_panel(self, panel) -> None:
+        """Right-click → Export panel… of `panel` (also of the panels made later)."""
+        panel.export_action.triggered.connect(
+            lambda _=False, p=panel: export_dialog.export_panel(self, p)
+        )
+        panel.export_action.setEnabled(self.trace is not None)
 
     def view_changed(self) -> None:
         self.area.set_options(self.log_action.isChecked(), self.normalise_action.isChecked())

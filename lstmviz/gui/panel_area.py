@@ -17,6 +17,10 @@ from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyH
 from lstmviz.render.panel import Panel
 from lstmviz.render.training import ConnectivityPanel, LossPanel
 
+# Panels made on first use, by name (render.layout.MODEL_PANELS).
+LAZY_PANELS = {"layers": LayerNormPanel, "gates": GatesPanel, "layer_map": LayerHeatmap,
+               "saliency": SaliencyHeatmap, "layer_units": LayerUnitsHeatmap}  # fmt: skip
+
 
 class PanelArea(QWidget):
     """The panels (`by_name`: "norm", "loss", "rows", "units", "connectivity", and a model
@@ -29,6 +33,7 @@ class PanelArea(QWidget):
     panel's draw and the repaint it causes stay apart; `drawn` fires when the last has drawn."""
 
     drawn = Signal()
+    created = Signal(object)  # a panel made on first use (a model trace's)
 
     def __init__(self) -> None:
         super().__init__()
@@ -39,24 +44,18 @@ class PanelArea(QWidget):
         self.connectivity = ConnectivityPanel()  # shown when a run computes the map
         self.by_name: dict[str, Panel] = {"norm": self.norm, "loss": self.loss, "rows": self.rows,
                                           "units": self.units,
-                                          "connectivity": self.connectivity,
-                                          "layers": LayerNormPanel(), "gates": GatesPanel(),
-                                          "layer_map": LayerHeatmap(),
-                                          "saliency": SaliencyHeatmap(),
-                                          "layer_units": LayerUnitsHeatmap()}  # fmt: skip
-        self.panels = tuple(self.by_name.values())
+                                          "connectivity": self.connectivity}  # fmt: skip
         self.layer = 0  # the LSTM direction of a model trace the choosing panels show
-        for panel in self.panels:
-            if isinstance(panel, LayerChoice):
-                panel.layer_box.activated.connect(self.set_layer)
         self.hidden: set[str] = set()  # turned off in the View menu
+        self.log, self.normalise = True, False
         for panel in self.panels:
             panel.cache_axes()
         self.rows_splitters: list[QSplitter] = []
         for names in PANEL_ROWS:
             row = QSplitter(Qt.Horizontal)
             for name in names:
-                row.addWidget(self.by_name[name])
+                if name in self.by_name:
+                    row.addWidget(self.by_name[name])
             self.rows_splitters.append(row)
         self.splitter = QSplitter(Qt.Vertical)
         for row in self.rows_splitters:
@@ -70,7 +69,31 @@ class PanelArea(QWidget):
         self.stages: list[Callable[[], None]] = []
         self.stage_timer = QTimer(self, singleShot=True, interval=0)
         self.stage_timer.timeout.connect(self.draw_stage)
-        self.log, self.normalise = True, False
+
+    @property
+    def panels(self) -> tuple[Panel, ...]:
+        """The panels made so far (a model trace's are made when one is first shown)."""
+        return tuple(self.by_name.values())
+
+    def panel(self, name: str) -> Panel:
+        """The panel called `name`, made and put in its place on first use: building the five
+        model panels took 0.15 s of the window's start (`created` tells the window)."""
+        if name in self.by_name:
+            return self.by_name[name]
+        panel = LAZY_PANELS[name]()
+        panel.cache_axes()
+        panel.log, panel.normalise = self.log, self.normalise
+        if isinstance(panel, LayerChoice):
+            panel.layer = self.layer
+            panel.layer_box.activated.connect(self.set_layer)
+        row, names = next((r, n) for r, n in zip(self.rows_splitters, PANEL_ROWS, strict=True)
+                          if name in n)  # fmt: skip
+        before = [n for n in names[: names.index(name)] if n in self.by_name]
+        panel.hide()
+        row.insertWidget(len(before), panel)
+        self.by_name[name] = panel
+        self.created.emit(panel)
+        return panel
 
     def busy(self) -> bool:
         """Whether panels are left to draw."""
@@ -87,11 +110,13 @@ class PanelArea(QWidget):
         if tuple(sorted(shown)) == self.shown:
             return
         self.shown = tuple(sorted(shown))
+        for name in shown:
+            self.panel(name)
         for name, panel in self.by_name.items():
             panel.setVisible(name in shown)
         for row, names in zip(self.rows_splitters, PANEL_ROWS, strict=True):
             row.setSizes([int(360 * PANEL_WIDTHS.get(n, 1.0)) if n in shown else 0
-                          for n in names])  # fmt: skip
+                          for n in names if n in self.by_name])  # fmt: skip
 
     def set_hidden(self, name: str, hidden: bool, arrays, config, live: bool) -> None:
         (self.hidden.add if hidden else self.hidden.discard)(name)
