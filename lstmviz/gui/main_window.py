@@ -101,6 +101,7 @@ class MainWindow(FileActions, QMainWindow):
 
         self.worker.ready.connect(self._on_ready)
         self.worker.failed.connect(self._on_worker_failed)
+        self.worker.crashed.connect(lambda text: self.show_error("Computing process ended", text))
         self.worker.verified.connect(self._on_verified)
         self.worker.saved.connect(self._on_saved)
         self.state.started.connect(self._on_started)
@@ -109,8 +110,8 @@ class MainWindow(FileActions, QMainWindow):
         self.state.ended.connect(self._on_ended)
         self.state.failed.connect(lambda message: self.show_error("Run failed", message))
         self.state.changed.connect(self._sync)
-        # The worker imports TensorFlow first, holding the GIL for seconds: it starts after the
-        # window's first paint (or when a run is asked for), so the window shows at once.
+        # The worker starts the computing process, which imports TensorFlow: after the window's
+        # first paint (or when a run is asked for), so starting it takes nothing from the paint.
         self.worker_started = False
         self._sync()
 
@@ -120,7 +121,8 @@ class MainWindow(FileActions, QMainWindow):
         return self.state.trace
 
     def start_worker(self) -> None:
-        """Start the worker thread (it imports TensorFlow, then serves requests); once."""
+        """Start the worker thread (it starts the computing process, then serves requests);
+        once."""
         if not self.worker_started:
             self.worker_started = True
             self.worker.start()
@@ -240,9 +242,9 @@ class MainWindow(FileActions, QMainWindow):
         self.start_run(config)
 
     def stop(self) -> None:
-        """Stop the run; the window is idle at once (a TensorFlow call in flight finishes in
-        the background and its result is dropped). A run with passes, batches or training
-        steps done asks whether to keep them as a complete trace."""
+        """Stop the run; the window is idle at once and the computation ends within a tenth of
+        a second (`Worker.cancel`). A run with passes, batches or training steps done asks
+        whether to keep them as a complete trace."""
         if self.state.stop() != "ask":
             return
         answer = self.ask_keep(self.state.done)
@@ -491,8 +493,8 @@ class MainWindow(FileActions, QMainWindow):
         self.verify_action.setEnabled(can_verify)
 
     def shutdown(self, timeout_ms: int = 1500) -> bool:
-        """Stop the run and the worker thread; True if the thread ended within `timeout_ms`
-        (it cannot while TensorFlow is importing or inside one computation)."""
+        """Stop the run, the computing process and the worker thread; True if the thread
+        ended within `timeout_ms`."""
         self.tick.stop()
         self.state.stop_now()
         self.worker.close()

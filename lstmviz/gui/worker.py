@@ -1,163 +1,348 @@
-"""The worker thread: imports TensorFlow, then runs requests (engine runs, verifications) one at
-a time and reports through signals received by main-thread objects.
+"""The worker thread: owns the computing process where TensorFlow runs (`engine/child.py`),
+sends it the window's requests (engine runs, verifications, saving trained weights) and turns
+its answers into signals received by main-thread objects. This process never imports
+TensorFlow: importing it, tracing and computing would hold the GIL for seconds and freeze the
+window.
 
-Why `run()` is a Python loop over a queue and not a Qt event loop with slots: with PySide6 6.12
-the thread's Python thread state does not survive from one slot call to the next (a
-`threading.local` set in one slot is gone in the next; measured). TensorFlow keeps its eager
-context in thread-local storage, so the second slot that touches TensorFlow aborts the process
-("double free or corruption"). One long `run()` keeps one thread state for the thread's life.
+The thread starts the process at once (multiprocessing's "spawn": a process holding Qt is never
+forked), so TensorFlow is warm by the first Run, and waits on three things: the window's
+requests (a queue and a pipe that wakes the thread), the process's answers and its end.
 
-TensorFlow cannot be interrupted inside one computation, but the native LSTM kernels can:
-`cancel(run_id)` stops them at their next timestep (`engine.interrupt`, through ctypes: this
-thread runs no TensorFlow), and otherwise is honoured at the engine's next yield. So is
-`pause(run_id)`: the worker then stops iterating the engine's
-generator (it waits, polling, until `resume`, `cancel` or `finish_early`). `finish_early`
-cancels a run of any mode and keeps the units done (passes, batches, training steps) as a
-complete trace (the runner's `keep`).
+Stopping: `cancel(run_id)` asks the process to cancel the run (its flag and the native LSTM
+kernels' interrupt, which stop at their next timestep). A run that has not ended `GRACE`
+seconds later is inside something that cannot be interrupted (tracing, one long TensorFlow
+op): the process is killed, the run reported cancelled and a new process started, warm in the
+background; requests it had not answered go to the new one. `finish_early` (cancel and keep
+the units done) and `pause` never kill: the process holds the run or builds its trace.
+
+A process that ends unexpectedly (a crash, out of memory, killed from outside) fails what it
+had in flight with a message naming how it ended (a signal, an exit code), or, with nothing in
+flight, emits `crashed`; a new one starts, unless it never got TensorFlow loaded (the next
+request tries again).
 """
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
 import queue
+import shutil
+import signal
+import tempfile
 import time
-import traceback
+from collections.abc import Callable
+from multiprocessing.connection import wait
 from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
 
 from lstmviz.config import RunConfig
-from lstmviz.engine.interrupt import cancel_run, interrupt
-from lstmviz.errors import LstmvizError
+from lstmviz.engine.child import describe, pack, received_trace, serve
 from lstmviz.trace import GradientTrace
 
+GRACE = 0.05  # seconds a cancelled run may take to end before its process is killed
 
-def describe(exc: BaseException) -> str:
-    """One line for input errors the user can fix; the traceback for anything else."""
-    if isinstance(exc, LstmvizError):
-        return str(exc)
-    return "".join(traceback.format_exception(exc)).strip()
+
+def exit_text(code: int | None) -> str:
+    """How a process ended, in words: "killed by signal 9 (SIGKILL: …)", "exit code 3"."""
+    if code is None:
+        return "ended"
+    if code >= 0:
+        return f"exit code {code}"
+    number = -code
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = "unknown signal"
+    cause = {signal.SIGKILL: ": out of memory, or killed from outside",
+             signal.SIGSEGV: ": a crash", signal.SIGABRT: ": aborted",
+             signal.SIGBUS: ": a crash"}.get(number, "")  # fmt: skip
+    return f"killed by signal {number} ({name}{cause})"
 
 
 class Worker(QThread):
     """Signals carry the request id first, so the window can ignore runs it has abandoned.
-    The request methods are thread-safe and return at once."""
+    The request methods are thread-safe and return at once.
 
-    ready = Signal(object)  # device_description() dict, once TensorFlow is imported
+    `engine` is the function the process runs a RunConfig with (None: `runner.run`); another
+    one (tests, benchmarks) must have its signature and be picklable (a module-level function,
+    or a functools.partial of one)."""
+
+    ready = Signal(object)  # device_description() dict, once TensorFlow is first imported
     progress = Signal(int, object)  # run id, TraceUpdate
-    finished_run = Signal(int, object)  # run id, GradientTrace
-    cancelled = Signal(int)  # run id
+    finished_run = Signal(int, object)  # run id, GradientTrace (large arrays mapped read-only)
+    cancelled = Signal(int)  # run id: its computation has ended
     failed = Signal(int, str)  # run id (0: loading TensorFlow), message
     verified = Signal(int, object)  # request id, Verification or an error message (str)
-    paused = Signal(int, int)  # run id, units done: the worker holds the run
+    paused = Signal(int, int)  # run id, units done: the process holds the run
     saved = Signal(int, str, str)  # request id, path written (or ""), error message (or "")
+    crashed = Signal(str)  # the process ended unexpectedly with nothing in flight: how
 
-    def __init__(self) -> None:
+    def __init__(self, engine: Callable | None = None) -> None:
         super().__init__()
-        self._requests: queue.Queue = queue.Queue()
-        self._cancelled: set[int] = set()
-        self._paused: set[int] = set()
-        self._finish: set[int] = set()
+        self.engine = engine
+        self._inbox: queue.Queue = queue.Queue()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
         self._closing = False
-        self._current: int | None = None  # the run in progress
+        self.folder: Path | None = None  # this session's runs and requests, removed at the end
+        self.process = None  # the computing process (multiprocessing.Process)
+        self._connection = None
+        self._inflight: dict[tuple[str, int], tuple] = {}  # (verb, id) → sent, not answered
+        self._running: int | None = None  # the run the process has started
+        self._stopping: tuple[int, float] | None = None  # a cancelled run, the time to kill it
+        self._loaded = False  # the process has TensorFlow
+        self._announced = False  # `ready` was emitted
+        self._broken = ""  # why TensorFlow did not load in the process
+
+    @property
+    def pid(self) -> int | None:
+        """The computing process's id (None when there is none)."""
+        return self.process.pid if self.process is not None else None
+
+    # ---- requests (any thread) -----------------------------------------------------------
 
     def request_run(self, run_id: int, config: RunConfig) -> None:
-        self._requests.put((self._run, run_id, config))
+        self._post(("run", run_id, config, self.engine))
 
     def request_verify(self, request_id: int, trace: GradientTrace) -> None:
-        self._requests.put((self._verify, request_id, trace))
+        self._post(("verify", request_id, trace))
 
     def request_save_weights(self, request_id: int, trace: GradientTrace, path: str) -> None:
-        """Write a training trace's final weights (`.weights.h5` needs Keras: this thread)."""
-        self._requests.put((self._save_weights, request_id, (trace, path)))
+        """Write a training trace's final weights (`.weights.h5` needs Keras: the process)."""
+        self._post(("save", request_id, trace, path))
 
     def cancel(self, run_id: int) -> None:
-        """Ask run `run_id` to stop at its next yield (or not to start); when it is running,
-        its native LSTM kernels stop at their next timestep."""
-        if run_id == self._current:  # flag and interrupt as one step (see interrupt.settle)
-            cancel_run(lambda: self._cancelled.add(run_id))
-        else:
-            self._cancelled.add(run_id)
-            if run_id == self._current:  # it started meanwhile
-                interrupt()
+        """Stop run `run_id` (or never start it): `cancelled` follows within `GRACE` seconds
+        plus the time to end the process."""
+        self._post(("cancel", run_id))
 
     def pause(self, run_id: int) -> None:
         """Hold run `run_id` at its next yield until `resume`, `cancel` or `finish_early`."""
-        self._paused.add(run_id)
+        self._post(("pause", run_id))
 
     def resume(self, run_id: int) -> None:
-        self._paused.discard(run_id)
+        self._post(("resume", run_id))
 
     def finish_early(self, run_id: int) -> None:
         """Cancel run `run_id`, keeping the units it has done as a complete trace."""
-        self._finish.add(run_id)
-        self.cancel(run_id)
+        self._post(("finish", run_id))
 
     def close(self) -> None:
-        """Drop waiting requests and end the thread after the current one (interrupted)."""
+        """End the process (whatever it computes) and the thread; drop waiting requests."""
         self._closing = True
-        self._requests.put(None)
-        if self._current is not None:
-            interrupt()
+        self._post(("close",))
+
+    def _post(self, message: tuple) -> None:
+        self._inbox.put(message)
+        with contextlib.suppress(BlockingIOError):  # full: the thread has wake-ups waiting
+            os.write(self._wake_write, b"\0")
+
+    # ---- the thread ----------------------------------------------------------------------
 
     def run(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="lstmviz-"))
         try:
-            from lstmviz.engine.device import device_description
-
-            self.ready.emit(device_description())
-        except Exception as exc:
-            self.failed.emit(0, f"TensorFlow did not load:\n{describe(exc)}")
-        while (request := self._requests.get()) is not None and not self._closing:
-            method, request_id, payload = request
-            method(request_id, payload)
-
-    def _run(self, run_id: int, config: RunConfig) -> None:
-        from lstmviz.engine import runner  # attribute access: tests may patch runner.run
-
-        def cancelled() -> bool:
-            return run_id in self._cancelled or self._closing
-
-        self._current = run_id
-        try:
-            if not cancelled():
-                items = runner.run(config, cancelled, lambda: run_id in self._finish)
-                for item in items:
-                    if isinstance(item, GradientTrace):
-                        self.finished_run.emit(run_id, item)
-                        return
-                    self.progress.emit(run_id, item)
-                    self._hold(run_id, item.done, cancelled)
-                    if cancelled() and run_id not in self._finish:
-                        break
-            self.cancelled.emit(run_id)
-        except Exception as exc:
-            self.failed.emit(run_id, describe(exc))
+            self._start()
+            while not self._closing:
+                self._step()
         finally:
-            self._current = None
-            for flags in (self._cancelled, self._paused, self._finish):
-                flags.discard(run_id)
+            self._end()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            os.close(self._wake_read)
+            os.close(self._wake_write)
 
-    def _hold(self, run_id: int, done: int, cancelled) -> None:
-        """Wait while run `run_id` is paused (and neither cancelled nor finishing)."""
-        if run_id not in self._paused or run_id in self._finish:
+    def _step(self) -> None:
+        """Wait for a request, an answer, the process's end or a stop's deadline; handle it."""
+        waiting = [self._wake_read]
+        if self.process is not None:
+            waiting += [self._connection, self.process.sentinel]
+        timeout = None
+        if self._stopping is not None:
+            timeout = max(0.0, self._stopping[1] - time.monotonic())
+        ready = wait(waiting, timeout)
+        if self._wake_read in ready:
+            os.read(self._wake_read, 4096)
+        self._take_requests()
+        if self.process is not None:
+            self._receive()
+            if not self.process.is_alive():
+                self._lost()
+        if self._stopping is not None and time.monotonic() >= self._stopping[1]:
+            self._kill_stopped()
+
+    def _take_requests(self) -> None:
+        while not self._closing:
+            try:
+                message = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            verb = message[0]
+            if verb == "close":
+                self._closing = True
+            elif verb in ("run", "verify", "save"):
+                self._request(message)
+            elif verb == "cancel":
+                self._cancel(message[1])
+            elif self.process is not None:  # pause, resume, finish
+                self._send(message)
+
+    def _request(self, message: tuple) -> None:
+        """Send a run, verify or save request to the process (starting one if there is none);
+        traces go as `pack` gives them, in a folder of their own."""
+        verb, request_id, payload, *rest = message
+        if verb == "run":
+            sent = ("run", request_id, payload, rest[0], str(self._folder(verb, request_id)))
+        else:
+            trace = payload
+            packed = pack(trace.arrays, self._folder(verb, request_id))
+            sent = (verb, request_id, (trace.mode, trace.config, packed), *rest)
+        if self.process is None and not self._start():
+            self._answer(verb, request_id, "the computing process did not start")
             return
-        self.paused.emit(run_id, done)
-        while run_id in self._paused and run_id not in self._finish and not cancelled():
-            time.sleep(0.02)
+        self._inflight[(verb, request_id)] = sent
+        self._send(sent)
 
-    def _save_weights(self, request_id: int, payload: tuple[GradientTrace, str]) -> None:
-        from lstmviz.engine.trained import save_trained_weights
+    def _answer(self, verb: str, request_id: int, message: str) -> bool:
+        """End request `request_id` with an error `message` (its signal); True for a run or
+        a save (they show a dialog)."""
+        shutil.rmtree(self._folder(verb, request_id), ignore_errors=True)
+        if verb == "run":
+            self.failed.emit(request_id, message)
+        elif verb == "verify":
+            self.verified.emit(request_id, message)
+        else:
+            self.saved.emit(request_id, "", message)
+        return verb != "verify"
 
-        trace, path = payload
+    def _folder(self, verb: str, request_id: int) -> Path:
+        return self.folder / f"{verb}-{request_id}"
+
+    def _send(self, message: tuple) -> None:
+        with contextlib.suppress(OSError):  # the process has ended: `_lost` reports it
+            self._connection.send(message)
+
+    def _cancel(self, run_id: int) -> None:
+        if ("run", run_id) not in self._inflight:
+            return  # ended (its answer is on its way) or never sent
+        self._send(("cancel", run_id))
+        self._stopping = (run_id, time.monotonic() + GRACE)
+
+    def _kill_stopped(self) -> None:
+        """The cancelled run has not ended in time: if it is computing, end the process."""
+        run_id, _ = self._stopping
+        self._stopping = None
+        self._receive()  # it may have ended just now
+        if ("run", run_id) not in self._inflight or self._running != run_id:
+            return  # ended, or still queued behind a request: it never starts
+        others = [m for key, m in self._inflight.items() if key != ("run", run_id)]
+        self._end()
+        shutil.rmtree(self._folder("run", run_id), ignore_errors=True)
+        self.cancelled.emit(run_id)
+        self._start()
+        for message in others:  # not answered by the ended process: the new one answers
+            self._inflight[(message[0], message[1])] = message
+            self._send(message)
+
+    def _receive(self) -> None:
+        while self._connection is not None:
+            try:
+                if not self._connection.poll():
+                    return
+                message = self._connection.recv()
+            except (EOFError, OSError):  # the process has ended: `_lost` reports it
+                return
+            self._handle(message)
+
+    def _handle(self, message: tuple) -> None:
+        verb, *args = message
+        if verb == "ready":
+            self._loaded = True
+            if not self._announced:
+                self._announced = True
+                self.ready.emit(args[0])
+        elif verb == "broken":
+            self._broken = args[0]
+        elif verb == "started":
+            self._running = args[0]
+        elif verb == "progress":
+            self.progress.emit(*args)
+        elif verb == "paused":
+            self.paused.emit(*args)
+        elif verb in ("finished", "cancelled", "failed"):
+            self._run_ended(verb, *args)
+        elif verb in ("verified", "saved"):
+            kind = "verify" if verb == "verified" else "save"
+            self._inflight.pop((kind, args[0]), None)
+            shutil.rmtree(self._folder(kind, args[0]), ignore_errors=True)
+            (self.verified if verb == "verified" else self.saved).emit(*args)
+
+    def _run_ended(self, verb: str, run_id: int, *args) -> None:
+        self._inflight.pop(("run", run_id), None)
+        self._running = None
+        if self._stopping is not None and self._stopping[0] == run_id:
+            self._stopping = None
+        folder = self._folder("run", run_id)
+        if verb == "finished":
+            mode, config, packed = args
+            self.finished_run.emit(run_id, received_trace(mode, config, packed, folder))
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        if verb == "cancelled":
+            self.cancelled.emit(run_id)
+        else:
+            self.failed.emit(run_id, args[0])
+
+    def _lost(self) -> None:
+        """The process ended by itself: fail what it had in flight, start a new one."""
+        code = self.process.exitcode
+        loaded, broken = self._loaded, self._broken
+        inflight = dict(self._inflight)
+        self._end()
+        if broken:
+            message = f"TensorFlow did not load:\n{broken}"
+        else:
+            message = (f"The computing process (TensorFlow) ended unexpectedly: "
+                       f"{exit_text(code)}. The next run starts a new one.")  # fmt: skip
+        reported = False
+        for verb, request_id in inflight:
+            reported = self._answer(verb, request_id, message) or reported
+        if broken and not self._announced:
+            self.failed.emit(0, message)
+        elif not reported:
+            self.crashed.emit(message)
+        if loaded and not broken:
+            self._start()  # warm for the next run
+
+    # ---- the process ---------------------------------------------------------------------
+
+    def _start(self) -> bool:
+        """Start a computing process; False (after `failed(0, …)`) when it cannot start."""
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        process = context.Process(target=serve, args=(theirs, str(self.folder)),
+                                  name="lstmviz-compute", daemon=True)  # fmt: skip
         try:
-            written = save_trained_weights(trace, path)
-            self.saved.emit(request_id, str(Path(written)), "")
+            process.start()
         except Exception as exc:
-            self.saved.emit(request_id, "", describe(exc))
+            ours.close()
+            self.failed.emit(0, f"The computing process did not start:\n{describe(exc)}")
+            return False
+        finally:
+            theirs.close()
+        self.process, self._connection = process, ours
+        self._loaded, self._broken, self._running = False, "", None
+        return True
 
-    def _verify(self, request_id: int, trace: GradientTrace) -> None:
-        from lstmviz.verify import verify_trace
-
-        try:
-            self.verified.emit(request_id, verify_trace(trace))
-        except Exception as exc:
-            self.verified.emit(request_id, describe(exc))
+    def _end(self) -> None:
+        """Kill the process (it holds nothing to save) and forget what it had in flight."""
+        if self.process is None:
+            return
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self._connection.close()
+        self.process = self._connection = None
+        self._inflight.clear()
+        self._running = self._stopping = None

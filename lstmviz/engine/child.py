@@ -1,0 +1,241 @@
+"""The desktop app's computing process: TensorFlow runs here, never in the window's process.
+
+`gui.worker.Worker` starts this process (multiprocessing, "spawn") with `serve` as its target
+and one duplex connection. Importing this module imports neither TensorFlow nor Qt: the window
+uses `pack`/`unpack` and the message names; `serve` imports TensorFlow in the child.
+
+Messages are tuples, a verb first. To the child:
+
+    ("run", run_id, RunConfig, engine, folder)   engine: None (`runner.run`) or a picklable
+                                                 function with its signature
+    ("verify", request_id, packed trace)         → ("verified", id, Verification or message)
+    ("save", request_id, packed trace, path)     → ("saved", id, path written or "", error or "")
+    ("cancel" | "finish" | "pause" | "resume", run_id)
+    ("close",)
+
+From the child, besides the answers above: ("ready", device_description()) once TensorFlow
+is imported, or ("broken", message) when it cannot be; per run ("started", run_id), then
+("progress", run_id, TraceUpdate) and ("paused", run_id, units done) any number of times, and
+one of ("finished", run_id, mode, RunConfig, packed arrays), ("cancelled", run_id),
+("failed", run_id, message).
+
+A run's final arrays cross as `.npy` files in the run's `folder` (given by the window, which
+maps them read-only and removes the folder once the trace is dropped); arrays up to
+`INLINE_BYTES` and every TraceUpdate are pickled through the connection.
+
+Two threads: the main thread imports TensorFlow and runs one request at a time; a reader
+thread takes the messages, queues requests and applies cancel, pause and finish at once (a
+cancel also stops the native LSTM kernels, `interrupt.cancel_run`). When the window's process
+ends, the connection reaches its end and this process leaves at once.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import threading
+import time
+import traceback
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from lstmviz.errors import LstmvizError
+from lstmviz.trace import GradientTrace
+
+INLINE_BYTES = 1 << 16  # smaller arrays are pickled with the message
+HOLD_POLL = 0.01  # seconds between looks at the flags while a run is held (paused)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for input errors the user can fix; the traceback for anything else."""
+    if isinstance(exc, LstmvizError):
+        return str(exc)
+    return "".join(traceback.format_exception(exc)).strip()
+
+
+# ---- arrays across the process boundary -----------------------------------------------------
+
+
+def pack(arrays: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray | str]:
+    """`arrays` ready to pickle: small ones as they are, larger ones as the path of a `.npy`
+    file (an array already mapped whole from a `.npy` file keeps its file; others are written
+    into `folder`, created when needed)."""
+    packed: dict[str, np.ndarray | str] = {}
+    for key, value in arrays.items():
+        value = np.asarray(value)
+        if value.nbytes <= INLINE_BYTES or value.dtype.hasobject:
+            packed[key] = np.array(value)  # a memmap pickles as a plain array
+        elif _mapped_whole(value):
+            packed[key] = str(value.filename)
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{key}.npy"
+            np.save(path, value)
+            packed[key] = str(path)
+    return packed
+
+
+def _mapped_whole(value: np.ndarray) -> bool:
+    """A whole `.npy` file mapped by `np.load(mmap_mode=...)` (not a view of one)."""
+    import mmap
+
+    return (
+        isinstance(value, np.memmap)
+        and isinstance(value.base, mmap.mmap)
+        and str(value.filename or "").endswith(".npy")
+    )
+
+
+def unpack(packed: dict[str, np.ndarray | str]) -> dict[str, np.ndarray]:
+    """The arrays of `pack`: files mapped read-only (no copy), the others as they came."""
+    return {
+        key: np.load(value, mmap_mode="r", allow_pickle=False) if isinstance(value, str) else value
+        for key, value in packed.items()
+    }
+
+
+def received_trace(mode: str, config, packed: dict, folder: Path) -> GradientTrace:
+    """The trace a run sent: its files mapped; `folder` is removed once the trace is dropped
+    (the mapped arrays stay readable: the files go when the last map does)."""
+    trace = GradientTrace(mode, config, unpack(packed))
+    weakref.finalize(trace, shutil.rmtree, folder, ignore_errors=True)
+    return trace
+
+
+# ---- the child ------------------------------------------------------------------------------
+
+
+class _Flags:
+    """What the reader thread sets and the running request reads."""
+
+    def __init__(self) -> None:
+        self.cancelled: set[int] = set()
+        self.finish: set[int] = set()
+        self.paused: set[int] = set()
+        self.current: int | None = None  # the run in progress
+
+
+def serve(connection, folder: str) -> None:
+    """The child's main: read requests from `connection` until ("close",) or the window's
+    process is gone, run them one at a time, answer on `connection`. `folder` is where the
+    runs' files go (each run names its own folder inside)."""
+    # Ctrl-C in a terminal reaches the whole process group: the window ends this process.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    requests: queue.Queue = queue.Queue()
+    flags = _Flags()
+    threading.Thread(target=_read, args=(connection, requests, flags), daemon=True).start()
+    send = connection.send
+    try:
+        from lstmviz.engine.device import device_description
+
+        send(("ready", device_description()))
+    except Exception as exc:
+        send(("broken", describe(exc)))
+        os._exit(0)
+    while (request := requests.get()) is not None:
+        verb, request_id, *payload = request
+        handler = {"run": _run, "verify": _verify, "save": _save}[verb]
+        handler(send, flags, request_id, *payload)
+    # TensorFlow's threads can abort the interpreter's teardown: nothing is left to save
+    os._exit(0)
+
+
+def _read(connection, requests: queue.Queue, flags: _Flags) -> None:
+    """The reader thread: flags at once, requests into the queue; the window's end ends us."""
+    from lstmviz.engine.interrupt import cancel_run, interrupt
+
+    while True:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            os._exit(0)  # the window's process is gone
+        verb = message[0]
+        if verb == "close":
+            requests.put(None)
+            return
+        if verb in ("cancel", "finish"):
+            run_id = message[1]
+            if verb == "finish":
+                flags.finish.add(run_id)
+            if run_id == flags.current:  # flag and interrupt as one step (interrupt.settle)
+                cancel_run(lambda run_id=run_id: flags.cancelled.add(run_id))
+            else:
+                flags.cancelled.add(run_id)
+                if run_id == flags.current:  # it started meanwhile
+                    interrupt()
+        elif verb == "pause":
+            flags.paused.add(message[1])
+        elif verb == "resume":
+            flags.paused.discard(message[1])
+        else:
+            requests.put(message)
+
+
+def _run(send, flags: _Flags, run_id: int, config, engine, folder: str) -> None:
+    from lstmviz.engine import runner
+
+    def cancelled() -> bool:
+        return run_id in flags.cancelled
+
+    def keep() -> bool:
+        return run_id in flags.finish
+
+    flags.current = run_id
+    send(("started", run_id))
+    try:
+        if not cancelled():
+            for item in (engine or runner.run)(config, cancelled, keep):
+                if isinstance(item, GradientTrace):
+                    packed = pack(item.arrays, Path(folder))
+                    send(("finished", run_id, item.mode, item.config, packed))
+                    return
+                send(("progress", run_id, item))
+                _hold(send, flags, run_id, item.done, cancelled)
+                if cancelled() and not keep():
+                    break
+        send(("cancelled", run_id))
+    except Exception as exc:
+        send(("failed", run_id, describe(exc)))
+    finally:
+        flags.current = None
+        for held in (flags.cancelled, flags.paused, flags.finish):
+            held.discard(run_id)
+
+
+def _hold(send, flags: _Flags, run_id: int, done: int, cancelled: Callable[[], bool]) -> None:
+    """Ask the engine for nothing more while run `run_id` is paused (and neither cancelled
+    nor finishing)."""
+    if run_id not in flags.paused or run_id in flags.finish:
+        return
+    send(("paused", run_id, done))
+    while run_id in flags.paused and run_id not in flags.finish and not cancelled():
+        time.sleep(HOLD_POLL)
+
+
+def _verify(send, flags: _Flags, request_id: int, trace: tuple) -> None:
+    from lstmviz.verify import verify_trace
+
+    try:
+        send(("verified", request_id, verify_trace(_trace(trace))))
+    except Exception as exc:
+        send(("verified", request_id, describe(exc)))
+
+
+def _save(send, flags: _Flags, request_id: int, trace: tuple, path: str) -> None:
+    from lstmviz.engine.trained import save_trained_weights
+
+    try:
+        written = save_trained_weights(_trace(trace), path)
+        send(("saved", request_id, str(written), ""))
+    except Exception as exc:
+        send(("saved", request_id, "", describe(exc)))
+
+
+def _trace(sent: tuple) -> GradientTrace:
+    mode, config, packed = sent
+    return GradientTrace(mode, config, unpack(packed))
