@@ -1,5 +1,6 @@
 """The desktop app, driven with pytest-qt (offscreen): runs, live updates, Stop, errors, files."""
 
+import functools
 import os
 import signal
 import subprocess
@@ -15,42 +16,18 @@ from PySide6.QtCore import QPointF  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
 from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.engine import runner  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from lstmviz.trace import GradientTrace, TraceUpdate, step_norm  # noqa: E402
+from lstmviz.trace import GradientTrace  # noqa: E402
+from tests import gui_fakes  # noqa: E402
+from tests.gui_fakes import PASSES, TP  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-PASSES, TP = 4, 10
 
 
 def fake_multipass(delay: float = 0.0):
-    """Stands in for the multi-pass engine: live rows per pass, then a final trace."""
-
-    def run(config, cancelled=bool, keep=bool):
-        rng = np.random.default_rng(0)
-        full = rng.uniform(0.1, 1.0, (PASSES, TP)).astype(np.float32)
-        for p in range(PASSES):
-            if cancelled():
-                return
-            time.sleep(delay)
-            rows = {
-                "norm_h_total_by_pass": full[: p + 1],
-                "norm_h_truncated_by_pass": full[: p + 1] / 2,
-            }
-            yield TraceUpdate(p + 1, PASSES, f"pass {p + 1}/{PASSES}", rows)
-        g = rng.standard_normal((PASSES * TP, 3, 5)).astype(np.float32)
-        arrays = dict(
-            grad_h_total=g,
-            norm_h_total=step_norm(g),
-            norm_h_total_by_pass=full,
-            norm_h_truncated_by_pass=full / 2,
-            pass_length=np.int32(TP),
-            max_abs_diff_full_vs_reference=np.float32(3e-8),
-            loss=np.float32(0.25),
-        )
-        yield GradientTrace("multipass", config, arrays)
-
-    return run
+    """Stands in for the multi-pass engine in the computing process: live rows per pass, then
+    a final trace (`Worker.engine`)."""
+    return functools.partial(gui_fakes.multipass, delay=delay)
 
 
 def run_and_wait(qtbot, win, timeout=60_000):
@@ -91,7 +68,7 @@ def test_taped_run_draws_the_engine_numbers_and_verifies(qtbot, window):
 
 
 def test_live_multipass_updates_fill_rows_and_mark_passes(qtbot, window, monkeypatch):
-    monkeypatch.setattr(runner, "run", fake_multipass(delay=0.2))
+    window.worker.engine = fake_multipass(delay=0.2)
     seen = []
     window.worker.progress.connect(lambda _id, update: seen.append(update.done))
     window.run_button.click()
@@ -115,8 +92,8 @@ def test_live_multipass_updates_fill_rows_and_mark_passes(qtbot, window, monkeyp
     assert window.progress.value() == window.progress.maximum()
 
 
-def test_stop_cancels_a_long_run_within_a_second(qtbot, window, monkeypatch):
-    monkeypatch.setattr(runner, "run", fake_multipass(delay=0.3))
+def test_stop_cancels_a_long_run_within_a_second(qtbot, window):
+    window.worker.engine = fake_multipass(delay=0.3)
     window.run_button.click()
     qtbot.waitUntil(lambda: window.progress.value() >= 1, timeout=5_000)
     start = time.perf_counter()
@@ -129,7 +106,7 @@ def test_stop_cancels_a_long_run_within_a_second(qtbot, window, monkeypatch):
 
 def test_invalid_parameters_show_an_error_and_start_nothing(qtbot, window, errors, monkeypatch):
     calls = []
-    monkeypatch.setattr(runner, "run", lambda *a: calls.append(a))
+    monkeypatch.setattr(window.worker, "request_run", lambda *a: calls.append(a))
     for name, value in (("steps", 100_000), ("batch", 4096), ("hidden", 4096)):
         window.params.widgets[name].setValue(value)
     assert window.start_run() is False
@@ -140,18 +117,15 @@ def test_invalid_parameters_show_an_error_and_start_nothing(qtbot, window, error
     assert not window.state.running and not calls
 
 
-def test_engine_errors_become_a_dialog(qtbot, window, errors, monkeypatch):
-    def broken(config, cancelled=bool, keep=bool):
-        raise RuntimeError("engine exploded")
-
-    monkeypatch.setattr(runner, "run", broken)
+def test_engine_errors_become_a_dialog(qtbot, window, errors):
+    window.worker.engine = gui_fakes.broken
     run_and_wait(qtbot, window)
     assert "engine exploded" in errors[-1] and not window.state.running
 
 
 def test_open_a_saved_trace_and_a_corrupt_one(qtbot, window, errors, tmp_path):
     config = RunConfig(steps=PASSES * TP, batch=3, hidden=5)
-    trace = next(item for item in fake_multipass()(config) if isinstance(item, GradientTrace))
+    trace = next(item for item in gui_fakes.multipass(config) if isinstance(item, GradientTrace))
     path = trace.save(tmp_path / "t.npz")
     window.open_path(str(path))  # what dropping the file on the window does
     norm = window.area.norm
@@ -167,17 +141,19 @@ def test_open_a_saved_trace_and_a_corrupt_one(qtbot, window, errors, tmp_path):
     assert window.params.config().weights is None
 
 
-def test_quitting_during_a_run_leaves_no_thread_and_settings_persist(
-    qtbot, settings, errors, monkeypatch
+def test_quitting_during_a_run_leaves_no_thread_nor_process_and_settings_persist(
+    qtbot, settings, errors
 ):
-    monkeypatch.setattr(runner, "run", fake_multipass(delay=0.3))
     win = MainWindow(settings=settings)
+    win.worker.engine = fake_multipass(delay=0.3)
     qtbot.addWidget(win)
     win.params.widgets["seed"].setValue(1234)
     win.start_run()
     qtbot.waitUntil(lambda: win.progress.value() >= 1, timeout=60_000)
+    pid = win.worker.pid
     win.close()
-    assert win.worker.isFinished()
+    assert win.worker.isFinished() and win.worker.pid is None
+    assert not Path(f"/proc/{pid}").exists()  # ended and reaped
     again = MainWindow(settings=settings)
     qtbot.addWidget(again)
     assert again.params.config().seed == 1234
@@ -238,7 +214,8 @@ def test_verify_agrees_with_numpy_bptt_and_catches_a_wrong_gradient(rng, loss):
 
 def test_gui_modules_do_not_import_tensorflow():
     code = (
-        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker, lstmviz.verify;"
+        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker, lstmviz.verify,"
+        " lstmviz.engine.child;"
         "sys.exit('tensorflow' in sys.modules or 'keras' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0

@@ -12,7 +12,6 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from lstmviz.weights import model_files  # noqa: E402
 from tests.model_fixtures import keras2_models, keras3_models, npz_stack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,11 +133,13 @@ def test_a_model_run_fills_the_model_panels(qtbot, window, errors, models):
     assert window.trace.x.shape == (7, window.params.config().batch)
 
 
-def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, monkeypatch, tmp_path):
+def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, tmp_path):
     """The run's one unit of work is the model's forward and backward: Stop interrupts the
-    native kernels inside it. The model is loaded once (so the second run reuses the compiled
-    function and is computing, not tracing, when Stop comes)."""
+    native kernels inside it. The computing process reads the model once (so the second run
+    reuses the compiled function and is computing, not tracing, when Stop comes)."""
     import keras
+
+    from tests.gui_fakes import same_model
 
     steps = 6000
     model = keras.Sequential([keras.Input((steps,), dtype="int32"),
@@ -147,8 +148,7 @@ def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, monkeyp
                               keras.layers.LSTM(64), keras.layers.Dense(1)])  # fmt: skip
     model.compile(loss="mse")
     model.save(tmp_path / "long.keras")
-    spec = model_files.load_model(tmp_path / "long.keras")
-    monkeypatch.setattr(model_files, "load_model", lambda path: spec)
+    window.worker.engine = same_model
     window.open_model(str(tmp_path / "long.keras"))
     window.params.widgets["batch"].setValue(16)
     with qtbot.waitSignal(window.settled, timeout=120_000):

@@ -23,7 +23,6 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.engine import runner  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,7 +204,7 @@ def test_invalid_fields_show_a_dialog_naming_the_field_and_start_nothing(
     qtbot, window, errors, monkeypatch, tmp_path
 ):
     calls = []
-    monkeypatch.setattr(runner, "run", lambda *a: calls.append(a) or iter(()))
+    monkeypatch.setattr(window.worker, "request_run", lambda *a: calls.append(a))
     widgets = window.params.widgets
 
     def refused(name: str) -> None:
@@ -406,29 +405,6 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
     assert all(not panel.log for panel in win.area.panels)
     assert win.area.units.bar.axis.labelText == "mean |dL/dh_t,j|"
     win.close()
-
-
-def test_stop_interrupts_the_native_kernels_of_the_run_in_progress_only(monkeypatch):
-    """cancel(run) stops the kernels (engine.interrupt, no TensorFlow on the GUI thread) only
-    when that run is the one computing; closing the worker stops them too."""
-    from lstmviz.engine import interrupt
-    from lstmviz.gui import worker as worker_module
-
-    calls = []
-    monkeypatch.setattr(interrupt, "interrupt", lambda: calls.append("stop"))  # cancel_run's
-    monkeypatch.setattr(worker_module, "interrupt", lambda: calls.append("stop"))
-    worker = worker_module.Worker()
-    worker.cancel(3)  # nothing running
-    assert calls == [] and worker._cancelled == {3}
-    worker._current = 4
-    worker.cancel(3)  # queued, not started: it just never starts
-    assert calls == []
-    worker.cancel(4)
-    assert calls == ["stop"] and worker._cancelled == {3, 4}
-    worker.finish_early(5)  # cancel + keep, any mode
-    assert calls == ["stop"] and worker._cancelled == {3, 4, 5} and worker._finish == {5}
-    worker.close()
-    assert calls == ["stop", "stop"]
 
 
 def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):

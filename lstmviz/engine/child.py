@@ -67,7 +67,7 @@ def pack(arrays: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray | 
     into `folder`, created when needed)."""
     packed: dict[str, np.ndarray | str] = {}
     for key, value in arrays.items():
-        value = np.asarray(value)
+        value = value if isinstance(value, np.ndarray) else np.asarray(value)  # memmaps stay
         if value.nbytes <= INLINE_BYTES or value.dtype.hasobject:
             packed[key] = np.array(value)  # a memmap pickles as a plain array
         elif _mapped_whole(value):

@@ -31,6 +31,7 @@ import shutil
 import signal
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -85,6 +86,9 @@ class Worker(QThread):
         self._inbox: queue.Queue = queue.Queue()
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_write, False)
+        # open for the object's life: a request after the thread's end writes into nothing else
+        weakref.finalize(self, os.close, self._wake_read)
+        weakref.finalize(self, os.close, self._wake_write)
         self._closing = False
         self.folder: Path | None = None  # this session's runs and requests, removed at the end
         self.process = None  # the computing process (multiprocessing.Process)
@@ -150,8 +154,6 @@ class Worker(QThread):
         finally:
             self._end()
             shutil.rmtree(self.folder, ignore_errors=True)
-            os.close(self._wake_read)
-            os.close(self._wake_write)
 
     def _step(self) -> None:
         """Wait for a request, an answer, the process's end or a stop's deadline; handle it."""
@@ -237,9 +239,10 @@ class Worker(QThread):
         if ("run", run_id) not in self._inflight or self._running != run_id:
             return  # ended, or still queued behind a request: it never starts
         others = [m for key, m in self._inflight.items() if key != ("run", run_id)]
+        self.process.kill()  # nothing runs in it from here on (the kernel frees it after)
+        self.cancelled.emit(run_id)
         self._end()
         shutil.rmtree(self._folder("run", run_id), ignore_errors=True)
-        self.cancelled.emit(run_id)
         self._start()
         for message in others:  # not answered by the ended process: the new one answers
             self._inflight[(message[0], message[1])] = message

@@ -1,0 +1,326 @@
+"""The window's computing process (issue 19): TensorFlow runs only there; Stop ends a computation
+within 100 ms wherever it is; a process that crashes or is killed from outside gives a dialog,
+the window stays as it was and the next run works; quitting mid-run exits 0 and leaves no
+process; a run's arrays cross as memory-mapped files, removed with the trace."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6.QtCore import Qt  # noqa: E402
+
+from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.engine import child  # noqa: E402
+from lstmviz.gui.worker import GRACE, exit_text  # noqa: E402
+from tests import gui_fakes  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = RunConfig(mode="taped", steps=10, batch=2, input_dim=3, hidden=4)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (read from /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def ended_at(worker) -> list[float]:
+    """perf_counter() at each `cancelled`, taken in the worker thread as it emits (when it
+    knows the computation has ended), not when the window gets round to it."""
+    times: list[float] = []
+    worker.cancelled.connect(lambda run_id: times.append(time.perf_counter()),
+                             Qt.ConnectionType.DirectConnection)  # fmt: skip
+    return times
+
+
+def run_to_end(qtbot, window, config=SMALL) -> None:
+    with qtbot.waitSignal(window.settled, timeout=120_000):
+        assert window.start_run(config)
+    assert window.trace is not None
+
+
+# ---- Stop --------------------------------------------------------------------------------------
+
+
+def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
+    qtbot, window, tmp_path
+):
+    """Like TensorFlow tracing a function: the process is ended; the next run starts a new
+    one, warm."""
+    beats = str(tmp_path / "beats.txt")
+    window.worker.engine = functools.partial(gui_fakes.stuck, heartbeat=beats)
+    first = window.worker.pid
+    ended = ended_at(window.worker)
+    assert window.start_run(SMALL)
+    qtbot.waitUntil(lambda: gui_fakes.beats(beats) >= 5, timeout=60_000)
+    start = time.perf_counter()
+    window.stop_action.trigger()
+    assert not window.state.running and window.run_button.isEnabled()
+    qtbot.waitUntil(lambda: bool(ended), timeout=2_000)
+    assert ended[0] - start < 0.1
+    qtbot.waitUntil(lambda: not alive(first), timeout=5_000)
+    count = gui_fakes.beats(beats)
+    time.sleep(0.1)
+    assert gui_fakes.beats(beats) == count  # nothing computes any more
+    assert window.trace is None and "stopped" in window.message.text()
+
+    window.worker.engine = None
+    qtbot.waitUntil(lambda: window.worker.pid not in (None, first), timeout=5_000)
+    run_to_end(qtbot, window)
+    assert window.trace.grad_h_total.shape == (10, 2, 4)
+
+
+def test_stop_between_units_stops_the_run_and_keeps_the_process(qtbot, window, tmp_path):
+    beats = str(tmp_path / "beats.txt")
+    window.worker.engine = functools.partial(gui_fakes.stuck, heartbeat=beats, polls=True)
+    first = window.worker.pid
+    ended = ended_at(window.worker)
+    assert window.start_run(SMALL)
+    qtbot.waitUntil(lambda: gui_fakes.beats(beats) >= 5, timeout=60_000)
+    start = time.perf_counter()
+    window.stop_action.trigger()
+    qtbot.waitUntil(lambda: bool(ended), timeout=2_000)
+    assert ended[0] - start < GRACE + 0.05
+    assert window.worker.pid == first and alive(first)
+    count = gui_fakes.beats(beats)
+    time.sleep(0.1)
+    assert gui_fakes.beats(beats) == count
+    window.worker.engine = None
+    run_to_end(qtbot, window)
+    assert window.worker.pid == first
+
+
+# ---- a process that ends by itself -----------------------------------------------------------
+
+
+def test_a_process_killed_mid_run_gives_a_dialog_and_the_next_run_works(
+    qtbot, window, errors, tmp_path
+):
+    """The window and the files loaded stay as they were; the dialog names the signal."""
+    from lstmviz.weights import random_weights
+
+    w = random_weights(3, 4, np.random.default_rng(0))
+    np.savez(tmp_path / "w.npz", kernel=w.kernel, recurrent_kernel=w.recurrent_kernel,
+             bias=w.bias)  # fmt: skip
+    assert window.open_path(str(tmp_path / "w.npz"))
+    before = window.params.config()
+    beats = str(tmp_path / "beats.txt")
+    window.worker.engine = functools.partial(gui_fakes.stuck, heartbeat=beats)
+    first = window.worker.pid
+    assert window.start_run()
+    qtbot.waitUntil(lambda: gui_fakes.beats(beats) >= 3, timeout=60_000)
+    os.kill(first, signal.SIGKILL)  # what the kernel's out-of-memory killer sends
+    qtbot.waitUntil(lambda: bool(errors), timeout=10_000)
+    assert "killed by signal 9 (SIGKILL: out of memory, or killed from outside)" in errors[-1]
+    assert not window.state.running and window.run_button.isEnabled()
+    assert window.params.config() == before and before.weights == str(tmp_path / "w.npz")
+    assert "run failed" in window.message.text()
+
+    window.worker.engine = None
+    run_to_end(qtbot, window)
+    assert window.worker.pid != first and len(errors) == 1
+    np.testing.assert_array_equal(window.trace.kernel, w.kernel)  # the loaded weights ran
+
+
+def test_a_process_killed_while_idle_gives_a_dialog_and_a_new_one_starts(
+    qtbot, window, errors
+):
+    run_to_end(qtbot, window)
+    shown = window.trace
+    first = window.worker.pid
+    os.kill(first, signal.SIGTERM)
+    qtbot.waitUntil(lambda: bool(errors), timeout=10_000)
+    assert "killed by signal 15 (SIGTERM)" in errors[-1]
+    assert window.trace is shown  # still shown
+    qtbot.waitUntil(lambda: window.worker.pid not in (None, first), timeout=5_000)
+    run_to_end(qtbot, window)
+    assert len(errors) == 1
+
+
+def test_exit_text_names_the_signal_or_the_code():
+    assert exit_text(-signal.SIGSEGV) == "killed by signal 11 (SIGSEGV: a crash)"
+    assert exit_text(3) == "exit code 3"
+    assert exit_text(-signal.SIGTERM) == "killed by signal 15 (SIGTERM)"
+
+
+# ---- traces across the boundary ----------------------------------------------------------------
+
+
+def test_a_runs_arrays_arrive_mapped_read_only_and_their_folder_goes_with_the_trace(
+    qtbot, window
+):
+    """Equal to the same run in this process (the engine's own generator, no window)."""
+    from lstmviz.engine.runner import run
+
+    config = RunConfig(mode="taped", steps=300, batch=8, input_dim=3, hidden=16, seed=4)
+    run_to_end(qtbot, window, config)
+    trace = window.trace
+    grad = trace.grad_h_total  # [300, 8, 16] float32: 150 KiB, a file
+    assert isinstance(grad, np.memmap) and not grad.flags.writeable
+    folder = Path(grad.filename).parent
+    assert folder.is_dir() and folder.parent == window.worker.folder
+    *_, here = run(config)
+    assert sorted(trace.keys()) == sorted(here.keys())
+    for key, value in here.arrays.items():
+        if np.asarray(value).dtype.kind == "f":
+            np.testing.assert_allclose(trace[key], value, rtol=1e-6, atol=0, err_msg=key)
+        else:
+            np.testing.assert_array_equal(trace[key], value, err_msg=key)
+    del trace, grad
+    run_to_end(qtbot, window)  # another trace is shown
+    gc.collect()
+    assert not folder.exists()
+
+
+def test_pack_writes_large_arrays_once_and_unpack_maps_them(tmp_path):
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((200, 200)).astype(np.float32)  # 160 KB, every other row 80 KB
+    arrays = {"big": big, "small": np.float32(0.5), "text": np.array("cancelled")}
+    packed = child.pack(arrays, tmp_path / "a")
+    assert packed["big"] == str(tmp_path / "a" / "big.npy")
+    assert isinstance(packed["small"], np.ndarray) and packed["text"] == np.array("cancelled")
+    mapped = child.unpack(packed)
+    assert isinstance(mapped["big"], np.memmap) and not mapped["big"].flags.writeable
+    np.testing.assert_array_equal(mapped["big"], big)
+    again = child.pack({"big": mapped["big"], "view": mapped["big"][::2]}, tmp_path / "b")
+    assert again["big"] == packed["big"]  # a mapped file crosses as its name
+    assert again["view"] == str(tmp_path / "b" / "view.npy")  # a view is written
+    np.testing.assert_array_equal(child.unpack(again)["view"], big[::2])
+    assert sorted(os.listdir(tmp_path / "b")) == ["view.npy"]
+
+
+def test_the_reader_cancels_flags_and_stops_the_kernels_of_the_run_in_progress_only(monkeypatch):
+    from lstmviz.engine import interrupt
+
+    calls = []
+    monkeypatch.setattr(interrupt, "interrupt", lambda: calls.append("stop"))
+
+    class Script:
+        def __init__(self, messages):
+            self.messages = list(messages)
+
+        def recv(self):
+            return self.messages.pop(0)
+
+    flags = child._Flags()
+    flags.current = 4
+    requests: queue.Queue = queue.Queue()
+    run = ("run", 8, SMALL, None, "folder")
+    script = [("cancel", 3), ("cancel", 4), ("finish", 5), ("pause", 6), ("resume", 6),
+              ("pause", 7), run, ("close",)]  # fmt: skip
+    child._read(Script(script), requests, flags)
+    assert calls == ["stop"]  # run 4 only: 3 and 5 are not computing
+    assert flags.cancelled == {3, 4, 5} and flags.finish == {5} and flags.paused == {7}
+    assert requests.get_nowait() == run and requests.get_nowait() is None
+
+
+# ---- the real app in a subprocess ------------------------------------------------------------
+
+
+class App:
+    """The app (`main.py ARGS`, or `-c CODE ARGS`) offscreen in a session of its own, its
+    LSTMVIZ_TIMING stamps read from stdout by a thread."""
+
+    def __init__(self, tmp: Path, *args: str, code: str | None = None):
+        env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp),
+                   LSTMVIZ_TIMING="1")  # fmt: skip
+        command = [sys.executable, *(["-c", code] if code else ["main.py"]), *args]
+        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)  # fmt: skip
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line.strip())
+        self.lines.put("<eof>")
+
+    def wait_for(self, word: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            if word in line.split() or line == "<eof>":
+                assert line != "<eof>", f"exited before {word!r}: {self.proc.stderr.read()}"
+                return line
+
+    def finish(self, timeout: float = 60) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_quitting_mid_run_exits_0_and_leaves_no_process(tmp_path, how):
+    app = App(tmp_path, "--demo")
+    try:
+        app.wait_for("first-update")
+        started = children(app.proc.pid)
+        computing = [pid for pid in started if b"spawn_main" in Path(f"/proc/{pid}/cmdline")
+                     .read_bytes()]  # fmt: skip
+        assert computing, started
+        if how == "SIGTERM":
+            app.proc.send_signal(signal.SIGTERM)
+        else:  # a terminal's Ctrl-C: SIGINT to the whole process group
+            os.killpg(app.proc.pid, signal.SIGINT)
+        assert app.finish() == 0, app.proc.stderr.read()[-2000:]
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in started if alive(pid)]
+        assert "Traceback" not in app.proc.stderr.read()
+    finally:
+        app.finish(1)
+
+
+REPORT = """
+import sys
+from lstmviz.gui import app
+code = app.main(demo=True, screenshot=sys.argv[1])
+print("in-window-process", "tensorflow" in sys.modules, "keras" in sys.modules, flush=True)
+sys.exit(code)
+"""
+
+
+def test_the_window_process_never_imports_tensorflow_through_a_run(tmp_path):
+    shot = tmp_path / "shot.png"
+    app = App(tmp_path, str(shot), code=REPORT)
+    try:
+        app.wait_for("first-update")  # the demo ran (in the computing process)
+        assert app.wait_for("in-window-process").split()[1:] == ["False", "False"]
+        assert app.finish() == 0
+        assert shot.is_file()
+    finally:
+        app.finish(1)
