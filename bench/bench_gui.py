@@ -125,10 +125,12 @@ def wait_until(app, condition, seconds: float) -> None:
 class LatencyProbe:
     """A 10 ms single-shot timer re-armed on each tick; records how late each tick fires."""
 
-    def __init__(self, interval_ms: int = 10):
+    def __init__(self, interval_ms: int = 10, stamped: bool = False):
         from PySide6.QtCore import Qt, QTimer
 
         self.interval = interval_ms / 1000
+        self.stamped = stamped  # keep (epoch seconds, lateness) of every tick in `ticks`
+        self.ticks: list[tuple[float, float]] = []
         self.timer = QTimer(singleShot=True, interval=interval_ms)
         self.timer.setTimerType(Qt.PreciseTimer)
         self.timer.timeout.connect(self._tick)
@@ -146,31 +148,26 @@ class LatencyProbe:
     def _tick(self) -> None:
         now = time.perf_counter()
         self.late.append(max(0.0, now - self.armed - self.interval) * 1000)
+        if self.stamped:
+            self.ticks.append((time.time(), self.late[-1]))
         self.armed = now
         self.timer.start()
 
 
-def synthetic_stream(rows: int = 200, steps: int = 2000, batch: int = 8, hidden: int = 200):
-    """A fake engine: per-batch rows of T=2000 arriving at 30 updates a second (sleeping in
-    between, so only the drawing costs the main thread), then a final trace."""
+def synthetic_run(config, cancelled=bool, keep=bool, rows=200, steps=2000, batch=8, hidden=200):
+    """A fake engine (`Worker.engine`): per-batch rows of T=2000 arriving at 30 updates a second
+    (sleeping in between, so only the drawing costs the window), then a final trace."""
     from lstmviz.trace import GradientTrace, TraceUpdate
 
-    def run(config, cancelled=bool, keep=bool):
-        rng = np.random.default_rng(0)
-        data = np.exp(rng.standard_normal((rows, steps))).astype(np.float32)
-        for r in range(rows):
-            if cancelled():
-                return
-            time.sleep(1 / 30)
-            yield TraceUpdate(
-                r + 1,
-                rows,
-                f"batch {r + 1}/{rows}",
-                {"norm_h_total_by_batch": data[: r + 1], "norm_h_total": data[r]},
-            )
-        yield GradientTrace("batchwise", config, big_arrays(rows, steps, batch, hidden))
-
-    return run
+    rng = np.random.default_rng(0)
+    data = np.exp(rng.standard_normal((rows, steps))).astype(np.float32)
+    for r in range(rows):
+        if cancelled():
+            return
+        time.sleep(1 / 30)
+        yield TraceUpdate(r + 1, rows, f"batch {r + 1}/{rows}",
+                          {"norm_h_total_by_batch": data[: r + 1], "norm_h_total": data[r]})
+    yield GradientTrace("batchwise", config, big_arrays(rows, steps, batch, hidden))
 
 
 def big_arrays(rows: int = 200, steps: int = 2000, batch: int = 8, hidden: int = 200):
@@ -216,21 +213,19 @@ def model_arrays(steps: int = 2000, batch: int = 32, hidden: int = 128, seed: in
     return arrays
 
 
-def synthetic_model_stream(compute_seconds: float = 1.0):
-    """A fake model engine: started, the rows after `compute_seconds`, then the trace."""
+def synthetic_model_run(config, cancelled=bool, keep=bool, compute_seconds: float = 1.0):
+    """A fake model engine (`Worker.engine`): started, the rows after `compute_seconds`, then
+    the trace."""
     from lstmviz.trace import GradientTrace, TraceUpdate
 
-    def run(config, cancelled=bool, keep=bool):
-        arrays = model_arrays(**MODEL_SIZES)
-        yield TraceUpdate(0, 1, "model: 4 LSTM directions, loss binary_crossentropy")
-        time.sleep(compute_seconds)
-        if cancelled():
-            return
-        rows = {k: arrays[k] for k in arrays if k.endswith("_by_layer")}
-        yield TraceUpdate(1, 1, "done", rows)
-        yield GradientTrace("model", config, arrays)
-
-    return run
+    arrays = model_arrays(**MODEL_SIZES)
+    yield TraceUpdate(0, 1, "model: 4 LSTM directions, loss binary_crossentropy")
+    time.sleep(compute_seconds)
+    if cancelled():
+        return
+    rows = {k: arrays[k] for k in arrays if k.endswith("_by_layer")}
+    yield TraceUpdate(1, 1, "done", rows)
+    yield GradientTrace("model", config, arrays)
 
 
 def real_model_file(folder: str) -> str:
@@ -270,8 +265,9 @@ def engine_arrays(rows: int = 200, steps: int = 2000) -> dict:
 
 
 def latency(seconds: float) -> list[tuple[str, str, str]]:
+    import functools
+
     from lstmviz.config import RunConfig
-    from lstmviz.engine import runner
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -281,26 +277,22 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
         window.ask_keep = lambda done: QMessageBox.No  # Stop in training asks; don't keep
         probe = LatencyProbe()
 
-        drawn = []  # the rows heatmap's shape after each scenario: the updates were drawn
-
-        def measure(name: str, config: RunConfig | None, skip: int = 3, drain: bool = False):
-            """`skip`: updates to wait for before measuring; `drain`: go on measuring after
-            the run until its trace is drawn (a model run's panels draw when it ends)."""
+        def measure(name: str, config: RunConfig | None, engine=None):
+            """From the run's start (its tracing included) until it has ended and its trace
+            is drawn, or `seconds`; `engine`: a stand-in for `runner.run`."""
             ran = []
+            window.worker.engine = engine
             if config is not None:
                 window.worker.progress.connect(count := lambda *_: ran.append(1))
-                assert window.start_run(config), f"refused: {config}"
-                # after the first updates: TensorFlow's one-off tracing holds the GIL for
-                # seconds at the start of a run (not the drawing's doing)
-                wait_until(app, lambda: len(ran) >= skip, 120)
-                ran.clear()
             probe.start()
+            if config is not None:
+                assert window.start_run(config), f"refused: {config}"
             deadline = time.perf_counter() + seconds
             while time.perf_counter() < deadline and (config is None or window.state.running):
                 app.processEvents()
                 time.sleep(0.0005)
             settle = time.perf_counter() + 0.3
-            while drain and (window.area.busy() or time.perf_counter() < settle):
+            while window.area.busy() or time.perf_counter() < settle:  # the trace drawn
                 app.processEvents()
                 time.sleep(0.0005)
             probe.stop()
@@ -308,42 +300,145 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
             if config is not None:
                 window.worker.progress.disconnect(count)
             wait_until(app, lambda: not window.area.stages, 10)  # panels left to draw (`_draw`)
-            heatmap = window.area.by_name["layer_map" if "layer_map" in window.area.shown
-                                          else "rows"]  # fmt: skip
-            drawn.append(heatmap.data.shape)
-            wait_until(app, lambda: not window.worker._cancelled, 60)  # the run has ended
+            shape = window.area.by_name["layer_map" if "layer_map" in window.area.shown
+                                        else "rows"].data.shape  # fmt: skip
+            idle = time.perf_counter() + 0.3  # the stopped run ends (≤ 0.1 s)
+            wait_until(app, lambda: time.perf_counter() > idle, 10)
             late = probe.late
             figures = f"{pct(late, 50):.1f} / {pct(late, 99):.1f} / {max(late):.1f} ms"
             ok = "✓" if pct(late, 99) < GOAL_MS else "✗"
-            rows = f"rows heatmap {drawn[-1][0]}×{drawn[-1][1]}"
-            note = f"{ok} {len(late)} ticks, {len(ran)} updates, {rows}; {load()}"
+            note = (f"{ok} {len(late)} ticks, {len(ran)} updates, rows heatmap "
+                    f"{shape[0]}×{shape[1]}; {load()}")  # fmt: skip
             out.append((f"latency p50/p99/max: {name}", figures, note))
             print(*out[-1], sep="  ", flush=True)
 
         measure("idle, TensorFlow loaded", None)
-        measure(
-            "training (adding, T=100, B=32, H=64)",
-            RunConfig(
-                mode="train", task="adding", steps=100, batch=32, hidden=64, train_steps=5000
-            ),  # fmt: skip
-        )
-        measure(
-            "multi-pass (P=400 passes of T=20, B=16, H=64)",
-            RunConfig(mode="multipass", steps=20, passes=400, batch=16, hidden=64),
-        )
-        real = runner.run
-        runner.run = synthetic_stream()
-        try:
-            measure("synthetic 200 rows × T=2000, 30 updates/s", RunConfig(mode="batchwise"))
-            runner.run = synthetic_model_stream()
-            measure("synthetic model, 4 directions × T=2000, B=32, H=128",
-                    RunConfig(mode="model", model="model.keras"), skip=1, drain=True)
-        finally:
-            runner.run = real
-        model = real_model_file(tmp)
-        config = RunConfig(mode="model", model=model, inputs=str(Path(tmp) / "data.npz"))
-        measure("real model run (tracing included), same sizes", config, skip=1, drain=True)
+        measure("training (adding, T=100, B=32, H=64)", RunConfig(
+            mode="train", task="adding", steps=100, batch=32, hidden=64, train_steps=5000))
+        measure("multi-pass (P=400 passes of T=20, B=16, H=64)",
+                RunConfig(mode="multipass", steps=20, passes=400, batch=16, hidden=64))
+        measure("first run of a new shape (taped T=400, B=24, I=8, H=72)",
+                RunConfig(mode="taped", steps=400, batch=24, input_dim=8, hidden=72))
+        measure("synthetic 200 rows × T=2000, 30 updates/s", RunConfig(mode="batchwise"),
+                engine=synthetic_run)
+        measure("synthetic model, 4 directions × T=2000, B=32, H=128",
+                RunConfig(mode="model", model="model.keras"),
+                engine=functools.partial(synthetic_model_run, compute_seconds=1.0))
+        # Keras writes the model in another process: this one is the window's (no TensorFlow)
+        subprocess.run([sys.executable, __file__, "--model-file", tmp], check=True)
+        config = RunConfig(mode="model", model=str(Path(tmp) / "model.keras"),
+                           inputs=str(Path(tmp) / "data.npz"))  # fmt: skip
+        measure("real model run (tracing included), same sizes", config)
         window.close()
+    return out
+
+
+# ---- the window's whole life -----------------------------------------------------------------
+
+LIFE_RUNS = {  # after the demo, each started once the window has settled (half a second later)
+    "training (adding, T=100, B=32, H=64)": dict(
+        mode="train", task="adding", steps=100, batch=32, hidden=64, train_steps=5000),
+    "multi-pass (P=400 of T=20, B=16, H=64)": dict(
+        mode="multipass", steps=20, passes=400, batch=16, hidden=64),
+    "first run of a new shape (taped T=400, B=24, H=72)": dict(
+        mode="taped", steps=400, batch=24, input_dim=8, hidden=72),
+}
+
+
+def life_driver(seconds: float) -> None:
+    """Run in a subprocess (`--life-driver`): the app as `lstmviz gui --demo` starts it, with a
+    10 ms timer on its event loop from the start; after the demo the runs of `LIFE_RUNS` (each
+    stopped after `seconds` if still running), then the window closes. Prints one line,
+    `lstmviz-life {JSON}`: the ticks (epoch seconds, lateness in ms) and each phase's
+    [name, start, end]; the demo's start is the first paint (the LSTMVIZ_TIMING stamps)."""
+    import json
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from lstmviz.config import RunConfig
+    from lstmviz.gui import app as gui_app
+    from lstmviz.gui.main_window import MainWindow
+
+    app = QApplication(sys.argv[:1])
+    probe = LatencyProbe(stamped=True)
+    phases: list[list] = [["demo", None, None]]
+    runs = list(LIFE_RUNS.items())
+    window = None
+
+    def begin() -> None:
+        if not runs:
+            window.close()
+            return
+        name, config = runs.pop(0)
+        phases.append([name, time.time(), None])
+        window.start_run(RunConfig(**config))
+        run_id = window.state.last_id
+        QTimer.singleShot(int(seconds * 1000),
+                          lambda: window.state.active == run_id and window.stop())  # fmt: skip
+
+    def settled() -> None:  # idle, every panel drawn (the demo: once it has its trace)
+        name, _, end = phases[-1]
+        if end is None and not window.state.running and (name != "demo" or window.trace):
+            phases[-1][2] = time.time()
+            QTimer.singleShot(500, begin)
+
+    def found() -> None:
+        nonlocal window
+        window = next(w for w in app.topLevelWidgets() if isinstance(w, MainWindow))
+        window.ask_keep = lambda done: QMessageBox.No
+        window.settled.connect(settled)
+
+    QTimer.singleShot(0, found)
+    probe.start()
+    gui_app.main(demo=True)
+    print("lstmviz-life", json.dumps({"ticks": probe.ticks, "phases": phases}), flush=True)
+    os._exit(0)
+
+
+def life(seconds: float) -> list[tuple[str, str, str]]:
+    """The window's whole life in a subprocess (`life_driver`): launch → first paint, then for
+    the demo, each run and the whole life after the first paint, the timer's lateness (p50/p99)
+    and the longest stall, counting stalls that began after the first paint."""
+    import json
+
+    env = dict(os.environ, LSTMVIZ_TIMING="1")
+    env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    with tempfile.TemporaryDirectory() as tmp:
+        env["XDG_CONFIG_HOME"] = tmp
+        start = time.time()
+        done = subprocess.run([sys.executable, __file__, "--life-driver", "--seconds",
+                               str(seconds)], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
+    stamps, data = {}, None
+    for line in done.stdout.splitlines():
+        parts = line.split(maxsplit=2)
+        if parts[:1] == ["lstmviz-timing"]:
+            stamps.setdefault(parts[1], float(parts[2]))
+        elif parts[:1] == ["lstmviz-life"]:
+            data = json.loads(line.split(maxsplit=1)[1])
+    if data is None or "window-shown" not in stamps:
+        sys.exit(f"life run failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    shown = stamps["window-shown"]
+    phases = data["phases"]
+    phases[0][1] = shown
+    end = max(tick for tick, _ in data["ticks"])
+    phases.append(["whole life after the first paint", shown, end])
+    out = [("life: launch → window painted", f"{shown - start:.2f} s",
+            f"TensorFlow ready at {stamps.get('tf-ready', float('nan')) - start:.2f} s; {load()}")]
+    for name, begin, finish in phases:
+        finish = finish or end
+        # a tick late by L ms waited from (t − L − 10 ms): count the stalls begun in the phase
+        late = [ms for t, ms in data["ticks"] if begin <= t - (ms + 10) / 1000 and t <= finish]
+        worst = max(late, default=float("nan"))
+        when = [f"{t - (ms + 10) / 1000 - shown:.1f} s" for t, ms in data["ticks"]
+                if ms > 50 and begin <= t - (ms + 10) / 1000 and t <= finish]  # fmt: skip
+        ok = "✓" if worst <= 50 and pct(late, 99) <= GOAL_MS else "✗"
+        note = (f"{ok} {finish - begin:.1f} s, {len(late)} ticks, stalls > 50 ms at: "
+                f"{', '.join(when[:8]) or 'none'}")  # fmt: skip
+        out.append((f"life p50/p99/max: {name}",
+                    f"{pct(late, 50):.1f} / {pct(late, 99):.1f} / {worst:.1f} ms", note))
+        print(*out[-1], sep="  ", flush=True)
     return out
 
 
@@ -441,17 +536,26 @@ def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", choices=("startup", "latency", "redraw"))
+    parts = ("startup", "life", "latency", "redraw")
+    parser.add_argument("--only", action="append", choices=parts)
     parser.add_argument("--startups", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0, help="per latency scenario")
+    parser.add_argument("--life-driver", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    parts = args.only or ["startup", "latency", "redraw"]
+    if args.life_driver:
+        life_driver(args.seconds)
+    if args.model_file:
+        real_model_file(args.model_file)
+        os._exit(0)
+    parts = args.only or parts
     from PySide6 import __version__ as pyside
-    from PySide6.QtGui import QGuiApplication  # noqa: F401  (platform name below)
 
     rows = []
     if "startup" in parts:
         rows += startup(args.startups)
+    if "life" in parts:
+        rows += life(args.seconds)
     if "redraw" in parts:
         rows += redraw()
     if "latency" in parts:
@@ -467,7 +571,7 @@ def main() -> None:
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:>{value_width}}  {note}")
     sys.stdout.flush()
-    os._exit(0)  # the windows are closed; skip tearing down Qt and TensorFlow at exit
+    os._exit(0)  # the windows are closed; skip tearing down Qt at exit
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from lstmviz.trace import GradientTrace
 
 INLINE_BYTES = 1 << 16  # smaller arrays are pickled with the message
 HOLD_POLL = 0.01  # seconds between looks at the flags while a run is held (paused)
+NICE = 10  # this process's niceness above the window's
 
 
 def describe(exc: BaseException) -> str:
@@ -126,6 +127,9 @@ def serve(connection, folder: str) -> None:
     runs' files go (each run names its own folder inside)."""
     # Ctrl-C in a terminal reaches the whole process group: the window ends this process.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The window's process comes first when both want the CPU (TensorFlow's threads would
+    # otherwise take every core and delay the event loop); alone, this one runs at full speed.
+    os.nice(NICE)
     requests: queue.Queue = queue.Queue()
     flags = _Flags()
     threading.Thread(target=_read, args=(connection, requests, flags), daemon=True).start()

@@ -76,19 +76,18 @@ def main(
 
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, close_soon)
-    import pyqtgraph as pg
+    # Qt and the window only before its first paint: the panels' modules (pyqtgraph) and the
+    # computing process (TensorFlow) come after it (MainWindow.prepare_panels, Worker)
     from PySide6.QtCore import QEvent, QTimer
     from PySide6.QtWidgets import QApplication
 
     from lstmviz.gui.main_window import MainWindow
-    from lstmviz.render.style import STYLE
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName("lstmviz")
     app.setApplicationName("lstmviz")
     app.setStyle("Fusion")
-    pg.setConfigOptions(**STYLE)
-    window = MainWindow(quiet_errors=bool(screenshot))
+    window = MainWindow(quiet_errors=bool(screenshot), styled=True)
     window.show()
     if os.environ.get("LSTMVIZ_TIMING"):
         _report_timing(app, window)
@@ -119,8 +118,8 @@ def main(
     if screenshot and (window.errors or not saved or not saved[0]):
         code = code or 1
     if not window.shutdown():
-        # TensorFlow is still importing or inside one computation, which cannot be
-        # interrupted; its thread would abort the interpreter at exit. Leave now.
+        # the worker thread did not end (it never waits on TensorFlow: not seen); a thread
+        # left running can abort the interpreter at exit. Leave now.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -7,13 +7,14 @@ thread (gui/worker.py); file actions are in gui/file_actions.py, menus in gui/me
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import platform
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
-import pyqtgraph as pg
 import PySide6
 from PySide6.QtCore import QSettings, QSignalBlocker, Qt, QTimer, Signal, Slot, qVersion
 from PySide6.QtWidgets import (
@@ -32,10 +33,8 @@ import lstmviz
 from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
-from lstmviz.gui import export_dialog
 from lstmviz.gui.file_actions import FileActions
 from lstmviz.gui.menus import build_menus
-from lstmviz.gui.panel_area import PanelArea
 from lstmviz.gui.params import ParamsEditor
 from lstmviz.gui.run_state import RunState
 from lstmviz.gui.summary import SummaryPanel
@@ -44,6 +43,10 @@ from lstmviz.render.summary import LSTM_KERNEL_TEXT, stopped_early
 from lstmviz.trace import GradientTrace
 
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
+# What the panels need (pyqtgraph: 0.3-0.5 s to import), imported after the window's first
+# paint in a thread of their own (`MainWindow.prepare_panels`).
+PANEL_MODULES = ("pyqtgraph", "lstmviz.gui.panel_area", "lstmviz.render.style",
+                 "lstmviz.gui.export_dialog")  # fmt: skip
 
 
 def demo_config() -> RunConfig:
@@ -60,12 +63,20 @@ def demo_config() -> RunConfig:
 
 class MainWindow(FileActions, QMainWindow):
     """`settled` fires whenever the window becomes idle with TensorFlow loaded and every
-    panel drawn (after a run ends, or at start-up when nothing runs): the screenshot hook."""
+    panel drawn (after a run ends, or at start-up when nothing runs): the screenshot hook.
+
+    The panels (`area`) come after the first paint: their modules are imported in a thread,
+    then the panels are made one per event-loop turn (`prepare_panels`); whatever needs them
+    before that makes them at once. `styled`: pyqtgraph takes `render.style.STYLE` first (the
+    app; tests keep pyqtgraph's defaults)."""
 
     settled = Signal()
+    imported = Signal()  # the panels' modules are imported (from the importing thread)
 
-    def __init__(self, settings: QSettings | None = None, quiet_errors: bool = False):
+    def __init__(self, settings: QSettings | None = None, quiet_errors: bool = False,
+                 styled: bool = False):  # fmt: skip
         super().__init__()
+        self.styled = styled
         self.settings = settings or QSettings()
         self.quiet_errors = quiet_errors  # errors go to stderr instead of a dialog
         self.errors = 0
@@ -78,17 +89,16 @@ class MainWindow(FileActions, QMainWindow):
         self.tick = QTimer(self, interval=33)  # live redraws at most ~30 times a second
         self.tick.timeout.connect(self._flush)
 
-        self.area = PanelArea()
-        self.area.drawn.connect(self._drawn)
+        self._area = None  # the PanelArea, once made
+        self.hidden_panels: set[str] = set()  # turned off in the View menu
+        self.importing: threading.Thread | None = None  # imports the panels' modules
+        self.imported.connect(self._make_area, Qt.QueuedConnection)
         self.summary = SummaryPanel()
         self.summary.verify_button.clicked.connect(self.verify)
-        self.area.created.connect(self._wire_panel)
-        for panel in self.area.panels:
-            self._wire_panel(panel)
         central = QWidget()
-        layout = QVBoxLayout(central)
+        self.central_layout = layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.area, 1)
+        layout.addWidget(QWidget(), 1)  # the panels' place until they are made
         layout.addWidget(self.summary)
         self.setCentralWidget(central)
         self._build_dock()
@@ -131,11 +141,60 @@ class MainWindow(FileActions, QMainWindow):
         super().showEvent(event)
         if not self.worker_started:  # in case no paint event arrives (e.g. minimised)
             QTimer.singleShot(1000, self.start_worker)
+            QTimer.singleShot(1000, self.prepare_panels)
 
     def paintEvent(self, event) -> None:  # noqa: N802
         super().paintEvent(event)
         if not self.worker_started:  # after this paint has reached the screen
             QTimer.singleShot(0, self.start_worker)
+            QTimer.singleShot(0, self.prepare_panels)
+
+    @property
+    def area(self):
+        """The panels (`gui.panel_area.PanelArea`), made now if they are not yet."""
+        if self._area is None:
+            for name in PANEL_MODULES:
+                importlib.import_module(name)
+            self._make_area()
+        return self._area
+
+    def prepare_panels(self) -> None:
+        """Import the panels' modules in a thread, then make the panels in the window's idle
+        turns (once)."""
+        if self._area is not None or self.importing is not None:
+            return
+
+        def load() -> None:
+            for name in PANEL_MODULES:
+                importlib.import_module(name)
+            with contextlib.suppress(RuntimeError):  # the window is gone
+                self.imported.emit()
+
+        self.importing = threading.Thread(target=load, name="lstmviz-panels", daemon=True)
+        self.importing.start()
+
+    @Slot()
+    def _make_area(self) -> None:
+        if self._area is not None:
+            return
+        from lstmviz.gui.panel_area import PanelArea
+
+        if self.styled:
+            import pyqtgraph as pg
+
+            from lstmviz.render.style import STYLE
+
+            pg.setConfigOptions(**STYLE)
+        area = PanelArea()
+        area.drawn.connect(self._drawn)
+        area.created.connect(self._wire_panel)
+        area.log, area.normalise = self.log_action.isChecked(), self.normalise_action.isChecked()
+        area.hidden = set(self.hidden_panels)
+        old = self.central_layout.itemAt(0).widget()
+        self.central_layout.replaceWidget(old, area)
+        old.deleteLater()
+        self._area = area
+        area.prepare()
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -368,7 +427,7 @@ class MainWindow(FileActions, QMainWindow):
         """Draw what arrived since the last tick (called ~30 times a second while running)."""
         if self.state.running:
             self.elapsed.setText(f"{self.state.elapsed():.1f} s")
-        if not self.dirty:
+        if not self.dirty or self._area is None or self._area.preparing:  # drawn once made
             return
         self.dirty = False
         state = self.state
@@ -376,8 +435,8 @@ class MainWindow(FileActions, QMainWindow):
             self.area.draw(state.pending, state.config, state.rows_total, live=state.running)
 
     def _settle(self) -> None:
-        """Emit `settled` now, or once the panels left to draw are drawn."""
-        self.settle_when_drawn = self.area.busy()
+        """Emit `settled` now, or once the panels left to draw are drawn (or made)."""
+        self.settle_when_drawn = self._area is None or self._area.busy()
         if not self.settle_when_drawn:
             self.settled.emit()
 
@@ -402,18 +461,24 @@ class MainWindow(FileActions, QMainWindow):
     @Slot(object)
     def _wire_panel(self, panel) -> None:
         """Right-click → Export panel… of `panel` (also of the panels made later)."""
+        from lstmviz.gui import export_dialog
+
         panel.export_action.triggered.connect(
             lambda _=False, p=panel: export_dialog.export_panel(self, p)
         )
         panel.export_action.setEnabled(self.trace is not None)
 
     def view_changed(self) -> None:
-        self.area.set_options(self.log_action.isChecked(), self.normalise_action.isChecked())
+        if self._area is not None:  # otherwise the panels take the options when made
+            self._area.set_options(self.log_action.isChecked(), self.normalise_action.isChecked())
 
     def set_panel_hidden(self, name: str, hidden: bool) -> None:
+        (self.hidden_panels.add if hidden else self.hidden_panels.discard)(name)
+        if self._area is None:  # the panels take it when made
+            return
         state = self.state
         arrays = state.trace.arrays if state.trace is not None else state.pending
-        self.area.set_hidden(name, hidden, arrays, state.config, live=state.running)
+        self._area.set_hidden(name, hidden, arrays, state.config, live=state.running)
 
     # ---- verify ----------------------------------------------------------------------------
 
@@ -451,6 +516,8 @@ class MainWindow(FileActions, QMainWindow):
             QMessageBox.critical(self, title, text)
 
     def about(self) -> None:
+        import pyqtgraph as pg
+
         tf = self.device["tensorflow"] if self.device else "not loaded yet"
         QMessageBox.about(
             self,
@@ -483,7 +550,7 @@ class MainWindow(FileActions, QMainWindow):
         shown = self.trace is not None
         for action in (self.save_action, self.export_action, self.export_panel_action):
             action.setEnabled(shown)
-        for panel in self.area.panels:
+        for panel in self._area.panels if self._area is not None else ():
             panel.export_action.setEnabled(shown)
         trained = shown and "readout_kernel" in self.trace
         for widget in (self.save_weights_button, self.save_weights_action):
@@ -498,7 +565,9 @@ class MainWindow(FileActions, QMainWindow):
         self.tick.stop()
         self.state.stop_now()
         self.worker.close()
-        return self.worker.wait(timeout_ms)
+        if self.importing is not None:  # a thread importing at the interpreter's exit crashes
+            self.importing.join(timeout_ms / 1000)
+        return self.worker.wait(timeout_ms) and not (self.importing and self.importing.is_alive())
 
     def closeEvent(self, event) -> None:  # noqa: N802
         self._save_settings()

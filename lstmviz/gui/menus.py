@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from PySide6.QtGui import QAction, QKeySequence
 
-from lstmviz.gui import export_dialog
-
 # View menu: panels that can be turned off, by their `PanelArea` name.
 PANEL_ACTIONS = (("Gradient norm panel", "norm"), ("Loss panel", "loss"),
                  ("Rows heatmap", "rows"), ("Units heatmap", "units"),
@@ -24,6 +22,13 @@ def _action(window, menu, text: str, slot, shortcut=None, tip: str = "") -> QAct
     return action
 
 
+def _export(name: str, window) -> None:
+    """`gui.export_dialog.<name>(window)`, imported on first use (with the export code)."""
+    from lstmviz.gui import export_dialog
+
+    getattr(export_dialog, name)(window)
+
+
 def build_menus(window) -> None:
     """Add the menus to `window` (a MainWindow) and keep the actions it enables as its
     attributes: save_action, export_action, export_panel_action, recent_menu,
@@ -35,11 +40,11 @@ def build_menus(window) -> None:
             "Open a .npz trace saved by lstmviz (also: drop it on the window)")
     w.save_action = _action(w, file, "&Save trace…", w.save_trace_dialog, QKeySequence.Save,
                             "Save the current trace as .npz")
-    w.export_action = _action(w, file, "&Export…", lambda: export_dialog.export_dialog(w),
+    w.export_action = _action(w, file, "&Export…", lambda: _export("export_dialog", w),
                               "Ctrl+E", "Export the plots as PNG, SVG, a PDF report or CSV "
                               "(as lstmviz export)")
     w.export_panel_action = _action(
-        w, file, "Export &panel under cursor…", lambda: export_dialog.export_under_cursor(w),
+        w, file, "Export &panel under cursor…", lambda: _export("export_under_cursor", w),
         "Ctrl+Shift+E", "Export the panel the mouse points at (also: right-click a panel)")
     w.recent_menu = file.addMenu("Recent traces")
     file.addSeparator()

@@ -17,9 +17,13 @@ from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyH
 from lstmviz.render.panel import Panel
 from lstmviz.render.training import ConnectivityPanel, LossPanel
 
-# Panels made on first use, by name (render.layout.MODEL_PANELS).
-LAZY_PANELS = {"layers": LayerNormPanel, "gates": GatesPanel, "layer_map": LayerHeatmap,
-               "saliency": SaliencyHeatmap, "layer_units": LayerUnitsHeatmap}  # fmt: skip
+# Every panel is made on first use (`PanelArea.panel`) or, in idle turns, by `prepare`.
+PANEL_CLASSES = {"norm": NormHistoryPanel, "loss": LossPanel, "rows": RowsHeatmap,
+                 "units": UnitsHeatmap, "connectivity": ConnectivityPanel,
+                 "layers": LayerNormPanel, "gates": GatesPanel, "layer_map": LayerHeatmap,
+                 "saliency": SaliencyHeatmap, "layer_units": LayerUnitsHeatmap}  # fmt: skip
+FIRST_SHOWN = {"norm", "rows", "units"}  # before any trace
+PREPARED = ("norm", "rows", "units", "loss", "connectivity")  # made by `prepare`
 
 
 class PanelArea(QWidget):
@@ -28,35 +32,23 @@ class PanelArea(QWidget):
     `render.layout.PANEL_ROWS` says; those `panels_for` names are shown. The panels that show
     one LSTM direction of a model share its choice (`layer`, their combo boxes).
 
+    A panel is made when first needed (each takes 10-30 ms; all of them at once would stall
+    the window's start); `prepare` makes the usual ones one per event-loop turn.
+
     `draw` shows arrays in every panel, the first at once and the others one per event-loop
     turn (all at once, a new finished trace took 40-60 ms: see docs/performance.md), so each
     panel's draw and the repaint it causes stay apart; `drawn` fires when the last has drawn."""
 
     drawn = Signal()
-    created = Signal(object)  # a panel made on first use (a model trace's)
+    created = Signal(object)  # a panel just made
 
     def __init__(self) -> None:
         super().__init__()
-        self.norm = NormHistoryPanel()
-        self.loss = LossPanel()  # shown in training runs
-        self.rows = RowsHeatmap()
-        self.units = UnitsHeatmap()
-        self.connectivity = ConnectivityPanel()  # shown when a run computes the map
-        self.by_name: dict[str, Panel] = {"norm": self.norm, "loss": self.loss, "rows": self.rows,
-                                          "units": self.units,
-                                          "connectivity": self.connectivity}  # fmt: skip
+        self.by_name: dict[str, Panel] = {}
         self.layer = 0  # the LSTM direction of a model trace the choosing panels show
         self.hidden: set[str] = set()  # turned off in the View menu
         self.log, self.normalise = True, False
-        for panel in self.panels:
-            panel.cache_axes()
-        self.rows_splitters: list[QSplitter] = []
-        for names in PANEL_ROWS:
-            row = QSplitter(Qt.Horizontal)
-            for name in names:
-                if name in self.by_name:
-                    row.addWidget(self.by_name[name])
-            self.rows_splitters.append(row)
+        self.rows_splitters: list[QSplitter] = [QSplitter(Qt.Horizontal) for _ in PANEL_ROWS]
         self.splitter = QSplitter(Qt.Vertical)
         for row in self.rows_splitters:
             self.splitter.addWidget(row)
@@ -65,10 +57,25 @@ class PanelArea(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.splitter)
         self.shown: tuple[str, ...] = ()
-        self._show({"norm", "rows", "units"})
         self.stages: list[Callable[[], None]] = []
+        self.preparing = False  # `prepare` is making the panels
         self.stage_timer = QTimer(self, singleShot=True, interval=0)
         self.stage_timer.timeout.connect(self.draw_stage)
+
+    def prepare(self) -> None:
+        """Make the panels a run of the LSTM modes shows, one per event-loop turn, and show
+        the first ones (`drawn` at the end). A draw meanwhile makes what it needs at once."""
+        steps: list[Callable[[], object]] = [lambda n=name: self.panel(n) for name in PREPARED]
+        steps.insert(3, lambda: self.shown or self._show(FIRST_SHOWN))
+        steps.append(lambda: setattr(self, "preparing", False))
+        self.stage(steps)
+        self.preparing = bool(self.stages)
+
+    norm = property(lambda self: self.panel("norm"))
+    loss = property(lambda self: self.panel("loss"))  # shown in training runs
+    rows = property(lambda self: self.panel("rows"))
+    units = property(lambda self: self.panel("units"))
+    connectivity = property(lambda self: self.panel("connectivity"))  # when a run has the map
 
     @property
     def panels(self) -> tuple[Panel, ...]:
@@ -76,11 +83,11 @@ class PanelArea(QWidget):
         return tuple(self.by_name.values())
 
     def panel(self, name: str) -> Panel:
-        """The panel called `name`, made and put in its place on first use: building the five
-        model panels took 0.15 s of the window's start (`created` tells the window)."""
+        """The panel called `name`, made and put in its place on first use (`created` tells
+        the window)."""
         if name in self.by_name:
             return self.by_name[name]
-        panel = LAZY_PANELS[name]()
+        panel = PANEL_CLASSES[name]()
         panel.cache_axes()
         panel.log, panel.normalise = self.log, self.normalise
         if isinstance(panel, LayerChoice):
@@ -147,7 +154,7 @@ class PanelArea(QWidget):
         self.stage(lambda p=panel: p.set_options(log, normalise) for panel in self.panels)
 
     def stage(self, calls: Iterable[Callable[[], None]]) -> None:
-        self.stages = list(calls)
+        self.stages, self.preparing = list(calls), False
         self.draw_stage()
 
     def draw_stage(self) -> None:
