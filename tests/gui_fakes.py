@@ -42,6 +42,14 @@ def broken(config, cancelled=bool, keep=bool):
     raise RuntimeError("engine exploded")
 
 
+def crash(config, cancelled=bool, keep=bool):
+    """One update, then the process dies as a crash in native code would."""
+    import signal
+
+    yield TraceUpdate(0, 1, "computing")
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
 def stuck(config, cancelled=bool, keep=bool, heartbeat: str = "", polls: bool = False):
     """One update, then work that never looks at `cancelled()` (like TensorFlow tracing a
     function), appending a line to `heartbeat` every 5 ms while it computes. With `polls` it

@@ -152,6 +152,18 @@ def test_a_process_killed_mid_run_gives_a_dialog_and_the_next_run_works(
     np.testing.assert_array_equal(window.trace.kernel, w.kernel)  # the loaded weights ran
 
 
+def test_a_crash_in_the_process_gives_a_dialog_naming_it(qtbot, window, errors):
+    window.worker.engine = gui_fakes.crash
+    first = window.worker.pid
+    assert window.start_run(SMALL)
+    qtbot.waitUntil(lambda: bool(errors), timeout=30_000)
+    assert "killed by signal 11 (SIGSEGV: a crash)" in errors[-1] and len(errors) == 1
+    assert not window.state.running and window.run_button.isEnabled()
+    window.worker.engine = None
+    run_to_end(qtbot, window)
+    assert window.worker.pid != first
+
+
 def test_a_process_killed_while_idle_gives_a_dialog_and_a_new_one_starts(
     qtbot, window, errors
 ):

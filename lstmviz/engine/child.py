@@ -82,7 +82,7 @@ def pack(arrays: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray | 
 
 
 def _mapped_whole(value: np.ndarray) -> bool:
-    """A whole `.npy` file mapped by `np.load(mmap_mode=...)` (not a view of one)."""
+    """A whole `.npy` file mapped by `np.load` with `mmap_mode` (not a view of one)."""
     import mmap
 
     return (

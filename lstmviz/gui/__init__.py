@@ -1,4 +1,5 @@
-"""Qt views. No TensorFlow here: engines run in a worker thread (see worker.py).
+"""Qt views. No TensorFlow here: engines run in the computing process that the worker thread
+owns (worker.py, engine/child.py).
 
 Importing `lstmviz.render` first pins None/True/False against PySide6 6.12's reference-counting
 bug (`lstmviz.render.pin_singletons`) before any Qt call of the window.

@@ -256,8 +256,8 @@ class FileActions:
             self.params.forget("inputs")
 
     def save_weights_dialog(self) -> None:
-        """Save the trained weights of the current training trace (written by the worker:
-        `.weights.h5` needs Keras)."""
+        """Save the trained weights of the current training trace (written by the computing
+        process: `.weights.h5` needs Keras)."""
         if self.trace is None or "readout_kernel" not in self.trace:
             return
         keras, numpy = "Keras weights (*.weights.h5)", "NumPy arrays (*.npz)"
