@@ -23,7 +23,7 @@ PANEL_CLASSES = {"norm": NormHistoryPanel, "loss": LossPanel, "rows": RowsHeatma
                  "layers": LayerNormPanel, "gates": GatesPanel, "layer_map": LayerHeatmap,
                  "saliency": SaliencyHeatmap, "layer_units": LayerUnitsHeatmap}  # fmt: skip
 FIRST_SHOWN = {"norm", "rows", "units"}  # before any trace
-PREPARED = tuple(PANEL_CLASSES)  # made by `prepare`: the first a model trace shows took 0.13 s
+LSTM_PREPARED = ("norm", "rows", "units", "loss", "connectivity")  # `prepare` makes these
 
 
 class PanelArea(QWidget):
@@ -62,10 +62,14 @@ class PanelArea(QWidget):
         self.stage_timer = QTimer(self, singleShot=True, interval=0)
         self.stage_timer.timeout.connect(self.draw_stage)
 
-    def prepare(self) -> None:
-        """Make every panel, one per event-loop turn, and show the first ones (`drawn` at the
-        end). A draw meanwhile makes what it needs at once."""
-        steps: list[Callable[[], object]] = [lambda n=name: self.panel(n) for name in PREPARED]
+    def prepare(self, names: Iterable[str] = LSTM_PREPARED) -> None:
+        """Make the panels called `names` that are not made yet, one per event-loop turn (the
+        first three shown when nothing is; `drawn` at the end), unless panels are being drawn.
+        A draw meanwhile makes what it needs at once."""
+        if self.busy():
+            return
+        steps: list[Callable[[], object]] = [lambda n=name: self.panel(n) for name in names
+                                             if name not in self.by_name]  # fmt: skip
         steps.insert(3, lambda: self.shown or self._show(FIRST_SHOWN))
         steps.append(lambda: setattr(self, "preparing", False))
         self.stage(steps)
