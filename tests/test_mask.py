@@ -146,7 +146,7 @@ def test_the_native_ops_check_their_mask():
         lib.lstmviz_sequence_backward(
             x, weights[1], zeros, zeros, probes, probes, tf.zeros((3, 2, 20)), [probes], [],
             [tf.ones((3, 1))],
-        )
+        )  # fmt: skip
 
 
 def test_masked_gradients_match_finite_differences_in_float64(rng):

@@ -13,17 +13,18 @@
 //
 // Batch rows never interact along the recurrence, so each op splits the batch into one block
 // of rows per intra-op thread and runs the whole sequence on each block with no
-// synchronisation: a step is one matrix product and one pass over the gates, where
-// TensorFlow's while-loop pays a dispatch for each of some 40 ops. The products are
-// a register-tiled FMA kernel on weights packed once per op call (below; the
-// forward's [x_t | h_{t-1}]·[kernel; recurrent] + bias in one pass, the backward's dz_t·Uᵀ).
-// The weight gradients, sums over all steps, are left to TensorFlow's matmul (native.py).
-// Both ops poll an interrupt flag once per step (lstmviz_interrupt below: Stop in the GUI).
+// synchronisation, where TensorFlow's while-loop pays a dispatch for each of some 40 small ops
+// per step. A forward step is one product, [x_t | h_{t-1}]·[kernel; recurrent] + bias, and one
+// pass over the gates; a backward step one pass over the gates and the product dz_t·Uᵀ, and
+// every few steps the weight gradients' [x_t | h_{t-1} | 1]ᵀ·dz_t for the steps since. The
+// products are panel_gemm.h's register-tiled FMA kernel. Both ops poll an interrupt flag once
+// per step (lstmviz_interrupt below: Stop in the GUI).
 //
 // Memory: the forward keeps the gate activations [T, B, 4H] for the backward, which recomputes
-// ĉ_t = f·c_{t-1} + i·g and tanh(ĉ_t) from them and the c_t it is given (the same expression on
-// the same floats, so the same values), and writes dz over them when TensorFlow lets it reuse
-// the buffer (in a compiled graph, where nothing else reads them).
+// ĉ_t = f·c_{t-1} + i·g and tanh(ĉ_t) from them and the c_t it is given (the same code on the
+// same floats, so the same values), and writes dz over them when TensorFlow lets it reuse the
+// buffer (in a compiled graph, where nothing else reads them). A loss that does not reach h or
+// c passes no [T, B, H] of zeros for it.
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -396,7 +397,7 @@ class SequenceBackward : public OpKernel {
     // so the result does not depend on which thread finished first.
     constexpr int64_t kChunkDepth = 64;
     const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B);
-    const int64_t gradient_width = Panels(4 * H, 0).padded_columns();
+    const int64_t gradient_width = Panels::PaddedColumns(4 * H);
     std::vector<Eigen::ArrayXf> partials(blocks);
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).

@@ -210,14 +210,17 @@ def _given(gradient) -> list:
     return [] if gradient is None else [gradient]
 
 
-def sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None):
+def sequence(
+    x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None, with_gates=False
+):
     """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence,
     the mask None or float32 [T, B] of 0/1); differentiable through `_sequence_gradient`
-    (not with respect to the mask)."""
-    h, c, _ = library().lstmviz_sequence_forward(
+    (not with respect to the mask). With `with_gates` also the gate activations [T, B, 4H],
+    not differentiated."""
+    h, c, gates = library().lstmviz_sequence_forward(
         x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c, [] if mask is None else [mask]
     )
-    return h, c
+    return (h, c, tf.stop_gradient(gates)) if with_gates else (h, c)
 
 
 def main() -> None:

@@ -12,14 +12,15 @@
 
 namespace lstmviz {
 
-// out[n, N] = init + Σ_s A_s·B_s for row blocks A_s [n, K_s] (row-major, any row stride) and
-// weights B_s [K_s, N] packed once per op call: panels of kPanel columns (two of Eigen's
-// packets, zero-padded past N), each holding the rows of every B_s in turn, contiguous. A tile
-// of kTileRows rows × one panel accumulates in registers across all K_s: per k, two packet
-// loads of the panel and one broadcast of A per row feed 2·rows FMAs, and the panel (K·kPanel
-// floats, ~10-20 KB) stays in L1 while every row tile of the block passes over it. The tile
-// fits the register file: AVX2 has 16 registers (6 × 2 accumulators), AVX-512 32 (8 × 2).
-// Eigen's own GEMM repacked the [H, 4H] weights at every step and ran at half the FMA peak.
+// out[n, N] = init + Σ_s A_s·B_s, for row blocks A_s [n, K_s] read in place (any strides) and
+// B_s [K_s, N] packed into panels of kPanel columns (two of Eigen's packets, zero-padded past N),
+// each panel holding the rows of every B_s in turn, contiguous. The weights are packed once per
+// op call; Eigen's GEMM (Matrix products) packs both operands at every call, which at one call
+// per step meant the whole [H, 4H] weight matrix at every step. A tile of R <= kTileRows rows ×
+// one panel accumulates in registers across all K_s: per k, two packet loads of the panel and
+// one broadcast of A per row feed 2·R FMAs, and the panel stays in cache while every row tile
+// passes over it. The tile fits the register file: AVX2 has 16 registers (6 × 2 accumulators
+// and the panel's two packets), AVX-512 32 (8 × 2).
 namespace ei = Eigen::internal;
 using Packet = ei::packet_traits<float>::type;
 constexpr int kLanes = ei::unpacket_traits<Packet>::size;
@@ -76,7 +77,8 @@ void TileOf(int64_t rows, const Operand* ops, int count, int64_t row, const floa
   }
 }
 
-// B [depth, columns] in panels, and the products of row blocks with it.
+// B [depth, columns] in panels, and the products of row blocks with it. Multiply only reads
+// it, so threads share one.
 class Panels {
  public:
   // Room for up to max_depth rows of B, packed by Append; init is zero until SetInit.
@@ -111,7 +113,8 @@ class Panels {
   void SetInit(const float* init) { std::copy_n(init, columns_, init_.begin()); }
 
   // out's row stride must be at least this: whole panels are stored.
-  int64_t padded_columns() const { return panels_ * kPanel; }
+  int64_t padded_columns() const { return PaddedColumns(columns_); }
+  static int64_t PaddedColumns(int64_t columns) { return (columns + kPanel - 1) / kPanel * kPanel; }
 
   // out[n, padded_columns()] (row stride ldo) = init, or with kAccumulate out itself, plus
   // Σ_s operands[s]·(B's rows for s: the operands' depths in turn add up to B's). The rows are
