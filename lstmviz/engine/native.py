@@ -50,7 +50,7 @@ def _cpu_model() -> str:
     CPU (a checkout moved to a machine without, say, AVX-512 would crash, not fall back)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            lines = [line for line in info if line.startswith(("model name", "flags"))]
+            lines = [line for line in info if line.startswith(("model name", "flags", "Features"))]
         return "".join(sorted(set(lines)))
     except OSError:
         return platform.processor()
