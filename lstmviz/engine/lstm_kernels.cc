@@ -411,7 +411,7 @@ class SequenceBackward : public OpKernel {
       constexpr bool kMasked = decltype(masked)::value;
       ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
         const int64_t n = r1 - r0, width = recurrent_t.padded_columns();
-        const int64_t chunk_steps = std::max<int64_t>(1, (kChunkDepth + n - 1) / n);
+        const int64_t chunk_steps = (kChunkDepth + n - 1) / std::max<int64_t>(n, 1);
         Eigen::ArrayXf dh_next = Eigen::ArrayXf::Zero(n * width),
                        dc_next = Eigen::ArrayXf::Zero(n * H),
                        chunk = Eigen::ArrayXf::Ones(chunk_steps * n * wide);  // [x | h | 1]
