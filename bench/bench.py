@@ -16,6 +16,10 @@ all copied back to NumPy; Keras computes its weight gradients only.
 - batchwise: N=2 batches, each with its own weights; time per batch.
 - connectivity: the taped run plus the map C [T, T] (T²/2 backward cell steps); by default
   only for T <= 100 (--connectivity-max-steps).
+- masked (only when asked for, --modes masked): `cell.lstm_sequence` alone, forward and every
+  gradient (weights, initial state, every state's total gradient), without a mask ("sequence")
+  and with one ("sequence+mask": post-padding, lengths T/2..T), and Keras's LSTM called with
+  the same mask ("keras+mask").
 
 Then how the taped engine's cost grows with T (250 -> 1000 at B=64, H=128: linear is 4×), and
 the peak resident memory of a taped run against the size of its trace.
@@ -38,6 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lstmviz.engine.batchwise import batchwise_gradients  # noqa: E402
+from lstmviz.engine.cell import lstm_sequence  # noqa: E402
 from lstmviz.engine.device import device_description  # noqa: E402
 from lstmviz.engine.multipass import multipass_gradients  # noqa: E402
 from lstmviz.engine.taped import connectivity_map, taped_gradients  # noqa: E402
@@ -45,6 +50,7 @@ from lstmviz.engine.tfload import tf  # noqa: E402
 from lstmviz.weights import random_weights  # noqa: E402
 
 MODES = ("taped", "multipass", "batchwise", "connectivity")
+OPT_IN_MODES = ("masked",)  # not in the default run
 GRID = [(t, b, h) for t in (100, 500, 2000) for b in (16, 64) for h in (64, 128, 256)]
 QUICK = [(100, 16, 64), (500, 64, 128), (2000, 16, 128)]
 PASSES, BATCHES = 4, 2
@@ -83,22 +89,50 @@ def timed(fns: dict, repeats: int) -> dict[str, float]:
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def keras_forward_backward(x: np.ndarray, weights):
-    """Keras's LSTM on x [T, B, I] (fed batch-major, as Keras wants): loss mean(h), grads."""
+def keras_forward_backward(x: np.ndarray, weights, mask: np.ndarray | None = None):
+    """Keras's LSTM on x [T, B, I] (fed batch-major, as Keras wants), with `mask` [T, B] when
+    given: loss mean(h), grads."""
     import keras
 
     layer = keras.layers.LSTM(weights.hidden, return_sequences=True)
     layer.build((x.shape[1], x.shape[0], x.shape[2]))
     layer.set_weights([weights.kernel, weights.recurrent_kernel, weights.bias])
     batch_major = tf.constant(x.transpose(1, 0, 2))
+    options = {} if mask is None else {"mask": tf.constant(mask.T > 0)}
 
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(layer(batch_major))
+            loss = tf.reduce_mean(layer(batch_major, **options))
         return tape.gradient(loss, layer.trainable_weights)
 
     return lambda: [g.numpy() for g in step()]
+
+
+def sequence_forward_backward(x: np.ndarray, weights, mask: np.ndarray | None = None):
+    """`lstm_sequence` on x [T, B, I] from a zero state, with `mask` [T, B] when given,
+    compiled: loss mean(h); grads of the weights, the initial state and the probes."""
+    batch, hidden = x.shape[1], weights.hidden
+    w = [tf.constant(a) for a in (weights.kernel, weights.recurrent_kernel, weights.bias)]
+    x, masks = tf.constant(x), [] if mask is None else [tf.constant(mask)]
+
+    @tf.function
+    def step():
+        state = [tf.zeros((batch, hidden)) for _ in range(2)]
+        probes = [tf.zeros((x.shape[0], batch, hidden)) for _ in range(2)]
+        with tf.GradientTape() as tape:
+            tape.watch(w + state + probes)
+            h, _ = lstm_sequence(x, *state, *w, *probes, *masks)
+            loss = tf.reduce_mean(h)
+        return tape.gradient(loss, w + state + probes)
+
+    return lambda: [g.numpy() for g in step()]
+
+
+def post_padding(steps: int, batch: int, rng) -> np.ndarray:
+    """A [T, B] float32 mask of sequences padded at the end, lengths drawn from T/2..T."""
+    lengths = rng.integers(steps // 2, steps + 1, size=batch)
+    return (np.arange(steps)[:, None] < lengths[None, :]).astype(np.float32)
 
 
 def problem(steps: int, batch: int, input_dim: int, hidden: int, seed: int = 0):
@@ -126,6 +160,12 @@ def mode_calls(modes, steps, batch, input_dim, hidden, connectivity_max):
     if "connectivity" in modes and steps <= connectivity_max:
         total = flops + connectivity_flops(steps, batch, hidden)
         calls["connectivity"] = (lambda: connectivity_map(x, w), total, 1)
+    if "masked" in modes:
+        mask = post_padding(steps, batch, np.random.default_rng(2))
+        calls["sequence"] = (sequence_forward_backward(x, w), flops, 1)
+        calls["sequence+mask"] = (sequence_forward_backward(x, w, mask), flops, 1)
+        keras_flops = lstm_flops(steps, batch, input_dim, hidden)
+        calls["keras+mask"] = (keras_forward_backward(x, w, mask), keras_flops, 1)
     return calls
 
 
@@ -204,7 +244,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {QUICK}")
     parser.add_argument("--shapes", help="TxBxH,... e.g. 500x64x128,100x16x64")
-    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help=f"comma-separated; also {', '.join(OPT_IN_MODES)}"
+    )
     parser.add_argument("--input-dim", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--connectivity-max-steps", type=int, default=100)
@@ -217,9 +259,10 @@ def main(argv=None) -> None:
         return
     shapes = parse_shapes(args.shapes) if args.shapes else QUICK if args.quick else GRID
     modes = tuple(m for m in args.modes.split(",") if m)
-    unknown = set(modes) - set(MODES)
+    unknown = set(modes) - set(MODES + OPT_IN_MODES)
     if unknown:
-        parser.error(f"unknown modes {sorted(unknown)} (choose from {', '.join(MODES)})")
+        choices = ", ".join(MODES + OPT_IN_MODES)
+        parser.error(f"unknown modes {sorted(unknown)} (choose from {choices})")
     info = device_description()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(

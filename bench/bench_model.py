@@ -80,7 +80,7 @@ def main() -> None:
             "lstmviz step": ours_step,
             "lstmviz trace": ours_trace}  # fmt: skip
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for name, fn in runs.items():  # warm-up: tracing
+    for fn in runs.values():  # warm-up: tracing
         fn()
     for _ in range(args.repeats):
         for name, fn in runs.items():
@@ -88,7 +88,7 @@ def main() -> None:
             fn()
             times[name].append((time.perf_counter() - start) * 1000)
     info = device_description()
-    flags = sorted({f for f in open("/proc/cpuinfo").read().split() if f.startswith("avx")})
+    flags = sorted({f for f in Path("/proc/cpuinfo").read_text().split() if f.startswith("avx")})
     print(f"{info['device']} · {os.cpu_count()} cores · TF {info['tensorflow']} · LSTM "
           f"{info['lstm']} · {' '.join(flags)}")  # fmt: skip
     print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional(LSTM({args.units},"

@@ -97,8 +97,11 @@ def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
                 else:
                     merged.append(outputs[-1][1])
             a, b = merged
-            value = {"concat": lambda: tf.concat([a, b], -1), "sum": lambda: a + b,
-                     "mul": lambda: a * b, "ave": lambda: (a + b) / 2}[layer.merge_mode]()  # fmt: skip
+            merge = layer.merge_mode
+            if merge == "concat":
+                value = tf.concat([a, b], -1)
+            else:
+                value = {"sum": a + b, "mul": a * b, "ave": (a + b) / 2}[merge]
             if not layer.return_sequences:
                 mask = None
         elif name in ("Dense", "TimeDistributed"):
@@ -122,7 +125,11 @@ def reference(model: keras.Model, x: np.ndarray, y: np.ndarray, loss: str):
     the loss is Keras's mean (over the unmasked steps of a sequence output)."""
     with tf.GradientTape(persistent=True) as tape:
         y_pred, mask, directions = forward(model, x, tape)
-        values = keras.losses.get(loss)(y, y_pred)
+        compiled = getattr(model, "loss", None)
+        if hasattr(compiled, "fn") and hasattr(compiled, "_fn_kwargs"):  # a wrapper and its args
+            values = compiled.fn(y, y_pred, **compiled._fn_kwargs)
+        else:
+            values = keras.losses.get(loss)(y, y_pred)
         if values.shape.rank == 2 and mask is not None:
             weight = tf.cast(mask, values.dtype)
             value = tf.reduce_sum(values * weight) / tf.reduce_sum(weight)

@@ -2,6 +2,9 @@
 
 Nothing here uses lstmviz's TensorFlow code. Layout as Keras: kernel [I, 4H], recurrent [H, 4H],
 bias [4H], gates i, f, c, o; x time-major [T, B, I].
+
+A mask [T, B] of 0/1 (Keras's masking) makes a step where it is 0 keep the state it was given:
+h_t = m·ĥ_t + (1-m)·h_{t-1}, c_t likewise, where ĥ_t, ĉ_t is what the cell computes.
 """
 
 from __future__ import annotations
@@ -13,20 +16,33 @@ def sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def np_forward(x, kernel, recurrent, bias, h0, c0):
-    """Returns h, c [T, B, H] and the gate activations needed by the backward pass."""
+def _ran(mask, steps, batch):
+    """[T, B, 1] bool, to broadcast over units: where the cell's new state is kept (the mask
+    is nonzero; everywhere when it is None)."""
+    if mask is None:
+        return np.ones((steps, batch, 1), bool)
+    return np.asarray(mask).reshape(steps, batch, 1) != 0
+
+
+def np_forward(x, kernel, recurrent, bias, h0, c0, mask=None):
+    """Returns h, c [T, B, H] and, per step, the gate activations (i, f, g, o) and the cell's
+    own new c (before the mask picks it or the carried state) that the backward pass needs."""
     x, kernel, recurrent, bias = (np.asarray(a, np.float64) for a in (x, kernel, recurrent, bias))
     h, c = np.asarray(h0, np.float64), np.asarray(c0, np.float64)
+    ran = _ran(mask, x.shape[0], x.shape[1])
     hs, cs, gates = [], [], []
     for t in range(x.shape[0]):
         z = x[t] @ kernel + h @ recurrent + bias
         zi, zf, zg, zo = np.split(z, 4, axis=-1)
         i, f, g, o = sigmoid(zi), sigmoid(zf), np.tanh(zg), sigmoid(zo)
-        c = f * c + i * g
-        h = o * np.tanh(c)
+        c_cell = f * c + i * g
+        h_cell = o * np.tanh(c_cell)
+        # Keras's masked step: the previous state where the mask is 0.
+        h = np.where(ran[t], h_cell, h)
+        c = np.where(ran[t], c_cell, c)
         hs.append(h)
         cs.append(c)
-        gates.append((i, f, g, o))
+        gates.append((i, f, g, o, c_cell))
     return np.stack(hs), np.stack(cs), gates
 
 
@@ -46,17 +62,19 @@ def np_loss(loss, h, target):
     raise ValueError(loss)
 
 
-def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=(), direct_c=None):
+def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=(), direct_c=None, mask=None):
     """Backpropagate the direct partials `direct` [T, B, H] (at h_t) and `direct_c` (at c_t,
-    zeros when None) through time.
+    zeros when None) through time, over steps masked by `mask` [T, B] of 0/1 (None: none).
 
     Returns dict with dh (total dL/dh_t), dc (total dL/dc_t), dkernel, drecurrent, dbias, dh0,
     dc0, dx. At every t in `cut_at` the gradient is not passed on to the state before t
-    (truncated BPTT at pass boundaries).
+    (truncated BPTT at pass boundaries). dc_t counts the path through h_t where the cell ran
+    (h_t = o·tanh(c_t)); at a masked step h_t and c_t are copies, and dc_t is the copy's own.
     """
     x = np.asarray(x, np.float64)
     h0, c0 = np.asarray(h0, np.float64), np.asarray(c0, np.float64)
-    h, c, gates = np_forward(x, kernel, recurrent, bias, h0, c0)
+    h, c, gates = np_forward(x, kernel, recurrent, bias, h0, c0, mask)
+    ran = _ran(mask, x.shape[0], x.shape[1])
     recurrent = np.asarray(recurrent, np.float64)
     steps = x.shape[0]
     dh_all, dc_all = np.zeros_like(h), np.zeros_like(c)
@@ -67,13 +85,18 @@ def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=(), direct_c=None
     dx = np.zeros_like(x)
     direct_c = np.zeros_like(c) if direct_c is None else direct_c
     for t in reversed(range(steps)):
-        i, f, g, o = gates[t]
+        i, f, g, o, c_cell = gates[t]
         h_prev = h[t - 1] if t > 0 else h0
         c_prev = c[t - 1] if t > 0 else c0
-        dh = direct[t] + dh_rec
-        tc = np.tanh(c[t])
-        dc = dh * o * (1 - tc**2) + dc_rec + direct_c[t]
-        dh_all[t], dc_all[t] = dh, dc
+        dh_state = direct[t] + dh_rec  # dL/dh_t
+        dc_state = dc_rec + direct_c[t]  # dL/dc_t, not counting h_t's dependence on it
+        tc = np.tanh(c_cell)
+        # Rows that ran the cell send everything into it; the others copy the state they were
+        # given, so their gradient goes to that state unchanged and the cell gets none.
+        dh = np.where(ran[t], dh_state, 0.0)
+        dc = np.where(ran[t], dh * o * (1 - tc**2) + dc_state, 0.0)
+        dh_all[t] = dh_state
+        dc_all[t] = np.where(ran[t], dc, dc_state)
         dz = np.concatenate(
             [
                 dc * g * i * (1 - i),
@@ -87,7 +110,8 @@ def np_bptt(x, kernel, recurrent, bias, h0, c0, direct, cut_at=(), direct_c=None
         dx[t] = dz @ np.asarray(kernel, np.float64).T
         dr += h_prev.T @ dz
         db += dz.sum(axis=0)
-        dh_rec, dc_rec = dz @ recurrent.T, dc * f
+        dh_rec = dz @ recurrent.T + np.where(ran[t], 0.0, dh_state)
+        dc_rec = dc * f + np.where(ran[t], 0.0, dc_state)
         if t in cut_at:
             dh_rec, dc_rec = np.zeros_like(dh_rec), np.zeros_like(dc_rec)
     return {

@@ -86,7 +86,7 @@ def test_native_kernels_name_inconsistent_shapes():
     with pytest.raises(tf.errors.InvalidArgumentError, match="LSTM shapes disagree"):
         lib.lstmviz_sequence_forward(
             x, tf.zeros((4, 16)), tf.zeros((5, 20)), tf.zeros(20), zeros, zeros,
-            tf.zeros((3, 2, 5)), tf.zeros((3, 2, 5)),
+            tf.zeros((3, 2, 5)), tf.zeros((3, 2, 5)), [],  # no mask
         )  # fmt: skip
 
 

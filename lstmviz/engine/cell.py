@@ -7,9 +7,18 @@ The probe trick: `probe_h`/`probe_c` [T, B, H] are zeros added to c_t and h_t in
 The gradient of a loss with respect to a probe is the *total* derivative dL/dh_t (or dL/dc_t)
 through the recurrence, which is what BPTT calls delta_t.
 
+Masking, as Keras does it: with a mask [T, B] of 0/1, a step where m_t[b] = 0 carries the state
+over unchanged and a step where it is 1 runs the cell. With ĥ_t, ĉ_t = cell(x_t, h_{t-1},
+c_{t-1}): c_t = m_t·ĉ_t + (1-m_t)·c_{t-1} + probe_c[t], h_t = m_t·ĥ_t + (1-m_t)·h_{t-1} +
+probe_h[t]. So the probes sit at the states as they leave step t, and their gradients are the
+total dL/dh_t, dL/dc_t of those states. What a layer *outputs* at masked steps (the carried h or
+zeros) is the caller's choice; a backward direction (`go_backwards`) is x and the mask reversed
+in time by the caller.
+
 `lstm_sequence` runs the native CPU kernels when they are built (`native.py`: the forward and
 its BPTT as one op each), and otherwise the TensorFlow while-loops below, which compute the
-same; tests/test_cell_backends.py checks both against NumPy BPTT.
+same; tests/test_cell_backends.py checks both against NumPy BPTT, tests/test_mask.py with masks
+(and against Keras's masked LSTM).
 
 The while-loop version carries its own backward pass (`tf.custom_gradient`): a reverse
 while-loop that is exactly BPTT. The forward loop stores, per step, the factors the backward
@@ -75,22 +84,38 @@ def lstm_sequence(
     bias: tf.Tensor,
     probe_h: tf.Tensor | None = None,
     probe_c: tf.Tensor | None = None,
+    mask: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor]:
     """Run the cell over x [T, B, I]; return every h_t and c_t, [T, B, H].
 
     The last state is `h[-1], c[-1]`. Weights enter as tensors, so gradients reach whatever
     produced them. With probes (both or neither) dL/dprobe is the total gradient at each state.
+    `mask` [T, B], bool or 0/1 in x's dtype, carries the state over where it is 0 (see the
+    module docstring); None runs every step. Nothing is differentiated with respect to it.
     """
     if probe_h is None:
         probe_h = probe_c = tf.zeros_like(tf.broadcast_to(h0, [tf.shape(x)[0], *h0.shape]))
+    masks = []
+    if mask is not None:  # exactly 0 or 1 from here on: nonzero means the step runs
+        # (not_equal, not a cast to bool: casting numbers to bool logs a oneDNN error line on
+        # some CPUs)
+        mask = tf.stop_gradient(tf.cast(tf.not_equal(mask, tf.zeros_like(mask)), x.dtype))
+        tf.debugging.assert_equal(
+            tf.shape(mask), tf.shape(x)[:2], message="the mask must be [T, B] as x is [T, B, I]"
+        )
+        masks.append(mask)
     if native.library() is not None and x.dtype == tf.float32:
-        return native.sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c)
-    return _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c)
+        return native.sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
+    return _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
 
 
 @tf.custom_gradient
-def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
+def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None):
+    """The while-loops: `lstm_sequence`'s arguments, the mask absent or [T, B] of 0/1 in x's
+    dtype. Without a mask the loops hold no mask arithmetic at all."""
     steps, batch = tf.shape(x)[0], tf.shape(x)[1]
+    if mask is not None:  # [T, B, 1], to broadcast over units
+        ran, share, keep = mask[:, :, None] > 0, mask[:, :, None], 1.0 - mask[:, :, None]
     # The bias rides along as a row of the kernel against a column of ones: x1·k1 = x·W + b,
     # and x1ᵀ·dz gives the kernel and bias gradients in one matmul.
     x1 = tf.concat([x, tf.ones([steps, batch, 1], x.dtype)], axis=2)  # [T, B, I+1]
@@ -105,12 +130,16 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
     # factors[t] [B, 6H] packs what a backward step needs and the incoming gradient does not
     # change: the dz/dc (dz/dh for the output gate) of each gate, g·i(1-i), c_prev·f(1-f),
     # i(1-g²), tanh(c)·o(1-o), then f and dc/dh = o(1-tanh²c). One write and one read per step
-    # instead of six of each is most of what a step saves (README, "Performance").
+    # instead of six of each is most of what a step saves (README, "Performance"). With a mask
+    # they are multiplied by m_t, the cell's share of the gradient (none at masked steps).
     def forward(t, h, c, hs, cs, factors):
-        c_prev = c
+        h_prev, c_prev = h, c
         h, c, (i, f, g, o), tanh_c = lstm_step(
             tf.matmul(x1[t], k1), h, c, recurrent_kernel, lambda z: _columns(z, hidden, 4)
         )
+        if mask is not None:  # a masked step passes on the state it was given
+            ran_t = ran[t]
+            h, c = tf.where(ran_t, h, h_prev), tf.where(ran_t, c, c_prev)
         c = c + probe_c[t]
         h = h + probe_h[t]
         packed = tf.concat(
@@ -124,6 +153,8 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
             ],
             axis=1,
         )
+        if mask is not None:
+            packed *= share[t]
         return t + 1, h, c, hs.write(t + 1, h), cs.write(t + 1, c), factors.write(t, packed)
 
     _, _, _, hs, cs, factors = tf.while_loop(
@@ -136,8 +167,13 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
     def backward(dh_direct, dc_direct):
         """BPTT: dh_t = direct_t + dz_{t+1}·Uᵀ, dc_t = dh_t·o_t·(1-tanh²c_t) + dc_{t+1}·f_{t+1}.
 
-        Returns gradients for (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c);
-        those for the probes are the total dL/dh_t and dL/dc_t.
+        With a mask the cell gets m_t·dh_t, m_t·dc_t (the factors hold m_t) and the carried
+        state passes (1-m_t)·dh_t and (1-m_t)·a_t straight to step t-1, where a_t is dL/dc_t
+        other than through h_t (dc_t = a_t + m_t·dh_t·o_t·(1-tanh²ĉ_t)).
+
+        Returns gradients for (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c,
+        and None for the mask when there is one); those for the probes are the total dL/dh_t
+        and dL/dc_t.
         """
         u_t = tf.transpose(recurrent_kernel)  # [4H, H]: a plain matmul is faster than transpose_b
 
@@ -148,14 +184,20 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
                 _columns(packed[:, 4 * hidden :], hidden, 2),
             )
             dh = dh_direct[t] + dh_next
-            dc = dc_direct[t] + dc_next + dh * dc_dh
+            carried = dc_direct[t] + dc_next  # a_t
+            dc = carried + dh * dc_dh
             dz = tf.concat([dc, dc, dc, dh], axis=1) * dz_dc
+            dh_next, dc_next = tf.matmul(dz, u_t), dc * f
+            if mask is not None:
+                keep_t = keep[t]
+                dh_next += keep_t * dh
+                dc_next += keep_t * carried
             dk1 += tf.matmul(x1[t], dz, transpose_a=True)
             du += tf.matmul(hs.read(t), dz, transpose_a=True)
             return (
                 t - 1,
-                tf.matmul(dz, u_t),
-                dc * f,
+                dh_next,
+                dc_next,
                 dk1,
                 du,
                 dhs.write(t, dh),
@@ -179,6 +221,7 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
         )
         # Only when a caller asks for dL/dx (pruned from compiled graphs otherwise).
         dx = tf.einsum("tbg,ig->tbi", dzs.stack(), kernel)
-        return dx, dh0, dc0, dk1[:-1], du, dk1[-1], dhs.stack(), dcs.stack()
+        grads = (dx, dh0, dc0, dk1[:-1], du, dk1[-1], dhs.stack(), dcs.stack())
+        return grads if mask is None else (*grads, None)
 
     return (h_all[1:], c_all[1:]), backward

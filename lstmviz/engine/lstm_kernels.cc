@@ -5,6 +5,12 @@
 // or loaded. Layout and gate order as Keras: x [T, B, I], kernel [I, 4H], recurrent [H, 4H],
 // bias [4H], gates i, f, g (candidate), o; h, c [B, H] per step.
 //
+// Masking (Keras's semantics): both ops take an optional mask [T, B] of 0/1 values, as a list
+// of zero or one tensors (TensorFlow's way to make an input optional). Where m_t[b] = 0 the
+// state is carried over (h_t = h_{t-1}, c_t = c_{t-1}); where it is 1 the cell runs. Exactly:
+// h_t = m·ĥ_t + (1-m)·h_{t-1} + probe_h[t], c_t likewise, ĥ_t, ĉ_t the cell's new state. The
+// unmasked code is a separate instantiation (kMasked = false) that pays nothing for masking.
+//
 // Batch rows never interact along the recurrence, so each op splits the batch into one block
 // of rows per intra-op thread and runs the whole sequence on each block with no
 // synchronisation: a step is two small matrix products (Eigen, one thread) and one pass over
@@ -15,6 +21,8 @@
 #include <atomic>
 #include <functional>
 #include <optional>
+#include <type_traits>
+#include <vector>
 
 #include "Eigen/Core"
 #include "tensorflow/core/framework/op.h"
@@ -36,6 +44,8 @@ using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 using ConstMatrixMap = Eigen::Map<const Matrix>;
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+using Masked = std::true_type;
+using Unmasked = std::false_type;
 
 // Bumped by lstmviz_interrupt(); a running op that sees it change stops at its next step.
 std::atomic<int64_t> interrupts{0};
@@ -61,6 +71,30 @@ void ForRowBlocks(OpKernelContext* ctx, int64_t batch, const RowBlockFn& fn) {
   OP_REQUIRES(ctx, !stop(), tensorflow::errors::Cancelled("LSTM run interrupted"));
 }
 
+// The optional input "mask" (a list of zero or one [T, B] tensors): *values points at its
+// values, or is nullptr when it is absent.
+absl::Status OptionalMask(OpKernelContext* ctx, int64_t T, int64_t B, const float** values) {
+  tensorflow::OpInputList masks;
+  TF_RETURN_IF_ERROR(ctx->input_list("mask", &masks));
+  *values = nullptr;
+  if (masks.size() > 1) return InvalidArgument("at most one mask, got ", masks.size());
+  if (masks.size() == 0) return absl::OkStatus();
+  if (masks[0].shape() != TensorShape({T, B})) {
+    return InvalidArgument("mask must be [T, B] = [", T, ", ", B, "], got ",
+                           masks[0].shape().DebugString());
+  }
+  *values = masks[0].flat<float>().data();
+  return absl::OkStatus();
+}
+
+// Shape function check: the list "mask" holds zero or one tensor.
+absl::Status AtMostOneMask(InferenceContext* ctx) {
+  std::vector<tensorflow::shape_inference::ShapeHandle> masks;
+  TF_RETURN_IF_ERROR(ctx->input("mask", &masks));
+  if (masks.size() > 1) return InvalidArgument("at most one mask, got ", masks.size());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Stops every native LSTM op running in this process at its next step (they fail with
@@ -77,6 +111,8 @@ REGISTER_OP("LstmvizSequenceForward")
     .Input("c0: float")         // [B, H]
     .Input("probe_h: float")    // [T, B, H], added to h_t
     .Input("probe_c: float")    // [T, B, H], added to c_t
+    .Input("mask: masks * float")  // none, or [T, B] of 0/1: 0 carries the state over
+    .Attr("masks: int >= 0")       // how many: 0 or 1
     .Output("h: float")         // [T, B, H]
     .Output("c: float")         // [T, B, H]
     .Output("factors: float")   // [T, B, 6H], what a backward step needs (see below)
@@ -87,7 +123,7 @@ REGISTER_OP("LstmvizSequenceForward")
       ctx->set_output(0, ctx->MakeShape({steps, batch, hidden}));
       ctx->set_output(1, ctx->MakeShape({steps, batch, hidden}));
       ctx->set_output(2, ctx->MakeShape({steps, batch, six}));
-      return absl::OkStatus();
+      return AtMostOneMask(ctx);
     });
 
 REGISTER_OP("LstmvizSequenceBackward")
@@ -95,6 +131,8 @@ REGISTER_OP("LstmvizSequenceBackward")
     .Input("factors: float")    // [T, B, 6H] from the forward
     .Input("dh_direct: float")  // [T, B, H], the loss's partial derivative at each h_t
     .Input("dc_direct: float")  // [T, B, H], the same at each c_t
+    .Input("mask: masks * float")  // the forward's mask (none, or [T, B])
+    .Attr("masks: int >= 0")
     .Output("dz: float")        // [T, B, 4H], dL/d(gate pre-activations)
     .Output("dh: float")        // [T, B, H], total dL/dh_t through the recurrence
     .Output("dc: float")        // [T, B, H], total dL/dc_t
@@ -109,7 +147,7 @@ REGISTER_OP("LstmvizSequenceBackward")
       ctx->set_output(2, ctx->input(2));
       ctx->set_output(3, ctx->MakeShape({batch, hidden}));
       ctx->set_output(4, ctx->MakeShape({batch, hidden}));
-      return absl::OkStatus();
+      return AtMostOneMask(ctx);
     });
 
 class SequenceForward : public OpKernel {
@@ -145,42 +183,65 @@ class SequenceForward : public OpKernel {
     const ConstMatrixMap W(kernel.flat<float>().data(), I, 4 * H);
     const ConstMatrixMap U(recurrent.flat<float>().data(), H, 4 * H);
     const Eigen::Map<const Eigen::RowVectorXf> b(bias.flat<float>().data(), 4 * H);
+    const float* mask;
+    OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
 
-    ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1, const auto& stop) {
-      const int64_t n = r1 - r0;
-      Matrix z(n, 4 * H);
-      Eigen::ArrayXf c_new(H), tanh_c(H);
-      for (int64_t t = 0; t < T && !stop(); ++t) {
-        const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
-        const float* h_prev = t == 0 ? h_init + r0 * H : hs + (row - B) * H;
-        const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
-        z.noalias() = ConstMatrixMap(xs + row * I, n, I) * W;
-        z.noalias() += ConstMatrixMap(h_prev, n, H) * U;
-        z.rowwise() += b;
-        for (int64_t r = 0; r < n; ++r) {
-          ArrayMap zr(z.row(r).data(), 4 * H);
-          zr.head(2 * H) = zr.head(2 * H).logistic();
-          zr.segment(2 * H, H) = zr.segment(2 * H, H).tanh();
-          zr.tail(H) = zr.tail(H).logistic();
-          const auto i = zr.head(H), f = zr.segment(H, H), g = zr.segment(2 * H, H),
-                     o = zr.tail(H);
-          const ConstArrayMap c_prev(c_prev_block + r * H, H);
-          c_new = f * c_prev + i * g;
-          tanh_c = c_new.tanh();
-          const int64_t at = (row + r) * H;
-          ArrayMap(cs + at, H) = c_new + ConstArrayMap(pc + at, H);
-          ArrayMap(hs + at, H) = o * tanh_c + ConstArrayMap(ph + at, H);
-          // dz/dc for i, f, g; dz/dh for o; then f (dc_{t-1} = dc_t·f) and dc/dh.
-          float* fr = factors + (row + r) * 6 * H;
-          ArrayMap(fr, H) = g * i * (1.0f - i);
-          ArrayMap(fr + H, H) = c_prev * f * (1.0f - f);
-          ArrayMap(fr + 2 * H, H) = i * (1.0f - g * g);
-          ArrayMap(fr + 3 * H, H) = tanh_c * o * (1.0f - o);
-          ArrayMap(fr + 4 * H, H) = f;
-          ArrayMap(fr + 5 * H, H) = o * (1.0f - tanh_c * tanh_c);
+    // kMasked (Masked or Unmasked) picks the instantiation; the unmasked one is the mask-free
+    // code, with no per-row test.
+    const auto run = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
+      ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1, const auto& stop) {
+        const int64_t n = r1 - r0;
+        Matrix z(n, 4 * H);
+        Eigen::ArrayXf c_new(H), tanh_c(H);
+        for (int64_t t = 0; t < T && !stop(); ++t) {
+          const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
+          const float* h_prev = t == 0 ? h_init + r0 * H : hs + (row - B) * H;
+          const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
+          z.noalias() = ConstMatrixMap(xs + row * I, n, I) * W;
+          z.noalias() += ConstMatrixMap(h_prev, n, H) * U;
+          z.rowwise() += b;
+          for (int64_t r = 0; r < n; ++r) {
+            ArrayMap zr(z.row(r).data(), 4 * H);
+            zr.head(2 * H) = zr.head(2 * H).logistic();
+            zr.segment(2 * H, H) = zr.segment(2 * H, H).tanh();
+            zr.tail(H) = zr.tail(H).logistic();
+            const auto i = zr.head(H), f = zr.segment(H, H), g = zr.segment(2 * H, H),
+                       o = zr.tail(H);
+            const ConstArrayMap c_prev(c_prev_block + r * H, H);
+            c_new = f * c_prev + i * g;
+            tanh_c = c_new.tanh();
+            const int64_t at = (row + r) * H;
+            if constexpr (kMasked) {
+              // m·new + (1-m)·previous: exactly the one or the other for m = 1 or 0.
+              const float m = mask[row + r], keep = 1.0f - m;
+              ArrayMap(cs + at, H) = m * c_new + keep * c_prev + ConstArrayMap(pc + at, H);
+              ArrayMap(hs + at, H) = m * (o * tanh_c) + keep * ConstArrayMap(h_prev + r * H, H) +
+                                     ConstArrayMap(ph + at, H);
+            } else {
+              ArrayMap(cs + at, H) = c_new + ConstArrayMap(pc + at, H);
+              ArrayMap(hs + at, H) = o * tanh_c + ConstArrayMap(ph + at, H);
+            }
+            // dz/dc for i, f, g; dz/dh for o; then f (dc_{t-1} = dc_t·f) and dc/dh.
+            float* fr = factors + (row + r) * 6 * H;
+            ArrayMap(fr, H) = g * i * (1.0f - i);
+            ArrayMap(fr + H, H) = c_prev * f * (1.0f - f);
+            ArrayMap(fr + 2 * H, H) = i * (1.0f - g * g);
+            ArrayMap(fr + 3 * H, H) = tanh_c * o * (1.0f - o);
+            ArrayMap(fr + 4 * H, H) = f;
+            ArrayMap(fr + 5 * H, H) = o * (1.0f - tanh_c * tanh_c);
+            if constexpr (kMasked) {  // times m: the cell's share of the gradient (none if 0)
+              ArrayMap(fr, 6 * H) *= mask[row + r];
+            }
+          }
         }
-      }
-    });
+      });
+    };
+    if (mask == nullptr) {
+      run(Unmasked{});
+    } else {
+      run(Masked{});
+    }
   }
 };
 
@@ -213,31 +274,62 @@ class SequenceBackward : public OpKernel {
           *dcs = dc_out->flat<float>().data(), *dh0 = dh0_out->flat<float>().data(),
           *dc0 = dc0_out->flat<float>().data();
     const ConstMatrixMap U(recurrent.flat<float>().data(), H, 4 * H);
+    const float* mask;
+    OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).
-    ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1, const auto& stop) {
-      const int64_t n = r1 - r0;
-      Matrix dh_next = Matrix::Zero(n, H), dc_next = Matrix::Zero(n, H);
-      for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
-        const int64_t row = t * B + r0;
-        for (int64_t r = 0; r < n; ++r) {
-          const int64_t at = (row + r) * H;
-          const float* fr = fs + (row + r) * 6 * H;
-          ArrayMap dh(dhs + at, H), dc(dcs + at, H), dc_carry(dc_next.row(r).data(), H);
-          dh = ConstArrayMap(dh_d + at, H) + dh_next.row(r).transpose().array();
-          dc = ConstArrayMap(dc_d + at, H) + dc_carry + dh * ConstArrayMap(fr + 5 * H, H);
-          float* dz = dzs + (row + r) * 4 * H;
-          ArrayMap(dz, H) = dc * ConstArrayMap(fr, H);
-          ArrayMap(dz + H, H) = dc * ConstArrayMap(fr + H, H);
-          ArrayMap(dz + 2 * H, H) = dc * ConstArrayMap(fr + 2 * H, H);
-          ArrayMap(dz + 3 * H, H) = dh * ConstArrayMap(fr + 3 * H, H);
-          dc_carry = dc * ConstArrayMap(fr + 4 * H, H);
+    // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t (the factors hold
+    // m), the carried state passes the rest straight back to step t-1:
+    //   dh_t = direct_t + dz_{t+1}·Uᵀ + (1-m')·dh_{t+1}
+    //   dc_t = a_t + m·dh_t·o_t(1-tanh²ĉ_t)
+    //   a_t  = direct_t + m'·dc_{t+1}·f_{t+1} + (1-m')·a_{t+1}
+    // where a_t is dL/dc_t other than through h_t: what the carry passes on.
+    const auto run = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
+      ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1, const auto& stop) {
+        const int64_t n = r1 - r0;
+        Matrix dh_next = Matrix::Zero(n, H), dc_next = Matrix::Zero(n, H);
+        for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
+          const int64_t row = t * B + r0;
+          for (int64_t r = 0; r < n; ++r) {
+            const int64_t at = (row + r) * H;
+            const float* fr = fs + (row + r) * 6 * H;
+            ArrayMap dh(dhs + at, H), dc(dcs + at, H), dc_carry(dc_next.row(r).data(), H);
+            dh = ConstArrayMap(dh_d + at, H) + dh_next.row(r).transpose().array();
+            if constexpr (kMasked) {
+              dc = ConstArrayMap(dc_d + at, H) + dc_carry;  // a_t
+              dc_carry = (1.0f - mask[row + r]) * dc;
+              dc += dh * ConstArrayMap(fr + 5 * H, H);
+            } else {
+              dc = ConstArrayMap(dc_d + at, H) + dc_carry + dh * ConstArrayMap(fr + 5 * H, H);
+            }
+            float* dz = dzs + (row + r) * 4 * H;
+            ArrayMap(dz, H) = dc * ConstArrayMap(fr, H);
+            ArrayMap(dz + H, H) = dc * ConstArrayMap(fr + H, H);
+            ArrayMap(dz + 2 * H, H) = dc * ConstArrayMap(fr + 2 * H, H);
+            ArrayMap(dz + 3 * H, H) = dh * ConstArrayMap(fr + 3 * H, H);
+            if constexpr (kMasked) {
+              dc_carry += dc * ConstArrayMap(fr + 4 * H, H);
+            } else {
+              dc_carry = dc * ConstArrayMap(fr + 4 * H, H);
+            }
+          }
+          dh_next.noalias() = ConstMatrixMap(dzs + row * 4 * H, n, 4 * H) * U.transpose();
+          if constexpr (kMasked) {  // the carried part, row r scaled by 1 - m_t[r]
+            const Eigen::Map<const Eigen::ArrayXf> m(mask + row, n);
+            const ConstMatrixMap dh(dhs + row * H, n, H);
+            dh_next.array() += dh.array().colwise() * (1.0f - m);
+          }
         }
-        dh_next.noalias() = ConstMatrixMap(dzs + row * 4 * H, n, 4 * H) * U.transpose();
-      }
-      Eigen::Map<Matrix>(dh0 + r0 * H, n, H) = dh_next;
-      Eigen::Map<Matrix>(dc0 + r0 * H, n, H) = dc_next;
-    });
+        Eigen::Map<Matrix>(dh0 + r0 * H, n, H) = dh_next;
+        Eigen::Map<Matrix>(dc0 + r0 * H, n, H) = dc_next;
+      });
+    };
+    if (mask == nullptr) {
+      run(Unmasked{});
+    } else {
+      run(Masked{});
+    }
   }
 };
 

@@ -30,7 +30,7 @@ from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError, InputError
 from lstmviz.model_data import check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
-from lstmviz.weights.model import ModelSpec
+from lstmviz.weights.model import RECURRENT, ModelSpec
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
 
@@ -75,13 +75,14 @@ class ModelLoss:
 
 
 def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
-    """The file's compiled loss when it has one, else `given`; a stack takes a hidden-state
-    loss or a Keras loss on its top output. ConfigError when a model with a head has none."""
+    """The file's compiled loss when it has one, else `given`. A model without a head (a stack
+    of LSTM layers, or a model whose last layer is an LSTM) may take a hidden-state loss on its
+    output (default mean_h); a model with a head needs a Keras loss: ConfigError without one."""
     if spec.loss is not None and not spec.stack:
         return ModelLoss(spec.loss, tuple(sorted(spec.loss_args.items())))
-    if spec.stack:
+    if spec.stack or spec.layers[-1].kind in RECURRENT:
         name = given or "mean_h"
-        return ModelLoss(name, hidden=name in LOSSES) if name in LOSSES else _keras_loss(name)
+        return ModelLoss(name, hidden=True) if name in LOSSES else _keras_loss(name)
     if not given or given in LOSSES:
         raise ConfigError(
             "--loss",
@@ -113,8 +114,11 @@ class ModelGradients:
         self._step = tf.function(self._compute, reduce_retracing=True)
 
     def __call__(self, x, y, weights=None) -> dict[str, tf.Tensor]:
+        """x and y batch-major as Keras takes them (NumPy); weights in `weight_names` order
+        (the spec's own when None)."""
         weights = flat_weights(self.spec) if weights is None else weights
         y = tf.zeros([0]) if y is None else y
+        x = np.ascontiguousarray(np.swapaxes(np.asarray(x), 0, 1))  # time-major
         return self._step(x, y, [tf.convert_to_tensor(w) for w in weights])
 
     def _compute(self, x, y, weights):
@@ -147,8 +151,8 @@ class ModelGradients:
         if "grad_input" in named:
             out["grad_input"] = named["grad_input"]
             out["saliency"] = tf.transpose(tf.norm(named["grad_input"], axis=-1))  # [B, T]
-        if forward.mask is not None:
-            out["mask"] = forward.mask
+        if forward.input_mask is not None:
+            out["mask"] = forward.input_mask
         return out
 
 

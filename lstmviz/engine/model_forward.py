@@ -1,8 +1,8 @@
 """A whole model's forward pass, built from its `ModelSpec`, every LSTM direction probed.
 
 Functional, as Keras's TensorFlow backend: tensors in and out, the weights as arguments (one flat
-list, in `weight_names` order, so one compiled function serves every set of weights). Inside,
-sequences are time-major [T, B, W]; x and the output are batch-major, as Keras takes them.
+list, in `weight_names` order, so one compiled function serves every set of weights). Sequences
+are time-major [T, B, W], x too; the output is batch-major, as Keras gives it.
 
 Keras's semantics, layer by layer: Embedding (a lookup; `mask_zero` masks id 0), Masking (masks
 steps whose features all equal `mask_value`, and zeroes them), Dropout-like layers (identity:
@@ -54,13 +54,14 @@ class Direction:
 @dataclass
 class Forward:
     """What one forward pass gives: the output (batch-major), the directions, the tensor fed to
-    the first LSTM (time-major [T, B, E]; its gradient is the input saliency) and the mask
-    (float 0/1 [T, B], 1 where a step counts)."""
+    the first LSTM (time-major [T, B, E]; its gradient is the input saliency) and the masks of
+    the output and of that input (float 0/1 [T, B], 1 where a step counts)."""
 
     output: tf.Tensor
     directions: list[Direction]
     first_input: tf.Tensor | None
-    mask: tf.Tensor | None
+    mask: tf.Tensor | None  # the output's (a sequence output's steps the loss skips)
+    input_mask: tf.Tensor | None  # the first LSTM's input's
 
 
 def weight_names(spec: ModelSpec) -> list[tuple[str, str]]:
@@ -93,28 +94,27 @@ class ModelForward:
                       if layer.kind == "keras"}  # fmt: skip
 
     def __call__(self, x: tf.Tensor, weights: list[tf.Tensor], tape: tf.GradientTape) -> Forward:
-        """Run on x (batch-major) with `weights` (tensors, `weight_names` order), recording the
-        LSTM directions' probes on `tape` (inside its `with` block)."""
+        """Run on x, time-major ([T, B] token ids or [T, B, I]), with `weights` (tensors,
+        `weight_names` order), recording the LSTM directions' probes on `tape` (inside its
+        `with` block). The output is batch-major, as Keras gives it."""
         by_layer: dict[str, dict[str, tf.Tensor]] = {}
         for (layer, key), value in zip(self.names, weights, strict=True):
             by_layer.setdefault(layer, {})[key] = value
-        # Masks are float 0/1 [T, B], and token ids stay batch-major until the lookup: on some
-        # CPUs transposing integers or booleans logs a oneDNN error line.
+        # x comes time-major and masks are float 0/1 [T, B]: on some CPUs transposing integers
+        # or booleans in a graph logs a oneDNN error line.
         value, mask, sequence = x, None, True
-        if not self.spec.tokens:
-            value = tf.transpose(x, [1, 0, 2])  # [T, B, I]
         directions: list[Direction] = []
-        first_input = None
+        first_input = input_mask = None
         for layer in self.spec.layers[1:]:
             w = by_layer.get(layer.name, {})
             kind = layer.kind
             if kind in ("lstm", "bidirectional") and first_input is None:
-                first_input = value
+                first_input, input_mask = value, mask
                 tape.watch(first_input)
             if kind == "embedding":
                 if layer.args.get("mask_zero"):
-                    mask = tf.transpose(tf.cast(tf.not_equal(value, 0), tf.float32))
-                value = tf.transpose(tf.gather(w["embeddings"], value), [1, 0, 2])  # [T, B, E]
+                    mask = tf.cast(tf.not_equal(value, 0), tf.float32)
+                value = tf.gather(w["embeddings"], value)  # [T, B, E]
             elif kind == "masking":
                 keep = tf.reduce_any(tf.not_equal(value, layer.args.get("mask_value", 0.0)), -1)
                 mask = tf.cast(keep, value.dtype)
@@ -136,7 +136,7 @@ class ModelForward:
                 mask = None
         if sequence:
             value = tf.transpose(value, [1, 0, *range(2, value.shape.rank)])
-        return Forward(value, directions, first_input, mask)
+        return Forward(value, directions, first_input, mask, input_mask)
 
     def _keras(self, layer: LayerSpec, value, sequence: bool):
         model = self.keras[layer.name]

@@ -138,14 +138,15 @@ def _load():
 @tf.RegisterGradient("LstmvizSequenceForward")
 def _sequence_gradient(op, dh_direct, dc_direct, _dfactors):
     """BPTT for the forward op: gradients for (x, kernel, recurrent, bias, h0, c0, probe_h,
-    probe_c); those for the probes are the total dL/dh_t and dL/dc_t. The weight gradients
-    sum over all steps, one large matmul each."""
-    x, kernel, recurrent, _, h0, _, _, _ = op.inputs
+    probe_c, and the mask when there is one: None); those for the probes are the total dL/dh_t
+    and dL/dc_t. The weight gradients sum over all steps, one large matmul each (dz_t is zero
+    at masked steps, so they need no mask)."""
+    x, kernel, recurrent, _, h0, _, _, _, *mask = op.inputs
     h, _, factors = op.outputs
     dh_direct = tf.zeros_like(h) if dh_direct is None else dh_direct
     dc_direct = tf.zeros_like(h) if dc_direct is None else dc_direct
     dz, dh, dc, dh0, dc0 = library().lstmviz_sequence_backward(
-        recurrent, factors, dh_direct, dc_direct
+        recurrent, factors, dh_direct, dc_direct, mask
     )
     gates, hidden, inputs = tf.shape(dz)[2], tf.shape(h)[2], tf.shape(x)[2]
     dz_rows = tf.reshape(dz, [-1, gates])  # [T·B, 4H]
@@ -156,14 +157,15 @@ def _sequence_gradient(op, dh_direct, dc_direct, _dfactors):
     d_kernel = tf.matmul(tf.reshape(x, [-1, inputs]), dz_rows, transpose_a=True)
     d_bias = tf.reduce_sum(dz_rows, axis=0)
     dx = tf.einsum("tbg,ig->tbi", dz, kernel)  # pruned from compiled graphs unless asked for
-    return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc
+    return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
 
 
-def sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c):
-    """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence);
-    differentiable through `_sequence_gradient`."""
+def sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None):
+    """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence,
+    the mask None or float32 [T, B] of 0/1); differentiable through `_sequence_gradient`
+    (not with respect to the mask)."""
     h, c, _ = library().lstmviz_sequence_forward(
-        x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c
+        x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c, [] if mask is None else [mask]
     )
     return h, c
 

@@ -1,0 +1,180 @@
+"""Model mode on every kind of model file (tests/model_fixtures.py builds real ones), and bad
+input through the CLI: one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from lstmviz.engine.model import model_gradients
+from lstmviz.errors import LstmvizError
+from tests.model_fixtures import (
+    bad_keras3_models,
+    keras2_models,
+    keras3_models,
+    torch_bidirectional_forward,
+    torch_state_dict,
+)
+from tests.test_model_mode import check_against_keras, close
+
+
+@pytest.fixture(scope="module")
+def k3(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("k3")
+    models = keras3_models()
+    for name, model in models.items():
+        model.save(folder / f"{name}.keras")
+    return folder, models
+
+
+@pytest.fixture(scope="module")
+def k2(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("k2")
+    models = keras2_models()
+    for name in ("k2seq", "k2fun", "k2cudnn", "k2lstm"):
+        models[name].save(folder / f"{name}.h5")
+    return folder, models
+
+
+def fixture_data(model, loss, rng, batch=3):
+    shape = model.inputs[0].shape
+    steps = shape[1]
+    if len(shape) == 2:
+        x = rng.integers(1, 20, (batch, steps)).astype(np.int32)
+    else:
+        x = rng.standard_normal((batch, steps, shape[2])).astype(np.float32)
+    out = model.outputs[0].shape
+    if loss in ("sparse_categorical_crossentropy",):
+        y = rng.integers(0, out[-1], (batch, *out[1:-1])).astype(np.int32)
+    elif loss in ("binary_crossentropy",):
+        y = rng.integers(0, 2, (batch, *out[1:])).astype(np.float32)
+    else:
+        y = rng.standard_normal((batch, *out[1:])).astype(np.float32)
+    return x, y
+
+
+@pytest.mark.parametrize("name", ["merge_sum", "merge_mul", "nested", "tokens", "features"])
+def test_keras3_files_match_keras(k3, name):
+    """Bidirectional sum and mul heads; a model with layers only Keras runs (Conv1D before the
+    LSTMs, one inside a nested Sequential, attention and pooling after them); token ids masked
+    by Embedding(mask_zero) through a Bidirectional into an LSTM reading backwards; features
+    masked by Masking through Bidirectional(ave), an LSTM without bias, TimeDistributed(Dense)
+    and a softmax under a label-smoothed loss (masked mean over the steps)."""
+    folder, models = k3
+    model = models[name]
+    loss = model.loss if isinstance(model.loss, str) else "binary_crossentropy"
+    if name == "features":
+        loss = "categorical_crossentropy"
+    x, y = fixture_data(model, loss, np.random.default_rng(7))
+    masked = None
+    if name == "tokens":
+        x[0, :3] = 0  # pre-padding
+        x[1, -2:] = 0  # post-padding
+        x[2, 3] = 0  # a hole
+        masked = x != 0
+    elif name == "features":
+        x[0, :2] = 0.0
+        x[2, -1] = 0.0
+        masked = np.any(x != 0, axis=-1)
+        y = np.eye(2, dtype=np.float32)[np.random.default_rng(8).integers(0, 2, x.shape[:2])]
+    trace = model_gradients(str(folder / f"{name}.keras"), x, y)
+    check_against_keras(model, loss, x, y, trace, masked)
+    if masked is not None:
+        np.testing.assert_array_equal(trace.mask, masked.T)
+
+
+def test_a_head_without_a_loss_takes_the_one_given(k3):
+    folder, models = k3
+    path = str(folder / "merge_concat.keras")
+    x, y = fixture_data(models["merge_concat"], "mse", np.random.default_rng(8))
+    with pytest.raises(LstmvizError, match="no compiled loss; give --loss"):
+        model_gradients(path, x, y)
+    model = models["merge_concat"]
+    model.compile(loss="mse")
+    check_against_keras(model, "mse", x, y, model_gradients(path, x, y, loss="mse"))
+
+
+def test_keras2_cudnn_file_runs_as_its_lstm_twin(k2):
+    """A Keras 2 CuDNNLSTM model (bias [8H]) gives what the same model with LSTM layers gives
+    in Keras 2, which converts the weights when it loads them."""
+    folder, models = k2
+    twin = models["k2lstm"]
+    twin.load_weights(folder / "k2cudnn.h5")  # Keras 2's own conversion
+    x = np.random.default_rng(9).standard_normal((3, 5, 3)).astype(np.float32)
+    trace = model_gradients(str(folder / "k2cudnn.h5"), x, loss="mean_h")
+    close(trace.y_pred, twin(x).numpy(), 1e-5, "y_pred")
+
+
+def test_keras2_file_keras3_refuses_runs(k2):
+    import tf_keras
+
+    folder, models = k2
+    model = models["k2seq"]  # time_major, batch_input_shape … in its config
+    with pytest.raises(Exception):  # noqa: B017 - Keras 3 itself cannot load it
+        keras.models.load_model(folder / "k2seq.h5")
+    rng = np.random.default_rng(10)
+    x = rng.integers(1, 20, (4, 7)).astype(np.int32)
+    x[:, :2] = 0  # padding: the model masks id 0
+    y = rng.integers(0, 2, (4, 1)).astype(np.float32)
+    trace = model_gradients(str(folder / "k2seq.h5"), x, y)
+    close(trace.y_pred, model(x).numpy(), 1e-5, "y_pred")
+    expected = tf_keras.losses.binary_crossentropy(y, model(x)).numpy().mean()
+    assert float(trace.loss) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_pytorch_bidirectional_stack(tmp_path):
+    rng = np.random.default_rng(11)
+    state = torch_state_dict(rng, [(3, 4), (8, 4)], bidirectional=True)
+    save_file(state, tmp_path / "lstm.safetensors")
+    x = rng.standard_normal((2, 6, 3)).astype(np.float32)
+    trace = model_gradients(str(tmp_path / "lstm.safetensors"), x, loss="mean_h")
+    close(trace.y_pred, torch_bidirectional_forward(state, 2, x.astype(np.float64)), 1e-5,
+          "y_pred")  # fmt: skip
+    assert list(trace.layer_names) == ["l0/forward", "l0/backward", "l1/forward", "l1/backward"]
+    # mean_h of the top output: dL/dh_t of the top directions is 1 / (B·T·2H) everywhere
+    np.testing.assert_allclose(trace.layer3_grad_h_direct, 1 / (2 * 6 * 8), rtol=1e-6)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "lstmviz", "run", "--mode", "model", *args],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, k3):
+    folder, models = k3
+    bad = bad_keras3_models()["custom"][0]
+    bad.save(tmp_path / "custom.keras")
+    rng = np.random.default_rng(12)
+    big = rng.integers(1, 20, (3, 7))
+    big[1, 2] = 25
+    np.savez(tmp_path / "big.npz", x=big, y=np.zeros((3, 1)))
+    np.savez(tmp_path / "short.npz", x=rng.integers(1, 20, (3, 5)), y=np.zeros((3, 1)))
+    np.savez(tmp_path / "nan.npz", x=np.full((3, 5, 3), np.nan), y=np.zeros((3, 3)))
+    np.save(tmp_path / "x.npy", rng.integers(1, 20, (3, 7)))
+    np.save(tmp_path / "y.npy", np.zeros((4, 1)))
+    tokens = folder / "tokens.keras"
+    out = tmp_path / "t.npz"
+    cases = [
+        (["--model", tmp_path / "custom.keras"], "'twice' (Twice)"),
+        (["--model", tokens, "--inputs", tmp_path / "big.npz"],
+         "token id 25 is outside the vocabulary of 20"),
+        (["--model", tokens, "--inputs", tmp_path / "short.npz"],
+         "x has shape [3, 5], the model takes (None, 7)"),
+        (["--model", folder / "merge_sum.keras", "--inputs", tmp_path / "nan.npz"], "NaN"),
+        (["--model", tokens, "--inputs", tmp_path / "x.npy", "--targets", tmp_path / "y.npy"],
+         "y has 4 samples but x has 3"),
+        (["--model", folder / "merge_concat.keras"], "--loss: "),
+        (["--model", folder / "merge_concat.keras", "--loss", "nonsense"], "unknown loss"),
+        (["--model", tmp_path / "missing.keras"], "no such file"),
+    ]  # fmt: skip
+    for args, message in cases:
+        done = cli(*map(str, args), "--out", str(out))
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (args, done.stderr)
+        assert message in lines[0] and "Traceback" not in done.stderr, (message, lines)
+        assert not out.exists()
