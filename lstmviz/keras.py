@@ -16,6 +16,9 @@ Imports Keras (and TensorFlow): import it explicitly, `import lstmviz` does not.
 
 from __future__ import annotations
 
+# TensorFlow first, through lstmviz's quiet import of it, then Keras (which imports it).
+from lstmviz.engine.tfload import tf  # isort: skip
+
 import contextlib
 import os
 import random
@@ -30,7 +33,6 @@ from lstmviz.config import RunConfig
 from lstmviz.engine.model import NORM_KEYS, ModelGradients, prepare
 from lstmviz.engine.model_forward import weight_names
 from lstmviz.engine.native import kernel_name
-from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError, LstmvizError, ModelError
 from lstmviz.recording import RecordingWriter, record_rows
 from lstmviz.trace import GradientTrace
@@ -163,9 +165,7 @@ class _Recorder:
             layers = _live_layers(model)
             self.weights = _weight_readers(spec, layers)
             self.keras_layers = _keras_layer_pairs(spec, layers, self.gradients)
-        self.spec, self.x_numpy, self.y_numpy = spec, x, y
-        self.x = tf.constant(x)
-        self.y = None if y is None else tf.constant(y)
+        self.spec, self.x, self.y = spec, x, y
         width = 1 if x.ndim == 2 else int(x.shape[2])
         hidden = spec.lstm_layers()[0].directions()[0][1].hidden
         self.config = RunConfig(mode="model", steps=int(x.shape[1]), batch=int(x.shape[0]),
@@ -186,7 +186,7 @@ class _Recorder:
 
     def _arrays(self, named: dict) -> dict[str, np.ndarray]:
         """The model-mode trace arrays (as `lstmviz.engine.model.model_arrays` gives them)."""
-        spec, x, y = self.spec, self.x_numpy, self.y_numpy
+        spec, x, y = self.spec, self.x, self.y
         arrays = {key: np.asarray(value) for key, value in named.items()}
         arrays["loss"] = np.float32(arrays["loss"])
         if "mask" in arrays:

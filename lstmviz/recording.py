@@ -28,8 +28,11 @@ half-written record is never returned.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import os
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +53,11 @@ NORM_KEYS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by
 SERIES = ("step", "epoch", "loss", "train_loss", "record_seconds", *NORM_KEYS, "saliency")
 TEXT_KEYS = ("layer_names", "model_summary", "model_source", "inputs_source")
 READ_ATTEMPTS = 50  # reads of a record the writer overwrote meanwhile, before giving up
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+SWMR_WRITING = 0b100  # the superblock's flag: a writer holds (or held, if killed) it in SWMR
+# A SWMR reader reads metadata whose checksum fails again, sleeping 1, 2, 4, … ns in between:
+# 25 attempts wait 34 ms at most, while HDF5's 100 would wait for ever on a damaged file.
+METADATA_READ_ATTEMPTS = 25
 
 
 class RecordingError(LstmvizError):
@@ -146,7 +154,7 @@ class RecordingWriter:
 
     def _create(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         with atomic_path(self.path, suffix=files.RECORDINGS[0]) as tmp:
-            f = h5py.File(tmp, "w", libver="latest")
+            f = h5py.File(tmp, "w", libver="latest", locking=False)
             try:
                 f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, every=self.every)
                 for name in ("records", "writing", "finished"):
@@ -161,14 +169,16 @@ class RecordingWriter:
                 for key, value in trace.arrays.items():
                     if np.asarray(value).dtype.kind == "U":
                         text.create_dataset(key, data=np.asarray(value, dtype=h5py.string_dtype()))
+                # Written before SWMR starts, so that their space is allocated: a dataset
+                # first written under SWMR may lie beyond the end of file a reader sees.
                 for slot in ("0", "1"):
                     group = f.create_group(f"trace/{slot}")
                     for key, value in _numeric(trace).items():
                         if schema.role(key, "model") == schema.STEPS:  # its length varies
-                            group.create_dataset(key, (0,), value.dtype, maxshape=(None,),
+                            group.create_dataset(key, data=value, maxshape=(None,),
                                                  chunks=(1024,))  # fmt: skip
                         else:
-                            group.create_dataset(key, value.shape, value.dtype)
+                            group.create_dataset(key, data=value)
                 f.swmr_mode = True
                 self._file = f
                 self._write(rows, trace)
@@ -178,7 +188,7 @@ class RecordingWriter:
                 raise
 
     def _reopen(self) -> None:
-        f = h5py.File(self.path, "r+", libver="latest")
+        f = h5py.File(self.path, "r+", libver="latest", locking=False)
         try:
             if f.attrs.get("format") != FORMAT:
                 raise RecordingError(f"{self.path}: not an lstmviz recording any more")
@@ -207,6 +217,7 @@ class RecordingWriter:
                 dataset[...] = value
             dataset.flush()
         _set(f["records"], n + 1)
+        f.flush()  # the file's own metadata too: the records of a killed writer stay readable
         self.records = n + 1
 
 
@@ -238,8 +249,9 @@ def load_recording(path: str | os.PathLike, trace: bool = True) -> Recording:
     path = Path(path)
     if not path.is_file():
         raise RecordingError(f"{path}: no such recording")
+    live = _check_superblock(path)
     try:
-        with h5py.File(path, "r", libver="latest", swmr=True, locking=False) as f:
+        with _open(path, live) as f:
             return _read(path, f, trace)
     except RecordingError:
         raise
@@ -247,6 +259,63 @@ def load_recording(path: str | os.PathLike, trace: bool = True) -> Recording:
         raise RecordingError(
             f"{path}: not a readable recording (truncated or corrupt: {_one_line(exc)})"
         ) from None
+
+
+def _open(path: Path, swmr: bool) -> h5py.File:
+    """The file for reading (as a SWMR reader when `swmr`), never locked."""
+    if not swmr:
+        return h5py.File(path, "r", libver="latest", locking=False)
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+    fapl.set_file_locking(False, False)  # as h5py.File(…, locking=False) sets it
+    set_attempts = _hdf5_function("H5Pset_metadata_read_attempts")
+    if set_attempts is not None:
+        set_attempts(fapl.id, METADATA_READ_ATTEMPTS)
+    flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
+    return h5py.File(h5py.h5f.open(os.fsencode(path), flags, fapl=fapl))
+
+
+@functools.cache
+def _hdf5_function(name: str):
+    """A function of the HDF5 library h5py has loaded (h5py does not wrap every one), or None
+    where it cannot be found (outside Linux: `/proc/self/maps` lists the loaded libraries)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/libhdf5" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        if "libhdf5_hl" in path or ".so" not in path:
+            continue
+        function = getattr(ctypes.CDLL(path), name, None)
+        if function is not None:
+            function.argtypes, function.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
+            return function
+    return None
+
+
+def _check_superblock(path: Path) -> bool:
+    """Whether a writer holds the file in SWMR mode (or held it and was killed), from its
+    HDF5 superblock (versions 2 and 3, as h5py's libver="latest" writes them); a
+    RecordingError for a file that is not HDF5 or is shorter than the end of file it records.
+
+    Read before HDF5 opens the file: a SWMR reader expects a file that grows, so it does not
+    check the end of file, and on a truncated one it loops or crashes."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(36)
+        size = path.stat().st_size
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(head) < 36 or head[:8] != HDF5_SIGNATURE:
+        raise RecordingError(f"{path}: not a recording (not an HDF5 file, or truncated)")
+    version, offset_size, flags = head[8], head[9], head[11]
+    if version not in (2, 3) or offset_size != 8:
+        raise RecordingError(f"{path}: not a recording (HDF5 superblock version {version})")
+    end = struct.unpack_from("<Q", head, 28)[0]  # after the base and extension addresses
+    if size < end:
+        raise RecordingError(f"{path}: truncated ({size} of its {end} bytes)")
+    return bool(flags & SWMR_WRITING)
 
 
 def _read(path: Path, f: h5py.File, with_trace: bool) -> Recording:
@@ -299,7 +368,8 @@ def _rows(path: Path, dataset: h5py.Dataset, count: int) -> np.ndarray:
 
 def _slot(group: h5py.Group) -> dict[str, np.ndarray]:
     arrays = {}
-    for key, dataset in group.items():
+    for key in group:
+        dataset = group[key]
         dataset.refresh()
         arrays[key] = dataset[()]
     return arrays

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import files
+from lstmviz import files, modes
 from lstmviz.atomic import atomic_path
 from lstmviz.config import LOSSES, RunConfig
 from lstmviz.engine import interrupt
@@ -179,8 +179,9 @@ class _Progress:
                 if last or now - progress._last >= 1 / UPDATES_PER_SECOND:
                     progress._last = now
                     loss = float((logs or {}).get("loss", np.nan))
+                    records = f"{recorder.records} {modes.plural('record', recorder.records)}"
                     message = (f"epoch {progress.epoch + 1}/{progress.epochs} · loss {loss:.4g} · "
-                               f"{recorder.records} records")  # fmt: skip
+                               f"{records}")  # fmt: skip
                     progress.updates.put(TraceUpdate(progress.done, progress.total, message))
                 if progress.stop():
                     self.model.stop_training = True
@@ -193,8 +194,9 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
     total = per_epoch * config.epochs
     closing = threading.Event()  # the consumer left: stop fitting
     progress = _Progress(total, per_epoch, config.epochs, lambda: cancelled() or closing.is_set())
+    every = "batch" if config.every == 1 else f"{config.every} batches"
     yield TraceUpdate(0, total, f"fitting {model.name} on {len(x)} samples, a record every "
-                      f"{config.every} batches")  # fmt: skip
+                      f"{every}")  # fmt: skip
     failure: list[BaseException] = []
 
     def fit() -> None:
