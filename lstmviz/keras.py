@@ -66,7 +66,7 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self.data, self.loss, self.every = data, loss, int(every)
         self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
         self.writer = RecordingWriter(self.path, self.every)
-        self._recorder: _Recorder | None = None
+        self._live_model: _LiveModel | None = None
         self._epoch = 0
         self._steps_before = 0  # training batches of the epochs (and fits) finished
         self._steps_in_epoch = 0
@@ -85,10 +85,10 @@ class GradientFlowCallback(keras.callbacks.Callback):
     def trace(self) -> GradientTrace:
         """Model mode at the model's current weights on the callback's data (what a record
         holds in full)."""
-        return self._session().trace()
+        return self._live().trace()
 
     def on_train_begin(self, logs=None) -> None:
-        self._session()  # a model or data it cannot run fails before the first batch
+        self._live()  # a model or data it cannot run fails before the first batch
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         self._epoch = int(epoch)
@@ -104,7 +104,7 @@ class GradientFlowCallback(keras.callbacks.Callback):
         if not self._writes():
             return
         start = time.perf_counter()
-        trace = self._session().trace()
+        trace = self._live().trace()
         train_loss = (logs or {}).get("loss", np.nan)
         rows = record_rows(trace, step, self._epoch, float(train_loss),
                            time.perf_counter() - start)  # fmt: skip
@@ -119,10 +119,12 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self._steps_in_epoch = 0
         self.writer.close()
 
-    def _session(self) -> _Recorder:
-        if self._recorder is None:
-            self._recorder = _Recorder(self.model, *self.data, self.loss)
-        return self._recorder
+    def _live(self) -> _LiveModel:
+        if self._live_model is None:
+            self._live_model = _LiveModel(self.model, *self.data, self.loss)
+        elif self._live_model.model is not self.model:
+            raise LstmvizError(f"{WHERE}: records one model; give another model its own callback")
+        return self._live_model
 
     def _writes(self) -> bool:
         """Whether this process and replica context writes the recording."""
@@ -146,13 +148,14 @@ def _random_streams_kept() -> Iterator[None]:
         np.random.set_state(numpy)
 
 
-class _Recorder:
+class _LiveModel:
     """Model mode for one live model on fixed data: one compiled ModelGradients, called with
     the model's current weights read from its variables at every record."""
 
     def __init__(self, model, x, y, loss: str | None):
         if not model.built:
             raise ModelError(f"{WHERE}: the model is not built yet")
+        self.model = model
         with _random_streams_kept():
             spec = spec_from_keras(model)
             config = RunConfig(mode="model", loss=loss or "mean_h", model=None)
@@ -249,7 +252,7 @@ def _weight_readers(spec: ModelSpec, layers: dict) -> list[Callable[[], object]]
             raise ModelError(f"{WHERE}: layer {layer_spec.label} is not in the model")
         try:
             read = _variable_of(layers[name], layer_spec, key)
-            value = np.asarray(tf.convert_to_tensor(read()))
+            value = np.asarray(tf.convert_to_tensor(read()), np.float32)  # the spec's dtype
         except (AttributeError, ValueError, TypeError):
             value = None
         if value is None or not np.array_equal(value, layer_spec.weights[key]):
