@@ -4,11 +4,11 @@
     lstmviz run --mode train --model M.keras --inputs DATA.npz --epochs 5 --every 20 \\
         --record run.lvz [--save-model trained.keras] [--out last.npz]
 
-The model is loaded with `keras.models.load_model` (a Keras 3 `.keras` file; a file Keras
-refuses is named with Keras's reason) and trained with its compiled optimizer and loss (Adam
-and `--loss` when it has none), `--batch` samples a batch, shuffled, seeded by `--seed`. The
-records run on the first `RECORD_SAMPLES` samples of the data. The final trace is model mode's
-at the trained weights on those samples.
+The model is read by lstmviz's own loader, then loaded with `keras.models.load_model` in safe
+mode (a Keras 3 `.keras` file; a file Keras refuses is named with Keras's reason), and trained
+with its compiled optimizer and loss (Adam and `--loss` when it has none), `--batch` samples a
+batch, shuffled, seeded by `--seed`. The records run on the first `RECORD_SAMPLES` samples of
+the data. The final trace is model mode's at the trained weights on those samples.
 """
 
 from __future__ import annotations
@@ -89,20 +89,21 @@ def run_fit(
 
 def load_keras_model(path: str):
     """The model in `path` as Keras loads it (compiled as it was saved), or a ModelError
-    naming the file and Keras's reason."""
+    naming the file and the reason. lstmviz's own reader (json and h5py: no code from the file
+    runs) reads it first and refuses what model mode does not run (Lambda and custom layers
+    among them), so Keras deserialises, in safe mode, only layers Keras itself provides."""
     import keras
 
-    path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"{path}: no such file")
-    # `files.WEIGHTS` names `.weights.h5` before `.h5`: weights alone are not a model.
-    if files.suffix_of(path, files.WEIGHTS) not in (MODEL_SUFFIX, ".h5", ".hdf5"):
-        raise ModelError(f"{path}: training needs a whole Keras model (.keras), not a weights "
-                         "or other file")  # fmt: skip
+    from lstmviz.weights.model_files import load_model
+
+    spec = load_model(path)
+    if spec.stack:
+        raise ModelError(f"{path}: holds LSTM weights only; training needs a whole Keras model "
+                         "(.keras)")  # fmt: skip
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Keras's notes on unbuilt metrics and the like
-            model = keras.models.load_model(path)
+            model = keras.models.load_model(path, safe_mode=True)
     except Exception as exc:  # Keras raises many types for files it cannot load
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         raise ModelError(f"{path}: Keras cannot load this model for training ({detail}); "
