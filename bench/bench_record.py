@@ -55,14 +55,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=8, help="batches per fit")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="lstmviz-bench-") as folder:
+        measure(args, Path(folder))
 
+
+def measure(args: argparse.Namespace, folder: Path) -> None:
+    """Fit without and with the callback, print the figures (the recording goes to `folder`)."""
     model = build(args.vocabulary, args.units, args.steps)
     rng = np.random.default_rng(0)
     count = args.batch * args.batches
     x = rng.integers(1, args.vocabulary, (count, args.steps)).astype(np.int32)
     y = rng.integers(0, 2, (count, 1)).astype(np.float32)
     data = (x[: args.samples], y[: args.samples])
-    folder = Path(tempfile.mkdtemp(prefix="lstmviz-bench-"))
     callback = GradientFlowCallback(data, folder / "run.lvz", every=1)
     writes: list[float] = []
     append = callback.writer.append

@@ -259,3 +259,16 @@ def test_under_mirrored_strategy_one_file_gets_one_record_per_n_batches(tmp_path
     assert result["steps"] == [2, 4, 6, 8, 10, 12]  # 4 global batches an epoch, 3 epochs
     assert result["files"] == ["run.lvz"] and result["finished"]
     assert result["worst"] <= 1e-4, result
+
+
+def test_the_overhead_bench_runs_on_a_tiny_shape(capsys):
+    import importlib.util
+
+    path = ROOT / "bench" / "bench_record.py"
+    spec = importlib.util.spec_from_file_location("bench_record", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--steps", "6", "--batch", "4", "--samples", "4", "--units", "3",
+                "--vocabulary", "20", "--batches", "2", "--repeats", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "overhead per record" in out and "writing the record" in out, out

@@ -260,3 +260,15 @@ def test_a_recording_is_its_own_kind_of_file(tmp_path):
     path.write_bytes(b"")
     assert files.kind(path) == "recording"
     assert main(["gui", str(path)]) == 2  # the app's recording view comes later
+
+
+def test_reading_a_recording_needs_neither_tensorflow_nor_qt():
+    code = (
+        "import sys, lstmviz\n"
+        "assert callable(lstmviz.load_recording) and lstmviz.Recording\n"
+        "import lstmviz.export, lstmviz.recording\n"
+        "assert 'tensorflow' not in sys.modules and 'PySide6' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=os.environ | {"PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
