@@ -161,7 +161,8 @@ class RunConfig:
     def check_flags(self) -> RunConfig:
         """Raise ConfigError for parameters that make no sense together (the CLI, the runner
         and the GUI all ask here): a file option the mode does not read, `layer` without
-        `weights`, `time_major` without `inputs`. Return self when all is well."""
+        `weights`, `time_major` without `inputs`, training a model without its data or a
+        recording to write. Return self when all is well."""
         mode, fitting = modes.get(self.mode), self.fitting()
         for name in mode.requires:
             if not getattr(self, name):
@@ -239,9 +240,9 @@ def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:
     if fitting and mode.uses(name):
         return "does not apply when training a model (--model FILE)"
     plain = [m for m in modes.names() if modes.get(m).uses(name)]
-    fits = [m for m in modes.names() if m not in plain and modes.get(m).uses(name, True)]
-    where = ([f"--mode {', '.join(plain)}"] if plain else []) + [f"--mode {m} --model FILE"
-                                                                 for m in fits]  # fmt: skip
+    where = [f"--mode {', '.join(plain)}"] if plain else []
+    where += [f"--mode {m} --model FILE" for m in modes.names()
+              if m not in plain and modes.get(m).uses(name, True)]  # fmt: skip
     return f"only applies to {' or '.join(where)}"
 
 
