@@ -342,6 +342,8 @@ def _read(path: Path, f: h5py.File, with_trace: bool) -> Recording:
     arrays |= {key: text[key] for key in TEXT_KEYS if key in text}
     arrays["every"] = np.int64(f.attrs.get("every", 0))
     try:
+        # A recording is no trace, but its arrays obey the trace's rules under the schema's
+        # recording keys (one size for each of S, L, T across them).
         GradientTrace(schema.RECORDING, RunConfig(), arrays).check()
         last = None
         if numeric is not None:
