@@ -19,6 +19,7 @@ from lstmviz.engine.model import model_gradients
 from lstmviz.errors import LstmvizError
 from lstmviz.keras import GradientFlowCallback
 from lstmviz.recording import load_recording
+from tests.test_model_mode import close
 
 L = keras.layers
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,12 +47,6 @@ def token_data(count: int = 40, seed: int = 1):
     x[:, :2] = np.maximum(x[:, :2], 1)  # a masked step or two, never a fully masked sample
     y = (x[:, :3].sum(1) > 45).astype(np.float32)[:, None]
     return x, y
-
-
-def close(a, b, rtol: float, what: str) -> None:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    scale = max(np.abs(b).max(), 1e-6)
-    assert np.abs(a - b).max() <= rtol * scale, f"{what}: max |Δ| {np.abs(a - b).max():.3g}"
 
 
 def test_records_come_at_every_nth_batch_counted_across_epochs(tmp_path):
