@@ -16,13 +16,18 @@ The machine's load (`uptime`) is printed with the figures: timings on a shared m
   streams ~30 updates a second, (c) a real multi-pass run with many short passes streams one
   update per pass, (d) a synthetic engine (no TensorFlow work) streams 200 rows × T=2000 at 30
   updates a second
-  into every panel (the drawing alone). Goal: p99 < 16 ms.
+  into every panel (the drawing alone), (e) a synthetic model run (4 LSTM directions, T=2000,
+  B=32, H=128: started, done with the rows, then the trace drawn in the model panels; measured
+  until the panels are drawn), (f) the same model's real run (Embedding(mask_zero) →
+  Bidirectional(LSTM) → LSTM → LSTM → Dense), measured from its first update: TensorFlow's
+  tracing of the model holds the GIL there. Goal: p99 < 16 ms.
 - redraw: with T=2000 curves (10 per-batch curves and the three main ones; white noise, the
   worst case for painting, and real per-batch norms from the engine) and 200 × 2000 heatmaps,
   median of 10 after a warm-up, each redraw with new data (two traces in turn; a live update
   adds one row). Through the window (`_draw`, every panel), which draws one panel per event-loop
   turn: the total and the longest step (a panel's draw plus the repaint it causes); one panel:
-  `draw(...)` plus a synchronous repaint of that panel. Goal: < 16 ms (the longest step).
+  `draw(...)` plus a synchronous repaint of that panel. The same for a model trace (4
+  directions, T=2000, B=32, H=128) in the model panels. Goal: < 16 ms (the longest step).
 """
 
 from __future__ import annotations
@@ -150,7 +155,7 @@ def synthetic_stream(rows: int = 200, steps: int = 2000, batch: int = 8, hidden:
     between, so only the drawing costs the main thread), then a final trace."""
     from lstmviz.trace import GradientTrace, TraceUpdate
 
-    def run(config, cancelled=bool):
+    def run(config, cancelled=bool, keep=bool):
         rng = np.random.default_rng(0)
         data = np.exp(rng.standard_normal((rows, steps))).astype(np.float32)
         for r in range(rows):
@@ -182,6 +187,71 @@ def big_arrays(rows: int = 200, steps: int = 2000, batch: int = 8, hidden: int =
     }
 
 
+MODEL_SIZES = {"steps": 2000, "batch": 32, "hidden": 128}  # 4 LSTM directions
+
+
+def model_arrays(steps: int = 2000, batch: int = 32, hidden: int = 128, seed: int = 2) -> dict:
+    """A finished model trace's arrays: 4 LSTM directions (a Bidirectional, then two LSTMs) of
+    [T, B, H] gradients, gates, norms by layer, saliency over token ids with padding."""
+    rng = np.random.default_rng(seed)
+    names = ["bi/forward", "bi/backward", "middle", "top"]
+    lengths = rng.integers(steps // 2, steps + 1, batch)
+    mask = np.arange(steps)[:, None] < lengths[None, :]  # [T, B]
+    decay = np.exp(np.linspace(-8, 0, steps))[:, None, None]
+    arrays = {"layer_names": np.array(names), "mask": mask, "loss": np.float32(0.6),
+              "x": np.where(mask, rng.integers(1, 50, (steps, batch)), 0).astype(np.int32),
+              "nonfinite_steps": np.zeros(0, np.int64)}  # fmt: skip
+    for k in range(len(names)):
+        g = (rng.standard_normal((steps, batch, hidden)) * decay).astype(np.float32)
+        arrays[f"layer{k}_grad_h_total"] = g
+        arrays[f"layer{k}_gates_mean"] = rng.uniform(0, 1, (4, steps)).astype(np.float32)
+        arrays[f"layer{k}_gates_saturated"] = rng.uniform(0, 0.2, (4, steps)).astype(np.float32)
+    rows = np.stack([np.sqrt((arrays[f"layer{k}_grad_h_total"] ** 2).sum(axis=(1, 2)))
+                     for k in range(len(names))]).astype(np.float32)  # fmt: skip
+    for key in ("norm_h_total", "norm_h_direct", "norm_c_total"):
+        arrays[f"{key}_by_layer"] = rows
+    grad_input = (rng.standard_normal((steps, batch, 16)) * decay).astype(np.float32)
+    arrays["grad_input"] = grad_input
+    arrays["saliency"] = np.linalg.norm(grad_input, axis=-1).T.astype(np.float32)
+    return arrays
+
+
+def synthetic_model_stream(compute_seconds: float = 1.0):
+    """A fake model engine: started, the rows after `compute_seconds`, then the trace."""
+    from lstmviz.trace import GradientTrace, TraceUpdate
+
+    def run(config, cancelled=bool, keep=bool):
+        arrays = model_arrays(**MODEL_SIZES)
+        yield TraceUpdate(0, 1, "model: 4 LSTM directions, loss binary_crossentropy")
+        time.sleep(compute_seconds)
+        if cancelled():
+            return
+        rows = {k: arrays[k] for k in arrays if k.endswith("_by_layer")}
+        yield TraceUpdate(1, 1, "done", rows)
+        yield GradientTrace("model", config, arrays)
+
+    return run
+
+
+def real_model_file(folder: str) -> str:
+    """The model of scenario (f), saved as .keras, and its data (.npz) next to it."""
+    import keras
+
+    steps, batch, hidden = MODEL_SIZES["steps"], MODEL_SIZES["batch"], MODEL_SIZES["hidden"]
+    layers = keras.layers
+    model = keras.Sequential([keras.Input((steps,), dtype="int32"),
+                              layers.Embedding(50, 16, mask_zero=True),
+                              layers.Bidirectional(layers.LSTM(hidden, return_sequences=True)),
+                              layers.LSTM(hidden, return_sequences=True), layers.LSTM(hidden),
+                              layers.Dense(1, activation="sigmoid")])  # fmt: skip
+    model.compile(loss="binary_crossentropy")
+    path = str(Path(folder) / "model.keras")
+    model.save(path)
+    arrays = model_arrays(steps, batch, 4)
+    np.savez(Path(folder) / "data.npz", x=arrays["x"].T, y=np.ones((batch, 1), np.float32))
+    return path
+
+
 def engine_arrays(rows: int = 200, steps: int = 2000) -> dict:
     """big_arrays() with real gradient-norm curves: a per-batch run of the engine (20 batches
     of B=4, H=32, random weights; their rows repeated to 200), for the norm panel's realistic
@@ -192,10 +262,10 @@ def engine_arrays(rows: int = 200, steps: int = 2000) -> dict:
     config = RunConfig(mode="batchwise", steps=steps, batches=20, batch=4, hidden=32)
     *_, trace = run_batchwise(config)
     arrays = big_arrays(rows, steps)
-    by_batch = np.asarray(trace.norm_h_total, np.float32)  # [20, T]
+    by_batch = np.asarray(trace["norm_h_total_by_batch"], np.float32)  # [20, T]
     arrays["norm_h_total_by_batch"] = np.resize(by_batch, (rows, steps))
     for key in ("norm_h_total", "norm_h_direct", "norm_c_total"):
-        arrays[key] = np.asarray(trace.arrays[key][0], np.float32)
+        arrays[key] = np.asarray(trace.arrays[f"{key}_by_batch"][0], np.float32)
     return arrays
 
 
@@ -213,18 +283,24 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
 
         drawn = []  # the rows heatmap's shape after each scenario: the updates were drawn
 
-        def measure(name: str, config: RunConfig | None) -> None:
+        def measure(name: str, config: RunConfig | None, skip: int = 3, drain: bool = False):
+            """`skip`: updates to wait for before measuring; `drain`: go on measuring after
+            the run until its trace is drawn (a model run's panels draw when it ends)."""
             ran = []
             if config is not None:
                 window.worker.progress.connect(count := lambda *_: ran.append(1))
                 assert window.start_run(config), f"refused: {config}"
                 # after the first updates: TensorFlow's one-off tracing holds the GIL for
                 # seconds at the start of a run (not the drawing's doing)
-                wait_until(app, lambda: len(ran) >= 3, 120)
+                wait_until(app, lambda: len(ran) >= skip, 120)
                 ran.clear()
             probe.start()
             deadline = time.perf_counter() + seconds
             while time.perf_counter() < deadline and (config is None or window.state.running):
+                app.processEvents()
+                time.sleep(0.0005)
+            settle = time.perf_counter() + 0.3
+            while drain and (window.area.busy() or time.perf_counter() < settle):
                 app.processEvents()
                 time.sleep(0.0005)
             probe.stop()
@@ -232,7 +308,9 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
             if config is not None:
                 window.worker.progress.disconnect(count)
             wait_until(app, lambda: not window.area.stages, 10)  # panels left to draw (`_draw`)
-            drawn.append(window.area.rows.data.shape)
+            heatmap = window.area.by_name["layer_map" if "layer_map" in window.area.shown
+                                          else "rows"]  # fmt: skip
+            drawn.append(heatmap.data.shape)
             wait_until(app, lambda: not window.worker._cancelled, 60)  # the run has ended
             late = probe.late
             figures = f"{pct(late, 50):.1f} / {pct(late, 99):.1f} / {max(late):.1f} ms"
@@ -257,8 +335,14 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
         runner.run = synthetic_stream()
         try:
             measure("synthetic 200 rows × T=2000, 30 updates/s", RunConfig(mode="batchwise"))
+            runner.run = synthetic_model_stream()
+            measure("synthetic model, 4 directions × T=2000, B=32, H=128",
+                    RunConfig(mode="model", model="model.keras"), skip=1, drain=True)
         finally:
             runner.run = real
+        model = real_model_file(tmp)
+        config = RunConfig(mode="model", model=model, inputs=str(Path(tmp) / "data.npz"))
+        measure("real model run (tracing included), same sizes", config, skip=1, drain=True)
         window.close()
     return out
 
@@ -343,6 +427,14 @@ def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
             timed(name, panel, lambda i, panel=panel: panel.draw(traces[i % 2], config))
         timed("norm panel only, engine curves", window.area.norm,
               lambda i: window.area.norm.draw(real[i % 2], config))  # fmt: skip
+        model = RunConfig(mode="model", **MODEL_SIZES)
+        models = [model_arrays(seed=2), model_arrays(seed=3)]
+        staged("model trace (4 × T=2000, B=32, H=128), every model panel",
+               lambda i: window.area.draw(models[i % 2], model, None, live=False))
+        for name in ("layers", "gates", "layer_map", "saliency", "layer_units"):
+            panel = window.area.by_name[name]
+            timed(f"model: {name} only", panel,
+                  lambda i, panel=panel: panel.draw(models[i % 2], model))  # fmt: skip
         window.close()
     return out
 

@@ -5,10 +5,10 @@
 
 The model: Embedding(20000, 128) → Bidirectional(LSTM(128, return_sequences=True)) →
 LSTM(128) → Dense(1, sigmoid), binary cross-entropy. Keras: `tape.gradient(loss,
-model.trainable_weights)` in a `tf.function` (its LSTM on the CPU: a while loop). lstmviz:
-`model_gradients`' compiled step (every direction's h, c, total and direct dL/dh_t, dL/dc_t,
-weight gradients, gates, saliency) and then the whole trace as NumPy arrays. Medians of
---repeats after a warm-up, the two interleaved.
+model.trainable_weights)` in a `tf.function` (its LSTM on the CPU: a while loop), the
+gradients as NumPy. lstmviz: `model_arrays`, the whole trace as NumPy (every direction's h, c,
+total and direct dL/dh_t, dL/dc_t, weight gradients, gates, saliency). Medians of --repeats
+after a warm-up, the two interleaved.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lstmviz.engine.device import device_description  # noqa: E402
-from lstmviz.engine.model import compiled, model_arrays, resolve_loss  # noqa: E402
+from lstmviz.engine.model import model_arrays, resolve_loss  # noqa: E402
 from lstmviz.engine.tfload import tf  # noqa: E402
 from lstmviz.weights.model_files import spec_from_keras  # noqa: E402
 
@@ -68,17 +68,8 @@ def main() -> None:
 
     spec = spec_from_keras(model)
     loss = resolve_loss(spec, None)
-    step = compiled(spec, loss)
-
-    def ours_step():
-        return {k: v.numpy() for k, v in step(x, y).items()}
-
-    def ours_trace():
-        return model_arrays(spec, loss, x, y)
-
     runs = {"keras": lambda: [tf.convert_to_tensor(g).numpy() for g in keras_step(x, y)],
-            "lstmviz step": ours_step,
-            "lstmviz trace": ours_trace}  # fmt: skip
+            "lstmviz": lambda: model_arrays(spec, loss, x, y)}  # fmt: skip
     times: dict[str, list[float]] = {name: [] for name in runs}
     for fn in runs.values():  # warm-up: tracing
         fn()

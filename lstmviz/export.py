@@ -22,13 +22,16 @@ header naming each column after the trace key it comes from:
   `norm_h_total_step1` … `norm_h_total_stepS` (step s before its update, while the plain
   `norm_h_total` is for the final weights). Multi-pass `*_by_pass` arrays are the plain columns
   cut into passes, so they are not repeated.
+- a model trace: one block of columns per LSTM direction, named by `layer_names`:
+  `<layer>_norm_h_total`, `<layer>_norm_h_direct`, `<layer>_norm_c_total` (e.g.
+  `bi/forward_norm_h_total`), from the `*_by_layer` rows.
 
 Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`.
 
 A recording (`.lvz`, `lstmviz.recording`) exports its records as CSV, one row per record:
-`step`, `epoch`, `loss`, `train_loss`, `record_seconds`, then for every LSTM direction and
-every per-direction norm the mean, min and max over t: `norm_h_total_mean[bi/forward]`, … The
-figure of a recording comes with the app's recording view: PNG, SVG and PDF refuse it for now.
+`step`, `epoch`, `loss`, `train_loss`, `record_seconds`, then a block per LSTM direction: the
+mean, min and max over t of each norm (`bi/forward_norm_h_total_mean`, …). The figure of a
+recording comes with the app's recording view: PNG, SVG and PDF refuse it for now.
 """
 
 from __future__ import annotations
@@ -79,7 +82,9 @@ def csv_columns(trace: GradientTrace) -> list[tuple[str, np.ndarray]]:
         columns += [("pass", t // tp + 1), ("t_in_pass", t % tp)]
     late = [k for k in curves if k.startswith("step0_")]  # the initial weights' curves last
     columns += [(k, np.asarray(a[k])) for k in curves if k not in late]
-    for key in rows:
+    by_layer = [k for k in rows if schema.row_name(k) == "layer"]
+    columns += _layer_columns(a, by_layer, length)
+    for key in (k for k in rows if k not in by_layer):
         value = np.asarray(a[key])
         if key in joined:
             if joined[key] not in a:  # else the same numbers are already a column
@@ -89,6 +94,19 @@ def csv_columns(trace: GradientTrace) -> list[tuple[str, np.ndarray]]:
             columns += [(f"{base}_{row}{r + 1}", value[r]) for r in range(len(value))]
     columns += [(k, np.asarray(a[k])) for k in late]
     return columns
+
+
+def _layer_columns(a, keys: list[str], length: int) -> list[tuple[str, np.ndarray]]:
+    """One block per LSTM direction of the rows `keys` ([L, T] each): `<layer>_<base>`."""
+    shaped = [k for k in keys if np.shape(a[k])[1:] == (length,)]
+    if not shaped:
+        return []
+    count = np.shape(a[shaped[0]])[0]
+    names = [str(n) for n in np.ravel(a.get("layer_names", []))]
+    if len(names) != count:
+        names = [f"layer{k + 1}" for k in range(count)]
+    return [(f"{name}_{key.rsplit('_by_', 1)[0]}", np.asarray(a[key][k]))
+            for k, name in enumerate(names) for key in shaped]  # fmt: skip
 
 
 def _cell(value) -> str:
@@ -112,11 +130,11 @@ def recording_columns(recording) -> list[tuple[str, np.ndarray]]:
     a = recording.arrays
     columns = [(key, np.asarray(a[key])) for key in RECORD_COLUMNS]
     norms = sorted((k for k in a if k.endswith("_by_layer")), key=schema.order)
-    for key in norms:
-        base = key.removesuffix("_by_layer")
-        for k, name in enumerate(a["layer_names"]):
+    for k, name in enumerate(a["layer_names"]):  # a block per direction, as a model trace's
+        for key in norms:
+            base = key.removesuffix("_by_layer")
             for stat, reduce in STATISTICS.items():
-                columns.append((f"{base}_{stat}[{name}]", reduce(a[key][:, k], axis=-1)))
+                columns.append((f"{name}_{base}_{stat}", reduce(a[key][:, k], axis=-1)))
     return columns
 
 
@@ -190,13 +208,16 @@ def export(
     panels: Sequence | None = None,
     log: bool = True,
     normalise: bool = False,
+    layer: int = 0,
 ) -> list[Path]:
     """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
-    file. PNG is `width` × `height` px with `dpi` recorded (text and lines scale with `dpi`; the
-    SVG has the same physical size); PDF is one A4 landscape page. `panels`: names from
+    file (or a recording, `.lvz`: its records as CSV, nothing else). PNG is `width` × `height`
+    px with `dpi` recorded (text and lines scale with `dpi`; the SVG has the same physical
+    size); PDF is one A4 landscape page. `panels`: names from
     `PANEL_NAMES` (or panel classes); by default those the window shows for the trace.
-    `log`/`normalise`: as View → Log scale / Normalise per pass in the GUI. `npz` saves the
-    trace itself.
+    `log`/`normalise`: as View → Log scale / Normalise per pass in the GUI. `layer`: the LSTM
+    direction a model trace's gates and per-unit panels show (index into `layer_names`).
+    `npz` saves the trace itself.
 
     Raises ExportError (or TraceError for an unreadable trace) naming the path; then nothing
     is written.
@@ -238,7 +259,7 @@ def export(
                     reason = _os_message(exc)
                     raise ExportError(f"--{fmt} {path}: cannot write ({reason})") from None
             if needs_qt:
-                _render(trace, source, temps, width, height, dpi, panels, log, normalise)
+                _render(trace, source, temps, width, height, dpi, panels, log, normalise, layer)
             if csv_data is not None:
                 temps["csv"].write_bytes(csv_data)
             if "npz" in temps:
@@ -274,7 +295,7 @@ def _export_recording(path: Path, targets: dict[str, Path]) -> list[Path]:
     return [target]
 
 
-def _render(trace, source, temps, width, height, dpi, panels, log, normalise) -> None:
+def _render(trace, source, temps, width, height, dpi, panels, log, normalise, layer) -> None:
     from lstmviz.render.figure import Figure
 
     try:

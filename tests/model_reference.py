@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 
-def _lstm_direction(layer, x, mask, backwards, record, tape):
+def _lstm_direction(layer, x, mask, backwards, record, tape, gates):
     """x [B, T, I] batch-major, mask [B, T] or None; returns h at every processed step (a list,
     processing order) and records the perturbations by input position."""
     kernel, recurrent, *bias = [tf.constant(w) for w in layer.get_weights()]
@@ -31,6 +31,7 @@ def _lstm_direction(layer, x, mask, backwards, record, tape):
         eps_h, eps_c = tf.zeros_like(h), tf.zeros_like(c)
         tape.watch([eps_h, eps_c])
         record.append((t, eps_h, eps_c))
+        gates.append((t, [tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)], m))
         c_new = m * (tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)) + (1 - m) * c + eps_c
         h = m * tf.sigmoid(o) * tf.tanh(c_new) + (1 - m) * h + eps_h
         c = c_new
@@ -79,9 +80,9 @@ def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
         elif name in ("Dropout", "SpatialDropout1D", "GaussianNoise"):
             pass
         elif name == "LSTM":
-            record = []
-            outputs = _lstm_direction(layer, value, mask, layer.go_backwards, record, tape)
-            directions.append((layer.name, record))
+            record, gates = [], []
+            outputs = _lstm_direction(layer, value, mask, layer.go_backwards, record, tape, gates)
+            directions.append((layer.name, record, gates))
             if layer.return_sequences:
                 value = _sequence(outputs, x.shape[1], layer.zero_output_for_mask, mask, False)
             else:
@@ -89,9 +90,9 @@ def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
         elif name == "Bidirectional":
             merged = []
             for half, sub in (("forward", layer.forward_layer), ("backward", layer.backward_layer)):
-                record = []
-                outputs = _lstm_direction(sub, value, mask, sub.go_backwards, record, tape)
-                directions.append((f"{layer.name}/{half}", record))
+                record, gates = [], []
+                outputs = _lstm_direction(sub, value, mask, sub.go_backwards, record, tape, gates)
+                directions.append((f"{layer.name}/{half}", record, gates))
                 if layer.return_sequences:
                     merged.append(_sequence(outputs, x.shape[1], True, mask, half == "backward"))
                 else:
@@ -120,8 +121,25 @@ def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
     return value, mask, directions
 
 
+def gate_statistics(gates) -> tuple[np.ndarray, np.ndarray]:
+    """Mean activation of i, f, g, o and the fraction saturated (sigmoid < 0.01 or > 0.99,
+    |tanh| > 0.99) over the unmasked (b, j) of each step: [4, T] each, by input position."""
+    gates = sorted(gates, key=lambda item: item[0])
+    means, saturated = np.zeros((4, len(gates))), np.zeros((4, len(gates)))
+    for t, acts, m in gates:
+        weight = np.broadcast_to(np.asarray(m, np.float64), (acts[0].shape[0], 1))
+        count = weight.sum() * acts[0].shape[1]
+        for k, a in enumerate(acts):
+            a = a.numpy().astype(np.float64)
+            sat = np.abs(a) > 0.99 if k == 2 else (a < 0.01) | (a > 0.99)
+            means[k, t] = (a * weight).sum() / count if count else 0.0
+            saturated[k, t] = (sat * weight).sum() / count if count else 0.0
+    return means, saturated
+
+
 def reference(model: keras.Model, x: np.ndarray, y: np.ndarray, loss: str):
-    """(loss, y_pred, {direction name: (dL/dh [T, B, H], dL/dc [T, B, H])}) by input position;
+    """(loss, y_pred, {direction name: (dL/dh [T, B, H], dL/dc [T, B, H], gate means [4, T],
+    gates saturated [4, T])}) by input position;
     the loss is Keras's mean (over the unmasked steps of a sequence output)."""
     with tf.GradientTape(persistent=True) as tape:
         y_pred, mask, directions = forward(model, x, tape)
@@ -136,9 +154,10 @@ def reference(model: keras.Model, x: np.ndarray, y: np.ndarray, loss: str):
         else:
             value = tf.reduce_mean(values)
     totals = {}
-    for name, record in directions:
+    for name, record, gates in directions:
         record = sorted(record, key=lambda item: item[0])  # by input position
         grads = tape.gradient(value, [[eh for _, eh, _ in record], [ec for _, _, ec in record]],
                               unconnected_gradients=tf.UnconnectedGradients.ZERO)
         totals[name] = tuple(np.stack([g.numpy() for g in part]) for part in grads)
+        totals[name] += gate_statistics(gates)
     return float(value), y_pred.numpy(), totals

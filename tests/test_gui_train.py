@@ -143,7 +143,8 @@ def test_open_keras_with_two_lstms_picks_a_layer_and_locks_sizes(
         return QDialog.Accepted
 
     monkeypatch.setattr(LayerPickerDialog, "exec", choose_second)
-    window.open_path(str(path))  # what dropping the file does
+    # File → Open weights… (with its Dense head the file is a model: a drop opens model mode)
+    window.open_weights(str(path))
     assert shown == [[["lstm_a", "3", "5", ""], ["lstm_b", "5", "4", ""]]]
     widgets = window.params.widgets
     assert widgets["layer"].text() == "lstm_b"

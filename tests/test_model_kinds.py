@@ -157,6 +157,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, k3):
     np.savez(tmp_path / "nan.npz", x=np.full((3, 5, 3), np.nan), y=np.zeros((3, 3)))
     np.save(tmp_path / "x.npy", rng.integers(1, 20, (3, 7)))
     np.save(tmp_path / "y.npy", np.zeros((4, 1)))
+    np.savez(tmp_path / "wide.npz", x=rng.integers(1, 20, (3, 7)), y=np.zeros((3, 2)))
     tokens = folder / "tokens.keras"
     out = tmp_path / "t.npz"
     cases = [
@@ -168,6 +169,9 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, k3):
         (["--model", folder / "merge_sum.keras", "--inputs", tmp_path / "nan.npz"], "NaN"),
         (["--model", tokens, "--inputs", tmp_path / "x.npy", "--targets", tmp_path / "y.npy"],
          "y has 4 samples but x has 3"),
+        (["--model", tokens, "--inputs", tmp_path / "wide.npz"],
+         "y has shape [3, 2], but binary_crossentropy on the model's output (None, 1) takes "
+         "[3, 1]"),
         (["--model", folder / "merge_concat.keras"], "--loss: "),
         (["--model", folder / "merge_concat.keras", "--loss", "nonsense"], "unknown loss"),
         (["--model", tmp_path / "missing.keras"], "no such file"),
@@ -178,3 +182,18 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, k3):
         assert done.returncode == 2 and len(lines) == 1, (args, done.stderr)
         assert message in lines[0] and "Traceback" not in done.stderr, (message, lines)
         assert not out.exists()
+
+
+def test_random_data_of_the_models_shapes_and_cancel(k3):
+    from lstmviz.config import RunConfig
+    from lstmviz.engine.runner import run
+    from lstmviz.trace import GradientTrace
+
+    folder, _ = k3
+    config = RunConfig(mode="model", model=str(folder / "tokens.keras"), batch=5, seed=3)
+    *updates, trace = run(config)
+    assert isinstance(trace, GradientTrace) and trace.x.shape == (7, 5)  # the model fixes T
+    assert str(trace.inputs_source).startswith("random data (seed 3)")
+    assert trace.x.min() >= 1 and trace.x.max() < 20 and trace.y.shape == (5, 1)
+    assert trace.config.steps == 7 and trace.config.batch == 5
+    assert [type(item) for item in run(config, cancelled=lambda: True)] == [type(updates[0])]

@@ -117,10 +117,12 @@ def check_against_keras(model, loss, x, y, trace, masked=None):
         weights += (("bias", cell.bias),) if cell.use_bias else ()
         for key, weight in weights:
             close(trace[f"layer{k}_grad_{key}"], grads[id(weight)], 1e-4, f"{name_k} {key}")
-        dh, dc = totals[name_k]
+        dh, dc, gate_means, gate_saturated = totals[name_k]
         close(trace[f"layer{k}_grad_h_total"] * keep, dh * keep, 1e-4, f"{name_k} dL/dh")
         close(trace[f"layer{k}_grad_c_total"] * keep, dc * keep, 1e-4, f"{name_k} dL/dc")
-        assert trace[f"layer{k}_gates_mean"].shape == (4, x.shape[1])
+        close(trace[f"layer{k}_gates_mean"], gate_means, 1e-5, f"{name_k} gates")
+        np.testing.assert_allclose(trace[f"layer{k}_gates_saturated"], gate_saturated,
+                                   atol=1.5 / (len(x) * dh.shape[2]))  # one (b, j) at an edge
     assert trace.norm_h_total_by_layer.shape == (len(directions), x.shape[1])
     return trace
 

@@ -233,9 +233,10 @@ def test_the_csv_has_one_row_per_record(tmp_path, capsys):
     assert np.allclose([float(r["loss"]) for r in rows], rec.loss, rtol=1e-7)
     norms = rec.norm_c_total_by_layer[:, 1]  # [S, T] of bi/backward
     for stat, expected in (("mean", norms.mean(1)), ("min", norms.min(1)), ("max", norms.max(1))):
-        column = [float(r[f"norm_c_total_{stat}[bi/backward]"]) for r in rows]
+        column = [float(r[f"bi/backward_norm_c_total_{stat}"]) for r in rows]
         np.testing.assert_allclose(column, expected, rtol=1e-6)
     assert len(rows[0]) == 5 + 3 * L * 3  # three norms × two directions × mean, min, max
+    assert list(rows[0])[5:8] == [f"bi/forward_norm_h_total_{s}" for s in ("mean", "min", "max")]
 
 
 def test_export_refuses_figures_and_damaged_recordings_in_one_line(tmp_path, capsys):

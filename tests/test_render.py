@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lstmviz.config import RunConfig
-from lstmviz.render.layout import PANEL_NAMES, PANEL_ROWS, panels_for
+from lstmviz.render.layout import LSTM_PANELS, PANEL_NAMES, PANEL_ROWS, panels_for
 
 ROOT = Path(__file__).resolve().parents[1]
 # The only modules that may import the window package: the window itself, the CLI that launches
@@ -96,7 +96,7 @@ def test_panels_for_follows_the_arrays_and_a_live_run():
     taped = RunConfig(mode="taped", connectivity=True)
     # a live run shows the panels its results will fill before they arrive; a finished trace
     # only those it has data for
-    assert panels_for({}, train, live=True) == list(PANEL_NAMES)
+    assert panels_for({}, train, live=True) == list(LSTM_PANELS)
     assert panels_for({}, train) == base
     assert panels_for({}, taped, live=True) == [*base, "connectivity"]
     assert panels_for({}, RunConfig(mode="multipass", connectivity=True), live=True) == base
@@ -117,7 +117,7 @@ def test_figure_of_a_training_trace_has_loss_and_connectivity_laid_out_like_the_
     from lstmviz.render.figure import Figure
 
     with Figure(trained) as figure:
-        assert figure.names == list(PANEL_NAMES)
+        assert figure.names == list(LSTM_PANELS)
         boxes = dict(zip(figure.names, (box for _, box in figure.boxes(1200, 800)), strict=True))
     norm, loss = boxes["norm"], boxes["loss"]
     # top row: the norm panel, wider, with the loss on its right

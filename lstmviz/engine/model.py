@@ -28,9 +28,9 @@ from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError, InputError
-from lstmviz.model_data import check_data, load_data, random_data
+from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
-from lstmviz.weights.model import RECURRENT, ModelSpec
+from lstmviz.weights.model import RECURRENT, ModelSpec, shape_text
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
 
@@ -208,10 +208,33 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
             y = y[:, -1] if y.ndim == 3 else y
         source = f"random data (seed {config.seed}): x {list(x.shape)}"
     x, y = check_data(spec, x, y, where)
+    if y is not None:
+        _check_targets(spec, loss, x, y, where)
     if y is None and not (loss.hidden and loss.name == "mean_h"):
         raise InputError(f"{where}: the loss {loss.name} needs targets y (in the .npz, or "
                          "--targets Y.npy)")  # fmt: skip
     return loss, x, y, source
+
+
+def _check_targets(spec: ModelSpec, loss: ModelLoss, x, y, where: str) -> None:
+    """InputError unless y has the shape `loss` takes for the model's output: the output's own
+    shape, or without its last axis (or with a last axis of 1) for sparse losses; a stack's
+    last_mse takes the last step's output [B, W]."""
+    output = [x.shape[1] if s is None else s for s in (spec.output_shape or ())]
+    batch = x.shape[0]
+    if loss.hidden:
+        wanted = {"last_mse": [(batch, output[-1])], "seq_mse": [(batch, *output)]}
+    elif loss.name in SPARSE:
+        wanted = {loss.name: [(batch, *output[:-1]), (batch, *output[:-1], 1)]}
+    else:
+        wanted = {loss.name: [(batch, *output)]}
+    shapes = wanted.get(loss.name)
+    if shapes and tuple(y.shape) not in shapes:
+        expected = " or ".join(str(list(shape)) for shape in shapes)
+        raise InputError(
+            f"{where}: y has shape {list(y.shape)}, but {loss.name} on the model's output "
+            f"{shape_text((None, *(spec.output_shape or ())))} takes {expected}"
+        )
 
 
 def _config(config: RunConfig, x: np.ndarray, spec: ModelSpec, loss: ModelLoss) -> RunConfig:

@@ -204,25 +204,35 @@ class ModelForward:
         return (forward + backward) / 2.0, sequence
 
 
+# Gate i, f, g, o: a gate's activation is s·σ(k·z) + shift (g = tanh z = 2σ(2z) − 1), so the
+# mean activation is an affine map of the mean of σ(k·z); it is saturated (a sigmoid gate below
+# 0.01 or above 0.99, |g| above 0.99) exactly where |z| exceeds logit(0.99) or atanh(0.99).
+_GATE_K = (1.0, 1.0, 2.0, 1.0)
+_GATE_SCALE, _GATE_SHIFT = (1.0, 1.0, 2.0, 1.0), (0.0, 0.0, -1.0, 0.0)
+_SATURATED_Z = (4.59511985, 4.59511985, 2.64665241, 4.59511985)  # logit(0.99), atanh(0.99)
+
+
 def gate_activity(direction: Direction) -> tuple[tf.Tensor, tf.Tensor]:
     """Mean activation of the gates i, f, g, o and the fraction saturated (sigmoid gates below
     0.01 or above 0.99, |g| above 0.99), over samples and units, at every step: [4, T] each,
-    indexed by input position, over the samples whose step is not masked (0 where all are)."""
+    indexed by input position, over the samples whose step is not masked (0 where all are).
+    The gates' pre-activations come from the states: z_t = x_t·W + h_{t-1}·U + b (two large
+    matmuls over all steps at once); few elementwise passes over [T, B, 4, H]."""
     w = direction.weights
-    h0 = tf.zeros_like(direction.h[:1])
-    h_prev = tf.concat([h0, direction.h[:-1]], 0)
+    steps, batch, units = (tf.shape(direction.h)[k] for k in range(3))
+    h_prev = tf.concat([tf.zeros_like(direction.h[:1]), direction.h[:-1]], 0)
     z = tf.einsum("tbi,ig->tbg", direction.x, w["kernel"])
     z += tf.einsum("tbh,hg->tbg", h_prev, w["recurrent_kernel"]) + w["bias"]
-    zi, zf, zg, zo = tf.split(z, 4, axis=-1)
-    acts = [tf.sigmoid(zi), tf.sigmoid(zf), tf.tanh(zg), tf.sigmoid(zo)]
-    saturated = [tf.cast((a < 0.01) | (a > 0.99), a.dtype) for a in (acts[0], acts[1], acts[3])]
-    saturated.insert(2, tf.cast(tf.abs(acts[2]) > 0.99, acts[2].dtype))
-    weight = tf.ones_like(direction.h[..., :1]) if direction.mask is None else direction.mask[
-        ..., None]  # fmt: skip
-    count = tf.reduce_sum(weight, [1, 2]) * tf.cast(tf.shape(direction.h)[2], weight.dtype)
+    z = tf.reshape(z, [steps, batch, 4, units])
+    sigma = tf.sigmoid(z * tf.constant(_GATE_K)[:, None])
+    saturated = tf.cast(tf.abs(z) > tf.constant(_SATURATED_Z)[:, None], z.dtype)
+    weight = tf.ones([steps, batch], z.dtype) if direction.mask is None else direction.mask
+    count = tf.reduce_sum(weight, 1) * tf.cast(units, z.dtype)  # [T]
 
-    def mean(values):
-        per_step = tf.math.divide_no_nan(tf.reduce_sum(values * weight, [1, 2]), count)
-        return direction.in_input_order(per_step)
+    def mean(values):  # [T, B, 4, H] -> [4, T] (input order), over unmasked (b, j)
+        total = tf.einsum("tb,tbgh->tg", weight, values)
+        return tf.transpose(direction.in_input_order(tf.math.divide_no_nan(total, count[:, None])))
 
-    return tf.stack([mean(a) for a in acts]), tf.stack([mean(s) for s in saturated])
+    scale, shift = tf.constant(_GATE_SCALE)[:, None], tf.constant(_GATE_SHIFT)[:, None]
+    means = mean(sigma) * scale + shift * tf.cast(count > 0, z.dtype)[None]
+    return means, mean(saturated)

@@ -61,6 +61,21 @@ def main(
     """
     if os.environ.get("LSTMVIZ_TIMING"):
         _stamp("gui-main")
+    # SIGINT/SIGTERM close the window like File → Quit, once the event loop runs: a signal that
+    # comes while Qt is imported or the window built is kept for then (the heartbeat below lets
+    # Python see a signal while Qt waits).
+    window = None
+    signalled = []
+
+    def close_soon(*_) -> None:
+        signalled.append(True)
+        if window is not None:
+            from PySide6.QtCore import QTimer
+
+            QTimer.singleShot(0, window.close)
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, close_soon)
     import pyqtgraph as pg
     from PySide6.QtCore import QEvent, QTimer
     from PySide6.QtWidgets import QApplication
@@ -93,9 +108,8 @@ def main(
     elif run and opened:
         window.start_run()
 
-    # SIGINT/SIGTERM close the window like File → Quit; the timer lets Python see the signal.
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda *_: window.close())
+    if signalled:
+        QTimer.singleShot(0, window.close)
     heartbeat = QTimer(interval=200)
     heartbeat.timeout.connect(lambda: None)
     heartbeat.start()

@@ -47,6 +47,7 @@ def _view_options(window) -> dict:
     return {
         "log": window.log_action.isChecked(),
         "normalise": window.normalise_action.isChecked(),
+        "layer": window.area.layer,  # the LSTM direction a model's gates and units panels show
     }
 
 

@@ -1,26 +1,30 @@
-"""The window's file actions: open traces, weights and inputs (menus, drops, the command
-line), save traces and trained weights, the recent-files menu. A mixin of `MainWindow`."""
+"""The window's file actions: open traces, weights, inputs, models and their data (menus, drops,
+the command line), save traces and trained weights, the recent-files menu. A mixin of
+`MainWindow`. Files are read here with NumPy and h5py (no TensorFlow): a bad one gets a dialog
+naming it and the problem, and nothing changes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QFileDialog
 
 from lstmviz import files
 from lstmviz.errors import LstmvizError
 from lstmviz.gui.dialogs import pick_layer
 from lstmviz.inputs import describe_inputs, load_inputs
+from lstmviz.model_data import check_data, load_data
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
+from lstmviz.weights.model_files import load_model
 
 MAX_RECENT = 8
 
 
 class FileActions:
-    """Needs the window's `params`, `settings`, `message`, `recent_menu`, `worker`, `state`
-    and its `show_trace`, `stop`, `show_error`, `start_worker`."""
+    """Needs the window's `params`, `dock`, `settings`, `message`, `recent_menu`, `worker`,
+    `state` and its `show_trace`, `stop`, `show_error`, `start_worker`."""
 
     def recent(self) -> list[str]:
         value = self.settings.value("recent", [])
@@ -52,16 +56,98 @@ class FileActions:
         return True
 
     def open_path(self, path: str) -> bool:
-        """Open a file as if dropped on the window: a trace, weights or inputs
-        (`lstmviz.files.kind` tells which). False, after a dialog, when it is none of them."""
+        """Open a file as if dropped on the window: a trace, weights, inputs or a model
+        (`lstmviz.files.kind` tells which). In model mode weights open as a model (a stack
+        of LSTM layers) and inputs as its data. False, after a dialog, when it is none of them
+        or cannot be read."""
         try:
             kind = files.kind(path)
         except LstmvizError as exc:
             self.show_error("Cannot open file", str(exc))
             return False
-        opener = {"trace": self.open_trace, "inputs": self.open_inputs,
-                  "weights": self.open_weights}[kind]  # fmt: skip
+        if self.params.model_mode():
+            kind = {"weights": "model", "inputs": "data"}.get(kind, kind)
+        opener = {"trace": self.open_trace, "inputs": self.open_inputs, "data": self.open_data,
+                  "weights": self.open_weights, "model": self.open_model}[kind]  # fmt: skip
         return opener(path)
+
+    def open_model_dialog(self) -> None:
+        wanted = f"Models ({files.pattern(files.MODELS)})"
+        path, _ = QFileDialog.getOpenFileName(self, "Open model", "", wanted)
+        if path:
+            self.open_model(path)
+
+    def open_data_dialog(self) -> None:
+        wanted = f"Data: x (and y) ({files.pattern(files.INPUTS)})"
+        path, _ = QFileDialog.getOpenFileName(self, "Open data", "", wanted)
+        if path:
+            self.open_data(path)
+
+    def open_targets_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open targets y", "", "Targets (*.npy)")
+        if path:
+            self.open_targets(path)
+
+    def open_model(self, path: str, quiet: bool = False) -> bool:
+        """Run the model in `path` (File → Open model…, a drop): mode "model", its layers in
+        the dock, the sizes it fixes locked. Data already loaded that does not fit the model
+        is let go (with a message). A bad file: a dialog naming the file and the problem
+        (an unsupported layer: its name and class), and nothing changes."""
+        try:
+            spec = load_model(path)  # NumPy and h5py: no TensorFlow
+        except LstmvizError as exc:
+            if quiet:
+                self.message.setText(f"model not loaded: {exc}")
+            else:
+                self.show_error("Cannot open model", str(exc))
+            return False
+        self.params.set_model(path, spec, spec.source)
+        needed = self.dock.widget().minimumSizeHint().width()
+        if self.dock.width() < needed:  # room for the layer table
+            self.resizeDocks([self.dock], [needed], Qt.Horizontal)
+        data = self.params.widgets["inputs"].path()
+        if data and not self.open_data(data, quiet=True):
+            self.params.set_path("inputs", None)
+            self.params.set_path("targets", None)
+        if not quiet:
+            directions = len(spec.lstm_directions())
+            self.message.setText(f"model {spec.name!r}: {len(spec.layers) - 1} layers, "
+                                 f"{directions} LSTM directions (Run: Ctrl+R)")  # fmt: skip
+        return True
+
+    def open_data(self, path: str, quiet: bool = False, targets: str | None = None) -> bool:
+        """Use x (and y) in `path` as the model's data (File → Open data…, a drop in model
+        mode): B and T follow x and stay locked. x (and y) of a shape the loaded model does
+        not take: a dialog saying what it takes, and nothing changes."""
+        try:
+            x, y, description = load_data(path, targets)
+            spec = self.params.model_spec
+            if spec is not None:
+                check_data(spec, x, y, where=path)
+        except LstmvizError as exc:
+            if quiet:
+                self.message.setText(f"data not loaded: {exc}")
+            else:
+                self.show_error("Cannot open data", str(exc))
+            return False
+        mode = self.params.widgets["mode"]
+        mode.setCurrentIndex(mode.findData("model"))
+        sizes = {"batch": int(x.shape[0])}
+        if x.ndim >= 2:
+            sizes["steps"] = int(x.shape[1])
+        self.params.set_loaded("inputs", path, sizes, description)
+        self.params.set_path("targets", targets)
+        if not quiet:
+            self.message.setText(f"data: {description}")
+        return True
+
+    def open_targets(self, path: str) -> bool:
+        """Targets y from a .npy, for the x of the data file already loaded."""
+        data = self.params.widgets["inputs"].path()
+        if not data:
+            self.show_error("Cannot open targets", "open the data x first (File → Open data…)")
+            return False
+        return self.open_data(data, targets=path)
 
     def open_trace_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open trace", "", "lstmviz traces (*.npz)")
@@ -146,13 +232,28 @@ class FileActions:
         return True
 
     def _reload_sources(self) -> None:
-        """Re-read the weights and inputs files the parameters name (settings, a reopened
-        trace, a layout change) so the sizes they fix are shown and locked."""
+        """Re-read the weights, model and inputs files the parameters name (settings, a
+        reopened trace, a layout change) so the sizes they fix are shown and locked."""
         config = self.params.config()
         if config.weights and Path(config.weights).is_file() and config.mode != "batchwise":
             self.open_weights(config.weights, config.layer or None, quiet=True)
-        if config.inputs and Path(config.inputs).is_file():
-            self.open_inputs(config.inputs, quiet=True)
+        if config.model and Path(config.model).is_file() and config.mode == "model":
+            self.open_model(config.model, quiet=True)
+        self._reread_inputs()
+
+    def _reread_inputs(self) -> None:
+        """Read the inputs file again as the mode shown takes it: a model's data (x, y) in
+        model mode, an input sequence otherwise (the sizes it fixes differ)."""
+        config = self.params.config()
+        if not (config.inputs and Path(config.inputs).is_file()):
+            return
+        if config.mode == "model":
+            targets = config.targets if config.targets and Path(config.targets).is_file() else None
+            read = self.open_data(config.inputs, quiet=True, targets=targets)
+        else:
+            read = self.open_inputs(config.inputs, quiet=True)
+        if not read:  # it fixes nothing in this mode
+            self.params.forget("inputs")
 
     def save_weights_dialog(self) -> None:
         """Save the trained weights of the current training trace (written by the worker:

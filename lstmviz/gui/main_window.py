@@ -82,10 +82,9 @@ class MainWindow(FileActions, QMainWindow):
         self.area.drawn.connect(self._drawn)
         self.summary = SummaryPanel()
         self.summary.verify_button.clicked.connect(self.verify)
+        self.area.created.connect(self._wire_panel)
         for panel in self.area.panels:
-            panel.export_action.triggered.connect(
-                lambda _=False, p=panel: export_dialog.export_panel(self, p)
-            )
+            self._wire_panel(panel)
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -158,6 +157,14 @@ class MainWindow(FileActions, QMainWindow):
         )
         self.save_weights_button.clicked.connect(self.save_weights_dialog)
         self.params.widgets["time_major"].toggled.connect(self._reload_sources)
+        # the inputs file is a model's data (x, y) in model mode: read it again as the mode takes it
+        self.params.widgets["mode"].currentIndexChanged.connect(self._reread_inputs)
+        browse = {"model": self.open_model_dialog, "weights": self.open_weights_dialog,
+                  "targets": self.open_targets_dialog,
+                  "inputs": lambda: (self.open_data_dialog if self.params.model_mode()
+                                     else self.open_inputs_dialog)()}  # fmt: skip
+        for name, dialog in browse.items():
+            self.params.widgets[name].browse.connect(dialog)
         buttons = QHBoxLayout()
         for button in (self.run_button, self.pause_button, self.stop_button):
             buttons.addWidget(button)
@@ -296,9 +303,12 @@ class MainWindow(FileActions, QMainWindow):
     def _on_updated(self) -> None:
         state = self.state
         self.dirty = True
-        self.progress.setRange(0, max(state.total, 1))
-        self.progress.setValue(state.done)
-        self.progress.setFormat(f"{state.done}/{state.total}")
+        if state.total == 1 and state.done == 0:  # one unit of work (a model): busy until done
+            self.progress.setRange(0, 0)
+        else:
+            self.progress.setRange(0, max(state.total, 1))
+            self.progress.setValue(state.done)
+            self.progress.setFormat(f"{state.done}/{state.total}")
         self._show_message()
 
     @Slot(object, float)
@@ -386,6 +396,14 @@ class MainWindow(FileActions, QMainWindow):
             self.elapsed.setText(f"{seconds:.2f} s")
         self._set_title()
         self._sync()
+
+    @Slot(object)
+    def _wire_panel(self, panel) -> None:
+        """Right-click → Export panel… of `panel` (also of the panels made later)."""
+        panel.export_action.triggered.connect(
+            lambda _=False, p=panel: export_dialog.export_panel(self, p)
+        )
+        panel.export_action.setEnabled(self.trace is not None)
 
     def view_changed(self) -> None:
         self.area.set_options(self.log_action.isChecked(), self.normalise_action.isChecked())

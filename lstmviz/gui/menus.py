@@ -9,7 +9,10 @@ from lstmviz.gui import export_dialog
 # View menu: panels that can be turned off, by their `PanelArea` name.
 PANEL_ACTIONS = (("Gradient norm panel", "norm"), ("Loss panel", "loss"),
                  ("Rows heatmap", "rows"), ("Units heatmap", "units"),
-                 ("Connectivity map", "connectivity"))  # fmt: skip
+                 ("Connectivity map", "connectivity"),
+                 ("Model: gradient norm by layer", "layers"), ("Model: gates", "gates"),
+                 ("Model: layers heatmap", "layer_map"), ("Model: input saliency", "saliency"),
+                 ("Model: per-unit heatmap", "layer_units"))  # fmt: skip
 
 
 def _action(window, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
@@ -40,6 +43,11 @@ def build_menus(window) -> None:
         "Ctrl+Shift+E", "Export the panel the mouse points at (also: right-click a panel)")
     w.recent_menu = file.addMenu("Recent traces")
     file.addSeparator()
+    _action(w, file, "Open &model…", w.open_model_dialog, "Ctrl+M",
+            "Run a whole saved model (.keras, Keras 2 .h5, or a weights-only stack of LSTM "
+            "layers) under its own loss: model mode (also: drop it on the window)")
+    _action(w, file, "Open &data…", w.open_data_dialog, None,
+            "The model's data: .npz with x (and y), or x as .npy (model mode)")
     _action(w, file, "Open &weights…", w.open_weights_dialog, None,
             "Use LSTM weights from a file instead of seeded random ones")
     _action(w, file, "Open &inputs…", w.open_inputs_dialog, None,

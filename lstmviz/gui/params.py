@@ -1,4 +1,5 @@
-"""The parameter editor: one widget per RunConfig field, ranges from `config.RANGES`."""
+"""The parameter editor: one widget per RunConfig field, ranges from `config.RANGES`; in model
+mode, the loaded model's layer table (`gui.model_table`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from PySide6.QtWidgets import (
 from lstmviz import modes
 from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
 from lstmviz.errors import ConfigError
+from lstmviz.gui.model_table import ModelTable
+from lstmviz.weights.model import ModelSpec
 
 SIZE_FIELDS = ("steps", "batch", "input_dim", "hidden")  # what loaded files can fix
 CUDNN_NOTE = (
@@ -28,8 +31,19 @@ CUDNN_NOTE = (
     "cannot run on cuDNN, so they are not offered."
 )
 
+# Keras losses the loss field offers in model mode (any other Keras loss name can be typed).
+MODEL_LOSSES = ("binary_crossentropy", "sparse_categorical_crossentropy",
+                "categorical_crossentropy", "mse", "mae", "huber")  # fmt: skip
+FILE_FIELDS = {  # name: (placeholder, the clear button's tooltip)
+    "model": ("none: File → Open model… (Ctrl+M)", "No model"),
+    "weights": ("random (seeded)", "Back to seeded random"),
+    "inputs": ("random (seeded)", "Back to seeded random"),
+    "targets": ("y from the data file, or drawn", "No targets file"),
+}
+
 LABELS = {
     "mode": "Mode",
+    "model": "Model",
     "steps": "Steps T",
     "batch": "Batch B",
     "input_dim": "Input I",
@@ -46,23 +60,29 @@ LABELS = {
     "weights": "Weights",
     "layer": "Layer",
     "inputs": "Inputs",
+    "targets": "Targets",
     "time_major": "Inputs layout",
 }
 
 
 class FileField(QWidget):
-    """A read-only path with a clear button; empty means "seeded random"."""
+    """A read-only path with a clear button (empty: seeded random, or none) and a browse
+    button ("…": `browse` fires; the window opens the file)."""
 
     changed = Signal()
+    browse = Signal()
 
-    def __init__(self, placeholder: str):
+    def __init__(self, placeholder: str, clear_tip: str = "Back to seeded random"):
         super().__init__()
         self.edit = QLineEdit(readOnly=True, placeholderText=placeholder)
-        clear = QToolButton(text="✕", toolTip="Back to seeded random", autoRaise=True)
+        clear = QToolButton(text="✕", toolTip=clear_tip, autoRaise=True)
         clear.clicked.connect(lambda: self.set_path(None))
+        pick = QToolButton(text="…", toolTip="Open a file", autoRaise=True)
+        pick.clicked.connect(self.browse.emit)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.edit)
+        layout.addWidget(pick)
         layout.addWidget(clear)
 
     def path(self) -> str | None:
@@ -97,8 +117,8 @@ class ParamsEditor(QWidget):
                 widget = QSpinBox(accelerated=True)
                 widget.setRange(*RANGES[name])
                 widget.setGroupSeparatorShown(name != "seed")
-            elif name in ("weights", "inputs"):
-                widget = FileField("random (seeded)")
+            elif name in FILE_FIELDS:
+                widget = FileField(*FILE_FIELDS[name])
             elif name == "layer":
                 widget = QLineEdit(placeholderText="the file's only LSTM", readOnly=True)
             else:
@@ -118,20 +138,27 @@ class ParamsEditor(QWidget):
                 form.addRow(self.cudnn_note)
         # What the loaded files are and which sizes they fix: name -> (path, sizes, description)
         self.loaded: dict[str, tuple[str, dict[str, int], str]] = {}
+        self.model_spec: ModelSpec | None = None  # the model file's, while it is loaded
+        self.form = form
         self.sources = QLabel(wordWrap=True, textFormat=Qt.RichText)
         self.sources.setStyleSheet("color: #333; font-size: 8pt;")
         form.addRow(self.sources)
+        self.model_table = ModelTable()
+        self.model_table.hide()
+        form.addRow(self.model_table)
         self.widgets["mode"].currentIndexChanged.connect(self._mode_changed)
         self.widgets["passes"].valueChanged.connect(self._apply_locks)
-        self.widgets["weights"].changed.connect(self._files_changed)
-        self.widgets["inputs"].changed.connect(self._files_changed)
+        for name in FILE_FIELDS:
+            self.widgets[name].changed.connect(self._files_changed)
         self.set_config(RunConfig())
 
     def config(self) -> RunConfig:
         """The RunConfig the widgets show (not yet validated)."""
         values = {}
         for name, widget in self.widgets.items():
-            if isinstance(widget, QComboBox):
+            if isinstance(widget, QComboBox) and widget.isEditable():  # a Keras loss name
+                values[name] = widget.currentText().strip()
+            elif isinstance(widget, QComboBox):
                 values[name] = widget.currentData()
             elif isinstance(widget, QSpinBox):
                 values[name] = widget.value()
@@ -146,7 +173,9 @@ class ParamsEditor(QWidget):
     def set_config(self, config: RunConfig) -> None:
         for name, widget in self.widgets.items():
             value = getattr(config, name)
-            if isinstance(widget, QComboBox):
+            if isinstance(widget, QComboBox) and widget.isEditable():
+                widget.setCurrentText(value or "")
+            elif isinstance(widget, QComboBox):
                 widget.setCurrentIndex(max(widget.findData(value), 0))
             elif isinstance(widget, QSpinBox):
                 widget.setValue(value)
@@ -163,7 +192,7 @@ class ParamsEditor(QWidget):
         cleared), checked as the CLI checks it: values, combinations, files that exist, and a
         run that fits in memory. Raises ConfigError naming the field."""
         config = self.config().for_mode().validate().check_flags()
-        for name in ("weights", "inputs"):
+        for name in FILE_FIELDS:
             path = getattr(config, name)
             if path and not Path(path).is_file():
                 raise ConfigError(LABELS[name], f"{path}: no such file")
@@ -184,9 +213,56 @@ class ParamsEditor(QWidget):
         self.loaded[name] = (path, dict(sizes), text)
         self._apply_locks()
 
-    def _mode_changed(self) -> None:
-        self.cudnn_note.setVisible(self.widgets["mode"].currentData() == "batchwise")
+    def forget(self, name: str) -> None:
+        """The file `name` stays named but no longer fixes any size (it does not fit the mode
+        shown)."""
+        if self.loaded.pop(name, None) is not None:
+            self._apply_locks()
+
+    def set_model(self, path: str, spec: ModelSpec, text: str) -> None:
+        """Use the model in `path` (read by the caller): mode "model", its layer table, and the
+        sizes it fixes locked (T when the model takes one length; H from its first LSTM)."""
+        sizes = {"hidden": spec.lstm_layers()[0].directions()[0][1].hidden}
+        if spec.input_shape[0] is not None:
+            sizes["steps"] = int(spec.input_shape[0])
+        mode = self.widgets["mode"]
+        mode.setCurrentIndex(mode.findData("model"))
+        self.loaded.pop("model", None)
+        self.model_spec = None
+        self.widgets["model"].set_path(path)
+        self.model_spec = spec
+        self.loaded["model"] = (path, sizes, text)
+        self.model_table.set_spec(spec)
         self._apply_locks()
+
+    def model_mode(self) -> bool:
+        return self.widgets["mode"].currentData() == "model"
+
+    def _mode_changed(self) -> None:
+        mode = self.widgets["mode"].currentData()
+        self.cudnn_note.setVisible(mode == "batchwise")
+        self._loss_choices(mode == "model")
+        label = self.form.labelForField(self.widgets["inputs"])
+        label.setText("Data" if mode == "model" else LABELS["inputs"])
+        self._apply_locks()
+
+    def _loss_choices(self, model: bool) -> None:
+        """Model mode: any Keras loss name (typed, or one of MODEL_LOSSES; a stack of LSTM
+        layers also takes the hidden-state losses); the other modes: LOSSES."""
+        box = self.widgets["loss"]
+        if box.isEditable() == model and box.count():
+            return
+        current = box.currentText() if box.isEditable() else box.currentData()
+        box.blockSignals(True)
+        box.clear()
+        box.setEditable(model)
+        for value in (*LOSSES, *MODEL_LOSSES) if model else LOSSES:
+            box.addItem(value, value)
+        if model:
+            box.setCurrentText(current or "")
+        else:
+            box.setCurrentIndex(max(box.findData(current), 0))
+        box.blockSignals(False)
 
     def _files_changed(self) -> None:
         for name in list(self.loaded):  # cleared or replaced: no longer fixes anything
@@ -194,6 +270,9 @@ class ParamsEditor(QWidget):
                 del self.loaded[name]
         if not self.widgets["weights"].path():
             self.widgets["layer"].clear()
+        if "model" not in self.loaded and self.model_spec is not None:
+            self.model_spec = None
+            self.model_table.set_spec(None)
         self._apply_locks()
 
     def _apply_locks(self) -> None:
@@ -215,12 +294,20 @@ class ParamsEditor(QWidget):
                         continue  # the run will say that T does not split into passes
                     value //= passes
                 fixed[field] = (value, path)
-        needs = {"layer": "weights", "time_major": "inputs"}  # enabled once the file is given
+        spec = self.model_spec if mode.name == "model" else None
+        if spec is not None and spec.loss is not None and not spec.stack:
+            fixed["loss"] = (spec.loss, self.loaded["model"][0])  # compiled into the model
+            self.widgets["loss"].setCurrentText(spec.loss)
+        self.model_table.setVisible(spec is not None)
+        needs = {"layer": "weights", "time_major": "inputs", "targets": "inputs"}
         for name, widget in self.widgets.items():
             enabled = mode.uses(name) and name not in fixed
             if name in needs:
                 enabled = enabled and bool(self.widgets[needs[name]].path())
             widget.setEnabled(enabled)
+            # a model run reads few fields: the others make room for its layer table (the
+            # one-LSTM modes keep theirs in view, greyed out where unused)
+            self.form.setRowVisible(widget, mode.name != "model" or mode.uses(name))
         for field in SIZE_FIELDS:
             widget = self.widgets[field]
             if field in fixed:
@@ -234,7 +321,8 @@ class ParamsEditor(QWidget):
         lines = []
         for name, (path, _, text) in self.loaded.items():
             shown = text.replace(str(path), Path(path).name, 1)
-            lines.append(f"<b>{LABELS[name]}:</b> {html.escape(shown)}")
+            label = "Data" if name == "inputs" and mode.name == "model" else LABELS[name]
+            lines.append(f"<b>{label}:</b> {html.escape(shown)}")
         self.sources.setText("<br>".join(lines))
         self.sources.setToolTip("\n".join(text for _, _, text in self.loaded.values()))
         self.sources.setVisible(bool(lines))

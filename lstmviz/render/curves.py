@@ -43,6 +43,32 @@ MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced ove
 HISTORY_COLOR = (31, 59, 115)  # the total curve's colour
 
 
+def legend_below(item: pg.PlotItem) -> pg.LegendItem:
+    """A legend below the x axis, in the plot's own layout (so exports keep it): over the view
+    it hid the tops of the curves."""
+    legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6)
+    item.layout.addItem(legend, 5, 1)
+    return legend
+
+
+def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
+    """As many legend columns as the plot's width holds (up to LEGEND_COLUMNS): a legend wider
+    than the plot widens the plot item past its view (clipped on screen, and scaled down with
+    the whole plot in an export). Call it when the items or the plot's width change."""
+    items = legend.items
+    if not items:
+        return
+    # natural widths (a label's own width is its column's once laid out)
+    widths = [s.boundingRect().width() + t.item.boundingRect().width() for s, t in items]
+    room = plot.width() - plot.getAxis("left").width()
+    for columns in range(min(len(items), LEGEND_COLUMNS), 0, -1):
+        # filled row by row: column c holds items c, c + columns, …
+        needed = sum(max(widths[c::columns]) + LEGEND_GAP_PX for c in range(columns))
+        if needed <= room:
+            break
+    legend.setColumnCount(columns)
+
+
 def _same(a, b) -> bool:
     """Whether the data a curve holds (`a`, None if none) equals `b` (NaN equal to NaN)."""
     b = np.asarray(b)
@@ -68,10 +94,7 @@ class NormPanel(Panel):
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "timestep t")
         item.showGrid(x=True, y=True, alpha=0.25)
-        # Below the x axis, in the plot's own layout (so exports keep it): over the view it
-        # hid the tops of the curves.
-        self.legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6)
-        item.layout.addItem(self.legend, 5, 1)
+        self.legend = legend_below(item)
         self.plot.installEventFilter(self)  # fit_legend when the plot's width changes
         self.curves = {
             key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
@@ -177,21 +200,7 @@ class NormPanel(Panel):
         self.boundaries.set_positions(np.arange(1, total) * per_pass - 0.5 if per_pass else [])
 
     def fit_legend(self) -> None:
-        """As many legend columns as the plot's width holds (up to LEGEND_COLUMNS): a legend
-        wider than the plot widens the plot item past its view (clipped on screen, and
-        scaled down with the whole plot in an export)."""
-        items = self.legend.items
-        if not items:
-            return
-        # natural widths (a label's own width is its column's once laid out)
-        widths = [s.boundingRect().width() + t.item.boundingRect().width() for s, t in items]
-        room = self.plot.width() - self.plot.getAxis("left").width()
-        for columns in range(min(len(items), LEGEND_COLUMNS), 0, -1):
-            # filled row by row: column c holds items c, c + columns, …
-            needed = sum(max(widths[c::columns]) + LEGEND_GAP_PX for c in range(columns))
-            if needed <= room:
-                break
-        self.legend.setColumnCount(columns)
+        fit_legend(self.legend, self.plot)
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
         if watched is self.plot and event.type() == QEvent.Type.Resize:

@@ -39,6 +39,9 @@ from lstmviz import modes
 from lstmviz.render.curves import NormHistoryPanel
 from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
 from lstmviz.render.layout import PANEL_NAMES, PANEL_ROWS, PANEL_WIDTHS, panels_for
+from lstmviz.render.model_curves import GatesPanel, LayerChoice, LayerNormPanel
+from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
+from lstmviz.render.model_report import model_lines, model_table_html
 from lstmviz.render.panel import Panel, panel_title
 from lstmviz.render.style import STYLE
 from lstmviz.render.summary import fmt, plain, summary_text
@@ -54,6 +57,11 @@ PANELS: dict[str, type[Panel]] = {  # the window's panels, by name (PANEL_NAMES)
     "rows": RowsHeatmap,
     "units": UnitsHeatmap,
     "connectivity": ConnectivityPanel,
+    "layers": LayerNormPanel,
+    "gates": GatesPanel,
+    "layer_map": LayerHeatmap,
+    "saliency": SaliencyHeatmap,
+    "layer_units": LayerUnitsHeatmap,
 }
 HEADER_PX = 46  # title and summary line above the panels
 TITLE_PX, SUBTITLE_PX, PANEL_TITLE_PX = 16, 11, 12
@@ -111,6 +119,9 @@ def panel_name(entry: str | type[Panel]) -> str:
         if entry not in PANELS:
             raise ValueError(f"unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})")
         return entry
+    for name, cls in PANELS.items():  # the class itself before its relatives
+        if entry is cls:
+            return name
     for name, cls in PANELS.items():
         if isinstance(entry, type) and (issubclass(entry, cls) or issubclass(cls, entry)):
             return name
@@ -122,7 +133,9 @@ class Figure:
     widgets on exit) or call `close()`.
 
     `panels`: names from PANEL_NAMES or panel classes; by default the panels the window shows
-    for the trace (`panels_for`). Panels with nothing to draw are left out."""
+    for the trace (`panels_for`). Panels with nothing to draw are left out. `layer`: the LSTM
+    direction (index into `layer_names`) that a model trace's gates and per-unit panels show
+    (default: the first)."""
 
     def __init__(
         self,
@@ -131,6 +144,7 @@ class Figure:
         log: bool = True,
         normalise: bool = False,
         source: str | None = None,
+        layer: int = 0,
     ):
         self.app = ensure_app()
         self.trace = trace
@@ -144,6 +158,8 @@ class Figure:
                 entry = chosen[name]
                 panel = (PANELS[entry] if isinstance(entry, str) else entry)()
                 panel.setAttribute(Qt.WA_DontShowOnScreen)
+                if isinstance(panel, LayerChoice):
+                    panel.layer = layer
                 panel.set_options(log, normalise)
                 panel.draw(trace.arrays, trace.config)
                 if panel.drawn():
@@ -392,6 +408,8 @@ class Figure:
             "task": config.mode != "train",
             "train_steps": config.mode != "train",
         }
+        if config.mode == "model":  # a model run reads few of the fields
+            skip = {k: not modes.get("model").uses(k) for k in vars(config)}
         items = [
             (k, v)
             for k, v in vars(config).items()
@@ -411,7 +429,7 @@ class Figure:
         return (
             "<table width='100%' cellspacing='0'><tr>"
             "<td width='46%' valign='top'><b>Run configuration</b>"
-            f"<table cellspacing='0'>{rows}</table></td>"
+            f"<table cellspacing='0'>{rows}</table>{model_table_html(self.trace.arrays)}</td>"
             f"<td valign='top'><b>Summary</b><ul style='margin-left:0px'>{summary}</ul></td>"
             "</tr></table>"
         )
@@ -443,6 +461,7 @@ class Figure:
                     f"{fmt(float(flat[-1]))}" + (f" ({len(flat) // per_pass} passes of "
                                                   f"{per_pass})" if per_pass else "")
                 )  # fmt: skip
+        lines += model_lines(a)
         if "max_abs_diff_full_vs_reference" in a:
             lines.append(
                 "full multi-pass gradient vs one pass over the joined sequence: max |Δ| "

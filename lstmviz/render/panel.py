@@ -42,7 +42,7 @@ class Panel(QWidget):
         self.rows_total: int | None = None
         self.log, self.normalise = True, False
         self._held: tuple[bool, float, float] | None = None  # held y range: (log, lo, hi)
-        head = QHBoxLayout()
+        self.head = head = QHBoxLayout()  # title … readout; panels may add controls
         head.addWidget(self.title)
         head.addStretch(1)
         head.addWidget(self.readout)

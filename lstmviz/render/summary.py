@@ -12,6 +12,7 @@ from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.render.values import Arrays
 
+_MODEL_STATE = re.compile(r"layer\d+_(h|c|grad_h_total|grad_c_total|grad_h_direct)")
 LSTM_KERNEL_TEXT = {"native": "native kernels", "while_loop": "tf.while_loop"}  # lstm_kernel
 
 
@@ -39,18 +40,28 @@ def nonfinite_text(steps, what: str = "t") -> str:
 
 
 def _has_norm(key: str, arrays: Arrays) -> bool:
-    """Whether `key` is a state or a gradient whose per-step norm the trace holds."""
+    """Whether `key` is a state or a gradient whose per-step norm the trace holds (a model's:
+    per direction), so that `nonfinite_steps` speaks for it; a model's gradient at its input
+    has its norm in `saliency` (which is checked)."""
+    if _MODEL_STATE.fullmatch(key):
+        return "norm_h_total_by_layer" in arrays
+    if key == "grad_input":
+        return "saliency" in arrays
     return key in ("h", "c") or (key.startswith("grad_") and "norm_" + key[5:] in arrays)
 
 
 def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None) -> str:
     """One line (HTML) for a run of `mode` (its name): the mode, sizes, loss, multi-pass check,
-    kernel, time, and the NaN/Inf check of the arrays (said only once there are arrays)."""
+    kernel, time, and the NaN/Inf check of the arrays (said only once there are arrays). A
+    model run: the model file, its LSTM directions and layers, the loss's name and value, where
+    the data came from (or "random data"), time, NaN/Inf."""
     parts = [f"<b>{html.escape(modes.label(mode))}</b>"]
-    if config is not None and config.mode in modes.names():
+    if mode == "model":
+        parts += model_parts(arrays, config)
+    elif config is not None and config.mode in modes.names():
         parts.append(config.sizes())
     loss = arrays.get("loss_by_step", arrays.get("loss"))
-    if loss is not None and np.size(loss):
+    if loss is not None and np.size(loss) and mode != "model":
         parts.append(f"loss {fmt(float(np.ravel(loss)[-1]))}")
     if "max_abs_diff_full_vs_reference" in arrays:
         diff = float(arrays["max_abs_diff_full_vs_reference"])
@@ -73,12 +84,51 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
         gen = np.ravel(np.asarray(arrays["grad_generator_norm"], np.float64))
         parts.append(f"‖∂L/∂θ_generator‖ mean {fmt(float(gen.mean()))}")
     for key, name in (("weights_source", "weights"), ("inputs_source", "inputs")):
-        if key in arrays:
+        if key in arrays and mode != "model":
             source = str(arrays[key])
             path, _, rest = source.partition(": ")
             detail = rest.split(";")[0]
             parts.append(f"{name}: {html.escape(Path(path).name)} ({html.escape(detail)})")
     parts.append("loaded from file" if seconds is None else f"{seconds:.2f} s")
+    check = nonfinite_part(arrays)
+    if check:
+        parts.append(check)
+    return " · ".join(parts)
+
+
+def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
+    """The model run's part of the summary line: file, LSTM directions and layers, the loss,
+    the data (a live run's come from its config, before there are arrays)."""
+    parts = []
+    source = str(arrays.get("model_source", "")) or (config.model if config else "") or ""
+    if source:
+        parts.append(f"model {html.escape(Path(source.split(': ')[0]).name)}")
+    names = [str(n) for n in np.ravel(arrays.get("layer_names", []))]
+    if names:
+        layers = len({n.rsplit("/", 1)[0] if n.endswith(("/forward", "/backward")) else n
+                      for n in names})  # fmt: skip
+        parts.append(f"{len(names)} LSTM direction{'s' * (len(names) != 1)} in {layers} "
+                     f"layer{'s' * (layers != 1)}")  # fmt: skip
+    if config is not None and arrays:
+        parts.append(config.sizes())
+    loss = arrays.get("loss")
+    name = html.escape(config.loss) if config is not None and config.loss else "loss"
+    if loss is not None and np.size(loss):
+        parts.append(f"loss {name} {fmt(float(np.ravel(loss)[-1]))}")
+    data = str(arrays.get("inputs_source", ""))
+    if data.startswith("random data"):
+        parts.append(html.escape(data.split(":")[0]))
+    elif data:
+        path, _, rest = data.partition(": ")
+        parts.append(f"data {html.escape(Path(path).name)} ({html.escape(rest)})")
+    elif config is not None and not arrays:  # a live run, before its results
+        parts.append(f"data {html.escape(Path(config.inputs).name)}" if config.inputs
+                     else f"random data (seed {config.seed})")  # fmt: skip
+    return parts
+
+
+def nonfinite_part(arrays: Arrays) -> str:
+    """The summary's NaN/Inf check ("" before a run's first results: nothing to vouch for)."""
     # An engine's trace lists the steps where a state or a gradient with a norm is NaN or Inf
     # (`nonfinite_steps`); only the other float arrays need a look (scanning the big [T, B, H]
     # ones again took ~40 ms for a multi-pass trace of 8000 steps).
@@ -102,13 +152,13 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
             found.append(f"in batch{'es' if batches.size != 1 else ''} {listed}")
         if str(arrays.get("stopped", "")) == "non-finite":
             found.append("training stopped there")
-        parts.append(f"<span style='color:#c00'>⚠ {'; '.join(found)}</span>")
-    elif bad:
+        return f"<span style='color:#c00'>⚠ {'; '.join(found)}</span>"
+    if bad:
         listed = ", ".join(f"{n} in {k}" for k, n in list(bad.items())[:3])
-        parts.append(f"<span style='color:#c00'>⚠ non-finite values: {listed}</span>")
-    elif checked or floats:  # before a run's first results there is nothing to vouch for
-        parts.append("no NaN/Inf ✓")
-    return " · ".join(parts)
+        return f"<span style='color:#c00'>⚠ non-finite values: {listed}</span>"
+    if checked or floats:
+        return "no NaN/Inf ✓"
+    return ""
 
 
 def summary_tip(arrays: Arrays) -> str:

@@ -141,7 +141,7 @@ class ModelSpec:
         rows = [("Layer", "Class", "Output shape", "Params")]
         for layer in self.layers:
             shape = "?" if layer.output_shape is None else shape_text((None, *layer.output_shape))
-            rows.append((layer.name, _class_text(layer), shape, f"{layer.params:,}"))
+            rows.append((layer.name, class_text(layer), shape, f"{layer.params:,}"))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         lines = [f"Model {self.name!r}: {self.source}"]
         for n, row in enumerate(rows):
@@ -277,6 +277,7 @@ def shape_text(shape: Shape) -> str:
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
 
 
-def _class_text(layer: LayerSpec) -> str:
+def class_text(layer: LayerSpec) -> str:
+    """The layer's class as the summary shows it: "Bidirectional(LSTM)" for a wrapper."""
     inner = layer.args.get("layer_class")
     return f"{layer.class_name}({inner})" if inner else layer.class_name

@@ -1,0 +1,135 @@
+"""What the model panels show, computed from a model trace's arrays (NumPy only, no Qt).
+
+A model trace has one entry per LSTM *direction* k (forward before backward, in model order):
+`layer_names` [L], `layer{k}_grad_h_total` [T, B, H_k], `layer{k}_gates_mean` and
+`layer{k}_gates_saturated` [4, T], the rows `norm_h_total_by_layer` [L, T], `saliency` [B, T],
+`x` [T, B] token ids or [T, B, I], and `mask` [T, B] (True where a step counts) when the model
+masks. Every per-timestep array is indexed by input position t.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from lstmviz.render.values import Arrays
+
+GATES = ("i", "f", "g", "o")  # input, forget, candidate, output: the order of `gates_*`
+BACKWARD = "/backward"
+
+
+def is_model(arrays: Arrays, mode: str | None = None) -> bool:
+    """Whether `arrays` are (or, for a run of `mode` "model", will be) a model trace's."""
+    return mode == "model" or "norm_h_total_by_layer" in arrays or "layer_names" in arrays
+
+
+def layer_count(arrays: Arrays) -> int:
+    """L, the number of LSTM directions the arrays hold (0 for none)."""
+    if "layer_names" in arrays:
+        return int(np.size(arrays["layer_names"]))
+    if "norm_h_total_by_layer" in arrays:
+        return int(np.shape(arrays["norm_h_total_by_layer"])[0])
+    return sum(1 for key in arrays if key.startswith("layer") and key.endswith("_gates_mean"))
+
+
+def layer_names(arrays: Arrays) -> list[str]:
+    """The name of every direction: `layer_names`, else "layer 1" … (a live run's rows come
+    before the names)."""
+    if "layer_names" in arrays:
+        return [str(name) for name in np.ravel(arrays["layer_names"])]
+    return [f"layer {k + 1}" for k in range(layer_count(arrays))]
+
+
+def layer_groups(names: list[str]) -> list[tuple[int, bool]]:
+    """(layer index, backward) per direction: the two halves of a Bidirectional share their
+    layer's index (one colour), the backward one is marked (dashed)."""
+    groups, seen = [], {}
+    for name in names:
+        layer, backward = name, False
+        if name.endswith(("/forward", BACKWARD)):
+            layer, backward = name.rsplit("/", 1)[0], name.endswith(BACKWARD)
+        groups.append((seen.setdefault(layer, len(seen)), backward))
+    return groups
+
+
+def masked_steps(arrays: Arrays) -> np.ndarray | None:
+    """[T] bool: the timesteps masked in every sample (padding everywhere), where the panels
+    leave a blank; None when the model does not mask."""
+    mask = arrays.get("mask")
+    if mask is None or np.ndim(mask) != 2:
+        return None
+    return ~np.asarray(mask, bool).any(axis=1)
+
+
+def blank_masked(rows: np.ndarray, arrays: Arrays) -> np.ndarray:
+    """`rows` [R, T] (float64) with the columns masked in every sample set to NaN."""
+    rows = np.array(rows, np.float64)
+    masked = masked_steps(arrays)
+    if masked is not None and masked.shape[0] == rows.shape[-1]:
+        rows[..., masked] = np.nan
+    return rows
+
+
+def layer_rows(arrays: Arrays) -> np.ndarray | None:
+    """The total gradient norm per direction and timestep [L, T] (float64), fully masked
+    timesteps NaN; None before there are any."""
+    rows = arrays.get("norm_h_total_by_layer")
+    if rows is None or np.ndim(rows) != 2:
+        return None
+    return blank_masked(rows, arrays)
+
+
+def saliency_rows(arrays: Arrays) -> np.ndarray | None:
+    """[B + 1, T] (float64): the mean over the samples' unmasked steps in row 0, then each
+    sample's ‖dL/d input_t‖ (`saliency`), NaN where a sample's step is masked."""
+    saliency = arrays.get("saliency")
+    if saliency is None or np.ndim(saliency) != 2:
+        return None
+    rows = np.array(saliency, np.float64)
+    mask = arrays.get("mask")
+    if mask is not None and np.shape(mask) == rows.shape[::-1]:
+        rows[~np.asarray(mask, bool).T] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a step masked in every sample: NaN
+        mean = np.nanmean(rows, axis=0)
+    return np.vstack([mean[None], rows])
+
+
+def token_at(arrays: Arrays, t: int, sample: int) -> int | None:
+    """The token id at step t of `sample`, for a model of token ids (x [T, B] integers)."""
+    x = arrays.get("x")
+    if x is None or np.ndim(x) != 2 or np.asarray(x).dtype.kind not in "iu":
+        return None
+    if not (0 <= t < np.shape(x)[0] and 0 <= sample < np.shape(x)[1]):
+        return None
+    return int(x[t, sample])
+
+
+def units_of_layer(arrays: Arrays, k: int) -> np.ndarray | None:
+    """mean |dL/dh_t,j| of direction k over the samples whose step t counts, units × timesteps
+    [H_k, T] (float64); NaN at steps masked in every sample."""
+    g = arrays.get(f"layer{k}_grad_h_total")
+    if g is None or np.ndim(g) != 3:
+        return None
+    g = np.abs(np.asarray(g))  # exact in float32: no float64 copy of [T, B, H]
+    mask = arrays.get("mask")
+    if mask is None or np.shape(mask) != g.shape[:2]:
+        weight = np.ones(g.shape[:2], g.dtype)
+    else:
+        weight = np.asarray(mask, g.dtype)
+    # one matrix product per step (BLAS): ~4× faster than a float64 mean over B at
+    # T=2000, B=32, H=128 (bench/bench_gui.py); a float32 sum of B values is exact enough
+    sums = np.einsum("tbh,tb->th", g, weight, optimize=True)
+    count = weight.sum(axis=1, dtype=np.float64)  # [T]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sums / np.where(count > 0, count, np.nan)[:, None]).T
+
+
+def gates_of_layer(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(mean activation, saturated fraction) of direction k's gates i, f, g, o, each [4, T]
+    (float64), NaN at steps masked in every sample; None when the trace has none."""
+    mean, saturated = arrays.get(f"layer{k}_gates_mean"), arrays.get(f"layer{k}_gates_saturated")
+    if mean is None or saturated is None:
+        return None
+    return blank_masked(mean, arrays), blank_masked(saturated, arrays)

@@ -1,0 +1,243 @@
+"""The curve panels of a model trace (see `lstmviz.render.layers` for the keys):
+
+- `LayerNormPanel`: ‖dL/dh_t‖ of every LSTM direction over t (`norm_h_total_by_layer` [L, T]),
+  one colour per layer, backward directions dashed, the legend naming `layer_names`;
+- `GatesPanel`: for the direction chosen in its combo box, the mean activation of the gates
+  i, f, g, o over t (solid) and the fraction of (sample, unit) saturated (dashed).
+
+Both leave a gap at timesteps masked in every sample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtWidgets import QComboBox
+
+from lstmviz.render.curves import THIN_ABOVE, fit_legend, legend_below
+from lstmviz.render.layers import (
+    GATES,
+    gates_of_layer,
+    layer_groups,
+    layer_names,
+    layer_rows,
+)
+from lstmviz.render.marks import NonFiniteMarks
+from lstmviz.render.panel import Panel
+from lstmviz.render.style import PALETTE
+from lstmviz.render.summary import fmt
+from lstmviz.render.values import positive
+
+GATE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")  # i, f, g, o
+GATE_TEXT = {"i": "input i", "f": "forget f", "g": "candidate g", "o": "output o"}
+
+
+def line_pen(color, points: int, dashed: bool = False, width: float = 2.0):
+    """A curve's pen: 1 px for long curves (Qt strokes wide pens on long jagged paths slowly,
+    see `curves.THIN_ABOVE`), dashed for a backward direction or a saturated fraction."""
+    pen = pg.mkPen(color, width=width if points <= THIN_ABOVE else 1.0)
+    if dashed:
+        pen.setStyle(Qt.DashLine)
+    return pen
+
+
+class LayerBox(QComboBox):
+    """The LSTM direction a panel shows, in its header; refilled only when the names change."""
+
+    def __init__(self, tip: str):
+        super().__init__(toolTip=tip, sizeAdjustPolicy=QComboBox.AdjustToContents)
+        self.names: list[str] = []
+
+    def fill(self, names: list[str], current: int) -> None:
+        self.blockSignals(True)
+        try:
+            if names != self.names:
+                self.names = list(names)
+                self.clear()
+                self.addItems(self.names)
+            self.setCurrentIndex(current if self.names else -1)
+        finally:
+            self.blockSignals(False)
+        self.setVisible(len(self.names) > 1)
+
+
+class LegendPanel(Panel):
+    """A panel with a legend below its plot that takes as many columns as the width allows."""
+
+    def __init__(self, title: str, tip: str):
+        super().__init__(title, tip)
+        item = self.plot.getPlotItem()
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setLabel("bottom", "timestep t")
+        self.legend = legend_below(item)
+        self.legend_shown: list[tuple[int, str]] = []
+        self.plot.installEventFilter(self)
+        self.marks = NonFiniteMarks()
+        item.addItem(self.marks)
+
+    def set_legend(self, entries: list[tuple[pg.PlotDataItem, str]]) -> None:
+        key = [(id(item), text) for item, text in entries]
+        if key == self.legend_shown:
+            return
+        self.legend_shown = key
+        self.legend.clear()
+        for item, text in entries:
+            self.legend.addItem(item, text)
+        fit_legend(self.legend, self.plot)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.plot and event.type() == QEvent.Type.Resize:
+            fit_legend(self.legend, self.plot)
+        return super().eventFilter(watched, event)
+
+
+class LayerNormPanel(LegendPanel):
+    """‖dL/dh_t‖ per LSTM direction over timesteps: where, by depth, the gradient dies."""
+
+    def __init__(self):
+        super().__init__(
+            "Gradient norm by layer over timesteps",
+            "Total ‖dL/dh_t‖ (norm over batch and units) of every LSTM direction of the model,\n"
+            "by input position t: one colour per layer, the backward direction of a\n"
+            "Bidirectional dashed. Curves that fall towards small t (or, for a backward\n"
+            "direction, large t) show the gradient vanishing on its way back through time;\n"
+            "a layer whose curve sits far below the others shows it vanishing with depth.\n"
+            "Steps masked in every sample are left out. Log scale: View menu.",
+        )
+        self.curves: list[pg.PlotDataItem] = []
+        self.names: list[str] = []
+        self.rows = np.zeros((0, 0))
+        self._log: bool | None = None
+
+    def _curve(self, k: int) -> pg.PlotDataItem:
+        while len(self.curves) <= k:
+            curve = pg.PlotDataItem(connect="finite")
+            self.plot.addItem(curve)
+            self.curves.append(curve)
+        return self.curves[k]
+
+    def redraw(self) -> None:
+        if self._log != self.log:
+            self._log = self.log
+            self.plot.setLogMode(y=self.log)
+            self.plot.setLabel("left", "‖dL/dh_t‖" + (" (log scale)" if self.log else ""))
+        rows = layer_rows(self.arrays)
+        self.rows = np.zeros((0, 0)) if rows is None else rows
+        self.names = layer_names(self.arrays)[: len(self.rows)]
+        if self.normalise and self.rows.size:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                peak = np.nanmax(np.where(np.isfinite(self.rows), self.rows, np.nan), axis=1)
+            self.rows = self.rows / np.where(peak > 0, peak, 1.0)[:, None]
+        legend = []
+        steps = self.rows.shape[1] if self.rows.ndim == 2 else 0
+        for k, (layer, backward) in enumerate(layer_groups(self.names)):
+            curve = self._curve(k)
+            pen = line_pen(PALETTE[layer % len(PALETTE)], steps, dashed=backward)
+            curve.opts["antialias"] = steps <= THIN_ABOVE
+            curve.setPen(pen)
+            y = self.rows[k]
+            curve.setData(np.arange(steps), positive(y) if self.log else y)
+            legend.append((curve, self.names[k]))
+        for curve in self.curves[len(self.names):]:
+            curve.setData([], [])
+        self.set_legend(legend)
+        self.marks.set_steps(self.arrays.get("nonfinite_steps"))
+
+    def drawn(self) -> bool:
+        return bool(self.names) and self.rows.size > 0
+
+    def readout_at(self, x: float, y: float) -> str:
+        t = int(round(x))
+        if not self.names or not 0 <= t < self.rows.shape[1]:
+            return ""
+        values = " · ".join(f"{n} {fmt(v)}" for n, v in zip(self.names, self.rows[:, t],
+                                                            strict=False))  # fmt: skip
+        return f"t = {t} · {values}"
+
+
+class LayerChoice:
+    """For panels that show one LSTM direction, chosen in a combo box in their header
+    (`layer_box`; the window keeps the panels' choices together)."""
+
+    layer = 0
+
+    def add_layer_box(self) -> None:
+        self.layer_box = LayerBox("Which LSTM direction this panel shows")
+        self.head.addWidget(self.layer_box)
+        self.layer_box.hide()
+
+    def set_layer(self, k: int) -> None:
+        """Show direction k (a redraw)."""
+        self.layer = k
+        if self.arrays:
+            self.draw(self.arrays, self.config, self.rows_total)
+
+    def chosen_layer(self) -> tuple[int, str]:
+        """(k, name) of the direction shown (the first when the choice is out of range), and
+        the combo box filled with the trace's directions."""
+        names = layer_names(self.arrays)
+        k = self.layer if 0 <= self.layer < len(names) else 0
+        self.layer_box.fill(names, k)
+        return k, names[k] if names else ""
+
+
+class GatesPanel(LayerChoice, LegendPanel):
+    """Mean gate activations of one direction over t, and the saturated fraction of each."""
+
+    def __init__(self):
+        super().__init__(
+            "Gates",
+            "For the LSTM direction chosen on the right: the mean over samples and units of\n"
+            "each gate's activation at every step (solid): input i, forget f, output o in\n"
+            "(0, 1), candidate g in (−1, 1); and the fraction of (sample, unit) where it is\n"
+            "saturated (dashed): a sigmoid gate below 0.01 or above 0.99, |g| above 0.99.\n"
+            "A forget gate stuck near 0 cuts the gradient through the cell at every step;\n"
+            "saturated gates pass almost no gradient to their inputs.",
+        )
+        self.add_layer_box()
+        item = self.plot.getPlotItem()
+        item.setLabel("left", "activation / fraction")
+        self.means: list[pg.PlotDataItem] = []
+        self.saturated: list[pg.PlotDataItem] = []
+        for _ in GATES:
+            for group in (self.means, self.saturated):
+                curve = pg.PlotDataItem(connect="finite")
+                item.addItem(curve)
+                group.append(curve)
+        self.style = pg.PlotDataItem(pen=pg.mkPen("#555", width=1.5, style=Qt.DashLine))
+        self.data: tuple[np.ndarray, np.ndarray] | None = None
+        self.name = ""
+
+    def redraw(self) -> None:
+        k, self.name = self.chosen_layer()
+        self.data = gates_of_layer(self.arrays, k) if self.name else None
+        self.title.setText(f"<b>Gates of {self.name or '…'}</b>")
+        legend = []
+        mean, saturated = self.data if self.data is not None else (np.zeros((4, 0)),) * 2
+        steps = mean.shape[1]
+        x = np.arange(steps)
+        for g, color in enumerate(GATE_COLORS):
+            for group, values, dashed in ((self.means, mean, False),
+                                          (self.saturated, saturated, True)):  # fmt: skip
+                curve = group[g]
+                curve.opts["antialias"] = steps <= THIN_ABOVE
+                curve.setPen(line_pen(color, steps, dashed, width=1.8))
+                curve.setData(x, values[g])
+            legend.append((self.means[g], GATE_TEXT[GATES[g]]))
+        legend.append((self.style, "saturated fraction (dashed)"))
+        self.set_legend(legend)
+        self.marks.set_steps(self.arrays.get("nonfinite_steps"))
+
+    def drawn(self) -> bool:
+        return self.data is not None and self.data[0].size > 0
+
+    def readout_at(self, x: float, y: float) -> str:
+        t = int(round(x))
+        if self.data is None or not 0 <= t < self.data[0].shape[1]:
+            return ""
+        mean, saturated = self.data
+        parts = [f"{GATES[g]} {fmt(mean[g, t])} ({fmt(100 * saturated[g, t])}% sat.)"
+                 for g in range(4)]  # fmt: skip
+        return f"{self.name}, t = {t} · " + " · ".join(parts)
+

@@ -1,0 +1,73 @@
+"""The PDF report's parts for a model trace: the model summary table, and what its gradient
+flow says in a few lines (NumPy only; the keys are in `lstmviz.render.layers`)."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from lstmviz.render.layers import GATES, gates_of_layer, layer_names, layer_rows, saliency_rows
+from lstmviz.render.summary import fmt
+from lstmviz.render.values import Arrays
+
+MAX_LINES = 8  # directions listed one by one
+
+
+def model_table_html(arrays: Arrays) -> str:
+    """The model summary (`model_summary`: name, class, output shape, parameters per layer)
+    as a monospaced block; "" for other traces."""
+    if "model_summary" not in arrays:
+        return ""
+    text = html.escape(str(arrays["model_summary"]))
+    return f"<p style='margin-top:6px'><b>Model</b></p><pre style='font-size:7pt'>{text}</pre>"
+
+
+def _extremes(values: np.ndarray) -> tuple[int, int] | None:
+    finite = np.flatnonzero(np.isfinite(values))
+    if not finite.size:
+        return None
+    return int(finite[np.argmax(values[finite])]), int(finite[np.argmin(values[finite])])
+
+
+def model_lines(arrays: Arrays) -> list[str]:
+    """Summary lines of a model trace ([] for others): each direction's largest and smallest
+    ‖dL/dh_t‖ and where, the saturated forget gates, the input saliency's range."""
+    rows = layer_rows(arrays)
+    if rows is None:
+        return []
+    names = layer_names(arrays)
+    lines = []
+    for k, name in enumerate(names[:MAX_LINES]):
+        found = _extremes(rows[k])
+        if found is None:
+            lines.append(f"{html.escape(name)}: no finite ‖dL/dh_t‖")
+            continue
+        hi, lo = found
+        lines.append(
+            f"{html.escape(name)}: ‖dL/dh_t‖ largest {fmt(rows[k, hi])} at t={hi}, smallest "
+            f"{fmt(rows[k, lo])} at t={lo} (ratio {fmt(rows[k, lo] / rows[k, hi])})"
+            if rows[k, hi] > 0
+            else f"{html.escape(name)}: ‖dL/dh_t‖ is zero at every step"
+        )
+    if len(names) > MAX_LINES:
+        lines.append(f"… and {len(names) - MAX_LINES} more directions")
+    forget = GATES.index("f")
+    stuck = []
+    for k, name in enumerate(names[:MAX_LINES]):
+        gates = gates_of_layer(arrays, k)
+        if gates is not None and np.isfinite(gates[1][forget]).any():
+            share = float(np.nanmean(gates[1][forget]))
+            stuck.append(f"{html.escape(name)} {fmt(100 * share)}%")
+    if stuck:
+        lines.append("saturated forget gates (mean over t): " + ", ".join(stuck))
+    saliency = saliency_rows(arrays)
+    if saliency is not None:
+        found = _extremes(saliency[0])
+        if found is not None:
+            hi, lo = found
+            lines.append(
+                f"input saliency (mean over samples): largest {fmt(saliency[0, hi])} at t={hi}, "
+                f"smallest {fmt(saliency[0, lo])} at t={lo}"
+            )
+    return lines

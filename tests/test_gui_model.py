@@ -1,0 +1,179 @@
+"""Model mode in the window (pytest-qt, offscreen): opening every kind of model file, its data,
+bad files and data (a dialog, nothing changes), a run drawn in the model panels, Stop."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from lstmviz.weights import model_files  # noqa: E402
+from tests.model_fixtures import keras2_models, keras3_models, npz_stack  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Model files of every kind, data for the token model, and bad ones."""
+    import keras
+    import tf_keras
+
+    folder = tmp_path_factory.mktemp("models")
+    paths = {"keras": folder / "tokens.keras", "h5": folder / "k2seq.h5",
+             "stack": folder / "stack.npz", "relu": folder / "relu.keras"}  # fmt: skip
+    keras3_models()["tokens"].save(paths["keras"])
+    keras2_models()["k2seq"].save(paths["h5"])
+    npz_stack(paths["stack"], np.random.default_rng(0), {"first": (3, 4), "second": (4, 5)})
+    relu = keras.Sequential([keras.Input((5, 2)), keras.layers.LSTM(2, activation="relu",
+                                                                     name="r")])  # fmt: skip
+    relu.save(paths["relu"])
+    # Keras names unnamed layers by counting: start the tests after these from zero again
+    keras.backend.clear_session()
+    tf_keras.backend.clear_session()
+    rng = np.random.default_rng(1)
+    x = rng.integers(1, 20, (5, 7))
+    x[0, 4:] = 0
+    np.savez(folder / "data.npz", x=x, y=rng.integers(0, 2, (5, 1)).astype(np.float32))
+    np.savez(folder / "long.npz", x=rng.integers(1, 20, (5, 8)), y=np.zeros((5, 1)))
+    paths |= {"data": folder / "data.npz", "long": folder / "long.npz"}
+    return {name: str(path) for name, path in paths.items()}
+
+
+def test_each_model_file_kind_opens_in_model_mode(qtbot, window, errors, models):
+    params = window.params
+    assert window.open_path(models["keras"])  # a drop
+    config = params.config()
+    assert config.mode == "model" and config.model == models["keras"]
+    assert params.model_table.isVisibleTo(window) and not errors
+    rows = params.model_table.rows()
+    names = [r[0] for r in rows]  # Dropout layers: named by Keras
+    assert len(rows) == 7 and names[:2] == ["input", "emb"] and names[3] == "bi → ←"
+    assert names[5:] == ["top ←", "head"]
+    i, h = 4, 3  # the Embedding width, each half's units: 2 × 4h(i + h + 1) parameters
+    assert rows[3][1:] == ["Bidirectional(LSTM)", "(None, 7, 6)", str(2 * 4 * h * (i + h + 1))]
+    for name, value in (("steps", 7), ("hidden", 3)):  # the model fixes T and H
+        assert params.widgets[name].value() == value and not params.widgets[name].isEnabled()
+    assert params.widgets["loss"].currentText() == "binary_crossentropy"
+    assert not params.widgets["loss"].isEnabled()  # compiled into the model
+    assert not params.widgets["passes"].isVisibleTo(window)  # unused in model mode
+
+    assert window.open_path(models["h5"])  # Keras 2
+    assert params.config().model == models["h5"]
+    assert [r[0] for r in params.model_table.rows()][-2:] == ["top →", "head"]
+
+    params.widgets["mode"].setCurrentIndex(params.widgets["mode"].findData("taped"))
+    window.pick_layer = lambda path, layers: layers[1]  # the layer picker's choice
+    assert window.open_path(models["stack"])  # outside model mode: LSTM weights (a layer)
+    assert params.config().weights == models["stack"] and params.config().mode == "taped"
+    window.open_model(models["stack"])  # File → Open model…: a stack of LSTM layers
+    config = params.config()
+    assert config.mode == "model" and config.model == models["stack"]
+    assert [r[0] for r in params.model_table.rows()] == ["input", "first →", "second →"]
+    assert params.widgets["loss"].isEnabled() and params.widgets["steps"].isEnabled()
+    assert not errors
+
+
+def test_an_unsupported_layer_gets_a_dialog_and_nothing_changes(qtbot, window, errors, models):
+    assert window.open_path(models["keras"])
+    before = window.params.config()
+    assert not window.open_path(models["relu"])
+    assert len(errors) == 1
+    assert errors[0].startswith(models["relu"]) and "'r' (LSTM)" in errors[0]
+    assert "activation='relu'" in errors[0]
+    assert window.params.config() == before
+    assert [r[0] for r in window.params.model_table.rows()][-1] == "head"
+
+
+def test_data_of_the_wrong_shape_gets_a_dialog_and_nothing_changes(qtbot, window, errors, models):
+    assert window.open_path(models["keras"])
+    assert window.open_path(models["data"])  # model mode: inputs are the model's data
+    before = window.params.config()
+    assert before.inputs == models["data"] and window.params.widgets["batch"].value() == 5
+    assert not window.params.widgets["batch"].isEnabled()
+    window.open_data(models["long"])
+    assert len(errors) == 1 and errors[0].startswith(models["long"])
+    assert "x has shape [5, 8], the model takes (None, 7) token ids" in errors[0]
+    assert window.params.config() == before
+
+
+def test_a_model_run_fills_the_model_panels(qtbot, window, errors, models):
+    window.open_path(models["keras"])
+    window.open_path(models["data"])
+    with qtbot.waitSignal(window.settled, timeout=120_000):
+        window.run_button.click()
+    trace = window.trace
+    assert trace is not None and trace.mode == "model" and not errors
+    area = window.area
+    shown = {name for name, panel in area.by_name.items() if panel.isVisibleTo(window)}
+    assert shown == {"layers", "gates", "layer_map", "saliency", "layer_units"}
+    assert all(area.by_name[name].drawn() for name in shown)
+    np.testing.assert_allclose(area.by_name["layer_map"].data[:, :4],
+                               trace["norm_h_total_by_layer"][:, :4], rtol=1e-6)  # fmt: skip
+    text = window.summary.text.text()
+    for part in ("model tokens.keras", "3 LSTM directions in 2 layers",
+                 "loss binary_crossentropy", "data data.npz", "no NaN/Inf"):  # fmt: skip
+        assert part in text, part
+    gates, units = area.by_name["gates"], area.by_name["layer_units"]
+    gates.layer_box.activated.emit(2)  # the user picks "top": both panels follow
+    while area.stages:
+        area.draw_stage()
+    assert area.layer == 2 and units.layer_box.currentText() == "top"
+    np.testing.assert_allclose(gates.means[1].yData[:4], trace["layer2_gates_mean"][1, :4])
+    assert units.data.shape[0] == trace["layer2_grad_h_total"].shape[2]
+
+    window.params.set_path("inputs", None)  # no data: random data, and the summary says so
+    with qtbot.waitSignal(window.settled, timeout=120_000):
+        window.run_button.click()
+    assert "random data (seed 0)" in window.summary.text.text()
+    assert window.trace.x.shape == (7, window.params.config().batch)
+
+
+def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, monkeypatch, tmp_path):
+    """The run's one unit of work is the model's forward and backward: Stop interrupts the
+    native kernels inside it. The model is loaded once (so the second run reuses the compiled
+    function and is computing, not tracing, when Stop comes)."""
+    import keras
+
+    steps = 6000
+    model = keras.Sequential([keras.Input((steps,), dtype="int32"),
+                              keras.layers.Embedding(10, 8),
+                              keras.layers.LSTM(64, return_sequences=True),
+                              keras.layers.LSTM(64), keras.layers.Dense(1)])  # fmt: skip
+    model.compile(loss="mse")
+    model.save(tmp_path / "long.keras")
+    spec = model_files.load_model(tmp_path / "long.keras")
+    monkeypatch.setattr(model_files, "load_model", lambda path: spec)
+    window.open_model(str(tmp_path / "long.keras"))
+    window.params.widgets["batch"].setValue(16)
+    with qtbot.waitSignal(window.settled, timeout=120_000):
+        window.run_button.click()  # compiles, then computes
+    started = []
+    window.worker.progress.connect(lambda run_id, update: started.append(time.perf_counter()))
+    window.run_button.click()
+    qtbot.waitUntil(lambda: bool(started), timeout=10_000)
+    qtbot.wait(300)  # inside the kernels (the forward and backward take seconds)
+    assert window.state.running
+    start = time.perf_counter()
+    with qtbot.waitSignal(window.worker.cancelled, timeout=1_000):
+        window.stop_action.trigger()
+        assert not window.state.running and window.run_button.isEnabled()
+    assert time.perf_counter() - start < 1.0
+    assert window.trace is None and "stopped" in window.message.text()
+
+
+def test_gui_model_and_data_on_the_command_line_run_and_screenshot(tmp_path, models):
+    shot = tmp_path / "shot.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path))
+    command = [sys.executable, "-m", "lstmviz", "gui", models["keras"], models["data"], "--run",
+               "--screenshot", str(shot)]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from tests.test_gui_cli import coloured_fraction
+
+    assert coloured_fraction(shot) > 0.05  # five panels of curves and heatmaps
