@@ -124,7 +124,7 @@ def test_bad_input_is_one_line_and_writes_nothing(workspace, capsys):
         (["--model", str(w / "keras2.keras"), *data, *rec], "Keras cannot load this model"),
         (["--model", str(w / "w.weights.h5"), *data, *rec], "training needs a whole Keras model"),
         ([*model, "--inputs", str(w / "short.npz"), *rec], "y has 4 samples but x has 5"),
-        ([*model, "--inputs", str(w / "shape.npz"), *rec, "--every", "1"], "Keras cannot train"),
+        ([*model, "--inputs", str(w / "shape.npz"), *rec], "y has shape [20, 3, 2]"),
         ([*model, *data, *rec, "--epochs", "0"], "--epochs: 0 is out of range"),
     ]
     for args, expected in cases:
@@ -135,6 +135,19 @@ def test_bad_input_is_one_line_and_writes_nothing(workspace, capsys):
         assert lines[-1].startswith("lstmviz: error: "), (args, lines)
     assert files_in(w) == {"bare.keras", "m.keras", "d.npz", "garbage.keras", "keras2.keras",
                            "w.weights.h5", "short.npz", "shape.npz"}  # fmt: skip
+
+
+def test_an_error_inside_fit_is_one_line_naming_the_data(workspace, capsys, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise ValueError("Keras says\nno")
+
+    monkeypatch.setattr(keras.Model, "fit", refuse)
+    args = ["run", "--mode", "train", "--model", str(workspace / "m.keras"), "--inputs",
+            str(workspace / "d.npz"), "--record", str(workspace / "r.lvz"), "--quiet"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"lstmviz: error: {workspace / 'd.npz'}: Keras cannot train "
+                   f"{workspace / 'm.keras'} on this data (ValueError: Keras says no)"), err
 
 
 def test_built_in_training_refuses_what_only_a_model_run_reads(workspace, capsys):

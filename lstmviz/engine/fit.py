@@ -26,10 +26,10 @@ from lstmviz import files, modes
 from lstmviz.atomic import atomic_path
 from lstmviz.config import LOSSES, RunConfig
 from lstmviz.engine import interrupt
-from lstmviz.engine.model import resolve_loss
+from lstmviz.engine.model import prepare
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError
-from lstmviz.model_data import check_data, load_data
+from lstmviz.model_data import load_data
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 RECORD_SAMPLES = 64  # the samples every record runs on: the first of the data
@@ -80,8 +80,8 @@ def run_fit(
     from lstmviz.weights.model_files import spec_from_keras
 
     spec = spec_from_keras(model)
-    resolve_loss(spec, config.loss)  # a compiled loss lstmviz does not know asks for --loss
-    x, y = check_data(spec, x, y, config.inputs)
+    # A compiled loss lstmviz does not know asks for --loss; y must fit the model's output.
+    _, x, y, _ = prepare(spec, config, x, y, where=config.inputs)
     data = (x[:RECORD_SAMPLES], y[:RECORD_SAMPLES])
     callback = GradientFlowCallback(data, record, every=config.every, loss=config.loss)
     return _fit(model, x, y, config, callback, cancelled, keep)
