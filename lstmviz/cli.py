@@ -325,8 +325,9 @@ def _fitted(trace, config: RunConfig, args: argparse.Namespace, out: Path | None
     written = []
     if Path(config.record).exists():
         steps = load_recording(config.record, trace=False).step
-        count = f"{len(steps)} record{'s' * (len(steps) > 1)}"
-        written.append(f"{config.record} ({count}, batches {steps[0]}…{steps[-1]})")
+        which = f"batch {steps[0]}" if len(steps) == 1 else f"batches {steps[0]}…{steps[-1]}"
+        count = f"{len(steps)} {modes.plural('record', len(steps))}"
+        written.append(f"{config.record} ({count}: {which})")
     if trace is not None:
         if config.save_model:
             written.append(config.save_model)

@@ -56,7 +56,7 @@ def test_training_a_model_writes_the_recording_the_model_and_the_trace(workspace
             str(w / "last.npz")]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "wrote" in out and "run.lvz (6 records, batches 3…18)" in out, out
+    assert "wrote" in out and "run.lvz (6 records: batches 3…18)" in out, out
     rec = load_recording(w / "run.lvz")
     assert list(rec.step) == [3, 6, 9, 12, 15, 18] and list(rec.epoch) == [0, 0, 0, 1, 1, 1]
     assert rec.finished and rec.last.x.shape == (9, 64)  # the first 64 samples
