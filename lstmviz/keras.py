@@ -30,9 +30,8 @@ import numpy as np
 
 from lstmviz import files
 from lstmviz.config import RunConfig
-from lstmviz.engine.model import NORM_KEYS, ModelGradients, prepare
+from lstmviz.engine.model import ModelGradients, named_arrays, prepare
 from lstmviz.engine.model_forward import weight_names
-from lstmviz.engine.native import kernel_name
 from lstmviz.errors import ConfigError, LstmvizError, ModelError
 from lstmviz.recording import RecordingWriter, record_rows
 from lstmviz.trace import GradientTrace
@@ -188,24 +187,10 @@ class _LiveModel:
         return GradientTrace("model", self.config, arrays)
 
     def _arrays(self, named: dict) -> dict[str, np.ndarray]:
-        """The model-mode trace arrays (as `lstmviz.engine.model.model_arrays` gives them)."""
-        spec, x, y = self.spec, self.x, self.y
-        arrays = {key: np.asarray(value) for key, value in named.items()}
-        arrays["loss"] = np.float32(arrays["loss"])
-        if "mask" in arrays:
-            arrays["mask"] = arrays["mask"] > 0
-        arrays["layer_names"] = np.array(spec.lstm_directions())
-        arrays["x"] = np.ascontiguousarray(np.swapaxes(x, 0, 1))
-        if y is not None:
-            arrays["y"] = np.asarray(y)
-        arrays["model_summary"] = np.array(spec.summary())
-        arrays["lstm_kernel"] = np.array(kernel_name())
-        arrays["model_source"] = np.array(spec.source)
+        """The model-mode trace arrays, as `lstmviz.engine.model.model_arrays` gives them."""
+        arrays = named_arrays(self.spec, named, self.x, self.y)
+        arrays["model_source"] = np.array(self.spec.source)
         arrays["inputs_source"] = np.array(self.source)
-        bad = np.zeros(arrays["x"].shape[0], bool)
-        for key in (f"{k}_by_layer" for k in NORM_KEYS):
-            bad |= ~np.isfinite(arrays[key]).all(axis=0)
-        arrays["nonfinite_steps"] = np.flatnonzero(bad)
         return arrays
 
 

@@ -180,7 +180,13 @@ def model_arrays(
     spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y, cancelled: Callable[[], bool] = bool
 ) -> dict[str, np.ndarray]:
     """The trace arrays of one run (docs/model-mode.md) for checked x, y (batch-major)."""
-    named = compiled(spec, loss)(x, y, cancelled=cancelled)
+    return named_arrays(spec, compiled(spec, loss)(x, y, cancelled=cancelled), x, y)
+
+
+def named_arrays(spec: ModelSpec, named: dict, x: np.ndarray, y) -> dict[str, np.ndarray]:
+    """The trace arrays from a `ModelGradients` result for x, y (batch-major): NumPy views of
+    the tensors, plus the layer names, x time-major, y, the model summary, the kernel that ran
+    and `nonfinite_steps`."""
     arrays = {key: np.asarray(value) for key, value in named.items()}
     arrays["loss"] = np.float32(arrays["loss"])
     if "mask" in arrays:
