@@ -21,6 +21,9 @@ all copied back to NumPy; Keras computes its weight gradients only.
   and with one ("sequence+mask": post-padding, lengths T/2..T), and Keras's LSTM called with
   the same mask ("keras+mask").
 
+The header names the CPU's vector extensions and, with the native kernels, what they were built
+for (`LSTMVIZ_NATIVE_ARCH=haswell` builds and runs the AVX2 code path on an AVX-512 CPU).
+
 Then how the taped engine's cost grows with T (250 -> 1000 at B=64, H=128: linear is 4×), and
 the peak resident memory of a taped run against the size of its trace.
 """
@@ -45,6 +48,7 @@ from lstmviz.engine.batchwise import batchwise_gradients  # noqa: E402
 from lstmviz.engine.cell import lstm_sequence  # noqa: E402
 from lstmviz.engine.device import device_description  # noqa: E402
 from lstmviz.engine.multipass import multipass_gradients  # noqa: E402
+from lstmviz.engine.native import build_description, cpu_vector_extensions  # noqa: E402
 from lstmviz.engine.taped import connectivity_map, taped_gradients  # noqa: E402
 from lstmviz.engine.tfload import tf  # noqa: E402
 from lstmviz.weights import random_weights  # noqa: E402
@@ -269,6 +273,11 @@ def main(argv=None) -> None:
         f"{info['device']} · {os.cpu_count()} cores · TensorFlow {info['tensorflow']} · "
         f"LSTM: {info['lstm_detail']} · I={args.input_dim} · median of {args.repeats} · "
         f"load average {load:.2f} at start"
+    )
+    built = build_description()
+    print(
+        f"CPU vector extensions: {cpu_vector_extensions()}"
+        + (f" · kernels built with {built}" if built else "")
     )
     peak = float("nan") if args.no_extras else peak_matmul_gflops(args.repeats)
     if not args.no_extras:

@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lstmviz.engine import native  # noqa: E402
 from lstmviz.engine.device import device_description  # noqa: E402
 from lstmviz.engine.model import model_arrays, resolve_loss  # noqa: E402
 from lstmviz.engine.tfload import tf  # noqa: E402
@@ -79,9 +80,9 @@ def main() -> None:
             fn()
             times[name].append((time.perf_counter() - start) * 1000)
     info = device_description()
-    flags = sorted({f for f in Path("/proc/cpuinfo").read_text().split() if f.startswith("avx")})
-    print(f"{info['device']} · {os.cpu_count()} cores · TF {info['tensorflow']} · LSTM "
-          f"{info['lstm']} · {' '.join(flags)}")  # fmt: skip
+    kernels = native.build_description() if native.library() is not None else info["lstm"]
+    print(f"{info['device']} · {os.cpu_count()} cores · TF {info['tensorflow']} · "
+          f"{native.cpu_vector_extensions()} · LSTM {kernels}")  # fmt: skip
     print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional(LSTM({args.units},"
           f" return_sequences)) → LSTM({args.units}) → Dense(1, sigmoid); T={args.steps} "
           f"B={args.batch}; median of {args.repeats}")  # fmt: skip

@@ -35,6 +35,9 @@ _API = {
     "save_trained_weights": "lstmviz.engine.trained",
     "model_gradients": "lstmviz.engine.model",
     "load_model": "lstmviz.weights.model_files",
+    "GradientFlowCallback": "lstmviz.keras",
+    "load_recording": "lstmviz.recording",
+    "Recording": "lstmviz.recording",
     "run": "lstmviz.engine.runner",
     "LstmvizError": "lstmviz.errors",
 }

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import modes
+from lstmviz import files, modes
 from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
 from lstmviz.engine.interrupt import cancel_run
 from lstmviz.errors import ConfigError, LstmvizError
@@ -96,7 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--targets", metavar="Y.npy", help="model mode: targets y when --inputs is an x .npy"
     )
     run.add_argument("--connectivity", action="store_true", help=about("connectivity"))
-    run.add_argument("--out", required=True, metavar="TRACE.npz")
+    for name, metavar in (("epochs", "E"), ("every", "N")):
+        lo, hi = RANGES[name]
+        run.add_argument(
+            "--" + name, type=int, default=getattr(defaults, name), metavar=metavar,
+            help=f"{about(name)} [{lo}, {hi}], default %(default)s",
+        )  # fmt: skip
+    run.add_argument("--record", metavar="REC.lvz", help=about("record"))
+    run.add_argument("--save-model", metavar="OUT.keras", help=about("save_model"))
+    run.add_argument(
+        "--out", metavar="TRACE.npz",
+        help="the trace to write (required, except when training a model: then the model "
+        "trace at the trained weights, if given)",
+    )  # fmt: skip
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.add_argument(
         "--keep-partial",
@@ -107,12 +119,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, PANEL_NAMES
 
-    export = sub.add_parser("export", help="write a trace's plots as PNG, SVG, PDF or CSV")
-    export.add_argument("trace", metavar="TRACE.npz")
+    export = sub.add_parser(
+        "export", help="write a trace's plots as PNG, SVG, PDF or CSV; a recording's records as CSV"
+    )
+    export.add_argument("trace", metavar="TRACE.npz|REC.lvz")
     export.add_argument("--png", metavar="FILE", help="the panels as a PNG image")
     export.add_argument("--svg", metavar="FILE", help="the panels as SVG (vector)")
     export.add_argument("--pdf", metavar="FILE", help="a one-page report: panels, config, summary")
-    export.add_argument("--csv", metavar="FILE", help="the curves, one row per timestep")
+    export.add_argument(
+        "--csv", metavar="FILE",
+        help="the curves, one row per timestep (a recording: one row per record)",
+    )  # fmt: skip
     export.add_argument("--width", type=int, default=DEFAULT_WIDTH, metavar="PX")
     export.add_argument("--height", type=int, default=DEFAULT_HEIGHT, metavar="PX")
     export.add_argument(
@@ -141,21 +158,17 @@ def _config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(**values).validate().check_flags()
 
 
-def _check_flags(args: argparse.Namespace) -> None:
+def _check_flags(args: argparse.Namespace, config: RunConfig) -> None:
     """The CLI's own flags, and an --out that cannot be written: ConfigError before anything
-    runs. (Parameters are checked by RunConfig, files by the loaders.)"""
-    out = Path(args.out)
-    if out.suffix != ".npz":
-        raise ConfigError("--out", f"{out}: trace files end in .npz")
-    if out.is_dir():
-        raise ConfigError("--out", f"{out}: is a folder, not a file name")
-    if not out.parent.is_dir():
-        raise ConfigError("--out", f"{out.parent}: no such folder")
-    if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise ConfigError("--out", f"{out.parent}: folder is not writable")
-    files = (("--inputs", args.inputs), ("--weights", args.weights), ("--model", args.model),
-             ("--targets", args.targets))  # fmt: skip
-    for flag, value in files:
+    runs. (Parameters are checked by RunConfig, files by the loaders and the engines.)"""
+    if args.out is None:
+        if config.fitting():
+            return  # training a model writes its recording; the trace only when asked
+        raise ConfigError("--out", "give the trace file to write: --out TRACE.npz")
+    out = files.check_output(args.out, "--out", files.TRACES, "trace files")
+    sources = (("--inputs", args.inputs), ("--weights", args.weights), ("--model", args.model),
+               ("--targets", args.targets))  # fmt: skip
+    for flag, value in sources:
         for name in (value or "").split(","):
             if name and out.exists() and Path(name).exists() and out.samefile(name):
                 raise ConfigError("--out", f"{out}: would overwrite the {flag} file")
@@ -169,6 +182,9 @@ def _check_gui_flags(args: argparse.Namespace) -> None:
     for name in args.files:
         if not Path(name).is_file():
             raise ConfigError("FILE", f"{name}: no such file")
+        if files.suffix_of(name, files.RECORDINGS):
+            raise ConfigError("FILE", f"{name}: the app opens recordings in a coming version; "
+                              f"for now: lstmviz export {name} --csv RECORDS.csv")  # fmt: skip
     if args.screenshot:
         shot = Path(args.screenshot)
         if shot.suffix.lower() != ".png":
@@ -186,8 +202,8 @@ class _Abandoned(Exception):
 
 def _run(args: argparse.Namespace) -> int:
     config = _config_from_args(args)
-    _check_flags(args)
-    out = Path(args.out)
+    _check_flags(args, config)
+    out = Path(args.out) if args.out else None
     from lstmviz.engine.runner import run
 
     cancel = threading.Event()
@@ -195,7 +211,7 @@ def _run(args: argparse.Namespace) -> int:
     return _drive(items, config, args, out, cancel)
 
 
-def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel) -> int:
+def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None, cancel) -> int:
     """Run the engine generator in a worker thread; the main thread shows progress and
     answers Ctrl-C at once (TensorFlow holds a thread for a whole compiled call, during which
     Python cannot raise KeyboardInterrupt in it).
@@ -206,10 +222,13 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
     then leave.
     Second Ctrl-C: leave at once. Nothing is written unless a complete trace is saved
     (atomically).
+    Training a model (--model): the first Ctrl-C stops fit after its current batch, and the
+    recording keeps the records made; the model and the trace are written with --keep-partial.
     """
     from lstmviz.trace import GradientTrace
 
     keep = bool(args.keep_partial)
+    fitting = config.fitting()
     results: queue.Queue = queue.Queue()
 
     def work() -> None:
@@ -228,18 +247,20 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
         unit = modes.get(config.mode).unit
         finished = f"the finished {modes.plural(unit)}" if unit else "the run if it finishes"
         what = f"keeping {finished}" if keep else "nothing will be written"
+        if fitting:
+            what = f"after this batch; {args.record} keeps its records"
         sys.stderr.write(f"\nlstmviz: stopping ({what}); press Ctrl-C again to quit at once\n")
         sys.stderr.flush()
 
     worker = threading.Thread(target=work, name="lstmviz-run", daemon=True)
     start = time.perf_counter()
-    trace = None
+    trace, shown = None, False
     with _sigint(on_sigint):
         worker.start()
         try:
             deadline = None
             while True:
-                if cancel.is_set() and deadline is None and not keep:
+                if cancel.is_set() and deadline is None and not (keep or fitting):
                     deadline = time.monotonic() + GRACE_SECONDS
                 try:
                     kind, value = results.get(timeout=0.05)
@@ -250,23 +271,28 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
                 if kind == "end":
                     break
                 if kind == "error":
+                    if shown:
+                        sys.stderr.write("\n")  # the error's line after the progress line
                     raise value
                 if isinstance(value, GradientTrace):
                     trace = value
                 elif not args.quiet:
-                    elapsed = time.perf_counter() - start
+                    elapsed, shown = time.perf_counter() - start, True
                     sys.stderr.write(
                         f"\r[{config.mode}] {value.done}/{value.total} {value.message} "
                         f"· {elapsed:.1f} s\033[K"
                     )
                     sys.stderr.flush()
         except (KeyboardInterrupt, _Abandoned):
-            sys.stderr.write("\nlstmviz: interrupted; nothing written\n")
+            what = f"{args.record} keeps the records made" if fitting else "nothing written"
+            sys.stderr.write(f"\nlstmviz: interrupted; {what}\n")
             if worker.is_alive():
                 raise _Abandoned from None
             return 130
     if not args.quiet:
         sys.stderr.write("\n")
+    if fitting:
+        return _fitted(trace, config, args, out, cancel.is_set())
     if cancel.is_set():
         if not keep or trace is None:
             sys.stderr.write("lstmviz: interrupted; nothing written\n")
@@ -287,6 +313,38 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path, cancel
     _warn_nonfinite(trace)
     if not args.quiet:
         print(f"wrote {out} (loss {float(trace['loss']):.6g})")
+    return 0
+
+
+def _fitted(trace, config: RunConfig, args: argparse.Namespace, out: Path | None,
+            cancelled: bool) -> int:  # fmt: skip
+    """After training a model: say what was written (the recording; the model and the trace
+    when there is one, --out when given). 0, or 130 when Ctrl-C stopped the fit."""
+    from lstmviz.recording import load_recording
+
+    written = []
+    if Path(config.record).exists():
+        steps = load_recording(config.record, trace=False).step
+        which = f"batch {steps[0]}" if len(steps) == 1 else f"batches {steps[0]}…{steps[-1]}"
+        count = f"{len(steps)} {modes.plural('record', len(steps))}"
+        written.append(f"{config.record} ({count}: {which})")
+    if trace is not None:
+        if config.save_model:
+            written.append(config.save_model)
+        if out is not None:
+            _save(trace, out)
+            written.append(str(out))
+    what = f"wrote {', '.join(written)}" if written else "nothing written"
+    if trace is not None and not Path(config.record).exists():
+        what += f" (no record: fit ran fewer than --every {config.every} batches)"
+    if cancelled:
+        if trace is not None:
+            done, asked = int(trace["units_done"]), int(trace["units_requested"])
+            what = f"after {done} of {asked} batches; {what}"
+        sys.stderr.write(f"lstmviz: interrupted; {what}\n")
+        return 130
+    if not args.quiet:
+        print(f"{what} (loss {float(trace['loss']):.6g})")
     return 0
 
 

@@ -29,6 +29,8 @@ RANGES: dict[str, tuple[int, int]] = {
     "batches": (1, 1000),
     "seed": (0, 2**31 - 1),
     "train_steps": (1, 100_000),
+    "epochs": (1, 1_000_000),
+    "every": (1, 100_000_000),
 }
 
 # What every parameter means: the GUI's tooltips and the CLI's --help (`help_for`; the modes'
@@ -65,6 +67,12 @@ HELP = {
     "model": "A saved model (model mode): Keras .keras, a Keras 2 .h5, or a weights-only\n"
     "file of stacked LSTM layers (.weights.h5, .npz, PyTorch .safetensors).",
     "targets": "The targets y (model mode) as a .npy, when the inputs file holds x only.",
+    "epochs": "Epochs of Keras's fit when training your model (--mode train --model FILE).",
+    "every": "N: when training your model, a record of its gradient flow every N training\n"
+    "batches (counted across epochs).",
+    "record": "The recording (.lvz) training your model writes: one record every N batches,\n"
+    "readable while fit runs.",
+    "save_model": "Where training your model saves it when done (.keras, written atomically).",
 }
 
 
@@ -80,7 +88,8 @@ def flag(name: str) -> str:
 
 
 # Optional fields a mode may not read: given to a mode that does not, they are refused.
-OPTIONAL = ("weights", "layer", "inputs", "time_major", "connectivity", "model", "targets")
+OPTIONAL = ("weights", "layer", "inputs", "time_major", "connectivity", "model", "targets",
+            "record", "save_model")
 
 
 @dataclass
@@ -108,6 +117,14 @@ class RunConfig:
     connectivity: bool = False
     model: str | None = None
     targets: str | None = None
+    epochs: int = 1
+    every: int = 10
+    record: str | None = None
+    save_model: str | None = None
+
+    def fitting(self) -> bool:
+        """Whether this run trains a user's model: a mode that can (`Mode.fit`), given one."""
+        return bool(self.model) and bool(modes.get(self.mode).fit)
 
     def validate(self) -> RunConfig:
         """Raise ConfigError naming the first bad parameter; return self when all are fine."""
@@ -118,7 +135,7 @@ class RunConfig:
             ("task", TASKS),
         ):
             value = getattr(self, name)
-            if name == "loss" and modes.get(self.mode).any_loss:
+            if name == "loss" and (modes.get(self.mode).any_loss or self.fitting()):
                 if not isinstance(value, str) or not value.replace("_", "").isalnum():
                     raise ConfigError("--loss", f"{value!r} is not a loss name")
                 continue  # a Keras loss name, checked when the run starts
@@ -135,25 +152,30 @@ class RunConfig:
         for name in ("random_state", "time_major", "connectivity"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(flag(name), "must be true or false")
-        for name in ("weights", "layer", "inputs", "model", "targets"):
+        for name in ("weights", "layer", "inputs", "model", "targets", "record", "save_model"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise ConfigError(f"--{name}", f"must be a file name or layer name, got {value!r}")
+                raise ConfigError(flag(name), f"must be a file name or layer name, got {value!r}")
         return self
 
     def check_flags(self) -> RunConfig:
         """Raise ConfigError for parameters that make no sense together (the CLI, the runner
         and the GUI all ask here): a file option the mode does not read, `layer` without
-        `weights`, `time_major` without `inputs`. Return self when all is well."""
-        mode = modes.get(self.mode)
+        `weights`, `time_major` without `inputs`, training a model without its data or a
+        recording to write. Return self when all is well."""
+        mode, fitting = modes.get(self.mode), self.fitting()
         for name in mode.requires:
             if not getattr(self, name):
                 raise ConfigError(flag(name), f"--mode {self.mode} needs {flag(name)} FILE")
         for name in OPTIONAL:
-            if getattr(self, name) and not mode.uses(name):
-                users = [m for m in modes.names() if modes.get(m).uses(name)]
-                reason = mode.refuses.get(name, f"only applies to --mode {', '.join(users)}")
-                raise ConfigError(flag(name), reason)
+            if getattr(self, name) and not mode.uses(name, fitting):
+                raise ConfigError(flag(name), _refusal(mode, name, fitting))
+        if fitting:
+            for name, what in (("inputs", "DATA (.npz with x and y, or X.npy with --targets)"),
+                               ("record", "REC.lvz")):  # fmt: skip
+                if not getattr(self, name):
+                    raise ConfigError(flag(name), f"training a model (--mode {self.mode} "
+                                      f"--model FILE) needs {flag(name)} {what}")  # fmt: skip
         if self.layer and not self.weights:
             raise ConfigError("--layer", "only applies together with --weights FILE")
         if self.time_major and not self.inputs:
@@ -167,8 +189,9 @@ class RunConfig:
     def for_mode(self) -> RunConfig:
         """A copy with the optional fields its mode does not read cleared (the GUI keeps every
         field's value while another mode is shown; a run sees only what its mode reads)."""
-        mode = modes.get(self.mode)
-        unused = {name: getattr(RunConfig, name) for name in OPTIONAL if not mode.uses(name)}
+        mode, fitting = modes.get(self.mode), self.fitting()
+        unused = {name: getattr(RunConfig, name) for name in OPTIONAL
+                  if not mode.uses(name, fitting)}  # fmt: skip
         return replace(self, **unused)
 
     def estimated_bytes(self) -> int:
@@ -208,6 +231,19 @@ class RunConfig:
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
         return cls.from_dict(json.loads(text))
+
+
+def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:
+    """Why `mode` refuses the optional field `name` (the run trains a model when `fitting`)."""
+    if name in mode.refuses:
+        return mode.refuses[name]
+    if fitting and mode.uses(name):
+        return "does not apply when training a model (--model FILE)"
+    plain = [m for m in modes.names() if modes.get(m).uses(name)]
+    where = [f"--mode {', '.join(plain)}"] if plain else []
+    where += [f"--mode {m} --model FILE" for m in modes.names()
+              if m not in plain and modes.get(m).uses(name, True)]  # fmt: skip
+    return f"only applies to {' or '.join(where)}"
 
 
 def available_memory() -> int:

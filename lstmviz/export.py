@@ -27,6 +27,11 @@ header naming each column after the trace key it comes from:
   `bi/forward_norm_h_total`), from the `*_by_layer` rows.
 
 Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`.
+
+A recording (`.lvz`, `lstmviz.recording`) exports its records as CSV, one row per record:
+`step`, `epoch`, `loss`, `train_loss`, `record_seconds`, then a block per LSTM direction: the
+mean, min and max over t of each norm (`bi/forward_norm_h_total_mean`, …). The figure of a
+recording comes with the app's recording view: PNG, SVG and PDF refuse it for now.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import schema
+from lstmviz import files, schema
 from lstmviz.atomic import atomic_path
 from lstmviz.errors import LstmvizError, TraceError
 from lstmviz.render.layout import PANEL_NAMES
@@ -115,8 +120,30 @@ def _cell(value) -> str:
     return f"{value:.9g}"
 
 
+RECORD_COLUMNS = ("step", "epoch", "loss", "train_loss", "record_seconds")
+STATISTICS = {"mean": np.mean, "min": np.min, "max": np.max}  # of a norm over t
+
+
+def recording_columns(recording) -> list[tuple[str, np.ndarray]]:
+    """(header, values [S]) for every column of a `Recording`'s CSV (see the module
+    docstring)."""
+    a = recording.arrays
+    columns = [(key, np.asarray(a[key])) for key in RECORD_COLUMNS]
+    norms = sorted((k for k in a if k.endswith("_by_layer")), key=schema.order)
+    for k, name in enumerate(a["layer_names"]):  # a block per direction, as a model trace's
+        for key in norms:
+            base = key.removesuffix("_by_layer")
+            for stat, reduce in STATISTICS.items():
+                columns.append((f"{name}_{base}_{stat}", reduce(a[key][:, k], axis=-1)))
+    return columns
+
+
 def csv_text(trace: GradientTrace) -> str:
-    columns = csv_columns(trace)
+    """The trace's curves, one row per timestep."""
+    return _csv(csv_columns(trace))
+
+
+def _csv(columns: list[tuple[str, np.ndarray]]) -> str:
     lines = [",".join(name for name, _ in columns)]
     data = [values.tolist() if values.dtype.kind in "iu" else values for _, values in columns]
     for row in zip(*data, strict=True):
@@ -184,8 +211,9 @@ def export(
     layer: int = 0,
 ) -> list[Path]:
     """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
-    file. PNG is `width` × `height` px with `dpi` recorded (text and lines scale with `dpi`; the
-    SVG has the same physical size); PDF is one A4 landscape page. `panels`: names from
+    file (or a recording, `.lvz`: its records as CSV, nothing else). PNG is `width` × `height`
+    px with `dpi` recorded (text and lines scale with `dpi`; the SVG has the same physical
+    size); PDF is one A4 landscape page. `panels`: names from
     `PANEL_NAMES` (or panel classes); by default those the window shows for the trace.
     `log`/`normalise`: as View → Log scale / Normalise per pass in the GUI. `layer`: the LSTM
     direction a model trace's gates and per-unit panels show (index into `layer_names`).
@@ -194,11 +222,13 @@ def export(
     Raises ExportError (or TraceError for an unreadable trace) naming the path; then nothing
     is written.
     """
-    trace, source = _load(trace)
     outputs = {"png": png, "svg": svg, "pdf": pdf, "csv": csv, "npz": npz}
     targets = {fmt: Path(p) for fmt, p in outputs.items() if p is not None and str(p) != ""}
     if not targets:
         raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
+    if not isinstance(trace, GradientTrace) and files.suffix_of(trace, files.RECORDINGS):
+        return _export_recording(Path(trace), targets)
+    trace, source = _load(trace)
     seen: dict[Path, str] = {}
     for fmt, path in targets.items():
         _check_target(path, f"--{fmt}")
@@ -240,6 +270,29 @@ def export(
         where = f" {name}" if name else ""
         raise ExportError(f"cannot write{where} ({_os_message(exc)})") from None
     return list(targets.values())
+
+
+def _export_recording(path: Path, targets: dict[str, Path]) -> list[Path]:
+    """A recording's records as CSV; any other output is refused."""
+    refused = [fmt for fmt in targets if fmt != "csv"]
+    if refused:
+        raise ExportError(
+            f"--{refused[0]}: {path} is a recording; its figure comes with the app's recording "
+            "view, for now export its records with --csv"
+        )
+    target = targets["csv"]
+    _check_target(target, "--csv")
+    if target.resolve() == path.resolve():
+        raise ExportError(f"--csv {target}: would overwrite the recording being exported")
+    from lstmviz.recording import load_recording
+
+    data = _csv(recording_columns(load_recording(path, trace=False))).encode("utf-8")
+    try:
+        with atomic_path(target, suffix=".csv") as tmp:
+            tmp.write_bytes(data)
+    except OSError as exc:
+        raise ExportError(f"--csv {target}: cannot write ({_os_message(exc)})") from None
+    return [target]
 
 
 def _render(trace, source, temps, width, height, dpi, panels, log, normalise, layer) -> None:
@@ -298,4 +351,5 @@ __all__ = [
     "export_pdf",
     "export_png",
     "export_svg",
+    "recording_columns",
 ]

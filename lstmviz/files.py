@@ -3,7 +3,8 @@
 One list per kind: the loaders, the file dialogs, drag and drop and `lstmviz gui FILE …` read
 these. An `.npz` can be any of three kinds; `kind()` looks inside (names only, no array read).
 A Keras `.keras` or full-model `.h5` is a model when its config has layers besides LSTMs (an
-Embedding, a head), else weights: `kind()` reads the config, not the weights.
+Embedding, a head), else weights: `kind()` reads the config, not the weights. `check_output`
+refuses a file lstmviz is asked to write where it cannot be written.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import os
 import zipfile
 from pathlib import Path
 
-from lstmviz.errors import LstmvizError
+from lstmviz.errors import ConfigError, LstmvizError
 
 TRACES = (".npz",)
+RECORDINGS = (".lvz",)  # a training run's recording (lstmviz.recording)
 INPUTS = (".npy", ".npz")
 # Longest first where one ends another (`.weights.h5` before `.h5`).
 WEIGHTS = (".keras", ".weights.h5", ".h5", ".hdf5", ".npz", ".safetensors", ".pt", ".pth")
@@ -23,7 +25,8 @@ WEIGHTS = (".keras", ".weights.h5", ".h5", ".hdf5", ".npz", ".safetensors", ".pt
 # Model files: a whole model (`lstmviz.weights.model_files.load_model`); weights-only files of
 # stacked LSTM layers open as a model too when asked to (File → Open model…).
 MODELS = WEIGHTS
-KIND_TEXT = {"trace": "a trace (.npz)", "inputs": "inputs (.npy, .npz with x)",
+KIND_TEXT = {"trace": "a trace (.npz)", "recording": "a recording (.lvz)",
+             "inputs": "inputs (.npy, .npz with x)",
              "weights": f"weights ({', '.join(WEIGHTS)})",
              "model": "a model (.keras, .h5)"}  # fmt: skip
 # Layer classes a weights file may hold; a Keras config with any other layer is a model's.
@@ -100,8 +103,9 @@ def is_model(path: str | os.PathLike) -> bool:
 
 
 def kind(path: str | os.PathLike) -> str:
-    """What `path` is: "trace", "inputs", "model" or "weights". Raises LstmvizError naming the
-    file when it does not exist, has an unknown suffix, or is an unreadable .npz."""
+    """What `path` is: "trace", "recording", "inputs", "model" or "weights". Raises
+    LstmvizError naming the file when it does not exist, has an unknown suffix, or is an
+    unreadable .npz."""
     path = Path(path)
     if not path.is_file():
         raise LstmvizError(f"{path}: no such file")
@@ -113,9 +117,27 @@ def kind(path: str | os.PathLike) -> str:
         if "config_json" in names:
             return "trace"
         return "inputs" if "x" in names and "kernel" not in names else "weights"
+    if suffix_of(path, RECORDINGS):
+        return "recording"
     if suffix_of(path, INPUTS):
         return "inputs"
     if suffix_of(path, WEIGHTS):
         return "model" if is_model(path) else "weights"
     expected = ", ".join(KIND_TEXT.values())
     raise LstmvizError(f"{path}: lstmviz opens {expected}; not {path.suffix or 'this file'}")
+
+
+def check_output(path: str | os.PathLike, flag: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """`path` as a file to write, or a ConfigError naming `flag`: it must end in one of
+    `suffixes` ("`what` end in …"), not be a folder, and sit in a folder that exists and is
+    writable."""
+    path = Path(path)
+    if suffix_of(path, suffixes) is None:
+        raise ConfigError(flag, f"{path}: {what} end in {' or '.join(suffixes)}")
+    if path.is_dir():
+        raise ConfigError(flag, f"{path}: is a folder, not a file name")
+    if not path.parent.is_dir():
+        raise ConfigError(flag, f"{path.parent}: no such folder")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise ConfigError(flag, f"{path.parent}: folder is not writable")
+    return path

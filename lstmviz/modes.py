@@ -36,7 +36,9 @@ class Mode:
     - `sizes`: the sizes as the summary line shows them, formatted with the config's fields;
     - `any_loss`: whether `loss` may name any Keras loss (checked when the run starts);
     - `lead`: leading axes of its per-unit arrays (per-batch runs stack every batch's arrays:
-      ("N",); see `lstmviz.schema`).
+      ("N",); see `lstmviz.schema`);
+    - `fit`: the RunConfig fields it reads in place of `params` when given a `model`: it then
+      trains that Keras model (`lstmviz.engine.fit`), and `loss` may name any Keras loss.
     """
 
     name: str
@@ -52,9 +54,11 @@ class Mode:
     any_loss: bool = False  # `loss` may be any Keras loss name, not only the hidden-state ones
     requires: tuple[str, ...] = ()  # RunConfig fields a run of this mode cannot do without
     refuses: Mapping[str, str] = field(default_factory=dict)
+    fit: frozenset[str] = frozenset()
 
-    def uses(self, param: str) -> bool:
-        return param in COMMON_PARAMS or param in self.params
+    def uses(self, param: str, fitting: bool = False) -> bool:
+        """Whether a run reads RunConfig field `param` (`fitting`: one training a model)."""
+        return param in COMMON_PARAMS or param in (self.fit if fitting else self.params)
 
     def generator(self) -> Callable:
         """Import and return the mode's generator function."""
@@ -148,15 +152,19 @@ register(
     Mode(
         name="train",
         label="training",
-        help="train on a task and watch the gradient flow change step by step.",
+        help="train on a task and watch the gradient flow change step by step; with --model,\n"
+        "fit your own Keras model on your data and record its gradient flow (.lvz).",
         params=frozenset({"task", "train_steps", "connectivity", "inputs"}),
-        run="lstmviz.engine.train:run_train",
+        run="lstmviz.engine.fit:run_training",
         unit="training step",
         count="train_steps",
         refuses={
-            "weights": "training starts from seeded weights in this version",
+            "weights": "training starts from seeded weights in this version (or from a whole "
+            "model: --model FILE)",
             "time_major": "training sequences are always [N, T, I]; drop it",
         },
+        fit=frozenset({"model", "inputs", "targets", "loss", "epochs", "every", "record",
+                       "save_model"}),  # fmt: skip
     )
 )
 register(

@@ -6,8 +6,9 @@ roles, and the window tells live rows from curves by them.
 
 Dimensions are symbols: T (timesteps; P·Tp in a multi-pass run), B (batch), I (input size),
 H (hidden units), P and Tp (passes and steps per pass), N (batches of a per-batch run),
-S (training steps), L (LSTM directions of a model), O (outputs of a read-out), E (input width
-of a model's first recurrent layer). A leading integer multiplies: `4H` is four times H.
+S (training steps; a recording's records), L (LSTM directions of a model), O (outputs of a
+read-out), E (input width of a model's first recurrent layer). A leading integer multiplies:
+`4H` is four times H.
 Per-layer keys are patterns with `{k}` (`layer{k}_h`), whose symbols carry the layer's index:
 `H{k}` is that layer's width, so widths may differ by layer. A key with several shapes lists
 them (`x` is [T, B] token ids or [T, B, I] vectors); `None` means any shape.
@@ -25,6 +26,10 @@ Roles:
 
 A mode with per-unit arrays (`Mode.lead`, e.g. per-batch runs: N) stacks the keys marked
 `stacked` along leading axes.
+
+A recording of a training run (`lstmviz.recording`, `.lvz`) is not a trace, but its arrays are
+checked by the same rules: its keys are listed under the name `RECORDING` in place of a mode
+(one row per record, S records), and its last record is a model-mode trace.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ CURVE, ROWS, UNITS, MAP, SERIES, SCALAR, TEXT, STEPS, DATA = (
     "curve", "rows", "units", "map", "series", "scalar", "text", "steps", "data",
 )  # fmt: skip
 LSTM_MODES = frozenset({"taped", "multipass", "batchwise", "train"})  # one LSTM layer
+RECORDING = "recording"  # stands for a mode when checking a recording's arrays
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,29 @@ _MODEL = [
     _k("model_summary", (), TEXT, MODEL, "name, class, output shape, parameters per layer",
        kinds="U"),  # fmt: skip
 ]
+_RECORD = {RECORDING}
+_RECORDING = [
+    _k("step", ("S",), SERIES, _RECORD, "the training batch of each record (N, 2N, …, counted "
+       "across epochs)", kinds="iu"),  # fmt: skip
+    _k("epoch", ("S",), SERIES, _RECORD, "the epoch of each record (0-based, as Keras counts)",
+       kinds="iu"),  # fmt: skip
+    _k("loss", ("S",), SERIES, _RECORD, "the loss on the recorded data at each record"),
+    _k("train_loss", ("S",), SERIES, _RECORD, "the training loss Keras reported at each record "
+       "(its running mean over the epoch; NaN when it reported none)"),  # fmt: skip
+    _k("record_seconds", ("S",), SERIES, _RECORD, "seconds each record took"),
+    _k("norm_h_total_by_layer", ("S", "L", "T"), DATA, _RECORD,
+       "total ‖dL/dh_t‖ per record and direction"),  # fmt: skip
+    _k("norm_h_direct_by_layer", ("S", "L", "T"), DATA, _RECORD,
+       "direct ‖∂L/∂h_t‖ per record and direction"),  # fmt: skip
+    _k("norm_c_total_by_layer", ("S", "L", "T"), DATA, _RECORD,
+       "cell ‖dL/dc_t‖ per record and direction"),  # fmt: skip
+    _k("saliency", ("S", "T"), DATA, _RECORD, "‖grad_input‖ over E, mean over the samples"),
+    _k("layer_names", ("L",), TEXT, _RECORD, "one name per LSTM direction", kinds="U"),
+    _k("model_summary", (), TEXT, _RECORD, "the model's layers", kinds="U"),
+    _k("model_source", (), TEXT, _RECORD, "the model and its format", kinds="U"),
+    _k("inputs_source", (), TEXT, _RECORD, "the recorded data", kinds="U"),
+    _k("every", (), SCALAR, _RECORD, "N: a record every N training batches", kinds="iu"),
+]
 # Training traces also keep the taped keys of step 0 (initial weights, first batch).
 _STEP0 = {k.name for k in _ONE_LAYER if k.name not in ("connectivity", "stopped")}
 _STEP0 |= {k.name for k in _TRAIN if k.name in (*_READOUT, "grad_readout_kernel",
@@ -203,7 +232,7 @@ _STEP0 -= {"units_done", "units_requested", "weights_source", "inputs_source"}
 def _table() -> dict[str, list[Key]]:
     """Key name -> its entries (a name written by several kinds of mode has one per kind)."""
     table: dict[str, list[Key]] = {}
-    for key in (*_ONE_LAYER, *_MULTIPASS, *_BATCHWISE, *_TRAIN, *_MODEL):
+    for key in (*_ONE_LAYER, *_MULTIPASS, *_BATCHWISE, *_TRAIN, *_MODEL, *_RECORDING):
         table.setdefault(key.name, []).append(key)
     base = {name: keys for name, keys in table.items()}
     for name in (n for n in base if n in _STEP0):
@@ -234,10 +263,14 @@ def lookup(name: str, mode: str | None = None) -> tuple[Key, str] | None:
                 break
     if keys is None:
         return None
-    # A key several kinds of mode write may differ by kind (a model's x holds token ids);
-    # a mode the schema does not name (a new one reusing keys) gets the first entry.
+    # A key several kinds of mode write may differ by kind (a model's x holds token ids, a
+    # recording's loss is one per record): the entry naming `mode` comes before one for any
+    # mode; a mode the schema does not name (a new one reusing keys) gets the first entry.
     for key in keys:
-        if mode is None or key.modes is None or mode in key.modes:
+        if mode is None or (key.modes is not None and mode in key.modes):
+            return key, index
+    for key in keys:
+        if key.modes is None:
             return key, index
     return keys[0], index
 

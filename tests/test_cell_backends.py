@@ -1,16 +1,22 @@
 """Both implementations of `cell.lstm_sequence` — the native CPU kernels and the TensorFlow
 while-loops — against NumPy BPTT (tests/reference.py): states, the total gradients at every
-h_t and c_t, and the gradients of x, the weights and the initial state."""
+h_t and c_t, and the gradients of x, the weights and the initial state; eagerly and compiled
+(where the native backward writes dz over the gates' buffer), with losses that reach h, c or
+both. Shapes include whole vectors and a remainder of units, several row tiles per thread and
+several panels of gate columns, whatever the vector width of the build."""
 
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lstmviz.engine import cell, native
 from lstmviz.engine.tfload import gpu_visible, tf
-from tests.reference import assert_close, np_bptt
+from tests.reference import assert_close, np_bptt, np_forward
 
 
 def test_native_kernels_build_and_load():
@@ -35,32 +41,109 @@ def _native(*args):
 BACKENDS = {"native": _native, "loops": cell._lstm_sequence}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(
-    "steps,batch,inputs,hidden",
-    [(7, 4, 3, 5), (1, 1, 1, 1), (5, 3, 2, 4), (12, 9, 6, 16)],  # odd B: uneven row blocks
-)
-def test_states_and_every_gradient_match_numpy_bptt(rng, backend, steps, batch, inputs, hidden):
-    x = rng.normal(size=(steps, batch, inputs)).astype(np.float32)
-    kernel = (rng.normal(size=(inputs, 4 * hidden)) * 0.5).astype(np.float32)
-    recurrent = (rng.normal(size=(hidden, 4 * hidden)) * 0.5).astype(np.float32)
-    bias = rng.normal(size=4 * hidden).astype(np.float32)
-    h0, c0 = (rng.normal(size=(2, batch, hidden)) * 0.5).astype(np.float32)
+# (7, 4, 3, 5) and (12, 9, 6, 16): odd B, uneven row blocks; (6, 19, 7, 21): 21 units are whole
+# vectors and a remainder with AVX2 (8 floats) and AVX-512 (16), 9 or 10 rows a thread make
+# two row tiles, 84 gate columns several panels with the last one padded.
+SHAPES = [(7, 4, 3, 5), (1, 1, 1, 1), (5, 3, 2, 4), (12, 9, 6, 16), (6, 19, 7, 21)]
+LOSSES = {  # which states the loss reaches: the native backward gets no zeros for the other
+    "h_and_c": (True, True),
+    "h_only": (True, False),
+    "c_only": (False, True),
+}
+
+
+def _problem(rng, steps, batch, inputs, hidden):
+    """x, h0, c0, kernel, recurrent, bias (float32), the initial state not zero."""
+    x = rng.normal(size=(steps, batch, inputs))
+    h0, c0 = rng.normal(size=(2, batch, hidden)) * 0.5
+    kernel = rng.normal(size=(inputs, 4 * hidden)) * 0.5
+    recurrent = rng.normal(size=(hidden, 4 * hidden)) * 0.5
+    bias = rng.normal(size=4 * hidden)
+    return [a.astype(np.float32) for a in (x, h0, c0, kernel, recurrent, bias)]
+
+
+def _check_against_numpy(rng, backend, arrays, loss="h_and_c", mask=None, compiled=False):
+    """Run `backend` on arrays (x, h0, c0, kernel, recurrent, bias) under a random weighting of
+    the states `loss` names; compare states and every gradient with NumPy BPTT."""
+    steps, batch, _ = arrays[0].shape
+    hidden = arrays[1].shape[1]
+    on_h, on_c = LOSSES[loss]
     weight_h, weight_c = rng.normal(size=(2, steps, batch, hidden)).astype(np.float32)
-    sources = [tf.constant(a) for a in (x, h0, c0, kernel, recurrent, bias)]
-    probes = [tf.zeros((steps, batch, hidden)) for _ in range(2)]
-    with tf.GradientTape() as tape:
-        tape.watch(sources + probes)
-        h, c = BACKENDS[backend](*sources, *probes)
-        # Both states enter the loss, so BPTT gets a direct partial at every h_t and c_t.
-        loss = tf.reduce_sum(h * weight_h) + tf.reduce_sum(c * weight_c)
-    grads = tape.gradient(loss, sources + probes)
-    ref = np_bptt(x, kernel, recurrent, bias, h0, c0, weight_h, direct_c=weight_c)
+    masks = [] if mask is None else [tf.constant(mask)]
+
+    def run(*sources):
+        probes = [tf.zeros((steps, batch, hidden)) for _ in range(2)]
+        with tf.GradientTape() as tape:
+            tape.watch([*sources, *probes])
+            h, c = BACKENDS[backend](*sources, *probes, *masks)
+            value = 0.0
+            if on_h:
+                value += tf.reduce_sum(h * weight_h)
+            if on_c:
+                value += tf.reduce_sum(c * weight_c)
+        return h, c, tape.gradient(value, [*sources, *probes])
+
+    run = tf.function(run) if compiled else run
+    h, c, grads = run(*[tf.constant(a) for a in arrays])
+    x, h0, c0, kernel, recurrent, bias = arrays
+    direct_h = weight_h if on_h else np.zeros_like(weight_h)
+    ref = np_bptt(x, kernel, recurrent, bias, h0, c0, direct_h, direct_c=weight_c if on_c else None,
+                  mask=mask)  # fmt: skip
     assert_close(h, ref["h"], what="h")
     assert_close(c, ref["c"], what="c")
     names = ("dx", "dh0", "dc0", "dkernel", "drecurrent", "dbias", "dh", "dc")
     for name, grad in zip(names, grads, strict=True):
         assert_close(grad, ref[name], what=name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("steps,batch,inputs,hidden", SHAPES)
+def test_states_and_every_gradient_match_numpy_bptt(rng, backend, steps, batch, inputs, hidden):
+    _check_against_numpy(rng, backend, _problem(rng, steps, batch, inputs, hidden))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_losses_on_either_state_compiled_or_not_match_numpy_bptt(rng, backend, loss, compiled):
+    _check_against_numpy(rng, backend, _problem(rng, 6, 19, 7, 21), loss, compiled=compiled)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_masked_runs_of_several_tiles_match_numpy_bptt(rng, backend, compiled):
+    """Random holes and post-padding (rows 0 and 1 run no step; row 2 every step) at a shape
+    where every part of the kernels' products and gate passes is used."""
+    steps, batch = 6, 19
+    mask = (rng.random((steps, batch)) < 0.7).astype(np.float32)
+    mask *= np.arange(steps)[:, None] < rng.integers(0, steps + 1, size=batch)
+    mask[:, :2], mask[:, 2] = 0.0, 1.0
+    arrays = _problem(rng, steps, batch, 7, 21)
+    _check_against_numpy(rng, backend, arrays, mask=mask, compiled=compiled)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
+def test_gate_activations_match_numpy_and_are_not_differentiated(rng, backend, masked,
+                                                                  monkeypatch):  # fmt: skip
+    if backend == "native" and native.library() is None:
+        pytest.skip(native.status())
+    if backend == "loops":
+        monkeypatch.setattr(native, "library", lambda: None)
+    steps, batch, hidden = 6, 19, 21
+    arrays = _problem(rng, steps, batch, 7, hidden)
+    mask = (rng.random((steps, batch)) < 0.6).astype(np.float32) if masked else None
+    sources = [tf.constant(a) for a in arrays]
+    with tf.GradientTape() as tape:
+        tape.watch(sources)
+        h, _, gates = cell.lstm_sequence(*sources, mask=mask, with_gates=True)
+        total = tf.reduce_sum(gates)
+    assert all(g is None for g in tape.gradient(total, sources))
+    x, h0, c0, kernel, recurrent, bias = arrays
+    ref_h, _, ref_gates = np_forward(x, kernel, recurrent, bias, h0, c0, mask)
+    assert_close(h, ref_h, what="h")
+    expected = np.stack([np.concatenate(step[:4], axis=-1) for step in ref_gates])
+    assert_close(gates, expected, what="gates")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -186,3 +269,70 @@ def test_a_failing_compiler_is_named_and_leaves_nothing_behind(monkeypatch, tmp_
     with pytest.raises(RuntimeError, match="/bin/false failed: exit code 1"):
         native.build()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_native_arch_names_the_build_and_its_flags(monkeypatch):
+    monkeypatch.delenv(native.ARCH_VARIABLE, raising=False)
+    default = native.library_path()
+    assert native.arch() == "native" and "-march=native" in native._flags()
+    assert default.name.startswith("lstm_kernels-native-")
+    monkeypatch.setenv(native.ARCH_VARIABLE, "haswell")
+    assert "-march=haswell" in native._flags() and "-march=native" not in native._flags()
+    assert native.library_path().name.startswith("lstm_kernels-haswell-")
+    assert native.library_path().parent == default.parent
+
+
+def test_a_malformed_native_arch_is_named_and_the_loops_run(monkeypatch):
+    if gpu_visible() or os.environ.get("LSTMVIZ_NATIVE") == "0":
+        pytest.skip("the while-loops run here by design")
+    monkeypatch.setenv(native.ARCH_VARIABLE, "x -O0")
+    native._load.cache_clear()
+    try:
+        library, status = native._load()
+        assert library is None
+        expected = "LSTMVIZ_NATIVE_ARCH='x -O0' is not a g++ -march name"
+        assert status == f"TensorFlow while-loops ({expected})"
+    finally:
+        monkeypatch.delenv(native.ARCH_VARIABLE)
+        native._load.cache_clear()
+
+
+def test_the_build_description_names_the_vector_instructions():
+    if native.library() is None:
+        assert native.build_description() == ""
+        pytest.skip(native.status())
+    described = native.build_description()
+    assert described.startswith(f"-march={native.arch()}: ")
+    assert any(isa in described for isa in ("AVX-512,", "AVX2+FMA,", "AVX,", "NEON,", "SSE2,"))
+    assert "floats a vector" in described and "register tiles" in described
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        return set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return set()
+
+
+def test_the_avx2_build_matches_numpy_bptt():
+    """LSTMVIZ_NATIVE_ARCH=haswell builds the AVX2 code path, which AVX-512 CPUs run too: its
+    kernels pass this file's and tests/test_mask.py's native tests, in a process of their own
+    (one process loads one build of the ops)."""
+    if shutil.which("g++") is None and not os.environ.get("CXX"):
+        pytest.skip("no C++ compiler")
+    if not {"avx2", "fma"} <= _cpu_flags():
+        pytest.skip("no AVX2 and FMA on this CPU")
+    if gpu_visible() or os.environ.get("LSTMVIZ_NATIVE") == "0":
+        pytest.skip("the while-loops run here by design")
+    root = Path(__file__).resolve().parents[1]
+    env = os.environ | {native.ARCH_VARIABLE: "haswell"}
+    subprocess.run([sys.executable, "-m", "lstmviz.engine.native"], env=env, cwd=root,
+                   check=True, capture_output=True, timeout=600)  # fmt: skip
+    selected = "native and not avx2_build and not malformed"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", selected,
+         "tests/test_cell_backends.py", "tests/test_mask.py"],
+        env=env, cwd=root, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-3000:]

@@ -144,8 +144,9 @@ def test_the_native_ops_check_their_mask():
         )
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"mask must be \[T, B\] = \[3, 2\]"):
         lib.lstmviz_sequence_backward(
-            weights[1], tf.zeros((3, 2, 30)), probes, probes, [tf.ones((3, 1))]
-        )
+            x, weights[1], zeros, zeros, probes, probes, tf.zeros((3, 2, 20)), [probes], [],
+            [tf.ones((3, 1))],
+        )  # fmt: skip
 
 
 def test_masked_gradients_match_finite_differences_in_float64(rng):

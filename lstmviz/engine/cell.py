@@ -85,13 +85,18 @@ def lstm_sequence(
     probe_h: tf.Tensor | None = None,
     probe_c: tf.Tensor | None = None,
     mask: tf.Tensor | None = None,
-) -> tuple[tf.Tensor, tf.Tensor]:
+    *,
+    with_gates: bool = False,
+) -> tuple[tf.Tensor, ...]:
     """Run the cell over x [T, B, I]; return every h_t and c_t, [T, B, H].
 
     The last state is `h[-1], c[-1]`. Weights enter as tensors, so gradients reach whatever
     produced them. With probes (both or neither) dL/dprobe is the total gradient at each state.
     `mask` [T, B], bool or 0/1 in x's dtype, carries the state over where it is 0 (see the
     module docstring); None runs every step. Nothing is differentiated with respect to it.
+    With `with_gates`, also the gate activations [T, B, 4H]: i, f, g, o as the cell computed
+    them at each step from x_t and h_{t-1} (at masked steps too), not differentiated; the
+    native kernels have them anyway, the while-loops compute them after the loop.
     """
     if probe_h is None:
         probe_h = probe_c = tf.zeros_like(tf.broadcast_to(h0, [tf.shape(x)[0], *h0.shape]))
@@ -104,9 +109,23 @@ def lstm_sequence(
             tf.shape(mask), tf.shape(x)[:2], message="the mask must be [T, B] as x is [T, B, I]"
         )
         masks.append(mask)
+    args = (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
     if native.library() is not None and x.dtype == tf.float32:
-        return native.sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
-    return _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
+        return native.sequence(*args, with_gates=with_gates)
+    h, c = _lstm_sequence(*args)
+    if not with_gates:
+        return h, c
+    return h, c, _gate_activations(x, h, h0, kernel, recurrent_kernel, bias)
+
+
+def _gate_activations(x, h, h0, kernel, recurrent_kernel, bias) -> tf.Tensor:
+    """[T, B, 4H]: the gate activations i, f, g, o of every step, from x_t and h_{t-1} (h0
+    first), not differentiated."""
+    h_prev = tf.concat([h0[None], h[:-1]], axis=0)
+    z = input_projection(x, kernel, bias) + tf.einsum("tbh,hg->tbg", h_prev, recurrent_kernel)
+    zi, zf, zg, zo = tf.split(z, 4, axis=-1)
+    gates = tf.concat([tf.sigmoid(zi), tf.sigmoid(zf), tf.tanh(zg), tf.sigmoid(zo)], axis=-1)
+    return tf.stop_gradient(gates)
 
 
 @tf.custom_gradient

@@ -13,24 +13,41 @@
 //
 // Batch rows never interact along the recurrence, so each op splits the batch into one block
 // of rows per intra-op thread and runs the whole sequence on each block with no
-// synchronisation: a step is two small matrix products (Eigen, one thread) and one pass over
-// the gates, where TensorFlow's while-loop pays a dispatch for each of some 40 ops.
-// The weight gradients, sums over all steps, are left to TensorFlow's matmul (native.py).
-// Both ops poll an interrupt flag once per step (lstmviz_interrupt below: Stop in the GUI).
+// synchronisation, where TensorFlow's while-loop pays a dispatch for each of some 40 small ops
+// per step. A forward step is one product, [x_t | h_{t-1}]·[kernel; recurrent] + bias, and one
+// pass over the gates; a backward step one pass over the gates and the product dz_t·Uᵀ, and
+// every few steps the weight gradients' [x_t | h_{t-1} | 1]ᵀ·dz_t for the steps since. The
+// products are panel_gemm.h's register-tiled FMA kernel. Both ops poll an interrupt flag once
+// per step (lstmviz_interrupt below: Stop in the GUI).
+//
+// Memory: the forward keeps the gate activations [T, B, 4H] for the backward, which recomputes
+// ĉ_t = f·c_{t-1} + i·g and tanh(ĉ_t) from them and the c_t it is given (the same code on the
+// same floats, so the same values), and writes dz over them when TensorFlow lets it reuse the
+// buffer (in a compiled graph, where nothing else reads them). A loss that does not reach h or
+// c passes no [T, B, H] of zeros for it.
 #include <algorithm>
 #include <atomic>
 #include <functional>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
+#include "panel_gemm.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
 namespace {
 
+namespace ei = Eigen::internal;
+using lstmviz::kInstructions;
+using lstmviz::kLanes;
+using lstmviz::kPanel;
+using lstmviz::kTileRows;
+using lstmviz::Packet;
+using lstmviz::Panels;
 using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
@@ -40,8 +57,6 @@ using tensorflow::errors::InvalidArgument;
 using tensorflow::shape_inference::DimensionHandle;
 using tensorflow::shape_inference::InferenceContext;
 
-using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMatrixMap = Eigen::Map<const Matrix>;
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 using Masked = std::true_type;
@@ -50,49 +65,119 @@ using Unmasked = std::false_type;
 // Bumped by lstmviz_interrupt(); a running op that sees it change stops at its next step.
 std::atomic<int64_t> interrupts{0};
 
-using RowBlockFn = std::function<void(int64_t, int64_t, const std::function<bool()>&)>;
+using RowBlockFn = std::function<void(int64_t, int64_t, int64_t, const std::function<bool()>&)>;
 
-// Calls fn(first_row, end_row, stop) for contiguous blocks of [0, batch), one per intra-op
-// thread; fn polls stop() once per step. The op fails with Cancelled when lstmviz_interrupt()
-// was called meanwhile.
+// How many blocks ForRowBlocks cuts a batch into: one per intra-op thread, at most one per row.
+int64_t RowBlocks(OpKernelContext* ctx, int64_t batch) {
+  const int64_t threads = ctx->device()->tensorflow_cpu_worker_threads()->workers->NumThreads();
+  return std::max<int64_t>(1, std::min<int64_t>(threads, batch));
+}
+
+// Calls fn(block, first_row, end_row, stop) for the RowBlocks contiguous blocks of [0, batch),
+// in parallel; fn polls stop() once per step. The op fails with Cancelled when
+// lstmviz_interrupt() was called meanwhile.
 void ForRowBlocks(OpKernelContext* ctx, int64_t batch, const RowBlockFn& fn) {
   const int64_t epoch = interrupts.load();
   const std::function<bool()> stop = [epoch] { return interrupts.load() != epoch; };
-  auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(workers->NumThreads(), batch));
+  const int64_t blocks = RowBlocks(ctx, batch);
   using Pool = tensorflow::thread::ThreadPool;
-  workers->ParallelFor(
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
       blocks, Pool::SchedulingParams(Pool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1),
       [&](int64_t first, int64_t last) {
         for (int64_t k = first; k < last; ++k) {
-          fn(batch * k / blocks, batch * (k + 1) / blocks, stop);
+          fn(k, batch * k / blocks, batch * (k + 1) / blocks, stop);
         }
       });
   OP_REQUIRES(ctx, !stop(), tensorflow::errors::Cancelled("LSTM run interrupted"));
 }
 
-// The optional input "mask" (a list of zero or one [T, B] tensors): *values points at its
-// values, or is nullptr when it is absent.
-absl::Status OptionalMask(OpKernelContext* ctx, int64_t T, int64_t B, const float** values) {
-  tensorflow::OpInputList masks;
-  TF_RETURN_IF_ERROR(ctx->input_list("mask", &masks));
+// An optional input (a list of zero or one tensors of `shape`): its values, or nullptr when
+// it is absent.
+absl::Status Optional(OpKernelContext* ctx, const char* name, const TensorShape& shape,
+                      const float** values) {
+  tensorflow::OpInputList given;
+  TF_RETURN_IF_ERROR(ctx->input_list(name, &given));
   *values = nullptr;
-  if (masks.size() > 1) return InvalidArgument("at most one mask, got ", masks.size());
-  if (masks.size() == 0) return absl::OkStatus();
-  if (masks[0].shape() != TensorShape({T, B})) {
-    return InvalidArgument("mask must be [T, B] = [", T, ", ", B, "], got ",
-                           masks[0].shape().DebugString());
+  if (given.size() > 1) return InvalidArgument("at most one ", name, ", got ", given.size());
+  if (given.size() == 0) return absl::OkStatus();
+  if (given[0].shape() != shape) {
+    return InvalidArgument(name, " must be ", shape.DebugString(), ", got ",
+                           given[0].shape().DebugString());
   }
-  *values = masks[0].flat<float>().data();
+  *values = given[0].flat<float>().data();
   return absl::OkStatus();
 }
 
-// Shape function check: the list "mask" holds zero or one tensor.
-absl::Status AtMostOneMask(InferenceContext* ctx) {
-  std::vector<tensorflow::shape_inference::ShapeHandle> masks;
-  TF_RETURN_IF_ERROR(ctx->input("mask", &masks));
-  if (masks.size() > 1) return InvalidArgument("at most one mask, got ", masks.size());
+// The optional mask [T, B], named as the Python side states it.
+absl::Status OptionalMask(OpKernelContext* ctx, int64_t T, int64_t B, const float** values) {
+  tensorflow::OpInputList masks;
+  TF_RETURN_IF_ERROR(ctx->input_list("mask", &masks));
+  if (masks.size() == 1 && masks[0].shape() != TensorShape({T, B})) {
+    return InvalidArgument("mask must be [T, B] = [", T, ", ", B, "], got ",
+                           masks[0].shape().DebugString());
+  }
+  return Optional(ctx, "mask", TensorShape({T, B}), values);
+}
+
+// Shape function check: each named list holds zero or one tensor.
+absl::Status AtMostOne(InferenceContext* ctx, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    std::vector<tensorflow::shape_inference::ShapeHandle> given;
+    TF_RETURN_IF_ERROR(ctx->input(name, &given));
+    if (given.size() > 1) return InvalidArgument("at most one ", name, ", got ", given.size());
+  }
   return absl::OkStatus();
+}
+
+// ---- A row of a step, in registers ------------------------------------------------------------
+//
+// The elementwise part of a step runs over a row's units in packets of kLanes (P = Packet) and
+// the last H mod kLanes units one at a time (P = float): one pass over the row's memory, every
+// intermediate in registers. Packets are GCC vector types, so + - * apply to both kinds; the
+// build's -ffp-contract=off keeps each product and sum rounded as written.
+
+template <typename P>
+EIGEN_ALWAYS_INLINE P Load(const float* from) {
+  return ei::ploadu<P>(from);
+}
+
+template <typename P>
+EIGEN_ALWAYS_INLINE void Store(float* to, const P& value) {
+  ei::pstoreu(to, value);
+}
+
+template <typename P>
+EIGEN_ALWAYS_INLINE P Sigmoid(const P& x) {  // Eigen's logistic(), as ArrayXf::logistic()
+  if constexpr (std::is_same_v<P, float>) {
+    return ei::scalar_logistic_op<float>()(x);
+  } else {
+    return ei::scalar_logistic_op<float>().packetOp(x);
+  }
+}
+
+template <typename P>
+EIGEN_ALWAYS_INLINE P Tanh(const P& x) {  // Eigen's tanh(), as ArrayXf::tanh()
+  if constexpr (std::is_same_v<P, float>) {
+    return ei::scalar_tanh_op<float>()(x);
+  } else {
+    return ei::ptanh(x);
+  }
+}
+
+// fn(j, P{}) for the units j of a row: packets of kLanes, then single floats.
+template <typename Fn>
+EIGEN_ALWAYS_INLINE void ForUnits(int64_t H, Fn&& fn) {
+  int64_t j = 0;
+  for (; j + kLanes <= H; j += kLanes) fn(j, Packet{});
+  for (; j < H; ++j) fn(j, 0.0f);
+}
+
+// The cell's new state ĉ = f·c_prev + i·g. The forward and the backward both compute it, and
+// tanh(ĉ), with this code on the same floats and the same split into packets: the backward's
+// values are the forward's, bit for bit.
+template <typename P>
+EIGEN_ALWAYS_INLINE P NewCell(const P& i, const P& f, const P& g, const P& c_prev) {
+  return f * c_prev + i * g;
 }
 
 }  // namespace
@@ -101,6 +186,15 @@ absl::Status AtMostOneMask(InferenceContext* ctx) {
 // Cancelled); ops started afterwards run normally. Safe from any thread; called through
 // ctypes (lstmviz/engine/interrupt.py), so the GUI thread never runs TensorFlow for it.
 extern "C" void lstmviz_interrupt() { interrupts.fetch_add(1); }
+
+// What this build computes with, for the benchmark's header (native.py reads it by ctypes):
+// the instruction set Eigen's packets use, and the register tile of the products.
+extern "C" const char* lstmviz_kernel_build() {
+  static const std::string text = std::string(kInstructions) + ", " + std::to_string(kLanes) +
+                                  " floats a vector, " + std::to_string(kTileRows) + "×" +
+                                  std::to_string(kPanel) + " register tiles";
+  return text.c_str();
+}
 
 REGISTER_OP("LstmvizSequenceForward")
     .Input("x: float")          // [T, B, I]
@@ -115,39 +209,53 @@ REGISTER_OP("LstmvizSequenceForward")
     .Attr("masks: int >= 0")       // how many: 0 or 1
     .Output("h: float")         // [T, B, H]
     .Output("c: float")         // [T, B, H]
-    .Output("factors: float")   // [T, B, 6H], what a backward step needs (see below)
+    .Output("gates: float")     // [T, B, 4H], the cell's i, f, g, o at every step
     .SetShapeFn([](InferenceContext* ctx) {
       DimensionHandle steps = ctx->Dim(ctx->input(0), 0), batch = ctx->Dim(ctx->input(4), 0),
-                      hidden = ctx->Dim(ctx->input(4), 1), six;
-      TF_RETURN_IF_ERROR(ctx->Multiply(hidden, 6, &six));
+                      hidden = ctx->Dim(ctx->input(4), 1), four;
+      TF_RETURN_IF_ERROR(ctx->Multiply(hidden, 4, &four));
       ctx->set_output(0, ctx->MakeShape({steps, batch, hidden}));
       ctx->set_output(1, ctx->MakeShape({steps, batch, hidden}));
-      ctx->set_output(2, ctx->MakeShape({steps, batch, six}));
-      return AtMostOneMask(ctx);
+      ctx->set_output(2, ctx->MakeShape({steps, batch, four}));
+      return AtMostOne(ctx, {"mask"});
     });
 
 REGISTER_OP("LstmvizSequenceBackward")
+    .Input("x: float")          // [T, B, I], the forward's inputs and outputs:
     .Input("recurrent: float")  // [H, 4H]
-    .Input("factors: float")    // [T, B, 6H] from the forward
-    .Input("dh_direct: float")  // [T, B, H], the loss's partial derivative at each h_t
-    .Input("dc_direct: float")  // [T, B, H], the same at each c_t
-    .Input("mask: masks * float")  // the forward's mask (none, or [T, B])
+    .Input("h0: float")         // [B, H]
+    .Input("c0: float")         // [B, H]
+    .Input("h: float")          // [T, B, H]
+    .Input("c: float")          // [T, B, H]
+    .Input("gates: float")      // [T, B, 4H]
+    .Input("dh_direct: dh_given * float")  // none (zero), or [T, B, H]: ∂L/∂h_t
+    .Input("dc_direct: dc_given * float")  // none (zero), or [T, B, H]: ∂L/∂c_t
+    .Input("mask: masks * float")          // the forward's mask (none, or [T, B])
+    .Attr("dh_given: int >= 0")
+    .Attr("dc_given: int >= 0")
     .Attr("masks: int >= 0")
-    .Output("dz: float")        // [T, B, 4H], dL/d(gate pre-activations)
-    .Output("dh: float")        // [T, B, H], total dL/dh_t through the recurrence
-    .Output("dc: float")        // [T, B, H], total dL/dc_t
-    .Output("dh0: float")       // [B, H]
-    .Output("dc0: float")       // [B, H]
+    .Output("dz: float")            // [T, B, 4H], dL/d(gate pre-activations); may reuse `gates`
+    .Output("dh: float")            // [T, B, H], total dL/dh_t through the recurrence
+    .Output("dc: float")            // [T, B, H], total dL/dc_t
+    .Output("dh0: float")           // [B, H]
+    .Output("dc0: float")           // [B, H]
+    .Output("d_kernel: float")      // [I, 4H] = Σ_t x_tᵀ·dz_t
+    .Output("d_recurrent: float")   // [H, 4H] = Σ_t h_{t-1}ᵀ·dz_t
+    .Output("d_bias: float")        // [4H] = Σ_t Σ_b dz_t[b]
     .SetShapeFn([](InferenceContext* ctx) {
-      DimensionHandle steps = ctx->Dim(ctx->input(2), 0), batch = ctx->Dim(ctx->input(2), 1),
-                      hidden = ctx->Dim(ctx->input(2), 2), four;
+      DimensionHandle steps = ctx->Dim(ctx->input(5), 0), batch = ctx->Dim(ctx->input(5), 1),
+                      hidden = ctx->Dim(ctx->input(5), 2), inputs = ctx->Dim(ctx->input(0), 2),
+                      four;
       TF_RETURN_IF_ERROR(ctx->Multiply(hidden, 4, &four));
       ctx->set_output(0, ctx->MakeShape({steps, batch, four}));
-      ctx->set_output(1, ctx->input(2));
-      ctx->set_output(2, ctx->input(2));
+      ctx->set_output(1, ctx->input(5));
+      ctx->set_output(2, ctx->input(5));
       ctx->set_output(3, ctx->MakeShape({batch, hidden}));
       ctx->set_output(4, ctx->MakeShape({batch, hidden}));
-      return AtMostOneMask(ctx);
+      ctx->set_output(5, ctx->MakeShape({inputs, four}));
+      ctx->set_output(6, ctx->MakeShape({hidden, four}));
+      ctx->set_output(7, ctx->MakeShape({four}));
+      return AtMostOne(ctx, {"dh_direct", "dc_direct", "mask"});
     });
 
 class SequenceForward : public OpKernel {
@@ -171,68 +279,60 @@ class SequenceForward : public OpKernel {
                                 kernel.shape().DebugString(), ", recurrent ",
                                 recurrent.shape().DebugString(), ", h0 ",
                                 h0.shape().DebugString()));
-    Tensor *h_out, *c_out, *factors_out;
+    Tensor *h_out, *c_out, *gates_out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, states, &h_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, states, &c_out));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({T, B, 6 * H}), &factors_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({T, B, 4 * H}), &gates_out));
     const float *xs = x.flat<float>().data(), *h_init = h0.flat<float>().data(),
                 *c_init = c0.flat<float>().data(), *ph = probe_h.flat<float>().data(),
                 *pc = probe_c.flat<float>().data();
     float *hs = h_out->flat<float>().data(), *cs = c_out->flat<float>().data(),
-          *factors = factors_out->flat<float>().data();
-    const ConstMatrixMap W(kernel.flat<float>().data(), I, 4 * H);
-    const ConstMatrixMap U(recurrent.flat<float>().data(), H, 4 * H);
-    const Eigen::Map<const Eigen::RowVectorXf> b(bias.flat<float>().data(), 4 * H);
+          *gates = gates_out->flat<float>().data();
     const float* mask;
     OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
+    // z_t = [x_t | h_{t-1}]·[kernel; recurrent] + bias, the weights packed once for all steps.
+    Panels weights(4 * H, I + H);
+    weights.Append(kernel.flat<float>().data(), I, 4 * H, 1);
+    weights.Append(recurrent.flat<float>().data(), H, 4 * H, 1);
+    weights.SetInit(bias.flat<float>().data());
 
     // kMasked (Masked or Unmasked) picks the instantiation; the unmasked one is the mask-free
     // code, with no per-row test.
     const auto run = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
-      ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1, const auto& stop) {
-        const int64_t n = r1 - r0;
-        Matrix z(n, 4 * H);
-        Eigen::ArrayXf c_new(H), tanh_c(H);
+      ForRowBlocks(ctx, B, [&](int64_t, int64_t r0, int64_t r1, const auto& stop) {
+        const int64_t n = r1 - r0, width = weights.padded_columns();
+        Eigen::ArrayXf z(n * width);
         for (int64_t t = 0; t < T && !stop(); ++t) {
           const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
           const float* h_prev = t == 0 ? h_init + r0 * H : hs + (row - B) * H;
           const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
-          z.noalias() = ConstMatrixMap(xs + row * I, n, I) * W;
-          z.noalias() += ConstMatrixMap(h_prev, n, H) * U;
-          z.rowwise() += b;
+          weights.Multiply(n, {{xs + row * I, I, 1, I}, {h_prev, H, 1, H}}, z.data(), width);
           for (int64_t r = 0; r < n; ++r) {
-            ArrayMap zr(z.row(r).data(), 4 * H);
-            zr.head(2 * H) = zr.head(2 * H).logistic();
-            zr.segment(2 * H, H) = zr.segment(2 * H, H).tanh();
-            zr.tail(H) = zr.tail(H).logistic();
-            const auto i = zr.head(H), f = zr.segment(H, H), g = zr.segment(2 * H, H),
-                       o = zr.tail(H);
-            const ConstArrayMap c_prev(c_prev_block + r * H, H);
-            c_new = f * c_prev + i * g;
-            tanh_c = c_new.tanh();
             const int64_t at = (row + r) * H;
-            if constexpr (kMasked) {
-              // m·new + (1-m)·previous: exactly the one or the other for m = 1 or 0.
-              const float m = mask[row + r], keep = 1.0f - m;
-              ArrayMap(cs + at, H) = m * c_new + keep * c_prev + ConstArrayMap(pc + at, H);
-              ArrayMap(hs + at, H) = m * (o * tanh_c) + keep * ConstArrayMap(h_prev + r * H, H) +
-                                     ConstArrayMap(ph + at, H);
-            } else {
-              ArrayMap(cs + at, H) = c_new + ConstArrayMap(pc + at, H);
-              ArrayMap(hs + at, H) = o * tanh_c + ConstArrayMap(ph + at, H);
-            }
-            // dz/dc for i, f, g; dz/dh for o; then f (dc_{t-1} = dc_t·f) and dc/dh.
-            float* fr = factors + (row + r) * 6 * H;
-            ArrayMap(fr, H) = g * i * (1.0f - i);
-            ArrayMap(fr + H, H) = c_prev * f * (1.0f - f);
-            ArrayMap(fr + 2 * H, H) = i * (1.0f - g * g);
-            ArrayMap(fr + 3 * H, H) = tanh_c * o * (1.0f - o);
-            ArrayMap(fr + 4 * H, H) = f;
-            ArrayMap(fr + 5 * H, H) = o * (1.0f - tanh_c * tanh_c);
-            if constexpr (kMasked) {  // times m: the cell's share of the gradient (none if 0)
-              ArrayMap(fr, 6 * H) *= mask[row + r];
-            }
+            const float *zr = z.data() + r * width, *c_prev = c_prev_block + r * H,
+                        *h_row = h_prev + r * H, *pc_row = pc + at, *ph_row = ph + at;
+            float *g_row = gates + (row + r) * 4 * H, *c_row = cs + at, *h_row_out = hs + at;
+            const float m = kMasked ? mask[row + r] : 1.0f;
+            ForUnits(H, [&](int64_t j, auto lanes) {
+              using P = decltype(lanes);
+              const P i = Sigmoid(Load<P>(zr + j)), f = Sigmoid(Load<P>(zr + H + j)),
+                      g = Tanh(Load<P>(zr + 2 * H + j)), o = Sigmoid(Load<P>(zr + 3 * H + j));
+              Store(g_row + j, i);
+              Store(g_row + H + j, f);
+              Store(g_row + 2 * H + j, g);
+              Store(g_row + 3 * H + j, o);
+              const P cp = Load<P>(c_prev + j), c_new = NewCell(i, f, g, cp), h_new = o * Tanh(c_new);
+              if constexpr (kMasked) {
+                // m·new + (1-m)·previous: exactly the one or the other for m = 1 or 0.
+                const P share = ei::pset1<P>(m), keep = ei::pset1<P>(1.0f - m);
+                Store(c_row + j, share * c_new + keep * cp + Load<P>(pc_row + j));
+                Store(h_row_out + j, share * h_new + keep * Load<P>(h_row + j) + Load<P>(ph_row + j));
+              } else {
+                Store(c_row + j, c_new + Load<P>(pc_row + j));
+                Store(h_row_out + j, h_new + Load<P>(ph_row + j));
+              }
+            });
           }
         }
       });
@@ -250,85 +350,158 @@ class SequenceBackward : public OpKernel {
   explicit SequenceBackward(OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
   void Compute(OpKernelContext* ctx) override {
-    const Tensor &recurrent = ctx->input(0), &factors = ctx->input(1),
-                 &dh_direct = ctx->input(2), &dc_direct = ctx->input(3);
-    OP_REQUIRES(ctx, dh_direct.dims() == 3, InvalidArgument("dh_direct must be [T, B, H]"));
-    const int64_t T = dh_direct.dim_size(0), B = dh_direct.dim_size(1),
-                  H = dh_direct.dim_size(2);
+    const Tensor &x = ctx->input(0), &recurrent = ctx->input(1), &h0 = ctx->input(2),
+                 &c0 = ctx->input(3), &h_in = ctx->input(4), &c_in = ctx->input(5),
+                 &gates_in = ctx->input(6);
+    OP_REQUIRES(ctx, x.dims() == 3 && c_in.dims() == 3,
+                InvalidArgument("x must be [T, B, I] and c [T, B, H]"));
+    const int64_t T = c_in.dim_size(0), B = c_in.dim_size(1), H = c_in.dim_size(2),
+                  I = x.dim_size(2);
     OP_REQUIRES(ctx,
-                recurrent.shape() == TensorShape({H, 4 * H}) &&
-                    factors.shape() == TensorShape({T, B, 6 * H}) &&
-                    dc_direct.shape() == dh_direct.shape(),
-                InvalidArgument("LSTM gradient shapes disagree: dh ",
-                                dh_direct.shape().DebugString(), ", factors ",
-                                factors.shape().DebugString()));
-    Tensor *dz_out, *dh_out, *dc_out, *dh0_out, *dc0_out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({T, B, 4 * H}), &dz_out));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, dh_direct.shape(), &dh_out));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, dh_direct.shape(), &dc_out));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({B, H}), &dh0_out));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({B, H}), &dc0_out));
-    const float *fs = factors.flat<float>().data(), *dh_d = dh_direct.flat<float>().data(),
-                *dc_d = dc_direct.flat<float>().data();
+                x.shape() == TensorShape({T, B, I}) &&
+                    recurrent.shape() == TensorShape({H, 4 * H}) &&
+                    h0.shape() == TensorShape({B, H}) && c0.shape() == h0.shape() &&
+                    h_in.shape() == c_in.shape() &&
+                    gates_in.shape() == TensorShape({T, B, 4 * H}),
+                InvalidArgument("LSTM gradient shapes disagree: x ", x.shape().DebugString(),
+                                ", c ", c_in.shape().DebugString(), ", gates ",
+                                gates_in.shape().DebugString(), ", h0 ",
+                                h0.shape().DebugString()));
+    const float *dh_d, *dc_d, *mask;
+    OP_REQUIRES_OK(ctx, Optional(ctx, "dh_direct", c_in.shape(), &dh_d));
+    OP_REQUIRES_OK(ctx, Optional(ctx, "dc_direct", c_in.shape(), &dc_d));
+    OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
+    Tensor *dz_out, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out, *du_out, *db_out;
+    // dz takes the gates' buffer when nothing else holds it (see the loop).
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({6}, 0, gates_in.shape(), &dz_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, c_in.shape(), &dh_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, c_in.shape(), &dc_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, h0.shape(), &dh0_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, h0.shape(), &dc0_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({I, 4 * H}), &dk_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(6, TensorShape({H, 4 * H}), &du_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(7, TensorShape({4 * H}), &db_out));
+    const float *xs = x.flat<float>().data(), *gates = gates_in.flat<float>().data(),
+                *hs = h_in.flat<float>().data(), *cs = c_in.flat<float>().data(),
+                *h_init = h0.flat<float>().data(), *c_init = c0.flat<float>().data();
     float *dzs = dz_out->flat<float>().data(), *dhs = dh_out->flat<float>().data(),
           *dcs = dc_out->flat<float>().data(), *dh0 = dh0_out->flat<float>().data(),
           *dc0 = dc0_out->flat<float>().data();
-    const ConstMatrixMap U(recurrent.flat<float>().data(), H, 4 * H);
-    const float* mask;
-    OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
+    // dh_{t-1}'s recurrent part dz_t·Uᵀ, Uᵀ [4H, H] packed once.
+    Panels recurrent_t(H, 4 * H);
+    recurrent_t.Append(recurrent.flat<float>().data(), 4 * H, 1, 4 * H);
+    // The weight gradients [x_t | h_{t-1} | 1]ᵀ·dz_t [I+H+1, 4H] (the last row: the bias's)
+    // accumulate per block over chunks of steps, dz packed as B: one product of depth
+    // kChunkDepth or more rather than one per step of depth n, which few rows would make
+    // load-bound. Each block sums into its own partial; the partials are added in block order,
+    // so the result does not depend on which thread finished first.
+    constexpr int64_t kChunkDepth = 64;
+    const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B);
+    const int64_t gradient_width = Panels::PaddedColumns(4 * H);
+    std::vector<Eigen::ArrayXf> partials(blocks);
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).
-    // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t (the factors hold
-    // m), the carried state passes the rest straight back to step t-1:
+    // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t, the carried
+    // state passes the rest straight back to step t-1:
     //   dh_t = direct_t + dz_{t+1}·Uᵀ + (1-m')·dh_{t+1}
     //   dc_t = a_t + m·dh_t·o_t(1-tanh²ĉ_t)
     //   a_t  = direct_t + m'·dc_{t+1}·f_{t+1} + (1-m')·a_{t+1}
     // where a_t is dL/dc_t other than through h_t: what the carry passes on.
     const auto run = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
-      ForRowBlocks(ctx, B, [&](int64_t r0, int64_t r1, const auto& stop) {
-        const int64_t n = r1 - r0;
-        Matrix dh_next = Matrix::Zero(n, H), dc_next = Matrix::Zero(n, H);
+      ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
+        const int64_t n = r1 - r0, width = recurrent_t.padded_columns();
+        const int64_t chunk_steps = (kChunkDepth + n - 1) / std::max<int64_t>(n, 1);
+        Eigen::ArrayXf dh_next = Eigen::ArrayXf::Zero(n * width),
+                       dc_next = Eigen::ArrayXf::Zero(n * H),
+                       chunk = Eigen::ArrayXf::Ones(chunk_steps * n * wide);  // [x | h | 1]
+        Eigen::ArrayXf& partial = partials[block];
+        partial.setZero(wide * gradient_width);
+        Panels dz_chunk(4 * H, chunk_steps * n);
+        int64_t chunked = 0;  // steps in the chunk so far
         for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
           const int64_t row = t * B + r0;
           for (int64_t r = 0; r < n; ++r) {
             const int64_t at = (row + r) * H;
-            const float* fr = fs + (row + r) * 6 * H;
-            ArrayMap dh(dhs + at, H), dc(dcs + at, H), dc_carry(dc_next.row(r).data(), H);
-            dh = ConstArrayMap(dh_d + at, H) + dh_next.row(r).transpose().array();
-            if constexpr (kMasked) {
-              dc = ConstArrayMap(dc_d + at, H) + dc_carry;  // a_t
-              dc_carry = (1.0f - mask[row + r]) * dc;
-              dc += dh * ConstArrayMap(fr + 5 * H, H);
-            } else {
-              dc = ConstArrayMap(dc_d + at, H) + dc_carry + dh * ConstArrayMap(fr + 5 * H, H);
-            }
-            float* dz = dzs + (row + r) * 4 * H;
-            ArrayMap(dz, H) = dc * ConstArrayMap(fr, H);
-            ArrayMap(dz + H, H) = dc * ConstArrayMap(fr + H, H);
-            ArrayMap(dz + 2 * H, H) = dc * ConstArrayMap(fr + 2 * H, H);
-            ArrayMap(dz + 3 * H, H) = dh * ConstArrayMap(fr + 3 * H, H);
-            if constexpr (kMasked) {
-              dc_carry += dc * ConstArrayMap(fr + 4 * H, H);
-            } else {
-              dc_carry = dc * ConstArrayMap(fr + 4 * H, H);
-            }
+            const float* c_prev = t == 0 ? c_init + (r0 + r) * H : cs + at - B * H;
+            // The gates and dz may share a buffer: each unit's four gates are read before
+            // its four dz are written.
+            const float *g_row = gates + (row + r) * 4 * H, *dh_in = dh_next.data() + r * width;
+            float *dz = dzs + (row + r) * 4 * H, *carry = dc_next.data() + r * H;
+            const float m = kMasked ? mask[row + r] : 1.0f;
+            ForUnits(H, [&](int64_t j, auto lanes) {
+              using P = decltype(lanes);
+              const P one = ei::pset1<P>(1.0f), i = Load<P>(g_row + j), f = Load<P>(g_row + H + j),
+                      g = Load<P>(g_row + 2 * H + j), o = Load<P>(g_row + 3 * H + j),
+                      cp = Load<P>(c_prev + j), tanh_c = Tanh(NewCell(i, f, g, cp));
+              P dh = Load<P>(dh_in + j), a = Load<P>(carry + j);  // a_t: below
+              if (dh_d != nullptr) dh = dh + Load<P>(dh_d + at + j);
+              if (dc_d != nullptr) a = a + Load<P>(dc_d + at + j);
+              const P through_h = dh * (o * (one - tanh_c * tanh_c));
+              P dc, to_cell, dz_o, carried;
+              if constexpr (kMasked) {  // the cell gets m·dh and m·dc
+                const P share = ei::pset1<P>(m);
+                dc = a + share * through_h;
+                to_cell = share * dc;
+                dz_o = share * dh * (tanh_c * (o * (one - o)));
+                carried = ei::pset1<P>(1.0f - m) * a + to_cell * f;
+              } else {
+                dc = a + through_h;
+                to_cell = dc;
+                dz_o = dh * (tanh_c * (o * (one - o)));
+                carried = to_cell * f;
+              }
+              Store(dhs + at + j, dh);
+              Store(dcs + at + j, dc);
+              Store(dz + j, to_cell * (g * (i * (one - i))));
+              Store(dz + H + j, to_cell * (cp * (f * (one - f))));
+              Store(dz + 2 * H + j, to_cell * (i * (one - g * g)));
+              Store(dz + 3 * H + j, dz_o);
+              Store(carry + j, carried);
+            });
+            float* chunk_row = chunk.data() + (chunked * n + r) * wide;
+            std::copy_n(xs + (row + r) * I, I, chunk_row);
+            std::copy_n(t == 0 ? h_init + (r0 + r) * H : hs + at - B * H, H, chunk_row + I);
           }
-          dh_next.noalias() = ConstMatrixMap(dzs + row * 4 * H, n, 4 * H) * U.transpose();
+          dz_chunk.Append(dzs + row * 4 * H, n, 4 * H, 1);
+          if (++chunked == chunk_steps || t == 0) {
+            dz_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}},
+                                    partial.data(), gradient_width);
+            dz_chunk.Clear();
+            chunked = 0;
+          }
+          recurrent_t.Multiply(n, {{dzs + row * 4 * H, 4 * H, 1, 4 * H}}, dh_next.data(), width);
           if constexpr (kMasked) {  // the carried part, row r scaled by 1 - m_t[r]
-            const Eigen::Map<const Eigen::ArrayXf> m(mask + row, n);
-            const ConstMatrixMap dh(dhs + row * H, n, H);
-            dh_next.array() += dh.array().colwise() * (1.0f - m);
+            for (int64_t r = 0; r < n; ++r) {
+              ArrayMap(dh_next.data() + r * width, H) +=
+                  (1.0f - mask[row + r]) * ConstArrayMap(dhs + (row + r) * H, H);
+            }
           }
         }
-        Eigen::Map<Matrix>(dh0 + r0 * H, n, H) = dh_next;
-        Eigen::Map<Matrix>(dc0 + r0 * H, n, H) = dc_next;
+        for (int64_t r = 0; r < n; ++r) {
+          std::copy_n(dh_next.data() + r * width, H, dh0 + (r0 + r) * H);
+        }
+        std::copy_n(dc_next.data(), n * H, dc0 + r0 * H);
       });
     };
     if (mask == nullptr) {
       run(Unmasked{});
     } else {
       run(Masked{});
+    }
+    if (!ctx->status().ok()) return;
+    // [d_kernel; d_recurrent; d_bias] = Σ over blocks of their partials [I+H+1, 4H].
+    float* sums[] = {dk_out->flat<float>().data(), du_out->flat<float>().data(),
+                     db_out->flat<float>().data()};
+    const int64_t first_row[] = {0, I, I + H, wide};
+    for (int part = 0; part < 3; ++part) {
+      for (int64_t m = first_row[part]; m < first_row[part + 1]; ++m) {
+        ArrayMap sum(sums[part] + (m - first_row[part]) * 4 * H, 4 * H);
+        sum.setZero();
+        for (const Eigen::ArrayXf& partial : partials) {
+          sum += ConstArrayMap(partial.data() + m * gradient_width, 4 * H);
+        }
+      }
     }
   }
 };

@@ -113,13 +113,20 @@ class ModelGradients:
         self.names = spec.lstm_directions()
         self._step = tf.function(self._compute, reduce_retracing=True)
 
-    def __call__(self, x, y, weights=None) -> dict[str, tf.Tensor]:
+    def __call__(self, x, y, weights=None, cancelled=bool) -> dict[str, tf.Tensor]:
         """x and y batch-major as Keras takes them (NumPy); weights in `weight_names` order
-        (the spec's own when None)."""
+        (the spec's own when None). The first call of a shape traces the graph (seconds for a
+        big model); `cancelled()` is asked once that is done, before the computation (which
+        raises tf.errors.CancelledError then: the native kernels would not see a cancel that
+        came before they started)."""
         weights = flat_weights(self.spec) if weights is None else weights
-        y = tf.zeros([0]) if y is None else y
-        x = np.ascontiguousarray(np.swapaxes(np.asarray(x), 0, 1))  # time-major
-        return self._step(x, y, [tf.convert_to_tensor(w) for w in weights])
+        y = tf.zeros([0]) if y is None else tf.convert_to_tensor(y)
+        x = tf.convert_to_tensor(np.ascontiguousarray(np.swapaxes(np.asarray(x), 0, 1)))
+        weights = [tf.convert_to_tensor(w) for w in weights]
+        step = self._step.get_concrete_function(x, y, weights)
+        if cancelled():
+            raise tf.errors.CancelledError(None, None, "model run cancelled")
+        return step(x, y, weights)
 
     def _compute(self, x, y, weights):
         with tf.GradientTape() as tape:
@@ -169,9 +176,17 @@ def compiled(spec: ModelSpec, loss: ModelLoss) -> ModelGradients:
     return _COMPILED[key][1]
 
 
-def model_arrays(spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y) -> dict[str, np.ndarray]:
-    """The trace arrays of one run (DESIGN's model-mode keys) for checked x, y (batch-major)."""
-    named = compiled(spec, loss)(x, y)
+def model_arrays(
+    spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y, cancelled: Callable[[], bool] = bool
+) -> dict[str, np.ndarray]:
+    """The trace arrays of one run (docs/model-mode.md) for checked x, y (batch-major)."""
+    return named_arrays(spec, compiled(spec, loss)(x, y, cancelled=cancelled), x, y)
+
+
+def named_arrays(spec: ModelSpec, named: dict, x: np.ndarray, y) -> dict[str, np.ndarray]:
+    """The trace arrays from a `ModelGradients` result for x, y (batch-major): NumPy views of
+    the tensors, plus the layer names, x time-major, y, the model summary, the kernel that ran
+    and `nonfinite_steps`."""
     arrays = {key: np.asarray(value) for key, value in named.items()}
     arrays["loss"] = np.float32(arrays["loss"])
     if "mask" in arrays:
@@ -250,13 +265,30 @@ def run_model(
     """Generator: a TraceUpdate when it starts, one when the gradients are in, then the
     GradientTrace. Bad files or data raise before anything runs. The run is one unit of work:
     a cancel before or during it ends the run without a trace."""
-    from lstmviz.weights.model_files import load_model
-
     if not config.model:
         raise ConfigError("--model", "model mode needs a model file: --model FILE")
-    spec = load_model(config.model)
+    spec = _load(config.model)
     loss, x, y, source = prepare(spec, config)
     return _run(spec, loss, x, y, _config(config, x, spec, loss), source, cancelled, keep)
+
+
+_LOADED: dict[tuple, ModelSpec] = {}
+
+
+def _load(path: str) -> ModelSpec:
+    """The model in `path`, the same ModelSpec again while the file is unchanged, so that runs
+    of one model reuse its compiled gradients (`compiled` keys by the spec)."""
+    from lstmviz.weights.model_files import load_model
+
+    try:
+        info = Path(path).stat()
+        key = (str(Path(path).resolve()), info.st_mtime_ns, info.st_size)
+    except OSError:
+        return load_model(path)  # names the problem
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = load_model(path)
+    return _LOADED[key]
 
 
 def _run(spec, loss, x, y, config, source, cancelled=bool, keep=bool):
@@ -265,7 +297,7 @@ def _run(spec, loss, x, y, config, source, cancelled=bool, keep=bool):
     units, results = Units(1, cancelled, keep), []
     start = time.perf_counter()
     for _ in units:
-        units.run(lambda: results.append(model_arrays(spec, loss, x, y)))
+        units.run(lambda: results.append(model_arrays(spec, loss, x, y, cancelled)))
     if not results:
         return
     arrays = results[0]

@@ -45,6 +45,7 @@ class Direction:
     probes: tuple[tf.Tensor, tf.Tensor]
     weights: dict[str, tf.Tensor]  # kernel, recurrent_kernel, bias
     mask: tf.Tensor | None
+    gates: tf.Tensor  # activations i, f, g, o [T, B, 4H] (not differentiated)
 
     def in_input_order(self, value: tf.Tensor) -> tf.Tensor:
         """A [T, …] array of this direction indexed by input position t."""
@@ -159,10 +160,10 @@ class ModelForward:
             tape.watch(bias)
         state = tf.zeros([tf.shape(xd)[1], recurrent.shape[0]], xd.dtype)
         probes = watch_probes(tape, xd, state)
-        masked = {} if md is None else {"mask": md}
-        h, c = lstm_sequence(xd, state, state, w["kernel"], recurrent, bias, *probes, **masked)
+        h, c, gates = lstm_sequence(xd, state, state, w["kernel"], recurrent, bias, *probes,
+                                    mask=md, with_gates=True)  # fmt: skip
         weights = {"kernel": w["kernel"], "recurrent_kernel": recurrent, "bias": bias}
-        return Direction(name, backwards, xd, h, c, probes, weights, md)
+        return Direction(name, backwards, xd, h, c, probes, weights, md, gates)
 
     def _output(self, direction: Direction, args: dict, sequence: bool):
         """The layer's output from a direction: h in processing order (sequences), zeroed at
@@ -204,35 +205,23 @@ class ModelForward:
         return (forward + backward) / 2.0, sequence
 
 
-# Gate i, f, g, o: a gate's activation is s·σ(k·z) + shift (g = tanh z = 2σ(2z) − 1), so the
-# mean activation is an affine map of the mean of σ(k·z); it is saturated (a sigmoid gate below
-# 0.01 or above 0.99, |g| above 0.99) exactly where |z| exceeds logit(0.99) or atanh(0.99).
-_GATE_K = (1.0, 1.0, 2.0, 1.0)
-_GATE_SCALE, _GATE_SHIFT = (1.0, 1.0, 2.0, 1.0), (0.0, 0.0, -1.0, 0.0)
-_SATURATED_Z = (4.59511985, 4.59511985, 2.64665241, 4.59511985)  # logit(0.99), atanh(0.99)
+# Where a gate counts as saturated: a sigmoid gate below 0.01 or above 0.99, |g| above 0.99.
+_CENTRE, _REACH = (0.5, 0.5, 0.0, 0.5), (0.49, 0.49, 0.99, 0.49)
 
 
 def gate_activity(direction: Direction) -> tuple[tf.Tensor, tf.Tensor]:
-    """Mean activation of the gates i, f, g, o and the fraction saturated (sigmoid gates below
-    0.01 or above 0.99, |g| above 0.99), over samples and units, at every step: [4, T] each,
-    indexed by input position, over the samples whose step is not masked (0 where all are).
-    The gates' pre-activations come from the states: z_t = x_t·W + h_{t-1}·U + b (two large
-    matmuls over all steps at once); few elementwise passes over [T, B, 4, H]."""
-    w = direction.weights
+    """Mean activation of the gates i, f, g, o and the fraction saturated, over samples and
+    units, at every step: [4, T] each, indexed by input position, over the samples whose step
+    is not masked (0 where all are). From the activations the LSTM computed."""
     steps, batch, units = (tf.shape(direction.h)[k] for k in range(3))
-    h_prev = tf.concat([tf.zeros_like(direction.h[:1]), direction.h[:-1]], 0)
-    z = tf.einsum("tbi,ig->tbg", direction.x, w["kernel"])
-    z += tf.einsum("tbh,hg->tbg", h_prev, w["recurrent_kernel"]) + w["bias"]
-    z = tf.reshape(z, [steps, batch, 4, units])
-    sigma = tf.sigmoid(z * tf.constant(_GATE_K)[:, None])
-    saturated = tf.cast(tf.abs(z) > tf.constant(_SATURATED_Z)[:, None], z.dtype)
-    weight = tf.ones([steps, batch], z.dtype) if direction.mask is None else direction.mask
-    count = tf.reduce_sum(weight, 1) * tf.cast(units, z.dtype)  # [T]
+    acts = tf.reshape(direction.gates, [steps, batch, 4, units])
+    off = tf.abs(acts - tf.constant(_CENTRE)[:, None])
+    saturated = tf.cast(off > tf.constant(_REACH)[:, None], acts.dtype)
+    weight = tf.ones([steps, batch], acts.dtype) if direction.mask is None else direction.mask
+    count = tf.reduce_sum(weight, 1) * tf.cast(units, acts.dtype)  # [T]
 
     def mean(values):  # [T, B, 4, H] -> [4, T] (input order), over unmasked (b, j)
         total = tf.einsum("tb,tbgh->tg", weight, values)
         return tf.transpose(direction.in_input_order(tf.math.divide_no_nan(total, count[:, None])))
 
-    scale, shift = tf.constant(_GATE_SCALE)[:, None], tf.constant(_GATE_SHIFT)[:, None]
-    means = mean(sigma) * scale + shift * tf.cast(count > 0, z.dtype)[None]
-    return means, mean(saturated)
+    return mean(acts), mean(saturated)

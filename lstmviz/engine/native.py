@@ -8,14 +8,20 @@ while-loops; the two kernels run the forward recurrence and its BPTT as one op e
 compiled at run time: when the library is missing, fails to load, a GPU is visible, or
 LSTMVIZ_NATIVE=0, `library()` is None and `cell.lstm_sequence` uses its while-loops, which
 compute the same (tests/test_cell_backends.py checks both against NumPy BPTT).
+
+They are built for this CPU (-march=native) unless LSTMVIZ_NATIVE_ARCH names another g++
+-march (e.g. "haswell": the AVX2 code path on an AVX-512 machine); each -march is a library
+of its own, so switching between them does not rebuild.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -27,10 +33,16 @@ from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
-_FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
+HEADERS = [Path(__file__).with_name("panel_gemm.h")]  # included by SOURCE: part of the key
+# -ffp-contract=off: the backward recomputes the forward's tanh(c_t) from the same floats and
+# must get the same values, so g++ may not fuse a multiply and an add in one place only.
+_FLAGS = ["-O3", "-ffp-contract=off", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
 # Eigen's AVX512-FP16 code, which -march=native turns on where the CPU has it (Sapphire
 # Rapids and later), does not compile with g++ 12 ("expected initializer before '<'").
 _FP16_OFF = ["-mno-avx512fp16"]
+ARCH_VARIABLE = "LSTMVIZ_NATIVE_ARCH"
+# Which vector-instruction flags of /proc/cpuinfo the benchmark names.
+_VECTOR_FLAGS = re.compile(r"^(sse4_2|avx|avx2|fma|avx512.*|amx.*|asimd|sve.*)$")
 
 
 def _cpu_model() -> str:
@@ -38,25 +50,50 @@ def _cpu_model() -> str:
     CPU (a checkout moved to a machine without, say, AVX-512 would crash, not fall back)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
-            lines = [line for line in info if line.startswith(("model name", "flags"))]
+            lines = [line for line in info if line.startswith(("model name", "flags", "Features"))]
         return "".join(sorted(set(lines)))
     except OSError:
         return platform.processor()
 
 
+def cpu_vector_extensions() -> str:
+    """The CPU's vector extensions as /proc/cpuinfo names them ("avx2 fma avx512f ..."), or
+    "unknown" where there is no /proc/cpuinfo."""
+    flags = {
+        flag
+        for line in _cpu_model().splitlines()
+        if line.startswith(("flags", "Features"))
+        for flag in line.split(":", 1)[1].split()
+    }
+    found = sorted(flag for flag in flags if _VECTOR_FLAGS.match(flag))
+    return " ".join(found) or "unknown"
+
+
+def arch() -> str:
+    """The g++ -march the kernels are built for: LSTMVIZ_NATIVE_ARCH, or "native" (this CPU's
+    every extension). "haswell" builds the AVX2 code path, to study it on an AVX-512 CPU; the
+    library must not run on a CPU without what it was built for (it would crash)."""
+    value = os.environ.get(ARCH_VARIABLE, "").strip() or "native"
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", value):
+        raise RuntimeError(f"{ARCH_VARIABLE}={value!r} is not a g++ -march name")
+    return value
+
+
 def _flags() -> list[str]:
-    """The compiler flags for this CPU."""
-    return _FLAGS + (_FP16_OFF if "avx512_fp16" in _cpu_model() else [])
+    """The compiler flags for this CPU and `arch()`."""
+    fp16 = _FP16_OFF if "avx512_fp16" in _cpu_model() else []
+    return [*_FLAGS, f"-march={arch()}", *fp16]
 
 
 def library_path() -> Path:
     """Where the library for this source, TensorFlow, compiler flags and CPU lives (built or
     not)."""
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), tf.__version__.encode(), " ".join(_flags()).encode(),
+    sources = [SOURCE.read_bytes(), *(header.read_bytes() for header in HEADERS)]
+    for part in (*sources, tf.__version__.encode(), " ".join(_flags()).encode(),
                  platform.machine().encode(), _cpu_model().encode()):  # fmt: skip
         key.update(part)
-    name = f"lstm_kernels-{key.hexdigest()[:16]}.so"
+    name = f"lstm_kernels-{arch()}-{key.hexdigest()[:16]}.so"
     local = SOURCE.parent / "_native"
     if os.access(SOURCE.parent, os.W_OK):
         return local / name
@@ -91,7 +128,10 @@ def build(verbose: bool = False) -> Path:
             errors = [line for line in lines if "error" in line.lower()]
             raise RuntimeError(f"{compiler} failed: {(errors or lines[-1:])[0]}")
         os.replace(partial, target)
-        for old in target.parent.glob("lstm_kernels-*.so"):  # other sources or TF versions
+        # Other sources or TensorFlow versions for this -march; other -march builds stay, so
+        # that switching LSTMVIZ_NATIVE_ARCH does not rebuild.
+        legacy = target.parent.glob("lstm_kernels-" + "?" * 16 + ".so")  # names without -march
+        for old in [*target.parent.glob(f"lstm_kernels-{arch()}-*.so"), *legacy]:
             if old != target:
                 old.unlink(missing_ok=True)
     finally:
@@ -118,13 +158,27 @@ def status() -> str:
     return _load()[1]
 
 
+def build_description() -> str:
+    """What the loaded kernels were built for, in words: the -march, the vector instructions
+    and register tiles of their products ("-march=haswell: AVX2+FMA, 8 floats a vector, 6×16
+    register tiles"); empty when the while-loops run."""
+    if library() is None:
+        return ""
+    described = ctypes.CDLL(str(library_path())).lstmviz_kernel_build
+    described.restype = ctypes.c_char_p
+    return f"-march={arch()}: {described().decode()}"
+
+
 @functools.cache
 def _load():
     if os.environ.get("LSTMVIZ_NATIVE", "1") == "0":
         return None, "TensorFlow while-loops (LSTMVIZ_NATIVE=0)"
     if gpu_visible():
         return None, "TensorFlow while-loops (GPU)"
-    path = library_path()
+    try:
+        path = library_path()
+    except RuntimeError as error:  # a malformed LSTMVIZ_NATIVE_ARCH
+        return None, f"TensorFlow while-loops ({error})"
     if not path.exists():
         return None, "TensorFlow while-loops (native kernels not built: make install)"
     try:
@@ -136,38 +190,37 @@ def _load():
 
 
 @tf.RegisterGradient("LstmvizSequenceForward")
-def _sequence_gradient(op, dh_direct, dc_direct, _dfactors):
+def _sequence_gradient(op, dh_direct, dc_direct, _dgates):
     """BPTT for the forward op: gradients for (x, kernel, recurrent, bias, h0, c0, probe_h,
     probe_c, and the mask when there is one: None); those for the probes are the total dL/dh_t
-    and dL/dc_t. The weight gradients sum over all steps, one large matmul each (dz_t is zero
-    at masked steps, so they need no mask)."""
-    x, kernel, recurrent, _, h0, _, _, _, *mask = op.inputs
-    h, _, factors = op.outputs
-    dh_direct = tf.zeros_like(h) if dh_direct is None else dh_direct
-    dc_direct = tf.zeros_like(h) if dc_direct is None else dc_direct
-    dz, dh, dc, dh0, dc0 = library().lstmviz_sequence_backward(
-        recurrent, factors, dh_direct, dc_direct, mask
+    and dL/dc_t. A state the loss does not reach (its gradient None) enters the backward as no
+    tensor at all rather than [T, B, H] of zeros. The backward op also sums the weight
+    gradients over all steps (dz_t is zero at masked steps, so they need no mask)."""
+    x, kernel, recurrent, _, h0, c0, _, _, *mask = op.inputs
+    h, c, gates = op.outputs
+    dz, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias = library().lstmviz_sequence_backward(
+        x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask
     )
-    gates, hidden, inputs = tf.shape(dz)[2], tf.shape(h)[2], tf.shape(x)[2]
-    dz_rows = tf.reshape(dz, [-1, gates])  # [T·B, 4H]
-    # Σ_t h_{t-1}ᵀ·dz_t, with h_{-1} = h0: two matmuls rather than a copy of h with h0 in front.
-    d_recurrent = tf.matmul(h0, dz[0], transpose_a=True) + tf.matmul(
-        tf.reshape(h[:-1], [-1, hidden]), tf.reshape(dz[1:], [-1, gates]), transpose_a=True
-    )
-    d_kernel = tf.matmul(tf.reshape(x, [-1, inputs]), dz_rows, transpose_a=True)
-    d_bias = tf.reduce_sum(dz_rows, axis=0)
     dx = tf.einsum("tbg,ig->tbi", dz, kernel)  # pruned from compiled graphs unless asked for
     return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
 
 
-def sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None):
+def _given(gradient) -> list:
+    """An optional input of the backward op: [] for an absent (zero) gradient."""
+    return [] if gradient is None else [gradient]
+
+
+def sequence(
+    x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None, with_gates=False
+):
     """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence,
     the mask None or float32 [T, B] of 0/1); differentiable through `_sequence_gradient`
-    (not with respect to the mask)."""
-    h, c, _ = library().lstmviz_sequence_forward(
+    (not with respect to the mask). With `with_gates` also the gate activations [T, B, 4H],
+    not differentiated."""
+    h, c, gates = library().lstmviz_sequence_forward(
         x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c, [] if mask is None else [mask]
     )
-    return h, c
+    return (h, c, tf.stop_gradient(gates)) if with_gates else (h, c)
 
 
 def main() -> None:

@@ -1,0 +1,264 @@
+"""Record a model's gradient flow while `model.fit` trains it: `GradientFlowCallback`.
+
+    from lstmviz.keras import GradientFlowCallback
+    record = GradientFlowCallback((x[:64], y[:64]), "run.lvz", every=50)
+    model.fit(x, y, epochs=5, callbacks=[record])
+
+At the end of every N-th training batch (counted across epochs) the callback runs model mode
+(`lstmviz.engine.model`) on the fixed data with the model's current weights and appends a record
+to the `.lvz` (`lstmviz.recording`): per-direction gradient norms over t, the loss, the input
+saliency, and the full model trace of the latest record. Training goes on exactly as without
+it: it reads the weights and writes nothing back, runs the model in inference (no dropout, no
+noise), and draws from no random stream the training uses.
+
+Imports Keras (and TensorFlow): import it explicitly, `import lstmviz` does not.
+"""
+
+from __future__ import annotations
+
+# TensorFlow first, through lstmviz's quiet import of it, then Keras (which imports it).
+from lstmviz.engine.tfload import tf  # isort: skip
+
+import contextlib
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+
+import keras
+import numpy as np
+
+from lstmviz import files
+from lstmviz.config import RunConfig
+from lstmviz.engine.model import ModelGradients, named_arrays, prepare
+from lstmviz.engine.model_forward import weight_names
+from lstmviz.errors import ConfigError, LstmvizError, ModelError
+from lstmviz.recording import RecordingWriter, record_rows
+from lstmviz.trace import GradientTrace
+from lstmviz.weights.model import LayerSpec, ModelSpec
+from lstmviz.weights.model_files import spec_from_keras
+
+WHERE = "GradientFlowCallback"
+
+
+class GradientFlowCallback(keras.callbacks.Callback):
+    """Append a record to `path` (`.lvz`) at the end of every `every`-th training batch.
+
+    `data` = (x, y): the samples every record runs on, held fixed, batch-major as Keras takes
+    them (x [B, T] token ids or [B, T, I], y as the model's output); keep B modest (64 samples
+    of T=200 through three LSTM directions of 128 units take about half a second a record).
+    `loss`: a Keras loss name for a model compiled with a loss lstmviz does not know by name.
+    The loss is the model's compiled one otherwise.
+
+    Steps count across epochs and across several `fit` calls with the same callback, which
+    append to the same file. Under `tf.distribute` only one replica context writes (Keras
+    calls callbacks once per batch, outside the replicas), and under multi-worker training
+    only the chief. `trace()` gives the model trace at the current weights.
+    """
+
+    def __init__(self, data, path: str | os.PathLike, every: int = 100, loss: str | None = None):
+        super().__init__()
+        if not isinstance(data, tuple | list) or len(data) != 2:
+            raise LstmvizError(f"{WHERE}: data must be (x, y), got {type(data).__name__}")
+        if isinstance(every, bool) or not isinstance(every, int | np.integer) or every < 1:
+            raise LstmvizError(f"{WHERE}: every must be a positive integer, got {every!r}")
+        self.data, self.loss, self.every = data, loss, int(every)
+        self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
+        self.writer = RecordingWriter(self.path, self.every)
+        self._live_model: _LiveModel | None = None
+        self._epoch = 0
+        self._steps_before = 0  # training batches of the epochs (and fits) finished
+        self._steps_in_epoch = 0
+        self._next = self.every  # the step of the next record
+
+    @property
+    def records(self) -> int:
+        """Records written so far."""
+        return self.writer.records
+
+    @property
+    def step(self) -> int:
+        """Training batches so far, counted across epochs and fits."""
+        return self._steps_before + self._steps_in_epoch
+
+    def trace(self) -> GradientTrace:
+        """Model mode at the model's current weights on the callback's data (what a record
+        holds in full)."""
+        return self._live().trace()
+
+    def on_train_begin(self, logs=None) -> None:
+        self._live()  # a model or data it cannot run fails before the first batch
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        self._epoch = int(epoch)
+        self._steps_in_epoch = 0
+
+    def on_train_batch_end(self, batch: int, logs=None) -> None:
+        # With steps_per_execution > 1 Keras reports the last batch of each execution.
+        self._steps_in_epoch = int(batch) + 1
+        step = self.step
+        if step < self._next:
+            return
+        self._next = (step // self.every + 1) * self.every
+        if not self._writes():
+            return
+        start = time.perf_counter()
+        trace = self._live().trace()
+        train_loss = (logs or {}).get("loss", np.nan)
+        rows = record_rows(trace, step, self._epoch, float(train_loss),
+                           time.perf_counter() - start)  # fmt: skip
+        self.writer.append(rows, trace)
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        self._steps_before += self._steps_in_epoch
+        self._steps_in_epoch = 0
+
+    def on_train_end(self, logs=None) -> None:
+        self._steps_before += self._steps_in_epoch
+        self._steps_in_epoch = 0
+        self.writer.close()
+
+    def _live(self) -> _LiveModel:
+        if self._live_model is None:
+            self._live_model = _LiveModel(self.model, *self.data, self.loss)
+        elif self._live_model.model is not self.model:
+            raise LstmvizError(f"{WHERE}: records one model; give another model its own callback")
+        return self._live_model
+
+    def _writes(self) -> bool:
+        """Whether this process and replica context writes the recording."""
+        context = tf.distribute.get_replica_context()
+        if context is not None:
+            replica = tf.get_static_value(context.replica_id_in_sync_group)
+            if replica is not None and int(replica) != 0:
+                return False
+        return bool(self.model.distribute_strategy.extended.should_checkpoint)
+
+
+@contextlib.contextmanager
+def _random_streams_kept() -> Iterator[None]:
+    """Python's and NumPy's global random states as they were: rebuilding a layer in Keras
+    draws seeds from Python's `random`, a stream the training's own layers may draw from."""
+    python, numpy = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        random.setstate(python)
+        np.random.set_state(numpy)
+
+
+class _LiveModel:
+    """Model mode for one live model on fixed data: one compiled ModelGradients, called with
+    the model's current weights read from its variables at every record."""
+
+    def __init__(self, model, x, y, loss: str | None):
+        if not model.built:
+            raise ModelError(f"{WHERE}: the model is not built yet")
+        self.model = model
+        with _random_streams_kept():
+            spec = spec_from_keras(model)
+            config = RunConfig(mode="model", loss=loss or "mean_h", model=None)
+            try:
+                self.loss, x, y, _ = prepare(spec, config, x, y, where=f"{WHERE} data")
+            except ConfigError as exc:
+                text = str(exc).removeprefix(f"{exc.flag}: ").replace("give --loss", "pass loss=")
+                raise LstmvizError(f"{WHERE}: {text}") from None
+            self.gradients = ModelGradients(spec, self.loss)
+            layers = _live_layers(model)
+            self.weights = _weight_readers(spec, layers)
+            self.keras_layers = _keras_layer_pairs(spec, layers, self.gradients)
+        self.spec, self.x, self.y = spec, x, y
+        width = 1 if x.ndim == 2 else int(x.shape[2])
+        hidden = spec.lstm_layers()[0].directions()[0][1].hidden
+        self.config = RunConfig(mode="model", steps=int(x.shape[1]), batch=int(x.shape[0]),
+                                input_dim=width, hidden=hidden, loss=self.loss.name,
+                                model=None)  # fmt: skip
+        shapes = ", ".join(f"{name} {list(a.shape)}" for name, a in (("x", x), ("y", y))
+                           if a is not None)  # fmt: skip
+        self.source = f"{WHERE} data: {shapes}"
+
+    def trace(self) -> GradientTrace:
+        start = time.perf_counter()
+        for ours, theirs in self.keras_layers:
+            ours.assign(tf.convert_to_tensor(theirs))
+        weights = [tf.cast(read(), tf.float32) for read in self.weights]
+        arrays = self._arrays(self.gradients(self.x, self.y, weights))
+        arrays["model_seconds"] = np.float32(time.perf_counter() - start)
+        return GradientTrace("model", self.config, arrays)
+
+    def _arrays(self, named: dict) -> dict[str, np.ndarray]:
+        """The model-mode trace arrays, as `lstmviz.engine.model.model_arrays` gives them."""
+        arrays = named_arrays(self.spec, named, self.x, self.y)
+        arrays["model_source"] = np.array(self.spec.source)
+        arrays["inputs_source"] = np.array(self.source)
+        return arrays
+
+
+def _live_layers(model) -> dict[str, object]:
+    """The model's layers by the names a ModelSpec gives them: nested models flattened in
+    place, a name already taken prefixed with its models' names ("sub/dense")."""
+    found: dict[str, object] = {}
+
+    def walk(container, prefix: str) -> None:
+        for layer in container.layers:
+            if isinstance(layer, keras.layers.InputLayer):
+                continue
+            if isinstance(layer, keras.Model):
+                walk(layer, f"{prefix}{layer.name}/")
+                continue
+            found[layer.name if layer.name not in found else f"{prefix}{layer.name}"] = layer
+
+    walk(model, "")
+    return found
+
+
+def _variable_of(layer, spec: LayerSpec, key: str) -> Callable[[], object]:
+    """A reader of the live variable behind the spec's weight `key` of `layer`."""
+    owner = layer
+    if spec.kind == "bidirectional":
+        half, key = key.split("/", 1)
+        owner = layer.forward_layer if half == "forward" else layer.backward_layer
+    if spec.kind in ("lstm", "bidirectional"):
+        owner = owner.cell
+    elif spec.kind == "time_distributed_dense":
+        owner = layer.layer
+    return lambda: getattr(owner, key)
+
+
+def _weight_readers(spec: ModelSpec, layers: dict) -> list[Callable[[], object]]:
+    """One reader per weight of the forward, in `weight_names` order, each checked against
+    the spec's copy (same shape, same values) so that no weight is read from the wrong
+    variable."""
+    by_name = {layer.name: layer for layer in spec.layers}
+    readers = []
+    for name, key in weight_names(spec):
+        layer_spec = by_name[name]
+        if name not in layers:
+            raise ModelError(f"{WHERE}: layer {layer_spec.label} is not in the model")
+        try:
+            read = _variable_of(layers[name], layer_spec, key)
+            value = np.asarray(tf.convert_to_tensor(read()), np.float32)  # the spec's dtype
+        except (AttributeError, ValueError, TypeError):
+            value = None
+        if value is None or not np.array_equal(value, layer_spec.weights[key]):
+            raise ModelError(f"{WHERE}: cannot find the variable of {key} in layer "
+                             f"{layer_spec.label}")  # fmt: skip
+        readers.append(read)
+    return readers
+
+
+def _keras_layer_pairs(spec: ModelSpec, layers: dict, gradients: ModelGradients) -> list:
+    """(variable of lstmviz's copy, live variable) for the layers only Keras runs: their
+    copies in the forward are brought up to date before every record."""
+    pairs = []
+    for layer_spec in spec.layers:
+        if layer_spec.kind != "keras":
+            continue
+        ours = gradients.forward.keras[layer_spec.name].weights
+        theirs = layers[layer_spec.name].weights if layer_spec.name in layers else []
+        if len(ours) != len(theirs) or any(
+            tuple(a.shape) != tuple(b.shape) for a, b in zip(ours, theirs, strict=False)
+        ):
+            raise ModelError(f"{WHERE}: cannot match the weights of layer {layer_spec.label}")
+        pairs += list(zip(ours, theirs, strict=True))
+    return pairs

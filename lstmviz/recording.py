@@ -1,0 +1,389 @@
+"""Recordings of a training run (`.lvz`): one record every N training batches, read while written.
+
+A `.lvz` is an HDF5 file written with h5py in SWMR mode (single writer, multiple readers), so a
+reader can open it while `model.fit` appends to it. No TensorFlow here.
+
+Layout (every dataset exists from the first record on; SWMR forbids creating any later):
+
+- attributes of the root: `format` ("lstmviz-recording"), `format_version`, `every` (N);
+- one row per record, datasets that grow along their first axis (S records): `step` [S] (the
+  training batch, counted across epochs: N, 2N, …), `epoch` [S] (0-based, as Keras counts),
+  `loss` [S] (on the recorded data), `train_loss` [S] (what Keras reported), `record_seconds`
+  [S], `norm_h_total_by_layer`, `norm_h_direct_by_layer`, `norm_c_total_by_layer` [S, L, T],
+  `saliency` [S, T] (the mean over the samples);
+- `text/`: the text of the last record's trace (`layer_names` [L], `model_summary`,
+  `model_source`, `inputs_source`, `lstm_kernel`) and its RunConfig as `config_json`: the same
+  at every record of a run;
+- `trace/0/`, `trace/1/`: the numeric arrays of the last record's full model trace (model
+  mode's keys), in turns: record n (1-based) is written into `trace/{(n - 1) % 2}`;
+- `records`: how many records are complete; `writing`: the record being written (equal to
+  `records` between records); `finished`: 1 once the writer closed the file.
+
+A record is written in this order, each dataset flushed before the next is touched: its rows,
+then `writing` = n, its trace into the free slot, then `records` = n. A reader takes `records`
+(n) first, then n rows and the slot of record n, then reads `writing` again: more than n + 1
+means record n + 2 may have been overwriting that slot meanwhile, and it reads again. So a
+half-written record is never returned.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import os
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from lstmviz import files, schema
+from lstmviz.atomic import atomic_path
+from lstmviz.config import RunConfig
+from lstmviz.errors import LstmvizError, TraceError
+from lstmviz.trace import GradientTrace
+
+FORMAT = "lstmviz-recording"
+FORMAT_VERSION = 1
+# The rows of a record drawn from the model trace: the per-direction norms over t.
+NORM_KEYS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer")
+SERIES = ("step", "epoch", "loss", "train_loss", "record_seconds", *NORM_KEYS, "saliency")
+TEXT_KEYS = ("layer_names", "model_summary", "model_source", "inputs_source")
+READ_ATTEMPTS = 50  # reads of a record the writer overwrote meanwhile, before giving up
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+SWMR_WRITING = 0b100  # the superblock's flag: a writer holds (or held, if killed) it in SWMR
+# A SWMR reader reads metadata whose checksum fails again, sleeping 1, 2, 4, … ns in between:
+# 25 attempts wait 34 ms at most, while HDF5's 100 would wait for ever on a damaged file.
+METADATA_READ_ATTEMPTS = 25
+
+
+class RecordingError(LstmvizError):
+    """A recording cannot be read or written. The message starts with the file."""
+
+
+@dataclass
+class Recording:
+    """A recording as read: `arrays` holds the rows of every record (`step` [S], `epoch`,
+    `loss`, `train_loss`, `record_seconds` [S], the norms [S, L, T], `saliency` [S, T]) and
+    `layer_names` [L], `model_summary`, `model_source`, `inputs_source`, `every`; `last` is
+    the last record's full model trace (None when not read); `finished` says whether the
+    writer has closed the file (False while fit runs).
+
+    Arrays are reachable as attributes too: `recording.step`."""
+
+    path: Path
+    arrays: dict[str, np.ndarray]
+    last: GradientTrace | None
+    finished: bool
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        arrays = self.__dict__.get("arrays", {})
+        if name in arrays:
+            return arrays[name]
+        raise AttributeError(f"Recording has no array {name!r}")
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.arrays[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.arrays
+
+    def __len__(self) -> int:
+        return len(self.arrays["step"])
+
+    def keys(self) -> list[str]:
+        return sorted(self.arrays)
+
+
+def record_rows(trace: GradientTrace, step: int, epoch: int, train_loss: float = np.nan,
+                seconds: float = np.nan) -> dict[str, np.ndarray]:  # fmt: skip
+    """One record's rows (the `SERIES` keys) from a model-mode trace."""
+    arrays = trace.arrays
+    rows = {
+        "step": np.int64(step),
+        "epoch": np.int64(epoch),
+        "loss": np.float32(arrays["loss"]),
+        "train_loss": np.float32(train_loss),
+        "record_seconds": np.float32(seconds),
+    }
+    rows |= {key: np.asarray(arrays[key], np.float32) for key in NORM_KEYS}
+    rows["saliency"] = np.asarray(arrays["saliency"], np.float32).mean(axis=0)
+    return rows
+
+
+class RecordingWriter:
+    """Appends records to one `.lvz`. The file appears with the first record (written under a
+    temporary name, then renamed: no reader sees a file without one); `close` marks it
+    finished, and a later `append` reopens it and goes on (another `fit` of the same model)."""
+
+    def __init__(self, path: str | os.PathLike, every: int):
+        self.path = Path(path)
+        self.every = int(every)
+        self.records = 0
+        self._file: h5py.File | None = None
+
+    def append(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
+        """Add one record: its `rows` (`record_rows`) and its full model trace."""
+        try:
+            if self._file is None and self.records == 0:
+                self._create(rows, trace)
+                return
+            if self._file is None:
+                self._reopen()
+            self._write(rows, trace)
+        except RecordingError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise RecordingError(f"{self.path}: cannot write the recording ({_one_line(exc)})"
+                                 ) from None  # fmt: skip
+
+    def close(self) -> None:
+        """Mark the recording finished and close it (nothing happens when it is not open)."""
+        if self._file is None:
+            return
+        try:
+            finished = self._file["finished"]
+            finished[()] = 1
+            finished.flush()
+        finally:
+            self._file.close()
+            self._file = None
+
+    def _create(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
+        with atomic_path(self.path, suffix=files.RECORDINGS[0]) as tmp:
+            f = h5py.File(tmp, "w", libver="latest", locking=False)
+            try:
+                f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, every=self.every)
+                for name in ("records", "writing", "finished"):
+                    f.create_dataset(name, data=np.int64(0))
+                for key in SERIES:
+                    value = np.asarray(rows[key])
+                    shape = value.shape
+                    f.create_dataset(key, (0, *shape), value.dtype, maxshape=(None, *shape),
+                                     chunks=(_chunk_rows(value), *shape))  # fmt: skip
+                text = f.create_group("text")
+                text["config_json"] = trace.config.to_json()
+                for key, value in trace.arrays.items():
+                    if np.asarray(value).dtype.kind == "U":
+                        text.create_dataset(key, data=np.asarray(value, dtype=h5py.string_dtype()))
+                # Written before SWMR starts, so that their space is allocated: a dataset
+                # first written under SWMR may lie beyond the end of file a reader sees.
+                for slot in ("0", "1"):
+                    group = f.create_group(f"trace/{slot}")
+                    for key, value in _numeric(trace).items():
+                        if schema.role(key, "model") == schema.STEPS:  # its length varies
+                            group.create_dataset(key, data=value, maxshape=(None,),
+                                                 chunks=(1024,))  # fmt: skip
+                        else:
+                            group.create_dataset(key, data=value)
+                f.swmr_mode = True
+                self._file = f
+                self._write(rows, trace)
+            except BaseException:
+                self._file = None
+                f.close()
+                raise
+
+    def _reopen(self) -> None:
+        f = h5py.File(self.path, "r+", libver="latest", locking=False)
+        try:
+            if f.attrs.get("format") != FORMAT:
+                raise RecordingError(f"{self.path}: not an lstmviz recording any more")
+            f["finished"][()] = 0
+            f.swmr_mode = True
+        except BaseException:
+            f.close()
+            raise
+        self._file = f
+        self.records = int(f["records"][()])
+
+    def _write(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
+        f, n = self._file, self.records
+        for key in SERIES:
+            dataset = f[key]
+            dataset.resize(n + 1, axis=0)
+            dataset[n] = rows[key]
+            dataset.flush()
+        _set(f["writing"], n + 1)
+        slot = f[f"trace/{n % 2}"]
+        for key, value in _numeric(trace).items():
+            dataset = slot[key]
+            if dataset.maxshape != dataset.shape:
+                dataset.resize(value.shape)
+            if value.size:
+                dataset[...] = value
+            dataset.flush()
+        _set(f["records"], n + 1)
+        f.flush()  # the file's own metadata too: the records of a killed writer stay readable
+        self.records = n + 1
+
+
+def _set(dataset: h5py.Dataset, value: int) -> None:
+    dataset[()] = value
+    dataset.flush()
+
+
+def _numeric(trace: GradientTrace) -> dict[str, np.ndarray]:
+    """The trace's arrays that are not text (text is written once per file)."""
+    arrays = {key: np.asarray(value) for key, value in trace.arrays.items()}
+    return {key: value for key, value in arrays.items() if value.dtype.kind != "U"}
+
+
+def _chunk_rows(value: np.ndarray) -> int:
+    """Rows per chunk of a growing dataset: about 64 KiB."""
+    return max(1, min(1024, 65536 // max(1, value.nbytes)))
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+def load_recording(path: str | os.PathLike, trace: bool = True) -> Recording:
+    """Read a recording, also while `fit` is writing it: every complete record, never half of
+    one. `trace=False` leaves out the last record's full model trace (the rows alone are
+    small). Raises RecordingError naming the file when it is missing, not a recording,
+    truncated or corrupt, or written by a newer lstmviz."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecordingError(f"{path}: no such recording")
+    live = _check_superblock(path)
+    try:
+        with _open(path, live) as f:
+            return _read(path, f, trace)
+    except RecordingError:
+        raise
+    except Exception as exc:  # untrusted bytes: h5py raises many types for damaged files
+        raise RecordingError(
+            f"{path}: not a readable recording (truncated or corrupt: {_one_line(exc)})"
+        ) from None
+
+
+def _open(path: Path, swmr: bool) -> h5py.File:
+    """The file for reading (as a SWMR reader when `swmr`), never locked."""
+    if not swmr:
+        return h5py.File(path, "r", libver="latest", locking=False)
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+    fapl.set_file_locking(False, False)  # as h5py.File(…, locking=False) sets it
+    set_attempts = _hdf5_function("H5Pset_metadata_read_attempts")
+    if set_attempts is not None:
+        set_attempts(fapl.id, METADATA_READ_ATTEMPTS)
+    flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
+    return h5py.File(h5py.h5f.open(os.fsencode(path), flags, fapl=fapl))
+
+
+@functools.cache
+def _hdf5_function(name: str):
+    """A function of the HDF5 library h5py has loaded (h5py does not wrap every one), or None
+    where it cannot be found (outside Linux: `/proc/self/maps` lists the loaded libraries)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/libhdf5" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        if "libhdf5_hl" in path or ".so" not in path:
+            continue
+        function = getattr(ctypes.CDLL(path), name, None)
+        if function is not None:
+            function.argtypes, function.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
+            return function
+    return None
+
+
+def _check_superblock(path: Path) -> bool:
+    """Whether a writer holds the file in SWMR mode (or held it and was killed), from its
+    HDF5 superblock (versions 2 and 3, as h5py's libver="latest" writes them); a
+    RecordingError for a file that is not HDF5 or is shorter than the end of file it records.
+
+    Read before HDF5 opens the file: a SWMR reader expects a file that grows, so it does not
+    check the end of file, and on a truncated one it loops or crashes."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(36)
+        size = path.stat().st_size
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(head) < 36 or head[:8] != HDF5_SIGNATURE:
+        raise RecordingError(f"{path}: not a recording (not an HDF5 file, or truncated)")
+    version, offset_size, flags = head[8], head[9], head[11]
+    if version not in (2, 3) or offset_size != 8:
+        raise RecordingError(f"{path}: not a recording (HDF5 superblock version {version})")
+    end = struct.unpack_from("<Q", head, 28)[0]  # after the base and extension addresses
+    if size < end:
+        raise RecordingError(f"{path}: truncated ({size} of its {end} bytes)")
+    return bool(flags & SWMR_WRITING)
+
+
+def _read(path: Path, f: h5py.File, with_trace: bool) -> Recording:
+    if f.attrs.get("format") != FORMAT:
+        raise RecordingError(f"{path}: not an lstmviz recording (an HDF5 file of another kind)")
+    version = int(f.attrs.get("format_version", 0))
+    if version > FORMAT_VERSION:
+        raise RecordingError(
+            f"{path}: written by a newer lstmviz (format {version}, this version reads up to "
+            f"{FORMAT_VERSION})"
+        )
+    for _ in range(READ_ATTEMPTS):
+        count = _counter(f, "records")
+        if count < 1:
+            raise RecordingError(f"{path}: holds no complete record")
+        arrays = {key: _rows(path, f[key], count) for key in SERIES}
+        numeric = _slot(f[f"trace/{(count - 1) % 2}"]) if with_trace else None
+        if _counter(f, "writing") <= count + 1:
+            break
+    else:
+        raise RecordingError(f"{path}: records arrive faster than they can be read")
+    text = {key: _text(f["text"][key]) for key in f["text"]}
+    config_json = str(text.pop("config_json"))
+    arrays |= {key: text[key] for key in TEXT_KEYS if key in text}
+    arrays["every"] = np.int64(f.attrs.get("every", 0))
+    try:
+        # A recording is no trace, but its arrays obey the trace's rules under the schema's
+        # recording keys (one size for each of S, L, T across them).
+        GradientTrace(schema.RECORDING, RunConfig(), arrays).check()
+        last = None
+        if numeric is not None:
+            last = GradientTrace("model", _config(config_json), numeric | text).check()
+    except TraceError as exc:
+        raise RecordingError(f"{path}: {exc}") from None
+    return Recording(path, arrays, last, bool(_counter(f, "finished")))
+
+
+def _counter(f: h5py.File, name: str) -> int:
+    dataset = f[name]
+    dataset.refresh()
+    return int(dataset[()])
+
+
+def _rows(path: Path, dataset: h5py.Dataset, count: int) -> np.ndarray:
+    dataset.refresh()
+    if dataset.shape[0] < count:
+        raise RecordingError(
+            f"{path}: {dataset.name.lstrip('/')} holds {dataset.shape[0]} rows, not {count}"
+        )
+    return dataset[:count]
+
+
+def _slot(group: h5py.Group) -> dict[str, np.ndarray]:
+    arrays = {}
+    for key in group:
+        dataset = group[key]
+        dataset.refresh()
+        arrays[key] = dataset[()]
+    return arrays
+
+
+def _text(dataset: h5py.Dataset) -> np.ndarray:
+    value = dataset.asstr()[()]
+    return np.array(value, dtype=str)
+
+
+def _config(text: str) -> RunConfig:
+    try:
+        return RunConfig.from_dict(json.loads(text)).validate()
+    except (ValueError, TypeError, LstmvizError) as exc:
+        raise TraceError(f"config_json: {_one_line(exc)}") from None

@@ -1,0 +1,269 @@
+"""GradientFlowCallback while Keras's fit trains: records at batches N, 2N, …; the last record
+is model mode (tested against Keras in tests/test_model_mode.py) at the final weights;
+training is exactly as without it; under MirroredStrategy on two logical CPUs one file gets
+one record per N batches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from lstmviz.engine.model import model_gradients
+from lstmviz.errors import LstmvizError
+from lstmviz.keras import GradientFlowCallback
+from lstmviz.recording import load_recording
+from tests.test_model_mode import close
+
+L = keras.layers
+ROOT = Path(__file__).resolve().parents[1]
+T = 7
+
+
+def tokens_model(seed: int = 0):
+    """Embedding with mask_zero → Bidirectional(LSTM) → Dropout → LSTM → Dense."""
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([
+        keras.Input((T,), dtype="int32"),
+        L.Embedding(30, 6, mask_zero=True),
+        L.Bidirectional(L.LSTM(5, return_sequences=True)),
+        L.Dropout(0.3),
+        L.LSTM(4),
+        L.Dense(1, activation="sigmoid"),
+    ])  # fmt: skip
+    model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(0.02))
+    return model
+
+
+def token_data(count: int = 40, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 30, (count, T)).astype(np.int32)
+    x[:, :2] = np.maximum(x[:, :2], 1)  # a masked step or two, never a fully masked sample
+    y = (x[:, :3].sum(1) > 45).astype(np.float32)[:, None]
+    return x, y
+
+
+def test_records_come_at_every_nth_batch_counted_across_epochs(tmp_path):
+    model, (x, y) = tokens_model(), token_data()
+    callback = GradientFlowCallback((x[:16], y[:16]), tmp_path / "run.lvz", every=4)
+    history = model.fit(x, y, batch_size=8, epochs=3, callbacks=[callback], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    assert callback.step == 15 and callback.records == len(rec) == 3 and rec.finished
+    np.testing.assert_array_equal(rec.step, [4, 8, 12])  # 5 batches an epoch
+    np.testing.assert_array_equal(rec.epoch, [0, 1, 2])
+    assert rec.norm_h_total_by_layer.shape == (3, 3, T) and rec.saliency.shape == (3, T)
+    assert list(rec.layer_names) == list(rec.last.layer_names) and len(rec.layer_names) == 3
+    assert np.isfinite(rec.train_loss).all() and (rec.record_seconds > 0).all()
+    assert len(set(rec.loss.tolist())) == 3  # the weights change between records
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    for key in ("norm_h_total_by_layer", "norm_c_total_by_layer"):  # rows of the last record
+        np.testing.assert_array_equal(rec[key][-1], rec.last[key])
+    np.testing.assert_array_equal(rec.loss[-1], rec.last.loss)
+
+
+def nested_model():
+    """A functional model with a nested Sequential and layers only Keras runs (Conv1D,
+    MultiHeadAttention, pooling): their weights train too."""
+    from tests.model_fixtures import keras3_models
+
+    model = keras3_models()["nested"]
+    model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(0.02))
+    return model
+
+
+@pytest.mark.parametrize("build", [tokens_model, nested_model], ids=["tokens", "nested"])
+def test_the_last_record_is_model_mode_at_the_final_weights(tmp_path, build):
+    model = build()
+    steps = model.inputs[0].shape[1]
+    rng = np.random.default_rng(2)
+    x = rng.integers(1, 20, (40, steps)).astype(np.int32)
+    y = rng.integers(0, 2, (40, 1)).astype(np.float32)
+    data = (x[:12], y[:12])
+    callback = GradientFlowCallback(data, tmp_path / "run.lvz", every=5)
+    model.fit(x, y, batch_size=8, epochs=3, callbacks=[callback], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    assert rec.step[-1] == 15  # the last batch: the final weights
+    expected = model_gradients(model, *data)
+    numeric = [k for k in expected.arrays if expected[k].dtype.kind in "fiub"]
+    assert set(numeric) - {"model_seconds"} <= set(rec.last.keys())
+    for key in numeric:
+        if key == "model_seconds":
+            continue
+        if expected[key].dtype.kind == "f":
+            close(rec.last[key], expected[key], 1e-4, key)
+        else:
+            np.testing.assert_array_equal(rec.last[key], expected[key], err_msg=key)
+    first = rec.norm_h_total_by_layer[0]
+    assert not np.allclose(first, rec.norm_h_total_by_layer[-1])  # not the initial weights
+
+
+def test_a_second_fit_goes_on_counting_in_the_same_file(tmp_path):
+    model, (x, y) = tokens_model(), token_data()
+    callback = GradientFlowCallback((x[:8], y[:8]), tmp_path / "run.lvz", every=2)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert list(load_recording(tmp_path / "run.lvz").step) == [2, 4]
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    assert list(rec.step) == [2, 4, 6, 8, 10] and rec.finished
+
+
+def test_with_several_steps_per_execution_a_record_follows_each_multiple(tmp_path):
+    model, (x, y) = tokens_model(), token_data(80)
+    model.compile(loss="binary_crossentropy", optimizer="adam", steps_per_execution=2)
+    callback = GradientFlowCallback((x[:8], y[:8]), tmp_path / "run.lvz", every=3)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    # Keras reports batches 2, 4, 6, 8, 10: the first at or after 3, 6 and 9.
+    assert list(load_recording(tmp_path / "run.lvz").step) == [4, 6, 10]
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path):
+    x, y = token_data()
+    cases = [
+        (dict(data=x, path=tmp_path / "a.lvz"), r"data must be \(x, y\)"),
+        (dict(data=(x, y), path=tmp_path / "a.lvz", every=0), "every must be a positive"),
+        (dict(data=(x, y), path=tmp_path / "a.lvz", every=True), "every must be a positive"),
+        (dict(data=(x, y), path=tmp_path / "a.npz"), "recordings end in .lvz"),
+        (dict(data=(x, y), path=tmp_path / "no" / "a.lvz"), "no such folder"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(LstmvizError, match=message) as info:
+            GradientFlowCallback(**kwargs)
+        assert "\n" not in str(info.value)
+    def own_loss(y_true, y_pred):  # a loss lstmviz does not know by name
+        return keras.ops.mean((y_true - y_pred) ** 2)
+
+    model = tokens_model()
+    model.compile(loss=own_loss, optimizer="adam")
+    callback = GradientFlowCallback((x[:8], y[:8]), tmp_path / "a.lvz", every=1)
+    with pytest.raises(LstmvizError, match="pass loss=") as info:
+        model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert "\n" not in str(info.value) and not (tmp_path / "a.lvz").exists()
+    wrong = (x[:8, :5], y[:8])  # the model takes 7 steps
+    callback = GradientFlowCallback(wrong, tmp_path / "a.lvz", every=1)
+    with pytest.raises(LstmvizError, match=r"x has shape \[8, 5\]"):
+        tokens_model().fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+
+
+def run_script(code: str, tmp_path: Path) -> dict:
+    """Run `code` in a fresh Python (TensorFlow configured before it initialises); it prints
+    one JSON line last."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=600,
+                          env={"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2",
+                               "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+UNCHANGED = """
+    import json, random
+    import numpy as np, keras, tensorflow as tf
+    from lstmviz.keras import GradientFlowCallback
+    from lstmviz.recording import load_recording
+
+    tf.config.experimental.enable_op_determinism()
+    L = keras.layers
+    rng = np.random.default_rng(0)
+    x = rng.integers(1, 30, (48, 7)).astype("int32")
+    y = rng.integers(0, 2, (48, 1)).astype("float32")
+
+    def train(record):
+        keras.utils.set_random_seed(7)
+        inputs = keras.Input((7,), dtype="int32")
+        h = L.Embedding(30, 6)(inputs)
+        h = L.LSTM(5, return_sequences=True)(h)
+        h = L.MultiHeadAttention(2, 3, dropout=0.3)(h, h)  # rebuilt by lstmviz: dropout seeds
+        h = L.Dropout(0.4)(L.GaussianNoise(0.5)(h))
+        h = L.LSTM(4)(L.Bidirectional(L.LSTM(3, return_sequences=True))(h))
+        model = keras.Model(inputs, L.Dense(1, activation="sigmoid")(h))
+        model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(0.01))
+        callbacks = [GradientFlowCallback((x[:16], y[:16]), "run.lvz", every=2)] if record else []
+        model.fit(x, y, batch_size=8, epochs=3, shuffle=True, callbacks=callbacks, verbose=0)
+        weights = [np.asarray(v) for v in model.weights]
+        state = [np.asarray(v) for v in model.optimizer.variables]
+        return weights, state, random.random(), float(np.random.random())
+
+    plain, recorded = train(False), train(True)
+    again = train(False)
+    same = lambda a, b: len(a) == len(b) and all(np.array_equal(p, q) for p, q in zip(a, b))
+    print(json.dumps({
+        "deterministic": same(plain[0], again[0]),
+        "weights": same(plain[0], recorded[0]),
+        "optimizer": same(plain[1], recorded[1]),
+        "python_random": plain[2] == recorded[2],
+        "numpy_random": plain[3] == recorded[3],
+        "records": len(load_recording("run.lvz")),
+    }))
+"""
+
+
+def test_training_is_exactly_the_same_with_the_callback(tmp_path):
+    """Same seed, deterministic ops: the final weights, the optimizer's state and the global
+    random streams after fit are bit-identical with and without recording."""
+    result = run_script(UNCHANGED, tmp_path)
+    assert result["deterministic"], "the control: two runs without the callback differ"
+    assert result["records"] == 9  # 6 batches an epoch, 3 epochs, every 2
+    assert result["weights"] and result["optimizer"], result
+    assert result["python_random"] and result["numpy_random"], result
+
+
+MIRRORED = """
+    import json
+    import numpy as np, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    from lstmviz.engine.model import model_gradients
+    from lstmviz.keras import GradientFlowCallback
+    from lstmviz.recording import load_recording
+
+    L = keras.layers
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    keras.utils.set_random_seed(3)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((6, 3)),
+                                  L.Bidirectional(L.LSTM(4, return_sequences=True)),
+                                  L.LSTM(3), L.Dense(2, activation="softmax")])
+        model.compile(loss="sparse_categorical_crossentropy", optimizer="adam")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 6, 3)).astype("float32")
+    y = rng.integers(0, 2, 32).astype("int32")
+    callback = GradientFlowCallback((x[:10], y[:10]), "run.lvz", every=2)
+    model.fit(x, y, batch_size=8, epochs=3, callbacks=[callback], verbose=0)
+    rec = load_recording("run.lvz")
+    expected = model_gradients(model, x[:10], y[:10])
+    worst = max(float(np.abs(rec.last[k] - expected[k]).max() / max(np.abs(expected[k]).max(),
+                1e-6)) for k in expected.keys() if expected[k].dtype.kind == "f"
+                and k != "model_seconds")
+    import os
+    print(json.dumps({"replicas": strategy.num_replicas_in_sync, "steps": rec.step.tolist(),
+                      "files": sorted(os.listdir(".")), "worst": worst,
+                      "finished": rec.finished}))
+"""
+
+
+def test_under_mirrored_strategy_one_file_gets_one_record_per_n_batches(tmp_path):
+    result = run_script(MIRRORED, tmp_path)
+    assert result["replicas"] == 2
+    assert result["steps"] == [2, 4, 6, 8, 10, 12]  # 4 global batches an epoch, 3 epochs
+    assert result["files"] == ["run.lvz"] and result["finished"]
+    assert result["worst"] <= 1e-4, result
+
+
+def test_the_overhead_bench_runs_on_a_tiny_shape(capsys):
+    import importlib.util
+
+    path = ROOT / "bench" / "bench_record.py"
+    spec = importlib.util.spec_from_file_location("bench_record", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--steps", "6", "--batch", "4", "--samples", "4", "--units", "3",
+                "--vocabulary", "20", "--batches", "2", "--repeats", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "overhead per record" in out and "writing the record" in out, out

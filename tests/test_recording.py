@@ -1,0 +1,275 @@
+"""The `.lvz` recording format (lstmviz.recording), without TensorFlow: records written from
+model-mode traces read back as written, also by another process while a writer appends
+(SWMR), never half a record; damaged files give one line naming the file; the CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from lstmviz import files
+from lstmviz.cli import main
+from lstmviz.config import RunConfig
+from lstmviz.export import export
+from lstmviz.recording import RecordingError, RecordingWriter, load_recording, record_rows
+from lstmviz.trace import GradientTrace
+
+ROOT = Path(__file__).resolve().parents[1]
+T, B, L, H = 6, 3, 2, 4
+NAMES = ["bi/forward", "bi/backward"]
+
+
+def model_trace(seed: int, nonfinite: int = 0) -> GradientTrace:
+    """A model-mode trace of two directions with random arrays, every value from `seed`."""
+    rng = np.random.default_rng(seed)
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    arrays = {
+        "x": rng.integers(1, 9, (T, B)).astype(np.int32),
+        "y": rng.integers(0, 2, (B, 1)).astype(np.float32),
+        "y_pred": r(B, 1),
+        "loss": np.float32(rng.random()),
+        "loss_by_sample": r(B),
+        "layer_names": np.array(NAMES),
+        "model_summary": np.array("Model 'toy'\n  emb  Embedding"),
+        "lstm_kernel": np.array("native"),
+        "grad_input": r(T, B, 5),
+        "saliency": np.abs(r(B, T)),
+        "mask": rng.random((T, B)) > 0.2,
+        "nonfinite_steps": np.arange(nonfinite),
+    }
+    for k in range(L):
+        for key in ("h", "c", "grad_h_total", "grad_c_total", "grad_h_direct"):
+            arrays[f"layer{k}_{key}"] = r(T, B, H)
+        arrays[f"layer{k}_grad_kernel"] = r(5, 4 * H)
+        arrays[f"layer{k}_grad_recurrent_kernel"] = r(H, 4 * H)
+        arrays[f"layer{k}_grad_bias"] = r(4 * H)
+        arrays[f"layer{k}_gates_mean"] = r(4, T)
+        arrays[f"layer{k}_gates_saturated"] = r(4, T)
+    for key in ("norm_h_total", "norm_h_direct", "norm_c_total"):
+        arrays[f"{key}_by_layer"] = np.abs(r(L, T))
+    config = RunConfig(mode="model", steps=T, batch=B, input_dim=1, hidden=H,
+                       loss="binary_crossentropy", model=None)  # fmt: skip
+    return GradientTrace("model", config, arrays).check()
+
+
+def write(path: Path, seeds, every: int = 5, close: bool = True) -> RecordingWriter:
+    writer = RecordingWriter(path, every)
+    for n, seed in enumerate(seeds, 1):
+        trace = model_trace(seed, nonfinite=n % 3)
+        writer.append(record_rows(trace, n * every, n // 2, train_loss=0.5 / n, seconds=0.1),
+                      trace)  # fmt: skip
+    if close:
+        writer.close()
+    return writer
+
+
+def same_trace(a: GradientTrace, b: GradientTrace) -> None:
+    assert a.mode == b.mode and a.config == b.config
+    assert sorted(a.arrays) == sorted(b.arrays)
+    for key in a.arrays:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        assert np.asarray(a[key]).dtype.kind == np.asarray(b[key]).dtype.kind, key
+
+
+def test_records_read_back_as_written(tmp_path):
+    path = tmp_path / "run.lvz"
+    seeds = [11, 12, 13]
+    write(path, seeds)
+    rec = load_recording(path)
+    traces = [model_trace(s, nonfinite=n % 3) for n, s in enumerate(seeds, 1)]
+    assert len(rec) == 3 and rec.finished and int(rec["every"]) == 5
+    np.testing.assert_array_equal(rec.step, [5, 10, 15])
+    np.testing.assert_array_equal(rec.epoch, [0, 1, 1])
+    np.testing.assert_allclose(rec.train_loss, [0.5, 0.25, 0.5 / 3], rtol=1e-6)
+    np.testing.assert_array_equal(rec.loss, [t.loss for t in traces])
+    for key in ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer"):
+        np.testing.assert_array_equal(rec[key], np.stack([t[key] for t in traces]))
+    np.testing.assert_allclose(rec.saliency, np.stack([t.saliency.mean(0) for t in traces]),
+                               rtol=1e-6)  # fmt: skip
+    assert list(rec.layer_names) == NAMES and "Embedding" in str(rec.model_summary)
+    same_trace(rec.last, traces[-1])  # the last record's full trace, text keys included
+    assert load_recording(path, trace=False).last is None
+
+
+def test_a_later_fit_appends_to_the_same_file(tmp_path):
+    path = tmp_path / "run.lvz"
+    writer = write(path, [1, 2])
+    assert load_recording(path).finished
+    trace = model_trace(3)
+    writer.append(record_rows(trace, 99, 7), trace)
+    rec = load_recording(path)
+    assert not rec.finished  # open again, for the second fit
+    np.testing.assert_array_equal(rec.step, [5, 10, 99])
+    same_trace(rec.last, trace)
+    writer.close()
+    assert load_recording(path).finished
+
+
+def test_the_file_appears_whole_with_its_first_record(tmp_path):
+    path = tmp_path / "run.lvz"
+    path.write_bytes(b"an older recording")
+    writer = write(path, [4], close=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.lvz"]  # renamed into place
+    rec = load_recording(path)
+    assert len(rec) == 1 and not rec.finished
+    writer.close()
+
+
+WRITER = """
+import sys, time
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {tests!r})
+from test_recording import model_trace
+from lstmviz.recording import RecordingWriter, record_rows
+writer = RecordingWriter({path!r}, 1)
+for n in range(1, {count} + 1):
+    trace = model_trace(n)
+    writer.append(record_rows(trace, n, 0), trace)
+    if n == 1:
+        print("first", flush=True)
+writer.close()
+"""
+
+
+def test_a_reader_never_sees_half_a_record_while_another_process_writes(tmp_path):
+    """A writer process appends 400 records as fast as it can; this process reads all the
+    while. Every read holds complete records: its rows are those of records 1…n, and its full
+    trace is record n's (so the slot was not being overwritten under it)."""
+    path = tmp_path / "live.lvz"
+    code = WRITER.format(root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), count=400)
+    writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "first"
+    reads, counts = 0, set()
+    while True:
+        done = writer.poll() is not None
+        rec = load_recording(path)
+        n = len(rec)
+        counts.add(n)
+        np.testing.assert_array_equal(rec.step, np.arange(1, n + 1))
+        expected = model_trace(n)
+        np.testing.assert_array_equal(rec.norm_h_total_by_layer[-1],
+                                      expected.norm_h_total_by_layer)  # fmt: skip
+        for key in ("layer1_grad_h_total", "grad_input", "loss", "norm_c_total_by_layer"):
+            np.testing.assert_array_equal(rec.last[key], expected[key], err_msg=f"{key} at {n}")
+        reads += 1
+        if done:
+            break
+    assert writer.wait() == 0
+    assert n == 400 and rec.finished
+    assert reads > 5 and len(counts) > 3, (reads, sorted(counts))  # it did read while growing
+
+
+def one_line_error(path, match: str) -> None:
+    with pytest.raises(RecordingError) as info:
+        load_recording(path)
+    text = str(info.value)
+    assert "\n" not in text and text.startswith(str(path)) and match in text, text
+
+
+def test_truncated_or_foreign_files_are_one_line_errors(tmp_path):
+    whole = tmp_path / "whole.lvz"
+    write(whole, [1, 2, 3])
+    data = whole.read_bytes()
+    for name, content, match in [
+        ("half.lvz", data[: len(data) // 2], "truncated"),
+        ("head.lvz", data[:20], "not a recording"),
+        ("text.lvz", b"not hdf5 at all" * 10, "not a recording"),
+        ("empty.lvz", b"", "not a recording"),
+    ]:
+        (tmp_path / name).write_bytes(content)
+        one_line_error(tmp_path / name, match)
+    one_line_error(tmp_path / "missing.lvz", "no such recording")
+    other = tmp_path / "other.lvz"
+    with h5py.File(other, "w", libver="latest") as f:
+        f["kernel"] = np.zeros((2, 8))
+    one_line_error(other, "not an lstmviz recording")
+
+
+def test_a_killed_writer_leaves_its_records_readable_and_a_cut_copy_is_refused(tmp_path):
+    path = tmp_path / "killed.lvz"
+    code = WRITER.replace("writer.close()", "import os; os._exit(3)")
+    code = code.format(root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), count=4)
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 3
+    rec = load_recording(path)
+    assert len(rec) == 4 and not rec.finished
+    same_trace(rec.last, model_trace(4))
+    cut = tmp_path / "cut.lvz"
+    cut.write_bytes(path.read_bytes()[: os.path.getsize(path) - 100])
+    one_line_error(cut, "truncated")
+
+
+def test_arrays_that_do_not_belong_together_are_refused(tmp_path):
+    path = tmp_path / "run.lvz"
+    write(path, [1, 2])
+    with h5py.File(path, "r+") as f:
+        del f["text/layer_names"]
+        f["text/layer_names"] = np.array(["a", "b", "c"], dtype=h5py.string_dtype())
+    one_line_error(path, "layer_names")
+    write(path, [1, 2])
+    with h5py.File(path, "r+") as f:
+        f.attrs["format_version"] = 99
+    one_line_error(path, "newer lstmviz")
+
+
+def test_the_csv_has_one_row_per_record(tmp_path, capsys):
+    path = tmp_path / "run.lvz"
+    write(path, [5, 6, 7, 8])
+    assert main(["export", str(path), "--csv", str(tmp_path / "r.csv")]) == 0
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())))
+    rec = load_recording(path)
+    assert [int(r["step"]) for r in rows] == [5, 10, 15, 20]
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 1, 2]
+    assert np.allclose([float(r["loss"]) for r in rows], rec.loss, rtol=1e-7)
+    norms = rec.norm_c_total_by_layer[:, 1]  # [S, T] of bi/backward
+    for stat, expected in (("mean", norms.mean(1)), ("min", norms.min(1)), ("max", norms.max(1))):
+        column = [float(r[f"bi/backward_norm_c_total_{stat}"]) for r in rows]
+        np.testing.assert_allclose(column, expected, rtol=1e-6)
+    assert len(rows[0]) == 5 + 3 * L * 3  # three norms × two directions × mean, min, max
+    assert list(rows[0])[5:8] == [f"bi/forward_norm_h_total_{s}" for s in ("mean", "min", "max")]
+
+
+def test_export_refuses_figures_and_damaged_recordings_in_one_line(tmp_path, capsys):
+    path = tmp_path / "run.lvz"
+    write(path, [1])
+    for flag in ("--png", "--svg", "--pdf"):
+        assert main(["export", str(path), flag, str(tmp_path / f"f.{flag[2:]}")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "recording" in err and "--csv" in err, err
+    half = tmp_path / "half.lvz"
+    half.write_bytes(path.read_bytes()[:5000])
+    assert main(["export", str(half), "--csv", str(tmp_path / "h.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(half) in err and "truncated" in err, err
+    with pytest.raises(Exception, match="would overwrite"):
+        export(path, csv=path.with_suffix(".lvz"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["half.lvz", "run.lvz"]
+
+
+def test_a_recording_is_its_own_kind_of_file(tmp_path):
+    path = tmp_path / "Run.LVZ"
+    path.write_bytes(b"")
+    assert files.kind(path) == "recording"
+    assert main(["gui", str(path)]) == 2  # the app's recording view comes later
+
+
+def test_reading_a_recording_needs_neither_tensorflow_nor_qt():
+    code = (
+        "import sys, lstmviz\n"
+        "assert callable(lstmviz.load_recording) and lstmviz.Recording\n"
+        "import lstmviz.export, lstmviz.recording\n"
+        "assert 'tensorflow' not in sys.modules and 'PySide6' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=os.environ | {"PYTHONPATH": str(ROOT)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
