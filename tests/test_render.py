@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from lstmviz.config import RunConfig
-from lstmviz.render.layout import LSTM_PANELS, PANEL_NAMES, PANEL_ROWS, panels_for
+from lstmviz.render.layout import (
+    LSTM_PANELS,
+    PANEL_NAMES,
+    RECORDING_PANELS,
+    RECORDING_ROWS,
+    WINDOW_ROWS,
+    panels_for,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 # The only modules that may import the window package: the window itself, the CLI that launches
@@ -101,7 +108,8 @@ def test_panels_for_follows_the_arrays_and_a_live_run():
     assert panels_for({}, taped, live=True) == [*base, "connectivity"]
     assert panels_for({}, RunConfig(mode="multipass", connectivity=True), live=True) == base
     assert panels_for({}, RunConfig(mode="train"), live=True) == ["norm", "loss", "rows", "units"]
-    assert sorted(n for row in PANEL_ROWS for n in row) == sorted(PANEL_NAMES)
+    assert sorted(n for row in WINDOW_ROWS for n in row) == sorted(PANEL_NAMES)
+    assert sorted(n for row in RECORDING_ROWS for n in row) == sorted(RECORDING_PANELS)
 
 
 @pytest.fixture(scope="module")

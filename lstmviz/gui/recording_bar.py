@@ -63,12 +63,12 @@ class RecordingBar(QWidget):
             "The timesteps the heatmap's total gradient norm is taken over: all of them, or a\n"
             "window (also: drag the shaded band in the curves panel)."
         )
-        self.range_box.activated.connect(self._range_edited)
+        self.range_box.activated.connect(lambda _: self._range_edited())
         self.first = QSpinBox(prefix="t ", minimum=0, maximum=0)
         self.last = QSpinBox(prefix="to ", minimum=0, maximum=0)
         for box in (self.first, self.last):
             box.setKeyboardTracking(False)
-            box.valueChanged.connect(self._range_edited)
+            box.valueChanged.connect(lambda _, edited=box: self._range_edited(edited))
             box.setEnabled(False)
         self.note = QLabel(textFormat=Qt.RichText, wordWrap=True)
         self.summary = QPlainTextEdit(readOnly=True)
@@ -97,7 +97,7 @@ class RecordingBar(QWidget):
         layout.addLayout(span, 2, 0)
         layout.addWidget(self.summary, 0, 1, 3, 1)
         layout.setColumnStretch(0, 1)
-        self.setMaximumHeight(120)
+        self.setFixedHeight(110)  # text that changes as records arrive never re-lays the window out
 
     def reset(self) -> None:
         """For another recording: the last record, every timestep (no signals)."""
@@ -141,9 +141,11 @@ class RecordingBar(QWidget):
         self._describe()
         self.record_chosen.emit(self.record())
 
-    def _range_edited(self, *_) -> None:
-        if self.range_box.currentIndex() == 1 and self.first.value() > self.last.value():
-            self.set_range((self.first.value(), self.last.value()))  # put the ends in order
+    def _range_edited(self, edited: QSpinBox | None = None) -> None:
+        """The range box or an end changed: an end moved past the other takes it along."""
+        lo, hi = self.first.value(), self.last.value()
+        if lo > hi and edited is not None:
+            self.set_range((lo, lo) if edited is self.first else (hi, hi))
         self._enable_range()
         self.range_chosen.emit(self.t_range())
 
