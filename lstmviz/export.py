@@ -49,7 +49,12 @@ import numpy as np
 from lstmviz import files, schema
 from lstmviz.atomic import atomic_path
 from lstmviz.errors import LstmvizError, TraceError
-from lstmviz.render.layout import PANEL_NAMES
+from lstmviz.render.layout import (
+    LSTM_PANELS,
+    MODEL_PANELS,
+    PANEL_NAMES,
+    RECORDING_PANELS,
+)
 from lstmviz.trace import GradientTrace
 
 FORMATS = ("png", "svg", "pdf", "csv")
@@ -259,6 +264,12 @@ def export(
                 raise ExportError(
                     f"--panel: unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})"
                 )
+        # a recording's panels draw its rows, the others a trace (for a recording, its last)
+        fitting = RECORDING_PANELS + MODEL_PANELS if recording else LSTM_PANELS + MODEL_PANELS
+        for entry in panels:
+            if isinstance(entry, str) and entry not in fitting:
+                raise ExportError(f"--panel {entry}: not a panel of a {what} (a {what} has "
+                                  f"{', '.join(fitting)})")  # fmt: skip
     if needs_qt:
         width, height, dpi = _size(width, height, dpi)
     if "npz" in targets and recording and trace.last is None:

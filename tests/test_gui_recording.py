@@ -117,6 +117,40 @@ def test_a_finished_recording_opens_whole(qtbot, window, errors, fitted):
     assert not bar.isVisibleTo(window) and not shown_panels(window) & RECORDING_PANELS
 
 
+def test_the_recording_panels_fit_the_window_as_records_accumulate(qtbot, window, errors,
+                                                                   tmp_path):  # fmt: skip
+    """In the window at its first size, with the model panels below: no legend widens a plot
+    past its view (its right part would be cut off), and the heatmap labels as many records
+    by their training step as its axis has room for, the labels never overlapping."""
+    from PySide6.QtGui import QFontMetrics
+
+    path = tmp_path / "long.lvz"
+    writer = RecordingWriter(path, 100)
+    for n in range(1, 61):
+        trace = model_trace(n % 5)
+        writer.append(rows_of(trace, 100 * n, n // 10), trace)
+    writer.close()
+    window.resize(1280, 820)
+    assert window.open_path(str(path))
+    drain(window)
+    qtbot.wait(50)
+    assert not errors
+    for name in RECORDING_PANELS:
+        panel = window.area.by_name[name]
+        item = panel.plot.getPlotItem()
+        assert item.geometry().width() <= panel.plot.width() + 0.5, name
+    heatmap = window.area.by_name["record_map"]
+    axis, view = heatmap.plot.getAxis("bottom"), heatmap.plot.getViewBox()
+    (ticks,) = axis._tickLevels  # what setTicks set: (x, label), x in records
+    assert 2 <= len(ticks) < 60 and ticks[0] == (0.5, "100")
+    (x0, x1), _ = view.viewRange()
+    spacing = (ticks[1][0] - ticks[0][0]) * view.width() / (x1 - x0)
+    metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
+    assert spacing > max(metrics.horizontalAdvance(label) for _, label in ticks) + 4, spacing
+    window.resize(1900, 820)  # wider: more labels
+    qtbot.waitUntil(lambda: len(axis._tickLevels[0]) > len(ticks), timeout=5_000)
+
+
 def test_a_drop_of_a_recording_opens_it_and_a_run_closes_it(qtbot, window, errors, fitted):
     from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
     from PySide6.QtGui import QDropEvent

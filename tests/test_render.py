@@ -182,6 +182,56 @@ def test_panel_flag_takes_the_five_names(trained, tmp_path, capsys):
     assert "'norm', 'loss', 'rows', 'units', 'connectivity'" in capsys.readouterr().err
 
 
+def test_export_of_a_recording_draws_its_evolution_figure(tmp_path, capsys):
+    """`lstmviz export REC.lvz --png/--svg/--pdf`: the recording's three panels (the layer
+    names on the heatmap's rows), its model panels when asked for, one line for what cannot
+    be drawn."""
+    from PySide6.QtGui import QImage
+
+    from lstmviz.cli import main
+    from tests.test_recording import NAMES, write
+
+    path = tmp_path / "run.lvz"
+    write(path, [1, 2, 3, 4], every=5)
+    png, svg, pdf = (tmp_path / f"r.{ext}" for ext in ("png", "svg", "pdf"))
+    assert main(["export", str(path), "--png", str(png), "--svg", str(svg), "--pdf", str(pdf),
+                 "--width", "1200", "--height", "800"]) == 0  # fmt: skip
+    texts = _svg_texts(svg)
+    for title in ("lstmviz · training recording · run.lvz", "4 records every 5 batches",
+                  "Gradient norm by layer at step 20 (epoch 3)", "Loss per record",
+                  "Layers × training step (all t)", "training step", *NAMES):  # fmt: skip
+        assert title in texts, title
+    assert "Input saliency" not in texts  # the model panels only when asked for
+    assert pdf.read_bytes().startswith(b"%PDF")
+    image = QImage(str(png)).convertToFormat(QImage.Format_RGB888)
+    assert (image.width(), image.height()) == (1200, 800)
+    pixels = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), -1)
+    rgb = pixels[:, : image.width() * 3].reshape(image.height(), image.width(), 3).astype(int)
+    # the heatmap fills the lower half (many viridis colours), the curves the upper: the two
+    # directions of the layer in its colour
+    assert len(np.unique(rgb[image.height() * 5 // 8 :].reshape(-1, 3), axis=0)) > 20
+    blue = np.abs(rgb - [0x1F, 0x77, 0xB4]).sum(-1) < 60
+    assert blue[: image.height() // 2, : image.width() * 2 // 3].sum() > 200
+
+    out = tmp_path / "m.svg"
+    assert main(["export", str(path), "--svg", str(out), "--panel", "record_map",
+                 "--panel", "saliency"]) == 0  # fmt: skip
+    texts = _svg_texts(out)
+    assert "Layers × training step (all t)" in texts and "Input saliency" in texts
+    assert "Loss per record" not in texts
+
+    assert main(["export", str(path), "--png", str(tmp_path / "x.png"), "--panel", "norm"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--panel norm: not a panel of a recording" in err, err
+    half = tmp_path / "half.lvz"
+    half.write_bytes(path.read_bytes()[:4000])
+    assert main(["export", str(half), "--png", str(tmp_path / "h.png"), "--svg",
+                 str(tmp_path / "h.svg")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(half) in err and "truncated" in err, err
+    assert not list(tmp_path.glob("h.*")) and not list(tmp_path.glob("x.*"))
+
+
 # ---- log axis labels -----------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontMetrics
 
 from lstmviz.render.curves import THIN_ABOVE, NormHistoryPanel
 from lstmviz.render.heatmaps import HeatmapPanel
@@ -21,6 +22,7 @@ from lstmviz.render.layers import layer_groups, layer_names
 from lstmviz.render.model_curves import LegendPanel, line_pen
 from lstmviz.render.model_maps import MAX_ROW_TICKS
 from lstmviz.render.records import (
+    MAX_STEP_TICKS,
     TimeRange,
     chosen_record,
     clip_range,
@@ -42,6 +44,7 @@ from lstmviz.render.values import positive
 MAX_FADED = 24
 MIN_FADED_PER_DIRECTION = 4
 RANGE_BRUSH = (255, 170, 0, 45)
+TICK_GAP_PX = 14  # between two training-step labels
 MARK_PEN = pg.mkPen("#e377c2", width=1.5, style=Qt.DashLine)
 
 
@@ -162,8 +165,9 @@ class RecordNormPanel(RecordChoice, LegendPanel):
             curve.setData([], [])
         used = self._draw_faded(max(s, 0), groups, x)
         if used:
-            legend.append((self.faded[used // 2], f"earlier records (faded, older lighter; "
-                           f"{len(self.faded_records)} shown)"))  # fmt: skip
+            count = len(self.faded_records)  # short: the legend fits two columns in the window
+            legend.append((self.faded[used // 2], f"{count} earlier record{'s' * (count != 1)}"
+                           " (faded)"))  # fmt: skip
         self.set_legend(legend)
         self._place_region(steps)
 
@@ -260,8 +264,9 @@ class RecordLossPanel(RecordChoice, LegendPanel):
             y = positive(y) if self.log else np.where(np.isfinite(y), y, np.nan)
             curve.setData(self.steps[: len(y)], y, connect="finite")
         self.loss.setSymbol("o" if count <= 60 else None)
-        legend = [(self.loss, "loss on the recorded data")]
-        self.set_legend(legend + [(self.train, "training loss (Keras)")] if train else legend)
+        # short labels (the axis says "loss"): the legend fits the panel's narrow width
+        legend = [(self.loss, "recorded data")]
+        self.set_legend(legend + [(self.train, "training (Keras)")] if train else legend)
         s = self.shown_record()
         if s >= 0:
             self.mark.setValue(self.steps[s])
@@ -302,6 +307,8 @@ class RecordHeatmap(RecordChoice, HeatmapPanel):
         self.mark.setZValue(10)
         self.mark.hide()
         self.plot.addItem(self.mark)
+        self._ticks: list | None = None  # the bottom axis's, as last set
+        self.plot.getViewBox().sigResized.connect(self._step_ticks)
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
         self.names = layer_names(self.arrays)
@@ -325,8 +332,21 @@ class RecordHeatmap(RecordChoice, HeatmapPanel):
         self.plot.setLabel("left", "LSTM direction")
         ticks = [(r + 0.5, name) for r, name in enumerate(self.names[:total])]
         self.plot.getAxis("left").setTicks([ticks] if total <= MAX_ROW_TICKS else None)
-        steps = np.ravel(self.arrays.get("step", []))
-        self.plot.getAxis("bottom").setTicks([step_ticks(steps)])
+        self._step_ticks()
+
+    def _step_ticks(self, *_) -> None:
+        """Label as many records by their training step as the axis has room for."""
+        steps = np.ravel(self.arrays.get("step", [])) if self.arrays else np.zeros(0)
+        axis = self.plot.getAxis("bottom")
+        widest = QFontMetrics(axis.style["tickFont"] or axis.font()).horizontalAdvance(
+            str(int(steps.max())) if steps.size else "0"
+        )
+        room = self.plot.getViewBox().width()
+        count = int(room // (widest + TICK_GAP_PX)) if room > 0 else MAX_STEP_TICKS
+        ticks = [step_ticks(steps, max(1, min(count, MAX_STEP_TICKS)))]
+        if ticks != self._ticks:
+            self._ticks = ticks
+            axis.setTicks(ticks)
 
     def readout_at(self, x: float, y: float) -> str:
         r, layer = int(np.floor(x)), int(np.floor(y))

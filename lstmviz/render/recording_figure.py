@@ -69,7 +69,7 @@ class RecordingFigure(Figure):
         return f"lstmviz · training recording{name}"
 
     def summary_html(self) -> str:
-        parts = [recording_summary(self.view)]
+        parts = [recording_summary(self.view, sources=False)]  # one line: the report has them
         shown = chosen_record(self.view, self.record)
         if shown != record_count(self.view) - 1:
             parts.append(f"curves at {record_text(self.view, shown)}")
