@@ -151,7 +151,9 @@ def test_the_recording_panels_fit_the_window_as_records_accumulate(qtbot, window
     qtbot.waitUntil(lambda: len(axis._tickLevels[0]) > len(ticks), timeout=5_000)
 
 
-def test_a_drop_of_a_recording_opens_it_and_a_run_closes_it(qtbot, window, errors, fitted):
+def test_a_drop_of_a_recording_opens_it_a_run_closes_it_and_the_menu_opens_it(
+    qtbot, window, errors, fitted, monkeypatch
+):
     from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
     from PySide6.QtGui import QDropEvent
 
@@ -166,6 +168,22 @@ def test_a_drop_of_a_recording_opens_it_and_a_run_closes_it(qtbot, window, error
         window.start_run(RunConfig(mode="taped", steps=5, batch=2, input_dim=2, hidden=3))
     assert window.recording is None and window.trace.mode == "taped"
     assert not shown_panels(window) & (RECORDING_PANELS | MODEL_PANELS)
+
+    from PySide6.QtWidgets import QFileDialog
+
+    asked = []  # File → Open recording…: a dialog that offers .lvz files
+
+    def chosen(parent, caption, folder, wanted):
+        asked.append(wanted)
+        return str(fitted), wanted
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", chosen)
+    (action,) = [a for menu in window.menuBar().actions() for a in menu.menu().actions()
+                 if a.text() == "Open &recording…"]  # fmt: skip
+    action.trigger()
+    assert "*.lvz" in asked[0] and window.recording.path == fitted and not errors
+    drain(window)
+    assert shown_panels(window) == RECORDING_PANELS | MODEL_PANELS
 
 
 def test_corrupt_or_truncated_recordings_get_a_dialog(qtbot, window, errors, fitted, tmp_path):
