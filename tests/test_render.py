@@ -391,3 +391,31 @@ def test_render_pins_the_singletons_for_exports_without_the_window():
     assert gui == "False"
     if sys.version_info < (3, 12):
         assert int(before) < 2**40 < int(after)
+
+
+def test_a_vertical_axis_label_drops_its_parenthesis_when_the_plot_is_short(qtbot):
+    import pyqtgraph as pg
+
+    from lstmviz.render.axis import OpaqueLineAxis
+
+    plot = pg.PlotWidget(axisItems={"left": OpaqueLineAxis("left")})
+    qtbot.addWidget(plot)
+    axis = plot.getAxis("left")
+    plot.resize(400, 400)
+    plot.show()
+    plot.setLabel("left", "‖dL/dh_t‖ (log scale)")
+
+    def shown() -> str:
+        return axis.label.toPlainText().strip()
+
+    qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖ (log scale)", timeout=2_000)
+    plot.resize(400, 120)  # the panel of a recording's model trace in a small window
+    qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖", timeout=2_000)
+    assert axis.label.boundingRect().width() <= axis.size().height()
+    plot.setLabel("left", "loss (log scale)")  # another label, set while short
+    assert shown() == "loss"
+    plot.setLabel("left", "sample")
+    assert shown() == "sample"
+    plot.resize(400, 400)
+    plot.setLabel("left", "‖dL/dh_t‖ (log scale)")
+    qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖ (log scale)", timeout=2_000)
