@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     gui = sub.add_parser("gui", help="open the desktop app")
     gui.add_argument(
         "files", nargs="*", metavar="FILE",
-        help="open as if dropped on the window: a trace (.npz), weights or inputs",
+        help="open as if dropped on the window: a trace (.npz), a recording (.lvz, followed "
+        "while it grows), a model, weights or inputs",
     )  # fmt: skip
     gui.add_argument("--run", action="store_true", help="start a run once the files are open")
     gui.add_argument("--demo", action="store_true", help="start a demo run at once")
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, PANEL_NAMES
 
     export = sub.add_parser(
-        "export", help="write a trace's plots as PNG, SVG, PDF or CSV; a recording's records as CSV"
+        "export", help="write a trace's or a recording's plots as PNG, SVG, PDF or CSV"
     )
     export.add_argument("trace", metavar="TRACE.npz|REC.lvz")
     export.add_argument("--png", metavar="FILE", help="the panels as a PNG image")
@@ -182,9 +183,9 @@ def _check_gui_flags(args: argparse.Namespace) -> None:
     for name in args.files:
         if not Path(name).is_file():
             raise ConfigError("FILE", f"{name}: no such file")
-        if files.suffix_of(name, files.RECORDINGS):
-            raise ConfigError("FILE", f"{name}: the app opens recordings in a coming version; "
-                              f"for now: lstmviz export {name} --csv RECORDS.csv")  # fmt: skip
+        if args.run and files.suffix_of(name, files.RECORDINGS):
+            raise ConfigError("--run", f"{name}: a recording is shown as it grows, not run; "
+                              "drop --run")  # fmt: skip
     if args.screenshot:
         shot = Path(args.screenshot)
         if shot.suffix.lower() != ".png":

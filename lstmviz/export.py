@@ -28,10 +28,12 @@ header naming each column after the trace key it comes from:
 
 Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`.
 
-A recording (`.lvz`, `lstmviz.recording`) exports its records as CSV, one row per record:
-`step`, `epoch`, `loss`, `train_loss`, `record_seconds`, then a block per LSTM direction: the
-mean, min and max over t of each norm (`bi/forward_norm_h_total_mean`, …). The figure of a
-recording comes with the app's recording view: PNG, SVG and PDF refuse it for now.
+A recording (`.lvz`, `lstmviz.recording`) exports the app's recording panels
+(`lstmviz.render.recording_figure`): ‖dL/dh_t‖ per direction at the last record over earlier
+records faded, the loss per record, and the directions × training steps heatmap; `panels` may
+add the model panels of its last record. Its CSV has one row per record: `step`, `epoch`,
+`loss`, `train_loss`, `record_seconds`, then a block per LSTM direction: the mean, min and max
+over t of each norm (`bi/forward_norm_h_total_mean`, …); `npz` saves its last record's trace.
 """
 
 from __future__ import annotations
@@ -47,7 +49,12 @@ import numpy as np
 from lstmviz import files, schema
 from lstmviz.atomic import atomic_path
 from lstmviz.errors import LstmvizError, TraceError
-from lstmviz.render.layout import PANEL_NAMES
+from lstmviz.render.layout import (
+    LSTM_PANELS,
+    MODEL_PANELS,
+    PANEL_NAMES,
+    RECORDING_PANELS,
+)
 from lstmviz.trace import GradientTrace
 
 FORMATS = ("png", "svg", "pdf", "csv")
@@ -173,9 +180,17 @@ def _os_message(exc: OSError) -> str:
     return exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
 
 
-def _load(trace: GradientTrace | str | os.PathLike) -> tuple[GradientTrace, str | None]:
+def _load(trace, full: bool) -> tuple:
+    """(the GradientTrace or Recording to export, the file it came from or None). `full`: a
+    recording is read with its last record's trace (for figures and npz)."""
     if isinstance(trace, GradientTrace):
         return trace, None
+    if not isinstance(trace, str | os.PathLike):  # a Recording (lstmviz.recording)
+        return trace, str(trace.path)
+    if files.suffix_of(trace, files.RECORDINGS):
+        from lstmviz.recording import load_recording
+
+        return load_recording(trace, trace=full), str(trace)
     return GradientTrace.load(trace), str(trace)
 
 
@@ -209,26 +224,31 @@ def export(
     log: bool = True,
     normalise: bool = False,
     layer: int = 0,
+    record: int | None = None,
+    t_range: tuple[int, int] | None = None,
 ) -> list[Path]:
     """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
-    file (or a recording, `.lvz`: its records as CSV, nothing else). PNG is `width` × `height`
+    file, or a recording (a `Recording` or an `.lvz`). PNG is `width` × `height`
     px with `dpi` recorded (text and lines scale with `dpi`; the SVG has the same physical
     size); PDF is one A4 landscape page. `panels`: names from
     `PANEL_NAMES` (or panel classes); by default those the window shows for the trace.
     `log`/`normalise`: as View → Log scale / Normalise per pass in the GUI. `layer`: the LSTM
     direction a model trace's gates and per-unit panels show (index into `layer_names`).
-    `npz` saves the trace itself.
+    `record`, `t_range`: a recording's record its curves show (None: the last) and the
+    timestep range of its heatmap (None: every t), as the window's slider and range.
+    `npz` saves the trace itself (a recording's last record's).
 
-    Raises ExportError (or TraceError for an unreadable trace) naming the path; then nothing
-    is written.
+    Raises ExportError (or TraceError, RecordingError for an unreadable file) naming the path;
+    then nothing is written.
     """
     outputs = {"png": png, "svg": svg, "pdf": pdf, "csv": csv, "npz": npz}
     targets = {fmt: Path(p) for fmt, p in outputs.items() if p is not None and str(p) != ""}
     if not targets:
         raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
-    if not isinstance(trace, GradientTrace) and files.suffix_of(trace, files.RECORDINGS):
-        return _export_recording(Path(trace), targets)
-    trace, source = _load(trace)
+    needs_qt = any(fmt in targets for fmt in ("png", "svg", "pdf"))
+    trace, source = _load(trace, full=needs_qt or "npz" in targets)
+    recording = not isinstance(trace, GradientTrace)
+    what = "recording" if recording else "trace"
     seen: dict[Path, str] = {}
     for fmt, path in targets.items():
         _check_target(path, f"--{fmt}")
@@ -236,7 +256,7 @@ def export(
         if key in seen:
             raise ExportError(f"--{fmt} {path}: the same file as --{seen[key]}")
         if source is not None and key == Path(source).resolve():
-            raise ExportError(f"--{fmt} {path}: would overwrite the trace being exported")
+            raise ExportError(f"--{fmt} {path}: would overwrite the {what} being exported")
         seen[key] = fmt
     if panels is not None:
         for entry in panels:
@@ -244,10 +264,21 @@ def export(
                 raise ExportError(
                     f"--panel: unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})"
                 )
-    needs_qt = any(fmt in targets for fmt in ("png", "svg", "pdf"))
+        # a recording's panels draw its rows, the others a trace (for a recording, its last)
+        fitting = RECORDING_PANELS + MODEL_PANELS if recording else LSTM_PANELS + MODEL_PANELS
+        for entry in panels:
+            if isinstance(entry, str) and entry not in fitting:
+                raise ExportError(f"--panel {entry}: not a panel of a {what} (a {what} has "
+                                  f"{', '.join(fitting)})")  # fmt: skip
     if needs_qt:
         width, height, dpi = _size(width, height, dpi)
-    csv_data = csv_text(trace).encode("utf-8") if "csv" in targets else None
+    if "npz" in targets and recording and trace.last is None:
+        raise ExportError(f"--npz: {source}: the recording's last trace was not read")
+    csv_data = None
+    if "csv" in targets:
+        text = _csv(recording_columns(trace)) if recording else csv_text(trace)
+        csv_data = text.encode("utf-8")
+    view = {"layer": layer, "record": record, "t_range": t_range}
 
     try:
         with contextlib.ExitStack() as stack:
@@ -259,11 +290,11 @@ def export(
                     reason = _os_message(exc)
                     raise ExportError(f"--{fmt} {path}: cannot write ({reason})") from None
             if needs_qt:
-                _render(trace, source, temps, width, height, dpi, panels, log, normalise, layer)
+                _render(trace, source, temps, width, height, dpi, panels, log, normalise, view)
             if csv_data is not None:
                 temps["csv"].write_bytes(csv_data)
             if "npz" in temps:
-                trace.save(temps["npz"])
+                (trace.last if recording else trace).save(temps["npz"])
             # leaving the stack renames every temporary file to its target
     except OSError as exc:
         name = exc.filename2 or exc.filename
@@ -272,34 +303,20 @@ def export(
     return list(targets.values())
 
 
-def _export_recording(path: Path, targets: dict[str, Path]) -> list[Path]:
-    """A recording's records as CSV; any other output is refused."""
-    refused = [fmt for fmt in targets if fmt != "csv"]
-    if refused:
-        raise ExportError(
-            f"--{refused[0]}: {path} is a recording; its figure comes with the app's recording "
-            "view, for now export its records with --csv"
-        )
-    target = targets["csv"]
-    _check_target(target, "--csv")
-    if target.resolve() == path.resolve():
-        raise ExportError(f"--csv {target}: would overwrite the recording being exported")
-    from lstmviz.recording import load_recording
-
-    data = _csv(recording_columns(load_recording(path, trace=False))).encode("utf-8")
+def _render(trace, source, temps, width, height, dpi, panels, log, normalise, view) -> None:
+    """Draw the figure of `trace` (a GradientTrace or a Recording) into the temporary files.
+    `view`: the LSTM direction shown (`layer`), and a recording's `record` and `t_range`."""
     try:
-        with atomic_path(target, suffix=".csv") as tmp:
-            tmp.write_bytes(data)
-    except OSError as exc:
-        raise ExportError(f"--csv {target}: cannot write ({_os_message(exc)})") from None
-    return [target]
+        if isinstance(trace, GradientTrace):
+            from lstmviz.render.figure import Figure
 
+            figure = Figure(trace, panels, log=log, normalise=normalise, source=source,
+                            layer=view["layer"])  # fmt: skip
+        else:
+            from lstmviz.render.recording_figure import RecordingFigure
 
-def _render(trace, source, temps, width, height, dpi, panels, log, normalise, layer) -> None:
-    from lstmviz.render.figure import Figure
-
-    try:
-        figure = Figure(trace, panels, log=log, normalise=normalise, source=source)
+            figure = RecordingFigure(trace, panels, log=log, normalise=normalise, source=source,
+                                     **view)  # fmt: skip
     except ValueError as exc:
         raise ExportError(str(exc)) from None
     with figure:

@@ -104,7 +104,9 @@ def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
 
 def test_stop_between_units_stops_the_run_and_keeps_the_process(qtbot, window, tmp_path,
                                                                 monkeypatch):
-    # a generous grace, so that a busy machine does not turn the polite stop into a kill
+    # a generous grace, so that a busy machine does not turn the polite stop into a kill.
+    # `stuck` drops the GIL every 5 ms (its beats): a cancel carried by the process's reader
+    # thread alone waited up to seconds for the GIL here; the shared stop flag does not.
     monkeypatch.setattr(worker_module, "GRACE", 1.0)
     beats = str(tmp_path / "beats.txt")
     window.worker.engine = functools.partial(gui_fakes.stuck, heartbeat=beats, polls=True)

@@ -239,28 +239,28 @@ def test_the_csv_has_one_row_per_record(tmp_path, capsys):
     assert list(rows[0])[5:8] == [f"bi/forward_norm_h_total_{s}" for s in ("mean", "min", "max")]
 
 
-def test_export_refuses_figures_and_damaged_recordings_in_one_line(tmp_path, capsys):
+def test_export_refuses_damaged_recordings_in_one_line(tmp_path, capsys):
     path = tmp_path / "run.lvz"
     write(path, [1])
-    for flag in ("--png", "--svg", "--pdf"):
-        assert main(["export", str(path), flag, str(tmp_path / f"f.{flag[2:]}")]) == 2
-        err = capsys.readouterr().err.strip()
-        assert "\n" not in err and "recording" in err and "--csv" in err, err
     half = tmp_path / "half.lvz"
     half.write_bytes(path.read_bytes()[:5000])
     assert main(["export", str(half), "--csv", str(tmp_path / "h.csv")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and str(half) in err and "truncated" in err, err
-    with pytest.raises(Exception, match="would overwrite"):
-        export(path, csv=path.with_suffix(".lvz"))
+    for flag in ("csv", "png"):
+        with pytest.raises(Exception, match="would overwrite the recording"):
+            export(path, **{flag: path.with_suffix(".lvz")})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["half.lvz", "run.lvz"]
 
 
-def test_a_recording_is_its_own_kind_of_file(tmp_path):
+def test_a_recording_is_its_own_kind_of_file(tmp_path, capsys):
     path = tmp_path / "Run.LVZ"
     path.write_bytes(b"")
     assert files.kind(path) == "recording"
-    assert main(["gui", str(path)]) == 2  # the app's recording view comes later
+    assert main(["gui", str(path), "--run"]) == 2  # shown as it grows, not run
+    err = capsys.readouterr().err.strip()
+    assert err == f"lstmviz: error: --run: {path}: a recording is shown as it grows, not run; " \
+                  "drop --run"
 
 
 def test_reading_a_recording_needs_neither_tensorflow_nor_qt():

@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from lstmviz.config import RunConfig
-from lstmviz.render.layout import LSTM_PANELS, PANEL_NAMES, PANEL_ROWS, panels_for
+from lstmviz.render.layout import (
+    LSTM_PANELS,
+    PANEL_NAMES,
+    RECORDING_PANELS,
+    RECORDING_ROWS,
+    WINDOW_ROWS,
+    panels_for,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 # The only modules that may import the window package: the window itself, the CLI that launches
@@ -101,7 +108,8 @@ def test_panels_for_follows_the_arrays_and_a_live_run():
     assert panels_for({}, taped, live=True) == [*base, "connectivity"]
     assert panels_for({}, RunConfig(mode="multipass", connectivity=True), live=True) == base
     assert panels_for({}, RunConfig(mode="train"), live=True) == ["norm", "loss", "rows", "units"]
-    assert sorted(n for row in PANEL_ROWS for n in row) == sorted(PANEL_NAMES)
+    assert sorted(n for row in WINDOW_ROWS for n in row) == sorted(PANEL_NAMES)
+    assert sorted(n for row in RECORDING_ROWS for n in row) == sorted(RECORDING_PANELS)
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +180,56 @@ def test_panel_flag_takes_the_five_names(trained, tmp_path, capsys):
     assert "Gradient norm over timesteps" not in texts
     assert main(["export", str(path), "--svg", str(out), "--panel", "bogus"]) == 2
     assert "'norm', 'loss', 'rows', 'units', 'connectivity'" in capsys.readouterr().err
+
+
+def test_export_of_a_recording_draws_its_evolution_figure(tmp_path, capsys):
+    """`lstmviz export REC.lvz --png/--svg/--pdf`: the recording's three panels (the layer
+    names on the heatmap's rows), its model panels when asked for, one line for what cannot
+    be drawn."""
+    from PySide6.QtGui import QImage
+
+    from lstmviz.cli import main
+    from tests.test_recording import NAMES, write
+
+    path = tmp_path / "run.lvz"
+    write(path, [1, 2, 3, 4], every=5)
+    png, svg, pdf = (tmp_path / f"r.{ext}" for ext in ("png", "svg", "pdf"))
+    assert main(["export", str(path), "--png", str(png), "--svg", str(svg), "--pdf", str(pdf),
+                 "--width", "1200", "--height", "800"]) == 0  # fmt: skip
+    texts = _svg_texts(svg)
+    for title in ("lstmviz · training recording · run.lvz", "4 records every 5 batches",
+                  "Gradient norm by layer at step 20 (epoch 3)", "Loss per record",
+                  "Layers × training step (all t)", "training step", *NAMES):  # fmt: skip
+        assert title in texts, title
+    assert "Input saliency" not in texts  # the model panels only when asked for
+    assert pdf.read_bytes().startswith(b"%PDF")
+    image = QImage(str(png)).convertToFormat(QImage.Format_RGB888)
+    assert (image.width(), image.height()) == (1200, 800)
+    pixels = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), -1)
+    rgb = pixels[:, : image.width() * 3].reshape(image.height(), image.width(), 3).astype(int)
+    # the heatmap fills the lower half (many viridis colours), the curves the upper: the two
+    # directions of the layer in its colour
+    assert len(np.unique(rgb[image.height() * 5 // 8 :].reshape(-1, 3), axis=0)) > 20
+    blue = np.abs(rgb - [0x1F, 0x77, 0xB4]).sum(-1) < 60
+    assert blue[: image.height() // 2, : image.width() * 2 // 3].sum() > 200
+
+    out = tmp_path / "m.svg"
+    assert main(["export", str(path), "--svg", str(out), "--panel", "record_map",
+                 "--panel", "saliency"]) == 0  # fmt: skip
+    texts = _svg_texts(out)
+    assert "Layers × training step (all t)" in texts and "Input saliency" in texts
+    assert "Loss per record" not in texts
+
+    assert main(["export", str(path), "--png", str(tmp_path / "x.png"), "--panel", "norm"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--panel norm: not a panel of a recording" in err, err
+    half = tmp_path / "half.lvz"
+    half.write_bytes(path.read_bytes()[:4000])
+    assert main(["export", str(half), "--png", str(tmp_path / "h.png"), "--svg",
+                 str(tmp_path / "h.svg")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(half) in err and "truncated" in err, err
+    assert not list(tmp_path.glob("h.*")) and not list(tmp_path.glob("x.*"))
 
 
 # ---- log axis labels -----------------------------------------------------------------------
@@ -333,3 +391,31 @@ def test_render_pins_the_singletons_for_exports_without_the_window():
     assert gui == "False"
     if sys.version_info < (3, 12):
         assert int(before) < 2**40 < int(after)
+
+
+def test_a_vertical_axis_label_drops_its_parenthesis_when_the_plot_is_short(qtbot):
+    import pyqtgraph as pg
+
+    from lstmviz.render.axis import OpaqueLineAxis
+
+    plot = pg.PlotWidget(axisItems={"left": OpaqueLineAxis("left")})
+    qtbot.addWidget(plot)
+    axis = plot.getAxis("left")
+    plot.resize(400, 400)
+    plot.show()
+    plot.setLabel("left", "‖dL/dh_t‖ (log scale)")
+
+    def shown() -> str:
+        return axis.label.toPlainText().strip()
+
+    qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖ (log scale)", timeout=2_000)
+    plot.resize(400, 120)  # the panel of a recording's model trace in a small window
+    qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖", timeout=2_000)
+    assert axis.label.boundingRect().width() <= axis.size().height()
+    plot.setLabel("left", "loss (log scale)")  # another label, set while short
+    assert shown() == "loss"
+    plot.setLabel("left", "sample")
+    assert shown() == "sample"
+    plot.resize(400, 400)
+    plot.setLabel("left", "‖dL/dh_t‖ (log scale)")
+    qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖ (log scale)", timeout=2_000)

@@ -25,8 +25,12 @@ maps them read-only and removes the folder once the trace is dropped); arrays up
 
 Two threads: the main thread imports TensorFlow and runs one request at a time; a reader
 thread takes the messages, queues requests and applies cancel, pause and finish at once (a
-cancel also stops the native LSTM kernels, `interrupt.cancel_run`). When the window's process
-ends, the connection reaches its end and this process leaves at once.
+cancel also stops the native LSTM kernels, `interrupt.cancel_run`). A cancel is also written to
+`stop`, a shared integer the running request reads without the reader thread: that thread needs
+the GIL to take a message, and a main thread that drops the GIL and takes it back at once, more
+often than the interpreter's switch interval (short I/O, many small TensorFlow calls), can keep
+it waiting for seconds. When the window's process ends, the connection reaches its end and this
+process leaves at once.
 """
 
 from __future__ import annotations
@@ -119,12 +123,17 @@ class _Flags:
         self.finish: set[int] = set()
         self.paused: set[int] = set()
         self.current: int | None = None  # the run in progress
+        self.stop = None  # the shared id of a cancelled run (`serve`)
+
+    def is_cancelled(self, run_id: int) -> bool:
+        return run_id in self.cancelled or (self.stop is not None and self.stop.value == run_id)
 
 
-def serve(connection, folder: str) -> None:
+def serve(connection, folder: str, stop=None) -> None:
     """The child's main: read requests from `connection` until ("close",) or the window's
     process is gone, run them one at a time, answer on `connection`. `folder` is where the
-    runs' files go (each run names its own folder inside)."""
+    runs' files go (each run names its own folder inside). `stop`: a shared integer
+    (multiprocessing.RawValue "q") holding the id of a run the window has cancelled."""
     # Ctrl-C in a terminal reaches the whole process group: the window ends this process.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The window's process comes first when both want the CPU (TensorFlow's threads would
@@ -132,6 +141,7 @@ def serve(connection, folder: str) -> None:
     os.nice(NICE)
     requests: queue.Queue = queue.Queue()
     flags = _Flags()
+    flags.stop = stop
     threading.Thread(target=_read, args=(connection, requests, flags), daemon=True).start()
     send = connection.send
     try:
@@ -184,7 +194,7 @@ def _run(send, flags: _Flags, run_id: int, config, engine, folder: str) -> None:
     from lstmviz.engine import runner
 
     def cancelled() -> bool:
-        return run_id in flags.cancelled
+        return flags.is_cancelled(run_id)
 
     def keep() -> bool:
         return run_id in flags.finish

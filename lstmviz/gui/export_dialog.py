@@ -32,7 +32,8 @@ FORMATS = {  # key: (check box text, suffix, file-dialog filter)
     "png": ("PNG image", ".png", "PNG image (*.png)"),
     "svg": ("SVG vector image", ".svg", "SVG vector image (*.svg)"),
     "pdf": ("PDF report (one page: panels, configuration, summary)", ".pdf", "PDF report (*.pdf)"),
-    "csv": ("CSV of the curves (one row per timestep)", ".csv", "CSV of the curves (*.csv)"),
+    "csv": ("CSV of the curves (one row per timestep; a recording's: per record)", ".csv",
+            "CSV of the curves (*.csv)"),
     "npz": ("Trace (.npz, reopens in lstmviz)", ".npz", "Trace (*.npz)"),
 }
 PANEL_FORMATS = ("png", "svg", "pdf", "csv")
@@ -44,16 +45,26 @@ def window_panels(window) -> list[Panel]:
 
 
 def _view_options(window) -> dict:
-    return {
+    options = {
         "log": window.log_action.isChecked(),
         "normalise": window.normalise_action.isChecked(),
         "layer": window.area.layer,  # the LSTM direction a model's gates and units panels show
     }
+    if window.recording is not None:  # the record and the timesteps its panels show
+        options |= {"record": window.area.record, "t_range": window.area.t_range}
+    return options
+
+
+def _subject(window):
+    """What the window exports: the recording shown (its panels, and its last record's), else
+    the trace shown."""
+    return window.recording if window.recording is not None else window.trace
 
 
 def _default_base(window) -> str:
     folder = window.settings.value("export/dir", "") or os.getcwd()
-    name = window.settings.value("export/name", "") or f"lstmviz-{window.trace.mode}"
+    what = "recording" if window.recording is not None else window.trace.mode
+    name = window.settings.value("export/name", "") or f"lstmviz-{what}"
     return str(Path(folder) / name)
 
 
@@ -65,7 +76,7 @@ def _remember(window, path: Path) -> None:
 def _write(window, targets: dict[str, str], **options) -> bool:
     """Export the window's trace to `targets` ({format: path}); errors go to a dialog."""
     try:
-        written = export(window.trace, **targets, **_view_options(window), **options)
+        written = export(_subject(window), **targets, **_view_options(window), **options)
     except (LstmvizError, OSError) as exc:
         window.show_error("Cannot export", str(exc))
         return False

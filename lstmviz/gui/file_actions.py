@@ -1,7 +1,7 @@
 """The window's file actions: open traces, weights, inputs, models and their data (menus, drops,
-the command line), save traces and trained weights, the recent-files menu. A mixin of
-`MainWindow`. Files are read here with NumPy and h5py (no TensorFlow): a bad one gets a dialog
-naming it and the problem, and nothing changes."""
+the command line; recordings open in gui/recording_actions.py), save traces and trained
+weights, the recent-files menu. A mixin of `MainWindow`. Files are read here with NumPy and
+h5py (no TensorFlow): a bad one gets a dialog naming it and the problem, and nothing changes."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ MAX_RECENT = 8
 
 class FileActions:
     """Needs the window's `params`, `dock`, `settings`, `message`, `recent_menu`, `worker`,
-    `state` and its `show_trace`, `stop`, `show_error`, `start_worker`."""
+    `state` and its `show_trace`, `stop`, `show_error`, `start_worker`, `open_recording`,
+    `close_recording`."""
 
     def recent(self) -> list[str]:
         value = self.settings.value("recent", [])
@@ -48,6 +49,7 @@ class FileActions:
         except LstmvizError as exc:
             self.show_error("Cannot open trace", str(exc))
             return False
+        self.close_recording()
         self.params.set_config(trace.config)
         self._reload_sources()
         self.show_trace(trace, None)
@@ -56,8 +58,8 @@ class FileActions:
         return True
 
     def open_path(self, path: str) -> bool:
-        """Open a file as if dropped on the window: a trace, weights, inputs or a model
-        (`lstmviz.files.kind` tells which). In model mode weights open as a model (a stack
+        """Open a file as if dropped on the window: a trace, a recording, weights, inputs or a
+        model (`lstmviz.files.kind` tells which). In model mode weights open as a model (a stack
         of LSTM layers) and inputs as its data. False, after a dialog, when it is none of them
         or cannot be read."""
         try:
@@ -67,7 +69,8 @@ class FileActions:
             return False
         if self.params.model_mode():
             kind = {"weights": "model", "inputs": "data"}.get(kind, kind)
-        opener = {"trace": self.open_trace, "inputs": self.open_inputs, "data": self.open_data,
+        opener = {"trace": self.open_trace, "recording": self.open_recording,
+                  "inputs": self.open_inputs, "data": self.open_data,
                   "weights": self.open_weights, "model": self.open_model}[kind]  # fmt: skip
         return opener(path)
 

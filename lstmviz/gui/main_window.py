@@ -1,7 +1,8 @@
 """The main window: the parameter dock, the panels, the summary line, menus and status bar.
 
 A view: the run's state lives in `RunState` (gui/run_state.py), which drives the `Worker`
-thread (gui/worker.py); file actions are in gui/file_actions.py, menus in gui/menus.py.
+thread (gui/worker.py); file actions are in gui/file_actions.py, a recording's view in
+gui/recording_actions.py, menus in gui/menus.py.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from lstmviz.errors import LstmvizError
 from lstmviz.gui.file_actions import FileActions
 from lstmviz.gui.menus import build_menus
 from lstmviz.gui.params import ParamsEditor
+from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState
 from lstmviz.gui.summary import SummaryPanel
 from lstmviz.gui.worker import Worker
@@ -61,7 +63,7 @@ def demo_config() -> RunConfig:
                      loss="last_mse", random_state=True, seed=7, weights=weights)  # fmt: skip
 
 
-class MainWindow(FileActions, QMainWindow):
+class MainWindow(FileActions, RecordingActions, QMainWindow):
     """`settled` fires whenever the window becomes idle with TensorFlow loaded and every
     panel drawn (after a run ends, or at start-up when nothing runs): the screenshot hook.
 
@@ -359,6 +361,7 @@ class MainWindow(FileActions, QMainWindow):
 
     @Slot(object)
     def _on_started(self, config: RunConfig) -> None:
+        self.close_recording()  # a run takes the panels
         self.dirty = True
         self.settle_when_drawn = False
         self._set_pause_button(False)
@@ -423,7 +426,8 @@ class MainWindow(FileActions, QMainWindow):
         if self.state.running:
             self._show_message()
         else:
-            self.message.setText("ready: set parameters and press Run (Ctrl+R)")
+            if self.recording is None:  # else the status line says what the recording is
+                self.message.setText("ready: set parameters and press Run (Ctrl+R)")
             self._settle()
 
     @Slot(int, str)
@@ -575,6 +579,7 @@ class MainWindow(FileActions, QMainWindow):
         """Stop the run, the computing process and the worker thread; True if the thread
         ended within `timeout_ms`."""
         self.tick.stop()
+        self.close_recording()
         self.state.stop_now()
         self.worker.close()
         if self.importing is not None:  # a thread importing at the interpreter's exit crashes

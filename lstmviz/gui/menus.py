@@ -10,7 +10,10 @@ PANEL_ACTIONS = (("Gradient norm panel", "norm"), ("Loss panel", "loss"),
                  ("Connectivity map", "connectivity"),
                  ("Model: gradient norm by layer", "layers"), ("Model: gates", "gates"),
                  ("Model: layers heatmap", "layer_map"), ("Model: input saliency", "saliency"),
-                 ("Model: per-unit heatmap", "layer_units"))  # fmt: skip
+                 ("Model: per-unit heatmap", "layer_units"),
+                 ("Recording: gradient norm by layer", "record_norms"),
+                 ("Recording: loss per record", "record_loss"),
+                 ("Recording: layers × training step", "record_map"))  # fmt: skip
 
 
 def _action(window, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
@@ -46,6 +49,9 @@ def build_menus(window) -> None:
     w.export_panel_action = _action(
         w, file, "Export &panel under cursor…", lambda: _export("export_under_cursor", w),
         "Ctrl+Shift+E", "Export the panel the mouse points at (also: right-click a panel)")
+    _action(w, file, "Open &recording…", w.open_recording_dialog, "Ctrl+Shift+O",
+            "Show a recording of a training run (.lvz, GradientFlowCallback or lstmviz run "
+            "--record) and follow it while fit writes it (also: drop it on the window)")
     w.recent_menu = file.addMenu("Recent traces")
     file.addSeparator()
     _action(w, file, "Open &model…", w.open_model_dialog, "Ctrl+M",

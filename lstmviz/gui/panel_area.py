@@ -11,26 +11,40 @@ from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 from lstmviz.config import RunConfig
 from lstmviz.render.curves import NormHistoryPanel
 from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
-from lstmviz.render.layout import PANEL_ROWS, PANEL_WIDTHS, panels_for
+from lstmviz.render.layout import PANEL_WIDTHS, RECORDING_PANELS, WINDOW_ROWS, panels_for
 from lstmviz.render.model_curves import GatesPanel, LayerChoice, LayerNormPanel
 from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
 from lstmviz.render.panel import Panel
+from lstmviz.render.record_panels import (
+    RecordChoice,
+    RecordHeatmap,
+    RecordLossPanel,
+    RecordNormPanel,
+)
+from lstmviz.render.records import TimeRange
 from lstmviz.render.training import ConnectivityPanel, LossPanel
 
 # Every panel is made on first use (`PanelArea.panel`) or, in idle turns, by `prepare`.
 PANEL_CLASSES = {"norm": NormHistoryPanel, "loss": LossPanel, "rows": RowsHeatmap,
                  "units": UnitsHeatmap, "connectivity": ConnectivityPanel,
                  "layers": LayerNormPanel, "gates": GatesPanel, "layer_map": LayerHeatmap,
-                 "saliency": SaliencyHeatmap, "layer_units": LayerUnitsHeatmap}  # fmt: skip
+                 "saliency": SaliencyHeatmap, "layer_units": LayerUnitsHeatmap,
+                 "record_norms": RecordNormPanel, "record_loss": RecordLossPanel,
+                 "record_map": RecordHeatmap}  # fmt: skip
 FIRST_SHOWN = {"norm", "rows", "units"}  # before any trace
 LSTM_PREPARED = ("norm", "rows", "units", "loss", "connectivity")  # `prepare` makes these
+# Heights of the rows when a recording's row is shown above a model trace's two (px, scaled).
+RECORDING_ROW_HEIGHTS = (330, 250, 250)
 
 
 class PanelArea(QWidget):
-    """The panels (`by_name`: "norm", "loss", "rows", "units", "connectivity", and a model
-    trace's "layers", "gates", "layer_map", "saliency", "layer_units"), laid out as
-    `render.layout.PANEL_ROWS` says; those `panels_for` names are shown. The panels that show
-    one LSTM direction of a model share its choice (`layer`, their combo boxes).
+    """The panels (`by_name`: "norm", "loss", "rows", "units", "connectivity", a model
+    trace's "layers", "gates", "layer_map", "saliency", "layer_units", and a recording's
+    "record_norms", "record_loss", "record_map"), laid out as `render.layout.WINDOW_ROWS`
+    says; those `panels_for` names are shown, and a recording's while one is set
+    (`set_recording`: its arrays, drawn in its panels, while the others draw a trace). The
+    panels that show one LSTM direction of a model share its choice (`layer`, their combo
+    boxes); those of a recording its record and timestep range (`set_record_view`).
 
     A panel is made when first needed (each takes 10-30 ms; all of them at once would stall
     the window's start); `prepare` makes the usual ones one per event-loop turn.
@@ -41,18 +55,23 @@ class PanelArea(QWidget):
 
     drawn = Signal()
     created = Signal(object)  # a panel just made
+    range_moved = Signal(object)  # (t0, t1): the user dragged a recording's timestep range
 
     def __init__(self) -> None:
         super().__init__()
         self.by_name: dict[str, Panel] = {}
         self.layer = 0  # the LSTM direction of a model trace the choosing panels show
+        self.recording: dict[str, np.ndarray] | None = None  # a recording's arrays, shown
+        self.record: int | None = None  # the record its panels show (None: the last)
+        self.t_range: TimeRange = None  # its heatmap's timesteps (None: every t)
         self.hidden: set[str] = set()  # turned off in the View menu
         self.log, self.normalise = True, False
-        self.rows_splitters: list[QSplitter] = [QSplitter(Qt.Horizontal) for _ in PANEL_ROWS]
+        self.rows_splitters: list[QSplitter] = [QSplitter(Qt.Horizontal) for _ in WINDOW_ROWS]
+        self.rows_splitters[0].hide()  # a recording's
         self.splitter = QSplitter(Qt.Vertical)
         for row in self.rows_splitters:
             self.splitter.addWidget(row)
-        self.splitter.setSizes([440, 330])
+        self.splitter.setSizes([0, 440, 330])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.splitter)
@@ -97,7 +116,11 @@ class PanelArea(QWidget):
         if isinstance(panel, LayerChoice):
             panel.layer = self.layer
             panel.layer_box.activated.connect(self.set_layer)
-        row, names = next((r, n) for r, n in zip(self.rows_splitters, PANEL_ROWS, strict=True)
+        if isinstance(panel, RecordChoice):
+            panel.record, panel.t_range = self.record, self.t_range
+        if isinstance(panel, RecordNormPanel):
+            panel.range_moved.connect(self.range_moved)
+        row, names = next((r, n) for r, n in zip(self.rows_splitters, WINDOW_ROWS, strict=True)
                           if name in n)  # fmt: skip
         before = [n for n in names[: names.index(name)] if n in self.by_name]
         panel.hide()
@@ -111,23 +134,34 @@ class PanelArea(QWidget):
         return bool(self.stages)
 
     def show_for(self, arrays: Mapping[str, np.ndarray], config: RunConfig | None, live: bool):
-        """Show the panels `panels_for` names (the exported figure shows the same), less those
-        turned off in the View menu."""
-        self._show(set(panels_for(arrays, config, live=live)) - self.hidden)
+        """Show the panels `panels_for` names (the exported figure shows the same), and a
+        recording's while one is set, less those turned off in the View menu."""
+        shown = set(panels_for(arrays, config, live=live))
+        if self.recording is not None:
+            shown |= set(RECORDING_PANELS)
+        self._show(shown - self.hidden)
 
     def _show(self, shown: set[str]) -> None:
-        """Show the panels named in `shown`, hide the others; a row whose panels changed gets
-        widths in the proportions of `PANEL_WIDTHS` (the user's own are kept otherwise)."""
+        """Show the panels named in `shown`, hide the others and the rows left empty; a row
+        whose panels changed gets widths in the proportions of `PANEL_WIDTHS` (the user's own
+        are kept otherwise), and the rows heights of their own when a recording's row comes or
+        goes."""
         if tuple(sorted(shown)) == self.shown:
             return
+        before = [row.isVisibleTo(self) for row in self.rows_splitters]
         self.shown = tuple(sorted(shown))
         for name in shown:
             self.panel(name)
         for name, panel in self.by_name.items():
             panel.setVisible(name in shown)
-        for row, names in zip(self.rows_splitters, PANEL_ROWS, strict=True):
+        for row, names in zip(self.rows_splitters, WINDOW_ROWS, strict=True):
+            row.setVisible(any(n in shown for n in names))
             row.setSizes([int(360 * PANEL_WIDTHS.get(n, 1.0)) if n in shown else 0
                           for n in names if n in self.by_name])  # fmt: skip
+        visible = [row.isVisibleTo(self) for row in self.rows_splitters]
+        if visible[0] != before[0]:
+            sizes = RECORDING_ROW_HEIGHTS if visible[0] else (0, 440, 330)
+            self.splitter.setSizes(list(sizes))
 
     def set_hidden(self, name: str, hidden: bool, arrays, config, live: bool) -> None:
         (self.hidden.add if hidden else self.hidden.discard)(name)
@@ -135,10 +169,45 @@ class PanelArea(QWidget):
 
     def draw(self, arrays: Mapping[str, np.ndarray], config: RunConfig | None,
              rows_total: int | None, live: bool) -> None:  # fmt: skip
-        """Draw `arrays` in every panel (replacing the draws left from an earlier call)."""
+        """Draw `arrays` in every panel, and the recording set in its own (replacing the draws
+        left from an earlier call)."""
         arrays = dict(arrays)
         self.show_for(arrays, config, live)
-        self.stage(lambda p=panel: p.draw(arrays, config, rows_total) for panel in self.panels)
+        recording = self.recording
+        self.stage(
+            (lambda p=panel: p.draw(recording))
+            if isinstance(panel, RecordChoice)
+            else (lambda p=panel: p.draw(arrays, config, rows_total))
+            for panel in self.panels
+            if recording is not None or not isinstance(panel, RecordChoice)
+        )
+
+    def set_recording(self, arrays: Mapping[str, np.ndarray] | None) -> None:
+        """Show a recording's arrays (`render.records`) in its panels from the next `draw`
+        on (`draw_recording` draws them alone); None hides them (at once)."""
+        self.recording = None if arrays is None else dict(arrays)
+        if arrays is None:
+            self._show(set(self.shown) - set(RECORDING_PANELS))
+
+    def draw_recording(self) -> None:
+        """Draw the recording set in its panels (after any draws still staged)."""
+        if self.recording is None:
+            return
+        recording = self.recording
+        self._show(set(self.shown) | (set(RECORDING_PANELS) - self.hidden))
+        self.stages += [lambda p=panel: p.draw(recording) for panel in self.panels
+                        if isinstance(panel, RecordChoice)]  # fmt: skip
+        self.draw_stage()
+
+    def set_record_view(self, record: int | None, t_range: TimeRange) -> None:
+        """Show record `record` (None: the last) and the timestep range `t_range` (None: every
+        t) in a recording's panels."""
+        self.record, self.t_range = record, t_range
+        choosing = [p for p in self.panels if isinstance(p, RecordChoice)]
+        for panel in choosing:
+            panel.record, panel.t_range = record, t_range
+        self.stages += [lambda p=panel: p.set_view(record, t_range) for panel in choosing]
+        self.draw_stage()
 
     def set_layer(self, k: int) -> None:
         """Show LSTM direction k in every panel that shows one (their combo boxes)."""

@@ -228,6 +228,7 @@ class Worker(QThread):
     def _cancel(self, run_id: int) -> None:
         if ("run", run_id) not in self._inflight:
             return  # ended (its answer is on its way) or never sent
+        self._stop.value = run_id
         self._send(("cancel", run_id))
         self._stopping = (run_id, time.monotonic() + GRACE)
 
@@ -324,7 +325,8 @@ class Worker(QThread):
         """Start a computing process; False (after `failed(0, …)`) when it cannot start."""
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
-        process = context.Process(target=serve, args=(theirs, str(self.folder)),
+        self._stop = context.RawValue("q", -1)  # the cancelled run's id, read there directly
+        process = context.Process(target=serve, args=(theirs, str(self.folder), self._stop),
                                   name="lstmviz-compute", daemon=True)  # fmt: skip
         try:
             process.start()

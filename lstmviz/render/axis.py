@@ -10,6 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF
+from PySide6.QtWidgets import QGraphicsTextItem
 
 from lstmviz.render.style import opaque
 
@@ -119,6 +120,42 @@ class OpaqueLineAxis(pg.AxisItem):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._linear_text = {key: self.style[key] for key in LOG_TEXT}
+
+    # A vertical axis's label longer than the axis is tall (a short panel) is cut at both
+    # ends; it drops its parenthesis then ("‖dL/dh_t‖ (log scale)" → "‖dL/dh_t‖").
+    _label_html: str | None = None  # the label as shown
+    _label_widths: dict[str, float] | None = None  # label HTML → its length in px
+
+    def labelString(self) -> str:  # noqa: N802 (pyqtgraph's name)
+        full = super().labelString()
+        text = self.labelText or ""
+        if self.orientation not in ("left", "right") or self.labelUnits or " (" not in text:
+            return full
+        if self._label_width(full) <= self.size().height():
+            return full
+        return full.replace(f"{text} ", text.split(" (")[0] + " ", 1)
+
+    def _label_width(self, html: str) -> float:
+        if self._label_widths is None:
+            self._label_widths = {}
+        if html not in self._label_widths:
+            probe = QGraphicsTextItem()
+            probe.setFont(self.label.font())
+            probe.setHtml(html)
+            self._label_widths[html] = probe.boundingRect().width()
+        return self._label_widths[html]
+
+    def _updateLabel(self):  # noqa: N802 (pyqtgraph's name)
+        self._label_html = self.labelString()
+        super()._updateLabel()
+
+    def resizeEvent(self, ev=None):  # noqa: N802 (pyqtgraph's name)
+        if self.label is not None and self.orientation in ("left", "right"):
+            html = self.labelString()
+            if html != self._label_html:
+                self._label_html = html
+                self.label.setHtml(html)
+        super().resizeEvent(ev)
 
     def setLogMode(self, *args, **kwargs):  # noqa: N802 (pyqtgraph's name)
         super().setLogMode(*args, **kwargs)

@@ -255,15 +255,15 @@ class NormHistoryPanel(NormPanel):
         return self.history[index]
 
     @staticmethod
-    def history_choice(steps: int) -> np.ndarray:
+    def history_choice(steps: int, limit: int = MAX_HISTORY_CURVES) -> np.ndarray:
         """Earlier steps to draw: every `stride`-th, the stride a power of two so that at most
-        MAX_HISTORY_CURVES are drawn. As a run grows the chosen steps stay put (new ones are
+        `limit` are drawn. As a run grows the chosen steps stay put (new ones are
         appended; when the stride doubles every other one goes), so a live update redraws
         only the curves whose step changed."""
         if steps <= 0:
             return np.zeros(0, int)
         stride = 1
-        while -(-steps // stride) > MAX_HISTORY_CURVES:
+        while -(-steps // stride) > limit:
             stride *= 2
         return np.arange(0, steps, stride)
 

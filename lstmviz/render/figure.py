@@ -38,11 +38,12 @@ import lstmviz
 from lstmviz import modes
 from lstmviz.render.curves import NormHistoryPanel
 from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
-from lstmviz.render.layout import PANEL_NAMES, PANEL_ROWS, PANEL_WIDTHS, panels_for
+from lstmviz.render.layout import PANEL_NAMES, PANEL_WIDTHS, figure_rows, panels_for
 from lstmviz.render.model_curves import GatesPanel, LayerChoice, LayerNormPanel
 from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
 from lstmviz.render.model_report import model_lines, model_table_html
 from lstmviz.render.panel import Panel, panel_title
+from lstmviz.render.record_panels import RecordHeatmap, RecordLossPanel, RecordNormPanel
 from lstmviz.render.style import STYLE
 from lstmviz.render.summary import fmt, plain, summary_text
 from lstmviz.render.svg import as_group, closed_path_fix
@@ -62,6 +63,9 @@ PANELS: dict[str, type[Panel]] = {  # the window's panels, by name (PANEL_NAMES)
     "layer_map": LayerHeatmap,
     "saliency": SaliencyHeatmap,
     "layer_units": LayerUnitsHeatmap,
+    "record_norms": RecordNormPanel,
+    "record_loss": RecordLossPanel,
+    "record_map": RecordHeatmap,
 }
 HEADER_PX = 46  # title and summary line above the panels
 TITLE_PX, SUBTITLE_PX, PANEL_TITLE_PX = 16, 11, 12
@@ -150,7 +154,7 @@ class Figure:
         self.trace = trace
         self.source = source
         if panels is None:
-            panels = panels_for(trace.arrays, trace.config)
+            panels = self.default_panels()
         chosen = {panel_name(entry): entry for entry in panels}  # the last of a name wins
         self.named: list[tuple[str, Panel]] = []  # in PANEL_NAMES order
         with gui_style():
@@ -161,7 +165,7 @@ class Figure:
                 if isinstance(panel, LayerChoice):
                     panel.layer = layer
                 panel.set_options(log, normalise)
-                panel.draw(trace.arrays, trace.config)
+                self.draw_panel(name, panel)
                 if panel.drawn():
                     self.named.append((name, panel))
                 else:
@@ -171,6 +175,14 @@ class Figure:
             raise ValueError("nothing to plot: the trace has no gradient norms")
         self.cells: list[tuple[Panel, QRectF]] = []  # panel, plot rectangle (logical px)
         self.titles: list[tuple[str, QRectF]] = []
+
+    def default_panels(self) -> list[str]:
+        """The panels the window shows for the trace (`panels_for`)."""
+        return panels_for(self.trace.arrays, self.trace.config)
+
+    def draw_panel(self, name: str, panel: Panel) -> None:
+        """Draw the panel called `name` (set up with the figure's options)."""
+        panel.draw(self.trace.arrays, self.trace.config)
 
     @property
     def panels(self) -> list[Panel]:
@@ -211,14 +223,18 @@ class Figure:
 
     def boxes(self, width: float, height: float, top: float = HEADER_PX) -> list[tuple]:
         """(panel, box) for a figure of `width` × `height` logical px with the panels from
-        `top` down, arranged as in the window (PANEL_ROWS): the gradient norm with the loss on
-        its right (PANEL_WIDTHS), the heatmaps side by side below; a single row takes the
-        whole height."""
-        rows = [[(n, p) for n, p in self.named if n in names] for names in PANEL_ROWS]
-        rows = [row for row in rows if row]
+        `top` down, arranged as in the window (`figure_rows`): the gradient norm with the loss
+        on its right (PANEL_WIDTHS), the heatmaps side by side below; a single row takes the
+        whole height, two rows share it TOP_ROW_SHARE to the rest, more share it evenly."""
+        named = dict(self.named)
+        rows = [[(n, named[n]) for n in row] for row in figure_rows(list(named))]
         area = height - top
-        heights = [area] if len(rows) == 1 else [int(area * TOP_ROW_SHARE)]
-        heights += [area - heights[0]] * (len(rows) - 1)
+        if len(rows) == 2:
+            heights = [int(area * TOP_ROW_SHARE)]
+            heights.append(area - heights[0])
+        else:
+            heights = [int(area / len(rows))] * len(rows)
+            heights[-1] = area - sum(heights[:-1])
         boxes, y = [], top
         for row, row_h in zip(rows, heights, strict=True):
             weights = np.cumsum([0.0] + [PANEL_WIDTHS.get(name, 1.0) for name, _ in row])

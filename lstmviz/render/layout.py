@@ -9,10 +9,12 @@ from lstmviz.config import RunConfig
 from lstmviz.render.layers import is_model
 from lstmviz.render.values import Arrays
 
-# The panels of one-LSTM traces, then those of model traces (`render.layers`).
+# The panels of one-LSTM traces, then those of model traces (`render.layers`), then those of a
+# recording of a training run (`render.records`).
 LSTM_PANELS = ("norm", "loss", "rows", "units", "connectivity")
 MODEL_PANELS = ("layers", "gates", "layer_map", "saliency", "layer_units")
-PANEL_NAMES = LSTM_PANELS + MODEL_PANELS
+RECORDING_PANELS = ("record_norms", "record_loss", "record_map")
+PANEL_NAMES = LSTM_PANELS + MODEL_PANELS + RECORDING_PANELS
 # The arrangement, top row first: the gradient norm with the training loss on its right, then
 # the heatmaps side by side. A model trace: the norm by layer with the gates on its right, then
 # its three heatmaps. A row shows only the panels `panels_for` names.
@@ -20,8 +22,22 @@ PANEL_ROWS = (
     ("norm", "loss", "layers", "gates"),
     ("rows", "units", "connectivity", "layer_map", "saliency", "layer_units"),
 )
+# A recording's panels in one row above the model panels of its last record (in the window,
+# and in a figure of both); a figure of the recording's panels alone has two rows: the curves
+# with the loss on their right, the heatmap below them, as wide as the figure.
+RECORDING_ROW = RECORDING_PANELS
+WINDOW_ROWS = (RECORDING_ROW, *PANEL_ROWS)
+RECORDING_ROWS = (("record_norms", "record_loss"), ("record_map",))
 # Widths within a row relative to 1.0 (the window's top splitter starts at 640 : 360 px).
-PANEL_WIDTHS = {"norm": 640 / 360, "layers": 640 / 360}
+PANEL_WIDTHS = {"norm": 640 / 360, "layers": 640 / 360, "record_norms": 640 / 360,
+                "record_map": 1.3}  # fmt: skip
+
+
+def figure_rows(names: list[str]) -> list[list[str]]:
+    """The panels `names` in rows, top first, as a figure arranges them (empty rows left out):
+    those of a recording alone in `RECORDING_ROWS`, any others as the window does."""
+    rows = RECORDING_ROWS if set(names) <= set(RECORDING_PANELS) else WINDOW_ROWS
+    return [found for row in rows if (found := [n for n in row if n in names])]
 
 
 def panels_for(arrays: Arrays, config: RunConfig | None = None, live: bool = False) -> list[str]:

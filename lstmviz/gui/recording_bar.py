@@ -1,0 +1,210 @@
+"""The bar above the panels while a recording is shown: what the recording is and whether it is
+still growing, a slider over its records, the timestep range of its heatmap, which record the
+model panels below show, and the model's summary."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (
+    QComboBox,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSlider,
+    QSpinBox,
+    QWidget,
+)
+
+from lstmviz.render.records import (
+    TimeRange,
+    record_count,
+    record_text,
+    recording_summary,
+    steps_of,
+)
+from lstmviz.render.values import Arrays
+
+STATUS = {  # what the header says about the file, by state
+    "following": "<span style='color:#2a7a2a'>● following: fit is writing it</span>",
+    "finished": "finished",
+    "stopped": "<span style='color:#c00'>not followed any more (see the status bar)</span>",
+}
+SUMMARY_WIDTH = 360  # px: the model summary's lines are ~60 characters
+
+
+class RecordingBar(QWidget):
+    """`record_chosen` (the record index, None for the last: the slider at its right end
+    follows new records) and `range_chosen` ((t0, t1), None for every t) fire when the user
+    changes them; `show_recording` fills the bar from a recording's arrays."""
+
+    record_chosen = Signal(object)
+    range_chosen = Signal(object)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrays: Arrays = {}
+        self.header = QLabel(textFormat=Qt.RichText, wordWrap=True)
+        self.header.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.slider = QSlider(Qt.Horizontal, minimum=0, maximum=0, pageStep=1)
+        self.slider.setToolTip(
+            "Scrub through the records: the curves, the loss mark and the heatmap mark show\n"
+            "the record chosen. At the right end the view follows new records as they arrive."
+        )
+        self.slider.valueChanged.connect(self._slid)
+        self.record_label = QLabel()
+        self.range_box = QComboBox()
+        self.range_box.addItems(["all timesteps", "a window"])
+        self.range_box.setToolTip(
+            "The timesteps the heatmap's total gradient norm is taken over: all of them, or a\n"
+            "window (also: drag the shaded band in the curves panel)."
+        )
+        self.range_box.activated.connect(lambda _: self._range_edited())
+        self.first = QSpinBox(prefix="t ", minimum=0, maximum=0)
+        self.last = QSpinBox(prefix="to ", minimum=0, maximum=0)
+        for box in (self.first, self.last):
+            box.setKeyboardTracking(False)
+            box.valueChanged.connect(lambda _, edited=box: self._range_edited(edited))
+            box.setEnabled(False)
+        self.note = QLabel(textFormat=Qt.RichText, wordWrap=True)
+        self.summary = QPlainTextEdit(readOnly=True)
+        self.summary.setLineWrapMode(QPlainTextEdit.NoWrap)
+        font = QFontDatabase.systemFont(QFontDatabase.FixedFont)
+        font.setPointSizeF(7.0)
+        self.summary.setFont(font)
+        self.summary.setFixedWidth(SUMMARY_WIDTH)
+        self.summary.setToolTip("The model the recording was made of (its layers, as lstmviz "
+                                "runs them)")  # fmt: skip
+
+        scrub = QHBoxLayout()
+        scrub.addWidget(QLabel("Record"))
+        scrub.addWidget(self.slider, 1)
+        scrub.addWidget(self.record_label)
+        span = QHBoxLayout()
+        span.addWidget(QLabel("Heatmap over"))
+        for widget in (self.range_box, self.first, self.last):
+            span.addWidget(widget)
+        span.addWidget(self.note, 1)
+        layout = QGridLayout(self)
+        layout.setContentsMargins(6, 4, 6, 2)
+        layout.setVerticalSpacing(2)
+        layout.addWidget(self.header, 0, 0)
+        layout.addLayout(scrub, 1, 0)
+        layout.addLayout(span, 2, 0)
+        layout.addWidget(self.summary, 0, 1, 3, 1)
+        layout.setColumnStretch(0, 1)
+        self.setFixedHeight(110)  # text that changes as records arrive never re-lays the window out
+
+    def reset(self) -> None:
+        """For another recording: the last record, every timestep (no signals)."""
+        self.slider.blockSignals(True)
+        self.slider.setMaximum(0)
+        self.slider.blockSignals(False)
+        for box in (self.first, self.last):
+            box.blockSignals(True)
+            box.setMaximum(0)
+            box.blockSignals(False)
+        self.set_range(None)
+
+    # ---- what the user chose -------------------------------------------------------------------
+
+    def record(self) -> int | None:
+        """The record chosen: its index, None when the slider is at the last one."""
+        value = self.slider.value()
+        return None if value >= self.slider.maximum() else value
+
+    def t_range(self) -> TimeRange:
+        if self.range_box.currentIndex() == 0:
+            return None
+        return self.first.value(), self.last.value()
+
+    def set_range(self, t_range: TimeRange) -> None:
+        """Show `t_range` as chosen (a window dragged in the curves panel), without signals."""
+        for widget in (self.range_box, self.first, self.last):
+            widget.blockSignals(True)
+        try:
+            self.range_box.setCurrentIndex(0 if t_range is None else 1)
+            if t_range is not None:
+                lo, hi = sorted(t_range)
+                self.first.setValue(lo)
+                self.last.setValue(hi)
+        finally:
+            for widget in (self.range_box, self.first, self.last):
+                widget.blockSignals(False)
+        self._enable_range()
+
+    def _slid(self, _value: int) -> None:
+        self._describe()
+        self.record_chosen.emit(self.record())
+
+    def _range_edited(self, edited: QSpinBox | None = None) -> None:
+        """The range box or an end changed: an end moved past the other takes it along."""
+        lo, hi = self.first.value(), self.last.value()
+        if lo > hi and edited is not None:
+            self.set_range((lo, lo) if edited is self.first else (hi, hi))
+        self._enable_range()
+        self.range_chosen.emit(self.t_range())
+
+    def _enable_range(self) -> None:
+        window = self.range_box.currentIndex() == 1
+        for box in (self.first, self.last):
+            box.setEnabled(window)
+
+    # ---- what the recording is -------------------------------------------------------------------
+
+    def show_recording(self, arrays: Arrays, path: str, status: str) -> None:
+        """Fill the bar from a recording's `arrays` (`render.records`) read from `path`;
+        `status`: "following", "finished" or "stopped" (STATUS). The record chosen stays,
+        unless it was the last: then the new last one is."""
+        self.arrays = arrays
+        count = record_count(arrays)
+        at_end = self.slider.value() >= self.slider.maximum()
+        self.slider.blockSignals(True)
+        try:
+            self.slider.setMaximum(max(count - 1, 0))
+            if at_end:
+                self.slider.setValue(self.slider.maximum())
+        finally:
+            self.slider.blockSignals(False)
+        steps = steps_of(arrays)
+        if steps != self.first.maximum() + 1:  # another recording: the window offered first
+            for box, value in ((self.first, 0), (self.last, max(steps // 4 - 1, 0))):
+                box.blockSignals(True)  # covers the first quarter of t (where a gradient
+                box.setMaximum(max(steps - 1, 0))  # coming back from the end vanishes)
+                box.setValue(value)
+                box.blockSignals(False)
+        self.set_status(path, status)
+        summary = str(arrays.get("model_summary", ""))
+        if summary != self.summary.toPlainText():
+            self.summary.setPlainText(summary)
+        self._describe()
+
+    def set_status(self, path: str, status: str) -> None:
+        name = html.escape(Path(path).name)
+        self.header.setText(f"<b>Recording {name}</b> · {STATUS[status]} · "
+                            f"{recording_summary(self.arrays, sources=False)}")  # fmt: skip
+        self.header.setToolTip(str(path))
+
+    def _describe(self) -> None:
+        """The record label and the note on what the model panels below show."""
+        count = record_count(self.arrays)
+        if count == 0:
+            self.record_label.clear()
+            self.note.clear()
+            return
+        s = self.slider.value()
+        latest = " · the latest" if s == count - 1 else ""
+        self.record_label.setText(f"{s + 1}/{count} · {record_text(self.arrays, s)}{latest}")
+        last = record_text(self.arrays, count - 1)
+        if s == count - 1:
+            self.note.setText("<span style='color:#555'>The panels below: this record's full "
+                              "model trace.</span>")  # fmt: skip
+        else:
+            self.note.setText(
+                f"<span style='color:#a60'>The panels below: the last record ({html.escape(last)})"
+                ", not this one: the file keeps the full trace of the last record only.</span>"
+            )

@@ -1,0 +1,106 @@
+"""A recording's panels rendered offscreen (`lstmviz export REC.lvz --png/--svg/--pdf`, the
+window's Export with a recording open): the evolution figure, drawn by the panels the window
+shows for it (`lstmviz.render.record_panels`), and, when asked for, the model panels of its last
+record (the one whose full trace the file keeps). PNG, SVG and the PDF report as for a trace
+(`lstmviz.render.figure`)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Sequence
+from xml.sax.saxutils import escape
+
+import lstmviz
+from lstmviz.recording import Recording
+from lstmviz.render.figure import Figure
+from lstmviz.render.layout import RECORDING_PANELS
+from lstmviz.render.model_report import model_lines, model_table_html
+from lstmviz.render.panel import Panel
+from lstmviz.render.record_panels import RecordChoice
+from lstmviz.render.records import (
+    TimeRange,
+    chosen_record,
+    evolution_lines,
+    panel_arrays,
+    range_text,
+    record_count,
+    record_text,
+    recording_summary,
+    steps_of,
+)
+
+
+class RecordingFigure(Figure):
+    """The panels of a `Recording`, drawn offscreen; by default the recording's own three
+    (`RECORDING_PANELS`). `record`: the record they show (None: the last); `t_range`: the
+    heatmap's timestep range (None: every t). Model panels show the last record's trace (left
+    out when it was not read). Use as a context manager, as `Figure`."""
+
+    def __init__(
+        self,
+        recording: Recording,
+        panels: Sequence[str | type[Panel]] | None = None,
+        log: bool = True,
+        normalise: bool = False,
+        source: str | None = None,
+        layer: int = 0,
+        record: int | None = None,
+        t_range: TimeRange = None,
+    ):
+        self.recording = recording
+        self.view = panel_arrays(recording)
+        self.record, self.t_range = record, t_range
+        super().__init__(recording.last, panels, log, normalise,
+                         source or str(recording.path), layer)  # fmt: skip
+
+    def default_panels(self) -> list[str]:
+        return list(RECORDING_PANELS)
+
+    def draw_panel(self, name: str, panel: Panel) -> None:
+        if isinstance(panel, RecordChoice):
+            panel.record, panel.t_range = self.record, self.t_range
+            panel.draw(self.view)
+        elif self.trace is not None:
+            panel.draw(self.trace.arrays, self.trace.config)
+
+    def title(self) -> str:
+        name = f" · {os.path.basename(self.source)}" if self.source else ""
+        return f"lstmviz · training recording{name}"
+
+    def summary_html(self) -> str:
+        parts = [recording_summary(self.view, sources=False)]  # one line: the report has them
+        shown = chosen_record(self.view, self.record)
+        if shown != record_count(self.view) - 1:
+            parts.append(f"curves at {record_text(self.view, shown)}")
+        if self.t_range is not None:
+            parts.append(f"heatmap over {range_text(self.t_range, steps_of(self.view))}")
+        parts.append("finished" if self.recording.finished else "being written")
+        return " · ".join(parts)
+
+    def report_html(self) -> str:
+        a = self.view
+        items = [("file", str(self.recording.path)), ("records", str(record_count(a))),
+                 ("every", f"{int(a.get('every', 0))} batches"),
+                 ("model", str(a.get("model_source", ""))),
+                 ("data", str(a.get("inputs_source", "")))]  # fmt: skip
+        rows = "".join(f"<tr><td style='padding-right:10px'><tt>{escape(k)}</tt></td>"
+                       f"<td>{escape(v)}</td></tr>" for k, v in items if v)  # fmt: skip
+        summary = "".join(f"<li>{line}</li>" for line in self.summary_lines())
+        return (
+            "<table width='100%' cellspacing='0'><tr>"
+            "<td width='46%' valign='top'><b>Recording</b>"
+            f"<table cellspacing='0'>{rows}</table>{model_table_html(a)}</td>"
+            f"<td valign='top'><b>Summary</b><ul style='margin-left:0px'>{summary}</ul></td>"
+            "</tr></table>"
+        )
+
+    def summary_lines(self) -> list[str]:
+        lines = [self.summary_html(), *evolution_lines(self.view)]
+        if self.trace is not None:
+            last = record_text(self.view, record_count(self.view) - 1)
+            lines += [f"last record ({last}): {line}" for line in model_lines(self.trace.arrays)]
+        stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+        lines.append(f"<span style='color:#666'>{escape(self.source or '')} · exported {stamp} "
+                     f"by lstmviz {lstmviz.__version__}</span>")  # fmt: skip
+        return lines
