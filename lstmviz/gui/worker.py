@@ -40,6 +40,7 @@ from PySide6.QtCore import QThread, Signal
 
 from lstmviz.config import RunConfig
 from lstmviz.engine.child import describe, pack, received_trace, serve
+from lstmviz.render import values
 from lstmviz.trace import GradientTrace
 
 GRACE = 0.05  # seconds a cancelled run may take to end before its process is killed
@@ -290,7 +291,9 @@ class Worker(QThread):
         folder = self._folder("run", run_id)
         if verb == "finished":
             mode, config, packed = args
-            self.finished_run.emit(run_id, received_trace(mode, config, packed, folder))
+            trace = received_trace(mode, config, packed, folder)
+            values.warm(trace.arrays)  # here, not in the window's first draw
+            self.finished_run.emit(run_id, trace)
             return
         shutil.rmtree(folder, ignore_errors=True)
         if verb == "cancelled":

@@ -5,6 +5,7 @@ where a trace holds NaN or Inf)."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.ma  # noqa: F401 (np.unique imports it on first use: 20 ms inside a panel's draw)
 import pyqtgraph as pg
 from PySide6.QtCore import QLineF, QRectF, Qt
 

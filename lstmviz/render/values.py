@@ -7,7 +7,8 @@ Keys read: the rows `lstmviz.schema` marks for the rows heatmap (`norm_h_total_b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -28,6 +29,44 @@ def rows_source(arrays: Arrays) -> tuple[np.ndarray, str] | None:
     return np.atleast_2d(np.asarray(arrays[key])), ROW_LABELS.get(row, row)
 
 
+# Matrices reduced from a trace's biggest array (`grad_h_total`, up to ~1 GB), kept while that
+# array lives: `warm` computes them off the window's thread (NumPy releases the GIL in the
+# reductions) so the panels' first draw of a finished trace finds them (30-60 ms each on the
+# window's thread for [8000, 16, 64]).
+_REDUCED: dict[tuple[int, str], tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _reduced(g: np.ndarray, name: str, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    key = (id(g), name)
+    found = _REDUCED.get(key)
+    if found is not None and found[0]() is g:
+        return found[1]
+    result = reduce(g)
+    result.setflags(write=False)  # shared by every panel that asks
+    try:
+        ref = weakref.ref(g, lambda _, key=key: _REDUCED.pop(key, None))
+    except TypeError:  # not an ndarray (a list in a test): nothing to keep
+        return result
+    _REDUCED[key] = (ref, result)
+    return result
+
+
+def _sample_norms(g: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.sum(np.square(g, dtype=np.float64), axis=-1)).T
+
+
+def _unit_means(g: np.ndarray) -> np.ndarray:
+    g = np.abs(np.asarray(g))  # |x| is exact in float32: no float64 copy of [T, B, H]
+    return g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2), dtype=np.float64).T  # [H, T]
+
+
+def warm(arrays: Arrays) -> None:
+    """Compute what the panels reduce from `grad_h_total` now, in the calling thread (the
+    worker's, before it hands a finished trace to the window)."""
+    rows_matrix(arrays)
+    units_matrix(arrays)
+
+
 def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
     """Total gradient norm as rows × timesteps (float64), and what a row is. Taped runs have
     one sequence, so their rows are the batch samples (norm over units only)."""
@@ -36,7 +75,7 @@ def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
         return np.asarray(found[0], np.float64), found[1]
     g = arrays.get("grad_h_total")
     if g is not None and np.ndim(g) == 3:
-        return np.sqrt(np.sum(np.square(g, dtype=np.float64), axis=-1)).T, "batch sample"
+        return _reduced(g, "sample norms", _sample_norms), "batch sample"
     return None
 
 
@@ -45,9 +84,7 @@ def units_matrix(arrays: Arrays) -> np.ndarray | None:
     g = arrays.get("grad_h_total")
     if g is None or np.ndim(g) < 3:
         return None
-    g = np.abs(np.asarray(g))  # |x| is exact in float32: no float64 copy of [T, B, H]
-    g = g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2), dtype=np.float64)  # [T, H]
-    return g.T
+    return _reduced(g, "unit means", _unit_means)
 
 
 def pass_length(arrays: Arrays) -> int | None:
