@@ -419,3 +419,35 @@ def test_a_vertical_axis_label_drops_its_parenthesis_when_the_plot_is_short(qtbo
     plot.resize(400, 400)
     plot.setLabel("left", "‖dL/dh_t‖ (log scale)")
     qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖ (log scale)", timeout=2_000)
+
+
+def test_heatmap_reductions_are_computed_once_and_match_a_float64_loop():
+    """`warm` (the worker thread, before the window draws a finished trace) computes what the
+    heatmaps reduce from grad_h_total; the panels then get the same kept result, which equals
+    a plain float64 loop over the batch, and is dropped with the array."""
+    import gc
+
+    from lstmviz.render import values
+
+    g = np.random.default_rng(3).standard_normal((7, 5, 4)).astype(np.float32)
+    arrays = {"grad_h_total": g}
+    values.warm(arrays)
+    kept = len(values._REDUCED)
+    units = values.units_matrix(arrays)
+    rows, name = values.rows_matrix(arrays)
+    assert units is values.units_matrix(arrays) and rows is values.rows_matrix(arrays)[0]
+    assert len(values._REDUCED) == kept and name == "batch sample"
+    expect_units = np.zeros((4, 7))
+    expect_rows = np.zeros((5, 7))
+    for t in range(7):
+        for b in range(5):
+            row = g[t, b].astype(np.float64)
+            expect_units[:, t] += np.abs(row) / 5
+            expect_rows[b, t] = np.sqrt(np.sum(row * row))
+    np.testing.assert_allclose(units, expect_units, rtol=1e-12)
+    np.testing.assert_allclose(rows, expect_rows, rtol=1e-12)
+    with pytest.raises(ValueError):
+        units[0, 0] = 1.0  # shared by the panels: read-only
+    del arrays, g
+    gc.collect()
+    assert len(values._REDUCED) == kept - 2
