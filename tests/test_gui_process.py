@@ -221,6 +221,32 @@ def test_a_runs_arrays_arrive_mapped_read_only_and_their_folder_goes_with_the_tr
     assert not folder.exists()
 
 
+def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(
+    qtbot, window, monkeypatch
+):
+    """The heatmaps' reductions of grad_h_total and the summary's NaN/Inf counts of big arrays
+    are computed in the worker thread (`values.warm`); the window's draw finds them."""
+    from lstmviz.render import values
+
+    threads: list[tuple[str, int]] = []  # (what, the thread) for arrays of WARM_SIZE or more
+    for name in ("_unit_means", "_sample_norms", "_nonfinite"):
+        reduce = getattr(values, name)
+
+        def counted(v, reduce=reduce, name=name):
+            if np.size(v) >= values.WARM_SIZE:
+                threads.append((name, threading.get_ident()))
+            return reduce(v)
+
+        monkeypatch.setattr(values, name, counted)
+    config = RunConfig(mode="taped", steps=400, batch=16, input_dim=3, hidden=32, seed=2)
+    run_to_end(qtbot, window, config)  # grad_h_total: 204 800 values
+    main = threading.get_ident()
+    assert {name for name, _ in threads} >= {"_unit_means", "_sample_norms", "_nonfinite"}
+    assert all(thread != main for _, thread in threads), threads
+    np.testing.assert_allclose(window.area.units.data,
+                               values._unit_means(window.trace.grad_h_total), rtol=1e-6)
+
+
 def test_pack_writes_large_arrays_once_and_unpack_maps_them(tmp_path):
     rng = np.random.default_rng(0)
     big = rng.standard_normal((200, 200)).astype(np.float32)  # 160 KB, every other row 80 KB

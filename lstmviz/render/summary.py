@@ -10,7 +10,7 @@ import numpy as np
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
-from lstmviz.render.values import Arrays
+from lstmviz.render.values import Arrays, nonfinite_count
 
 _MODEL_STATE = re.compile(r"layer\d+_(h|c|grad_h_total|grad_c_total|grad_h_direct)")
 LSTM_KERNEL_TEXT = {"native": "native kernels", "while_loop": "tf.while_loop"}  # lstm_kernel
@@ -134,7 +134,7 @@ def nonfinite_part(arrays: Arrays) -> str:
     # ones again took ~40 ms for a multi-pass trace of 8000 steps).
     checked = "nonfinite_steps" in arrays
     floats = {k: v for k, v in arrays.items() if np.asarray(v).dtype.kind == "f"}
-    bad = {k: int(np.size(v) - np.isfinite(v).sum()) for k, v in floats.items()
+    bad = {k: nonfinite_count(v) for k, v in floats.items()
            if not (checked and _has_norm(k, arrays))}  # fmt: skip
     bad = {k: n for k, n in bad.items() if n}
     steps = np.ravel(arrays.get("nonfinite_steps", []))

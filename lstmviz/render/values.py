@@ -60,11 +60,28 @@ def _unit_means(g: np.ndarray) -> np.ndarray:
     return g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2), dtype=np.float64).T  # [H, T]
 
 
+def _nonfinite(v: np.ndarray) -> np.ndarray:
+    return np.asarray(np.size(v) - np.count_nonzero(np.isfinite(v)), np.int64)
+
+
+def nonfinite_count(v: np.ndarray) -> int:
+    """How many values of float array `v` are NaN or ±Inf (kept with `v` when it is large)."""
+    if np.size(v) < WARM_SIZE:
+        return int(_nonfinite(v))
+    return int(_reduced(v, "nonfinite", _nonfinite))
+
+
+WARM_SIZE = 100_000  # arrays at least this big get their reductions kept
+
+
 def warm(arrays: Arrays) -> None:
-    """Compute what the panels reduce from `grad_h_total` now, in the calling thread (the
-    worker's, before it hands a finished trace to the window)."""
+    """Compute what the panels and the summary reduce from a trace's big arrays now, in the
+    calling thread (the worker's, before it hands a finished trace to the window)."""
     rows_matrix(arrays)
     units_matrix(arrays)
+    for value in arrays.values():
+        if np.size(value) >= WARM_SIZE and np.asarray(value).dtype.kind == "f":
+            nonfinite_count(value)
 
 
 def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
