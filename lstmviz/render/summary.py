@@ -10,7 +10,7 @@ import numpy as np
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
-from lstmviz.render.values import Arrays, nonfinite_count
+from lstmviz.render.values import Arrays, max_abs, nonfinite_count
 
 _MODEL_STATE = re.compile(r"layer\d+_(h|c|grad_h_total|grad_c_total|grad_h_direct)")
 LSTM_KERNEL_TEXT = {"native": "native kernels", "while_loop": "tf.while_loop"}  # lstm_kernel
@@ -65,7 +65,7 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
         parts.append(f"loss {fmt(float(np.ravel(loss)[-1]))}")
     if "max_abs_diff_full_vs_reference" in arrays:
         diff = float(arrays["max_abs_diff_full_vs_reference"])
-        scale = float(np.max(np.abs(arrays["grad_h_total"]))) if "grad_h_total" in arrays else 1
+        scale = max_abs(arrays["grad_h_total"]) if "grad_h_total" in arrays else 1
         mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
         parts.append(f"full = one-pass reference {mark} (max |Δ| {diff:.1e})")
     if stopped_early(arrays):

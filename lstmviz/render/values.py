@@ -29,11 +29,12 @@ def rows_source(arrays: Arrays) -> tuple[np.ndarray, str] | None:
     return np.atleast_2d(np.asarray(arrays[key])), ROW_LABELS.get(row, row)
 
 
-# Matrices reduced from a trace's biggest array (`grad_h_total`, up to ~1 GB), kept while that
-# array lives: `warm` computes them off the window's thread (NumPy releases the GIL in the
-# reductions) so the panels' first draw of a finished trace finds them (30-60 ms each on the
-# window's thread for [8000, 16, 64]).
+# Reductions of a trace's big arrays (the heatmaps' matrices of `grad_h_total`, up to ~1 GB;
+# the summary's NaN/Inf counts and scale), kept while the array lives: `warm` computes them off
+# the window's thread (NumPy releases the GIL in the reductions) so that the first draw of a
+# finished trace finds them (10-60 ms each on the window's thread for [8000, 16, 64]).
 _REDUCED: dict[tuple[int, str], tuple[weakref.ref, np.ndarray]] = {}
+WARM_SIZE = 100_000  # arrays at least this big get their reductions kept
 
 
 def _reduced(g: np.ndarray, name: str, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -71,7 +72,15 @@ def nonfinite_count(v: np.ndarray) -> int:
     return int(_reduced(v, "nonfinite", _nonfinite))
 
 
-WARM_SIZE = 100_000  # arrays at least this big get their reductions kept
+def _max_abs(v: np.ndarray) -> np.ndarray:
+    return np.asarray(np.max(np.abs(v)) if np.size(v) else 0.0, np.float64)
+
+
+def max_abs(v: np.ndarray) -> float:
+    """max |v| (0 for an empty array; kept with `v` when it is large)."""
+    if np.size(v) < WARM_SIZE:
+        return float(_max_abs(v))
+    return float(_reduced(v, "max abs", _max_abs))
 
 
 def warm(arrays: Arrays) -> None:
@@ -79,6 +88,8 @@ def warm(arrays: Arrays) -> None:
     calling thread (the worker's, before it hands a finished trace to the window)."""
     rows_matrix(arrays)
     units_matrix(arrays)
+    if "max_abs_diff_full_vs_reference" in arrays and "grad_h_total" in arrays:
+        max_abs(arrays["grad_h_total"])  # the summary's scale for that difference
     for value in arrays.values():
         if np.size(value) >= WARM_SIZE and np.asarray(value).dtype.kind == "f":
             nonfinite_count(value)
