@@ -304,6 +304,10 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
             self.show_error("Invalid parameter", str(exc))
             return False
         self.start_worker()
+        if config.mode == "model" and self._area is not None:
+            from lstmviz.render.layout import MODEL_PANELS
+
+            self._area.prepare(MODEL_PANELS)  # in idle turns while the run starts
         return self.state.start(config)
 
     def start_demo(self) -> None:
