@@ -218,7 +218,7 @@ def test_a_runs_arrays_arrive_mapped_read_only_and_their_folder_goes_with_the_tr
     del trace, grad
     run_to_end(qtbot, window)  # another trace is shown
     gc.collect()
-    assert not folder.exists()
+    qtbot.waitUntil(lambda: not folder.exists(), timeout=5_000)  # removed in a thread
 
 
 def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(

@@ -104,11 +104,19 @@ def unpack(packed: dict[str, np.ndarray | str]) -> dict[str, np.ndarray]:
     }
 
 
+def _remove_soon(folder: Path) -> None:
+    """Remove `folder` in a thread of its own: a trace is dropped when the window starts the
+    next run, and unlinking a multi-pass trace's files there made the window's event loop
+    late by up to 91 ms (43 ms with this, `bench/bench_gui.py --only latency`)."""
+    threading.Thread(target=shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True},
+                     name="lstmviz-remove", daemon=True).start()  # fmt: skip
+
+
 def received_trace(mode: str, config, packed: dict, folder: Path) -> GradientTrace:
     """The trace a run sent: its files mapped; `folder` is removed once the trace is dropped
     (the mapped arrays stay readable: the files go when the last map does)."""
     trace = GradientTrace(mode, config, unpack(packed))
-    weakref.finalize(trace, shutil.rmtree, folder, ignore_errors=True)
+    weakref.finalize(trace, _remove_soon, folder)
     return trace
 
 
