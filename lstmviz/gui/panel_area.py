@@ -90,6 +90,8 @@ class PanelArea(QWidget):
         steps: list[Callable[[], object]] = [lambda n=name: self.panel(n) for name in names
                                              if name not in self.by_name]  # fmt: skip
         steps.insert(3, lambda: self.shown or self._show(FIRST_SHOWN))
+        if "norm" in names:  # its per-pass and per-batch curves, a few per turn
+            steps += [lambda: self.panel("norm").make_row_curves(5) for _ in range(4)]
         steps.append(lambda: setattr(self, "preparing", False))
         self.stage(steps)
         self.preparing = bool(self.stages)
