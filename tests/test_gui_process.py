@@ -225,7 +225,7 @@ def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(
     qtbot, window, monkeypatch
 ):
     """The heatmaps' reductions of grad_h_total and the summary's NaN/Inf counts of big arrays
-    are computed in the worker thread (`values.warm`); the window's draw finds them."""
+    are computed in the worker thread (`layers.warm`); the window's draw finds them."""
     from lstmviz.render import values
 
     threads: list[tuple[str, int]] = []  # (what, the thread) for arrays of WARM_SIZE or more

@@ -451,3 +451,24 @@ def test_heatmap_reductions_are_computed_once_and_match_a_float64_loop():
     del arrays, g
     gc.collect()
     assert len(values._REDUCED) == kept - 2
+
+
+def test_layers_warm_keeps_each_directions_unit_means_which_match_a_masked_loop():
+    from lstmviz.render import layers
+
+    rng = np.random.default_rng(5)
+    g0 = rng.standard_normal((6, 4, 3)).astype(np.float32)
+    g1 = rng.standard_normal((6, 4, 2)).astype(np.float32)
+    mask = rng.random((6, 4)) > 0.3
+    mask[2] = False  # a step masked in every sample: NaN
+    arrays = {"layer0_grad_h_total": g0, "layer1_grad_h_total": g1, "mask": mask}
+    layers.warm(arrays)
+    for k, g in enumerate((g0, g1)):
+        units = layers.units_of_layer(arrays, k)
+        assert units is layers.units_of_layer(arrays, k)  # kept, not recomputed
+        expect = np.full((g.shape[2], 6), np.nan)
+        for t in range(6):
+            rows = [np.abs(g[t, b].astype(np.float64)) for b in range(4) if mask[t, b]]
+            if rows:
+                expect[:, t] = np.mean(rows, axis=0)
+        np.testing.assert_allclose(units, expect, rtol=1e-6)

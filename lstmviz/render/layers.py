@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from lstmviz.render import values
 from lstmviz.render.values import Arrays
 
 GATES = ("i", "f", "g", "o")  # input, forget, candidate, output: the order of `gates_*`
@@ -108,12 +109,17 @@ def token_at(arrays: Arrays, t: int, sample: int) -> int | None:
 
 def units_of_layer(arrays: Arrays, k: int) -> np.ndarray | None:
     """mean |dL/dh_t,j| of direction k over the samples whose step t counts, units × timesteps
-    [H_k, T] (float64); NaN at steps masked in every sample."""
+    [H_k, T] (float64); NaN at steps masked in every sample. Kept with the gradient array
+    (`values.kept`), so the worker thread computes it ahead of the window (`warm`)."""
     g = arrays.get(f"layer{k}_grad_h_total")
     if g is None or np.ndim(g) != 3:
         return None
-    g = np.abs(np.asarray(g))  # exact in float32: no float64 copy of [T, B, H]
     mask = arrays.get("mask")
+    return values.kept(g, "layer units", lambda g: _unit_means(g, mask))
+
+
+def _unit_means(g: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    g = np.abs(np.asarray(g))  # exact in float32: no float64 copy of [T, B, H]
     if mask is None or np.shape(mask) != g.shape[:2]:
         weight = np.ones(g.shape[:2], g.dtype)
     else:
@@ -124,6 +130,17 @@ def units_of_layer(arrays: Arrays, k: int) -> np.ndarray | None:
     count = weight.sum(axis=1, dtype=np.float64)  # [T]
     with np.errstate(invalid="ignore", divide="ignore"):
         return (sums / np.where(count > 0, count, np.nan)[:, None]).T
+
+
+def warm(arrays: Arrays) -> None:
+    """Compute now, in the calling thread (the worker's, before it hands a finished trace to
+    the window), what the panels and the summary reduce from a trace's big arrays: those of
+    `values.warm` and each LSTM direction's per-unit means."""
+    values.warm(arrays)
+    k = 0
+    while f"layer{k}_grad_h_total" in arrays:
+        units_of_layer(arrays, k)
+        k += 1
 
 
 def gates_of_layer(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray] | None:

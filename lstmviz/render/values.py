@@ -37,7 +37,8 @@ _REDUCED: dict[tuple[int, str], tuple[weakref.ref, np.ndarray]] = {}
 WARM_SIZE = 100_000  # arrays at least this big get their reductions kept
 
 
-def _reduced(g: np.ndarray, name: str, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+def kept(g: np.ndarray, name: str, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """`reduce(g)` (an array, made read-only), computed once while `g` lives."""
     key = (id(g), name)
     found = _REDUCED.get(key)
     if found is not None and found[0]() is g:
@@ -69,7 +70,7 @@ def nonfinite_count(v: np.ndarray) -> int:
     """How many values of float array `v` are NaN or ±Inf (kept with `v` when it is large)."""
     if np.size(v) < WARM_SIZE:
         return int(_nonfinite(v))
-    return int(_reduced(v, "nonfinite", _nonfinite))
+    return int(kept(v, "nonfinite", _nonfinite))
 
 
 def _max_abs(v: np.ndarray) -> np.ndarray:
@@ -80,7 +81,7 @@ def max_abs(v: np.ndarray) -> float:
     """max |v| (0 for an empty array; kept with `v` when it is large)."""
     if np.size(v) < WARM_SIZE:
         return float(_max_abs(v))
-    return float(_reduced(v, "max abs", _max_abs))
+    return float(kept(v, "max abs", _max_abs))
 
 
 def warm(arrays: Arrays) -> None:
@@ -103,7 +104,7 @@ def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
         return np.asarray(found[0], np.float64), found[1]
     g = arrays.get("grad_h_total")
     if g is not None and np.ndim(g) == 3:
-        return _reduced(g, "sample norms", _sample_norms), "batch sample"
+        return kept(g, "sample norms", _sample_norms), "batch sample"
     return None
 
 
@@ -112,7 +113,7 @@ def units_matrix(arrays: Arrays) -> np.ndarray | None:
     g = arrays.get("grad_h_total")
     if g is None or np.ndim(g) < 3:
         return None
-    return _reduced(g, "unit means", _unit_means)
+    return kept(g, "unit means", _unit_means)
 
 
 def pass_length(arrays: Arrays) -> int | None:
