@@ -92,7 +92,28 @@ class LegendPanel(Panel):
         return super().eventFilter(watched, event)
 
 
-class LayerNormPanel(LegendPanel):
+class DirectionCurves(LegendPanel):
+    """A legend panel with a curve per LSTM direction over t: `names` [L] and the values
+    drawn, `rows` [L, T]; the hover read-out gives every direction's value at t."""
+
+    def __init__(self, title: str, tip: str):
+        super().__init__(title, tip)
+        self.names: list[str] = []
+        self.rows = np.zeros((0, 0))
+
+    def drawn(self) -> bool:
+        return bool(self.names) and self.rows.size > 0
+
+    def readout_at(self, x: float, y: float) -> str:
+        t = int(round(x))
+        if not self.names or not 0 <= t < self.rows.shape[1]:
+            return ""
+        values = " · ".join(f"{n} {fmt(v)}" for n, v in zip(self.names, self.rows[:, t],
+                                                            strict=False))  # fmt: skip
+        return f"t = {t} · {values}"
+
+
+class LayerNormPanel(DirectionCurves):
     """‖dL/dh_t‖ per LSTM direction over timesteps: where, by depth, the gradient dies."""
 
     def __init__(self):
@@ -106,8 +127,6 @@ class LayerNormPanel(LegendPanel):
             "Steps masked in every sample are left out. Log scale: View menu.",
         )
         self.curves: list[pg.PlotDataItem] = []
-        self.names: list[str] = []
-        self.rows = np.zeros((0, 0))
         self._log: bool | None = None
 
     def _curve(self, k: int) -> pg.PlotDataItem:
@@ -143,17 +162,6 @@ class LayerNormPanel(LegendPanel):
             curve.setData([], [])
         self.set_legend(legend)
         self.marks.set_steps(self.arrays.get("nonfinite_steps"))
-
-    def drawn(self) -> bool:
-        return bool(self.names) and self.rows.size > 0
-
-    def readout_at(self, x: float, y: float) -> str:
-        t = int(round(x))
-        if not self.names or not 0 <= t < self.rows.shape[1]:
-            return ""
-        values = " · ".join(f"{n} {fmt(v)}" for n, v in zip(self.names, self.rows[:, t],
-                                                            strict=False))  # fmt: skip
-        return f"t = {t} · {values}"
 
 
 class LayerChoice:

@@ -36,6 +36,16 @@ def masked_note(arrays, t: int) -> str:
     return " (masked in every sample)" if masked is not None and masked[t] else ""
 
 
+def label_direction_rows(panel: HeatmapPanel, total: int, normalise: bool) -> None:
+    """A heatmap with a row per LSTM direction (`panel.names`): its colour bar's label and
+    the directions' names on the left axis (when `total` rows are few enough to name)."""
+    norm = " / row max" if normalise else ""
+    panel.bar.setLabel("right", ("log₁₀ " if panel.log else "") + panel.value_label + norm)
+    panel.plot.setLabel("left", "LSTM direction")
+    ticks = [(r + 0.5, name) for r, name in enumerate(panel.names[:total])]
+    panel.plot.getAxis("left").setTicks([ticks] if total <= MAX_ROW_TICKS else None)
+
+
 class LayerHeatmap(HeatmapPanel):
     """The total gradient norm by LSTM direction (rows, in model order) and timestep."""
 
@@ -55,11 +65,7 @@ class LayerHeatmap(HeatmapPanel):
         return None if rows is None else (rows, "layer")
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
-        norm = " / row max" if normalise else ""
-        self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
-        self.plot.setLabel("left", "LSTM direction")
-        ticks = [(r + 0.5, name) for r, name in enumerate(self.names[:total])]
-        self.plot.getAxis("left").setTicks([ticks] if total <= MAX_ROW_TICKS else None)
+        label_direction_rows(self, total, normalise)
 
     def readout_at(self, x: float, y: float) -> str:
         t, r = int(np.floor(x)), int(np.floor(y))

@@ -19,8 +19,8 @@ from PySide6.QtGui import QFontMetrics
 from lstmviz.render.curves import THIN_ABOVE, NormHistoryPanel
 from lstmviz.render.heatmaps import HeatmapPanel
 from lstmviz.render.layers import layer_groups, layer_names
-from lstmviz.render.model_curves import LegendPanel, line_pen
-from lstmviz.render.model_maps import MAX_ROW_TICKS
+from lstmviz.render.model_curves import DirectionCurves, LegendPanel, line_pen
+from lstmviz.render.model_maps import label_direction_rows
 from lstmviz.render.records import (
     MAX_STEP_TICKS,
     TimeRange,
@@ -72,7 +72,7 @@ class RecordChoice:
         return chosen_record(self.arrays, self.record)
 
 
-class RecordNormPanel(RecordChoice, LegendPanel):
+class RecordNormPanel(RecordChoice, DirectionCurves):
     """‖dL/dh_t‖ per direction at one record over the faded curves of earlier records."""
 
     range_moved = Signal(object)  # (t0, t1): the user dragged the shaded range
@@ -90,8 +90,6 @@ class RecordNormPanel(RecordChoice, LegendPanel):
         self.curves: list[pg.PlotDataItem] = []
         self.faded: list[pg.PlotDataItem] = []
         self.faded_records: list[int] = []
-        self.names: list[str] = []
-        self.rows = np.zeros((0, 0))
         self._log: bool | None = None
         self.region = pg.LinearRegionItem(brush=pg.mkBrush(*RANGE_BRUSH), movable=True)
         self.region.setZValue(-20)
@@ -211,17 +209,6 @@ class RecordNormPanel(RecordChoice, LegendPanel):
         lo, hi = self.region.getRegion()
         self.range_moved.emit((int(round(lo + 0.5)), int(round(hi - 0.5))))
 
-    def drawn(self) -> bool:
-        return bool(self.names) and self.rows.size > 0
-
-    def readout_at(self, x: float, y: float) -> str:
-        t = int(round(x))
-        if not self.names or not 0 <= t < self.rows.shape[1]:
-            return ""
-        values = " · ".join(f"{n} {fmt(v)}" for n, v in zip(self.names, self.rows[:, t],
-                                                            strict=False))  # fmt: skip
-        return f"t = {t} · {values}"
-
 
 class RecordLossPanel(RecordChoice, LegendPanel):
     """The loss per record against the training step, the chosen record marked."""
@@ -327,11 +314,7 @@ class RecordHeatmap(RecordChoice, HeatmapPanel):
             self.mark.hide()
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
-        norm = " / row max" if normalise else ""
-        self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
-        self.plot.setLabel("left", "LSTM direction")
-        ticks = [(r + 0.5, name) for r, name in enumerate(self.names[:total])]
-        self.plot.getAxis("left").setTicks([ticks] if total <= MAX_ROW_TICKS else None)
+        label_direction_rows(self, total, normalise)
         self._step_ticks()
 
     def _step_ticks(self, *_) -> None:
