@@ -1,13 +1,15 @@
-"""Dialogs: pick one LSTM layer of a weights file."""
+"""Dialogs: choose a file to open; pick one LSTM layer of a weights file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QDialogButtonBox,
+    QFileDialog,
     QHeaderView,
     QLabel,
     QTableWidget,
@@ -17,6 +19,14 @@ from PySide6.QtWidgets import (
 )
 
 from lstmviz.weights.loaders import LayerInfo
+
+
+def ask_to_open(parent: QWidget, title: str, wanted: str, opener: Callable[[str], object]):
+    """A file dialog `title` offering the files `wanted` (a Qt name filter, "Models (*.keras
+    *.h5)"); the file chosen goes to `opener` (nothing when the dialog is cancelled)."""
+    path, _ = QFileDialog.getOpenFileName(parent, title, "", wanted)
+    if path:
+        opener(path)
 
 
 class LayerPickerDialog(QDialog):

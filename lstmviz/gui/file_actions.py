@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from lstmviz import files
 from lstmviz.errors import LstmvizError
-from lstmviz.gui.dialogs import pick_layer
+from lstmviz.gui.dialogs import ask_to_open, pick_layer
 from lstmviz.inputs import describe_inputs, load_inputs
 from lstmviz.model_data import check_data, load_data
 from lstmviz.trace import GradientTrace
@@ -75,21 +75,14 @@ class FileActions:
         return opener(path)
 
     def open_model_dialog(self) -> None:
-        wanted = f"Models ({files.pattern(files.MODELS)})"
-        path, _ = QFileDialog.getOpenFileName(self, "Open model", "", wanted)
-        if path:
-            self.open_model(path)
+        ask_to_open(self, "Open model", f"Models ({files.pattern(files.MODELS)})", self.open_model)
 
     def open_data_dialog(self) -> None:
         wanted = f"Data: x (and y) ({files.pattern(files.INPUTS)})"
-        path, _ = QFileDialog.getOpenFileName(self, "Open data", "", wanted)
-        if path:
-            self.open_data(path)
+        ask_to_open(self, "Open data", wanted, self.open_data)
 
     def open_targets_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open targets y", "", "Targets (*.npy)")
-        if path:
-            self.open_targets(path)
+        ask_to_open(self, "Open targets y", "Targets (*.npy)", self.open_targets)
 
     def open_model(self, path: str, quiet: bool = False) -> bool:
         """Run the model in `path` (File → Open model…, a drop): mode "model", its layers in
@@ -153,9 +146,7 @@ class FileActions:
         return self.open_data(data, targets=path)
 
     def open_trace_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open trace", "", "lstmviz traces (*.npz)")
-        if path:
-            self.open_trace(path)
+        ask_to_open(self, "Open trace", "lstmviz traces (*.npz)", self.open_trace)
 
     def save_trace_dialog(self) -> None:
         if self.trace is None:
@@ -174,15 +165,11 @@ class FileActions:
 
     def open_weights_dialog(self) -> None:
         wanted = f"Weights ({files.pattern(files.WEIGHTS)})"
-        path, _ = QFileDialog.getOpenFileName(self, "Open weights", "", wanted)
-        if path:
-            self.open_weights(path)
+        ask_to_open(self, "Open weights", wanted, self.open_weights)
 
     def open_inputs_dialog(self) -> None:
         wanted = f"Arrays ({files.pattern(files.INPUTS)})"
-        path, _ = QFileDialog.getOpenFileName(self, "Open inputs", "", wanted)
-        if path:
-            self.open_inputs(path)
+        ask_to_open(self, "Open inputs", wanted, self.open_inputs)
 
     def open_weights(self, path: str, layer: str | None = None, quiet: bool = False) -> bool:
         """Use the LSTM weights in `path` (asking which layer when it holds several and

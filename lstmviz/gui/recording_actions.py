@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Slot
-from PySide6.QtWidgets import QFileDialog
 
 from lstmviz import files
 from lstmviz.errors import LstmvizError
+from lstmviz.gui.dialogs import ask_to_open
 from lstmviz.gui.recording_bar import RecordingBar
 from lstmviz.gui.recording_follow import RecordingFollower
 from lstmviz.recording import Recording, load_recording
@@ -29,9 +29,7 @@ class RecordingActions:
 
     def open_recording_dialog(self) -> None:
         wanted = f"Recordings of a training run ({files.pattern(files.RECORDINGS)})"
-        path, _ = QFileDialog.getOpenFileName(self, "Open recording", "", wanted)
-        if path:
-            self.open_recording(path)
+        ask_to_open(self, "Open recording", wanted, self.open_recording)
 
     def open_recording(self, path: str) -> bool:
         """Show the recording in `path` (ending any run, as an opened trace does), and follow
