@@ -10,8 +10,6 @@ import gc
 import os
 import queue
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,8 +25,8 @@ from lstmviz.engine import child  # noqa: E402
 from lstmviz.gui import worker as worker_module  # noqa: E402
 from lstmviz.gui.worker import exit_text  # noqa: E402
 from tests import gui_fakes  # noqa: E402
+from tests.app_process import App  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = RunConfig(mode="taped", steps=10, batch=2, input_dim=3, hidden=4)
 
 
@@ -292,41 +290,6 @@ def test_the_reader_cancels_flags_and_stops_the_kernels_of_the_run_in_progress_o
 # ---- the real app in a subprocess ------------------------------------------------------------
 
 
-class App:
-    """The app (`main.py ARGS`, or `-c CODE ARGS`) offscreen in a session of its own, its
-    LSTMVIZ_TIMING stamps read from stdout by a thread."""
-
-    def __init__(self, tmp: Path, *args: str, code: str | None = None):
-        env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp),
-                   LSTMVIZ_TIMING="1")  # fmt: skip
-        command = [sys.executable, *(["-c", code] if code else ["main.py"]), *args]
-        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)  # fmt: skip
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(line.strip())
-        self.lines.put("<eof>")
-
-    def wait_for(self, word: str, timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            if word in line.split() or line == "<eof>":
-                assert line != "<eof>", f"exited before {word!r}: {self.proc.stderr.read()}"
-                return line
-
-    def finish(self, timeout: float = 60) -> int:
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-
-
 @pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
 def test_quitting_mid_run_exits_0_and_leaves_no_process(tmp_path, how):
     app = App(tmp_path, "--demo")
@@ -340,14 +303,14 @@ def test_quitting_mid_run_exits_0_and_leaves_no_process(tmp_path, how):
             app.proc.send_signal(signal.SIGTERM)
         else:  # a terminal's Ctrl-C: SIGINT to the whole process group
             os.killpg(app.proc.pid, signal.SIGINT)
-        assert app.finish() == 0, app.proc.stderr.read()[-2000:]
+        assert app.exit_code() == 0, app.err()
         deadline = time.monotonic() + 10
         while any(alive(pid) for pid in started) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not [pid for pid in started if alive(pid)]
-        assert "Traceback" not in app.proc.stderr.read()
+        assert "Traceback" not in app.stderr_text()
     finally:
-        app.finish(1)
+        app.close()
 
 
 REPORT = """
@@ -365,7 +328,7 @@ def test_the_window_process_never_imports_tensorflow_through_a_run(tmp_path):
     try:
         app.wait_for("first-update")  # the demo ran (in the computing process)
         assert app.wait_for("in-window-process").split()[1:] == ["False", "False"]
-        assert app.finish() == 0
+        assert app.exit_code() == 0, app.err()
         assert shot.is_file()
     finally:
-        app.finish(1)
+        app.close()

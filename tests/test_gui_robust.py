@@ -5,12 +5,6 @@ has started; no wall-clock asserts except the bounds the issue asks for (Stop wi
 
 from __future__ import annotations
 
-import os
-import queue
-import signal
-import subprocess
-import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,70 +18,9 @@ from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from lstmviz.config import RunConfig  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-
+from tests.app_process import App  # noqa: E402
 
 # ---- the real app in a subprocess ------------------------------------------------------------
-
-
-class App:
-    """`python main.py ARGS` offscreen, with its stdout stamps read by a thread."""
-
-    def __init__(self, tmp: Path, *args: str, code: str | None = None):
-        env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp))
-        env["LSTMVIZ_TIMING"] = "1"
-        command = [sys.executable, "-c", code, *args] if code else [sys.executable, "main.py"]
-        self.stderr = open(tmp / f"stderr-{time.monotonic_ns()}.txt", "w+")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            command + ([] if code else list(args)),
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(line.strip())
-        self.lines.put("<eof>")
-
-    def wait_for(self, word: str, timeout: float = 120) -> None:
-        """Wait for a stdout line containing `word` (a stamp name or a driver's message)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                self.proc.kill()
-                raise AssertionError(f"no {word!r} within {timeout} s") from None
-            if word in line.split():
-                return
-            if line == "<eof>":
-                raise AssertionError(f"exited ({self.proc.wait()}) before {word!r}:" + self.err())
-
-    def terminate(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-
-    def exit_code(self, timeout: float = 60) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError(f"still running {timeout} s later:" + self.err()) from None
-
-    def err(self) -> str:
-        self.stderr.seek(0)
-        return "\n" + self.stderr.read()[-3000:]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
 
 
 def cycle(tmp: Path, kind: str) -> tuple[str, int, str]:
