@@ -71,13 +71,12 @@ def run_to_end(qtbot, window, config=SMALL) -> None:
 # ---- Stop --------------------------------------------------------------------------------------
 
 
-def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
-    qtbot, window, tmp_path
-):
-    """Like TensorFlow tracing a function: the process is ended; the next run starts a new
-    one, warm."""
+def stop_while_stuck(qtbot, window, tmp_path, polls: bool) -> tuple[int, float, str]:
+    """Start a `gui_fakes.stuck` run (`polls`: it looks at the cancel between beats) and Stop
+    it once it computes: the window is idle at once. Returns the computing process's pid
+    before, the seconds from Stop to `cancelled` and the heartbeat file."""
     beats = str(tmp_path / "beats.txt")
-    window.worker.engine = functools.partial(gui_fakes.stuck, heartbeat=beats)
+    window.worker.engine = functools.partial(gui_fakes.stuck, heartbeat=beats, polls=polls)
     first = window.worker.pid
     ended = ended_at(window.worker)
     assert window.start_run(SMALL)
@@ -86,8 +85,17 @@ def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
     window.stop_action.trigger()
     assert not window.state.running and window.run_button.isEnabled()
     qtbot.waitUntil(lambda: bool(ended), timeout=2_000)
+    return first, ended[0] - start, beats
+
+
+def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
+    qtbot, window, tmp_path
+):
+    """Like TensorFlow tracing a function: the process is ended; the next run starts a new
+    one, warm."""
+    first, seconds, beats = stop_while_stuck(qtbot, window, tmp_path, polls=False)
     # `GRACE` and the kill take ~0.06 s on an idle machine; the bound leaves room for a busy one
-    assert ended[0] - start < 1.0
+    assert seconds < 1.0
     qtbot.waitUntil(lambda: not alive(first), timeout=5_000)
     count = gui_fakes.beats(beats)
     time.sleep(0.1)
@@ -106,16 +114,8 @@ def test_stop_between_units_stops_the_run_and_keeps_the_process(qtbot, window, t
     # `stuck` drops the GIL every 5 ms (its beats): a cancel carried by the process's reader
     # thread alone waited up to seconds for the GIL here; the shared stop flag does not.
     monkeypatch.setattr(worker_module, "GRACE", 1.0)
-    beats = str(tmp_path / "beats.txt")
-    window.worker.engine = functools.partial(gui_fakes.stuck, heartbeat=beats, polls=True)
-    first = window.worker.pid
-    ended = ended_at(window.worker)
-    assert window.start_run(SMALL)
-    qtbot.waitUntil(lambda: gui_fakes.beats(beats) >= 5, timeout=60_000)
-    start = time.perf_counter()
-    window.stop_action.trigger()
-    qtbot.waitUntil(lambda: bool(ended), timeout=2_000)
-    assert ended[0] - start < 1.0
+    first, seconds, beats = stop_while_stuck(qtbot, window, tmp_path, polls=True)
+    assert seconds < 1.0
     assert window.worker.pid == first and alive(first)
     count = gui_fakes.beats(beats)
     time.sleep(0.1)
