@@ -3,12 +3,12 @@
     .venv/bin/python bench/bench_model.py                      # the model of the issue
     .venv/bin/python bench/bench_model.py --steps 200 --batch 64 --units 128 --repeats 5
 
-The model: Embedding(20000, 128) → Bidirectional(LSTM(128, return_sequences=True)) →
-LSTM(128) → Dense(1, sigmoid), binary cross-entropy. Keras: `tape.gradient(loss,
-model.trainable_weights)` in a `tf.function` (its LSTM on the CPU: a while loop), the
-gradients as NumPy. lstmviz: `model_arrays`, the whole trace as NumPy (every direction's h, c,
-total and direct dL/dh_t, dL/dc_t, weight gradients, gates, saliency). Medians of --repeats
-after a warm-up, the two interleaved.
+The model: Embedding(20000, 128) → Bidirectional(LSTM(128, return_sequences=True)) → LSTM(128)
+→ Dense(1, sigmoid), binary cross-entropy (compiled with Adam: bench_record.py fits it too).
+Keras: `tape.gradient(loss, model.trainable_weights)` in a `tf.function` (its LSTM on the CPU:
+a while loop), the gradients as NumPy. lstmviz: `model_arrays`, the whole trace as NumPy (every
+direction's h, c, total and direct dL/dh_t, dL/dc_t, weight gradients, gates, saliency).
+Medians of --repeats after a warm-up, the two interleaved.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def build(vocabulary: int, embed: int, units: int, steps: int):
     x = L.Bidirectional(L.LSTM(units, return_sequences=True))(x)
     x = L.LSTM(units)(x)
     model = keras.Model(inp, L.Dense(1, activation="sigmoid")(x))
-    model.compile(loss="binary_crossentropy")
+    model.compile(loss="binary_crossentropy", optimizer="adam")  # bench_record.py fits it
     return model
 
 

@@ -26,23 +26,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_model import build  # noqa: E402 (the same model, this folder)
+
 from lstmviz.engine.device import device_description  # noqa: E402
 from lstmviz.keras import GradientFlowCallback  # noqa: E402
 from lstmviz.recording import load_recording  # noqa: E402
-
-
-def build(vocabulary: int, units: int, steps: int):
-    import keras
-
-    L = keras.layers
-    keras.utils.set_random_seed(0)
-    inp = keras.Input((steps,), dtype="int32")
-    x = L.Embedding(vocabulary, units)(inp)
-    x = L.Bidirectional(L.LSTM(units, return_sequences=True))(x)
-    x = L.LSTM(units)(x)
-    model = keras.Model(inp, L.Dense(1, activation="sigmoid")(x))
-    model.compile(loss="binary_crossentropy", optimizer="adam")
-    return model
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def measure(args: argparse.Namespace, folder: Path) -> None:
     """Fit without and with the callback, print the figures (the recording goes to `folder`)."""
-    model = build(args.vocabulary, args.units, args.steps)
+    model = build(args.vocabulary, args.units, args.units, args.steps)
     rng = np.random.default_rng(0)
     count = args.batch * args.batches
     x = rng.integers(1, args.vocabulary, (count, args.steps)).astype(np.int32)
