@@ -14,3 +14,25 @@ def stop_within_a_second(qtbot, window) -> None:
         assert not window.state.running and window.run_button.isEnabled()
     assert time.perf_counter() - start < 1.0
     assert window.trace is None and "stopped" in window.message.text()
+
+
+def export_every_format(window, monkeypatch, base, width: int, height: int) -> None:
+    """File → Export… with every format ticked, `base`.png picked in the file dialog (mocked),
+    width × height px at 96 dpi."""
+    from PySide6.QtWidgets import QDialog, QFileDialog
+
+    from lstmviz.gui.export_dialog import ExportDialog
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(base) + ".png", ""))
+
+    def accept(dialog):
+        dialog.browse()  # the file dialog (mocked) picks the name
+        for box in dialog.checks.values():
+            box.setChecked(True)
+        dialog.width_box.setValue(width)
+        dialog.height_box.setValue(height)
+        dialog.dpi_box.setValue(96)
+        return QDialog.Accepted
+
+    monkeypatch.setattr(ExportDialog, "exec", accept)
+    window.export_action.trigger()

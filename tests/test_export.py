@@ -16,6 +16,7 @@ from lstmviz.cli import main
 from lstmviz.config import RunConfig
 from lstmviz.export import ExportError, export, export_csv, export_pdf, export_png
 from lstmviz.trace import GradientTrace
+from tests.gui_checks import export_every_format
 
 ROOT = Path(__file__).resolve().parents[1]
 SVG = "{http://www.w3.org/2000/svg}"
@@ -330,24 +331,12 @@ def test_gui_right_click_export_writes_the_panel(window, tmp_path, monkeypatch):
 
 
 def test_gui_export_dialog_writes_every_chosen_format(window, tmp_path, monkeypatch):
-    from PySide6.QtWidgets import QDialog, QFileDialog
+    from PySide6.QtWidgets import QDialog
 
     from lstmviz.gui.export_dialog import ExportDialog
 
     base = tmp_path / "fig"
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(base) + ".png", ""))
-
-    def accept(dialog):
-        dialog.browse()  # the file dialog (mocked) picks the name
-        for box in dialog.checks.values():
-            box.setChecked(True)
-        dialog.width_box.setValue(800)
-        dialog.height_box.setValue(500)
-        dialog.dpi_box.setValue(96)
-        return QDialog.Accepted
-
-    monkeypatch.setattr(ExportDialog, "exec", accept)
-    window.export_action.trigger()
+    export_every_format(window, monkeypatch, base, 800, 500)
     assert not window.errors_shown, window.errors_shown
     names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("fig"))
     assert names == ["fig.csv", "fig.npz", "fig.pdf", "fig.png", "fig.svg"]

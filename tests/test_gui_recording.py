@@ -19,6 +19,7 @@ pytest.importorskip("pytestqt")
 
 from lstmviz.recording import RecordingWriter, load_recording  # noqa: E402
 from lstmviz.recording import record_rows as rows_of  # noqa: E402
+from tests.gui_checks import export_every_format  # noqa: E402
 from tests.test_recording import model_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,27 +306,11 @@ def test_a_recording_that_goes_bad_while_followed_gets_a_dialog(qtbot, window, e
 
 def test_the_window_exports_the_recording_it_shows(qtbot, window, errors, fitted, tmp_path,
                                                   monkeypatch):  # fmt: skip
-    from PySide6.QtWidgets import QDialog, QFileDialog
-
-    from lstmviz.gui.export_dialog import ExportDialog
-
     assert window.open_path(str(fitted))
     drain(window)
     window.recording_bar.slider.setValue(2)
     base = tmp_path / "fig"
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(base) + ".png", ""))
-
-    def accept(dialog):
-        dialog.browse()
-        for box in dialog.checks.values():
-            box.setChecked(True)
-        dialog.width_box.setValue(1200)
-        dialog.height_box.setValue(900)
-        dialog.dpi_box.setValue(96)
-        return QDialog.Accepted
-
-    monkeypatch.setattr(ExportDialog, "exec", accept)
-    window.export_action.trigger()
+    export_every_format(window, monkeypatch, base, 1200, 900)
     assert not errors, errors
     names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("fig"))
     assert names == ["fig.csv", "fig.npz", "fig.pdf", "fig.png", "fig.svg"]
