@@ -37,7 +37,7 @@ The machine's load (`uptime`) is printed with the figures: timings on a shared m
   directions, T=2000, B=32, H=128) in the model panels. Goal: < 16 ms (the longest step).
   The heatmaps' reductions of the gradient arrays are kept with each array after its first
   draw, as the window finds them (the worker thread computes them before a trace arrives:
-  `render.layers.warm`).
+  `render.prepare`).
 """
 
 from __future__ import annotations

@@ -222,12 +222,13 @@ def test_a_runs_arrays_arrive_mapped_read_only_and_their_folder_goes_with_the_tr
 def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(
     qtbot, window, monkeypatch
 ):
-    """The heatmaps' reductions of grad_h_total and the summary's NaN/Inf counts of big arrays
-    are computed in the worker thread (`layers.warm`); the window's draw finds them."""
+    """The heatmaps' reductions of grad_h_total, the summary's NaN/Inf counts of the big arrays
+    it checks and its scale for the reference check are computed in the worker thread
+    (`render.prepare`); the window's draw finds them."""
     from lstmviz.render import values
 
     threads: list[tuple[str, int]] = []  # (what, the thread) for arrays of WARM_SIZE or more
-    for name in ("_unit_means", "_sample_norms", "_nonfinite"):
+    for name in ("_unit_means", "_sample_norms", "_nonfinite", "_max_abs"):
         reduce = getattr(values, name)
 
         def counted(v, reduce=reduce, name=name):
@@ -238,11 +239,15 @@ def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(
         monkeypatch.setattr(values, name, counted)
     config = RunConfig(mode="taped", steps=400, batch=16, input_dim=3, hidden=32, seed=2)
     run_to_end(qtbot, window, config)  # grad_h_total: 204 800 values
+    units, grad = window.area.units.data.copy(), window.trace.grad_h_total
+    # a multi-pass trace: the summary checks its reference gradients (819 200 values)
+    config = RunConfig(mode="multipass", passes=40, steps=20, batch=16, input_dim=8, hidden=64)
+    run_to_end(qtbot, window, config)
     main = threading.get_ident()
-    assert {name for name, _ in threads} >= {"_unit_means", "_sample_norms", "_nonfinite"}
+    names = {name for name, _ in threads}
+    assert names >= {"_unit_means", "_sample_norms", "_nonfinite", "_max_abs"}, names
     assert all(thread != main for _, thread in threads), threads
-    np.testing.assert_allclose(window.area.units.data,
-                               values._unit_means(window.trace.grad_h_total), rtol=1e-6)
+    np.testing.assert_allclose(units, values._unit_means(grad), rtol=1e-6)
 
 
 def test_pack_writes_large_arrays_once_and_unpack_maps_them(tmp_path):

@@ -422,16 +422,16 @@ def test_a_vertical_axis_label_drops_its_parenthesis_when_the_plot_is_short(qtbo
 
 
 def test_heatmap_reductions_are_computed_once_and_match_a_float64_loop():
-    """`warm` (the worker thread, before the window draws a finished trace) computes what the
-    heatmaps reduce from grad_h_total; the panels then get the same kept result, which equals
-    a plain float64 loop over the batch, and is dropped with the array."""
+    """`prepare.warm` (the worker thread, before the window draws a finished trace) computes
+    what the heatmaps reduce from grad_h_total; the panels then get the same kept result,
+    which equals a plain float64 loop over the batch, and is dropped with the array."""
     import gc
 
-    from lstmviz.render import values
+    from lstmviz.render import prepare, values
 
     g = np.random.default_rng(3).standard_normal((7, 5, 4)).astype(np.float32)
     arrays = {"grad_h_total": g}
-    values.warm(arrays)
+    prepare.warm(arrays)
     kept = len(values._REDUCED)
     units = values.units_matrix(arrays)
     rows, name = values.rows_matrix(arrays)
@@ -453,16 +453,19 @@ def test_heatmap_reductions_are_computed_once_and_match_a_float64_loop():
     assert len(values._REDUCED) == kept - 2
 
 
-def test_layers_warm_keeps_each_directions_unit_means_which_match_a_masked_loop():
-    from lstmviz.render import layers
+def test_prepare_keeps_each_directions_unit_means_which_match_a_masked_loop():
+    from lstmviz.render import layers, prepare, values
 
     rng = np.random.default_rng(5)
     g0 = rng.standard_normal((6, 4, 3)).astype(np.float32)
     g1 = rng.standard_normal((6, 4, 2)).astype(np.float32)
     mask = rng.random((6, 4)) > 0.3
     mask[2] = False  # a step masked in every sample: NaN
-    arrays = {"layer0_grad_h_total": g0, "layer1_grad_h_total": g1, "mask": mask}
-    layers.warm(arrays)
+    arrays = {"layer_names": np.array(["bi/forward", "bi/backward"]),
+              "layer0_grad_h_total": g0, "layer1_grad_h_total": g1, "mask": mask}  # fmt: skip
+    before = len(values._REDUCED)
+    prepare.warm(arrays)
+    assert len(values._REDUCED) == before + 2  # one per direction
     for k, g in enumerate((g0, g1)):
         units = layers.units_of_layer(arrays, k)
         assert units is layers.units_of_layer(arrays, k)  # kept, not recomputed

@@ -40,7 +40,7 @@ from PySide6.QtCore import QThread, Signal
 
 from lstmviz.config import RunConfig
 from lstmviz.engine.child import describe, pack, received_trace, serve
-from lstmviz.render import layers
+from lstmviz.render import prepare
 from lstmviz.trace import GradientTrace
 
 GRACE = 0.05  # seconds a cancelled run may take to end before its process is killed
@@ -292,7 +292,7 @@ class Worker(QThread):
         if verb == "finished":
             mode, config, packed = args
             trace = received_trace(mode, config, packed, folder)
-            layers.warm(trace.arrays)  # here, not in the window's first draw
+            prepare.warm(trace.arrays)  # here, not in the window's first draw
             self.finished_run.emit(run_id, trace)
             return
         shutil.rmtree(folder, ignore_errors=True)

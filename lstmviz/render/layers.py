@@ -110,7 +110,7 @@ def token_at(arrays: Arrays, t: int, sample: int) -> int | None:
 def units_of_layer(arrays: Arrays, k: int) -> np.ndarray | None:
     """mean |dL/dh_t,j| of direction k over the samples whose step t counts, units × timesteps
     [H_k, T] (float64); NaN at steps masked in every sample. Kept with the gradient array
-    (`values.kept`), so the worker thread computes it ahead of the window (`warm`)."""
+    (`values.kept`), so the worker thread computes it ahead of the window (`render.prepare`)."""
     g = arrays.get(f"layer{k}_grad_h_total")
     if g is None or np.ndim(g) != 3:
         return None
@@ -130,17 +130,6 @@ def _unit_means(g: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     count = weight.sum(axis=1, dtype=np.float64)  # [T]
     with np.errstate(invalid="ignore", divide="ignore"):
         return (sums / np.where(count > 0, count, np.nan)[:, None]).T
-
-
-def warm(arrays: Arrays) -> None:
-    """Compute now, in the calling thread (the worker's, before it hands a finished trace to
-    the window), what the panels and the summary reduce from a trace's big arrays: those of
-    `values.warm` and each LSTM direction's per-unit means."""
-    values.warm(arrays)
-    k = 0
-    while f"layer{k}_grad_h_total" in arrays:
-        units_of_layer(arrays, k)
-        k += 1
 
 
 def gates_of_layer(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -63,11 +63,9 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     loss = arrays.get("loss_by_step", arrays.get("loss"))
     if loss is not None and np.size(loss) and mode != "model":
         parts.append(f"loss {fmt(float(np.ravel(loss)[-1]))}")
-    if "max_abs_diff_full_vs_reference" in arrays:
-        diff = float(arrays["max_abs_diff_full_vs_reference"])
-        scale = max_abs(arrays["grad_h_total"]) if "grad_h_total" in arrays else 1
-        mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
-        parts.append(f"full = one-pass reference {mark} (max |Δ| {diff:.1e})")
+    check = reference_part(arrays)
+    if check:
+        parts.append(check)
     if stopped_early(arrays):
         done, asked = int(arrays.get("units_done", 0)), int(arrays["units_requested"])
         unit = modes.get(mode).unit if mode in modes.names() else ""
@@ -125,6 +123,17 @@ def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
         parts.append(f"data {html.escape(Path(config.inputs).name)}" if config.inputs
                      else f"random data (seed {config.seed})")  # fmt: skip
     return parts
+
+
+def reference_part(arrays: Arrays) -> str:
+    """A multi-pass trace's check of its full gradient against the one-pass reference ("" for
+    other traces), relative to the largest |dL/dh_t|."""
+    if "max_abs_diff_full_vs_reference" not in arrays:
+        return ""
+    diff = float(arrays["max_abs_diff_full_vs_reference"])
+    scale = max_abs(arrays["grad_h_total"]) if "grad_h_total" in arrays else 1
+    mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
+    return f"full = one-pass reference {mark} (max |Δ| {diff:.1e})"
 
 
 def nonfinite_part(arrays: Arrays) -> str:

@@ -30,9 +30,10 @@ def rows_source(arrays: Arrays) -> tuple[np.ndarray, str] | None:
 
 
 # Reductions of a trace's big arrays (the heatmaps' matrices of `grad_h_total`, up to ~1 GB;
-# the summary's NaN/Inf counts and scale), kept while the array lives: `warm` computes them off
-# the window's thread (NumPy releases the GIL in the reductions) so that the first draw of a
-# finished trace finds them (10-60 ms each on the window's thread for [8000, 16, 64]).
+# the summary's NaN/Inf counts and scale), kept while the array lives: `render.prepare`
+# computes them off the window's thread (NumPy releases the GIL in the reductions) so that the
+# first draw of a finished trace finds them (10-60 ms each on the window's thread for
+# [8000, 16, 64]).
 _REDUCED: dict[tuple[int, str], tuple[weakref.ref, np.ndarray]] = {}
 WARM_SIZE = 100_000  # arrays at least this big get their reductions kept
 
@@ -82,18 +83,6 @@ def max_abs(v: np.ndarray) -> float:
     if np.size(v) < WARM_SIZE:
         return float(_max_abs(v))
     return float(kept(v, "max abs", _max_abs))
-
-
-def warm(arrays: Arrays) -> None:
-    """Compute what the panels and the summary reduce from a trace's big arrays now, in the
-    calling thread (the worker's, before it hands a finished trace to the window)."""
-    rows_matrix(arrays)
-    units_matrix(arrays)
-    if "max_abs_diff_full_vs_reference" in arrays and "grad_h_total" in arrays:
-        max_abs(arrays["grad_h_total"])  # the summary's scale for that difference
-    for value in arrays.values():
-        if np.size(value) >= WARM_SIZE and np.asarray(value).dtype.kind == "f":
-            nonfinite_count(value)
 
 
 def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
