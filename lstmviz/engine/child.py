@@ -126,12 +126,12 @@ def received_trace(mode: str, config, packed: dict, folder: Path) -> GradientTra
 class _Flags:
     """What the reader thread sets and the running request reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop=None) -> None:
         self.cancelled: set[int] = set()
         self.finish: set[int] = set()
         self.paused: set[int] = set()
         self.current: int | None = None  # the run in progress
-        self.stop = None  # the shared id of a cancelled run (`serve`)
+        self.stop = stop  # the shared id of a cancelled run (`serve`)
 
     def is_cancelled(self, run_id: int) -> bool:
         return run_id in self.cancelled or (self.stop is not None and self.stop.value == run_id)
@@ -148,8 +148,7 @@ def serve(connection, folder: str, stop=None) -> None:
     # otherwise take every core and delay the event loop); alone, this one runs at full speed.
     os.nice(NICE)
     requests: queue.Queue = queue.Queue()
-    flags = _Flags()
-    flags.stop = stop
+    flags = _Flags(stop)
     threading.Thread(target=_read, args=(connection, requests, flags), daemon=True).start()
     send = connection.send
     try:

@@ -199,10 +199,10 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         self._area = area
         area.prepare(LSTM_PREPARED + (MODEL_PANELS if self.params.model_mode() else ()))
 
-    def _prepare_model_panels(self) -> None:
-        """Model mode chosen: make its panels in idle turns now (all five in the turn that
-        shows the first model trace took 0.13 s)."""
-        if self._area is not None and self.params.model_mode():
+    def _prepare_model_panels(self, model: bool) -> None:
+        """Model mode chosen, or a model run starting (`model`): make its panels in idle turns
+        now (all five in the turn that shows the first model trace took 0.13 s)."""
+        if model and self._area is not None:
             from lstmviz.render.layout import MODEL_PANELS
 
             self._area.prepare(MODEL_PANELS)
@@ -231,7 +231,8 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         self.params.widgets["time_major"].toggled.connect(self._reload_sources)
         # the inputs file is a model's data (x, y) in model mode: read it again as the mode takes it
         self.params.widgets["mode"].currentIndexChanged.connect(self._reread_inputs)
-        self.params.widgets["mode"].currentIndexChanged.connect(self._prepare_model_panels)
+        self.params.widgets["mode"].currentIndexChanged.connect(
+            lambda: self._prepare_model_panels(self.params.model_mode()))
         browse = {"model": self.open_model_dialog, "weights": self.open_weights_dialog,
                   "targets": self.open_targets_dialog,
                   "inputs": lambda: (self.open_data_dialog if self.params.model_mode()
@@ -304,10 +305,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
             self.show_error("Invalid parameter", str(exc))
             return False
         self.start_worker()
-        if config.mode == "model" and self._area is not None:
-            from lstmviz.render.layout import MODEL_PANELS
-
-            self._area.prepare(MODEL_PANELS)  # in idle turns while the run starts
+        self._prepare_model_panels(config.mode == "model")
         return self.state.start(config)
 
     def start_demo(self) -> None:
