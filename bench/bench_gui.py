@@ -111,8 +111,10 @@ def make_window(tmp: str):
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
+    from lstmviz.gui.app import use_small_pages
     from lstmviz.gui.main_window import MainWindow
 
+    use_small_pages()  # as `lstmviz gui` does
     app = QApplication.instance() or QApplication([])
     app.setStyle("Fusion")
     pg.setConfigOptions(antialias=True, background="w", foreground="#222")

@@ -222,10 +222,10 @@ def test_a_runs_arrays_arrive_mapped_read_only_and_their_folder_goes_with_the_tr
 def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(
     qtbot, window, monkeypatch
 ):
-    """The heatmaps' reductions of grad_h_total, the summary's NaN/Inf counts of the big arrays
-    it checks and its scale for the reference check are computed in the worker thread
-    (`render.prepare`); the window's draw finds them."""
-    from lstmviz.render import values
+    """The heatmaps' reductions of grad_h_total and their images, the summary's NaN/Inf counts
+    of the big arrays it checks and its scale for the reference check are computed in the
+    worker thread (`render.prepare`); the window's draw finds them."""
+    from lstmviz.render import style, values
 
     threads: list[tuple[str, int]] = []  # (what, the thread) for arrays of WARM_SIZE or more
     for name in ("_unit_means", "_sample_norms", "_nonfinite", "_max_abs"):
@@ -237,6 +237,13 @@ def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(
             return reduce(v)
 
         monkeypatch.setattr(values, name, counted)
+    colour = style.colour  # what a finished trace's heatmap images are coloured with
+
+    def coloured(shown, levels, out=None):
+        threads.append(("colour", threading.get_ident()))
+        return colour(shown, levels, out)
+
+    monkeypatch.setattr(style, "colour", coloured)
     config = RunConfig(mode="taped", steps=400, batch=16, input_dim=3, hidden=32, seed=2)
     run_to_end(qtbot, window, config)  # grad_h_total: 204 800 values
     units, grad = window.area.units.data.copy(), window.trace.grad_h_total
@@ -245,9 +252,14 @@ def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(
     run_to_end(qtbot, window, config)
     main = threading.get_ident()
     names = {name for name, _ in threads}
-    assert names >= {"_unit_means", "_sample_norms", "_nonfinite", "_max_abs"}, names
+    assert names >= {"_unit_means", "_sample_norms", "_nonfinite", "_max_abs", "colour"}, names
     assert all(thread != main for _, thread in threads), threads
     np.testing.assert_allclose(units, values._unit_means(grad), rtol=1e-6)
+    heatmap = window.area.rows  # the multi-pass trace's rows: one per pass, as stored
+    np.testing.assert_array_equal(heatmap.data, window.trace["norm_h_total_by_pass"])
+    expected = style.finished_image(np.array(heatmap.data), True, False)  # a new array: made now
+    np.testing.assert_array_equal(heatmap.rgba, expected[3])
+    assert heatmap.levels == expected[2]
 
 
 def test_pack_writes_large_arrays_once_and_unpack_maps_them(tmp_path):

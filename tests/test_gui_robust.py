@@ -245,6 +245,14 @@ def test_live_heatmap_and_curves_equal_the_trace_after_streaming(qtbot):
     assert heat.image.levels is None and heat.image.lut is None
     np.testing.assert_array_equal(heat.rgba, colour(heat.shown, heat.levels))
     np.testing.assert_allclose(heat.bar.levels(), heat.levels)
+    # the finished trace's whole image (`style.finished_image`): the same on screen
+    done = RowsHeatmap()
+    qtbot.addWidget(done)
+    done.draw({"norm_h_total_by_step": rows, "norm_h_total": rows[-1]}, config)
+    np.testing.assert_array_equal(done.shown, heat.shown)
+    assert done.levels == heat.levels
+    np.testing.assert_array_equal(done.image.image, heat.rgba)
+    np.testing.assert_allclose(done.bar.levels(), heat.levels)
     np.testing.assert_array_equal(norm.curves["norm_h_total"].yData, rows[-1])
     for curve, s in zip(norm.history, norm.history_steps, strict=False):
         np.testing.assert_allclose(curve.yData, rows[s], rtol=1e-6)

@@ -49,6 +49,19 @@ def _report_timing(app, window) -> None:
     _stamp("window-built")
 
 
+def use_small_pages() -> None:
+    """Back this process's new NumPy arrays with ordinary pages. NumPy asks the kernel for
+    transparent huge pages on every array of 4 MB or more; on the virtual machines measured
+    (docs/performance.md, "Huge pages") the first write to such an array could cost ~10 ms per
+    MB, a big heatmap's colour buffer 0.1–0.9 s on the window's thread, against ~0.5 ms per MB
+    with ordinary pages. Harmless where huge pages are cheap."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:  # a NumPy without it: NUMPY_MADVISE_HUGEPAGE=0 does the same
+        return
+    _set_madvise_hugepage(False)
+
+
 def main(
     files: Sequence[str] = (), run: bool = False, demo: bool = False, screenshot: str | None = None
 ) -> int:
@@ -83,6 +96,7 @@ def main(
 
     from lstmviz.gui.main_window import MainWindow
 
+    use_small_pages()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setOrganizationName("lstmviz")
     app.setApplicationName("lstmviz")

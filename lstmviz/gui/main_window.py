@@ -487,8 +487,10 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         panel.export_action.setEnabled(self.trace is not None)
 
     def view_changed(self) -> None:
+        view = self.log_action.isChecked(), self.normalise_action.isChecked()
+        self.worker.view = view  # a finished trace's heatmap images are made for these
         if self._area is not None:  # otherwise the panels take the options when made
-            self._area.set_options(self.log_action.isChecked(), self.normalise_action.isChecked())
+            self._area.set_options(*view)
 
     def set_panel_hidden(self, name: str, hidden: bool) -> None:
         (self.hidden_panels.add if hidden else self.hidden_panels.discard)(name)

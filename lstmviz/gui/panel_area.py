@@ -35,6 +35,11 @@ FIRST_SHOWN = {"norm", "rows", "units"}  # before any trace
 LSTM_PREPARED = ("norm", "rows", "units", "loss", "connectivity")  # `prepare` makes these
 # Heights of the rows when a recording's row is shown above a model trace's two (px, scaled).
 RECORDING_ROW_HEIGHTS = (330, 250, 250)
+# One staged call per this many ms: Qt paints what a call changed after its own 5 ms timer
+# (QT_QPA_UPDATE_IDLE_TIME), so with 0 ms the calls that are quick (empty panels at a run's
+# start) all ran first and their panels were painted together, 50-60 ms in one event-loop turn
+# on the test machine (bench/bench_gui.py --only life).
+STAGE_MS = 6
 
 
 class PanelArea(QWidget):
@@ -78,7 +83,7 @@ class PanelArea(QWidget):
         self.shown: tuple[str, ...] = ()
         self.stages: list[Callable[[], None]] = []
         self.preparing = False  # `prepare` is making the panels
-        self.stage_timer = QTimer(self, singleShot=True, interval=0)
+        self.stage_timer = QTimer(self, singleShot=True, interval=STAGE_MS)
         self.stage_timer.timeout.connect(self.draw_stage)
 
     def prepare(self, names: Iterable[str] = LSTM_PREPARED) -> None:

@@ -98,6 +98,7 @@ class Worker(QThread):
         self._running: int | None = None  # the run the process has started
         self._stopping: tuple[int, float] | None = None  # a cancelled run, the time to kill it
         self._loaded = False  # the process has TensorFlow
+        self.view = (True, False)  # the window's View → Log scale, Normalise (`prepare.warm`)
         self._announced = False  # `ready` was emitted
         self._broken = ""  # why TensorFlow did not load in the process
 
@@ -292,7 +293,7 @@ class Worker(QThread):
         if verb == "finished":
             mode, config, packed = args
             trace = received_trace(mode, config, packed, folder)
-            prepare.warm(trace.arrays)  # here, not in the window's first draw
+            prepare.warm(trace.arrays, *self.view)  # here, not in the window's first draw
             self.finished_run.emit(run_id, trace)
             return
         shutil.rmtree(folder, ignore_errors=True)

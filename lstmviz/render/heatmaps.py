@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
 from lstmviz.render.panel import Panel
-from lstmviz.render.style import COLOR_MAP, colour
+from lstmviz.render.style import COLOR_MAP, colour, finished_image, levels_of
 from lstmviz.render.summary import fmt
 from lstmviz.render.values import display_values, rows_matrix, rows_source, units_matrix
 
@@ -88,6 +88,17 @@ class HeatmapPanel(Panel):
             and self._filled <= rows
             and (self._filled == 0 or np.array_equal(raw[self._filled - 1], self._last_row))
         )
+        if self.rows_total is None:  # a finished trace: its whole image, likely made already
+            self._key, self._filled, self.row_name = key, rows, name
+            self._label(total, units, normalise)
+            self.data = raw
+            self.shown, self._range, levels, self.rgba = finished_image(raw, self.log, normalise)
+            if levels != self.levels:
+                self.levels = levels
+                self.bar.setLevels(levels)
+            set_rgba(self.image, self.rgba)
+            self.image.setRect(QRectF(0, 0, width, total))
+            return
         if not incremental:
             self._key, self._filled = key, 0
             self.row_name = name
@@ -108,8 +119,7 @@ class HeatmapPanel(Panel):
             self._range = (min(lo, float(finite.min())), max(hi, float(finite.max())))
         self._filled = rows
         self._last_row = np.array(raw[rows - 1]) if rows else None
-        lo, hi = self._range if np.isfinite(self._range[0]) else (0.0, 1.0)
-        levels = (lo, hi if hi > lo else lo + 1.0)
+        levels = levels_of(*self._range)
         if levels != self.levels:  # every row's colour moves: re-colour the rows so far
             self.levels = levels
             colour(self.shown[:rows], levels, out=self.rgba[:rows])

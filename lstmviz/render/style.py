@@ -1,11 +1,14 @@
 """Colours: pyqtgraph's options for every plot, the curve palette, the heatmaps' colour map
-(`colour`, values to RGBA) and `opaque` (a translucent pen made opaque over a background)."""
+(`colour`, values to RGBA; `finished_image`, a finished trace's whole heatmap) and `opaque` (a
+translucent pen made opaque over a background)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QPen
+
+from lstmviz.render.values import display_values, kept
 
 STYLE = {"antialias": True, "background": "w", "foreground": "#222"}  # pg.setConfigOptions
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -32,10 +35,38 @@ def colour(shown: np.ndarray, levels: tuple[float, float], out: np.ndarray | Non
     if out is None:
         out = np.empty((*np.shape(shown), 4), np.uint8)
     packed = out.view(np.uint32).reshape(np.shape(shown))
-    np.take(_TABLE32, index.astype(np.uint8), out=packed)
+    # mode="clip" (indices are 0..255 anyway): with the default, NumPy buffers `out`, and the
+    # first call on a big image took seconds
+    np.take(_TABLE32, index.astype(np.uint8), out=packed, mode="clip")
     if nan.any():
         packed[nan] = 0
     return out
+
+
+def levels_of(lo: float, hi: float) -> tuple[float, float]:
+    """A heatmap's colour levels for display values of finite range [lo, hi] ((inf, -inf):
+    none finite)."""
+    lo, hi = (lo, hi) if np.isfinite(lo) else (0.0, 1.0)
+    return lo, hi if hi > lo else lo + 1.0
+
+
+def finished_image(matrix: np.ndarray, log: bool, normalise: bool):
+    """A finished trace's heatmap of `matrix` [R, T]: its display values ([R, T] float32, NaN
+    blank; read-only), their finite (min, max), the colour levels and the RGBA image
+    ([R, T, 4] uint8), as `HeatmapPanel` shows them. Kept with `matrix` while it lives:
+    `render.prepare` makes them in the window's worker thread, so the window's thread does not
+    allocate and fill ~7 arrays of the image's size (their first writes alone took 50-250 ms
+    for 64 × 8000 at the end of a run on the test machine: each new page faults)."""
+
+    def make(m: np.ndarray):
+        shown = display_values(m, log, normalise, np.float32)
+        finite = shown[np.isfinite(shown)]
+        found = (float(finite.min()), float(finite.max())) if finite.size else (np.inf, -np.inf)
+        levels = levels_of(*found)
+        shown.setflags(write=False)
+        return shown, found, levels, colour(shown, levels)
+
+    return kept(matrix, f"image log={log} normalise={normalise}", make)
 
 
 def opaque(pen: QPen, background: QColor) -> QPen:

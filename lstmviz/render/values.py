@@ -26,7 +26,9 @@ def rows_source(arrays: Arrays) -> tuple[np.ndarray, str] | None:
     if key is None:
         return None
     row = schema.row_name(key)
-    return np.atleast_2d(np.asarray(arrays[key])), ROW_LABELS.get(row, row)
+    # the stored array itself where it is 2-D (a memory-mapped one included): what is kept
+    # with it (`kept`) is found again
+    return np.atleast_2d(np.asanyarray(arrays[key])), ROW_LABELS.get(row, row)
 
 
 # Reductions of a trace's big arrays (the heatmaps' matrices of `grad_h_total`, up to ~1 GB;
@@ -38,14 +40,15 @@ _REDUCED: dict[tuple[int, str], tuple[weakref.ref, np.ndarray]] = {}
 WARM_SIZE = 100_000  # arrays at least this big get their reductions kept
 
 
-def kept(g: np.ndarray, name: str, reduce: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """`reduce(g)` (an array, made read-only), computed once while `g` lives."""
+def kept(g: np.ndarray, name: str, reduce: Callable[[np.ndarray], object]):
+    """`reduce(g)` (an array is made read-only), computed once while `g` lives."""
     key = (id(g), name)
     found = _REDUCED.get(key)
     if found is not None and found[0]() is g:
         return found[1]
     result = reduce(g)
-    result.setflags(write=False)  # shared by every panel that asks
+    if isinstance(result, np.ndarray):
+        result.setflags(write=False)  # shared by every panel that asks
     try:
         ref = weakref.ref(g, lambda _, key=key: _REDUCED.pop(key, None))
     except TypeError:  # not an ndarray (a list in a test): nothing to keep
