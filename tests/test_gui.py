@@ -217,6 +217,16 @@ def test_gui_modules_do_not_import_tensorflow():
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
+def test_the_window_and_its_worker_come_before_pyqtgraph():
+    """What the window needs for its first paint does not import pyqtgraph (~0.1 s here): the
+    panels' modules come after it (`MainWindow.prepare_panels`)."""
+    code = (
+        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker;"
+        "sys.exit('pyqtgraph' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
 def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
     """The norm panel's axes give pyqtgraph's translucent grid colours pre-blended with the
     background (same pixels on the plain background, ~20× cheaper to stroke) and sit below

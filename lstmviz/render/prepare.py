@@ -5,7 +5,7 @@ object is made."""
 
 from __future__ import annotations
 
-from lstmviz.render import layers, style, summary, values
+from lstmviz.render import layers, summary, values
 from lstmviz.render.values import Arrays
 
 
@@ -15,6 +15,8 @@ def warm(arrays: Arrays, log: bool = True, normalise: bool = False) -> None:
     matrices and images (for the View menu's `log` and `normalise`, which the units heatmap
     does not apply), each LSTM direction's per-unit means, the summary's reference check and
     NaN/Inf counts."""
+    from lstmviz.render import style  # pyqtgraph's colour map: not before the window's first paint
+
     rows = values.rows_source(arrays) or values.rows_matrix(arrays)
     if rows is not None:
         style.finished_image(rows[0], log, normalise)
