@@ -52,9 +52,9 @@ def _report_timing(app, window) -> None:
 def use_small_pages() -> None:
     """Back this process's new NumPy arrays with ordinary pages. NumPy asks the kernel for
     transparent huge pages on every array of 4 MB or more; on the virtual machines measured
-    (docs/performance.md, "Huge pages") the first write to such an array could cost ~10 ms per
-    MB, a big heatmap's colour buffer 0.1–0.9 s on the window's thread, against ~0.5 ms per MB
-    with ordinary pages. Harmless where huge pages are cheap."""
+    (docs/performance.md, "Huge pages") the first write to such memory sometimes cost ~10 ms
+    per MB (64 MB: 11 ms in one process, 497 ms in the next), against ~0.5 ms per MB every
+    time with ordinary pages: a stall of the window where it draws a big image."""
     try:
         from numpy._core.multiarray import _set_madvise_hugepage
     except ImportError:  # a NumPy without it: NUMPY_MADVISE_HUGEPAGE=0 does the same
