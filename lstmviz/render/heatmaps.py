@@ -11,7 +11,13 @@ from PySide6.QtCore import QRectF
 from lstmviz.render.panel import Panel
 from lstmviz.render.style import COLOR_MAP, colour, finished_image, levels_of
 from lstmviz.render.summary import fmt
-from lstmviz.render.values import display_values, rows_matrix, rows_source, units_matrix
+from lstmviz.render.values import (
+    display_values,
+    finite_range,
+    rows_matrix,
+    rows_shown,
+    units_matrix,
+)
 
 # A pre-coloured image is handed to Qt without a copy up to this many rows; a taller one (a
 # training run of 100 000 steps) crashed Qt's painter here (segmentation fault painting a
@@ -79,15 +85,6 @@ class HeatmapPanel(Panel):
         total = max(live_total, rows)
         normalise = self.normalise and not units
         key = (name, width, total, self.log, normalise, id(self.config), self.rows_total is None)
-        # A live run appends rows: convert, log and colour only the new ones (the buffer is
-        # sized for every row the run will reach, rows not computed yet stay blank: NaN).
-        # Anything else (a finished trace, other options) starts over.
-        incremental = (
-            self.rows_total is not None
-            and key == self._key
-            and self._filled <= rows
-            and (self._filled == 0 or np.array_equal(raw[self._filled - 1], self._last_row))
-        )
         if self.rows_total is None:  # a finished trace: its whole image, likely made already
             self._key, self._filled, self.row_name = key, rows, name
             self._label(total, units, normalise)
@@ -99,6 +96,14 @@ class HeatmapPanel(Panel):
             set_rgba(self.image, self.rgba)
             self.image.setRect(QRectF(0, 0, width, total))
             return
+        # A live run appends rows: convert, log and colour only the new ones (the buffer is
+        # sized for every row the run will reach, rows not computed yet stay blank: NaN).
+        # Anything else (other options, a new run) starts over.
+        incremental = (
+            key == self._key
+            and self._filled <= rows
+            and (self._filled == 0 or np.array_equal(raw[self._filled - 1], self._last_row))
+        )
         if not incremental:
             self._key, self._filled = key, 0
             self.row_name = name
@@ -113,10 +118,8 @@ class HeatmapPanel(Panel):
         self.data[new] = block
         shown = display_values(block, self.log, normalise, np.float32)
         self.shown[new] = shown
-        finite = shown[np.isfinite(shown)]
-        if finite.size:
-            lo, hi = self._range
-            self._range = (min(lo, float(finite.min())), max(hi, float(finite.max())))
+        (lo, hi), (new_lo, new_hi) = self._range, finite_range(shown)
+        self._range = (min(lo, new_lo), max(hi, new_hi))
         self._filled = rows
         self._last_row = np.array(raw[rows - 1]) if rows else None
         levels = levels_of(*self._range)
@@ -172,7 +175,7 @@ class RowsHeatmap(HeatmapPanel):
         return rows_matrix(self.arrays)
 
     def source(self) -> tuple[np.ndarray, str] | None:
-        return rows_source(self.arrays) or self.matrix()
+        return rows_shown(self.arrays)
 
 
 class UnitsHeatmap(HeatmapPanel):

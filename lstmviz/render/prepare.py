@@ -17,12 +17,12 @@ def warm(arrays: Arrays, log: bool = True, normalise: bool = False) -> None:
     NaN/Inf counts."""
     from lstmviz.render import style  # pyqtgraph's colour map: not before the window's first paint
 
-    rows = values.rows_source(arrays) or values.rows_matrix(arrays)
+    rows = values.rows_shown(arrays)
     if rows is not None:
         style.finished_image(rows[0], log, normalise)
     units = values.units_matrix(arrays)
     if units is not None:
-        style.finished_image(units, log, False)
+        style.finished_image(units, log, False)  # as `HeatmapPanel.redraw`: units never normalised
     for k in range(layers.layer_count(arrays)):
         layers.units_of_layer(arrays, k)
     summary.reference_part(arrays)

@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QPen
 
-from lstmviz.render.values import display_values, kept
+from lstmviz.render.values import display_values, finite_range, kept
 
 STYLE = {"antialias": True, "background": "w", "foreground": "#222"}  # pg.setConfigOptions
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -60,8 +60,7 @@ def finished_image(matrix: np.ndarray, log: bool, normalise: bool):
 
     def make(m: np.ndarray):
         shown = display_values(m, log, normalise, np.float32)
-        finite = shown[np.isfinite(shown)]
-        found = (float(finite.min()), float(finite.max())) if finite.size else (np.inf, -np.inf)
+        found = finite_range(shown)
         levels = levels_of(*found)
         shown.setflags(write=False)
         return shown, found, levels, colour(shown, levels)

@@ -100,6 +100,18 @@ def rows_matrix(arrays: Arrays) -> tuple[np.ndarray, str] | None:
     return None
 
 
+def rows_shown(arrays: Arrays) -> tuple[np.ndarray, str] | None:
+    """What the rows heatmap shows: the stored rows (no float64 copy) or, for a taped trace,
+    the batch samples' norms (`rows_matrix`)."""
+    return rows_source(arrays) or rows_matrix(arrays)
+
+
+def finite_range(v: np.ndarray) -> tuple[float, float]:
+    """(min, max) of the finite values of `v`; (inf, -inf) when none is finite."""
+    finite = v[np.isfinite(v)]
+    return (float(finite.min()), float(finite.max())) if finite.size else (np.inf, -np.inf)
+
+
 def units_matrix(arrays: Arrays) -> np.ndarray | None:
     """mean over the batch of |dL/dh_t,j|, units × timesteps (leading axes averaged too)."""
     g = arrays.get("grad_h_total")
