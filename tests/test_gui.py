@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QPointF  # noqa: E402
+from PySide6.QtCore import QPointF, QTimer  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
 from lstmviz.config import RunConfig  # noqa: E402
@@ -91,6 +91,28 @@ def test_live_multipass_updates_fill_rows_and_mark_passes(qtbot, window, monkeyp
     assert not window.area.norm.boundaries.boundingRect().isEmpty()
     assert "✓" in window.summary.text.text() and "3.0e-08" in window.summary.text.text()
     assert window.progress.value() == window.progress.maximum()
+
+
+def test_a_run_leaves_the_panels_their_size_from_its_start_to_its_end(qtbot, window):
+    """The summary line under the panels is one line at a run's start and two at its end (at
+    the window's default width); its height must not change, or every panel is resized and
+    repainted in one event-loop turn."""
+    window.resize(1280, 820)
+    widgets = window.params.widgets
+    for name, value in (("steps", 20), ("batch", 2), ("input_dim", 2), ("hidden", 4)):
+        widgets[name].setValue(value)
+    widgets["mode"].setCurrentIndex(widgets["mode"].findData("taped"))
+    qtbot.wait(50)
+    before = window.area.height()
+    heights = set()
+    poll = QTimer(interval=2, timeout=lambda: heights.add(window.area.height()))
+    poll.start()
+    run_and_wait(qtbot, window)
+    qtbot.wait(50)  # the layout after the finished summary
+    poll.stop()
+    text = window.summary.text
+    assert text.heightForWidth(text.width()) > 1.5 * text.fontMetrics().lineSpacing()
+    assert heights == {before}
 
 
 def test_stop_cancels_a_long_run_within_a_second(qtbot, window):

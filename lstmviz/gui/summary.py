@@ -19,6 +19,10 @@ class SummaryPanel(QWidget):
         self.text.setTextFormat(Qt.RichText)
         self.text.setWordWrap(True)  # long summaries wrap instead of widening the window
         self.text.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        # Two lines high whatever the text: when a run's one-line summary at its start became
+        # two lines at its end, every panel above was resized, and so repainted, in one
+        # event-loop turn (40-70 ms: docs/performance.md, "The window's whole life").
+        self.text.setMinimumHeight(2 * self.text.fontMetrics().lineSpacing())
         self.verify_button = QPushButton("Verify")
         self.verify_button.setToolTip(
             "Check a few random entries of dL/dh_t (and the largest one) by central finite\n"
