@@ -249,6 +249,25 @@ def test_the_window_and_its_worker_come_before_pyqtgraph():
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
+def test_long_curves_are_drawn_aliased_then_thin_on_screen(qtbot):
+    """On screen the norm panel's curves keep their pens' width and antialiasing up to
+    SMOOTH_UP_TO points, drop antialiasing above (a wide antialiased pen on a long curve took
+    5-8 ms per paint), and drop to 1 px above THIN_ABOVE."""
+    from lstmviz.render.curves import MAIN_CURVES, SMOOTH_UP_TO, THIN_ABOVE, NormPanel
+
+    assert SMOOTH_UP_TO < THIN_ABOVE
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    wide = MAIN_CURVES["norm_h_direct"][1].widthF()
+    for steps, smooth, width in ((SMOOTH_UP_TO, True, wide), (SMOOTH_UP_TO + 1, False, wide),
+                                 (THIN_ABOVE + 1, False, 1.0)):  # fmt: skip
+        norms = np.linspace(1, 2, steps, dtype=np.float32)
+        panel.draw({"norm_h_total": norms, "norm_h_direct": norms})
+        curve = panel.curves["norm_h_direct"]
+        assert len(curve.yData) == steps
+        assert curve.opts["antialias"] is smooth and curve.opts["pen"].widthF() == width
+
+
 def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
     """The norm panel's axes give pyqtgraph's translucent grid colours pre-blended with the
     background (same pixels on the plain background, ~20× cheaper to stroke) and sit below

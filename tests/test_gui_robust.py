@@ -383,3 +383,51 @@ def test_summary_flags_a_non_finite_array_the_per_step_check_does_not_cover():
     assert "no NaN/Inf ✓" in summary_text("taped", arrays, None, 0.1)
     arrays["grad_kernel"][1, 2] = np.nan
     assert "1 in grad_kernel" in summary_text("taped", arrays, None, 0.1)
+
+
+def test_panels_resized_by_a_new_panel_set_repaint_one_per_turn(qtbot, tmp_path):
+    """A trace that shows fewer panels than the last resizes the panels left: all but one wait
+    with updates off and repaint one per event-loop turn (Qt does not paint them meanwhile),
+    and `settled` comes after the last."""
+    from PySide6.QtCore import QEvent, QObject
+
+    from lstmviz.trace import GradientTrace, step_norm
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, quiet_errors=True)
+    qtbot.addWidget(win)
+    win.resize(1280, 820)
+    win.show()
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((16, 3, 4)).astype(np.float32)
+    arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
+    wide = dict(arrays, loss_by_step=np.linspace(2, 1, 6, dtype=np.float32),
+                connectivity=rng.random((16, 16)).astype(np.float32))  # fmt: skip
+    config = RunConfig(steps=16, batch=3, hidden=4)
+    with qtbot.waitSignal(win.settled, timeout=5_000):
+        win.show_trace(GradientTrace("taped", config, wide), None)
+        win._settle()
+    assert {"loss", "connectivity"} <= set(win.area.shown)
+
+    painted: list[tuple[str, bool]] = []  # (panel, frozen when it painted)
+
+    class Paints(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+            if event.type() == QEvent.Type.Paint:
+                panel = next(n for n, p in win.area.by_name.items() if p.plot.viewport() is watched)
+                painted.append((panel, win.area.by_name[panel] in win.area.frozen))
+            return False
+
+    paints = Paints()
+    for name in ("norm", "rows", "units"):
+        win.area.by_name[name].plot.viewport().installEventFilter(paints)
+    with qtbot.waitSignal(win.settled, timeout=5_000):
+        win.show_trace(GradientTrace("taped", config, arrays), None)
+        frozen = list(win.area.frozen)
+        assert len(frozen) == 2 and not any(p.updatesEnabled() for p in frozen)
+        win._settle()
+    assert set(win.area.shown) == {"norm", "rows", "units"} and not win.area.frozen
+    assert all(p.updatesEnabled() for p in win.area.panels)
+    assert {name for name, _ in painted} == {"norm", "rows", "units"}
+    assert not any(was_frozen for _, was_frozen in painted)
+    win.close()

@@ -83,8 +83,9 @@ class PanelArea(QWidget):
         self.shown: tuple[str, ...] = ()
         self.stages: list[Callable[[], None]] = []
         self.preparing = False  # `prepare` is making the panels
+        self.frozen: list[Panel] = []  # resized panels waiting for their turn to repaint
         self.stage_timer = QTimer(self, singleShot=True, interval=STAGE_MS)
-        self.stage_timer.timeout.connect(self.draw_stage)
+        self.stage_timer.timeout.connect(self._turn)
 
     def prepare(self, names: Iterable[str] = LSTM_PREPARED) -> None:
         """Make the panels called `names` that are not made yet, one per event-loop turn (the
@@ -137,8 +138,8 @@ class PanelArea(QWidget):
         return panel
 
     def busy(self) -> bool:
-        """Whether panels are left to draw."""
-        return bool(self.stages)
+        """Whether panels are left to draw or to repaint."""
+        return bool(self.stages or self.frozen)
 
     def show_for(self, arrays: Mapping[str, np.ndarray], config: RunConfig | None, live: bool):
         """Show the panels `panels_for` names (the exported figure shows the same), and a
@@ -156,6 +157,7 @@ class PanelArea(QWidget):
         if tuple(sorted(shown)) == self.shown:
             return
         before = [row.isVisibleTo(self) for row in self.rows_splitters]
+        was = set(self.shown)
         self.shown = tuple(sorted(shown))
         for name in shown:
             self.panel(name)
@@ -169,6 +171,23 @@ class PanelArea(QWidget):
         if visible[0] != before[0]:
             sizes = RECORDING_ROW_HEIGHTS if visible[0] else (0, 440, 330)
             self.splitter.setSizes(list(sizes))
+        rows = [set(names) for names in WINDOW_ROWS]
+        if visible == before:  # the panels of rows whose panels changed are resized
+            rows = [names for names in rows if names & was != names & shown]
+        self._freeze([panel for name, panel in self.by_name.items()
+                      if name in shown and name in was and any(name in r for r in rows)])
+
+    def _freeze(self, panels: list[Panel]) -> None:
+        """Resized panels that show a plot repaint one per event-loop turn (`_turn`), after the
+        first: repainted together they took 40-70 ms in one turn. Until its turn a panel shows
+        what was there (Qt does not paint a widget whose updates are off)."""
+        plots = [p for p in panels if p.isVisibleTo(self) and p.stack.currentWidget() is p.plot]
+        for panel in plots[1:]:
+            if panel not in self.frozen:
+                panel.setUpdatesEnabled(False)
+                self.frozen.append(panel)
+        if self.frozen and not self.stage_timer.isActive():
+            self.stage_timer.start()
 
     def set_hidden(self, name: str, hidden: bool, arrays, config, live: bool) -> None:
         (self.hidden.add if hidden else self.hidden.discard)(name)
@@ -238,10 +257,21 @@ class PanelArea(QWidget):
         self.draw_stage()
 
     def draw_stage(self) -> None:
-        """Run the next staged call; `drawn` after the last."""
+        """Run the next staged call; `drawn` after the last (and the last frozen panel)."""
         if self.stages:
             self.stages.pop(0)()
-        if self.stages:
+        if self.stages or self.frozen:
+            self.stage_timer.start()
+        else:
+            self.drawn.emit()
+
+    def _turn(self) -> None:
+        """The stage timer's turn: a frozen panel repaints, or else the next staged call."""
+        if not self.frozen:
+            self.draw_stage()
+            return
+        self.frozen.pop(0).setUpdatesEnabled(True)
+        if self.stages or self.frozen:
             self.stage_timer.start()
         else:
             self.drawn.emit()

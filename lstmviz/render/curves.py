@@ -31,6 +31,10 @@ MAX_ROW_CURVES = {"pass": 20, "batch": len(PALETTE)}
 # pen on a long jagged path slowly (~0.2 s per 2000-point curve on the 2-core test machine,
 # against ~1 ms at width 1; bench/bench_gui.py), and at that density the width is not seen.
 THIN_ABOVE = 400
+# On screen, curves with more points than this are drawn without antialiasing: a 400-point
+# curve with a 1.5-2.5 px antialiased pen takes 5-8 ms to stroke (dashed the most), without
+# ~1 ms, and at that density the steps of an aliased line hardly show. Exports antialias all.
+SMOOTH_UP_TO = 200
 MAIN_CURVES = {  # key: (legend, pen)
     "norm_h_total": ("total ‖dL/dh_t‖", pg.mkPen("#1f3b73", width=2.5)),
     "norm_h_direct": ("direct ‖∂L/∂h_t‖", pg.mkPen("#d62728", width=1.5, style=Qt.DashLine)),
@@ -142,15 +146,15 @@ class NormPanel(Panel):
         return True
 
     def _set_data(self, curve: pg.PlotDataItem, x, y) -> None:
-        """setData, with a 1-pixel pen when the curve has more than THIN_ABOVE points."""
+        """setData, with a 1-pixel pen when the curve has more than THIN_ABOVE points, and
+        not antialiased with more than SMOOTH_UP_TO."""
         base = self.pens.setdefault(curve, pg.mkPen(curve.opts["pen"]))
-        long = len(y) > THIN_ABOVE
-        if self._changed(f"thin {id(curve)}", long):
+        thin, smooth = len(y) > THIN_ABOVE, len(y) <= SMOOTH_UP_TO
+        if self._changed(f"pen {id(curve)}", (thin, smooth)):
             pen = pg.mkPen(base)
-            if long and base.widthF() > 1:
+            if thin and base.widthF() > 1:
                 pen.setWidthF(1.0)
-            # antialiasing a long jagged 1-pixel line costs more than it shows
-            curve.opts["antialias"] = not long
+            curve.opts["antialias"] = smooth
             curve.setPen(pen)
         elif _same(curve.xData, x) and _same(curve.yData, y):
             return  # a live update that did not change this curve: no re-render

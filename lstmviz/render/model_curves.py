@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QComboBox
 
-from lstmviz.render.curves import THIN_ABOVE, fit_legend, legend_below
+from lstmviz.render.curves import SMOOTH_UP_TO, THIN_ABOVE, fit_legend, legend_below
 from lstmviz.render.layers import (
     GATES,
     gates_of_layer,
@@ -153,7 +153,7 @@ class LayerNormPanel(DirectionCurves):
         for k, (layer, backward) in enumerate(layer_groups(self.names)):
             curve = self._curve(k)
             pen = line_pen(PALETTE[layer % len(PALETTE)], steps, dashed=backward)
-            curve.opts["antialias"] = steps <= THIN_ABOVE
+            curve.opts["antialias"] = steps <= SMOOTH_UP_TO
             curve.setPen(pen)
             y = self.rows[k]
             curve.setData(np.arange(steps), positive(y) if self.log else y)
@@ -229,7 +229,7 @@ class GatesPanel(LayerChoice, LegendPanel):
             for group, values, dashed in ((self.means, mean, False),
                                           (self.saturated, saturated, True)):  # fmt: skip
                 curve = group[g]
-                curve.opts["antialias"] = steps <= THIN_ABOVE
+                curve.opts["antialias"] = steps <= SMOOTH_UP_TO
                 curve.setPen(line_pen(color, steps, dashed, width=1.8))
                 curve.setData(x, values[g])
             legend.append((self.means[g], GATE_TEXT[GATES[g]]))
