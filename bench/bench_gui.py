@@ -59,6 +59,15 @@ import numpy as np  # noqa: E402
 GOAL_MS = 16.0
 
 
+def app_env(**extra: str) -> dict[str, str]:
+    """The environment for the app in a subprocess: the X server's display where there is
+    one (under `xvfb-run`, xcb), else the offscreen platform."""
+    env = dict(os.environ, **extra)
+    if not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+        env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    return env
+
+
 def load() -> str:
     return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -73,8 +82,7 @@ def pct(values: list[float], q: float) -> float:
 def startup(runs: int) -> list[tuple[str, str, str]]:
     shown, ready = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, LSTMVIZ_TIMING="1", XDG_CONFIG_HOME=tmp)
-        env.setdefault("QT_QPA_PLATFORM", "offscreen")
+        env = app_env(LSTMVIZ_TIMING="1", XDG_CONFIG_HOME=tmp)
         for _ in range(runs):
             start = time.time()
             result = subprocess.run(
@@ -404,7 +412,8 @@ def life_driver(seconds: float) -> None:
     QTimer.singleShot(0, found)
     probe.start()
     gui_app.main(demo=True)
-    print("lstmviz-life", json.dumps({"ticks": probe.ticks, "phases": phases}), flush=True)
+    print("lstmviz-life", json.dumps({"ticks": probe.ticks, "phases": phases,
+                                      "platform": app.platformName()}), flush=True)  # fmt: skip
     os._exit(0)
 
 
@@ -414,8 +423,7 @@ def life(seconds: float) -> list[tuple[str, str, str]]:
     and the longest stall, counting stalls that began after the first paint."""
     import json
 
-    env = dict(os.environ, LSTMVIZ_TIMING="1")
-    env.setdefault("QT_QPA_PLATFORM", "offscreen")
+    env = app_env(LSTMVIZ_TIMING="1")
     with tempfile.TemporaryDirectory() as tmp:
         env["XDG_CONFIG_HOME"] = tmp
         start = time.time()
@@ -437,7 +445,8 @@ def life(seconds: float) -> list[tuple[str, str, str]]:
     end = max((p[2] for p in phases if p[2]), default=shown)  # before the window closes
     phases.append(["whole life after the first paint", shown, end])
     out = [("life: launch → window painted", f"{shown - start:.2f} s",
-            f"TensorFlow ready at {stamps.get('tf-ready', float('nan')) - start:.2f} s; {load()}")]
+            f"TensorFlow ready at {stamps.get('tf-ready', float('nan')) - start:.2f} s; Qt "
+            f"platform {data['platform']}; {load()}")]  # fmt: skip
     for name, begin, finish in phases:
         finish = finish or end
         # a tick late by L ms waited from (t − L − 10 ms): count the stalls begun in the phase
