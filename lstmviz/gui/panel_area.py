@@ -14,7 +14,7 @@ from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
 from lstmviz.render.layout import PANEL_WIDTHS, RECORDING_PANELS, WINDOW_ROWS, panels_for
 from lstmviz.render.model_curves import GatesPanel, LayerChoice, LayerNormPanel
 from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
-from lstmviz.render.panel import Panel
+from lstmviz.render.panel import SPARES, Panel
 from lstmviz.render.record_panels import (
     RecordChoice,
     RecordHeatmap,
@@ -88,14 +88,20 @@ class PanelArea(QWidget):
         self.stage_timer.timeout.connect(self._turn)
 
     def prepare(self, names: Iterable[str] = LSTM_PREPARED) -> None:
-        """Make the panels called `names` that are not made yet, one per event-loop turn (the
-        first three shown when nothing is; `drawn` at the end), unless panels are being drawn.
+        """Make the panels called `names` that are not made yet, one per event-loop turn and
+        their parts each in a turn before (the first three shown when nothing is; `drawn` at
+        the end), unless panels are being drawn.
         A draw meanwhile makes what it needs at once."""
         if self.busy():
             return
-        steps: list[Callable[[], object]] = [lambda n=name: self.panel(n) for name in names
-                                             if name not in self.by_name]  # fmt: skip
-        steps.insert(3, lambda: self.shown or self._show(FIRST_SHOWN))
+        # each panel's parts made ahead (`render.panel.SPARES`), then the panel
+        groups: list[list[Callable[[], object]]] = [
+            [*(lambda f=part: SPARES.make(f) for part in PANEL_CLASSES[name].PARTS),
+             lambda n=name: self.panel(n)]
+            for name in names if name not in self.by_name
+        ]  # fmt: skip
+        groups.insert(3, [lambda: self.shown or self._show(FIRST_SHOWN)])
+        steps = [step for group in groups for step in group]
         if "norm" in names:  # its per-pass and per-batch curves, a few per turn
             steps += [lambda: self.panel("norm").make_row_curves(5) for _ in range(4)]
         steps.append(lambda: setattr(self, "preparing", False))

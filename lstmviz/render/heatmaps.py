@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
-from lstmviz.render.panel import Panel
+from lstmviz.render.panel import SPARES, Panel
 from lstmviz.render.style import COLOR_MAP, colour, finished_image, levels_of
 from lstmviz.render.summary import fmt
 from lstmviz.render.values import (
@@ -34,8 +34,14 @@ def set_rgba(image: pg.ImageItem, rgba: np.ndarray) -> None:
         image.setImage(rgba, autoLevels=False, levels=(0, 255))  # identity: a converted copy
 
 
+def colour_bar() -> pg.ColorBarItem:
+    return pg.ColorBarItem(colorMap=COLOR_MAP, values=(0.0, 1.0), interactive=False, width=14)
+
+
 class HeatmapPanel(Panel):
     """An image of rows × timesteps with a colour bar; rows not computed yet stay blank."""
+
+    PARTS = (*Panel.PARTS, colour_bar)
 
     def __init__(self, title: str, tip: str, value_label: str):
         super().__init__(title, tip)
@@ -46,9 +52,7 @@ class HeatmapPanel(Panel):
         # the levels, it is not linked to the image (which would colour it on every update).
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
-        self.bar = pg.ColorBarItem(
-            colorMap=COLOR_MAP, values=(0.0, 1.0), interactive=False, width=14
-        )
+        self.bar = SPARES.take(colour_bar)
         self.bar.setImageItem([], insert_in=self.plot.getPlotItem())
         self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
         self.data = np.zeros((0, 0))

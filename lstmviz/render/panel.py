@@ -3,6 +3,9 @@ placeholder while it has nothing to show), drawn from a trace's arrays by `draw`
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
@@ -21,20 +24,47 @@ from lstmviz.render.axis import OpaqueLineAxis
 from lstmviz.render.summary import plain
 from lstmviz.render.values import Arrays
 
+SIDES = ("left", "bottom")  # the sides with an axis
+
+
+def plot_widget() -> pg.PlotWidget:
+    """A plot with the panels' axes (`OpaqueLineAxis`)."""
+    return pg.PlotWidget(axisItems={side: OpaqueLineAxis(side) for side in SIDES})
+
+
+class Spares:
+    """Parts of panels made ahead, one per event-loop turn (`PanelArea.prepare`), which the
+    panels take when they are made: a heatmap panel made whole took 15-40 ms in one turn (plot
+    and colour bar ~40% each), longer than the window may stall."""
+
+    def __init__(self) -> None:
+        self.made: defaultdict[Callable, list] = defaultdict(list)
+
+    def make(self, factory: Callable) -> None:
+        self.made[factory].append(factory())
+
+    def take(self, factory: Callable):
+        """A part made ahead by `factory`, else a new one."""
+        return self.made[factory].pop() if self.made[factory] else factory()
+
+
+SPARES = Spares()
+
 
 class Panel(QWidget):
     """A bold title, a hover readout on the right, and a pyqtgraph plot below."""
+
+    PARTS: tuple[Callable, ...] = (plot_widget,)  # what `SPARES` can make ahead for a panel
 
     def __init__(self, title: str, tip: str):
         super().__init__()
         self.title = QLabel(f"<b>{title}</b>", toolTip=tip)
         self.readout = QLabel(alignment=Qt.AlignRight | Qt.AlignVCenter)
         self.readout.setStyleSheet("color: #555; font-family: monospace;")
-        sides = ("left", "bottom")
-        self.plot = pg.PlotWidget(axisItems={side: OpaqueLineAxis(side) for side in sides})
+        self.plot = SPARES.take(plot_widget)
         self.plot.setToolTip(tip)
         self.plot.getPlotItem().getViewBox().setDefaultPadding(0.01)
-        for side in sides:
+        for side in SIDES:
             self.plot.getAxis(side).setZValue(-200)  # under the ViewBox: see OpaqueLineAxis
             self.plot.getAxis(side).enableAutoSIPrefix(False)
         self.arrays: Arrays = {}
@@ -73,7 +103,7 @@ class Panel(QWidget):
         pixmap redrawn only when the axis changes: otherwise every curve update repaints the
         grid, ~10 ms per axis offscreen on the 2-core test machine (bench/bench_gui.py). On
         screen only: exports render fresh panels, so their SVG stays vector."""
-        for side in ("left", "bottom"):
+        for side in SIDES:
             self.plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def draw(self, arrays: Arrays, config: RunConfig | None = None, rows_total: int | None = None):
