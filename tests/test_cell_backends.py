@@ -173,6 +173,28 @@ def test_native_kernels_name_inconsistent_shapes():
         )  # fmt: skip
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_step_norms_match_float64_and_overflow_to_inf(rng, backend, monkeypatch):
+    """`graph_step_norm` (the native op, or TensorFlow's reduction): per-step norms over
+    whole and partial vectors of values as NumPy's in float64; NaN stays NaN, and squares
+    beyond float32 make Inf, which `arrays.exact_norm` redoes."""
+    from lstmviz.engine.gradients import graph_step_norm
+    from lstmviz.trace import step_norm
+
+    if backend == "native" and native.library() is None:
+        pytest.skip(native.status())
+    if backend == "loops":
+        monkeypatch.setattr(native, "library", lambda: None)
+    for shape in ((6, 64, 37), (3, 1, 5), (0, 4, 8)):
+        g = rng.standard_normal(shape).astype(np.float32) * 1e3
+        np.testing.assert_allclose(graph_step_norm(tf.constant(g)), step_norm(g), rtol=1e-6)
+    g = np.ones((4, 3, 40), np.float32)
+    g[1, 2, 39], g[2, 0, 0] = np.nan, 1e20
+    norms = np.asarray(graph_step_norm(tf.constant(g)))
+    assert np.isnan(norms[1]) and np.isinf(norms[2])
+    np.testing.assert_allclose(norms[[0, 3]], np.sqrt(120), rtol=1e-6)
+
+
 def test_native_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("LSTMVIZ_NATIVE", "0")
     native._load.cache_clear()

@@ -30,6 +30,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from lstmviz.engine import native
 from lstmviz.engine.arrays import NORMS
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.losses import hidden_loss, readout_loss
@@ -146,7 +147,12 @@ def named_gradients(
 
 def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
     """[T, B, H] -> [T] (TensorFlow, float32): sqrt of the sum of squares over batch and units;
-    `arrays.exact_norm` fixes the steps where the squares overflow."""
+    `arrays.exact_norm` fixes the steps where the squares overflow. With the native kernels
+    one op reads g once (`step_norms.cc`); TensorFlow's square and sum write and read a
+    temporary as large as g."""
+    kernels = native.library()
+    if kernels is not None:
+        return kernels.lstmviz_step_norms(g)
     return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
 
 

@@ -307,7 +307,16 @@ class SequenceForward : public OpKernel {
           const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
           const float* h_prev = t == 0 ? h_init + r0 * H : hs + (row - B) * H;
           const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
-          weights.Multiply(n, {{xs + row * I, I, 1, I}, {h_prev, H, 1, H}}, z.data(), width);
+          // What this step's gate pass reads and writes, and the next step's x.
+          lstmviz::Prefetch next;
+          next.Add(ph + row * H, 1, n * H, 0);
+          next.Add(pc + row * H, 1, n * H, 0);
+          next.Add(gates + row * 4 * H, 1, n * 4 * H, 0, true);
+          next.Add(hs + row * H, 1, n * H, 0, true);
+          next.Add(cs + row * H, 1, n * H, 0, true);
+          if (t + 1 < T) next.Add(xs + (row + B) * I, 1, n * I, 0);
+          weights.Multiply(n, {{xs + row * I, I, 1, I}, {h_prev, H, 1, H}}, z.data(), width,
+                           &next);
           for (int64_t r = 0; r < n; ++r) {
             const int64_t at = (row + r) * H;
             const float *zr = z.data() + r * width, *c_prev = c_prev_block + r * H,
@@ -463,14 +472,29 @@ class SequenceBackward : public OpKernel {
             std::copy_n(xs + (row + r) * I, I, chunk_row);
             std::copy_n(t == 0 ? h_init + (r0 + r) * H : hs + at - B * H, H, chunk_row + I);
           }
+          // What the next step's gate pass reads and writes.
+          lstmviz::Prefetch next;
+          if (t > 0) {
+            const int64_t before = row - B;  // step t-1
+            next.Add(gates + before * 4 * H, 1, n * 4 * H, 0, true);
+            if (dzs != gates) next.Add(dzs + before * 4 * H, 1, n * 4 * H, 0, true);
+            next.Add(t == 1 ? c_init + r0 * H : cs + (before - B) * H, 1, n * H, 0);
+            next.Add(t == 1 ? h_init + r0 * H : hs + (before - B) * H, 1, n * H, 0);
+            next.Add(xs + before * I, 1, n * I, 0);
+            if (dh_d != nullptr) next.Add(dh_d + before * H, 1, n * H, 0);
+            if (dc_d != nullptr) next.Add(dc_d + before * H, 1, n * H, 0);
+            next.Add(dhs + before * H, 1, n * H, 0, true);
+            next.Add(dcs + before * H, 1, n * H, 0, true);
+          }
           dz_chunk.Append(dzs + row * 4 * H, n, 4 * H, 1);
           if (++chunked == chunk_steps || t == 0) {
             dz_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}},
-                                    partial.data(), gradient_width);
+                                    partial.data(), gradient_width, &next);
             dz_chunk.Clear();
             chunked = 0;
           }
-          recurrent_t.Multiply(n, {{dzs + row * 4 * H, 4 * H, 1, 4 * H}}, dh_next.data(), width);
+          recurrent_t.Multiply(n, {{dzs + row * 4 * H, 4 * H, 1, 4 * H}}, dh_next.data(), width,
+                               &next);
           if constexpr (kMasked) {  // the carried part, row r scaled by 1 - m_t[r]
             for (int64_t r = 0; r < n; ++r) {
               ArrayMap(dh_next.data() + r * width, H) +=

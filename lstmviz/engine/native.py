@@ -33,6 +33,7 @@ from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
+SOURCES = [SOURCE, Path(__file__).with_name("step_norms.cc")]  # compiled into one library
 HEADERS = [Path(__file__).with_name("panel_gemm.h")]  # included by SOURCE: part of the key
 # -ffp-contract=off: the backward recomputes the forward's tanh(c_t) from the same floats and
 # must get the same values, so g++ may not fuse a multiply and an add in one place only.
@@ -89,7 +90,7 @@ def library_path() -> Path:
     """Where the library for this source, TensorFlow, compiler flags and CPU lives (built or
     not)."""
     key = hashlib.sha256()
-    sources = [SOURCE.read_bytes(), *(header.read_bytes() for header in HEADERS)]
+    sources = [path.read_bytes() for path in (*SOURCES, *HEADERS)]
     for part in (*sources, tf.__version__.encode(), " ".join(_flags()).encode(),
                  platform.machine().encode(), _cpu_model().encode()):  # fmt: skip
         key.update(part)
@@ -116,7 +117,7 @@ def build(verbose: bool = False) -> Path:
     fd, partial = tempfile.mkstemp(suffix=".so.part", dir=target.parent)
     os.close(fd)
     command = [
-        compiler, str(SOURCE), "-o", partial, *_flags(),
+        compiler, *map(str, SOURCES), "-o", partial, *_flags(),
         *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(),
     ]  # fmt: skip
     if verbose:
