@@ -380,9 +380,15 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, Optional(ctx, "dh_direct", c_in.shape(), &dh_d));
     OP_REQUIRES_OK(ctx, Optional(ctx, "dc_direct", c_in.shape(), &dc_d));
     OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
-    Tensor *dz_out, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out, *du_out, *db_out;
-    // dz takes the gates' buffer when nothing else holds it (see the loop).
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({6}, 0, gates_in.shape(), &dz_out));
+    Tensor *dz_out = nullptr, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out, *du_out, *db_out;
+    // dz is an output only for dL/dx, which compiled graphs prune when nothing asks for it:
+    // then each step's dz stays in a block's scratch rows, and the gates, only read, are not
+    // written back to memory. Kept, it takes the gates' buffer when nothing else holds it.
+    const bool keep_dz = ctx->output_required(0);
+    if (keep_dz) {
+      OP_REQUIRES_OK(ctx,
+                     ctx->forward_input_or_allocate_output({6}, 0, gates_in.shape(), &dz_out));
+    }
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, c_in.shape(), &dh_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, c_in.shape(), &dc_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, h0.shape(), &dh0_out));
@@ -393,7 +399,8 @@ class SequenceBackward : public OpKernel {
     const float *xs = x.flat<float>().data(), *gates = gates_in.flat<float>().data(),
                 *hs = h_in.flat<float>().data(), *cs = c_in.flat<float>().data(),
                 *h_init = h0.flat<float>().data(), *c_init = c0.flat<float>().data();
-    float *dzs = dz_out->flat<float>().data(), *dhs = dh_out->flat<float>().data(),
+    float *dzs = keep_dz ? dz_out->flat<float>().data() : nullptr,
+          *dhs = dh_out->flat<float>().data(),
           *dcs = dc_out->flat<float>().data(), *dh0 = dh0_out->flat<float>().data(),
           *dc0 = dc0_out->flat<float>().data();
     // dh_{t-1}'s recurrent part dz_t·Uᵀ, Uᵀ [4H, H] packed once.
@@ -427,16 +434,18 @@ class SequenceBackward : public OpKernel {
         Eigen::ArrayXf& partial = partials[block];
         partial.setZero(wide * gradient_width);
         Panels dz_chunk(4 * H, chunk_steps * n);
+        Eigen::ArrayXf scratch(keep_dz ? 0 : n * 4 * H);  // this step's dz [n, 4H]
         int64_t chunked = 0;  // steps in the chunk so far
         for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
           const int64_t row = t * B + r0;
+          float* dz_step = keep_dz ? dzs + row * 4 * H : scratch.data();
           for (int64_t r = 0; r < n; ++r) {
             const int64_t at = (row + r) * H;
             const float* c_prev = t == 0 ? c_init + (r0 + r) * H : cs + at - B * H;
             // The gates and dz may share a buffer: each unit's four gates are read before
             // its four dz are written.
             const float *g_row = gates + (row + r) * 4 * H, *dh_in = dh_next.data() + r * width;
-            float *dz = dzs + (row + r) * 4 * H, *carry = dc_next.data() + r * H;
+            float *dz = dz_step + r * 4 * H, *carry = dc_next.data() + r * H;
             const float m = kMasked ? mask[row + r] : 1.0f;
             ForUnits(H, [&](int64_t j, auto lanes) {
               using P = decltype(lanes);
@@ -476,8 +485,8 @@ class SequenceBackward : public OpKernel {
           lstmviz::Prefetch next;
           if (t > 0) {
             const int64_t before = row - B;  // step t-1
-            next.Add(gates + before * 4 * H, 1, n * 4 * H, 0, true);
-            if (dzs != gates) next.Add(dzs + before * 4 * H, 1, n * 4 * H, 0, true);
+            next.Add(gates + before * 4 * H, 1, n * 4 * H, 0, dzs == gates);
+            if (keep_dz && dzs != gates) next.Add(dzs + before * 4 * H, 1, n * 4 * H, 0, true);
             next.Add(t == 1 ? c_init + r0 * H : cs + (before - B) * H, 1, n * H, 0);
             next.Add(t == 1 ? h_init + r0 * H : hs + (before - B) * H, 1, n * H, 0);
             next.Add(xs + before * I, 1, n * I, 0);
@@ -486,14 +495,14 @@ class SequenceBackward : public OpKernel {
             next.Add(dhs + before * H, 1, n * H, 0, true);
             next.Add(dcs + before * H, 1, n * H, 0, true);
           }
-          dz_chunk.Append(dzs + row * 4 * H, n, 4 * H, 1);
+          dz_chunk.Append(dz_step, n, 4 * H, 1);
           if (++chunked == chunk_steps || t == 0) {
             dz_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}},
                                     partial.data(), gradient_width, &next);
             dz_chunk.Clear();
             chunked = 0;
           }
-          recurrent_t.Multiply(n, {{dzs + row * 4 * H, 4 * H, 1, 4 * H}}, dh_next.data(), width,
+          recurrent_t.Multiply(n, {{dz_step, 4 * H, 1, 4 * H}}, dh_next.data(), width,
                                &next);
           if constexpr (kMasked) {  // the carried part, row r scaled by 1 - m_t[r]
             for (int64_t r = 0; r < n; ++r) {
