@@ -148,11 +148,13 @@ def named_gradients(
 def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
     """[T, B, H] -> [T] (TensorFlow, float32): sqrt of the sum of squares over batch and units;
     `arrays.exact_norm` fixes the steps where the squares overflow. With the native kernels
-    one op reads g once (`step_norms.cc`); TensorFlow's square and sum write and read a
+    the backward op's own norms of what it wrote or was given (`native.backward_norms`), else
+    one op reading g once (`step_norms.cc`); TensorFlow's square and sum write and read a
     temporary as large as g."""
     kernels = native.library()
     if kernels is not None:
-        return kernels.lstmviz_step_norms(g)
+        fused = native.backward_norms(g)
+        return kernels.lstmviz_step_norms(g) if fused is None else fused
     return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
 
 

@@ -27,6 +27,7 @@
 // c passes no [T, B, H] of zeros for it.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
@@ -175,6 +176,16 @@ EIGEN_ALWAYS_INLINE void ForUnits(int64_t H, Fn&& fn) {
 // The cell's new state ĉ = f·c_prev + i·g. The forward and the backward both compute it, and
 // tanh(ĉ), with this code on the same floats and the same split into packets: the backward's
 // values are the forward's, bit for bit.
+// sum += v² (lane-wise for a packet).
+template <typename P>
+EIGEN_ALWAYS_INLINE void AddSquare(Packet& packets, float& floats, const P& v) {
+  if constexpr (std::is_same_v<P, float>) {
+    floats += v * v;
+  } else {
+    packets = packets + v * v;
+  }
+}
+
 template <typename P>
 EIGEN_ALWAYS_INLINE P NewCell(const P& i, const P& f, const P& g, const P& c_prev) {
   return f * c_prev + i * g;
@@ -242,6 +253,7 @@ REGISTER_OP("LstmvizSequenceBackward")
     .Output("d_kernel: float")      // [I, 4H] = Σ_t x_tᵀ·dz_t
     .Output("d_recurrent: float")   // [H, 4H] = Σ_t h_{t-1}ᵀ·dz_t
     .Output("d_bias: float")        // [4H] = Σ_t Σ_b dz_t[b]
+    .Output("norms: float")         // [T, 3]: per step ‖dh_t‖, ‖dc_t‖, ‖dh_direct_t‖ (0 if none)
     .SetShapeFn([](InferenceContext* ctx) {
       DimensionHandle steps = ctx->Dim(ctx->input(5), 0), batch = ctx->Dim(ctx->input(5), 1),
                       hidden = ctx->Dim(ctx->input(5), 2), inputs = ctx->Dim(ctx->input(0), 2),
@@ -255,6 +267,7 @@ REGISTER_OP("LstmvizSequenceBackward")
       ctx->set_output(5, ctx->MakeShape({inputs, four}));
       ctx->set_output(6, ctx->MakeShape({hidden, four}));
       ctx->set_output(7, ctx->MakeShape({four}));
+      ctx->set_output(8, ctx->MakeShape({steps, 3}));
       return AtMostOne(ctx, {"dh_direct", "dc_direct", "mask"});
     });
 
@@ -380,7 +393,8 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, Optional(ctx, "dh_direct", c_in.shape(), &dh_d));
     OP_REQUIRES_OK(ctx, Optional(ctx, "dc_direct", c_in.shape(), &dc_d));
     OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
-    Tensor *dz_out = nullptr, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out, *du_out, *db_out;
+    Tensor *dz_out = nullptr, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out, *du_out, *db_out,
+           *norms_out;
     // dz is an output only for dL/dx, which compiled graphs prune when nothing asks for it:
     // then each step's dz stays in a block's scratch rows, and the gates, only read, are not
     // written back to memory. Kept, it takes the gates' buffer when nothing else holds it.
@@ -396,6 +410,7 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({I, 4 * H}), &dk_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(6, TensorShape({H, 4 * H}), &du_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(7, TensorShape({4 * H}), &db_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(8, TensorShape({T, 3}), &norms_out));
     const float *xs = x.flat<float>().data(), *gates = gates_in.flat<float>().data(),
                 *hs = h_in.flat<float>().data(), *cs = c_in.flat<float>().data(),
                 *h_init = h0.flat<float>().data(), *c_init = c0.flat<float>().data();
@@ -415,6 +430,10 @@ class SequenceBackward : public OpKernel {
     const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B);
     const int64_t gradient_width = Panels::PaddedColumns(4 * H);
     std::vector<Eigen::ArrayXf> partials(blocks);
+    // The per-step norms of dh, dc and dh_direct, from the values the gate pass has in
+    // registers (gradients.graph_step_norm uses them rather than read the arrays again): the
+    // squares summed in packets along a row, the rows' sums in double, per block [T, 3].
+    std::vector<double> squares(blocks * T * 3, 0.0);
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).
     // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t, the carried
@@ -447,13 +466,19 @@ class SequenceBackward : public OpKernel {
             const float *g_row = gates + (row + r) * 4 * H, *dh_in = dh_next.data() + r * width;
             float *dz = dz_step + r * 4 * H, *carry = dc_next.data() + r * H;
             const float m = kMasked ? mask[row + r] : 1.0f;
+            Packet square[3] = {Packet{}, Packet{}, Packet{}};
+            float square_tail[3] = {0.0f, 0.0f, 0.0f};
             ForUnits(H, [&](int64_t j, auto lanes) {
               using P = decltype(lanes);
               const P one = ei::pset1<P>(1.0f), i = Load<P>(g_row + j), f = Load<P>(g_row + H + j),
                       g = Load<P>(g_row + 2 * H + j), o = Load<P>(g_row + 3 * H + j),
                       cp = Load<P>(c_prev + j), tanh_c = Tanh(NewCell(i, f, g, cp));
               P dh = Load<P>(dh_in + j), a = Load<P>(carry + j);  // a_t: below
-              if (dh_d != nullptr) dh = dh + Load<P>(dh_d + at + j);
+              if (dh_d != nullptr) {
+                const P direct = Load<P>(dh_d + at + j);
+                AddSquare(square[2], square_tail[2], direct);
+                dh = dh + direct;
+              }
               if (dc_d != nullptr) a = a + Load<P>(dc_d + at + j);
               const P through_h = dh * (o * (one - tanh_c * tanh_c));
               P dc, to_cell, dz_o, carried;
@@ -471,12 +496,18 @@ class SequenceBackward : public OpKernel {
               }
               Store(dhs + at + j, dh);
               Store(dcs + at + j, dc);
+              AddSquare(square[0], square_tail[0], dh);
+              AddSquare(square[1], square_tail[1], dc);
               Store(dz + j, to_cell * (g * (i * (one - i))));
               Store(dz + H + j, to_cell * (cp * (f * (one - f))));
               Store(dz + 2 * H + j, to_cell * (i * (one - g * g)));
               Store(dz + 3 * H + j, dz_o);
               Store(carry + j, carried);
             });
+            for (int k = 0; k < 3; ++k) {
+              squares[(block * T + t) * 3 + k] += static_cast<double>(ei::predux(square[k])) +
+                                                  static_cast<double>(square_tail[k]);
+            }
             float* chunk_row = chunk.data() + (chunked * n + r) * wide;
             std::copy_n(xs + (row + r) * I, I, chunk_row);
             std::copy_n(t == 0 ? h_init + (r0 + r) * H : hs + at - B * H, H, chunk_row + I);
@@ -523,6 +554,12 @@ class SequenceBackward : public OpKernel {
       run(Masked{});
     }
     if (!ctx->status().ok()) return;
+    float* norms = norms_out->flat<float>().data();
+    for (int64_t k = 0; k < T * 3; ++k) {
+      double sum = 0.0;
+      for (int64_t block = 0; block < blocks; ++block) sum += squares[block * T * 3 + k];
+      norms[k] = static_cast<float>(std::sqrt(sum));
+    }
     // [d_kernel; d_recurrent; d_bias] = Σ over blocks of their partials [I+H+1, 4H].
     float* sums[] = {dk_out->flat<float>().data(), du_out->flat<float>().data(),
                      db_out->flat<float>().data()};

@@ -199,11 +199,26 @@ def _sequence_gradient(op, dh_direct, dc_direct, _dgates):
     gradients over all steps (dz_t is zero at masked steps, so they need no mask)."""
     x, kernel, recurrent, _, h0, c0, _, _, *mask = op.inputs
     h, c, gates = op.outputs
-    dz, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias = library().lstmviz_sequence_backward(
+    dz, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _ = library().lstmviz_sequence_backward(
         x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask
     )
     dx = tf.einsum("tbg,ig->tbi", dz, kernel)  # pruned from compiled graphs unless asked for
     return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
+
+
+def backward_norms(g):
+    """The per-step norms [T] of g that the backward op computed as it wrote g, when g (in a
+    compiled graph) is its dL/dh_t or dL/dc_t or the direct ∂L/∂h_t it was given; else
+    None. Cheaper than reading the [T, B, H] array again."""
+    if tf.executing_eagerly() or not isinstance(getattr(g, "op", None), tf.Operation):
+        return None
+    if g.op.type == "LstmvizSequenceBackward" and g.value_index in (1, 2):
+        return g.op.outputs[8][:, g.value_index - 1]
+    for op in g.consumers():  # the direct gradient is the backward's input 7 when given
+        given = op.type == "LstmvizSequenceBackward" and op.get_attr("dh_given") == 1
+        if given and op.inputs[7].name == g.name:
+            return op.outputs[8][:, 2]
+    return None
 
 
 def _given(gradient) -> list:
