@@ -219,6 +219,32 @@ def test_step_norms_match_float64_and_overflow_to_inf(rng, backend, monkeypatch)
     np.testing.assert_allclose(norms[[0, 3]], np.sqrt(120), rtol=1e-6)
 
 
+def test_a_compiled_step_neither_writes_nor_reads_zeros(monkeypatch):
+    """In the compiled taped step the probes are `native.unread_probes` (the forward takes
+    them as zeros without reading them) and the zeros a tape makes for dL/dc, which mean_h
+    does not reach, are not passed to the backward; the while-loops refuse such probes."""
+    from lstmviz.engine.gradients import HiddenLoss, compiled_step
+
+    if native.library() is None:
+        pytest.skip(native.status())
+    graph = compiled_step(HiddenLoss("mean_h"), 3, 2, 5).get_concrete_function().graph
+    ops = {op.type: op for op in graph.get_operations()}
+    forward, backward = ops["LstmvizSequenceForward"], ops["LstmvizSequenceBackward"]
+    assert not forward.get_attr("read_probes")
+    assert [t.op.type for t in forward.inputs[6:8]] == ["Empty", "Empty"]
+    assert backward.get_attr("dh_given") == 1 and backward.get_attr("dc_given") == 0
+
+    @tf.function
+    def loops():
+        x, h0 = tf.zeros((4, 3, 2)), tf.zeros((3, 5))
+        weights = tf.zeros((2, 20)), tf.zeros((5, 20)), tf.zeros(20)
+        return cell.lstm_sequence(x, h0, h0, *weights, *native.unread_probes(x, h0))
+
+    monkeypatch.setattr(native, "library", lambda: None)
+    with pytest.raises(ValueError, match="unread_probes"):
+        loops.get_concrete_function()
+
+
 def test_native_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("LSTMVIZ_NATIVE", "0")
     native._load.cache_clear()

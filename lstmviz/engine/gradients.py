@@ -100,9 +100,14 @@ def signature(
 
 def watch_probes(tape: tf.GradientTape, x, h0) -> tuple[tf.Tensor, tf.Tensor]:
     """Zero probes (probe_h, probe_c) [T, B, H] for x [T, B, I] run from h0 [B, H], watched
-    by `tape` (call it inside the tape's `with` block)."""
+    by `tape` (call it inside the tape's `with` block). In a compiled graph with the native
+    kernels, `native.unread_probes`: zeros never written or read."""
     shape = [tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]]
-    probes = tf.zeros(shape), tf.zeros(shape)
+    native_graph = native.library() is not None and not tf.executing_eagerly()
+    if native_graph and tf.as_dtype(x.dtype) == tf.float32:
+        probes = native.unread_probes(x, h0)
+    else:
+        probes = tf.zeros(shape), tf.zeros(shape)
     tape.watch(probes)
     return probes
 

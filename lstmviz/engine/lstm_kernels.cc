@@ -218,6 +218,9 @@ REGISTER_OP("LstmvizSequenceForward")
     .Input("probe_c: float")    // [T, B, H], added to c_t
     .Input("mask: masks * float")  // none, or [T, B] of 0/1: 0 carries the state over
     .Attr("masks: int >= 0")       // how many: 0 or 1
+    // false: the probes are zeros by definition (native.unread_probes), their values neither
+    // written nor read: only what dL/dh_t and dL/dc_t are the gradients of.
+    .Attr("read_probes: bool = true")
     .Output("h: float")         // [T, B, H]
     .Output("c: float")         // [T, B, H]
     .Output("gates: float")     // [T, B, 4H], the cell's i, f, g, o at every step
@@ -273,7 +276,9 @@ REGISTER_OP("LstmvizSequenceBackward")
 
 class SequenceForward : public OpKernel {
  public:
-  explicit SequenceForward(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit SequenceForward(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("read_probes", &read_probes_));
+  }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor &x = ctx->input(0), &kernel = ctx->input(1), &recurrent = ctx->input(2),
@@ -297,8 +302,9 @@ class SequenceForward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, states, &c_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({T, B, 4 * H}), &gates_out));
     const float *xs = x.flat<float>().data(), *h_init = h0.flat<float>().data(),
-                *c_init = c0.flat<float>().data(), *ph = probe_h.flat<float>().data(),
-                *pc = probe_c.flat<float>().data();
+                *c_init = c0.flat<float>().data(),
+                *ph = read_probes_ ? probe_h.flat<float>().data() : nullptr,
+                *pc = read_probes_ ? probe_c.flat<float>().data() : nullptr;
     float *hs = h_out->flat<float>().data(), *cs = c_out->flat<float>().data(),
           *gates = gates_out->flat<float>().data();
     const float* mask;
@@ -309,10 +315,10 @@ class SequenceForward : public OpKernel {
     weights.Append(recurrent.flat<float>().data(), H, 4 * H, 1);
     weights.SetInit(bias.flat<float>().data());
 
-    // kMasked (Masked or Unmasked) picks the instantiation; the unmasked one is the mask-free
-    // code, with no per-row test.
-    const auto run = [&](auto masked) {
-      constexpr bool kMasked = decltype(masked)::value;
+    // kMasked (Masked or Unmasked) and kProbed (the probes are read) pick the instantiation;
+    // the unmasked one is the mask-free code, with no per-row test.
+    const auto run = [&](auto masked, auto probed) {
+      constexpr bool kMasked = decltype(masked)::value, kProbed = decltype(probed)::value;
       ForRowBlocks(ctx, B, [&](int64_t, int64_t r0, int64_t r1, const auto& stop) {
         const int64_t n = r1 - r0, width = weights.padded_columns();
         Eigen::ArrayXf z(n * width);
@@ -322,8 +328,8 @@ class SequenceForward : public OpKernel {
           const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
           // What this step's gate pass reads and writes, and the next step's x.
           lstmviz::Prefetch next;
-          next.Add(ph + row * H, 1, n * H, 0);
-          next.Add(pc + row * H, 1, n * H, 0);
+          if (ph != nullptr) next.Add(ph + row * H, 1, n * H, 0);
+          if (pc != nullptr) next.Add(pc + row * H, 1, n * H, 0);
           next.Add(gates + row * 4 * H, 1, n * 4 * H, 0, true);
           next.Add(hs + row * H, 1, n * H, 0, true);
           next.Add(cs + row * H, 1, n * H, 0, true);
@@ -333,7 +339,7 @@ class SequenceForward : public OpKernel {
           for (int64_t r = 0; r < n; ++r) {
             const int64_t at = (row + r) * H;
             const float *zr = z.data() + r * width, *c_prev = c_prev_block + r * H,
-                        *h_row = h_prev + r * H, *pc_row = pc + at, *ph_row = ph + at;
+                        *h_row = h_prev + r * H;
             float *g_row = gates + (row + r) * 4 * H, *c_row = cs + at, *h_row_out = hs + at;
             const float m = kMasked ? mask[row + r] : 1.0f;
             ForUnits(H, [&](int64_t j, auto lanes) {
@@ -345,26 +351,35 @@ class SequenceForward : public OpKernel {
               Store(g_row + 2 * H + j, g);
               Store(g_row + 3 * H + j, o);
               const P cp = Load<P>(c_prev + j), c_new = NewCell(i, f, g, cp), h_new = o * Tanh(c_new);
+              P c_out = c_new, h_out = h_new;
               if constexpr (kMasked) {
                 // m·new + (1-m)·previous: exactly the one or the other for m = 1 or 0.
                 const P share = ei::pset1<P>(m), keep = ei::pset1<P>(1.0f - m);
-                Store(c_row + j, share * c_new + keep * cp + Load<P>(pc_row + j));
-                Store(h_row_out + j, share * h_new + keep * Load<P>(h_row + j) + Load<P>(ph_row + j));
-              } else {
-                Store(c_row + j, c_new + Load<P>(pc_row + j));
-                Store(h_row_out + j, h_new + Load<P>(ph_row + j));
+                c_out = share * c_new + keep * cp;
+                h_out = share * h_new + keep * Load<P>(h_row + j);
               }
+              if constexpr (kProbed) {
+                c_out = c_out + Load<P>(pc + at + j);
+                h_out = h_out + Load<P>(ph + at + j);
+              }
+              Store(c_row + j, c_out);
+              Store(h_row_out + j, h_out);
             });
           }
         }
       });
     };
+    using Probed = std::true_type;
+    using Unprobed = std::false_type;
     if (mask == nullptr) {
-      run(Unmasked{});
+      read_probes_ ? run(Unmasked{}, Probed{}) : run(Unmasked{}, Unprobed{});
     } else {
-      run(Masked{});
+      read_probes_ ? run(Masked{}, Probed{}) : run(Masked{}, Unprobed{});
     }
   }
+
+ private:
+  bool read_probes_;
 };
 
 class SequenceBackward : public OpKernel {

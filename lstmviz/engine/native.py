@@ -222,20 +222,54 @@ def backward_norms(g):
 
 
 def _given(gradient) -> list:
-    """An optional input of the backward op: [] for an absent (zero) gradient."""
-    return [] if gradient is None else [gradient]
+    """An optional input of the backward op: [] for an absent (zero) gradient: None, or in a
+    graph the ZerosLike a tape makes for an output the loss does not reach (the tape gives
+    None only to gradient functions TensorFlow lists by name)."""
+    op = None if gradient is None or tf.executing_eagerly() else getattr(gradient, "op", None)
+    if gradient is None or (isinstance(op, tf.Operation) and op.type == "ZerosLike"):
+        return []
+    return [gradient]
+
+
+def unread_probes(x, h0) -> tuple[tf.Tensor, tf.Tensor]:
+    """Zero probes [T, B, H] for x [T, B, I] and h0 [B, H] that cost nothing: uninitialized
+    (`Empty`), never written or read. The forward op takes them as zeros (`read_probes`
+    false), so they serve only as what dL/dh_t and dL/dc_t are the gradients of; zeros of
+    `tf.zeros` would be written, then read at every step. For the native kernels only (the
+    while-loops add the probes' values), in a compiled graph (`unread` recognizes them)."""
+    shape = tf.stack([tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]])
+    return tf.raw_ops.Empty(shape=shape, dtype=tf.float32), tf.raw_ops.Empty(
+        shape=shape, dtype=tf.float32
+    )
+
+
+def unread(probe) -> bool:
+    """Whether `probe` is one of `unread_probes` in a graph."""
+    op = None if tf.executing_eagerly() else getattr(probe, "op", None)
+    return isinstance(op, tf.Operation) and op.type == "Empty"
 
 
 def sequence(
-    x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None, with_gates=False
+    x,
+    h0,
+    c0,
+    kernel,
+    recurrent_kernel,
+    bias,
+    probe_h,
+    probe_c,
+    mask=None,
+    with_gates=False,
+    read_probes=True,
 ):
     """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence,
     the mask None or float32 [T, B] of 0/1); differentiable through `_sequence_gradient`
     (not with respect to the mask). With `with_gates` also the gate activations [T, B, 4H],
-    not differentiated."""
+    not differentiated. Without `read_probes` the probes count as zeros (`unread_probes`)."""
     h, c, gates = library().lstmviz_sequence_forward(
-        x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c, [] if mask is None else [mask]
-    )
+        x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c,
+        [] if mask is None else [mask], read_probes=read_probes,
+    )  # fmt: skip
     return (h, c, tf.stop_gradient(gates)) if with_gates else (h, c)
 
 
