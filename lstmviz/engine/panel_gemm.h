@@ -90,8 +90,12 @@ class Prefetch {
     for (int64_t r = 0; r < rows; ++r) lines_ += Lines(at + r * stride, width);
   }
 
-  // Spreads the lines over `calls` calls of Issue.
-  void Spread(int64_t calls) { per_call_ = (lines_ + calls - 1) / std::max<int64_t>(calls, 1); }
+  // Spreads the lines over `calls` calls of Issue, at most kBurst a call: more at once would
+  // fill the line-fill buffers the product's own loads need (with AVX-512's larger register
+  // tiles a product has fewer tiles); lines beyond that are left to the pass itself.
+  void Spread(int64_t calls) {
+    per_call_ = std::min(kBurst, (lines_ + calls - 1) / std::max<int64_t>(calls, 1));
+  }
 
   void Issue() {
     for (int64_t left = per_call_; left > 0 && range_ < count_;) {
@@ -112,6 +116,7 @@ class Prefetch {
 
  private:
   static constexpr int kRanges = 10;
+  static constexpr int64_t kBurst = 12;
   static constexpr int64_t kLine = 64;
   struct Range {
     const float* at;
