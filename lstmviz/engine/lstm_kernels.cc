@@ -441,7 +441,7 @@ class SequenceBackward : public OpKernel {
     // kChunkDepth or more rather than one per step of depth n, which few rows would make
     // load-bound. Each block sums into its own partial; the partials are added in block order,
     // so the result does not depend on which thread finished first.
-    constexpr int64_t kChunkDepth = 64;
+    constexpr int64_t kChunkDepth = 128;
     const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B);
     const int64_t gradient_width = Panels::PaddedColumns(4 * H);
     std::vector<Eigen::ArrayXf> partials(blocks);
