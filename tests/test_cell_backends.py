@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from lstmviz.engine import cell, native
+from lstmviz.engine.gradients import graph_step_norm
 from lstmviz.engine.tfload import gpu_visible, tf
+from lstmviz.trace import step_norm
 from tests.reference import assert_close, np_bptt, np_forward
 
 
@@ -62,14 +64,19 @@ def _problem(rng, steps, batch, inputs, hidden):
     return [a.astype(np.float32) for a in (x, h0, c0, kernel, recurrent, bias)]
 
 
-def _check_against_numpy(rng, backend, arrays, loss="h_and_c", mask=None, compiled=False):
+def _check_against_numpy(rng, backend, arrays, loss="h_and_c", mask=None, compiled=False,
+                         dx=True):  # fmt: skip
     """Run `backend` on arrays (x, h0, c0, kernel, recurrent, bias) under a random weighting of
-    the states `loss` names; compare states and every gradient with NumPy BPTT."""
+    the states `loss` names; compare states, every gradient and the per-step norms of dL/dh_t,
+    dL/dc_t and ∂L/∂h_t with NumPy BPTT. Compiled with the native kernels, the norms are the
+    backward op's own (`native.backward_norms`). Without `dx` nothing asks for dL/dx, so a
+    compiled native backward keeps dz in scratch rows instead of writing it out."""
     steps, batch, _ = arrays[0].shape
     hidden = arrays[1].shape[1]
     on_h, on_c = LOSSES[loss]
     weight_h, weight_c = rng.normal(size=(2, steps, batch, hidden)).astype(np.float32)
     masks = [] if mask is None else [tf.constant(mask)]
+    fused = []
 
     def run(*sources):
         probes = [tf.zeros((steps, batch, hidden)) for _ in range(2)]
@@ -81,19 +88,30 @@ def _check_against_numpy(rng, backend, arrays, loss="h_and_c", mask=None, compil
                 value += tf.reduce_sum(h * weight_h)
             if on_c:
                 value += tf.reduce_sum(c * weight_c)
-        return h, c, tape.gradient(value, [*sources, *probes])
+        wanted = [*sources, *probes, h] if dx else [*sources[1:], *probes, h]
+        zero = tf.UnconnectedGradients.ZERO
+        *grads, direct = tape.gradient(value, wanted, unconnected_gradients=zero)
+        checked = grads[-2:] + ([direct] if on_h else [])
+        fused.append([native.backward_norms(g) is not None for g in checked])
+        return h, c, grads, [graph_step_norm(g) for g in checked]
 
     run = tf.function(run) if compiled else run
-    h, c, grads = run(*[tf.constant(a) for a in arrays])
+    h, c, grads, norms = run(*[tf.constant(a) for a in arrays])
+    if compiled and backend == "native":
+        assert all(fused[-1]), fused
     x, h0, c0, kernel, recurrent, bias = arrays
     direct_h = weight_h if on_h else np.zeros_like(weight_h)
     ref = np_bptt(x, kernel, recurrent, bias, h0, c0, direct_h, direct_c=weight_c if on_c else None,
                   mask=mask)  # fmt: skip
     assert_close(h, ref["h"], what="h")
     assert_close(c, ref["c"], what="c")
-    names = ("dx", "dh0", "dc0", "dkernel", "drecurrent", "dbias", "dh", "dc")
+    names = ("dx", "dh0", "dc0", "dkernel", "drecurrent", "dbias", "dh", "dc")[0 if dx else 1 :]
     for name, grad in zip(names, grads, strict=True):
         assert_close(grad, ref[name], what=name)
+    expected = {"dh": ref["dh"], "dc": ref["dc"], "direct": direct_h}
+    for name, norm in zip(expected, norms, strict=False):  # "direct" when the loss reaches h
+        grad = expected[name]
+        np.testing.assert_allclose(norm, step_norm(grad), rtol=1e-4, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -120,6 +138,15 @@ def test_masked_runs_of_several_tiles_match_numpy_bptt(rng, backend, compiled):
     mask[:, :2], mask[:, 2] = 0.0, 1.0
     arrays = _problem(rng, steps, batch, 7, 21)
     _check_against_numpy(rng, backend, arrays, mask=mask, compiled=compiled)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
+def test_compiled_runs_without_dx_match_numpy_bptt(rng, backend, masked):
+    steps, batch = 6, 19
+    mask = (rng.random((steps, batch)) < 0.7).astype(np.float32) if masked else None
+    arrays = _problem(rng, steps, batch, 7, 21)
+    _check_against_numpy(rng, backend, arrays, mask=mask, compiled=True, dx=False)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -171,6 +198,51 @@ def test_native_kernels_name_inconsistent_shapes():
             x, tf.zeros((4, 16)), tf.zeros((5, 20)), tf.zeros(20), zeros, zeros,
             tf.zeros((3, 2, 5)), tf.zeros((3, 2, 5)), [],  # no mask
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_step_norms_match_float64_and_overflow_to_inf(rng, backend, monkeypatch):
+    """`graph_step_norm` (the native op, or TensorFlow's reduction): per-step norms over
+    whole and partial vectors of values as NumPy's in float64; NaN stays NaN, and squares
+    beyond float32 make Inf, which `arrays.exact_norm` redoes."""
+    if backend == "native" and native.library() is None:
+        pytest.skip(native.status())
+    if backend == "loops":
+        monkeypatch.setattr(native, "library", lambda: None)
+    for shape in ((6, 64, 37), (3, 1, 5), (0, 4, 8)):
+        g = rng.standard_normal(shape).astype(np.float32) * 1e3
+        np.testing.assert_allclose(graph_step_norm(tf.constant(g)), step_norm(g), rtol=1e-6)
+    g = np.ones((4, 3, 40), np.float32)
+    g[1, 2, 39], g[2, 0, 0] = np.nan, 1e20
+    norms = np.asarray(graph_step_norm(tf.constant(g)))
+    assert np.isnan(norms[1]) and np.isinf(norms[2])
+    np.testing.assert_allclose(norms[[0, 3]], np.sqrt(120), rtol=1e-6)
+
+
+def test_a_compiled_step_neither_writes_nor_reads_zeros(monkeypatch):
+    """In the compiled taped step the probes are `native.unread_probes` (the forward takes
+    them as zeros without reading them) and the zeros a tape makes for dL/dc, which mean_h
+    does not reach, are not passed to the backward; the while-loops refuse such probes."""
+    from lstmviz.engine.gradients import HiddenLoss, compiled_step
+
+    if native.library() is None:
+        pytest.skip(native.status())
+    graph = compiled_step(HiddenLoss("mean_h"), 3, 2, 5).get_concrete_function().graph
+    ops = {op.type: op for op in graph.get_operations()}
+    forward, backward = ops["LstmvizSequenceForward"], ops["LstmvizSequenceBackward"]
+    assert not forward.get_attr("read_probes")
+    assert [t.op.type for t in forward.inputs[6:8]] == ["Empty", "Empty"]
+    assert backward.get_attr("dh_given") == 1 and backward.get_attr("dc_given") == 0
+
+    @tf.function
+    def loops():
+        x, h0 = tf.zeros((4, 3, 2)), tf.zeros((3, 5))
+        weights = tf.zeros((2, 20)), tf.zeros((5, 20)), tf.zeros(20)
+        return cell.lstm_sequence(x, h0, h0, *weights, *native.unread_probes(x, h0))
+
+    monkeypatch.setattr(native, "library", lambda: None)
+    with pytest.raises(ValueError, match="unread_probes"):
+        loops.get_concrete_function()
 
 
 def test_native_can_be_switched_off(monkeypatch):

@@ -98,7 +98,15 @@ def lstm_sequence(
     them at each step from x_t and h_{t-1} (at masked steps too), not differentiated; the
     native kernels have them anyway, the while-loops compute them after the loop.
     """
-    if probe_h is None:
+    on_native = native.library() is not None and x.dtype == tf.float32
+    unread = [native.unread(probe) for probe in (probe_h, probe_c)]
+    if any(unread) and not (on_native and all(unread)):
+        raise ValueError("probes from native.unread_probes are for the native kernels, both")
+    read_probes = not all(unread)
+    if probe_h is None and on_native:
+        probe_h, probe_c = native.unread_probes(x, h0)
+        read_probes = False
+    elif probe_h is None:
         probe_h = probe_c = tf.zeros_like(tf.broadcast_to(h0, [tf.shape(x)[0], *h0.shape]))
     masks = []
     if mask is not None:  # exactly 0 or 1 from here on: nonzero means the step runs
@@ -110,8 +118,8 @@ def lstm_sequence(
         )
         masks.append(mask)
     args = (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
-    if native.library() is not None and x.dtype == tf.float32:
-        return native.sequence(*args, with_gates=with_gates)
+    if on_native:
+        return native.sequence(*args, with_gates=with_gates, read_probes=read_probes)
     h, c = _lstm_sequence(*args)
     if not with_gates:
         return h, c

@@ -30,6 +30,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from lstmviz.engine import native
 from lstmviz.engine.arrays import NORMS
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.losses import hidden_loss, readout_loss
@@ -99,9 +100,14 @@ def signature(
 
 def watch_probes(tape: tf.GradientTape, x, h0) -> tuple[tf.Tensor, tf.Tensor]:
     """Zero probes (probe_h, probe_c) [T, B, H] for x [T, B, I] run from h0 [B, H], watched
-    by `tape` (call it inside the tape's `with` block)."""
+    by `tape` (call it inside the tape's `with` block). In a compiled graph with the native
+    kernels, `native.unread_probes`: zeros never written or read."""
     shape = [tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]]
-    probes = tf.zeros(shape), tf.zeros(shape)
+    native_graph = native.library() is not None and not tf.executing_eagerly()
+    if native_graph and tf.as_dtype(x.dtype) == tf.float32:
+        probes = native.unread_probes(x, h0)
+    else:
+        probes = tf.zeros(shape), tf.zeros(shape)
     tape.watch(probes)
     return probes
 
@@ -146,7 +152,14 @@ def named_gradients(
 
 def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
     """[T, B, H] -> [T] (TensorFlow, float32): sqrt of the sum of squares over batch and units;
-    `arrays.exact_norm` fixes the steps where the squares overflow."""
+    `arrays.exact_norm` fixes the steps where the squares overflow. With the native kernels
+    the backward op's own norms of what it wrote or was given (`native.backward_norms`), else
+    one op reading g once (`step_norms.cc`); TensorFlow's square and sum write and read a
+    temporary as large as g."""
+    kernels = native.library()
+    if kernels is not None:
+        fused = native.backward_norms(g)
+        return kernels.lstmviz_step_norms(g) if fused is None else fused
     return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
 
 

@@ -27,6 +27,7 @@
 // c passes no [T, B, H] of zeros for it.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
@@ -175,6 +176,16 @@ EIGEN_ALWAYS_INLINE void ForUnits(int64_t H, Fn&& fn) {
 // The cell's new state ĉ = f·c_prev + i·g. The forward and the backward both compute it, and
 // tanh(ĉ), with this code on the same floats and the same split into packets: the backward's
 // values are the forward's, bit for bit.
+// sum += v² (lane-wise for a packet).
+template <typename P>
+EIGEN_ALWAYS_INLINE void AddSquare(Packet& packets, float& floats, const P& v) {
+  if constexpr (std::is_same_v<P, float>) {
+    floats += v * v;
+  } else {
+    packets = packets + v * v;
+  }
+}
+
 template <typename P>
 EIGEN_ALWAYS_INLINE P NewCell(const P& i, const P& f, const P& g, const P& c_prev) {
   return f * c_prev + i * g;
@@ -207,6 +218,9 @@ REGISTER_OP("LstmvizSequenceForward")
     .Input("probe_c: float")    // [T, B, H], added to c_t
     .Input("mask: masks * float")  // none, or [T, B] of 0/1: 0 carries the state over
     .Attr("masks: int >= 0")       // how many: 0 or 1
+    // false: the probes are zeros by definition (native.unread_probes), their values neither
+    // written nor read: only what dL/dh_t and dL/dc_t are the gradients of.
+    .Attr("read_probes: bool = true")
     .Output("h: float")         // [T, B, H]
     .Output("c: float")         // [T, B, H]
     .Output("gates: float")     // [T, B, 4H], the cell's i, f, g, o at every step
@@ -242,6 +256,7 @@ REGISTER_OP("LstmvizSequenceBackward")
     .Output("d_kernel: float")      // [I, 4H] = Σ_t x_tᵀ·dz_t
     .Output("d_recurrent: float")   // [H, 4H] = Σ_t h_{t-1}ᵀ·dz_t
     .Output("d_bias: float")        // [4H] = Σ_t Σ_b dz_t[b]
+    .Output("norms: float")         // [T, 3]: per step ‖dh_t‖, ‖dc_t‖, ‖dh_direct_t‖ (0 if none)
     .SetShapeFn([](InferenceContext* ctx) {
       DimensionHandle steps = ctx->Dim(ctx->input(5), 0), batch = ctx->Dim(ctx->input(5), 1),
                       hidden = ctx->Dim(ctx->input(5), 2), inputs = ctx->Dim(ctx->input(0), 2),
@@ -255,12 +270,15 @@ REGISTER_OP("LstmvizSequenceBackward")
       ctx->set_output(5, ctx->MakeShape({inputs, four}));
       ctx->set_output(6, ctx->MakeShape({hidden, four}));
       ctx->set_output(7, ctx->MakeShape({four}));
+      ctx->set_output(8, ctx->MakeShape({steps, 3}));
       return AtMostOne(ctx, {"dh_direct", "dc_direct", "mask"});
     });
 
 class SequenceForward : public OpKernel {
  public:
-  explicit SequenceForward(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit SequenceForward(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("read_probes", &read_probes_));
+  }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor &x = ctx->input(0), &kernel = ctx->input(1), &recurrent = ctx->input(2),
@@ -284,8 +302,9 @@ class SequenceForward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, states, &c_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({T, B, 4 * H}), &gates_out));
     const float *xs = x.flat<float>().data(), *h_init = h0.flat<float>().data(),
-                *c_init = c0.flat<float>().data(), *ph = probe_h.flat<float>().data(),
-                *pc = probe_c.flat<float>().data();
+                *c_init = c0.flat<float>().data(),
+                *ph = read_probes_ ? probe_h.flat<float>().data() : nullptr,
+                *pc = read_probes_ ? probe_c.flat<float>().data() : nullptr;
     float *hs = h_out->flat<float>().data(), *cs = c_out->flat<float>().data(),
           *gates = gates_out->flat<float>().data();
     const float* mask;
@@ -296,10 +315,10 @@ class SequenceForward : public OpKernel {
     weights.Append(recurrent.flat<float>().data(), H, 4 * H, 1);
     weights.SetInit(bias.flat<float>().data());
 
-    // kMasked (Masked or Unmasked) picks the instantiation; the unmasked one is the mask-free
-    // code, with no per-row test.
-    const auto run = [&](auto masked) {
-      constexpr bool kMasked = decltype(masked)::value;
+    // kMasked (Masked or Unmasked) and kProbed (the probes are read) pick the instantiation;
+    // the unmasked one is the mask-free code, with no per-row test.
+    const auto run = [&](auto masked, auto probed) {
+      constexpr bool kMasked = decltype(masked)::value, kProbed = decltype(probed)::value;
       ForRowBlocks(ctx, B, [&](int64_t, int64_t r0, int64_t r1, const auto& stop) {
         const int64_t n = r1 - r0, width = weights.padded_columns();
         Eigen::ArrayXf z(n * width);
@@ -307,11 +326,20 @@ class SequenceForward : public OpKernel {
           const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
           const float* h_prev = t == 0 ? h_init + r0 * H : hs + (row - B) * H;
           const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
-          weights.Multiply(n, {{xs + row * I, I, 1, I}, {h_prev, H, 1, H}}, z.data(), width);
+          // What this step's gate pass reads and writes, and the next step's x.
+          lstmviz::Prefetch next;
+          if (ph != nullptr) next.Add(ph + row * H, 1, n * H, 0);
+          if (pc != nullptr) next.Add(pc + row * H, 1, n * H, 0);
+          next.Add(gates + row * 4 * H, 1, n * 4 * H, 0, true);
+          next.Add(hs + row * H, 1, n * H, 0, true);
+          next.Add(cs + row * H, 1, n * H, 0, true);
+          if (t + 1 < T) next.Add(xs + (row + B) * I, 1, n * I, 0);
+          weights.Multiply(n, {{xs + row * I, I, 1, I}, {h_prev, H, 1, H}}, z.data(), width,
+                           &next);
           for (int64_t r = 0; r < n; ++r) {
             const int64_t at = (row + r) * H;
             const float *zr = z.data() + r * width, *c_prev = c_prev_block + r * H,
-                        *h_row = h_prev + r * H, *pc_row = pc + at, *ph_row = ph + at;
+                        *h_row = h_prev + r * H;
             float *g_row = gates + (row + r) * 4 * H, *c_row = cs + at, *h_row_out = hs + at;
             const float m = kMasked ? mask[row + r] : 1.0f;
             ForUnits(H, [&](int64_t j, auto lanes) {
@@ -323,26 +351,35 @@ class SequenceForward : public OpKernel {
               Store(g_row + 2 * H + j, g);
               Store(g_row + 3 * H + j, o);
               const P cp = Load<P>(c_prev + j), c_new = NewCell(i, f, g, cp), h_new = o * Tanh(c_new);
+              P c_out = c_new, h_out = h_new;
               if constexpr (kMasked) {
                 // m·new + (1-m)·previous: exactly the one or the other for m = 1 or 0.
                 const P share = ei::pset1<P>(m), keep = ei::pset1<P>(1.0f - m);
-                Store(c_row + j, share * c_new + keep * cp + Load<P>(pc_row + j));
-                Store(h_row_out + j, share * h_new + keep * Load<P>(h_row + j) + Load<P>(ph_row + j));
-              } else {
-                Store(c_row + j, c_new + Load<P>(pc_row + j));
-                Store(h_row_out + j, h_new + Load<P>(ph_row + j));
+                c_out = share * c_new + keep * cp;
+                h_out = share * h_new + keep * Load<P>(h_row + j);
               }
+              if constexpr (kProbed) {
+                c_out = c_out + Load<P>(pc + at + j);
+                h_out = h_out + Load<P>(ph + at + j);
+              }
+              Store(c_row + j, c_out);
+              Store(h_row_out + j, h_out);
             });
           }
         }
       });
     };
+    using Probed = std::true_type;
+    using Unprobed = std::false_type;
     if (mask == nullptr) {
-      run(Unmasked{});
+      read_probes_ ? run(Unmasked{}, Probed{}) : run(Unmasked{}, Unprobed{});
     } else {
-      run(Masked{});
+      read_probes_ ? run(Masked{}, Probed{}) : run(Masked{}, Unprobed{});
     }
   }
+
+ private:
+  bool read_probes_;
 };
 
 class SequenceBackward : public OpKernel {
@@ -371,9 +408,16 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, Optional(ctx, "dh_direct", c_in.shape(), &dh_d));
     OP_REQUIRES_OK(ctx, Optional(ctx, "dc_direct", c_in.shape(), &dc_d));
     OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
-    Tensor *dz_out, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out, *du_out, *db_out;
-    // dz takes the gates' buffer when nothing else holds it (see the loop).
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({6}, 0, gates_in.shape(), &dz_out));
+    Tensor *dz_out = nullptr, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out, *du_out, *db_out,
+           *norms_out;
+    // dz is an output only for dL/dx, which compiled graphs prune when nothing asks for it:
+    // then each step's dz stays in a block's scratch rows, and the gates, only read, are not
+    // written back to memory. Kept, it takes the gates' buffer when nothing else holds it.
+    const bool keep_dz = ctx->output_required(0);
+    if (keep_dz) {
+      OP_REQUIRES_OK(ctx,
+                     ctx->forward_input_or_allocate_output({6}, 0, gates_in.shape(), &dz_out));
+    }
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, c_in.shape(), &dh_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, c_in.shape(), &dc_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, h0.shape(), &dh0_out));
@@ -381,10 +425,12 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({I, 4 * H}), &dk_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(6, TensorShape({H, 4 * H}), &du_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(7, TensorShape({4 * H}), &db_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(8, TensorShape({T, 3}), &norms_out));
     const float *xs = x.flat<float>().data(), *gates = gates_in.flat<float>().data(),
                 *hs = h_in.flat<float>().data(), *cs = c_in.flat<float>().data(),
                 *h_init = h0.flat<float>().data(), *c_init = c0.flat<float>().data();
-    float *dzs = dz_out->flat<float>().data(), *dhs = dh_out->flat<float>().data(),
+    float *dzs = keep_dz ? dz_out->flat<float>().data() : nullptr,
+          *dhs = dh_out->flat<float>().data(),
           *dcs = dc_out->flat<float>().data(), *dh0 = dh0_out->flat<float>().data(),
           *dc0 = dc0_out->flat<float>().data();
     // dh_{t-1}'s recurrent part dz_t·Uᵀ, Uᵀ [4H, H] packed once.
@@ -395,10 +441,14 @@ class SequenceBackward : public OpKernel {
     // kChunkDepth or more rather than one per step of depth n, which few rows would make
     // load-bound. Each block sums into its own partial; the partials are added in block order,
     // so the result does not depend on which thread finished first.
-    constexpr int64_t kChunkDepth = 64;
+    constexpr int64_t kChunkDepth = 128;
     const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B);
     const int64_t gradient_width = Panels::PaddedColumns(4 * H);
     std::vector<Eigen::ArrayXf> partials(blocks);
+    // The per-step norms of dh, dc and dh_direct, from the values the gate pass has in
+    // registers (gradients.graph_step_norm uses them rather than read the arrays again): the
+    // squares summed in packets along a row, the rows' sums in double, per block [T, 3].
+    std::vector<double> squares(blocks * T * 3, 0.0);
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).
     // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t, the carried
@@ -418,24 +468,32 @@ class SequenceBackward : public OpKernel {
         Eigen::ArrayXf& partial = partials[block];
         partial.setZero(wide * gradient_width);
         Panels dz_chunk(4 * H, chunk_steps * n);
+        Eigen::ArrayXf scratch(keep_dz ? 0 : n * 4 * H);  // this step's dz [n, 4H]
         int64_t chunked = 0;  // steps in the chunk so far
         for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
           const int64_t row = t * B + r0;
+          float* dz_step = keep_dz ? dzs + row * 4 * H : scratch.data();
           for (int64_t r = 0; r < n; ++r) {
             const int64_t at = (row + r) * H;
             const float* c_prev = t == 0 ? c_init + (r0 + r) * H : cs + at - B * H;
             // The gates and dz may share a buffer: each unit's four gates are read before
             // its four dz are written.
             const float *g_row = gates + (row + r) * 4 * H, *dh_in = dh_next.data() + r * width;
-            float *dz = dzs + (row + r) * 4 * H, *carry = dc_next.data() + r * H;
+            float *dz = dz_step + r * 4 * H, *carry = dc_next.data() + r * H;
             const float m = kMasked ? mask[row + r] : 1.0f;
+            Packet square[3] = {Packet{}, Packet{}, Packet{}};
+            float square_tail[3] = {0.0f, 0.0f, 0.0f};
             ForUnits(H, [&](int64_t j, auto lanes) {
               using P = decltype(lanes);
               const P one = ei::pset1<P>(1.0f), i = Load<P>(g_row + j), f = Load<P>(g_row + H + j),
                       g = Load<P>(g_row + 2 * H + j), o = Load<P>(g_row + 3 * H + j),
                       cp = Load<P>(c_prev + j), tanh_c = Tanh(NewCell(i, f, g, cp));
               P dh = Load<P>(dh_in + j), a = Load<P>(carry + j);  // a_t: below
-              if (dh_d != nullptr) dh = dh + Load<P>(dh_d + at + j);
+              if (dh_d != nullptr) {
+                const P direct = Load<P>(dh_d + at + j);
+                AddSquare(square[2], square_tail[2], direct);
+                dh = dh + direct;
+              }
               if (dc_d != nullptr) a = a + Load<P>(dc_d + at + j);
               const P through_h = dh * (o * (one - tanh_c * tanh_c));
               P dc, to_cell, dz_o, carried;
@@ -453,24 +511,45 @@ class SequenceBackward : public OpKernel {
               }
               Store(dhs + at + j, dh);
               Store(dcs + at + j, dc);
+              AddSquare(square[0], square_tail[0], dh);
+              AddSquare(square[1], square_tail[1], dc);
               Store(dz + j, to_cell * (g * (i * (one - i))));
               Store(dz + H + j, to_cell * (cp * (f * (one - f))));
               Store(dz + 2 * H + j, to_cell * (i * (one - g * g)));
               Store(dz + 3 * H + j, dz_o);
               Store(carry + j, carried);
             });
+            for (int k = 0; k < 3; ++k) {
+              squares[(block * T + t) * 3 + k] += static_cast<double>(ei::predux(square[k])) +
+                                                  static_cast<double>(square_tail[k]);
+            }
             float* chunk_row = chunk.data() + (chunked * n + r) * wide;
             std::copy_n(xs + (row + r) * I, I, chunk_row);
             std::copy_n(t == 0 ? h_init + (r0 + r) * H : hs + at - B * H, H, chunk_row + I);
           }
-          dz_chunk.Append(dzs + row * 4 * H, n, 4 * H, 1);
+          // What the next step's gate pass reads and writes.
+          lstmviz::Prefetch next;
+          if (t > 0) {
+            const int64_t before = row - B;  // step t-1
+            next.Add(gates + before * 4 * H, 1, n * 4 * H, 0, dzs == gates);
+            if (keep_dz && dzs != gates) next.Add(dzs + before * 4 * H, 1, n * 4 * H, 0, true);
+            next.Add(t == 1 ? c_init + r0 * H : cs + (before - B) * H, 1, n * H, 0);
+            next.Add(t == 1 ? h_init + r0 * H : hs + (before - B) * H, 1, n * H, 0);
+            next.Add(xs + before * I, 1, n * I, 0);
+            if (dh_d != nullptr) next.Add(dh_d + before * H, 1, n * H, 0);
+            if (dc_d != nullptr) next.Add(dc_d + before * H, 1, n * H, 0);
+            next.Add(dhs + before * H, 1, n * H, 0, true);
+            next.Add(dcs + before * H, 1, n * H, 0, true);
+          }
+          dz_chunk.Append(dz_step, n, 4 * H, 1);
           if (++chunked == chunk_steps || t == 0) {
             dz_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}},
-                                    partial.data(), gradient_width);
+                                    partial.data(), gradient_width, &next);
             dz_chunk.Clear();
             chunked = 0;
           }
-          recurrent_t.Multiply(n, {{dzs + row * 4 * H, 4 * H, 1, 4 * H}}, dh_next.data(), width);
+          recurrent_t.Multiply(n, {{dz_step, 4 * H, 1, 4 * H}}, dh_next.data(), width,
+                               &next);
           if constexpr (kMasked) {  // the carried part, row r scaled by 1 - m_t[r]
             for (int64_t r = 0; r < n; ++r) {
               ArrayMap(dh_next.data() + r * width, H) +=
@@ -490,6 +569,12 @@ class SequenceBackward : public OpKernel {
       run(Masked{});
     }
     if (!ctx->status().ok()) return;
+    float* norms = norms_out->flat<float>().data();
+    for (int64_t k = 0; k < T * 3; ++k) {
+      double sum = 0.0;
+      for (int64_t block = 0; block < blocks; ++block) sum += squares[block * T * 3 + k];
+      norms[k] = static_cast<float>(std::sqrt(sum));
+    }
     // [d_kernel; d_recurrent; d_bias] = Σ over blocks of their partials [I+H+1, 4H].
     float* sums[] = {dk_out->flat<float>().data(), du_out->flat<float>().data(),
                      db_out->flat<float>().data()};

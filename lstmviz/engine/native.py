@@ -33,6 +33,7 @@ from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
+SOURCES = [SOURCE, Path(__file__).with_name("step_norms.cc")]  # compiled into one library
 HEADERS = [Path(__file__).with_name("panel_gemm.h")]  # included by SOURCE: part of the key
 # -ffp-contract=off: the backward recomputes the forward's tanh(c_t) from the same floats and
 # must get the same values, so g++ may not fuse a multiply and an add in one place only.
@@ -89,7 +90,7 @@ def library_path() -> Path:
     """Where the library for this source, TensorFlow, compiler flags and CPU lives (built or
     not)."""
     key = hashlib.sha256()
-    sources = [SOURCE.read_bytes(), *(header.read_bytes() for header in HEADERS)]
+    sources = [path.read_bytes() for path in (*SOURCES, *HEADERS)]
     for part in (*sources, tf.__version__.encode(), " ".join(_flags()).encode(),
                  platform.machine().encode(), _cpu_model().encode()):  # fmt: skip
         key.update(part)
@@ -116,7 +117,7 @@ def build(verbose: bool = False) -> Path:
     fd, partial = tempfile.mkstemp(suffix=".so.part", dir=target.parent)
     os.close(fd)
     command = [
-        compiler, str(SOURCE), "-o", partial, *_flags(),
+        compiler, *map(str, SOURCES), "-o", partial, *_flags(),
         *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(),
     ]  # fmt: skip
     if verbose:
@@ -198,28 +199,77 @@ def _sequence_gradient(op, dh_direct, dc_direct, _dgates):
     gradients over all steps (dz_t is zero at masked steps, so they need no mask)."""
     x, kernel, recurrent, _, h0, c0, _, _, *mask = op.inputs
     h, c, gates = op.outputs
-    dz, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias = library().lstmviz_sequence_backward(
+    dz, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _ = library().lstmviz_sequence_backward(
         x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask
     )
     dx = tf.einsum("tbg,ig->tbi", dz, kernel)  # pruned from compiled graphs unless asked for
     return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
 
 
+def backward_norms(g):
+    """The per-step norms [T] of g that the backward op computed as it wrote g, when g (in a
+    compiled graph) is its dL/dh_t or dL/dc_t or the direct ∂L/∂h_t it was given; else
+    None. Cheaper than reading the [T, B, H] array again."""
+    if tf.executing_eagerly() or not isinstance(getattr(g, "op", None), tf.Operation):
+        return None
+    if g.op.type == "LstmvizSequenceBackward" and g.value_index in (1, 2):
+        return g.op.outputs[8][:, g.value_index - 1]
+    for op in g.consumers():  # the direct gradient is the backward's input 7 when given
+        given = op.type == "LstmvizSequenceBackward" and op.get_attr("dh_given") == 1
+        if given and op.inputs[7].name == g.name:
+            return op.outputs[8][:, 2]
+    return None
+
+
 def _given(gradient) -> list:
-    """An optional input of the backward op: [] for an absent (zero) gradient."""
-    return [] if gradient is None else [gradient]
+    """An optional input of the backward op: [] for an absent (zero) gradient: None, or in a
+    graph the ZerosLike a tape makes for an output the loss does not reach (the tape gives
+    None only to gradient functions TensorFlow lists by name)."""
+    op = None if gradient is None or tf.executing_eagerly() else getattr(gradient, "op", None)
+    if gradient is None or (isinstance(op, tf.Operation) and op.type == "ZerosLike"):
+        return []
+    return [gradient]
+
+
+def unread_probes(x, h0) -> tuple[tf.Tensor, tf.Tensor]:
+    """Zero probes [T, B, H] for x [T, B, I] and h0 [B, H] that cost nothing: uninitialized
+    (`Empty`), never written or read. The forward op takes them as zeros (`read_probes`
+    false), so they serve only as what dL/dh_t and dL/dc_t are the gradients of; zeros of
+    `tf.zeros` would be written, then read at every step. For the native kernels only (the
+    while-loops add the probes' values), in a compiled graph (`unread` recognizes them)."""
+    shape = tf.stack([tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]])
+    return tf.raw_ops.Empty(shape=shape, dtype=tf.float32), tf.raw_ops.Empty(
+        shape=shape, dtype=tf.float32
+    )
+
+
+def unread(probe) -> bool:
+    """Whether `probe` is one of `unread_probes` in a graph."""
+    op = None if tf.executing_eagerly() else getattr(probe, "op", None)
+    return isinstance(op, tf.Operation) and op.type == "Empty"
 
 
 def sequence(
-    x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, mask=None, with_gates=False
+    x,
+    h0,
+    c0,
+    kernel,
+    recurrent_kernel,
+    bias,
+    probe_h,
+    probe_c,
+    mask=None,
+    with_gates=False,
+    read_probes=True,
 ):
     """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence,
     the mask None or float32 [T, B] of 0/1); differentiable through `_sequence_gradient`
     (not with respect to the mask). With `with_gates` also the gate activations [T, B, 4H],
-    not differentiated."""
+    not differentiated. Without `read_probes` the probes count as zeros (`unread_probes`)."""
     h, c, gates = library().lstmviz_sequence_forward(
-        x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c, [] if mask is None else [mask]
-    )
+        x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c,
+        [] if mask is None else [mask], read_probes=read_probes,
+    )  # fmt: skip
     return (h, c, tf.stop_gradient(gates)) if with_gates else (h, c)
 
 

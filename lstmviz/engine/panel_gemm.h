@@ -77,6 +77,64 @@ void TileOf(int64_t rows, const Operand* ops, int count, int64_t row, const floa
   }
 }
 
+// Memory the code after a product will read or write, fetched into L2 while the product runs:
+// the product's FMAs hide the latency the next elementwise pass, which reads and writes
+// fresh rows of [T, B, ·] arrays, would otherwise wait for. Multiply issues a few lines of it
+// after each register tile, spread over the whole product.
+class Prefetch {
+ public:
+  // Rows `rows` of `width` floats, `stride` floats apart, from `at` (nothing when null).
+  void Add(const float* at, int64_t rows, int64_t width, int64_t stride, bool write = false) {
+    if (at == nullptr || rows <= 0 || count_ == kRanges) return;
+    ranges_[count_++] = {at, rows, width, stride, write};
+    for (int64_t r = 0; r < rows; ++r) lines_ += Lines(at + r * stride, width);
+  }
+
+  // Spreads the lines over `calls` calls of Issue, at most kBurst a call: more at once would
+  // fill the line-fill buffers the product's own loads need (with AVX-512's larger register
+  // tiles a product has fewer tiles); lines beyond that are left to the pass itself.
+  void Spread(int64_t calls) {
+    per_call_ = std::min(kBurst, (lines_ + calls - 1) / std::max<int64_t>(calls, 1));
+  }
+
+  void Issue() {
+    for (int64_t left = per_call_; left > 0 && range_ < count_;) {
+      const Range& range = ranges_[range_];
+      const char* line = Line(range.at + row_ * range.stride) + line_ * kLine;
+      if (range.write) {
+        __builtin_prefetch(line, 1, 2);
+      } else {
+        __builtin_prefetch(line, 0, 2);
+      }
+      --left;
+      if (++line_ == Lines(range.at + row_ * range.stride, range.width)) {
+        line_ = 0;
+        if (++row_ == range.rows) row_ = 0, ++range_;
+      }
+    }
+  }
+
+ private:
+  static constexpr int kRanges = 10;
+  static constexpr int64_t kBurst = 12;
+  static constexpr int64_t kLine = 64;
+  struct Range {
+    const float* at;
+    int64_t rows, width, stride;
+    bool write;
+  };
+  static const char* Line(const float* at) {
+    return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(at) & ~uintptr_t{kLine - 1});
+  }
+  static int64_t Lines(const float* at, int64_t width) {
+    const char* end = reinterpret_cast<const char*>(at + width);
+    return (end - Line(at) + kLine - 1) / kLine;
+  }
+  Range ranges_[kRanges];
+  int count_ = 0, range_ = 0;
+  int64_t row_ = 0, line_ = 0, lines_ = 0, per_call_ = 0;
+};
+
 // B [depth, columns] in panels, and the products of row blocks with it. Multiply only reads
 // it, so threads share one.
 class Panels {
@@ -97,7 +155,10 @@ class Panels {
       for (int64_t k = 0; k < depth; ++k) {
         float* to = packed_.data() + (p * max_depth_ + depth_ + k) * kPanel;
         const float* from = b + k * k_stride + j0 * j_stride;
-        if (j_stride == 1) {
+        if (j_stride == 1 && width == kPanel) {  // two packets: no call to memmove per row
+          ei::pstore(to, ei::ploadu<Packet>(from));
+          ei::pstore(to + kLanes, ei::ploadu<Packet>(from + kLanes));
+        } else if (j_stride == 1) {
           std::copy_n(from, width, to);
         } else {
           for (int64_t j = 0; j < width; ++j) to[j] = from[j * j_stride];
@@ -119,11 +180,13 @@ class Panels {
   // out[n, padded_columns()] (row stride ldo) = init, or with kAccumulate out itself, plus
   // Σ_s operands[s]·(B's rows for s: the operands' depths in turn add up to B's). The rows are
   // cut into tiles of near-equal height: a last tile of one or two rows would be load-bound.
+  // With a prefetch, its lines are issued over the tiles.
   template <bool kAccumulate = false>
-  void Multiply(int64_t n, std::initializer_list<Operand> operands, float* out,
-                int64_t ldo) const {
+  void Multiply(int64_t n, std::initializer_list<Operand> operands, float* out, int64_t ldo,
+                Prefetch* prefetch = nullptr) const {
     const int count = static_cast<int>(operands.size());
     const int64_t tiles = (n + kTileRows - 1) / kTileRows;
+    if (prefetch != nullptr) prefetch->Spread(panels_ * tiles);
     for (int64_t p = 0; p < panels_; ++p) {
       const float* panel = packed_.data() + p * max_depth_ * kPanel;
       for (int64_t tile = 0, row = 0; tile < tiles; ++tile) {
@@ -131,6 +194,7 @@ class Panels {
         TileOf<kAccumulate>(rows, operands.begin(), count, row, panel,
                             init_.data() + p * kPanel, out + row * ldo + p * kPanel, ldo);
         row += rows;
+        if (prefetch != nullptr) prefetch->Issue();
       }
     }
   }
