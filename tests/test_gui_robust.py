@@ -431,3 +431,25 @@ def test_panels_resized_by_a_new_panel_set_repaint_one_per_turn(qtbot, tmp_path)
     assert {name for name, _ in painted} == {"norm", "rows", "units"}
     assert not any(was_frozen for _, was_frozen in painted)
     win.close()
+
+
+def test_a_finished_runs_first_panel_is_drawn_in_a_turn_of_its_own(qtbot, tmp_path):
+    """At a run's end the window's bookkeeping takes its turn and the first panel is drawn in
+    the next (`at_once=False`); a trace shown otherwise draws its first panel at once."""
+    from lstmviz.trace import GradientTrace, step_norm
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, quiet_errors=True)
+    qtbot.addWidget(win)
+    win.show()
+    g = np.random.default_rng(4).standard_normal((10, 2, 3)).astype(np.float32)
+    arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
+    trace = GradientTrace("taped", RunConfig(steps=10, batch=2, hidden=3), arrays)
+    with qtbot.waitSignal(win.area.drawn, timeout=5_000):
+        win.show_trace(trace, 0.1, at_once=False)
+        assert win.area.norm.curves["norm_h_total"].yData is None  # nothing drawn yet
+        assert len(win.area.stages) == len(win.area.panels)
+    np.testing.assert_array_equal(win.area.norm.curves["norm_h_total"].yData, trace.norm_h_total)
+    win.show_trace(GradientTrace("taped", trace.config, dict(arrays, loss=np.float32(2))), 0.1)
+    assert len(win.area.stages) == len(win.area.panels) - 1  # the first drawn at once
+    win.close()

@@ -394,7 +394,9 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
         self.progress.setFormat("done")
-        self.show_trace(trace, seconds)
+        # the first panel in a turn of its own: drawn and painted after this turn's
+        # bookkeeping, with no tick of the event loop between them, it stalled it ~25 ms
+        self.show_trace(trace, seconds, at_once=False)
         what = "done"
         if stopped_early(trace.arrays):
             unit = modes.get(trace.mode).unit
@@ -464,12 +466,13 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
             self.settle_when_drawn = False
             self.settled.emit()
 
-    def show_trace(self, trace: GradientTrace, seconds: float | None) -> None:
-        """Draw a finished or opened trace in every panel (an opened one ends any run)."""
+    def show_trace(self, trace: GradientTrace, seconds: float | None, at_once=True) -> None:
+        """Draw a finished or opened trace in every panel (an opened one ends any run); the
+        first panel now, or in the next turn (not `at_once`)."""
         if self.state.trace is not trace:
             self.state.show(trace)
         self.dirty = False
-        self.area.draw(trace.arrays, trace.config, None, live=False)
+        self.area.draw(trace.arrays, trace.config, None, live=False, at_once=at_once)
         self.summary.draw(trace.mode, trace.arrays, trace.config, seconds)
         if seconds is not None:
             self.elapsed.setText(f"{seconds:.2f} s")

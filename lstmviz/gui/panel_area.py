@@ -200,19 +200,19 @@ class PanelArea(QWidget):
         self.show_for(arrays, config, live)
 
     def draw(self, arrays: Mapping[str, np.ndarray], config: RunConfig | None,
-             rows_total: int | None, live: bool) -> None:  # fmt: skip
+             rows_total: int | None, live: bool, at_once: bool = True) -> None:  # fmt: skip
         """Draw `arrays` in every panel, and the recording set in its own (replacing the draws
-        left from an earlier call)."""
+        left from an earlier call); the first panel now, or in the next turn (not `at_once`)."""
         arrays = dict(arrays)
         self.show_for(arrays, config, live)
         recording = self.recording
-        self.stage(
+        self.stage((
             (lambda p=panel: p.draw(recording))
             if isinstance(panel, RecordChoice)
             else (lambda p=panel: p.draw(arrays, config, rows_total))
             for panel in self.panels
             if recording is not None or not isinstance(panel, RecordChoice)
-        )
+        ), at_once)
 
     def set_recording(self, arrays: Mapping[str, np.ndarray] | None) -> None:
         """Show a recording's arrays (`render.records`) in its panels from the next `draw`
@@ -258,9 +258,12 @@ class PanelArea(QWidget):
             panel.log, panel.normalise = log, normalise
         self.stage(lambda p=panel: p.set_options(log, normalise) for panel in self.panels)
 
-    def stage(self, calls: Iterable[Callable[[], None]]) -> None:
+    def stage(self, calls: Iterable[Callable[[], None]], at_once: bool = True) -> None:
         self.stages, self.preparing = list(calls), False
-        self.draw_stage()
+        if at_once:
+            self.draw_stage()
+        else:
+            self.stage_timer.start()
 
     def draw_stage(self) -> None:
         """Run the next staged call; `drawn` after the last (and the last frozen panel)."""
