@@ -165,8 +165,8 @@ class PanelArea(QWidget):
         before = [row.isVisibleTo(self) for row in self.rows_splitters]
         was = set(self.shown)
         self.shown = tuple(sorted(shown))
-        for name in shown:
-            self.panel(name)
+        for name in (n for names in WINDOW_ROWS for n in names if n in shown):  # in order:
+            self.panel(name)  # the first made is the first drawn
         for name, panel in self.by_name.items():
             panel.setVisible(name in shown)
         for row, names in zip(self.rows_splitters, WINDOW_ROWS, strict=True):
