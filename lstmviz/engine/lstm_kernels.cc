@@ -173,9 +173,6 @@ EIGEN_ALWAYS_INLINE void ForUnits(int64_t H, Fn&& fn) {
   for (; j < H; ++j) fn(j, 0.0f);
 }
 
-// The cell's new state ĉ = f·c_prev + i·g. The forward and the backward both compute it, and
-// tanh(ĉ), with this code on the same floats and the same split into packets: the backward's
-// values are the forward's, bit for bit.
 // sum += v² (lane-wise for a packet).
 template <typename P>
 EIGEN_ALWAYS_INLINE void AddSquare(Packet& packets, float& floats, const P& v) {
@@ -186,6 +183,9 @@ EIGEN_ALWAYS_INLINE void AddSquare(Packet& packets, float& floats, const P& v) {
   }
 }
 
+// The cell's new state ĉ = f·c_prev + i·g. The forward and the backward both compute it, and
+// tanh(ĉ), with this code on the same floats and the same split into packets: the backward's
+// values are the forward's, bit for bit.
 template <typename P>
 EIGEN_ALWAYS_INLINE P NewCell(const P& i, const P& f, const P& g, const P& c_prev) {
   return f * c_prev + i * g;
@@ -328,12 +328,12 @@ class SequenceForward : public OpKernel {
           const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
           // What this step's gate pass reads and writes, and the next step's x.
           lstmviz::Prefetch next;
-          if (ph != nullptr) next.Add(ph + row * H, 1, n * H, 0);
-          if (pc != nullptr) next.Add(pc + row * H, 1, n * H, 0);
-          next.Add(gates + row * 4 * H, 1, n * 4 * H, 0, true);
-          next.Add(hs + row * H, 1, n * H, 0, true);
-          next.Add(cs + row * H, 1, n * H, 0, true);
-          if (t + 1 < T) next.Add(xs + (row + B) * I, 1, n * I, 0);
+          if (ph != nullptr) next.Add(ph + row * H, n * H);
+          if (pc != nullptr) next.Add(pc + row * H, n * H);
+          next.Add(gates + row * 4 * H, n * 4 * H, true);
+          next.Add(hs + row * H, n * H, true);
+          next.Add(cs + row * H, n * H, true);
+          if (t + 1 < T) next.Add(xs + (row + B) * I, n * I);
           weights.Multiply(n, {{xs + row * I, I, 1, I}, {h_prev, H, 1, H}}, z.data(), width,
                            &next);
           for (int64_t r = 0; r < n; ++r) {
@@ -531,15 +531,15 @@ class SequenceBackward : public OpKernel {
           lstmviz::Prefetch next;
           if (t > 0) {
             const int64_t before = row - B;  // step t-1
-            next.Add(gates + before * 4 * H, 1, n * 4 * H, 0, dzs == gates);
-            if (keep_dz && dzs != gates) next.Add(dzs + before * 4 * H, 1, n * 4 * H, 0, true);
-            next.Add(t == 1 ? c_init + r0 * H : cs + (before - B) * H, 1, n * H, 0);
-            next.Add(t == 1 ? h_init + r0 * H : hs + (before - B) * H, 1, n * H, 0);
-            next.Add(xs + before * I, 1, n * I, 0);
-            if (dh_d != nullptr) next.Add(dh_d + before * H, 1, n * H, 0);
-            if (dc_d != nullptr) next.Add(dc_d + before * H, 1, n * H, 0);
-            next.Add(dhs + before * H, 1, n * H, 0, true);
-            next.Add(dcs + before * H, 1, n * H, 0, true);
+            next.Add(gates + before * 4 * H, n * 4 * H, dzs == gates);
+            if (keep_dz && dzs != gates) next.Add(dzs + before * 4 * H, n * 4 * H, true);
+            next.Add(t == 1 ? c_init + r0 * H : cs + (before - B) * H, n * H);
+            next.Add(t == 1 ? h_init + r0 * H : hs + (before - B) * H, n * H);
+            next.Add(xs + before * I, n * I);
+            if (dh_d != nullptr) next.Add(dh_d + before * H, n * H);
+            if (dc_d != nullptr) next.Add(dc_d + before * H, n * H);
+            next.Add(dhs + before * H, n * H, true);
+            next.Add(dcs + before * H, n * H, true);
           }
           dz_chunk.Append(dz_step, n, 4 * H, 1);
           if (++chunked == chunk_steps || t == 0) {

@@ -83,11 +83,11 @@ void TileOf(int64_t rows, const Operand* ops, int count, int64_t row, const floa
 // after each register tile, spread over the whole product.
 class Prefetch {
  public:
-  // Rows `rows` of `width` floats, `stride` floats apart, from `at` (nothing when null).
-  void Add(const float* at, int64_t rows, int64_t width, int64_t stride, bool write = false) {
-    if (at == nullptr || rows <= 0 || count_ == kRanges) return;
-    ranges_[count_++] = {at, rows, width, stride, write};
-    for (int64_t r = 0; r < rows; ++r) lines_ += Lines(at + r * stride, width);
+  // `width` contiguous floats from `at` (nothing when null).
+  void Add(const float* at, int64_t width, bool write = false) {
+    if (at == nullptr || count_ == kRanges) return;
+    ranges_[count_++] = {at, width, write};
+    lines_ += Lines(at, width);
   }
 
   // Spreads the lines over `calls` calls of Issue, at most kBurst a call: more at once would
@@ -100,17 +100,14 @@ class Prefetch {
   void Issue() {
     for (int64_t left = per_call_; left > 0 && range_ < count_;) {
       const Range& range = ranges_[range_];
-      const char* line = Line(range.at + row_ * range.stride) + line_ * kLine;
+      const char* line = Line(range.at) + line_ * kLine;
       if (range.write) {
         __builtin_prefetch(line, 1, 2);
       } else {
         __builtin_prefetch(line, 0, 2);
       }
       --left;
-      if (++line_ == Lines(range.at + row_ * range.stride, range.width)) {
-        line_ = 0;
-        if (++row_ == range.rows) row_ = 0, ++range_;
-      }
+      if (++line_ == Lines(range.at, range.width)) line_ = 0, ++range_;
     }
   }
 
@@ -120,7 +117,7 @@ class Prefetch {
   static constexpr int64_t kLine = 64;
   struct Range {
     const float* at;
-    int64_t rows, width, stride;
+    int64_t width;
     bool write;
   };
   static const char* Line(const float* at) {
@@ -132,7 +129,7 @@ class Prefetch {
   }
   Range ranges_[kRanges];
   int count_ = 0, range_ = 0;
-  int64_t row_ = 0, line_ = 0, lines_ = 0, per_call_ = 0;
+  int64_t line_ = 0, lines_ = 0, per_call_ = 0;
 };
 
 // B [depth, columns] in panels, and the products of row blocks with it. Multiply only reads
