@@ -238,9 +238,8 @@ def unread_probes(x, h0) -> tuple[tf.Tensor, tf.Tensor]:
     `tf.zeros` would be written, then read at every step. For the native kernels only (the
     while-loops add the probes' values), in a compiled graph (`unread` recognizes them)."""
     shape = tf.stack([tf.shape(x)[0], tf.shape(h0)[0], tf.shape(h0)[1]])
-    return tf.raw_ops.Empty(shape=shape, dtype=tf.float32), tf.raw_ops.Empty(
-        shape=shape, dtype=tf.float32
-    )
+    probe_h, probe_c = (tf.raw_ops.Empty(shape=shape, dtype=tf.float32) for _ in range(2))
+    return probe_h, probe_c
 
 
 def unread(probe) -> bool:
