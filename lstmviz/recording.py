@@ -33,6 +33,7 @@ import functools
 import json
 import os
 import struct
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,7 @@ NORM_KEYS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by
 SERIES = ("step", "epoch", "loss", "train_loss", "record_seconds", *NORM_KEYS, "saliency")
 TEXT_KEYS = ("layer_names", "model_summary", "model_source", "inputs_source")
 READ_ATTEMPTS = 50  # reads of a record the writer overwrote meanwhile, before giving up
+RETRY_SECONDS = 0.002  # the pause before reading again, so a starved reader gets a turn
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SWMR_WRITING = 0b100  # the superblock's flag: a writer holds (or held, if killed) it in SWMR
 # A SWMR reader reads metadata whose checksum fails again, sleeping 1, 2, 4, … ns in between:
@@ -335,6 +337,7 @@ def _read(path: Path, f: h5py.File, with_trace: bool) -> Recording:
         numeric = _slot(f[f"trace/{(count - 1) % 2}"]) if with_trace else None
         if _counter(f, "writing") <= count + 1:
             break
+        time.sleep(RETRY_SECONDS)
     else:
         raise RecordingError(f"{path}: records arrive faster than they can be read")
     text = {key: _text(f["text"][key]) for key in f["text"]}

@@ -138,16 +138,19 @@ for n in range(1, {count} + 1):
     writer.append(record_rows(trace, n, 0), trace)
     if n == 1:
         print("first", flush=True)
+    time.sleep({pause})
 writer.close()
 """
 
 
 def test_a_reader_never_sees_half_a_record_while_another_process_writes(tmp_path):
-    """A writer process appends 400 records as fast as it can; this process reads all the
-    while. Every read holds complete records: its rows are those of records 1…n, and its full
-    trace is record n's (so the slot was not being overwritten under it)."""
+    """A writer process appends 400 records, one every millisecond (far faster than any
+    `model.fit` records); this process reads all the while. Every read holds complete
+    records: its rows are those of records 1…n, and its full trace is record n's (so the slot
+    was not being overwritten under it)."""
     path = tmp_path / "live.lvz"
-    code = WRITER.format(root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), count=400)
+    code = WRITER.format(root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), count=400,
+                         pause=0.001)
     writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert writer.stdout.readline().strip() == "first"
     reads, counts = 0, set()
@@ -199,7 +202,8 @@ def test_truncated_or_foreign_files_are_one_line_errors(tmp_path):
 def test_a_killed_writer_leaves_its_records_readable_and_a_cut_copy_is_refused(tmp_path):
     path = tmp_path / "killed.lvz"
     code = WRITER.replace("writer.close()", "import os; os._exit(3)")
-    code = code.format(root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), count=4)
+    code = code.format(root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), count=4,
+                       pause=0)
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 3
     rec = load_recording(path)
     assert len(rec) == 4 and not rec.finished
