@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import QPointF, QTimer  # noqa: E402
+from PySide6.QtCore import QPointF, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
 from lstmviz.config import RunConfig  # noqa: E402
@@ -251,21 +251,31 @@ def test_the_window_and_its_worker_come_before_pyqtgraph():
 
 def test_long_curves_are_drawn_aliased_then_thin_on_screen(qtbot):
     """On screen the norm panel's curves keep their pens' width and antialiasing up to
-    SMOOTH_UP_TO points, drop antialiasing above (a wide antialiased pen on a long curve took
-    5-8 ms per paint), and drop to 1 px above THIN_ABOVE."""
+    SMOOTH_UP_TO points and drop antialiasing above (a wide antialiased pen on a long curve took
+    5-8 ms per paint); dashed curves drop to 1 px there too (their dashes, 12.6 ms against
+    1.6 ms), solid ones above THIN_ABOVE. The model panels' pens follow the same rule."""
     from lstmviz.render.curves import MAIN_CURVES, SMOOTH_UP_TO, THIN_ABOVE, NormPanel
+    from lstmviz.render.model_curves import line_pen
 
     assert SMOOTH_UP_TO < THIN_ABOVE
     panel = NormPanel()
     qtbot.addWidget(panel)
-    wide = MAIN_CURVES["norm_h_direct"][1].widthF()
-    for steps, smooth, width in ((SMOOTH_UP_TO, True, wide), (SMOOTH_UP_TO + 1, False, wide),
-                                 (THIN_ABOVE + 1, False, 1.0)):  # fmt: skip
+    solid, dashed = MAIN_CURVES["norm_h_total"][1], MAIN_CURVES["norm_h_direct"][1]
+    assert solid.style() == Qt.SolidLine and dashed.style() != Qt.SolidLine
+    assert solid.widthF() > 1 and dashed.widthF() > 1
+    for steps, smooth, solid_width, dashed_width in (
+        (SMOOTH_UP_TO, True, solid.widthF(), dashed.widthF()),
+        (SMOOTH_UP_TO + 1, False, solid.widthF(), 1.0),
+        (THIN_ABOVE + 1, False, 1.0, 1.0),
+    ):
         norms = np.linspace(1, 2, steps, dtype=np.float32)
         panel.draw({"norm_h_total": norms, "norm_h_direct": norms})
-        curve = panel.curves["norm_h_direct"]
-        assert len(curve.yData) == steps
-        assert curve.opts["antialias"] is smooth and curve.opts["pen"].widthF() == width
+        for key, width in (("norm_h_total", solid_width), ("norm_h_direct", dashed_width)):
+            curve = panel.curves[key]
+            assert len(curve.yData) == steps
+            assert curve.opts["antialias"] is smooth and curve.opts["pen"].widthF() == width
+        assert line_pen("r", steps).widthF() == (2.0 if solid_width > 1 else 1.0)
+        assert line_pen("r", steps, dashed=True).widthF() == (2.0 if dashed_width > 1 else 1.0)
 
 
 def test_panels_are_made_from_the_parts_made_ahead_in_earlier_turns(qtbot, monkeypatch):

@@ -15,7 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QComboBox
 
-from lstmviz.render.curves import SMOOTH_UP_TO, THIN_ABOVE, fit_legend, legend_below
+from lstmviz.render.curves import SMOOTH_UP_TO, fit_legend, legend_below, thin
 from lstmviz.render.layers import (
     GATES,
     gates_of_layer,
@@ -35,8 +35,8 @@ GATE_TEXT = {"i": "input i", "f": "forget f", "g": "candidate g", "o": "output o
 
 def line_pen(color, points: int, dashed: bool = False, width: float = 2.0):
     """A curve's pen: 1 px for long curves (Qt strokes wide pens on long jagged paths slowly,
-    see `curves.THIN_ABOVE`), dashed for a backward direction or a saturated fraction."""
-    pen = pg.mkPen(color, width=width if points <= THIN_ABOVE else 1.0)
+    see `curves.thin`), dashed for a backward direction or a saturated fraction."""
+    pen = pg.mkPen(color, width=1.0 if thin(points, dashed) else width)
     if dashed:
         pen.setStyle(Qt.DashLine)
     return pen

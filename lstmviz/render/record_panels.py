@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontMetrics
 
-from lstmviz.render.curves import SMOOTH_UP_TO, THIN_ABOVE, NormHistoryPanel
+from lstmviz.render.curves import SMOOTH_UP_TO, NormHistoryPanel, thin
 from lstmviz.render.heatmaps import HeatmapPanel
 from lstmviz.render.layers import layer_groups, layer_names
 from lstmviz.render.model_curves import DirectionCurves, LegendPanel, line_pen
@@ -155,7 +155,7 @@ class RecordNormPanel(RecordChoice, DirectionCurves):
             curve = self._item(self.curves, k, self.plot, 0)
             curve.opts["antialias"] = steps <= SMOOTH_UP_TO
             color = PALETTE[layer % len(PALETTE)]
-            self._pen(curve, (color, steps > THIN_ABOVE, backward),
+            self._pen(curve, (color, thin(steps, backward), backward),
                       lambda c=color, b=backward: line_pen(c, steps, dashed=b))  # fmt: skip
             self._set(curve, x, shown[k])
             legend.append((curve, self.names[k]))
