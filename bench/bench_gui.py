@@ -514,7 +514,7 @@ def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
                     app.sendPostedEvents()  # the scenes' changes post the window's repaint…
                     app.sendPostedEvents()  # …which runs here
                     done.append(((t1 - t0) * 1000, (time.perf_counter() - t1) * 1000))
-                    step = window.area.draw_stage if window.area.stages else None
+                    step = window.area.turn if window.area.busy() else None
                 return done
 
             steps(0)

@@ -75,8 +75,8 @@ def test_live_multipass_updates_fill_rows_and_mark_passes(qtbot, window, monkeyp
     window.run_button.click()
     qtbot.waitUntil(lambda: window.state.pending.get("norm_h_total_by_pass", []).__len__() == 2)
     window._flush()
-    while window.area.stages:  # the panels draw one per event-loop turn: the others now
-        window.area.draw_stage()
+    while window.area.busy():  # the panels draw one per event-loop turn: the others now
+        window.area.turn()
     assert window.area.rows.data.shape == (PASSES, TP)  # rows not computed yet are blank (NaN)
     rows = window.area.rows.data
     assert np.isnan(rows[2:]).all() and np.isfinite(rows[:2]).all()

@@ -121,8 +121,8 @@ def test_a_model_run_fills_the_model_panels(qtbot, window, errors, models):
         assert part in text, part
     gates, units = area.by_name["gates"], area.by_name["layer_units"]
     gates.layer_box.activated.emit(2)  # the user picks "top": both panels follow
-    while area.stages:
-        area.draw_stage()
+    while area.busy():
+        area.turn()
     assert area.layer == 2 and units.layer_box.currentText() == "top"
     np.testing.assert_allclose(gates.means[1].yData[:4], trace["layer2_gates_mean"][1, :4])
     assert units.data.shape[0] == trace["layer2_grad_h_total"].shape[2]

@@ -43,8 +43,8 @@ def fitted(tmp_path_factory):
 
 def drain(window) -> None:
     """Run the draws the panel area staged (one per event-loop turn) now."""
-    while window.area.stages:
-        window.area.draw_stage()
+    while window.area.busy():
+        window.area.turn()
 
 
 def shown_panels(window) -> set[str]:

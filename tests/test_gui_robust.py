@@ -423,7 +423,7 @@ def test_panels_resized_by_a_new_panel_set_repaint_one_per_turn(qtbot, tmp_path)
         win.area.by_name[name].plot.viewport().installEventFilter(paints)
     with qtbot.waitSignal(win.settled, timeout=5_000):
         win.show_trace(GradientTrace("taped", config, arrays), None)
-        frozen = list(win.area.frozen)
+        frozen = [w for w in win.area.frozen if w in win.area.panels]  # besides plots
         assert len(frozen) == 2 and not any(p.updatesEnabled() for p in frozen)
         win._settle()
     assert set(win.area.shown) == {"norm", "rows", "units"} and not win.area.frozen
@@ -452,4 +452,56 @@ def test_a_finished_runs_first_panel_is_drawn_in_a_turn_of_its_own(qtbot, tmp_pa
     np.testing.assert_array_equal(win.area.norm.curves["norm_h_total"].yData, trace.norm_h_total)
     win.show_trace(GradientTrace("taped", trace.config, dict(arrays, loss=np.float32(2))), 0.1)
     assert len(win.area.stages) == len(win.area.panels) - 1  # the first drawn at once
+    win.close()
+
+
+def test_a_finished_traces_panels_paint_in_the_turn_after_their_draw(qtbot, tmp_path):
+    """A finished trace's panel is drawn with its plot's updates off and painted in the next
+    event-loop turn, so its draw and its paint (which redoes the axes and every curve) are not
+    one long turn; a live draw paints as soon as Qt does."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication
+
+    from lstmviz.trace import GradientTrace, step_norm
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, quiet_errors=True)
+    qtbot.addWidget(win)
+    win.show()
+    g = np.random.default_rng(5).standard_normal((12, 2, 3)).astype(np.float32)
+    arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
+    config = RunConfig(steps=12, batch=2, hidden=3)
+    with qtbot.waitSignal(win.area.drawn, timeout=5_000):
+        win.area.draw(arrays, config, None, live=True)
+    area, view = win.area, win.area.norm.plot.viewport()
+    paints: list[int] = []
+
+    class Paints(QObject):
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+            if event.type() == QEvent.Type.Paint:
+                paints.append(1)
+            return False
+
+    view.installEventFilter(Paints(view))
+    win.show_trace(GradientTrace("taped", config, dict(arrays, loss=np.float32(2))), 0.1)
+    area.stage_timer.stop()  # the turns are taken by hand below
+    np.testing.assert_array_equal(area.norm.curves["norm_h_total"].yData, arrays["norm_h_total"])
+    assert area.frozen[:1] == [view] and not view.updatesEnabled()
+    for _ in range(5):
+        QApplication.processEvents()
+        qtbot.wait(10)
+    assert not paints  # drawn, not painted
+    area.turn()  # its turn: painted now, the next panel drawn in the turn after
+    area.stage_timer.stop()
+    qtbot.waitUntil(lambda: bool(paints), timeout=2_000)
+    assert view.updatesEnabled() and view not in area.frozen
+    held = []  # the other plots held by their draws' turns
+    with qtbot.waitSignal(win.area.drawn, timeout=5_000):
+        while area.busy():
+            area.turn()
+            held += [w for w in area.frozen[:1] if not w.updatesEnabled()]
+    assert area.rows.plot.viewport() in held and area.units.plot.viewport() in held
+    assert not area.frozen and all(p.plot.viewport().updatesEnabled() for p in area.panels)
+    area.draw(dict(arrays, norm_h_total=arrays["norm_h_total"] * 2), config, 12, live=True)
+    assert not area.frozen  # a live draw: painted as soon as Qt does
     win.close()

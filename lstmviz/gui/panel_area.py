@@ -83,9 +83,10 @@ class PanelArea(QWidget):
         self.shown: tuple[str, ...] = ()
         self.stages: list[Callable[[], None]] = []
         self.preparing = False  # `prepare` is making the panels
-        self.frozen: list[Panel] = []  # resized panels waiting for their turn to repaint
+        # resized panels, or the plots of a finished trace's, waiting for their turn to repaint
+        self.frozen: list[QWidget] = []
         self.stage_timer = QTimer(self, singleShot=True, interval=STAGE_MS)
-        self.stage_timer.timeout.connect(self._turn)
+        self.stage_timer.timeout.connect(self.turn)
 
     def prepare(self, names: Iterable[str] = LSTM_PREPARED) -> None:
         """Make the panels called `names` that are not made yet, one per event-loop turn and
@@ -184,7 +185,7 @@ class PanelArea(QWidget):
                       if name in shown and name in was and any(name in r for r in rows)])
 
     def _freeze(self, panels: list[Panel]) -> None:
-        """Resized panels that show a plot repaint one per event-loop turn (`_turn`), after the
+        """Resized panels that show a plot repaint one per event-loop turn (`turn`), after the
         first: repainted together they took 40-70 ms in one turn. Until its turn a panel shows
         what was there (Qt does not paint a widget whose updates are off)."""
         plots = [p for p in panels if p.isVisibleTo(self) and p.stack.currentWidget() is p.plot]
@@ -206,13 +207,27 @@ class PanelArea(QWidget):
         arrays = dict(arrays)
         self.show_for(arrays, config, live)
         recording = self.recording
-        self.stage((
-            (lambda p=panel: p.draw(recording))
-            if isinstance(panel, RecordChoice)
-            else (lambda p=panel: p.draw(arrays, config, rows_total))
+        calls = (
+            (panel, (lambda p=panel: p.draw(recording)) if isinstance(panel, RecordChoice)
+             else (lambda p=panel: p.draw(arrays, config, rows_total)))
             for panel in self.panels
             if recording is not None or not isinstance(panel, RecordChoice)
-        ), at_once)
+        )  # fmt: skip
+        self.stage((c if live else (lambda p=p, c=c: self._paint_next(p, c))
+                    for p, c in calls), at_once)  # fmt: skip
+
+    def _paint_next(self, panel: Panel, draw: Callable[[], None]) -> None:
+        """`draw`, the panel's plot painted in the next turn (`turn`): a finished trace moves
+        the plot's range, so its paint redoes the axes and every curve (6-10 ms for the norm
+        panel on the 2-core test machine), and right after the draw (~5 ms) Qt painted it in
+        the same event-loop turn."""
+        view = panel.plot.viewport()  # hidden behind the placeholder until the first draw
+        if not panel.isVisibleTo(self) or view in self.frozen:
+            draw()
+            return
+        view.setUpdatesEnabled(False)
+        draw()
+        self.frozen.insert(0, view)
 
     def set_recording(self, arrays: Mapping[str, np.ndarray] | None) -> None:
         """Show a recording's arrays (`render.records`) in its panels from the next `draw`
@@ -274,7 +289,7 @@ class PanelArea(QWidget):
         else:
             self.drawn.emit()
 
-    def _turn(self) -> None:
+    def turn(self) -> None:
         """The stage timer's turn: a frozen panel repaints, or else the next staged call."""
         if not self.frozen:
             self.draw_stage()

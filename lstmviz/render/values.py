@@ -50,7 +50,8 @@ def kept(g: np.ndarray, name: str, reduce: Callable[[np.ndarray], object]):
     if isinstance(result, np.ndarray):
         result.setflags(write=False)  # shared by every panel that asks
     try:
-        ref = weakref.ref(g, lambda _, key=key: _REDUCED.pop(key, None))
+        # the table bound now: at interpreter exit the module's globals are gone first
+        ref = weakref.ref(g, lambda _, key=key, table=_REDUCED: table.pop(key, None))
     except TypeError:  # not an ndarray (a list in a test): nothing to keep
         return result
     _REDUCED[key] = (ref, result)
