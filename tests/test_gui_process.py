@@ -279,6 +279,34 @@ def test_pack_writes_large_arrays_once_and_unpack_maps_them(tmp_path):
     assert sorted(os.listdir(tmp_path / "b")) == ["view.npy"]
 
 
+def test_a_dropped_traces_files_are_unmapped_in_a_thread_once_the_window_lets_go(tmp_path):
+    """The window's last array of a dropped trace going does not unmap its file there (the
+    release thread holds the map, and unmaps it without the GIL once it alone holds it)."""
+    import weakref
+
+    rng = np.random.default_rng(1)
+    arrays = {"big": rng.standard_normal((300, 300)).astype(np.float32), "loss": np.float32(1)}
+    trace = child.received_trace("taped", RunConfig(), child.pack(arrays, tmp_path / "run"),
+                                 tmp_path / "run")  # fmt: skip
+    held = trace.big  # a panel's reference
+    mapping = weakref.ref(held.base)
+    del trace
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while (tmp_path / "run").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not (tmp_path / "run").exists()  # the folder goes with the trace
+    np.testing.assert_array_equal(held, arrays["big"])  # still readable, mapped
+    time.sleep(3 * child.RELEASE_POLL)
+    assert mapping() is not None
+    del held  # the window lets go: not unmapped here…
+    assert mapping() is not None
+    deadline = time.monotonic() + 5
+    while mapping() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mapping() is None  # …but in the release thread
+
+
 def test_the_reader_cancels_flags_and_stops_the_kernels_of_the_run_in_progress_only(monkeypatch):
     from lstmviz.engine import interrupt
 

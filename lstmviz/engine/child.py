@@ -39,6 +39,7 @@ import os
 import queue
 import shutil
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -54,6 +55,8 @@ from lstmviz.trace import GradientTrace
 INLINE_BYTES = 1 << 16  # smaller arrays are pickled with the message
 HOLD_POLL = 0.01  # seconds between looks at the flags while a run is held (paused)
 NICE = 10  # this process's niceness above the window's
+RELEASE_WAIT = 60.0  # seconds a dropped trace's maps wait for the window to let go of them
+RELEASE_POLL = 0.05  # seconds between looks
 
 
 def describe(exc: BaseException) -> str:
@@ -104,19 +107,36 @@ def unpack(packed: dict[str, np.ndarray | str]) -> dict[str, np.ndarray]:
     }
 
 
-def _remove_soon(folder: Path) -> None:
-    """Remove `folder` in a thread of its own: a trace is dropped when the window starts the
-    next run, and unlinking a multi-pass trace's files there made the window's event loop
-    late by up to 91 ms (43 ms with this, `bench/bench_gui.py --only latency`)."""
-    threading.Thread(target=shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True},
-                     name="lstmviz-remove", daemon=True).start()  # fmt: skip
+def _release_soon(folder: Path, maps: list) -> None:
+    """Remove `folder` and unmap its files in a thread of its own, each map once the window
+    holds no array of it (`maps` holds the mmap objects, so the window's last array of one
+    going does not unmap it). A trace is dropped when the window starts the next run:
+    unlinking a multi-pass trace's files there made the window's event loop late by up to
+    91 ms, and unmapping them when its last panel redrew by ~15 ms; CPython unmaps without
+    the GIL, so here it costs the window nothing."""
+
+    def release() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        deadline = time.monotonic() + RELEASE_WAIT
+        while maps and time.monotonic() < deadline:
+            time.sleep(RELEASE_POLL)
+            for i in reversed(range(len(maps))):
+                if sys.getrefcount(maps[i]) <= 2:  # the list's and the call's: ours alone
+                    del maps[i]
+        maps.clear()  # arrays held longer: unmapped wherever their last one goes
+
+    threading.Thread(target=release, name="lstmviz-release", daemon=True).start()
 
 
 def received_trace(mode: str, config, packed: dict, folder: Path) -> GradientTrace:
-    """The trace a run sent: its files mapped; `folder` is removed once the trace is dropped
-    (the mapped arrays stay readable: the files go when the last map does)."""
+    """The trace a run sent: its files mapped; `folder` is removed and the files unmapped
+    once the trace is dropped (`_release_soon`)."""
+    import mmap
+
     trace = GradientTrace(mode, config, unpack(packed))
-    weakref.finalize(trace, _remove_soon, folder)
+    maps = [a.base for a in trace.arrays.values() if isinstance(getattr(a, "base", None),
+                                                                 mmap.mmap)]  # fmt: skip
+    weakref.finalize(trace, _release_soon, folder, maps)
     return trace
 
 
