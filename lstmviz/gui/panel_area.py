@@ -55,8 +55,8 @@ class PanelArea(QWidget):
     the window's start); `prepare` makes the usual ones one per event-loop turn.
 
     `draw` shows arrays in every panel, the first at once and the others one per event-loop
-    turn (all at once, a new finished trace took 40-60 ms: see docs/performance.md), so each
-    panel's draw and the repaint it causes stay apart; `drawn` fires when the last has drawn."""
+    turn (all at once, a new finished trace took 40-60 ms: see docs/performance.md), each
+    panel's repaint in the turn after its draw; `drawn` fires when the last has repainted."""
 
     drawn = Signal()
     created = Signal(object)  # a panel just made
@@ -207,20 +207,19 @@ class PanelArea(QWidget):
         arrays = dict(arrays)
         self.show_for(arrays, config, live)
         recording = self.recording
-        calls = (
-            (panel, (lambda p=panel: p.draw(recording)) if isinstance(panel, RecordChoice)
-             else (lambda p=panel: p.draw(arrays, config, rows_total)))
+        self.stage((
+            (lambda p=panel: self._paint_next(p, lambda: p.draw(recording)))
+            if isinstance(panel, RecordChoice)
+            else (lambda p=panel: self._paint_next(p, lambda: p.draw(arrays, config, rows_total)))
             for panel in self.panels
             if recording is not None or not isinstance(panel, RecordChoice)
-        )  # fmt: skip
-        self.stage((c if live else (lambda p=p, c=c: self._paint_next(p, c))
-                    for p, c in calls), at_once)  # fmt: skip
+        ), at_once)
 
     def _paint_next(self, panel: Panel, draw: Callable[[], None]) -> None:
-        """`draw`, the panel's plot painted in the next turn (`turn`): a finished trace moves
-        the plot's range, so its paint redoes the axes and every curve (6-10 ms for the norm
-        panel on the 2-core test machine), and right after the draw (~5 ms) Qt painted it in
-        the same event-loop turn."""
+        """`draw`, the panel's plot painted in the next turn (`turn`): Qt painted it right
+        after the draw, in the same event-loop turn, and a draw that moves the range has the
+        paint redo the axes and every curve (the norm panel's first draw of a multi-pass run
+        ~15-25 ms, then its paint 10-14 ms, on the 2-core test machine)."""
         view = panel.plot.viewport()  # hidden behind the placeholder until the first draw
         if not panel.isVisibleTo(self) or view in self.frozen:
             draw()
