@@ -505,3 +505,34 @@ def test_panels_paint_in_the_turn_after_their_draw(qtbot, tmp_path):
     area.draw(dict(arrays, norm_h_total=arrays["norm_h_total"] * 2), config, 12, live=True)
     assert area.frozen[:1] == [view] and not view.updatesEnabled()
     win.close()
+
+
+def test_the_windows_long_lived_objects_are_left_out_of_full_collections(qtbot, tmp_path):
+    """`gui.app.freeze_long_lived`: what exists when the window is shown, and what was made
+    until it first settles, is frozen (a full collection as the panels were made stalled the
+    window 22-54 ms); objects made later are collected as usual."""
+    import gc
+
+    from PySide6.QtCore import QObject
+
+    from lstmviz.gui.app import freeze_long_lived
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, quiet_errors=True)
+    qtbot.addWidget(win)
+    gc.unfreeze()
+    try:
+        freeze_long_lived(win)
+        first = gc.get_freeze_count()
+        assert first > 0
+        made = [QObject() for _ in range(100)]  # made before the window settles
+        win.settled.emit()
+        second = gc.get_freeze_count()
+        assert second >= first + len(made)
+        win.settled.emit()  # only the first time
+        later = [[] for _ in range(100)]
+        win.settled.emit()
+        assert gc.get_freeze_count() == second and gc.is_tracked(later[0])
+    finally:
+        gc.unfreeze()
+    win.close()

@@ -62,6 +62,24 @@ def use_small_pages() -> None:
     _set_madvise_hugepage(False)
 
 
+def freeze_long_lived(window) -> None:
+    """Leave the objects made so far out of the garbage collector's full collections, now
+    and once the window first settles (panels made, TensorFlow ready). They live as long as
+    the window, and a full collection walks every tracked object on the window's thread: the
+    first one, as the panels were made, took 22-54 ms (docs/performance.md)."""
+    import gc
+
+    gc.freeze()
+    done = []
+
+    def settled() -> None:
+        if not done:
+            done.append(True)
+            gc.freeze()
+
+    window.settled.connect(settled)
+
+
 def main(
     files: Sequence[str] = (), run: bool = False, demo: bool = False, screenshot: str | None = None
 ) -> int:
@@ -103,6 +121,7 @@ def main(
     app.setStyle("Fusion")
     window = MainWindow(quiet_errors=bool(screenshot), styled=True)
     window.show()
+    freeze_long_lived(window)
     if os.environ.get("LSTMVIZ_TIMING"):
         _report_timing(app, window)
     saved = []
