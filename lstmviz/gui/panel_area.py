@@ -83,7 +83,7 @@ class PanelArea(QWidget):
         self.shown: tuple[str, ...] = ()
         self.stages: list[Callable[[], None]] = []
         self.preparing = False  # `prepare` is making the panels
-        # resized panels, or the plots of a finished trace's, waiting for their turn to repaint
+        # resized panels, and the plots just drawn, waiting for their turn to repaint
         self.frozen: list[QWidget] = []
         self.stage_timer = QTimer(self, singleShot=True, interval=STAGE_MS)
         self.stage_timer.timeout.connect(self.turn)

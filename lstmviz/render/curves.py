@@ -42,6 +42,8 @@ def thin(points: int, dashed: bool) -> bool:
     aliased (above SMOOTH_UP_TO). Qt strokes the dashes of a wider aliased pen as a path: three
     jagged 400-point curves, 1.5 px dashed, took 12.6 ms to paint, 1 px 1.6 ms."""
     return points > (SMOOTH_UP_TO if dashed else THIN_ABOVE)
+
+
 MAIN_CURVES = {  # key: (legend, pen)
     "norm_h_total": ("total ‖dL/dh_t‖", pg.mkPen("#1f3b73", width=2.5)),
     "norm_h_direct": ("direct ‖∂L/∂h_t‖", pg.mkPen("#d62728", width=1.5, style=Qt.DashLine)),
