@@ -433,17 +433,30 @@ def test_panels_resized_by_a_new_panel_set_repaint_one_per_turn(qtbot, tmp_path)
     win.close()
 
 
-def test_a_finished_runs_first_panel_is_drawn_in_a_turn_of_its_own(qtbot, tmp_path):
-    """At a run's end the window's bookkeeping takes its turn and the first panel is drawn in
-    the next (`at_once=False`); a trace shown otherwise draws its first panel at once."""
-    from lstmviz.trace import GradientTrace, step_norm
-
-    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+@pytest.fixture
+def shown(qtbot, settings):
+    """The main window, shown, not waiting for TensorFlow; closed afterwards."""
     win = MainWindow(settings=settings, quiet_errors=True)
     qtbot.addWidget(win)
     win.show()
-    g = np.random.default_rng(4).standard_normal((10, 2, 3)).astype(np.float32)
-    arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
+    yield win
+    win.close()
+
+
+def taped_arrays(seed: int, steps: int) -> dict[str, np.ndarray]:
+    """A small taped trace's arrays: grad_h_total [steps, 2, 3], its norms and a loss."""
+    from lstmviz.trace import step_norm
+
+    g = np.random.default_rng(seed).standard_normal((steps, 2, 3)).astype(np.float32)
+    return {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
+
+
+def test_a_finished_runs_first_panel_is_drawn_in_a_turn_of_its_own(qtbot, shown):
+    """At a run's end the window's bookkeeping takes its turn and the first panel is drawn in
+    the next (`at_once=False`); a trace shown otherwise draws its first panel at once."""
+    from lstmviz.trace import GradientTrace
+
+    win, arrays = shown, taped_arrays(4, 10)
     trace = GradientTrace("taped", RunConfig(steps=10, batch=2, hidden=3), arrays)
     with qtbot.waitSignal(win.area.drawn, timeout=5_000):
         win.show_trace(trace, 0.1, at_once=False)
@@ -452,24 +465,18 @@ def test_a_finished_runs_first_panel_is_drawn_in_a_turn_of_its_own(qtbot, tmp_pa
     np.testing.assert_array_equal(win.area.norm.curves["norm_h_total"].yData, trace.norm_h_total)
     win.show_trace(GradientTrace("taped", trace.config, dict(arrays, loss=np.float32(2))), 0.1)
     assert len(win.area.stages) == len(win.area.panels) - 1  # the first drawn at once
-    win.close()
 
 
-def test_panels_paint_in_the_turn_after_their_draw(qtbot, tmp_path):
+def test_panels_paint_in_the_turn_after_their_draw(qtbot, shown):
     """A panel is drawn with its plot's updates off and painted in the next event-loop turn,
     so its draw and its paint (which redoes the axes and every curve when the range moves)
     are not one long turn; live or finished."""
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
-    from lstmviz.trace import GradientTrace, step_norm
+    from lstmviz.trace import GradientTrace
 
-    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings, quiet_errors=True)
-    qtbot.addWidget(win)
-    win.show()
-    g = np.random.default_rng(5).standard_normal((12, 2, 3)).astype(np.float32)
-    arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
+    win, arrays = shown, taped_arrays(5, 12)
     config = RunConfig(steps=12, batch=2, hidden=3)
     with qtbot.waitSignal(win.area.drawn, timeout=5_000):
         win.area.draw(arrays, config, None, live=True)
@@ -504,10 +511,9 @@ def test_panels_paint_in_the_turn_after_their_draw(qtbot, tmp_path):
     assert not area.frozen and all(p.plot.viewport().updatesEnabled() for p in area.panels)
     area.draw(dict(arrays, norm_h_total=arrays["norm_h_total"] * 2), config, 12, live=True)
     assert area.frozen[:1] == [view] and not view.updatesEnabled()
-    win.close()
 
 
-def test_the_windows_long_lived_objects_are_left_out_of_full_collections(qtbot, tmp_path):
+def test_the_windows_long_lived_objects_are_left_out_of_full_collections(qtbot, shown):
     """`gui.app.freeze_long_lived`: what exists when the window is shown, and what was made
     until it first settles, is frozen (a full collection as the panels were made stalled the
     window 22-54 ms); objects made later are collected as usual."""
@@ -517,9 +523,7 @@ def test_the_windows_long_lived_objects_are_left_out_of_full_collections(qtbot, 
 
     from lstmviz.gui.app import freeze_long_lived
 
-    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings, quiet_errors=True)
-    qtbot.addWidget(win)
+    win = shown
     gc.unfreeze()
     try:
         freeze_long_lived(win)
@@ -535,4 +539,3 @@ def test_the_windows_long_lived_objects_are_left_out_of_full_collections(qtbot, 
         assert gc.get_freeze_count() == second and gc.is_tracked(later[0])
     finally:
         gc.unfreeze()
-    win.close()
