@@ -283,17 +283,17 @@ class PanelArea(QWidget):
         """Run the next staged call; `drawn` after the last (and the last frozen panel)."""
         if self.stages:
             self.stages.pop(0)()
-        if self.stages or self.frozen:
-            self.stage_timer.start()
-        else:
-            self.drawn.emit()
+        self._next_turn()
 
     def turn(self) -> None:
         """The stage timer's turn: a frozen panel repaints, or else the next staged call."""
-        if not self.frozen:
+        if self.frozen:
+            self.frozen.pop(0).setUpdatesEnabled(True)
+            self._next_turn()
+        else:
             self.draw_stage()
-            return
-        self.frozen.pop(0).setUpdatesEnabled(True)
+
+    def _next_turn(self) -> None:
         if self.stages or self.frozen:
             self.stage_timer.start()
         else:
