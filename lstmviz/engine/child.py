@@ -35,6 +35,7 @@ process leaves at once.
 
 from __future__ import annotations
 
+import mmap
 import os
 import queue
 import shutil
@@ -90,8 +91,6 @@ def pack(arrays: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray | 
 
 def _mapped_whole(value: np.ndarray) -> bool:
     """A whole `.npy` file mapped by `np.load` with `mmap_mode` (not a view of one)."""
-    import mmap
-
     return (
         isinstance(value, np.memmap)
         and isinstance(value.base, mmap.mmap)
@@ -131,8 +130,6 @@ def _release_soon(folder: Path, maps: list) -> None:
 def received_trace(mode: str, config, packed: dict, folder: Path) -> GradientTrace:
     """The trace a run sent: its files mapped; `folder` is removed and the files unmapped
     once the trace is dropped (`_release_soon`)."""
-    import mmap
-
     trace = GradientTrace(mode, config, unpack(packed))
     maps = [a.base for a in trace.arrays.values() if isinstance(getattr(a, "base", None),
                                                                  mmap.mmap)]  # fmt: skip
