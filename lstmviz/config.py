@@ -15,7 +15,8 @@ from lstmviz.errors import ConfigError
 
 LOSSES = ("mean_h", "last_mse", "seq_mse")
 GENERATORS = ("random", "hypernetwork", "files")
-TASKS = ("adding", "copy", "sine")
+TASK_INPUT_DIMS = {"adding": 2, "copy": 10, "sine": 1}  # I of each built-in task
+TASKS = tuple(TASK_INPUT_DIMS)
 
 # (minimum, maximum) for every integer parameter; the CLI and the GUI spin boxes use these.
 # Sizes are capped generously here; what a machine can really hold is checked by
@@ -192,6 +193,8 @@ class RunConfig:
         mode, fitting = modes.get(self.mode), self.fitting()
         unused = {name: getattr(RunConfig, name) for name in OPTIONAL
                   if not mode.uses(name, fitting)}  # fmt: skip
+        if self.mode == "train" and not self.inputs and not fitting:  # the task fixes I
+            unused["input_dim"] = TASK_INPUT_DIMS.get(self.task, self.input_dim)
         return replace(self, **unused)
 
     def estimated_bytes(self) -> int:

@@ -358,6 +358,39 @@ def test_quitting_mid_run_exits_0_and_leaves_no_process(tmp_path, how):
         app.close()
 
 
+@pytest.fixture
+def two_lstms(tmp_path) -> Path:
+    """Weights of two stacked LSTMs (a file that asks which layer)."""
+    import keras
+
+    stack = keras.Sequential([keras.Input((6, 3)), keras.layers.LSTM(4, return_sequences=True),
+                              keras.layers.LSTM(2)])  # fmt: skip
+    stack.save_weights(tmp_path / "two.weights.h5")
+    return tmp_path / "two.weights.h5"
+
+
+def test_a_signal_closes_the_app_while_it_asks_which_layer_of_a_file(tmp_path, two_lstms):
+    """`lstmviz gui FILE` with several LSTMs in FILE asks which one inside the event loop, so
+    SIGTERM still closes the window (and the picker) and the app exits 0."""
+    app = App(tmp_path, str(two_lstms))
+    try:
+        app.wait_for("window-shown")
+        time.sleep(1.0)  # the picker is up
+        app.terminate()
+        assert app.exit_code(timeout=20) == 0, app.err()
+    finally:
+        app.close()
+
+
+def test_a_screenshot_of_a_file_with_several_lstms_names_them_and_exits(tmp_path, two_lstms):
+    app = App(tmp_path, str(two_lstms), "--screenshot", str(tmp_path / "shot.png"))
+    try:
+        assert app.exit_code(timeout=60) == 1
+        assert "holds 2 LSTMs" in app.stderr_text() and "Traceback" not in app.stderr_text()
+    finally:
+        app.close()
+
+
 REPORT = """
 import sys
 from lstmviz.gui import app

@@ -8,6 +8,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox  # noqa: E402
 
 from lstmviz.gui.dialogs import LayerPickerDialog  # noqa: E402
+from lstmviz.render.summary import LSTM_KERNEL_TEXT  # noqa: E402
 
 
 def set_params(win, **values):
@@ -49,7 +50,9 @@ def test_batchwise_shows_the_backend_and_generator(qtbot, window):
     assert "cuDNN" in window.params.cudnn_note.text()
     run_and_wait(qtbot, window)
     trace, text = window.trace, window.summary.text.text()
-    assert f"rnn_backend <b>{trace.rnn_backend}</b>" in text and "generator hypernetwork" in text
+    cudnn = str(trace.rnn_backend) == "cudnn"
+    backend = "LSTM on <b>cuDNN</b>" if cudnn else LSTM_KERNEL_TEXT[str(trace.lstm_kernel)]
+    assert backend in text and "generator hypernetwork" in text
     assert "θ_generator" in text and "per-sample" in window.summary.text.toolTip()
     rows = trace.norm_h_total_by_batch
     for n in range(2):  # one curve per batch, the heatmap's rows

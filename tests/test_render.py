@@ -372,7 +372,8 @@ def test_summary_vouches_for_no_nan_only_once_there_are_arrays():
     assert "non-finite values: 1 in norm_h_total" in bad
     checked = summary_text("taped", {"nonfinite_steps": np.zeros(0, np.int64)}, config, 0)
     assert checked.endswith("no NaN/Inf ✓"), checked
-    assert re.search(r"\d+\.\d\d s$", before)  # the line ends with the run time
+    assert re.search(r"\d+\.\d\d s", after)  # the run time
+    assert before.endswith("running…") and "kernel" not in before  # neither known yet
 
 
 def test_render_pins_the_singletons_for_exports_without_the_window():

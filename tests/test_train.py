@@ -204,6 +204,9 @@ def test_tasks_are_what_they_say():
     sine = make_task(RunConfig(task="sine", steps=8, batch=3))
     x, y = sine.sample(rng)
     np.testing.assert_array_equal(x[1:], y[:-1])
+    for name, task in (("adding", adding), ("copy", copy), ("sine", sine)):
+        fixed = RunConfig(mode="train", task=name, input_dim=8).for_mode()
+        assert task.input_dim == fixed.input_dim == task.sample(rng)[0].shape[-1]  # shown as I
 
 
 def Z(*shape):  # noqa: N802 - reads like the arrays it builds

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz import files
-from lstmviz.config import RunConfig
+from lstmviz.config import TASK_INPUT_DIMS, RunConfig
 from lstmviz.errors import InputError
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
@@ -170,9 +170,9 @@ def make_task(config: RunConfig) -> Task:
         x, y = check_task_data(*read_task_file(config.inputs), steps, batch, config.inputs)
         return Task("user", x.shape[2], y.shape[-1], y.ndim == 3, "mse", _user(x, y, batch))
     if config.task == "adding":
-        return Task("adding", 2, 1, False, "mse", _adding(steps, batch))
+        return Task("adding", TASK_INPUT_DIMS["adding"], 1, False, "mse", _adding(steps, batch))
     if config.task == "copy":
-        return Task("copy", COPY_SYMBOLS + 2, COPY_SYMBOLS + 1, True, "xent", _copy(steps, batch))
+        return Task("copy", TASK_INPUT_DIMS["copy"], COPY_SYMBOLS + 1, True, "xent", _copy(steps, batch))
     if config.task == "sine":
-        return Task("sine", 1, 1, True, "mse", _sine(steps, batch))
+        return Task("sine", TASK_INPUT_DIMS["sine"], 1, True, "mse", _sine(steps, batch))
     raise InputError(f"unknown task {config.task!r}")

@@ -103,7 +103,15 @@ def main(
         if window is not None:
             from PySide6.QtCore import QTimer
 
-            QTimer.singleShot(0, window.close)
+            QTimer.singleShot(0, close_all)
+
+    def close_all() -> None:
+        from PySide6.QtWidgets import QApplication
+
+        modal = QApplication.activeModalWidget()  # a dialog open (a layer picker) first
+        if modal is not None and modal is not window:
+            modal.close()
+        window.close()
 
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, close_soon)
@@ -133,15 +141,20 @@ def main(
             window.close()
 
         window.settled.connect(lambda: QTimer.singleShot(400, shoot))
-        QTimer.singleShot(180_000, window.close)  # never hang an automated run
-    opened = all([window.open_path(str(path)) for path in files])
-    if demo:
-        window.start_demo()
-    elif run and opened:
-        window.start_run()
+        QTimer.singleShot(180_000, close_all)  # never hang an automated run
 
+    def open_files() -> None:
+        # in the event loop, so that a dialog these open (a layer picker, an error) leaves
+        # the heartbeat and a signal's close working
+        opened = all([window.open_path(str(path)) for path in files])
+        if demo:
+            window.start_demo()
+        elif run and opened:
+            window.start_run()
+
+    QTimer.singleShot(0, open_files)
     if signalled:
-        QTimer.singleShot(0, window.close)
+        QTimer.singleShot(0, close_all)
     heartbeat = QTimer(interval=200)
     heartbeat.timeout.connect(lambda: None)
     heartbeat.start()

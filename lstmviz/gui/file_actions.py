@@ -178,6 +178,10 @@ class FileActions:
         try:
             if layer is None:
                 layers = list_lstm_layers(path)
+                if len(layers) > 1 and not quiet and self.quiet_errors:  # nobody to ask
+                    names = ", ".join(repr(layer.name) for layer in layers)
+                    raise LstmvizError(f"{path}: holds {len(layers)} LSTMs ({names}); open it "
+                                       "in the window (no --screenshot) to pick one")  # fmt: skip
                 if len(layers) > 1 and not quiet:
                     picked = self.pick_layer(path, layers)
                     if picked is None:

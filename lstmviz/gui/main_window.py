@@ -449,6 +449,8 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
             self.elapsed.setText(f"{self.state.elapsed():.1f} s")
         if not self.dirty or self._area is None or self._area.preparing:  # drawn once made
             return
+        if self._area.busy():  # the last redraw's panels first: restarting it every tick
+            return  # would leave the panels late in its order (training's loss) undrawn
         self.dirty = False
         state = self.state
         if state.trace is None:

@@ -70,11 +70,13 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
         done, asked = int(arrays.get("units_done", 0)), int(arrays["units_requested"])
         unit = modes.get(mode).unit if mode in modes.names() else ""
         parts.append(f"stopped early: {done} of {asked} {modes.plural(unit or 'unit')} kept")
+    if not arrays:  # a run that has just started: its kernel and time are not known yet
+        return " · ".join([*parts, "running…"])
     kernel = str(arrays.get("lstm_kernel", "while_loop"))  # traces before it was recorded
     kernel = LSTM_KERNEL_TEXT.get(kernel, html.escape(kernel))
     backend = arrays.get("rnn_backend")
     if backend is not None:
-        kernel = f"rnn_backend <b>{backend}</b>" + ("" if backend == "cudnn" else f" ({kernel})")
+        kernel = "LSTM on <b>cuDNN</b>" if backend == "cudnn" else kernel
     parts.append(kernel)
     if "generator" in arrays:
         parts.append(f"generator {arrays['generator']}")
