@@ -172,7 +172,8 @@ def make_task(config: RunConfig) -> Task:
     if config.task == "adding":
         return Task("adding", TASK_INPUT_DIMS["adding"], 1, False, "mse", _adding(steps, batch))
     if config.task == "copy":
-        return Task("copy", TASK_INPUT_DIMS["copy"], COPY_SYMBOLS + 1, True, "xent", _copy(steps, batch))
+        channels = TASK_INPUT_DIMS["copy"]  # the symbols, blank and go-marker
+        return Task("copy", channels, COPY_SYMBOLS + 1, True, "xent", _copy(steps, batch))
     if config.task == "sine":
         return Task("sine", TASK_INPUT_DIMS["sine"], 1, True, "mse", _sine(steps, batch))
     raise InputError(f"unknown task {config.task!r}")
