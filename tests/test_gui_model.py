@@ -79,6 +79,27 @@ def test_each_model_file_kind_opens_in_model_mode(qtbot, window, errors, models)
     assert not errors
 
 
+def test_a_model_without_a_compiled_loss_asks_for_one(qtbot, window, errors, models, tmp_path):
+    """An uncompiled model's loss is the user's to choose: the field is emptied (no loss
+    from an earlier model or mode is kept silently) and Run says what is missing."""
+    import keras
+
+    params = window.params
+    assert window.open_path(models["keras"])  # a compiled one first: its loss in the field
+    assert params.widgets["loss"].currentText() == "binary_crossentropy"
+    bare = keras.Sequential([keras.Input((7,)), keras.layers.Embedding(20, 3),
+                             keras.layers.LSTM(2), keras.layers.Dense(1)])  # fmt: skip
+    bare.save(tmp_path / "bare.keras")
+    assert window.open_path(str(tmp_path / "bare.keras"))
+    loss = params.widgets["loss"]
+    assert loss.currentText() == "" and loss.isEnabled()
+    assert "no compiled loss" in loss.lineEdit().placeholderText()
+    assert not window.start_run()
+    assert errors and errors[-1].startswith("Loss: the model has no compiled loss")
+    loss.setCurrentText("mse")
+    assert params.validated().loss == "mse"
+
+
 def test_an_unsupported_layer_gets_a_dialog_and_nothing_changes(qtbot, window, errors, models):
     assert window.open_path(models["keras"])
     before = window.params.config()

@@ -562,3 +562,18 @@ def test_updates_faster_than_the_panels_draw_still_reach_every_panel(qtbot, show
     win._flush()  # the last update, drawn once the panels are free
     qtbot.waitUntil(lambda: not win.area.busy(), timeout=5_000)
     np.testing.assert_array_equal(win.area.by_name["loss"].loss, win.state.pending["loss_by_step"])
+
+
+def test_the_dock_refuses_a_run_in_its_own_words(shown, capsys):
+    """A run the dock's fields do not allow gets a message naming the fields as the dock
+    does (model mode without a model says how to open one), not the command line's flags."""
+    win, widgets = shown, shown.params.widgets
+    widgets["mode"].setCurrentIndex(widgets["mode"].findData("model"))
+    assert not win.start_run()
+    error = capsys.readouterr().err
+    assert "Model: model mode needs a model file: File → Open model… (Ctrl+M)" in error
+    widgets["mode"].setCurrentIndex(widgets["mode"].findData("taped"))
+    widgets["layer"].setText("lstm_1")  # a layer without a weights file
+    assert not win.start_run()
+    error = capsys.readouterr().err
+    assert "Layer: only applies together with a Weights file" in error and "--" not in error

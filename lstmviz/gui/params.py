@@ -4,6 +4,7 @@ mode, the loaded model's layer table (`gui.model_table`)."""
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from lstmviz import modes
-from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
+from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, flag, help_for
 from lstmviz.errors import ConfigError
 from lstmviz.gui.model_table import ModelTable
 from lstmviz.weights.model import ModelSpec
@@ -63,6 +64,16 @@ LABELS = {
     "targets": "Targets",
     "time_major": "Inputs layout",
 }
+
+
+def in_dock_terms(text: str) -> str:
+    """A message about CLI flags in the dock's words: "--weights FILE" -> "a Weights file",
+    "--time-major" -> "Inputs layout"."""
+    for name, label in LABELS.items():
+        article = "an" if label[0] in "AEIOU" else "a"
+        text = text.replace(f"{flag(name)} FILE", f"{article} {label} file")
+        text = re.sub(re.escape(flag(name)) + r"\b(?!-)", label, text)
+    return text
 
 
 class FileField(QWidget):
@@ -191,7 +202,20 @@ class ParamsEditor(QWidget):
         """The config a run of the shown mode gets (the fields the mode does not read are
         cleared), checked as the CLI checks it: values, combinations, files that exist, and a
         run that fits in memory. Raises ConfigError naming the field."""
-        config = self.config().for_mode().validate().check_flags()
+        config = self.config().for_mode()
+        mode = modes.get(config.mode)
+        for name in (n for n in mode.requires if not getattr(config, n)):
+            how = FILE_FIELDS[name][0].split(": ", 1)[-1]
+            raise ConfigError(LABELS[name], f"{mode.label} mode needs a {name} file: {how}, "
+                              "or drop the file on the window")  # fmt: skip
+        if mode.any_loss and not config.loss:
+            raise ConfigError(LABELS["loss"], "the model has no compiled loss: choose "
+                              "one (mse, binary_crossentropy, …) or type a Keras loss name")
+        try:
+            config.validate().check_flags()
+        except ConfigError as exc:  # the dock's names for the fields, not the CLI's flags
+            raise ConfigError(in_dock_terms(exc.flag), in_dock_terms(
+                str(exc).removeprefix(f"{exc.flag}: "))) from None  # fmt: skip
         for name in FILE_FIELDS:
             path = getattr(config, name)
             if path and not Path(path).is_file():
@@ -234,6 +258,10 @@ class ParamsEditor(QWidget):
         self.loaded["model"] = (path, sizes, text)
         self.model_table.set_spec(spec)
         self._apply_locks()
+        if spec.loss is None and not spec.stack:  # the user chooses it: no silent default
+            self.widgets["loss"].setCurrentText("")
+        self.widgets["loss"].lineEdit().setPlaceholderText(
+            "" if spec.loss or spec.stack else "choose: the model has no compiled loss")
 
     def model_mode(self) -> bool:
         return self.widgets["mode"].currentData() == "model"
