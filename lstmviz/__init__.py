@@ -40,6 +40,11 @@ _API = {
     "Recording": "lstmviz.recording",
     "run": "lstmviz.engine.runner",
     "LstmvizError": "lstmviz.errors",
+    "ConfigError": "lstmviz.errors",
+    "InputError": "lstmviz.errors",
+    "WeightsError": "lstmviz.errors",
+    "ModelError": "lstmviz.errors",
+    "TraceError": "lstmviz.errors",
 }
 
 __all__ = sorted(_API)

@@ -88,3 +88,14 @@ def test_relative_imports_are_resolved(tmp_path, monkeypatch):
         "lstmviz.engine.native",
         "lstmviz.trace",
     }
+
+
+def test_every_name_the_package_offers_resolves_and_the_errors_are_one_family():
+    """`lstmviz.X` for each name in `lstmviz.__all__` (the README's API, the error classes
+    its "When things go wrong" names) is found where the lazy table says."""
+    import lstmviz
+
+    for name in lstmviz.__all__:
+        assert getattr(lstmviz, name) is not None, name
+    for name in ("ConfigError", "InputError", "WeightsError", "ModelError", "TraceError"):
+        assert issubclass(getattr(lstmviz, name), lstmviz.LstmvizError)
