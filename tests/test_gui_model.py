@@ -147,6 +147,12 @@ def test_a_model_run_fills_the_model_panels(qtbot, window, errors, models):
     assert area.layer == 2 and units.layer_box.currentText() == "top"
     np.testing.assert_allclose(gates.means[1].yData[:4], trace["layer2_gates_mean"][1, :4])
     assert units.data.shape[0] == trace["layer2_grad_h_total"].shape[2]
+    # the model's five panels and its layer table still fit a 1024 × 640 window (the dock's
+    # fields scroll; the panels' titles clip rather than widen them)
+    least = window.minimumSizeHint()
+    assert least.width() <= 1024 and least.height() <= 640, least
+    units.title.setText("<b>Per-unit gradient of bidirectional_with_a_long_name/backward</b>")
+    assert units.minimumSizeHint().width() < 300
 
     window.params.set_path("inputs", None)  # no data: random data, and the summary says so
     with qtbot.waitSignal(window.settled, timeout=120_000):

@@ -577,3 +577,22 @@ def test_the_dock_refuses_a_run_in_its_own_words(shown, capsys):
     assert not win.start_run()
     error = capsys.readouterr().err
     assert "Layer: only applies together with a Weights file" in error and "--" not in error
+
+
+def test_a_file_opened_before_tensorflow_is_ready_stays_in_the_status_line(shown, tmp_path):
+    from lstmviz.trace import GradientTrace
+
+    win = shown
+    device = {"device": "CPU", "lstm": "native", "cudnn": "no", "tensorflow": "2",
+              "lstm_detail": ""}
+    win.message.setText("loading TensorFlow…")
+    win._on_ready(device)
+    assert win.message.text().startswith("ready")
+    path = GradientTrace("taped", RunConfig(steps=10, batch=2, hidden=3),
+                         taped_arrays(7, 10)).save(tmp_path / "early.npz")  # fmt: skip
+    win.message.setText("loading TensorFlow…")
+    assert win.open_path(str(path))
+    opened = win.message.text()
+    assert "early.npz" in opened
+    win._on_ready(device)
+    assert win.message.text() == opened

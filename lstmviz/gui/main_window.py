@@ -20,12 +20,14 @@ import PySide6
 from PySide6.QtCore import QSettings, QSignalBlocker, Qt, QTimer, Signal, Slot, qVersion
 from PySide6.QtWidgets import (
     QDockWidget,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -44,6 +46,7 @@ from lstmviz.gui.worker import Worker
 from lstmviz.render.summary import LSTM_KERNEL_TEXT, stopped_early
 from lstmviz.trace import GradientTrace
 
+LOADING = "loading TensorFlow…"  # the status line until the computing process is ready
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
 # What the panels need (pyqtgraph: 0.3-0.5 s to import), imported after the window's first
 # paint in a thread of their own (`MainWindow.prepare_panels`).
@@ -242,12 +245,15 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         buttons = QHBoxLayout()
         for button in (self.run_button, self.pause_button, self.stop_button):
             buttons.addWidget(button)
+        # the fields scroll and the buttons stay in view: the window fits a 768-px screen
+        fields = QScrollArea(widgetResizable=True, frameShape=QFrame.NoFrame)
+        fields.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        fields.setWidget(self.params)
         box = QWidget()
         layout = QVBoxLayout(box)
-        layout.addWidget(self.params)
+        layout.addWidget(fields, 1)
         layout.addLayout(buttons)
         layout.addWidget(self.save_weights_button)
-        layout.addStretch(1)
         self.dock = QDockWidget("Parameters", self, objectName="parameters")
         self.dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable)
         self.dock.setWidget(box)
@@ -255,7 +261,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         self.addDockWidget(Qt.LeftDockWidgetArea, self.dock)
 
     def _build_status(self) -> None:
-        self.message = QLabel("loading TensorFlow…")
+        self.message = QLabel(LOADING)
         self.progress = QProgressBar(maximumWidth=220, textVisible=True)
         self.progress.hide()  # until the first run
         self.elapsed = QLabel("")
@@ -358,7 +364,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
     def _show_message(self) -> None:
         if self.state.running and self.state.config is not None:
             label = modes.label(self.state.config.mode)
-            detail = self.state.message if self.device else "loading TensorFlow…"
+            detail = self.state.message if self.device else LOADING
             self.message.setText(f"{label}: {detail}")
 
     @Slot(object)
@@ -430,7 +436,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         if self.state.running:
             self._show_message()
         else:
-            if self.recording is None:  # else the status line says what the recording is
+            if self.message.text() == LOADING:  # else it says what was opened meanwhile
                 self.message.setText("ready: set parameters and press Run (Ctrl+R)")
             self._settle()
 
@@ -561,7 +567,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         if self.device:
             parts += [self.device["device"], f"TF {self.device['tensorflow']}"]
         else:
-            parts.append("loading TensorFlow…")
+            parts.append(LOADING)
         self.setWindowTitle(" — ".join(parts[:2]) + " · " + " · ".join(parts[2:]))
 
     def _sync(self) -> None:

@@ -61,6 +61,10 @@ class Panel(QWidget):
         self.title = QLabel(f"<b>{title}</b>", toolTip=tip)
         self.readout = QLabel(alignment=Qt.AlignRight | Qt.AlignVCenter)
         self.readout.setStyleSheet("color: #555; font-family: monospace;")
+        # narrower than their text when the window is: a panel's width is the plot's to keep,
+        # and the panels of a row side by side must fit a 1024-px window (clipped, not pushed)
+        self.title.setMinimumWidth(60)
+        self.readout.setMinimumWidth(0)
         self.plot = SPARES.take(plot_widget)
         self.plot.setToolTip(tip)
         self.plot.getPlotItem().getViewBox().setDefaultPadding(0.01)
