@@ -268,6 +268,36 @@ def shown_norm_panel(qtbot, y: np.ndarray, height: int, log: bool = True):
     return panel
 
 
+def test_beside_pass_colours_the_direct_and_cell_curves_are_grey_and_listed_last(qtbot):
+    """Colour means a pass (or batch) in a multi-pass plot: the direct and cell curves take no
+    pass's colour, and the legend lists the passes in order before them."""
+    from lstmviz.render.curves import NormPanel
+    from lstmviz.render.style import PALETTE
+
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    rows = np.random.default_rng(3).uniform(0.1, 1.0, (4, 5)).astype(np.float32)
+    arrays = {"norm_h_total_by_pass": rows, "norm_h_truncated_by_pass": rows / 2,
+              "norm_h_direct": rows.ravel() / 3, "norm_c_total": rows.ravel(),
+              "pass_length": np.int32(5)}  # fmt: skip
+    panel.draw(arrays, RunConfig(mode="multipass", steps=5, passes=4))
+    colours = {panel.curves[key].opts["pen"].color().name()
+               for key in ("norm_h_direct", "norm_c_total")}  # fmt: skip
+    assert not colours & {c.lower() for c in PALETTE}
+    names = [label.text for _, label in panel.legend.items]
+    assert names[:5] == ["pass 1 full", "pass 2 full", "pass 3 full", "pass 4 full",
+                         "truncated (stateful), dashed"]  # fmt: skip
+    assert names[5:] == ["direct ‖∂L/∂h_t‖", "cell ‖dL/dc_t‖"]
+    last_steps = np.zeros(20, np.float32)
+    last_steps[4::5] = 0.3  # a loss on each pass's last step: one direct value a pass
+    assert panel.curves["norm_h_direct"].opts["symbol"] is None
+    panel.draw(dict(arrays, norm_h_direct=last_steps), RunConfig(mode="multipass", steps=5,
+                                                                 passes=4))  # fmt: skip
+    assert panel.curves["norm_h_direct"].opts["symbol"] == "o"  # marked: a line shows nothing
+    panel.draw({"norm_h_total": rows[0], "norm_c_total": rows[1]}, RunConfig(steps=5))
+    assert panel.curves["norm_c_total"].opts["pen"].color().name() == "#2ca02c"  # taped: green
+
+
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 

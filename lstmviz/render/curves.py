@@ -44,12 +44,26 @@ def thin(points: int, dashed: bool) -> bool:
     return points > (SMOOTH_UP_TO if dashed else THIN_ABOVE)
 
 
+def points_alone(y: np.ndarray, most: int = 64) -> bool:
+    """Whether the drawable values of y (finite, non-zero: a log axis drops zeros) are so few
+    (≤ 3) or so scattered (none next to another, ≤ `most`) that a line would not show them:
+    the direct gradient of a loss on each pass's last step is one value a pass."""
+    seen = np.isfinite(y) & (y != 0)
+    count = int(np.count_nonzero(seen))
+    if not 0 < count <= most:
+        return False
+    return count <= 3 or not np.any(seen[1:] & seen[:-1])
+
+
 MAIN_CURVES = {  # key: (legend, pen)
     "norm_h_total": ("total ‖dL/dh_t‖", pg.mkPen("#1f3b73", width=2.5)),
     "norm_h_direct": ("direct ‖∂L/∂h_t‖", pg.mkPen("#d62728", width=1.5, style=Qt.DashLine)),
     "norm_c_total": ("cell ‖dL/dc_t‖", pg.mkPen("#2ca02c", width=1.5, style=Qt.DashDotLine)),
 }
 
+# Where colours mean passes or batches, the direct and cell curves are grey (their dashes say
+# which is which): in colour they looked like pass 3 and pass 4.
+BESIDE_ROWS = {"norm_h_direct": "#444444", "norm_c_total": "#8c8c8c"}
 LEGEND_COLUMNS = 4  # at most; fewer when the plot is too narrow for them (`fit_legend`)
 LEGEND_GAP_PX = 12  # between legend columns
 MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced over the run)
@@ -181,15 +195,23 @@ class NormPanel(Panel):
         per_pass = pass_length(a)
         rows = rows_matrix(a) if schema.heatmap_rows(a) else None
         legend: list[tuple[pg.PlotDataItem, str]] = []
+        beside_rows = rows is not None and rows[1] in ("pass", "batch")
         for key, curve in self.curves.items():
+            if key in BESIDE_ROWS and self._changed(f"grey {key}", beside_rows):
+                pen = pg.mkPen(MAIN_CURVES[key][1])
+                if beside_rows:
+                    pen.setColor(pg.mkColor(BESIDE_ROWS[key]))
+                self.pens[curve] = pen
+                self.shown_state.pop(f"pen {id(curve)}", None)  # `_set_data` sets it
             show = key in a and not (key == "norm_h_total" and per_pass)
             y = np.asarray(a[key], np.float64) if show else np.zeros(0)
             self._set_data(curve, np.arange(len(y)), positive(y) if self.log else finite(y))
-            symbol = "o" if 0 < np.count_nonzero(np.isfinite(y) & (y != 0)) <= 3 else None
+            symbol = "o" if points_alone(y) else None
             if curve.opts["symbol"] != symbol:
                 curve.setSymbol(symbol)
             if show:
                 legend.append((curve, MAIN_CURVES[key][0]))
+        main, legend = legend, []  # the rows' entries first, in order, then these
         count = 0
         if rows is not None and rows[1] in ("pass", "batch"):
             data, name = rows
@@ -207,6 +229,7 @@ class NormPanel(Panel):
                     legend.append((full, f"{name} {r + 1}" + (" full" if has_cut else "")))
             if truncated is not None and len(truncated):
                 legend.append((self.row_curves[0][1], "truncated (stateful), dashed"))
+        legend += main
         if self._changed("legend", [(id(item), text) for item, text in legend]):
             self.legend.clear()
             for item, text in legend:
