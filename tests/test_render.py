@@ -294,6 +294,11 @@ def test_beside_pass_colours_the_direct_and_cell_curves_are_grey_and_listed_last
     panel.draw(dict(arrays, norm_h_direct=last_steps), RunConfig(mode="multipass", steps=5,
                                                                  passes=4))  # fmt: skip
     assert panel.curves["norm_h_direct"].opts["symbol"] == "o"  # marked: a line shows nothing
+    panel.set_options(False, True)  # View → Normalise per pass: every curve, pass by pass
+    cell = panel.curves["norm_c_total"].yData.reshape(4, 5)
+    np.testing.assert_allclose(cell, rows / rows.max(axis=1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(panel.curves["norm_h_direct"].yData[4::5], 1.0)
+    panel.set_options(True, False)
     panel.draw({"norm_h_total": rows[0], "norm_c_total": rows[1]}, RunConfig(steps=5))
     assert panel.curves["norm_c_total"].opts["pen"].color().name() == "#2ca02c"  # taped: green
 

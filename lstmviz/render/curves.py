@@ -205,6 +205,9 @@ class NormPanel(Panel):
                 self.shown_state.pop(f"pen {id(curve)}", None)  # `_set_data` sets it
             show = key in a and not (key == "norm_h_total" and per_pass)
             y = np.asarray(a[key], np.float64) if show else np.zeros(0)
+            if self.normalise and y.size:  # as the rows are: each pass's part by its maximum
+                whole = per_pass and y.size % per_pass == 0
+                y = display_values(y.reshape(-1, per_pass) if whole else y, False, True).ravel()
             self._set_data(curve, np.arange(len(y)), positive(y) if self.log else finite(y))
             symbol = "o" if points_alone(y) else None
             if curve.opts["symbol"] != symbol:
