@@ -20,14 +20,12 @@ import PySide6
 from PySide6.QtCore import QSettings, QSignalBlocker, Qt, QTimer, Signal, Slot, qVersion
 from PySide6.QtWidgets import (
     QDockWidget,
-    QFrame,
     QHBoxLayout,
     QLabel,
     QMainWindow,
     QMessageBox,
     QProgressBar,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -38,7 +36,7 @@ from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui.file_actions import FileActions
 from lstmviz.gui.menus import build_menus
-from lstmviz.gui.params import ParamsEditor
+from lstmviz.gui.params import FieldsArea, ParamsEditor
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState
 from lstmviz.gui.summary import SummaryPanel
@@ -245,13 +243,9 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         buttons = QHBoxLayout()
         for button in (self.run_button, self.pause_button, self.stop_button):
             buttons.addWidget(button)
-        # the fields scroll and the buttons stay in view: the window fits a 768-px screen
-        fields = QScrollArea(widgetResizable=True, frameShape=QFrame.NoFrame)
-        fields.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        fields.setWidget(self.params)
         box = QWidget()
         layout = QVBoxLayout(box)
-        layout.addWidget(fields, 1)
+        layout.addWidget(FieldsArea(self.params), 1)  # the buttons below stay in view
         layout.addLayout(buttons)
         layout.addWidget(self.save_weights_button)
         self.dock = QDockWidget("Parameters", self, objectName="parameters")
@@ -450,17 +444,16 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
     # ---- drawing ---------------------------------------------------------------------------
 
     def _flush(self) -> None:
-        """Draw what arrived since the last tick (called ~30 times a second while running)."""
-        if self.state.running:
-            self.elapsed.setText(f"{self.state.elapsed():.1f} s")
-        if not self.dirty or self._area is None or self._area.preparing:  # drawn once made
-            return
-        if self._area.busy():  # the last redraw's panels first: restarting it every tick
-            return  # would leave the panels late in its order (training's loss) undrawn
-        self.dirty = False
-        state = self.state
-        if state.trace is None:
-            self.area.draw(state.pending, state.config, state.rows_total, live=state.running)
+        """Draw what arrived since the last tick (called ~30 times a second while running),
+        once the panels are made and the last redraw's are all drawn: restarted every tick, it
+        left those late in its order (training's loss) undrawn until the run ended."""
+        state, area = self.state, self._area
+        if state.running:
+            self.elapsed.setText(f"{state.elapsed():.1f} s")
+        if self.dirty and area is not None and not area.preparing and not area.busy():
+            self.dirty = False
+            if state.trace is None:
+                area.draw(state.pending, state.config, state.rows_total, live=state.running)
 
     def _settle(self) -> None:
         """Emit `settled` now, or once the panels left to draw are drawn (or made)."""

@@ -7,16 +7,19 @@ import html
 import re
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QScrollArea,
     QSpinBox,
     QToolButton,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -74,6 +77,32 @@ def in_dock_terms(text: str) -> str:
         text = text.replace(f"{flag(name)} FILE", f"{article} {label} file")
         text = re.sub(re.escape(flag(name)) + r"\b(?!-)", label, text)
     return text
+
+
+class FieldsArea(QScrollArea):
+    """The dock's fields, scrolled up and down only: as wide as they need (a model's layer
+    table widens them), as short as the window needs (it fits a 768-px screen)."""
+
+    def __init__(self, fields: QWidget):
+        super().__init__(widgetResizable=True, frameShape=QFrame.NoFrame)
+        inner = QWidget()
+        column = QVBoxLayout(inner)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(fields)
+        column.addStretch(1)  # the fields keep their heights when the dock is tall
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setSizeAdjustPolicy(QScrollArea.AdjustToContents)
+        self.setWidget(inner)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        inner = self.widget().minimumSizeHint().width() if self.widget() else 0
+        return QSize(inner + self.verticalScrollBar().sizeHint().width(),
+                     super().minimumSizeHint().height())  # fmt: skip
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()  # the fields' width changed: the dock follows
+        return super().eventFilter(watched, event)
 
 
 class FileField(QWidget):
