@@ -596,3 +596,20 @@ def test_a_file_opened_before_tensorflow_is_ready_stays_in_the_status_line(shown
     assert "early.npz" in opened
     win._on_ready(device)
     assert win.message.text() == opened
+
+
+def test_a_file_field_shows_the_names_and_keeps_the_paths(qtbot):
+    """The dock is narrow: a file field shows the file's name (a path cut at its start said
+    nothing), the whole path in its tooltip; empty, the tooltip says what that means."""
+    from lstmviz.gui.params import FileField
+
+    field = FileField("random (seeded)")
+    qtbot.addWidget(field)
+    assert field.path() is None and field.edit.toolTip() == "random (seeded)"
+    field.set_path("/data/runs/2026/w.keras")
+    assert field.edit.text() == "w.keras" and field.path() == "/data/runs/2026/w.keras"
+    assert field.edit.toolTip() == "/data/runs/2026/w.keras"
+    field.set_path("/a/one.npz,/b/two.keras")  # per-batch weights files
+    assert field.edit.text() == "one.npz, two.keras" and field.path() == "/a/one.npz,/b/two.keras"
+    field.set_path(None)
+    assert field.path() is None and field.edit.text() == ""

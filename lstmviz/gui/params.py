@@ -114,7 +114,8 @@ class FileField(QWidget):
 
     def __init__(self, placeholder: str, clear_tip: str = "Back to seeded random"):
         super().__init__()
-        self.edit = QLineEdit(readOnly=True, placeholderText=placeholder)
+        self.edit = QLineEdit(readOnly=True, placeholderText=placeholder, toolTip=placeholder)
+        self._path: str | None = None
         clear = QToolButton(text="✕", toolTip=clear_tip, autoRaise=True)
         clear.clicked.connect(lambda: self.set_path(None))
         pick = QToolButton(text="…", toolTip="Open a file", autoRaise=True)
@@ -126,11 +127,15 @@ class FileField(QWidget):
         layout.addWidget(clear)
 
     def path(self) -> str | None:
-        return self.edit.text() or None
+        return self._path
 
     def set_path(self, path: str | None) -> None:
-        self.edit.setText(path or "")
-        self.edit.setToolTip(path or "")
+        """Show the file's name (each name, for a comma-separated list); the whole path, or
+        what an empty field means, in the tooltip."""
+        self._path = path or None
+        names = ", ".join(Path(part).name or part for part in (path or "").split(","))
+        self.edit.setText(names if path else "")
+        self.edit.setToolTip(path or self.edit.placeholderText())
         self.changed.emit()
 
 
