@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz import files, modes
-from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
+from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, flag, help_for
 from lstmviz.engine.interrupt import cancel_run
 from lstmviz.errors import ConfigError, LstmvizError
 
@@ -52,33 +52,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="compute a gradient trace headless")
 
-    def about(name: str) -> str:
-        return " ".join(help_for(name).split())
+    def option(name: str, more: str = "", **kwargs) -> None:
+        """Add the flag of RunConfig field `name`, its help from the one definition of each
+        part: what it means (`help_for`, then `more`), its range (`RANGES`: an integer) and
+        its default (RunConfig's)."""
+        text = " ".join(f"{help_for(name)} {more}".split()).rstrip(".") + "."
+        limits = []
+        if name in RANGES:
+            limits.append("range [{}, {}]".format(*RANGES[name]))
+            kwargs["type"] = int
+        kwargs["default"] = getattr(defaults, name)
+        if kwargs["default"] is not None and not isinstance(kwargs["default"], bool):
+            limits.append("default %(default)s")
+        if limits:
+            text += " " + ", ".join(limits).capitalize() + "."
+        run.add_argument(flag(name), help=text, **kwargs)
 
-    run.add_argument("--mode", choices=modes.names(), default=defaults.mode, help=about("mode"))
+    option("mode", choices=modes.names())
     for name in ("steps", "batch", "input_dim", "hidden", "passes", "batches", "seed"):
-        flag = "--" + name.replace("_", "-")
-        lo, hi = RANGES[name]
-        run.add_argument(
-            flag,
-            type=int,
-            default=getattr(defaults, name),
-            metavar="N",
-            help=f"{about(name)} [{lo}, {hi}], default %(default)s",
-        )
-    run.add_argument(
-        "--train-steps", type=int, default=defaults.train_steps, metavar="S",
-        help=f"{about('train_steps')} Default %(default)s.",
+        option(name, metavar="N")
+    option("train_steps", metavar="S")
+    option("generator", choices=GENERATORS)
+    option(
+        "loss", f"{', '.join(LOSSES)}; model mode: a Keras loss name (e.g. binary_crossentropy), "
+        "used when the model file has no compiled loss", metavar="NAME",
     )  # fmt: skip
-    run.add_argument("--generator", choices=GENERATORS, default=defaults.generator,
-                     help=about("generator"))  # fmt: skip
-    run.add_argument(
-        "--loss", default=defaults.loss, metavar="NAME",
-        help=f"{about('loss')} {', '.join(LOSSES)}; model mode: a Keras loss name (e.g. "
-        "binary_crossentropy), used when the model file has no compiled loss",
-    )  # fmt: skip
-    run.add_argument("--task", choices=TASKS, default=defaults.task, help=about("task"))
-    run.add_argument("--random-state", action="store_true", help=about("random_state"))
+    option("task", choices=TASKS)
+    option("random_state", action="store_true")
     run.add_argument(
         "--weights",
         metavar="FILE",
@@ -91,20 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="input sequences: .npy, or .npz with x; [B, T, I]; model mode: .npz with x (and y), "
         "or an x .npy, batch-major as Keras takes them",
     )
-    run.add_argument("--time-major", action="store_true", help=about("time_major"))
-    run.add_argument("--model", metavar="FILE", help=about("model"))
+    option("time_major", action="store_true")
+    option("model", metavar="FILE")
     run.add_argument(
         "--targets", metavar="Y.npy", help="model mode: targets y when --inputs is an x .npy"
     )
-    run.add_argument("--connectivity", action="store_true", help=about("connectivity"))
-    for name, metavar in (("epochs", "E"), ("every", "N")):
-        lo, hi = RANGES[name]
-        run.add_argument(
-            "--" + name, type=int, default=getattr(defaults, name), metavar=metavar,
-            help=f"{about(name)} [{lo}, {hi}], default %(default)s",
-        )  # fmt: skip
-    run.add_argument("--record", metavar="REC.lvz", help=about("record"))
-    run.add_argument("--save-model", metavar="OUT.keras", help=about("save_model"))
+    option("connectivity", action="store_true")
+    option("epochs", metavar="E")
+    option("every", metavar="N")
+    option("record", metavar="REC.lvz")
+    option("save_model", metavar="OUT.keras")
     run.add_argument(
         "--out", metavar="TRACE.npz",
         help="the trace to write (required, except when training a model: then the model "
@@ -167,12 +163,24 @@ def _check_flags(args: argparse.Namespace, config: RunConfig) -> None:
             return  # training a model writes its recording; the trace only when asked
         raise ConfigError("--out", "give the trace file to write: --out TRACE.npz")
     out = files.check_output(args.out, "--out", files.TRACES, "trace files")
-    sources = (("--inputs", args.inputs), ("--weights", args.weights), ("--model", args.model),
-               ("--targets", args.targets))  # fmt: skip
-    for flag, value in sources:
-        for name in (value or "").split(","):
-            if name and out.exists() and Path(name).exists() and out.samefile(name):
-                raise ConfigError("--out", f"{out}: would overwrite the {flag} file")
+    if out.exists():
+        for source, path in _read_files(config):
+            if path.exists() and out.samefile(path):
+                raise ConfigError("--out", f"{out}: would overwrite the {source} file {path}")
+
+
+def _read_files(config: RunConfig) -> list[tuple[str, Path]]:
+    """(flag, path) for every file the run reads: inputs, targets, the model, the weights
+    (batchwise: each file of the list, or of the folder, as the files generator finds them)."""
+    from lstmviz.engine.generators import weight_paths  # no TensorFlow
+
+    found = [(flag(name), Path(getattr(config, name)))
+             for name in ("inputs", "targets", "model") if getattr(config, name)]  # fmt: skip
+    if config.weights:
+        batchwise = config.mode == "batchwise"
+        paths = weight_paths(config.weights, config.batches) if batchwise else [config.weights]
+        found += [("--weights", Path(path)) for path in paths]
+    return found
 
 
 def _check_gui_flags(args: argparse.Namespace) -> None:
@@ -187,11 +195,9 @@ def _check_gui_flags(args: argparse.Namespace) -> None:
             raise ConfigError("--run", f"{name}: a recording is shown as it grows, not run; "
                               "drop --run")  # fmt: skip
     if args.screenshot:
-        shot = Path(args.screenshot)
-        if shot.suffix.lower() != ".png":
-            raise ConfigError("--screenshot", f"{shot}: screenshots are .png files")
-        if not shot.parent.is_dir():
-            raise ConfigError("--screenshot", f"{shot.parent}: no such folder")
+        if files.suffix_of(args.screenshot, (".png",)) is None:
+            raise ConfigError("--screenshot", f"{args.screenshot}: screenshots are .png files")
+        files.check_output(args.screenshot, "--screenshot", (".png",), "screenshots")
 
 
 GRACE_SECONDS = 1.0  # after Ctrl-C, how long a run may take to stop before it is abandoned

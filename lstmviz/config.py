@@ -91,6 +91,8 @@ def flag(name: str) -> str:
 # Optional fields a mode may not read: given to a mode that does not, they are refused.
 OPTIONAL = ("weights", "layer", "inputs", "time_major", "connectivity", "model", "targets",
             "record", "save_model")
+# Fields that name a file (or, `layer`, a layer in one): None when not given, never empty.
+NAME_FIELDS = ("weights", "layer", "inputs", "model", "targets", "record", "save_model")
 
 
 @dataclass
@@ -153,7 +155,7 @@ class RunConfig:
         for name in ("random_state", "time_major", "connectivity"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(flag(name), "must be true or false")
-        for name in ("weights", "layer", "inputs", "model", "targets", "record", "save_model"):
+        for name in NAME_FIELDS:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(flag(name), f"must be a file name or layer name, got {value!r}")
@@ -161,9 +163,10 @@ class RunConfig:
 
     def check_flags(self) -> RunConfig:
         """Raise ConfigError for parameters that make no sense together (the CLI, the runner
-        and the GUI all ask here): a file option the mode does not read, `layer` without
-        `weights`, `time_major` without `inputs`, training a model without its data or a
-        recording to write. Return self when all is well."""
+        and the GUI all ask here): an empty file name, a file option the mode does not read,
+        `layer` without `weights`, `time_major` without `inputs`, training a model without its
+        data or a recording to write. Return self when all is well."""
+        self._check_names()
         mode, fitting = modes.get(self.mode), self.fitting()
         for name in mode.requires:
             if not getattr(self, name):
@@ -186,6 +189,22 @@ class RunConfig:
         if self.targets and not self.inputs:
             raise ConfigError("--targets", "only applies together with --inputs FILE")
         return self
+
+    def _check_names(self) -> None:
+        """Refuse an empty name (`--inputs ""` from an unset shell variable would otherwise
+        mean "no file", a random run), also in the comma-separated list of batchwise weights
+        files (`a.npz,` would count an empty entry). Not in `validate`, which loading a trace
+        runs: a trace of an earlier version may hold an empty name and must still open."""
+        for name in NAME_FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            listed = name == "weights" and self.mode == "batchwise"
+            entries = value.split(",") if listed else [value]
+            if not all(entry.strip() for entry in entries):
+                what = "layer name" if name == "layer" else "file name"
+                where = f" in the list {value!r}" if len(entries) > 1 else ""
+                raise ConfigError(flag(name), f"empty {what}{where}")
 
     def for_mode(self) -> RunConfig:
         """A copy with the optional fields its mode does not read cleared (the GUI keeps every

@@ -48,16 +48,27 @@ import numpy as np
 
 from lstmviz import files, schema
 from lstmviz.atomic import atomic_path
-from lstmviz.errors import LstmvizError, TraceError
+from lstmviz.errors import ConfigError, LstmvizError, TraceError
 from lstmviz.render.layout import (
     LSTM_PANELS,
     MODEL_PANELS,
     PANEL_NAMES,
     RECORDING_PANELS,
+    panels_for,
 )
 from lstmviz.trace import GradientTrace
 
 FORMATS = ("png", "svg", "pdf", "csv")
+# The names each output may have: (suffixes, what files of it are called in a refusal).
+SUFFIXES = {"png": ((".png",), "PNG images"), "svg": ((".svg",), "SVG images"),
+            "pdf": ((".pdf",), "PDF reports"), "csv": ((".csv",), "CSV files"),
+            "npz": (files.TRACES, "trace files")}  # fmt: skip
+# What a trace lacks when a panel asked for has nothing to draw, and how to get it.
+PANEL_DATA = {
+    "loss": "training loss (a --mode train run)",
+    "connectivity": "connectivity map (run with --connectivity)",
+    **{name: "model layers (a --mode model run)" for name in MODEL_PANELS},
+}
 DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_DPI = 1600, 1000, 144
 MAX_PIXELS = 20_000  # per side
 LOGICAL_DPI = 96  # sizes are laid out at 96 dpi and scaled by dpi / 96
@@ -176,6 +187,15 @@ def _check_target(path: Path, flag: str) -> None:
         raise ExportError(f"{flag} {path}: file is not writable")
 
 
+def _check_suffix(path: Path, fmt: str) -> None:
+    """Refuse an output whose name does not end in its format's suffix (`files.check_suffix`,
+    the rule `run --out` follows): `--png a.jpg` would be a PNG under another name."""
+    try:
+        files.check_suffix(path, f"--{fmt}", *SUFFIXES[fmt])
+    except ConfigError as exc:
+        raise ExportError(str(exc)) from None
+
+
 def _os_message(exc: OSError) -> str:
     return exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
 
@@ -238,8 +258,9 @@ def export(
     timestep range of its heatmap (None: every t), as the window's slider and range.
     `npz` saves the trace itself (a recording's last record's).
 
-    Raises ExportError (or TraceError, RecordingError for an unreadable file) naming the path;
-    then nothing is written.
+    Each output must end in its format's suffix (`SUFFIXES`), and every panel asked for by name
+    must have something to draw. Raises ExportError (or TraceError, RecordingError for an
+    unreadable file) naming the path or the flag; then nothing is written.
     """
     outputs = {"png": png, "svg": svg, "pdf": pdf, "csv": csv, "npz": npz}
     targets = {fmt: Path(p) for fmt, p in outputs.items() if p is not None and str(p) != ""}
@@ -257,6 +278,7 @@ def export(
             raise ExportError(f"--{fmt} {path}: the same file as --{seen[key]}")
         if source is not None and key == Path(source).resolve():
             raise ExportError(f"--{fmt} {path}: would overwrite the {what} being exported")
+        _check_suffix(path, fmt)
         seen[key] = fmt
     if panels is not None:
         for entry in panels:
@@ -280,32 +302,52 @@ def export(
         csv_data = text.encode("utf-8")
     view = {"layer": layer, "record": record, "t_range": t_range}
 
+    temps: dict[str, Path] = {}
     try:
         with contextlib.ExitStack() as stack:
-            temps: dict[str, Path] = {}
             for fmt, path in targets.items():
-                try:
+                with _writing(fmt, path):
                     temps[fmt] = stack.enter_context(atomic_path(path, suffix="." + fmt))
-                except OSError as exc:
-                    reason = _os_message(exc)
-                    raise ExportError(f"--{fmt} {path}: cannot write ({reason})") from None
             if needs_qt:
-                _render(trace, source, temps, width, height, dpi, panels, log, normalise, view)
+                _render(trace, source, temps, targets, width, height, dpi, panels, log,
+                        normalise, view)  # fmt: skip
             if csv_data is not None:
-                temps["csv"].write_bytes(csv_data)
+                with _writing("csv", targets["csv"]):
+                    temps["csv"].write_bytes(csv_data)
             if "npz" in temps:
-                (trace.last if recording else trace).save(temps["npz"])
+                with _writing("npz", targets["npz"]):
+                    (trace.last if recording else trace).save(temps["npz"])
             # leaving the stack renames every temporary file to its target
     except OSError as exc:
-        name = exc.filename2 or exc.filename
-        where = f" {name}" if name else ""
-        raise ExportError(f"cannot write{where} ({_os_message(exc)})") from None
+        raise ExportError(_rename_error(exc, temps, targets)) from None
     return list(targets.values())
 
 
-def _render(trace, source, temps, width, height, dpi, panels, log, normalise, view) -> None:
-    """Draw the figure of `trace` (a GradientTrace or a Recording) into the temporary files.
-    `view`: the LSTM direction shown (`layer`), and a recording's `record` and `t_range`."""
+@contextlib.contextmanager
+def _writing(fmt: str, path: Path):
+    """Turn an OSError while writing format `fmt` (a full disk, say) into an ExportError
+    naming `path`, the file the user gave, not the temporary file being written."""
+    try:
+        yield
+    except OSError as exc:
+        raise ExportError(f"--{fmt} {path}: cannot write ({_os_message(exc)})") from None
+
+
+def _rename_error(exc: OSError, temps: dict[str, Path], targets: dict[str, Path]) -> str:
+    """The message for a temporary file that could not be synced or renamed to its target:
+    the flag and the path the user gave, found by the temporary name the error carries."""
+    names = {str(name) for name in (exc.filename, exc.filename2) if name is not None}
+    fmt = next((f for f in targets if str(temps.get(f)) in names or str(targets[f]) in names),
+               None)  # fmt: skip
+    where = f"--{fmt} {targets[fmt]}: " if fmt else ""
+    return f"{where}cannot write ({_os_message(exc)})"
+
+
+def _render(trace, source, temps, targets, width, height, dpi, panels, log, normalise,
+            view) -> None:  # fmt: skip
+    """Draw the figure of `trace` (a GradientTrace or a Recording) into the temporary files
+    `temps` of `targets` (messages name the targets, not the temporary files). `view`: the LSTM
+    direction shown (`layer`), and a recording's `record` and `t_range`."""
     try:
         if isinstance(trace, GradientTrace):
             from lstmviz.render.figure import Figure
@@ -318,19 +360,61 @@ def _render(trace, source, temps, width, height, dpi, panels, log, normalise, vi
             figure = RecordingFigure(trace, panels, log=log, normalise=normalise, source=source,
                                      **view)  # fmt: skip
     except ValueError as exc:
+        _check_drawn(trace, panels, drawn=[])
         raise ExportError(str(exc)) from None
     with figure:
+        _check_drawn(trace, panels, figure.names)
         if "png" in temps:
-            image = figure.image(width, height, dpi)
-            if not image.save(str(temps["png"]), "PNG"):
-                raise ExportError(f"--png {temps['png']}: Qt could not write the image")
+            data = _png(figure.image(width, height, dpi), targets["png"])
+            with _writing("png", targets["png"]):
+                temps["png"].write_bytes(data)
         if "svg" in temps:
-            temps["svg"].write_bytes(figure.svg(width, height, dpi))
+            data = figure.svg(width, height, dpi)
+            with _writing("svg", targets["svg"]):
+                temps["svg"].write_bytes(data)
         if "pdf" in temps:
-            figure.pdf(str(temps["pdf"]))
-            with open(temps["pdf"], "rb") as written:
-                if written.read(5) != b"%PDF-":
-                    raise ExportError(f"--pdf {temps['pdf']}: Qt could not write the PDF")
+            with _writing("pdf", targets["pdf"]):
+                figure.pdf(str(temps["pdf"]))
+                if not _complete_pdf(temps["pdf"]):
+                    raise ExportError(f"--pdf {targets['pdf']}: Qt could not write the PDF "
+                                      "(is the disk full?)")  # fmt: skip
+
+
+def _complete_pdf(path: Path) -> bool:
+    """Whether the PDF at `path` has its header and its end: Qt's PDF writer says nothing
+    when a write fails, and a full disk leaves the first blocks of the file only."""
+    data = path.read_bytes()
+    return data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF")
+
+
+def _png(image, path: Path) -> bytes:
+    """`image` encoded as PNG in memory, written by the caller like every other format: a full
+    disk is then an OSError naming `path`, not a bare False from Qt and libpng's own line on
+    stderr."""
+    from PySide6.QtCore import QBuffer, QIODevice
+
+    buffer = QBuffer()
+    buffer.open(QIODevice.WriteOnly)
+    if not image.save(buffer, "PNG"):
+        raise ExportError(f"--png {path}: Qt could not encode the image")
+    return bytes(buffer.data())
+
+
+def _check_drawn(trace, panels, drawn: list[str]) -> None:
+    """Refuse a panel asked for by name that has nothing to draw (only `drawn` have): say
+    which, what the trace lacks for it, and the panels it has. (Panels given as classes, the
+    window's, are left out quietly when empty.)"""
+    missing = [p for p in panels or () if isinstance(p, str) and p not in drawn]
+    if not missing:
+        return
+    name = missing[0]
+    if isinstance(trace, GradientTrace):
+        what, has = "trace", panels_for(trace.arrays, trace.config)
+    else:
+        last = [] if trace.last is None else panels_for(trace.last.arrays, trace.last.config)
+        what, has = "recording", [*RECORDING_PANELS, *(p for p in last if p in MODEL_PANELS)]
+    lacks = PANEL_DATA.get(name, f"data for the {name} panel")
+    raise ExportError(f"--panel {name}: this {what} has no {lacks}; it has: {', '.join(has)}")
 
 
 def export_png(trace, path, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, dpi=DEFAULT_DPI, **kw):

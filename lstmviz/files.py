@@ -4,7 +4,8 @@ One list per kind: the loaders, the file dialogs, drag and drop and `lstmviz gui
 these. An `.npz` can be any of three kinds; `kind()` looks inside (names only, no array read).
 A Keras `.keras` or full-model `.h5` is a model when its config has layers besides LSTMs (an
 Embedding, a head), else weights: `kind()` reads the config, not the weights. `check_output`
-refuses a file lstmviz is asked to write where it cannot be written.
+refuses a file lstmviz is asked to write where it cannot be written, `check_suffix` one whose
+name does not say what it holds.
 """
 
 from __future__ import annotations
@@ -127,13 +128,20 @@ def kind(path: str | os.PathLike) -> str:
     raise LstmvizError(f"{path}: lstmviz opens {expected}; not {path.suffix or 'this file'}")
 
 
+def check_suffix(path: str | os.PathLike, flag: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """`path`, or a ConfigError naming `flag` when it does not end in one of `suffixes`
+    ("`what` end in …"): the rule for the names of the files lstmviz writes."""
+    path = Path(path)
+    if suffix_of(path, suffixes) is None:
+        raise ConfigError(flag, f"{path}: {what} end in {' or '.join(suffixes)}")
+    return path
+
+
 def check_output(path: str | os.PathLike, flag: str, suffixes: tuple[str, ...], what: str) -> Path:
     """`path` as a file to write, or a ConfigError naming `flag`: it must end in one of
     `suffixes` ("`what` end in …"), not be a folder, and sit in a folder that exists and is
     writable."""
-    path = Path(path)
-    if suffix_of(path, suffixes) is None:
-        raise ConfigError(flag, f"{path}: {what} end in {' or '.join(suffixes)}")
+    path = check_suffix(path, flag, suffixes, what)
     if path.is_dir():
         raise ConfigError(flag, f"{path}: is a folder, not a file name")
     if not path.parent.is_dir():

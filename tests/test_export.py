@@ -238,6 +238,66 @@ def test_cli_bad_outputs_exit_2_with_one_line_and_write_nothing(
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
 
 
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [("png", "out/a.jpg"), ("png", "out/a"), ("pdf", "x.png"), ("csv", "x.pdf"), ("svg", "x.txt")],
+)
+def test_cli_output_must_end_in_its_formats_suffix(trace_file, tmp_path, capsys, fmt, name):
+    (tmp_path / "out").mkdir()
+    path = tmp_path / name
+    assert main(["export", str(trace_file), f"--{fmt}", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"lstmviz: error: --{fmt}: {path}: "), err
+    assert err.endswith(f" end in .{fmt}\n") and len(err.splitlines()) == 1, err
+    assert [p.name for p in tmp_path.rglob("*")] == ["out"]
+    with pytest.raises(ExportError, match=f"--{fmt}: "):  # the same refusal in Python
+        export(trace_file, **{fmt: path})
+
+
+@pytest.mark.parametrize(
+    ("panels", "missing", "lacks"),
+    [
+        (["connectivity"], "connectivity", "connectivity map (run with --connectivity)"),
+        (["layers"], "layers", "model layers (a --mode model run)"),
+        (["loss"], "loss", "training loss (a --mode train run)"),
+        (["norm", "connectivity"], "connectivity", "connectivity map (run with --connectivity)"),
+    ],
+)
+def test_cli_a_panel_the_trace_lacks_is_named_with_the_panels_it_has(
+    traces, tmp_path, capsys, panels, missing, lacks
+):
+    path = traces["taped"].save(tmp_path / "taped.npz")
+    argv = ["export", str(path), "--png", str(tmp_path / "a.png")]
+    for name in panels:
+        argv += ["--panel", name]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"lstmviz: error: --panel {missing}: this trace has no {lacks}; it has: norm, rows, units\n"
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["taped.npz"]
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
+def test_cli_a_write_that_fails_names_the_file_given_and_leaves_nothing(trace_file, tmp_path, fmt):
+    """A disk that fills up half way (here the file size limit, which fails writes past 4 KiB
+    as a full disk does): one line naming the path given, not the temporary file being
+    written, and no file left, not even the first 4 KiB of one."""
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+
+    out = tmp_path / f"a.{fmt}"
+    cmd = [sys.executable, "-m", "lstmviz", "export", str(trace_file), f"--{fmt}", str(out)]
+    env = os.environ | {"QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+                          preexec_fn=small_files)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"lstmviz: error: --{fmt} {out}: "), done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("content", [b"", b"not a zip", b"PK\x03\x04broken"])
 def test_cli_corrupt_or_missing_trace_exits_2(tmp_path, capsys, content):
     bad = tmp_path / "bad.npz"

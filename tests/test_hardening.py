@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lstmviz.config import RunConfig
 from lstmviz.engine.arrays import add_norms
@@ -202,6 +203,73 @@ def test_bad_cli_input_through_the_console_script(tmp_path):
         assert len(lines) == 1 and expected in lines[0], (args, done.stderr)
         assert done.stdout == ""
         assert _files(tmp_path) == before
+
+
+def _weights_files(folder: Path, names: tuple[str, ...]) -> list[Path]:
+    """Weights files (.npz, I=3, H=4) called `names` in `folder`."""
+    folder.mkdir(exist_ok=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for name in names:
+        w = random_weights(3, 4, rng)
+        np.savez(folder / name, kernel=w.kernel, recurrent_kernel=w.recurrent_kernel, bias=w.bias)
+        paths.append(folder / name)
+    return paths
+
+
+BATCHWISE_FILES = ["--mode", "batchwise", "--generator", "files", "--batches", "2",
+                   "--input-dim", "3", "--hidden", "4", "--steps", "5", "--batch", "2", "--quiet"]
+
+
+@pytest.mark.parametrize("given", ["folder", "list"])
+def test_out_that_is_one_of_the_weights_files_is_refused(tmp_path, capsys, given):
+    """--out must not be any file the run reads: also a file inside the folder given as
+    --weights (the files generator reads every weights file in it)."""
+    from lstmviz.cli import main
+
+    first, second = _weights_files(tmp_path / "wdir", ("a.npz", "b.npz"))
+    weights = str(first.parent) if given == "folder" else f"{first},{second}"
+    before = first.read_bytes()
+    assert main(["run", *BATCHWISE_FILES, "--weights", weights, "--out", str(first)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"lstmviz: error: --out: {first}: would overwrite the --weights file {first}\n"
+    assert first.read_bytes() == before
+    assert _files(tmp_path) == {"wdir", "a.npz", "b.npz"}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--weights", ""], "--weights: empty file name"),
+        (["--inputs", ""], "--inputs: empty file name"),
+        (["--weights", "{w},", *BATCHWISE_FILES], "--weights: empty file name in the list '{w},'"),
+        (["--weights", ",{w}", *BATCHWISE_FILES], "--weights: empty file name in the list ',{w}'"),
+        (["--weights", "{w}", "--layer", ""], "--layer: empty layer name"),
+        (["--mode", "model", "--model", ""], "--model: empty file name"),
+    ],
+)
+def test_empty_file_names_are_refused(tmp_path, capsys, args, expected):
+    """An empty name (an unset shell variable, a trailing comma) is an error, not "no file":
+    the run would otherwise use seeded random weights or inputs and exit 0."""
+    from lstmviz.cli import main
+
+    (w,) = _weights_files(tmp_path / "w", ("a.npz",))
+    args = [a.format(w=w) for a in args]
+    before = _files(tmp_path)
+    assert main(["run", *SMALL, *args, "--out", str(tmp_path / "t.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"lstmviz: error: {expected.format(w=w)}\n"
+    assert _files(tmp_path) == before
+
+
+def test_screenshot_that_is_a_folder_exits_2_before_the_window_opens(tmp_path):
+    shot = tmp_path / "shot.png"
+    shot.mkdir()
+    done = subprocess.run([*_console(), "gui", "--screenshot", str(shot)], capture_output=True,
+                          text=True, env=_env(), cwd=tmp_path, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"lstmviz: error: --screenshot: {shot}: is a folder, not a file name\n"
+    assert _files(tmp_path) == {"shot.png"}
 
 
 # --- Interruption: Ctrl-C exits 130 promptly and leaves nothing broken ---------------------

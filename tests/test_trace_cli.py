@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.config import RunConfig
+from lstmviz.config import RANGES, RunConfig
 from lstmviz.errors import TraceError
 from lstmviz.trace import GradientTrace
 from tests.reference import np_bptt, np_loss
@@ -145,3 +145,15 @@ def test_console_script_exits_2_on_a_usage_error(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip() == "lstmviz: error: --hidden: 0 is out of range [1, 16384]"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_help_gives_every_range_and_default(capsys):
+    """`lstmviz run --help` shows the range and the default of every flag that has them, as
+    the checks use them (RANGES, RunConfig's defaults)."""
+    assert main(["run", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.lower().split())
+    defaults = RunConfig()
+    for name, (lo, hi) in RANGES.items():
+        assert f"[{lo}, {hi}], default {getattr(defaults, name)}" in text, name
+    for name in ("mode", "loss", "generator", "task"):
+        assert f"default {getattr(defaults, name)}." in text, name
