@@ -443,6 +443,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LstmvizError as exc:
         sys.stderr.write(f"lstmviz: error: {exc}\n")
         return 2
+    except MemoryError:  # past the estimate (`RunConfig.check_memory`): nothing was written
+        sys.stderr.write("lstmviz: error: memory: the run ran out of memory; make it smaller\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("\nlstmviz: interrupted; nothing written\n")
         return 130

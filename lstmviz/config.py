@@ -226,15 +226,12 @@ class RunConfig:
         return copies * steps * per_step + weights
 
     def check_memory(self, available: int | None = None) -> RunConfig:
-        """Raise ConfigError('memory', ...) when the run would not fit in available memory."""
-        available = available_memory() if available is None else available
-        need = self.estimated_bytes()
-        if need > 0.8 * available:
-            raise ConfigError(
-                "memory",
-                f"this run needs about {need / 2**30:.1f} GiB ({self.sizes()}) but "
-                f"{available / 2**30:.1f} GiB is available; reduce --steps, --batch or --hidden",
-            )
+        """Raise ConfigError('memory', ...) when the run would not fit in available memory. A
+        whole model's run is checked by its engine instead, once the model's layers and its
+        data's sizes are known (`engine.model.prepare`)."""
+        if not self.model:
+            check_fits(self.estimated_bytes(), self.sizes(), "--steps, --batch or --hidden",
+                       available)  # fmt: skip
         return self
 
     def sizes(self) -> str:
@@ -266,6 +263,14 @@ def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:
     where += [f"--mode {m} --model FILE" for m in modes.names()
               if m not in plain and modes.get(m).uses(name, True)]  # fmt: skip
     return f"only applies to {' or '.join(where)}"
+
+
+def check_fits(need: int, sizes: str, reduce: str, available: int | None = None) -> None:
+    """ConfigError('memory', ...) when `need` bytes exceed 80% of the memory available."""
+    available = available_memory() if available is None else available
+    if need > 0.8 * available:
+        raise ConfigError("memory", f"this run needs about {need / 2**30:.1f} GiB ({sizes}) but "
+                          f"{available / 2**30:.1f} GiB is available; reduce {reduce}")  # fmt: skip
 
 
 def available_memory() -> int:

@@ -49,6 +49,33 @@ def test_memory_estimate_scales_and_compares():
     assert multi.estimated_bytes() > 4 * small.estimated_bytes()
 
 
+def test_a_model_runs_memory_comes_from_its_layers_and_data(tmp_path, monkeypatch, capsys):
+    """Model mode estimates from the model's LSTM directions and the data it runs on: the
+    default --input-dim/--hidden and an unused --steps mean nothing there (random data of a
+    1024-feature model is refused before it is drawn; a big --steps beside a small data file
+    is not)."""
+    import keras
+
+    from lstmviz import config
+    from lstmviz.cli import main
+
+    wide = keras.Sequential([keras.Input((None, 1024)), keras.layers.LSTM(8),
+                             keras.layers.Dense(1)])  # fmt: skip
+    wide.compile(loss="mse")
+    wide.save(tmp_path / "wide.keras")
+    monkeypatch.setattr(config, "available_memory", lambda: 2**30)
+    out = tmp_path / "w.npz"
+    run = ["run", "--mode", "model", "--model", str(tmp_path / "wide.keras"), "--out", str(out)]
+    assert main([*run, "--steps", "200", "--batch", "1000"]) == 2  # ~3.5 GiB
+    error = capsys.readouterr().err
+    assert "memory:" in error and "T=200 B=1000" in error and not out.exists()
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", x=rng.standard_normal((4, 6, 1024)).astype(np.float32),
+             y=np.zeros((4, 1), np.float32))  # fmt: skip
+    assert main([*run, "--inputs", str(tmp_path / "d.npz"), "--steps", "2000000"]) == 0
+    assert out.exists()
+
+
 def test_nan_in_kernel_is_reported_not_crashed_on(rng):
     w = random_weights(3, 4, rng)
     kernel = w.kernel.copy()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.config import LOSSES, RunConfig
+from lstmviz.config import LOSSES, RunConfig, check_fits
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity
 from lstmviz.engine.native import kernel_name
@@ -215,6 +215,9 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
     elif x is None and config.targets:
         raise ConfigError("--targets", "give the inputs too (--inputs X.npy)")
     if x is None:
+        check_fits(model_bytes(spec, spec.input_shape[0] or config.steps, config.batch),
+                   f"T={spec.input_shape[0] or config.steps} B={config.batch}",
+                   "--steps or --batch")  # fmt: skip
         width = (spec.output_shape or (1,))[-1] or 1
         x, y = random_data(spec, loss.name, config.steps, config.batch, config.seed, width)
         if loss.hidden and loss.name == "mean_h":
@@ -223,12 +226,25 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
             y = y[:, -1] if y.ndim == 3 else y
         source = f"random data (seed {config.seed}): x {list(x.shape)}"
     x, y = check_data(spec, x, y, where)
+    batch, steps = np.shape(x)[:2]
+    check_fits(model_bytes(spec, steps, batch), f"T={steps} B={batch} of {where}",
+               "the samples or their length")  # fmt: skip
     if y is not None:
         _check_targets(spec, loss, x, y, where)
     if y is None and not (loss.hidden and loss.name == "mean_h"):
         raise InputError(f"{where}: the loss {loss.name} needs targets y (in the .npz, or "
                          "--targets Y.npy)")  # fmt: skip
     return loss, x, y, source
+
+
+def model_bytes(spec: ModelSpec, steps: int, batch: int) -> int:
+    """Rough peak memory of a model run on B sequences of T steps: each LSTM direction's
+    states, gates and gradients, about (I + 30·H) floats per step and sequence (as
+    `RunConfig.estimated_bytes`), and the inputs (drawn in float64, kept in float32)."""
+    per_step = sum(w.input_dim + 30 * w.hidden
+                   for layer in spec.lstm_layers() for _, w in layer.directions())  # fmt: skip
+    features = 1 if spec.tokens else spec.input_shape[1]
+    return steps * batch * (4 * per_step + 12 * features)
 
 
 def _check_targets(spec: ModelSpec, loss: ModelLoss, x, y, where: str) -> None:
