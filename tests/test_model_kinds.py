@@ -168,7 +168,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, k3):
          "x has shape [3, 5], the model takes (None, 7)"),
         (["--model", folder / "merge_sum.keras", "--inputs", tmp_path / "nan.npz"], "NaN"),
         (["--model", tokens, "--inputs", tmp_path / "x.npy", "--targets", tmp_path / "y.npy"],
-         "y has 4 samples but x has 3"),
+         "x.npy (y: " + str(tmp_path / "y.npy") + "): y has 4 samples but x has 3"),
         (["--model", tokens, "--inputs", tmp_path / "wide.npz"],
          "y has shape [3, 2], but binary_crossentropy on the model's output (None, 1) takes "
          "[3, 1]"),

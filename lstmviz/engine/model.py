@@ -211,7 +211,7 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
     source = ""
     if x is None and config.inputs:
         x, y, source = load_data(config.inputs, config.targets)
-        where = config.inputs
+        where = config.inputs + (f" (y: {config.targets})" if config.targets else "")
     elif x is None and config.targets:
         raise ConfigError("--targets", "give the inputs too (--inputs X.npy)")
     if x is None:
