@@ -95,12 +95,14 @@ def test_a_finished_recording_opens_whole(qtbot, window, errors, fitted):
     assert norms.faded_records == [0] and f"step {rec.step[1]}" in norms.title.text()
     assert loss.mark.value() == rec.step[1] and heatmap.mark.value() == 1.5
 
+    assert not bar.first.isVisibleTo(window)  # all timesteps: no range boxes beside it
     bar.range_box.setCurrentIndex(1)  # a window of timesteps: 2…4
     bar.first.setValue(2)
     bar.last.setValue(4)
     bar.range_box.activated.emit(1)
     drain(window)
     assert area.t_range == (2, 4) and "t 2–4" in heatmap.title.text()
+    assert bar.first.isVisibleTo(window) and bar.last.isVisibleTo(window)
     for k in range(3):
         expected = window_norm(last[f"layer{k}_grad_h_total"], 2, 4)
         np.testing.assert_allclose(heatmap.data[k, -1], expected, rtol=1e-5)

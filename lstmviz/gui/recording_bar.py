@@ -151,8 +151,8 @@ class RecordingBar(QWidget):
 
     def _enable_range(self) -> None:
         window = self.range_box.currentIndex() == 1
-        for box in (self.first, self.last):
-            box.setEnabled(window)
+        for box in (self.first, self.last):  # shown only for a window: greyed, "t 0 to 2"
+            box.setVisible(window)  # beside "all timesteps" read as a range that applied
 
     # ---- what the recording is -------------------------------------------------------------------
 
