@@ -174,6 +174,8 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, k3):
          "[3, 1]"),
         (["--model", folder / "merge_concat.keras"], "--loss: "),
         (["--model", folder / "merge_concat.keras", "--loss", "nonsense"], "unknown loss"),
+        (["--model", tokens, "--loss", "nonsense"],
+         "the model is compiled with binary_crossentropy; --loss is for a model without"),
         (["--model", tmp_path / "missing.keras"], "no such file"),
     ]  # fmt: skip
     for args, message in cases:

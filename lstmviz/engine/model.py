@@ -79,6 +79,9 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
     of LSTM layers, or a model whose last layer is an LSTM) may take a hidden-state loss on its
     output (default mean_h); a model with a head needs a Keras loss: ConfigError without one."""
     if spec.loss is not None and not spec.stack:
+        if given and given not in LOSSES and given != spec.loss:  # (the default is mean_h)
+            raise ConfigError("--loss", f"{spec.source}: the model is compiled with "
+                              f"{spec.loss}; --loss is for a model without a compiled loss")
         return ModelLoss(spec.loss, tuple(sorted(spec.loss_args.items())))
     if spec.stack or spec.layers[-1].kind in RECURRENT:
         name = given or "mean_h"
