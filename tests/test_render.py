@@ -303,6 +303,35 @@ def test_beside_pass_colours_the_direct_and_cell_curves_are_grey_and_listed_last
     assert panel.curves["norm_c_total"].opts["pen"].color().name() == "#2ca02c"  # taped: green
 
 
+def test_a_heatmap_cell_without_a_value_is_grey_not_the_background(qtbot):
+    """A zero on the log scale (or NaN, a masked step, a row to come) has no colour: it shows
+    the heatmaps' grey, which white, the panel's background, would hide."""
+    from PySide6.QtCore import QPointF, Qt
+
+    from lstmviz.render.heatmaps import NO_VALUE, RowsHeatmap
+
+    panel = RowsHeatmap()
+    qtbot.addWidget(panel)
+    panel.setAttribute(Qt.WA_DontShowOnScreen)
+    panel.resize(500, 400)
+    rows = np.ones((4, 6), np.float32)
+    rows[1, 2] = 0.0  # vanished
+    panel.draw({"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel()},
+               RunConfig(mode="multipass", steps=6, passes=4))  # fmt: skip
+    panel.show()
+    panel.grab()
+    view = panel.plot.getPlotItem().getViewBox()
+    image = panel.plot.grab().toImage()
+    ratio = image.devicePixelRatio()
+
+    def colour_at(t: float, row: float) -> str:
+        at = panel.plot.mapFromScene(view.mapViewToScene(QPointF(t, row)))
+        return image.pixelColor(int(at.x() * ratio), int(at.y() * ratio)).name()
+
+    assert colour_at(2.5, 1.5) == NO_VALUE
+    assert colour_at(3.5, 1.5) not in (NO_VALUE, "#ffffff")  # a value: a colour of the map
+
+
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 

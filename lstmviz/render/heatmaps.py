@@ -38,8 +38,14 @@ def colour_bar() -> pg.ColorBarItem:
     return pg.ColorBarItem(colorMap=COLOR_MAP, values=(0.0, 1.0), interactive=False, width=14)
 
 
+# Under the image: a cell with no value (masked or padded steps, rows not computed yet, zero
+# or NaN on a log scale) shows this grey, apart from the white around the plot.
+NO_VALUE = "#d9d9d9"
+
+
 class HeatmapPanel(Panel):
-    """An image of rows × timesteps with a colour bar; rows not computed yet stay blank."""
+    """An image of rows × timesteps with a colour bar; cells without a value (rows not computed
+    yet, masked steps, zeros on a log scale) are grey (NO_VALUE)."""
 
     PARTS = (*Panel.PARTS, colour_bar)
 
@@ -52,6 +58,7 @@ class HeatmapPanel(Panel):
         # the levels, it is not linked to the image (which would colour it on every update).
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
+        self.plot.getPlotItem().getViewBox().setBackgroundColor(NO_VALUE)
         self.bar = SPARES.take(colour_bar)
         self.bar.setImageItem([], insert_in=self.plot.getPlotItem())
         self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
