@@ -45,6 +45,7 @@ class Task:
     per_step: bool  # read-out at every step (y [T, B, O]) or the last step only (y [B, O])
     loss: str  # "mse" or "xent" (softmax cross-entropy against one-hot y)
     sample: Sampler
+    steps: int | None = None  # T of the user's sequences (the built-in tasks take --steps)
 
 
 def _adding(steps: int, batch: int) -> Sampler:
@@ -125,7 +126,7 @@ def read_task_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(f"{path}: not a readable NumPy file ({exc})") from None
 
 
-def check_task_data(x, y, steps: int, batch: int, source: str) -> tuple[np.ndarray, np.ndarray]:
+def check_task_data(x, y, batch: int, source: str) -> tuple[np.ndarray, np.ndarray]:
     """Validate user sequences x [N, T, I] and y [N, O] or [N, T, O]; return them as float32."""
     x, y = np.asarray(x), np.asarray(y)
     for name, array in (("x", x), ("y", y)):
@@ -141,8 +142,6 @@ def check_task_data(x, y, steps: int, batch: int, source: str) -> tuple[np.ndarr
         )
     if y.ndim == 3 and y.shape[1] != length:
         raise InputError(f"{source}: x has T={length} steps but y has T={y.shape[1]}")
-    if length != steps:
-        raise InputError(f"{source}: sequences have T={length} steps but --steps is {steps}")
     if count < batch:
         raise InputError(f"{source}: {count} sequences, fewer than --batch {batch}")
     for name, array in (("x", x), ("y", y)):
@@ -167,8 +166,9 @@ def make_task(config: RunConfig) -> Task:
     """The task `config` asks for: its own sequences (`config.inputs`) or a built-in task."""
     steps, batch = config.steps, config.batch
     if config.inputs:
-        x, y = check_task_data(*read_task_file(config.inputs), steps, batch, config.inputs)
-        return Task("user", x.shape[2], y.shape[-1], y.ndim == 3, "mse", _user(x, y, batch))
+        x, y = check_task_data(*read_task_file(config.inputs), batch, config.inputs)
+        return Task("user", x.shape[2], y.shape[-1], y.ndim == 3, "mse", _user(x, y, batch),
+                    steps=x.shape[1])  # fmt: skip
     if config.task == "adding":
         return Task("adding", TASK_INPUT_DIMS["adding"], 1, False, "mse", _adding(steps, batch))
     if config.task == "copy":

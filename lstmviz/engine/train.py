@@ -117,6 +117,10 @@ def run_train(
     that one included, is yielded with `stopped` = "non-finite" and `nonfinite_loss_steps`.
     Pausing is simply not asking for the next item.
     """
+    config.check_flags()  # e.g. no weights files: training starts from seeded weights
+    task = make_task(config)
+    if task.steps is not None:  # the user's sequences: their own T
+        config = replace(config, steps=task.steps)
     total, steps = config.train_steps, config.steps
     if total * steps > MAX_HISTORY:
         raise ConfigError(
@@ -124,8 +128,7 @@ def run_train(
             f"{total} steps × T={steps} is more than {MAX_HISTORY:,} history cells; "
             "train for fewer steps or shorter sequences",
         )
-    config.check_flags()  # e.g. no weights files: training starts from seeded weights
-    return Training(config, make_task(config)).items(cancelled, keep)
+    return Training(config, task).items(cancelled, keep)
 
 
 class Training:
