@@ -438,6 +438,11 @@ def test_summary_vouches_for_no_nan_only_once_there_are_arrays():
     assert checked.endswith("no NaN/Inf ✓"), checked
     assert re.search(r"\d+\.\d\d s", after)  # the run time
     assert before.endswith("running…") and "kernel" not in before  # neither known yet
+    train = RunConfig(mode="train", steps=5)
+    live = {"loss_by_step": np.array([0.9, 0.5], np.float32)}
+    assert "loss 0.5" in summary_text("train", live, train, 1.0)  # the latest step's
+    done = dict(live, loss=np.float32(0.25))  # the final weights', as the CLI prints it
+    assert "loss 0.25" in summary_text("train", done, train, 1.0)
 
 
 def test_render_pins_the_singletons_for_exports_without_the_window():

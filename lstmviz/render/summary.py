@@ -60,7 +60,7 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
         parts += model_parts(arrays, config)
     elif config is not None and config.mode in modes.names():
         parts.append(config.sizes())
-    loss = arrays.get("loss_by_step", arrays.get("loss"))
+    loss = arrays.get("loss", arrays.get("loss_by_step"))  # a training: its final weights
     if loss is not None and np.size(loss) and mode != "model":
         parts.append(f"loss {fmt(float(np.ravel(loss)[-1]))}")
     check = reference_part(arrays)
