@@ -613,3 +613,17 @@ def test_a_file_field_shows_the_names_and_keeps_the_paths(qtbot):
     assert field.edit.text() == "one.npz, two.keras" and field.path() == "/a/one.npz,/b/two.keras"
     field.set_path(None)
     assert field.path() is None and field.edit.text() == ""
+
+
+def test_a_panel_a_live_run_has_no_data_for_does_not_ask_to_press_run(qtbot, shown):
+    win = shown
+    config = RunConfig(mode="train", steps=12, batch=2, hidden=3, train_steps=400)
+    rows = np.ones((3, 12), np.float32)
+    live = {"loss_by_step": np.ones(3, np.float32), "norm_h_total_by_step": rows,
+            "norm_h_total": rows[-1]}  # fmt: skip
+    win.area.draw(live, config, 400, live=True)
+    units = win.area.by_name["units"]  # per-unit gradients come with the finished trace
+    assert units.stack.currentWidget() is units.placeholder
+    assert "Run" not in units.placeholder.text() and "as the run goes" in units.placeholder.text()
+    win.area.draw({}, None, None, live=False)
+    assert "press Run" in units.placeholder.text()

@@ -14,7 +14,7 @@ from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
 from lstmviz.render.layout import PANEL_WIDTHS, RECORDING_PANELS, WINDOW_ROWS, panels_for
 from lstmviz.render.model_curves import GatesPanel, LayerChoice, LayerNormPanel
 from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
-from lstmviz.render.panel import SPARES, Panel
+from lstmviz.render.panel import EMPTY_TEXT, LIVE_TEXT, SPARES, Panel
 from lstmviz.render.record_panels import (
     RecordChoice,
     RecordHeatmap,
@@ -206,6 +206,10 @@ class PanelArea(QWidget):
         left from an earlier call); the first panel now, or in the next turn (not `at_once`)."""
         arrays = dict(arrays)
         self.show_for(arrays, config, live)
+        waiting = LIVE_TEXT if live else EMPTY_TEXT  # what a panel without data says
+        for panel in self.panels:
+            if panel.placeholder.text() != waiting:
+                panel.placeholder.setText(waiting)
         recording = self.recording
         self.stage((
             (lambda p=panel: self._paint_next(p, lambda: p.draw(recording)))

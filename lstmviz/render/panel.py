@@ -51,6 +51,10 @@ class Spares:
 SPARES = Spares()
 
 
+EMPTY_TEXT = "Nothing to show yet: press Run (Ctrl+R) or open a trace (Ctrl+O)."
+LIVE_TEXT = "Filled in as the run goes, or when it ends."  # a panel a live run has no data for
+
+
 class Panel(QWidget):
     """A bold title, a hover readout on the right, and a pyqtgraph plot below."""
 
@@ -84,10 +88,7 @@ class Panel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.setSpacing(2)
         layout.addLayout(head)
-        self.placeholder = QLabel(
-            "Nothing to show yet: press Run (Ctrl+R) or open a trace (Ctrl+O).",
-            alignment=Qt.AlignCenter,
-        )
+        self.placeholder = QLabel(EMPTY_TEXT, alignment=Qt.AlignCenter)
         self.placeholder.setStyleSheet("color: #777; background: white; border: 1px solid #ddd;")
         # wrapped, the text does not hold the panel ~400 px wide (three heatmaps side by side
         # in the window, or in an exported figure, need less)
