@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz import files, modes
-from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, flag, help_for
+from lstmviz.config import GENERATORS, LOSSES, OPTIONAL, RANGES, TASKS, RunConfig, flag, help_for
 from lstmviz.engine.interrupt import cancel_run
 from lstmviz.errors import ConfigError, LstmvizError
 
@@ -155,6 +155,19 @@ def _config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(**values).validate().check_flags()
 
 
+def _note_unread(config: RunConfig) -> None:
+    """One line on stderr naming the flags set away from their defaults that the mode does not
+    read (sizes, choices; the files the mode does not read are refused by `check_flags`): a
+    script that passes --passes to every mode still runs, and says what it ignored."""
+    mode, defaults = modes.get(config.mode), RunConfig()
+    unread = [flag(name) for name in vars(defaults) if name not in OPTIONAL
+              and getattr(config, name) != getattr(defaults, name)
+              and not mode.uses(name, config.fitting())]  # fmt: skip
+    if unread:
+        sys.stderr.write(f"lstmviz: note: --mode {config.mode} does not read "
+                         f"{', '.join(unread)}; ignored\n")  # fmt: skip
+
+
 def _check_flags(args: argparse.Namespace, config: RunConfig) -> None:
     """The CLI's own flags, and an --out that cannot be written: ConfigError before anything
     runs. (Parameters are checked by RunConfig, files by the loaders and the engines.)"""
@@ -210,6 +223,7 @@ class _Abandoned(Exception):
 def _run(args: argparse.Namespace) -> int:
     config = _config_from_args(args)
     _check_flags(args, config)
+    _note_unread(config)
     out = Path(args.out) if args.out else None
     from lstmviz.engine.runner import run
 

@@ -76,6 +76,17 @@ def test_a_model_runs_memory_comes_from_its_layers_and_data(tmp_path, monkeypatc
     assert out.exists()
 
 
+def test_flags_the_mode_does_not_read_are_named_and_ignored(tmp_path, capsys):
+    from lstmviz.cli import main
+
+    out = tmp_path / "t.npz"
+    args = ["run", "--mode", "taped", "--steps", "5", "--batch", "2", "--hidden", "3",
+            "--passes", "7", "--task", "copy", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0 and out.exists()
+    note = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
+    assert note == ["lstmviz: note: --mode taped does not read --passes, --task; ignored"]
+
+
 def test_nan_in_kernel_is_reported_not_crashed_on(rng):
     w = random_weights(3, 4, rng)
     kernel = w.kernel.copy()
