@@ -24,15 +24,24 @@ then `writing` = n, its trace into the free slot, then `records` = n. A reader t
 (n) first, then n rows and the slot of record n, then reads `writing` again: more than n + 1
 means record n + 2 may have been overwriting that slot meanwhile, and it reads again. So a
 half-written record is never returned.
+
+A write that fails (a full disk, a quota, an I/O error) ends the recording: the file keeps the
+records completed before it (marked finished, when that still fits in place), or is not
+created when the first record failed; the writer then takes no more records. HDF5 is never
+asked to write to the failing file again (`_close_failed`): it cannot close a file it cannot
+write, and what it leaves then crashes or hangs the process later.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import json
 import os
+import re
 import struct
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,10 +69,14 @@ SWMR_WRITING = 0b100  # the superblock's flag: a writer holds (or held, if kille
 # A SWMR reader reads metadata whose checksum fails again, sleeping 1, 2, 4, … ns in between:
 # 25 attempts wait 34 ms at most, while HDF5's 100 would wait for ever on a damaged file.
 METADATA_READ_ATTEMPTS = 25
+# What h5py raises when HDF5 cannot write (RuntimeError, OSError) or finds the file changed.
+WRITE_ERRORS = (OSError, RuntimeError, ValueError, KeyError)
+COPY_BYTES = 1 << 24  # a failed file is copied this much at a time (`_divert`)
 
 
 class RecordingError(LstmvizError):
-    """A recording cannot be read or written. The message starts with the file."""
+    """A recording cannot be read or written. The message starts with the file (in the CLI,
+    with its flag: "--record run.lvz: …")."""
 
 
 @dataclass
@@ -119,16 +132,22 @@ def record_rows(trace: GradientTrace, step: int, epoch: int, train_loss: float =
 class RecordingWriter:
     """Appends records to one `.lvz`. The file appears with the first record (written under a
     temporary name, then renamed: no reader sees a file without one); `close` marks it
-    finished, and a later `append` reopens it and goes on (another `fit` of the same model)."""
+    finished, and a later `append` reopens it and goes on (another `fit` of the same model).
+    A failed write raises a RecordingError saying why and what the file keeps, and ends the
+    recording (see the module's docstring)."""
 
     def __init__(self, path: str | os.PathLike, every: int):
         self.path = Path(path)
         self.every = int(every)
         self.records = 0
         self._file: h5py.File | None = None
+        self._failure: str | None = None  # why a write failed: no record is taken after it
 
     def append(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         """Add one record: its `rows` (`record_rows`) and its full model trace."""
+        if self._failure is not None:
+            raise RecordingError(f"{self.path}: takes no more records after a failed write "
+                                 f"({self._failure})")  # fmt: skip
         try:
             if self._file is None and self.records == 0:
                 self._create(rows, trace)
@@ -138,69 +157,97 @@ class RecordingWriter:
             self._write(rows, trace)
         except RecordingError:
             raise
-        except (OSError, ValueError) as exc:
-            raise RecordingError(f"{self.path}: cannot write the recording ({_one_line(exc)})"
-                                 ) from None  # fmt: skip
+        except WRITE_ERRORS as exc:
+            raise self._failed(exc) from None
 
     def close(self) -> None:
-        """Mark the recording finished and close it (nothing happens when it is not open)."""
+        """Mark the recording finished and close it (nothing happens when it is not open).
+        Everything is flushed first, so that a write that fails does so here, where the file
+        can still be closed safely, and not inside HDF5's close."""
         if self._file is None:
             return
         try:
-            finished = self._file["finished"]
-            finished[()] = 1
-            finished.flush()
-        finally:
-            self._file.close()
-            self._file = None
+            _set(self._file["finished"], 1)
+            self._file.flush()
+        except WRITE_ERRORS as exc:
+            raise self._failed(exc) from None
+        f, self._file = self._file, None
+        f.close()
+
+    def _failed(self, exc: BaseException) -> RecordingError:
+        """After a write failed: close the file without writing to it again, and the error to
+        raise, saying why and what the file keeps."""
+        self._failure = _reason(exc)
+        if self._file is not None:
+            f, self._file = self._file, None
+            _close_failed(f, finish=True)
+        return RecordingError(f"{self.path}: cannot write the recording ({self._failure}); "
+                              f"{self._kept()}")  # fmt: skip
+
+    def _kept(self) -> str:
+        """What the file holds after a failed write, read back as a user would read it: its
+        complete records, or nothing (the first record failed: no file was made). A file
+        that does not read back is removed rather than left as a broken recording."""
+        if self.records == 0:
+            return "nothing written"
+        try:
+            count = len(load_recording(self.path))
+        except RecordingError as exc:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            return f"removed it: it does not read back ({str(exc).removeprefix(f'{self.path}: ')})"
+        return f"it keeps its {count} complete record{'s' * (count != 1)}"
 
     def _create(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
-        with atomic_path(self.path, suffix=files.RECORDINGS[0]) as tmp:
-            f = h5py.File(tmp, "w", libver="latest", locking=False)
-            try:
+        try:
+            with atomic_path(self.path, suffix=files.RECORDINGS[0]) as tmp:
+                self._file = f = h5py.File(tmp, "w", libver="latest", locking=False)
                 f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, every=self.every)
                 for name in ("records", "writing", "finished"):
-                    f.create_dataset(name, data=np.int64(0))
+                    _flushed(f.create_dataset(name, data=np.int64(0)))
                 for key in SERIES:
                     value = np.asarray(rows[key])
                     shape = value.shape
                     f.create_dataset(key, (0, *shape), value.dtype, maxshape=(None, *shape),
                                      chunks=(_chunk_rows(value), *shape))  # fmt: skip
                 text = f.create_group("text")
-                text["config_json"] = trace.config.to_json()
+                _flushed(text.create_dataset("config_json", data=trace.config.to_json()))
                 for key, value in trace.arrays.items():
                     if np.asarray(value).dtype.kind == "U":
-                        text.create_dataset(key, data=np.asarray(value, dtype=h5py.string_dtype()))
+                        value = np.asarray(value, dtype=h5py.string_dtype())
+                        _flushed(text.create_dataset(key, data=value))
                 # Written before SWMR starts, so that their space is allocated: a dataset
                 # first written under SWMR may lie beyond the end of file a reader sees.
                 for slot in ("0", "1"):
                     group = f.create_group(f"trace/{slot}")
                     for key, value in _numeric(trace).items():
                         if schema.role(key, "model") == schema.STEPS:  # its length varies
-                            group.create_dataset(key, data=value, maxshape=(None,),
-                                                 chunks=(1024,))  # fmt: skip
+                            _flushed(group.create_dataset(key, data=value, maxshape=(None,),
+                                                          chunks=(1024,)))  # fmt: skip
                         else:
-                            group.create_dataset(key, data=value)
+                            _flushed(group.create_dataset(key, data=value))
                 f.swmr_mode = True
-                self._file = f
                 self._write(rows, trace)
-            except BaseException:
-                self._file = None
-                f.close()
-                raise
+        except BaseException:
+            if self._file is not None:  # the temporary file is gone: no record was made
+                _close_failed(self._file, finish=False)
+            self._file, self.records = None, 0
+            raise
 
     def _reopen(self) -> None:
-        f = h5py.File(self.path, "r+", libver="latest", locking=False)
+        # In SWMR mode from the start: a file open for writing without it is refused to
+        # readers until it is closed, which a failed write may never let happen.
+        flags = h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE
+        f = h5py.File(h5py.h5f.open(os.fsencode(self.path), flags, fapl=_access()))
         try:
             if f.attrs.get("format") != FORMAT:
                 raise RecordingError(f"{self.path}: not an lstmviz recording any more")
-            f["finished"][()] = 0
-            f.swmr_mode = True
         except BaseException:
-            f.close()
+            _close_failed(f, finish=False)  # nothing of ours to write into it
             raise
-        self._file = f
+        self._file = f  # from here on a failed write is the recording's (`_failed`)
         self.records = int(f["records"][()])
+        _set(f["finished"], 0)
 
     def _write(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         f, n = self._file, self.records
@@ -223,8 +270,86 @@ class RecordingWriter:
         self.records = n + 1
 
 
+def _close_failed(f: h5py.File, finish: bool) -> None:
+    """Close `f` after a write to it failed, leaving on disk what was written before (with
+    `finish`, `finished` = 1 too, when that write still succeeds: it is in place).
+
+    To close a file HDF5 writes what it still holds; when that fails as well (a full disk
+    stays full), HDF5 has already freed part of the file's state, and the next attempt to
+    close it, h5py collecting an object or HDF5 at interpreter exit, uses the freed memory: a
+    segfault, or a hang. So HDF5 is made to write to a private copy of the file (`_divert`)
+    before anything of the file is closed, the object that was being written included."""
+    finished = None
+    if finish:
+        with contextlib.suppress(*WRITE_ERRORS):
+            finished = f["finished"]
+            _set(finished, 1)
+    _divert(f)
+    del finished
+    with contextlib.suppress(*WRITE_ERRORS):  # diverted, HDF5's writes cannot fail any more
+        f.close()
+
+
+def _divert(f: h5py.File) -> bool:
+    """Point the descriptor HDF5 writes `f` through at a private copy of the file, so that
+    HDF5's further writes land there and the file itself stays as it is. False where that
+    cannot be done (a driver that has no descriptor)."""
+    try:
+        fd = f.id.get_vfd_handle()
+        size = os.fstat(fd).st_size
+        scratch = _scratch_file()
+    except (*WRITE_ERRORS, TypeError, AttributeError):
+        return False
+    try:
+        _copy(fd, scratch, size)
+        os.dup2(scratch, fd, inheritable=False)
+    except OSError:
+        return False
+    finally:
+        os.close(scratch)
+    return True
+
+
+def _scratch_file() -> int:
+    """A descriptor of a new empty file of our own: in memory where the system offers that
+    (the disk may be the full one), else a temporary file."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("lstmviz-recording", os.MFD_CLOEXEC)
+    with tempfile.TemporaryFile() as handle:
+        return os.dup(handle.fileno())
+
+
+def _copy(source: int, target: int, size: int) -> None:
+    """Copy the first `size` bytes of `source` to `target`: HDF5 may read the file as it
+    closes it."""
+    offset = 0
+    while offset < size:
+        chunk = os.pread(source, min(COPY_BYTES, size - offset), offset)
+        if not chunk:
+            return
+        offset += os.pwrite(target, chunk, offset)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a write failed, in the system's words where there are some: h5py quotes them in
+    a long report of HDF5's ("… errno = 28, error message = 'No space left on device', …")."""
+    quoted = re.search(r"error message = '([^']+)'", str(exc))
+    if quoted:
+        return quoted.group(1)
+    if isinstance(exc, OSError) and exc.strerror:
+        return " ".join(str(exc.strerror).split())[:300]
+    return _one_line(exc)
+
+
 def _set(dataset: h5py.Dataset, value: int) -> None:
     dataset[()] = value
+    dataset.flush()
+
+
+def _flushed(dataset: h5py.Dataset) -> None:
+    """Write what HDF5 holds of a dataset now, before it is let go: closing a dataset writes
+    what is left, and a close that fails leaves HDF5 broken (see `_close_failed`), while a
+    flush that fails only raises."""
     dataset.flush()
 
 
@@ -267,14 +392,21 @@ def _open(path: Path, swmr: bool) -> h5py.File:
     """The file for reading (as a SWMR reader when `swmr`), never locked."""
     if not swmr:
         return h5py.File(path, "r", libver="latest", locking=False)
-    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
-    fapl.set_file_locking(False, False)  # as h5py.File(…, locking=False) sets it
+    fapl = _access()
     set_attempts = _hdf5_function("H5Pset_metadata_read_attempts")
     if set_attempts is not None:
         set_attempts(fapl.id, METADATA_READ_ATTEMPTS)
     flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
     return h5py.File(h5py.h5f.open(os.fsencode(path), flags, fapl=fapl))
+
+
+def _access() -> h5py.h5p.PropFAID:
+    """File access as a SWMR writer or reader opens the file: HDF5's latest format (SWMR
+    needs it), never locked (as h5py.File(…, locking=False))."""
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+    fapl.set_file_locking(False, False)
+    return fapl
 
 
 @functools.cache

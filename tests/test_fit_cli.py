@@ -1,11 +1,13 @@
 """`lstmviz run --mode train --model FILE`: Keras fits the user's model on their data while a
 recording grows; the saved model and the final trace are the trained weights' (model mode
 from the saved file); bad input is one line and exit 2; Ctrl-C stops fit at the next batch and
-the recording keeps its records, readable while fit runs."""
+the recording keeps its records, readable while fit runs; a disk that fills up ends the run at
+once in one line, exit 2."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -214,3 +216,33 @@ def test_ctrl_c_stops_fit_and_the_recording_keeps_its_records(workspace, keep):
     else:
         assert written == {"run.lvz"}, text
         assert "run.lvz keeps" in text or "wrote run.lvz" in text, text
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("records", [0, 3], ids=["first-record", "fourth-record"])
+def test_a_full_disk_ends_the_fit_at_once_in_one_line(workspace, records):
+    """The disk fills up in the middle of record `records` + 1 (every HDF5 write of the
+    recording fails with ENOSPC from then on; tests/test_recording.py): exit 2 promptly with
+    one line naming --record and what the file keeps, no traceback, no hang, no crash, and
+    neither the model nor the trace written."""
+    w = workspace
+    code = ("import sys; from tests.test_recording import fill_the_disk; "
+            f"fill_the_disk('writing', {records + 1}); from lstmviz.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")  # fmt: skip
+    args = ["run", "--mode", "train", "--model", "m.keras", "--inputs", "d.npz", "--epochs",
+            "200", "--every", "1", "--batch", "10", "--record", "run.lvz", "--save-model",
+            "trained.keras", "--out", "t.npz"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code, *args], cwd=w, capture_output=True,
+                          text=True, timeout=150,
+                          env={"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2",
+                               "PATH": "/usr/bin:/bin"})  # fmt: skip
+    kept = f"it keeps its {records} complete records" if records else "nothing written"
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert lines[-1] == ("lstmviz: error: --record run.lvz: cannot write the recording "
+                         f"(No space left on device); {kept}"), done.stderr[-3000:]  # fmt: skip
+    written = files_in(w) - {"bare.keras", "m.keras", "d.npz"}
+    assert written == ({"run.lvz"} if records else set()), written
+    if records:
+        rec = load_recording(w / "run.lvz")
+        assert list(rec.step) == [1, 2, 3] and rec.last.x.shape == (9, 64)

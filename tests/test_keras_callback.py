@@ -1,11 +1,12 @@
 """GradientFlowCallback while Keras's fit trains: records at batches N, 2N, …; the last record
 is model mode (tested against Keras in tests/test_model_mode.py) at the final weights;
 training is exactly as without it; under MirroredStrategy on two logical CPUs one file gets
-one record per N batches."""
+one record per N batches; a full disk stops fit with a RecordingError, the process unharmed."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -150,11 +151,11 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
         tokens_model().fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
 
 
-def run_script(code: str, tmp_path: Path) -> dict:
+def run_script(code: str, tmp_path: Path, timeout: float = 600) -> dict:
     """Run `code` in a fresh Python (TensorFlow configured before it initialises); it prints
     one JSON line last."""
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=600,
+                          text=True, cwd=tmp_path, timeout=timeout,
                           env={"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2",
                                "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -254,6 +255,46 @@ def test_under_mirrored_strategy_one_file_gets_one_record_per_n_batches(tmp_path
     assert result["steps"] == [2, 4, 6, 8, 10, 12]  # 4 global batches an epoch, 3 epochs
     assert result["files"] == ["run.lvz"] and result["finished"]
     assert result["worst"] <= 1e-4, result
+
+
+FULL_DISK = """
+    import gc, json
+    from lstmviz.errors import LstmvizError
+    from lstmviz.keras import GradientFlowCallback
+    from lstmviz.recording import load_recording
+    from tests.test_keras_callback import token_data, tokens_model
+    from tests.test_recording import fill_the_disk
+
+    fill_the_disk("writing", 3)  # in the middle of the third record
+    model, (x, y) = tokens_model(), token_data()
+    callback = GradientFlowCallback((x[:8], y[:8]), "run.lvz", every=1)
+    errors = []
+    for _ in range(2):  # a notebook's cell run again
+        try:
+            model.fit(x, y, batch_size=8, epochs=3, callbacks=[callback], verbose=0)
+        except LstmvizError as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+    gc.collect()
+    history = model.fit(x, y, batch_size=8, epochs=1, verbose=0)  # training goes on
+    rec = load_recording("run.lvz")
+    print(json.dumps({"errors": errors, "steps": rec.step.tolist(),
+                      "loss": history.history["loss"][-1] > 0}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_stops_fit_with_a_recording_error_and_the_process_goes_on(tmp_path):
+    """The disk fills up in the middle of a record (tests/test_recording.py): fit stops at
+    that batch with one RecordingError saying what the file keeps, fit with the callback again
+    is refused, the model trains on without it, and the process ends normally."""
+    result = run_script(FULL_DISK, tmp_path, timeout=180)
+    assert result["errors"] == [
+        "RecordingError: run.lvz: cannot write the recording (No space left on device); it "
+        "keeps its 2 complete records",
+        "RecordingError: run.lvz: takes no more records after a failed write (No space left on "
+        "device)",
+    ], result
+    assert result["steps"] == [1, 2] and result["loss"], result
 
 
 def test_the_overhead_bench_runs_on_a_tiny_shape(capsys):

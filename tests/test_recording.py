@@ -1,11 +1,15 @@
 """The `.lvz` recording format (lstmviz.recording), without TensorFlow: records written from
 model-mode traces read back as written, also by another process while a writer appends
-(SWMR), never half a record; damaged files give one line naming the file; the CSV export."""
+(SWMR), never half a record; damaged files give one line naming the file; a disk that fills
+up ends the recording in one line, its complete records kept, the process unharmed; the CSV
+export."""
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +19,7 @@ import h5py
 import numpy as np
 import pytest
 
-from lstmviz import files
+from lstmviz import files, recording
 from lstmviz.cli import main
 from lstmviz.config import RunConfig
 from lstmviz.export import export
@@ -211,6 +215,120 @@ def test_a_killed_writer_leaves_its_records_readable_and_a_cut_copy_is_refused(t
     cut = tmp_path / "cut.lvz"
     cut.write_bytes(path.read_bytes()[: os.path.getsize(path) - 100])
     one_line_error(cut, "truncated")
+
+
+def full_disk(f: h5py.File) -> None:
+    """From now on each write HDF5 makes to `f` fails as on a full disk (ENOSPC), the file on
+    disk left as it is: the descriptor HDF5 writes through is pointed at /dev/full."""
+    full = os.open("/dev/full", os.O_RDWR)
+    os.dup2(full, f.id.get_vfd_handle())
+    os.close(full)
+
+
+def fill_the_disk(counter: str = "writing", value: int = 1) -> None:
+    """Fill the disk of every RecordingWriter as it sets `counter` to `value`: "writing" to n,
+    in the middle of record n (its rows written, its trace not), "finished" to 1 as `close`
+    ends the file. HDF5 meets the failure where, and as, it would on a full disk."""
+    set_counter = recording._set
+
+    def full_then_set(dataset: h5py.Dataset, to: int) -> None:
+        if dataset.name == f"/{counter}" and to == value:
+            full_disk(dataset.file)
+        set_counter(dataset, to)
+
+    recording._set = full_then_set
+
+
+FULL = """
+import gc, json, sys
+sys.path.insert(0, {root!r})
+from lstmviz.recording import RecordingError, RecordingWriter, record_rows
+from tests.test_recording import fill_the_disk, model_trace
+fill_the_disk({counter!r}, {value})
+writer, errors = RecordingWriter({path!r}, 1), []
+for action in {actions!r} + "c":  # a: append a record, c: close
+    try:
+        if action == "a":
+            trace = model_trace(writer.records + 1)
+            writer.append(record_rows(trace, writer.records + 1, 0), trace)
+        else:
+            writer.close()
+    except RecordingError as exc:
+        errors.append(str(exc))
+gc.collect()
+print(json.dumps(errors), flush=True)
+"""
+ENOSPC = "No space left on device"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize(("counter", "value", "actions", "kept"), [
+    ("writing", 1, "aaaaa", 0), ("writing", 4, "aaaaa", 3), ("finished", 1, "aaaa", 4),
+    ("finished", 0, "aacaa", 2),
+], ids=["first-record", "fourth-record", "close", "second-fit"])  # fmt: skip
+def test_a_full_disk_ends_the_recording_in_one_line_and_the_process_goes_on(
+    tmp_path, counter, value, actions, kept
+):
+    """HDF5's writes fail (ENOSPC) in the middle of a record, as `close` marks the file
+    finished, or as a second fit reopens it: one RecordingError saying so and what the file
+    keeps, its complete records (never the half one) or nothing when the first record failed;
+    later records refused; and the process runs on and ends normally (HDF5 crashed it, or
+    hung it, at the next close)."""
+    path = tmp_path / "run.lvz"
+    code = FULL.format(root=str(ROOT), path=str(path), counter=counter, value=value,
+                       actions=actions)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+    errors = json.loads(done.stdout.strip().splitlines()[-1])
+    what = f"it keeps its {kept} complete records" if kept else "nothing written"
+    refused = f"{path}: takes no more records after a failed write ({ENOSPC})"
+    assert errors == [f"{path}: cannot write the recording ({ENOSPC}); {what}",
+                      *[refused] * max(0, actions.count("a") - kept - 1)], errors  # fmt: skip
+    if not kept:
+        assert list(tmp_path.iterdir()) == []  # nor a temporary file
+        return
+    assert [p.name for p in tmp_path.iterdir()] == ["run.lvz"]
+    rec = load_recording(path)
+    np.testing.assert_array_equal(rec.step, np.arange(1, kept + 1))
+    same_trace(rec.last, model_trace(kept))
+    # /dev/full takes no write at all, not even `finished` = 1: only the first fit's close
+    # marked the file finished.
+    assert rec.finished == ("c" in actions)
+
+
+H5PY_ENOSPC = (
+    "Unable to flush dataset (file write failed: time = Sat Dec  5 04:26:29 2026\n, filename = "
+    "'run.lvz', file descriptor = 3, errno = 28, error message = 'No space left on device', "
+    "buf = 0x56515ee8cf70, total write size = 19496, bytes this sub-write = 19496, offset = "
+    "204800)"
+)
+
+
+@pytest.mark.parametrize("error", [RuntimeError(H5PY_ENOSPC), OSError(errno.ENOSPC, ENOSPC)],
+                         ids=["h5py", "OSError"])  # fmt: skip
+def test_a_failed_write_names_the_reason_and_keeps_the_records_finished(tmp_path, monkeypatch,
+                                                                         error):  # fmt: skip
+    """A write that raises what h5py raises on a full disk: the reason in the system's words,
+    the records kept and the file marked finished (that write fits in place)."""
+    path = tmp_path / "run.lvz"
+    writer = write(path, [1, 2], close=False)
+
+    def refuse(*args):
+        raise error
+
+    monkeypatch.setattr(RecordingWriter, "_write", refuse)
+    trace = model_trace(3)
+    with pytest.raises(RecordingError) as info:
+        writer.append(record_rows(trace, 15, 1), trace)
+    text = f"{path}: cannot write the recording ({ENOSPC}); it keeps its 2 complete records"
+    assert str(info.value) == text
+    rec = load_recording(path)
+    assert len(rec) == 2 and rec.finished
+    same_trace(rec.last, model_trace(2, nonfinite=2))
+    with pytest.raises(RecordingError, match="takes no more records"):
+        writer.append(record_rows(trace, 15, 1), trace)
+    writer.close()  # closed already: nothing to do
 
 
 def test_arrays_that_do_not_belong_together_are_refused(tmp_path):

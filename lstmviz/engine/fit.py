@@ -30,6 +30,7 @@ from lstmviz.engine.model import prepare
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError
 from lstmviz.model_data import load_data
+from lstmviz.recording import RecordingError
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 RECORD_SAMPLES = 64  # the samples every record runs on: the first of the data
@@ -200,14 +201,20 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
                       f"{every}")  # fmt: skip
     failure: list[BaseException] = []
 
+    def train() -> None:
+        model.fit(x, y, batch_size=config.batch, epochs=config.epochs, verbose=0, shuffle=True,
+                  callbacks=[callback, progress.callback(callback)])  # fmt: skip
+
     def fit() -> None:
+        """Fit, then close the recording whatever fit did; what either raises goes to the
+        generator, and the end is signalled in every case: the generator waits for it."""
         try:
-            model.fit(x, y, batch_size=config.batch, epochs=config.epochs, verbose=0,
-                      shuffle=True, callbacks=[callback, progress.callback(callback)])  # fmt: skip
-        except BaseException as exc:  # noqa: BLE001 - handed to the generator's thread
-            failure.append(exc)
+            for step in (train, callback.writer.close):
+                try:
+                    step()
+                except BaseException as exc:  # noqa: BLE001 - handed to the generator's thread
+                    failure.append(exc)
         finally:
-            callback.writer.close()
             progress.updates.put(None)
 
     worker = threading.Thread(target=fit, name="lstmviz-fit", daemon=True)
@@ -234,9 +241,12 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
 
 
 def _raise(exc: BaseException, config: RunConfig, cancelled) -> None:
-    """A failure inside fit as the user's problem (bad data for this model), or as it is."""
+    """A failure inside fit as the user's problem (bad data for this model, a recording that
+    cannot be written), or as it is."""
     if isinstance(exc, tf.errors.CancelledError) and cancelled():
         return  # a record interrupted by the cancel: the records before it are kept
+    if isinstance(exc, RecordingError):  # it says what the file keeps
+        raise RecordingError(f"--record {exc}") from None
     if isinstance(exc, LstmvizError):
         raise exc
     if isinstance(exc, ValueError | TypeError | tf.errors.OpError):
