@@ -229,9 +229,6 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
             y = y[:, -1] if y.ndim == 3 else y
         source = f"random data (seed {config.seed}): x {list(x.shape)}"
     x, y = check_data(spec, x, y, where)
-    batch, steps = np.shape(x)[:2]
-    check_fits(model_bytes(spec, steps, batch), f"T={steps} B={batch} of {where}",
-               "the samples or their length")  # fmt: skip
     if y is not None:
         _check_targets(spec, loss, x, y, where)
     if y is None and not (loss.hidden and loss.name == "mean_h"):
@@ -288,6 +285,10 @@ def run_model(
         raise ConfigError("--model", "model mode needs a model file: --model FILE")
     spec = _load(config.model)
     loss, x, y, source = prepare(spec, config)
+    batch, steps = np.shape(x)[:2]  # all of the data at once (a fit runs batches of it)
+    data = f" of {config.inputs}" if config.inputs else ""
+    check_fits(model_bytes(spec, steps, batch), f"T={steps} B={batch}{data}",
+               "the samples or their length")  # fmt: skip
     return _run(spec, loss, x, y, _config(config, x, spec, loss), source, cancelled, keep)
 
 
