@@ -128,6 +128,8 @@ def test_bad_input_is_one_line_and_writes_nothing(workspace, capsys):
         ([*model, "--inputs", str(w / "short.npz"), *rec], "y has 4 samples but x has 5"),
         ([*model, "--inputs", str(w / "shape.npz"), *rec], "y has shape [20, 3, 2]"),
         ([*model, *data, *rec, "--epochs", "0"], "--epochs: 0 is out of range"),
+        ([*model, *data, *rec, "--batch", "64", "--every", "5"],
+         "the fit runs 2 batches (100 samples, --batch 64, --epochs 1), fewer than --every 5"),
     ]
     for args, expected in cases:
         assert main([*run, *args]) == 2, args
@@ -145,7 +147,8 @@ def test_an_error_inside_fit_is_one_line_naming_the_data(workspace, capsys, monk
 
     monkeypatch.setattr(keras.Model, "fit", refuse)
     args = ["run", "--mode", "train", "--model", str(workspace / "m.keras"), "--inputs",
-            str(workspace / "d.npz"), "--record", str(workspace / "r.lvz"), "--quiet"]  # fmt: skip
+            str(workspace / "d.npz"), "--record", str(workspace / "r.lvz"), "--every", "5",
+            "--quiet"]  # fmt: skip
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err == (f"lstmviz: error: {workspace / 'd.npz'}: Keras cannot train "

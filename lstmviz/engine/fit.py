@@ -83,6 +83,12 @@ def run_fit(
     spec = spec_from_keras(model)
     # A compiled loss lstmviz does not know asks for --loss; y must fit the model's output.
     _, x, y, _ = prepare(spec, config, x, y, where=config.inputs)
+    batches = -(-len(x) // config.batch) * config.epochs
+    if batches < config.every:
+        raise ConfigError("--every", f"the fit runs {batches} batch{'es' * (batches != 1)} "
+                          f"({len(x)} samples, --batch {config.batch}, --epochs "
+                          f"{config.epochs}), fewer than --every {config.every}: no record "
+                          "would be written")  # fmt: skip
     data = (x[:RECORD_SAMPLES], y[:RECORD_SAMPLES])
     callback = GradientFlowCallback(data, record, every=config.every, loss=config.loss)
     return _fit(model, x, y, config, callback, cancelled, keep)
