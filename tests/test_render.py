@@ -330,6 +330,10 @@ def test_a_heatmap_cell_without_a_value_is_grey_not_the_background(qtbot):
 
     assert colour_at(2.5, 1.5) == NO_VALUE
     assert colour_at(3.5, 1.5) not in (NO_VALUE, "#ffffff")  # a value: a colour of the map
+    panel.set_options(False, False)  # linear: small values keep their own digits on the bar
+    panel.draw({"norm_h_total_by_pass": rows * 1e-3, "norm_h_total": rows.ravel()},
+               RunConfig(mode="multipass", steps=6, passes=4))  # fmt: skip
+    assert "x0.001" not in panel.bar.axis.labelString()
 
 
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")

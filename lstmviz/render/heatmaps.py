@@ -62,6 +62,7 @@ class HeatmapPanel(Panel):
         self.bar = SPARES.take(colour_bar)
         self.bar.setImageItem([], insert_in=self.plot.getPlotItem())
         self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
+        self.bar.axis.enableAutoSIPrefix(False)  # 0.002, not 2 and "(x0.001)" in the label
         self.data = np.zeros((0, 0))
         self.row_name = "row"
         self._key: tuple | None = None  # what the image buffer was built for
