@@ -92,7 +92,7 @@ def test_the_model_panels_show_the_trace(qtbot, trace):
     heat.draw(a, trace.config)
     assert np.isnan(heat.data[:, 6]).all() and np.isfinite(heat.data[:, :6]).all()
     ticks = heat.plot.getAxis("left")._tickLevels[0]
-    assert [text for _, text in ticks] == names
+    assert [text for _, text in ticks] == ["bi →", "bi ←", "top"]  # the layer table's arrows
     assert heat.readout_at(6.5, 2.5).endswith("(masked in every sample)")
 
     saliency = SaliencyHeatmap()

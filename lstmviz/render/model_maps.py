@@ -36,13 +36,22 @@ def masked_note(arrays, t: int) -> str:
     return " (masked in every sample)" if masked is not None and masked[t] else ""
 
 
+def direction_label(name: str) -> str:
+    """A direction's row label: "bi/forward" -> "bi →", "bi/backward" -> "bi ←" (as the layer
+    table writes them): a long name left the heatmap beside it a sliver."""
+    for end, arrow in (("/forward", " →"), ("/backward", " ←")):
+        if name.endswith(end):
+            return name.removesuffix(end) + arrow
+    return name
+
+
 def label_direction_rows(panel: HeatmapPanel, total: int, normalise: bool) -> None:
     """A heatmap with a row per LSTM direction (`panel.names`): its colour bar's label and
     the directions' names on the left axis (when `total` rows are few enough to name)."""
     norm = " / row max" if normalise else ""
     panel.bar.setLabel("right", ("log₁₀ " if panel.log else "") + panel.value_label + norm)
     panel.plot.setLabel("left", "LSTM direction")
-    ticks = [(r + 0.5, name) for r, name in enumerate(panel.names[:total])]
+    ticks = [(r + 0.5, direction_label(name)) for r, name in enumerate(panel.names[:total])]
     panel.plot.getAxis("left").setTicks([ticks] if total <= MAX_ROW_TICKS else None)
 
 
