@@ -228,7 +228,7 @@ class RunConfig:
     def check_memory(self, available: int | None = None) -> RunConfig:
         """Raise ConfigError('memory', ...) when the run would not fit in available memory. A
         whole model's run is checked by its engine instead, once the model's layers and its
-        data's sizes are known (`engine.model.prepare`)."""
+        data's sizes are known (`engine.model.run_model`)."""
         if not self.model:
             check_fits(self.estimated_bytes(), self.sizes(), "--steps, --batch or --hidden",
                        available)  # fmt: skip

@@ -285,10 +285,10 @@ def run_model(
         raise ConfigError("--model", "model mode needs a model file: --model FILE")
     spec = _load(config.model)
     loss, x, y, source = prepare(spec, config)
-    batch, steps = np.shape(x)[:2]  # all of the data at once (a fit runs batches of it)
-    data = f" of {config.inputs}" if config.inputs else ""
-    check_fits(model_bytes(spec, steps, batch), f"T={steps} B={batch}{data}",
-               "the samples or their length")  # fmt: skip
+    if config.inputs:  # all of it at once (random data was checked before it was drawn)
+        batch, steps = np.shape(x)[:2]
+        check_fits(model_bytes(spec, steps, batch), f"T={steps} B={batch} of {config.inputs}",
+                   "the samples or their length")  # fmt: skip
     return _run(spec, loss, x, y, _config(config, x, spec, loss), source, cancelled, keep)
 
 
