@@ -627,3 +627,15 @@ def test_a_panel_a_live_run_has_no_data_for_does_not_ask_to_press_run(qtbot, sho
     assert "Run" not in units.placeholder.text() and "as the run goes" in units.placeholder.text()
     win.area.draw({}, None, None, live=False)
     assert "press Run" in units.placeholder.text()
+
+
+def test_the_dock_is_never_narrower_than_its_fields(shown):
+    """However narrow a saved window state or the user's drag asks the dock to be, Qt stops
+    at its minimum: that must leave the fields their own minimum width beside the scroll
+    bar (a fixed 270 px minimum once let a restored state clip them at the right)."""
+    from PySide6.QtWidgets import QScrollArea
+
+    area = shown.dock.widget().findChild(QScrollArea)
+    fields = area.widget().minimumSizeHint().width()
+    scroll = area.verticalScrollBar().sizeHint().width()
+    assert shown.dock.minimumSizeHint().width() >= fields + scroll

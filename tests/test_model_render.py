@@ -93,7 +93,7 @@ def test_the_model_panels_show_the_trace(qtbot, trace):
     assert np.isnan(heat.data[:, 6]).all() and np.isfinite(heat.data[:, :6]).all()
     ticks = heat.plot.getAxis("left")._tickLevels[0]
     assert [text for _, text in ticks] == ["bi →", "bi ←", "top"]  # the layer table's arrows
-    assert heat.readout_at(6.5, 2.5).endswith("(masked in every sample)")
+    assert heat.readout_at(6.2, 2.5).endswith("(masked in every sample)")
 
     saliency = SaliencyHeatmap()
     qtbot.addWidget(saliency)
@@ -106,8 +106,8 @@ def test_the_model_panels_show_the_trace(qtbot, trace):
                          for col in e.T])  # fmt: skip
     np.testing.assert_allclose(saliency.data[0], mean, rtol=1e-5)
     token = int(a["x"][2, 3])
-    assert saliency.readout_at(2.5, 4.5).startswith(f"sample 4, t = 2, token {token}: ")
-    assert saliency.readout_at(5.5, 1.5).endswith("(masked)")  # sample 1 is padding at t=5
+    assert saliency.readout_at(2.2, 4.5).startswith(f"sample 4, t = 2, token {token}: ")
+    assert saliency.readout_at(4.6, 1.5).endswith("(masked)")  # sample 1 is padding at t=5
 
     gates = GatesPanel()
     units = LayerUnitsHeatmap()
@@ -127,7 +127,7 @@ def test_the_model_panels_show_the_trace(qtbot, trace):
     assert np.isnan(units.data[:, 6]).all()
     units.set_layer(0)
     assert units.data.shape[0] == a["layer0_grad_h_total"].shape[2]
-    assert units.readout_at(1.5, 0.5).startswith("bi/forward, unit 0, t = 1: ")
+    assert units.readout_at(0.7, 0.5).startswith("bi/forward, unit 0, t = 1: ")
 
 
 def test_export_of_a_model_trace_names_every_direction_and_writes_a_block_per_layer(

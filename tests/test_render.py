@@ -328,12 +328,42 @@ def test_a_heatmap_cell_without_a_value_is_grey_not_the_background(qtbot):
         at = panel.plot.mapFromScene(view.mapViewToScene(QPointF(t, row)))
         return image.pixelColor(int(at.x() * ratio), int(at.y() * ratio)).name()
 
-    assert colour_at(2.5, 1.5) == NO_VALUE
-    assert colour_at(3.5, 1.5) not in (NO_VALUE, "#ffffff")  # a value: a colour of the map
+    assert colour_at(2, 1.5) == NO_VALUE
+    assert colour_at(3, 1.5) not in (NO_VALUE, "#ffffff")  # a value: a colour of the map
     panel.set_options(False, False)  # linear: small values keep their own digits on the bar
     panel.draw({"norm_h_total_by_pass": rows * 1e-3, "norm_h_total": rows.ravel()},
                RunConfig(mode="multipass", steps=6, passes=4))  # fmt: skip
     assert "x0.001" not in panel.bar.axis.labelString()
+
+
+def test_a_heatmap_column_is_centred_on_its_timestep_where_the_curves_put_it(qtbot):
+    """Step t's cell spans t-0.5…t+0.5 (the axis's tick t at its centre, as the curves above
+    draw step t at x = t), and hovering reads the cell under the pointer."""
+    from lstmviz.render.curves import NormPanel
+    from lstmviz.render.heatmaps import RowsHeatmap
+    from lstmviz.render.training import ConnectivityPanel
+
+    rows = np.arange(1.0, 25.0, dtype=np.float32).reshape(4, 6)
+    arrays = {"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel()}
+    config = RunConfig(mode="multipass", steps=6, passes=4)
+    heat, curves = RowsHeatmap(), NormPanel()
+    for panel in (heat, curves):
+        qtbot.addWidget(panel)
+        panel.draw(arrays, config)
+    cells = heat.image.mapRectToParent(heat.image.boundingRect())
+    assert (cells.left(), cells.right(), cells.top()) == (-0.5, 5.5, 0.0)
+    assert heat.readout_at(2.6, 1.5).startswith("pass 2, t = 3: ")
+    assert heat.readout_at(3.4, 1.5).startswith("pass 2, t = 3: ")
+    assert heat.readout_at(-0.6, 1.5) == "" and heat.readout_at(5.6, 1.5) == ""
+    assert curves.row_curves[0][0].xData[3] == 3.0  # pass 1, step 3: the same x
+
+    connectivity = ConnectivityPanel()
+    qtbot.addWidget(connectivity)
+    c = np.tril(np.arange(1.0, 17.0).reshape(4, 4))
+    connectivity.draw({"connectivity": c}, RunConfig(mode="train", steps=4))
+    cells = connectivity.image.mapRectToParent(connectivity.image.boundingRect())
+    assert (cells.left(), cells.top(), cells.width(), cells.height()) == (-0.5, -0.5, 4.0, 4.0)
+    assert connectivity.readout_at(1.4, 2.6).startswith("t = 3, s = 1: ")
 
 
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")

@@ -251,7 +251,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         self.dock = QDockWidget("Parameters", self, objectName="parameters")
         self.dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable)
         self.dock.setWidget(box)
-        box.setMinimumWidth(270)
+        # no fixed minimum: the fields' own (FieldsArea), which a restored state cannot undercut
         self.addDockWidget(Qt.LeftDockWidgetArea, self.dock)
 
     def _build_status(self) -> None:

@@ -48,6 +48,10 @@ class HeatmapPanel(Panel):
     yet, masked steps, zeros on a log scale) are grey (NO_VALUE)."""
 
     PARTS = (*Panel.PARTS, colour_bar)
+    # Where column 0 and row 0 begin: a timestep's column is centred on its t, where the
+    # curves put its point (and the axis's tick t at its centre); rows span r…r+1.
+    x0 = -0.5
+    y0 = 0.0
 
     def __init__(self, title: str, tip: str, value_label: str):
         super().__init__(title, tip)
@@ -106,7 +110,7 @@ class HeatmapPanel(Panel):
                 self.levels = levels
                 self.bar.setLevels(levels)
             set_rgba(self.image, self.rgba)
-            self.image.setRect(QRectF(0, 0, width, total))
+            self.image.setRect(self.cells_rect(width, total))
             return
         # A live run appends rows: convert, log and colour only the new ones (the buffer is
         # sized for every row the run will reach, rows not computed yet stay blank: NaN).
@@ -143,14 +147,14 @@ class HeatmapPanel(Panel):
             colour(self.shown[new], levels, out=self.rgba[new])
         set_rgba(self.image, self.rgba)
         if not incremental:
-            self.image.setRect(QRectF(0, 0, width, total))
+            self.image.setRect(self.cells_rect(width, total))
 
     def show_image(self, shown: np.ndarray, levels: tuple[float, float]) -> None:
         """Show display values `shown` (a whole matrix, NaN blank) coloured at `levels`."""
         self.shown, self.levels = np.asarray(shown, np.float32), levels
         self.rgba = colour(self.shown, levels)
         set_rgba(self.image, self.rgba)
-        self.image.setRect(QRectF(0, 0, shown.shape[1], shown.shape[0]))
+        self.image.setRect(self.cells_rect(shown.shape[1], shown.shape[0]))
         self.bar.setLevels(levels)
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
@@ -161,11 +165,20 @@ class HeatmapPanel(Panel):
         ticks = [[(r + 0.5, str(r + 1)) for r in range(total)]] if few else None
         self.plot.getAxis("left").setTicks(ticks)
 
+    def cells_rect(self, columns: int, rows: int) -> QRectF:
+        """Where an image of `rows` × `columns` cells goes in the plot's coordinates."""
+        return QRectF(self.x0, self.y0, columns, rows)
+
+    def cell_at(self, x: float, y: float) -> tuple[int, int]:
+        """(column, row) of the cell under the plot coordinates (x, y); either may be out of
+        the image."""
+        return int(np.floor(x - self.x0)), int(np.floor(y - self.y0))
+
     def drawn(self) -> bool:
         return self.data.size > 0
 
     def readout_at(self, x: float, y: float) -> str:
-        t, r = int(np.floor(x)), int(np.floor(y))
+        t, r = self.cell_at(x, y)
         if not (0 <= r < self.data.shape[0] and 0 <= t < self.data.shape[1]):
             return ""
         return f"{self.row_name} {r if self.row_name == 'unit' else r + 1}, t = {t}: " + fmt(

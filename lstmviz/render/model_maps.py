@@ -77,7 +77,7 @@ class LayerHeatmap(HeatmapPanel):
         label_direction_rows(self, total, normalise)
 
     def readout_at(self, x: float, y: float) -> str:
-        t, r = int(np.floor(x)), int(np.floor(y))
+        t, r = self.cell_at(x, y)
         if not (0 <= r < self.data.shape[0] and 0 <= t < self.data.shape[1]):
             return ""
         name = self.names[r] if r < len(self.names) else f"layer {r + 1}"
@@ -119,7 +119,7 @@ class SaliencyHeatmap(HeatmapPanel):
         self.plot.getAxis("left").setTicks([ticks])
 
     def readout_at(self, x: float, y: float) -> str:
-        t, r = int(np.floor(x)), int(np.floor(y))
+        t, r = self.cell_at(x, y)
         if not (0 <= r < self.data.shape[0] and 0 <= t < self.data.shape[1]):
             return ""
         value = fmt(self.data[r, t])
@@ -154,7 +154,7 @@ class LayerUnitsHeatmap(LayerChoice, HeatmapPanel):
 
     def readout_at(self, x: float, y: float) -> str:
         text = super().readout_at(x, y)
-        t = int(np.floor(x))
+        t = self.cell_at(x, y)[0]
         if not text or not 0 <= t < self.data.shape[1]:
             return text
         return f"{self.name}, {text}{masked_note(self.arrays, t)}"

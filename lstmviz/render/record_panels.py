@@ -277,6 +277,8 @@ class RecordLossPanel(RecordChoice, LegendPanel):
 class RecordHeatmap(RecordChoice, HeatmapPanel):
     """The total gradient norm over the timestep range: LSTM directions × records."""
 
+    x0 = 0.0  # record r spans r…r+1, labelled at its centre by its training step
+
     def __init__(self):
         super().__init__(
             "Layers × training step",
@@ -332,7 +334,7 @@ class RecordHeatmap(RecordChoice, HeatmapPanel):
             axis.setTicks(ticks)
 
     def readout_at(self, x: float, y: float) -> str:
-        r, layer = int(np.floor(x)), int(np.floor(y))
+        r, layer = self.cell_at(x, y)
         if not (0 <= layer < self.data.shape[0] and 0 <= r < self.data.shape[1]):
             return ""
         name = self.names[layer] if layer < len(self.names) else f"layer {layer + 1}"

@@ -92,6 +92,8 @@ class LossPanel(Panel):
 class ConnectivityPanel(HeatmapPanel):
     """C[t, s] = ‖∂L_t/∂h_s‖ as an image: loss step t down, hidden-state step s across."""
 
+    y0 = -0.5  # both axes are timesteps: cell (t, s) centred on them
+
     def __init__(self):
         super().__init__("Connectivity map ‖∂L_t/∂h_s‖", CONNECTIVITY_TIP, "‖∂L_t/∂h_s‖")
         self.plot.setLabel("bottom", "hidden state h_s, step s")
@@ -126,7 +128,7 @@ class ConnectivityPanel(HeatmapPanel):
         self.plot.getAxis("left").setTicks(None)
 
     def readout_at(self, x: float, y: float) -> str:
-        s, t = int(np.floor(x)), int(np.floor(y))
+        s, t = self.cell_at(x, y)
         if not (0 <= t < self.data.shape[0] and 0 <= s < self.data.shape[1]):
             return ""
         return f"t = {t}, s = {s}: ‖∂L_t/∂h_s‖ = {fmt(self.data[t, s])}"
