@@ -69,7 +69,14 @@ def test_a_finished_recording_opens_whole(qtbot, window, errors, fitted):
     assert bar.slider.value() == count - 1 and bar.record() is None
     assert "finished" in bar.header.text() and "7 records every 2 batches" in bar.header.text()
     assert "Bidirectional(LSTM)" in bar.summary.toPlainText()  # the model summary
+    bar.summary_button.click()  # in its own window, every line in view
+    widest = max(map(bar.summary.fontMetrics().horizontalAdvance,
+                     bar.summary.toPlainText().splitlines()))  # fmt: skip
+    assert bar.summary_window.isVisible() and bar.summary.viewport().width() >= widest
     assert "this record's full model trace" in bar.note.text()
+    shown_config = window.params.config()  # the dock: the records' parameters, not the last run's
+    assert (shown_config.mode, shown_config.steps, shown_config.batch, shown_config.loss) == (
+        "model", last.config.steps, last.config.batch, last.config.loss)
 
     area = window.area
     norms = area.by_name["record_norms"]
@@ -118,6 +125,7 @@ def test_a_finished_recording_opens_whole(qtbot, window, errors, fitted):
     drain(window)
     assert window.recording is None and window.follower is None
     assert not bar.isVisibleTo(window) and not shown_panels(window) & RECORDING_PANELS
+    assert not bar.summary_window.isVisible()
 
 
 def test_the_recording_panels_fit_the_window_as_records_accumulate(qtbot, window, errors,

@@ -141,6 +141,21 @@ def test_model_matches_keras_and_the_unrolled_reference(name, tmp_path):
     assert first_input[:2] == (T, B) and trace.saliency.shape == (B, T)
 
 
+def test_targets_without_the_outputs_last_axis_of_one_are_taken_as_keras_takes_them(tmp_path):
+    """A binary classifier's labels y [B] for an output [B, 1]: Keras's fit and compute_loss
+    take them, so model mode does too, with Keras's loss and gradients."""
+    keras.utils.set_random_seed(8)
+    model, loss = tokens_model()
+    model.compile(loss=loss)
+    model.save(tmp_path / "m.keras")
+    x, y = data(model, loss, np.random.default_rng(9))
+    flat = y[:, 0]
+    trace = model_gradients(str(tmp_path / "m.keras"), x, flat)
+    keras_loss = model.compute_loss(x=x, y=flat, y_pred=model(x, training=False))
+    assert float(trace.loss) == pytest.approx(float(keras_loss), rel=1e-5)
+    check_against_keras(model, loss, x, y, trace)  # every gradient, as with y [B, 1]
+
+
 def test_saliency_is_the_gradient_at_the_embedding_vectors(tmp_path):
     """grad_input of a token model is dL/d(embedding vector of each input token): summed per
     token id it is Keras's gradient of the embedding table."""

@@ -230,7 +230,7 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
         source = f"random data (seed {config.seed}): x {list(x.shape)}"
     x, y = check_data(spec, x, y, where)
     if y is not None:
-        _check_targets(spec, loss, x, y, where)
+        y = _check_targets(spec, loss, x, y, where)
     if y is None and not (loss.hidden and loss.name == "mean_h"):
         raise InputError(f"{where}: the loss {loss.name} needs targets y (in the .npz, or "
                          "--targets Y.npy)")  # fmt: skip
@@ -247,10 +247,11 @@ def model_bytes(spec: ModelSpec, steps: int, batch: int) -> int:
     return steps * batch * (4 * per_step + 12 * features)
 
 
-def _check_targets(spec: ModelSpec, loss: ModelLoss, x, y, where: str) -> None:
-    """InputError unless y has the shape `loss` takes for the model's output: the output's own
+def _check_targets(spec: ModelSpec, loss: ModelLoss, x, y, where: str) -> np.ndarray:
+    """y in the shape `loss` takes for the model's output, or InputError: the output's own
     shape, or without its last axis (or with a last axis of 1) for sparse losses; a stack's
-    last_mse takes the last step's output [B, W]."""
+    last_mse takes the last step's output [B, W]. As Keras's fit, y without the output's last
+    axis of 1 ([B] for an output [B, 1]) is taken as that axis."""
     output = [x.shape[1] if s is None else s for s in (spec.output_shape or ())]
     batch = x.shape[0]
     if loss.hidden:
@@ -260,12 +261,15 @@ def _check_targets(spec: ModelSpec, loss: ModelLoss, x, y, where: str) -> None:
     else:
         wanted = {loss.name: [(batch, *output)]}
     shapes = wanted.get(loss.name)
+    if shapes and len(shapes) == 1 and output and output[-1] == 1 and y.shape == shapes[0][:-1]:
+        y = y[..., None]
     if shapes and tuple(y.shape) not in shapes:
         expected = " or ".join(str(list(shape)) for shape in shapes)
         raise InputError(
             f"{where}: y has shape {list(y.shape)}, but {loss.name} on the model's output "
             f"{shape_text((None, *(spec.output_shape or ())))} takes {expected}"
         )
+    return y
 
 
 def _config(config: RunConfig, x: np.ndarray, spec: ModelSpec, loss: ModelLoss) -> RunConfig:

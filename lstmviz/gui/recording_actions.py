@@ -20,12 +20,13 @@ from lstmviz.render.records import panel_arrays, record_text
 
 
 class RecordingActions:
-    """Needs the window's `area`, `message`, `show_trace`, `show_error` and a central widget
-    with a box layout (the bar goes on top of it)."""
+    """Needs the window's `area`, `message`, `params`, `show_trace`, `show_error` and a central
+    widget with a box layout (the bar goes on top of it)."""
 
     recording: Recording | None = None  # the recording shown (rows, and the last trace)
     follower: RecordingFollower | None = None
     recording_bar: RecordingBar | None = None  # made on first use
+    _dock_set = False  # the dock shows the recording's first trace's parameters
 
     def open_recording_dialog(self) -> None:
         wanted = f"Recordings of a training run ({files.pattern(files.RECORDINGS)})"
@@ -50,6 +51,7 @@ class RecordingActions:
         self.follower.failed.connect(self._on_recording_failed)
         self.follower.start()
         self.recording = recording
+        self._dock_set = False
         self._show_recording(recording, trace_changed=True)
         count = len(recording)
         what = "following it while fit writes it" if self.follower.following else "finished"
@@ -87,6 +89,11 @@ class RecordingActions:
         self.recording_bar.show_recording(arrays, str(recording.path), status)
         self.recording_bar.show()
         self.area.set_recording(arrays)
+        if trace_changed and recording.last is not None and not self._dock_set:
+            # as an opened trace: the dock shows what made the records, once (later records
+            # leave what the user changes there alone)
+            self.params.set_config(recording.last.config)
+            self._dock_set = True
         if trace_changed:
             self.show_trace(recording.last, None)  # draws the recording's panels too
         else:

@@ -11,12 +11,15 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QComboBox,
+    QDialog,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QSlider,
     QSpinBox,
+    QToolButton,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -34,7 +37,6 @@ STATUS = {  # what the header says about the file, by state
     "finished": "finished",
     "stopped": "<span style='color:#c00'>not followed any more (see the status bar)</span>",
 }
-SUMMARY_WIDTH = 360  # px: the model summary's lines are ~60 characters
 
 
 class RecordingBar(QWidget):
@@ -71,14 +73,17 @@ class RecordingBar(QWidget):
             box.valueChanged.connect(lambda _, edited=box: self._range_edited(edited))
             box.setEnabled(False)
         self.note = QLabel(textFormat=Qt.RichText, wordWrap=True)
+        # The model's summary (Keras's, ~60 characters a line) in a window of its own, opened
+        # from the bar: legible, and the panels keep the bar's width.
         self.summary = QPlainTextEdit(readOnly=True)
         self.summary.setLineWrapMode(QPlainTextEdit.NoWrap)
-        font = QFontDatabase.systemFont(QFontDatabase.FixedFont)
-        font.setPointSizeF(7.0)
-        self.summary.setFont(font)
-        self.summary.setFixedWidth(SUMMARY_WIDTH)
-        self.summary.setToolTip("The model the recording was made of (its layers, as lstmviz "
-                                "runs them)")  # fmt: skip
+        self.summary.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
+        self.summary_window = QDialog(self, windowTitle="Model summary")
+        QVBoxLayout(self.summary_window).addWidget(self.summary)
+        self.summary_button = QToolButton(text="Model summary…", enabled=False)
+        self.summary_button.setToolTip("The model the recording was made of: its layers, output "
+                                       "shapes and parameters")  # fmt: skip
+        self.summary_button.clicked.connect(self.show_summary)
 
         scrub = QHBoxLayout()
         scrub.addWidget(QLabel("Record"))
@@ -93,11 +98,11 @@ class RecordingBar(QWidget):
         layout.setContentsMargins(6, 4, 6, 2)
         layout.setVerticalSpacing(2)
         layout.addWidget(self.header, 0, 0)
-        layout.addLayout(scrub, 1, 0)
-        layout.addLayout(span, 2, 0)
-        layout.addWidget(self.summary, 0, 1, 3, 1)
+        layout.addWidget(self.summary_button, 0, 1, Qt.AlignTop)
+        layout.addLayout(scrub, 1, 0, 1, 2)
+        layout.addLayout(span, 2, 0, 1, 2)
         layout.setColumnStretch(0, 1)
-        self.setFixedHeight(110)  # text that changes as records arrive never re-lays the window out
+        self.setFixedHeight(96)  # text that changes as records arrive never re-lays the window out
 
     def reset(self) -> None:
         """For another recording: the last record, every timestep (no signals)."""
@@ -181,7 +186,24 @@ class RecordingBar(QWidget):
         summary = str(arrays.get("model_summary", ""))
         if summary != self.summary.toPlainText():
             self.summary.setPlainText(summary)
+        self.summary_button.setEnabled(bool(summary))
         self._describe()
+
+    def hideEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        self.summary_window.hide()  # the recording is closed: its model's summary too
+        super().hideEvent(event)
+
+    def show_summary(self) -> None:
+        """The model summary's window, sized to its text (up to most of the screen)."""
+        metrics = self.summary.fontMetrics()
+        lines = self.summary.toPlainText().splitlines() or [""]
+        width = max(metrics.horizontalAdvance(line) for line in lines) + 48
+        height = metrics.lineSpacing() * len(lines) + 48
+        screen = self.screen().availableGeometry()
+        self.summary_window.resize(min(width, screen.width() * 9 // 10),
+                                   min(height, screen.height() * 8 // 10))  # fmt: skip
+        self.summary_window.show()
+        self.summary_window.raise_()
 
     def set_status(self, path: str, status: str) -> None:
         name = html.escape(Path(path).name)
