@@ -172,26 +172,12 @@ def _csv(columns: list[tuple[str, np.ndarray]]) -> str:
 # ---- paths and atomic writes ------------------------------------------------------------------
 
 
-def _check_target(path: Path, flag: str) -> None:
-    """Refuse a path that cannot be written, before anything is rendered."""
-    folder = path.parent
-    if path.name in ("", ".", ".."):
-        raise ExportError(f"{flag} {path}: not a file name")
-    if path.is_dir():
-        raise ExportError(f"{flag} {path}: is a folder")
-    if not folder.is_dir():
-        raise ExportError(f"{flag} {path}: no such folder {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ExportError(f"{flag} {path}: folder {folder} is not writable")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ExportError(f"{flag} {path}: file is not writable")
-
-
-def _check_suffix(path: Path, fmt: str) -> None:
-    """Refuse an output whose name does not end in its format's suffix (`files.check_suffix`,
-    the rule `run --out` follows): `--png a.jpg` would be a PNG under another name."""
+def _check_target(path: Path, fmt: str) -> None:
+    """Refuse an output `files.check_output` refuses (the rule `run --out` follows): a name
+    without its format's suffix (`--png a.jpg` would be a PNG under another name), a folder,
+    a folder that does not exist or cannot be written, a write-protected file."""
     try:
-        files.check_suffix(path, f"--{fmt}", *SUFFIXES[fmt])
+        files.check_output(path, f"--{fmt}", *SUFFIXES[fmt])
     except ConfigError as exc:
         raise ExportError(str(exc)) from None
 
@@ -272,13 +258,12 @@ def export(
     what = "recording" if recording else "trace"
     seen: dict[Path, str] = {}
     for fmt, path in targets.items():
-        _check_target(path, f"--{fmt}")
         key = path.resolve()
         if key in seen:
             raise ExportError(f"--{fmt} {path}: the same file as --{seen[key]}")
         if source is not None and key == Path(source).resolve():
             raise ExportError(f"--{fmt} {path}: would overwrite the {what} being exported")
-        _check_suffix(path, fmt)
+        _check_target(path, fmt)
         seen[key] = fmt
     if panels is not None:
         for entry in panels:

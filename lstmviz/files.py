@@ -139,13 +139,16 @@ def check_suffix(path: str | os.PathLike, flag: str, suffixes: tuple[str, ...], 
 
 def check_output(path: str | os.PathLike, flag: str, suffixes: tuple[str, ...], what: str) -> Path:
     """`path` as a file to write, or a ConfigError naming `flag`: it must end in one of
-    `suffixes` ("`what` end in …"), not be a folder, and sit in a folder that exists and is
-    writable."""
-    path = check_suffix(path, flag, suffixes, what)
+    `suffixes` ("`what` end in …"), not be a folder or a write-protected file, and sit in a
+    folder that exists and is writable."""
+    path = Path(path)
     if path.is_dir():
         raise ConfigError(flag, f"{path}: is a folder, not a file name")
+    check_suffix(path, flag, suffixes, what)
     if not path.parent.is_dir():
         raise ConfigError(flag, f"{path.parent}: no such folder")
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise ConfigError(flag, f"{path.parent}: folder is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ConfigError(flag, f"{path}: file is write-protected")
     return path

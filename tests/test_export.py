@@ -217,8 +217,8 @@ def _umask() -> int:
     ("extra", "needle"),
     [
         ([], "nothing to export"),
-        (["--png", "{tmp}/missing/a.png"], "--png {tmp}/missing/a.png: no such folder"),
-        (["--csv", "{tmp}/a.csv", "--svg", "{tmp}/file/a.svg"], "--svg {tmp}/file/a.svg"),
+        (["--png", "{tmp}/missing/a.png"], "--png: {tmp}/missing: no such folder"),
+        (["--csv", "{tmp}/a.csv", "--svg", "{tmp}/file/a.svg"], "--svg: {tmp}/file: no such"),
         (["--png", "{tmp}"], "is a folder"),
         (["--png", "{tmp}/a.png", "--width", "5"], "--width: 5 is out of range"),
         (["--png", "{tmp}/a.png", "--dpi", "1"], "--dpi"),

@@ -1,5 +1,7 @@
 """What a file is: one list of suffixes, and a look inside .npz files."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -39,3 +41,29 @@ def test_the_weight_readers_follow_the_one_list():
     assert tuple(loaders.WEIGHT_SUFFIXES) == files.WEIGHTS
     assert files.suffix_of("a/model.weights.h5", files.WEIGHTS) == ".weights.h5"
     assert files.pattern(files.INPUTS) == "*.npy *.npz"
+
+
+def test_an_output_is_refused_with_the_one_rule_every_writer_follows(tmp_path, monkeypatch):
+    """`files.check_output`, which run --out, fit's --record and every export flag use: the
+    suffix, a folder, a missing or read-only folder, a write-protected file (os.access is
+    patched for the last two: root, who runs CI, may write anywhere)."""
+    import os
+
+    from lstmviz.errors import ConfigError
+
+    def refused(path, flag="--png", suffixes=(".png",), what="PNG images") -> str:
+        with pytest.raises(ConfigError) as caught:
+            files.check_output(path, flag, suffixes, what)
+        return str(caught.value)
+
+    (tmp_path / "old.png").write_bytes(b"")
+    (tmp_path / "dir.png").mkdir()
+    assert refused(tmp_path / "a.jpg") == f"--png: {tmp_path / 'a.jpg'}: PNG images end in .png"
+    assert refused(tmp_path / "dir.png").endswith("dir.png: is a folder, not a file name")
+    assert refused(tmp_path / "no" / "a.png") == f"--png: {tmp_path / 'no'}: no such folder"
+    assert files.check_output(tmp_path / "old.png", "--png", (".png",), "") == tmp_path / "old.png"
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p).name != "old.png" and real(p, mode))
+    assert refused(tmp_path / "old.png").endswith("old.png: file is write-protected")
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != tmp_path and real(p, mode))
+    assert refused(tmp_path / "new.png") == f"--png: {tmp_path}: folder is not writable"

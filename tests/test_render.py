@@ -366,6 +366,32 @@ def test_a_heatmap_column_is_centred_on_its_timestep_where_the_curves_put_it(qtb
     assert connectivity.readout_at(1.4, 2.6).startswith("t = 3, s = 1: ")
 
 
+def test_a_legend_folds_away_in_a_panel_too_short_for_it_and_its_curves(qtbot):
+    """In a small window a legend below the x axis left the curves a sliver: under
+    MIN_VIEW_PX of room it is hidden and gives its room back, and returns when there is."""
+    from PySide6.QtCore import Qt
+
+    from lstmviz.render.curves import MIN_VIEW_PX, NormPanel
+
+    rows = np.arange(1.0, 25.0, dtype=np.float32).reshape(4, 6)
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    panel.setAttribute(Qt.WA_DontShowOnScreen)
+    arrays = {"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel(),
+              "norm_c_total": rows.ravel()}  # fmt: skip
+    panel.draw(arrays, RunConfig(mode="multipass", steps=6, passes=4))
+    panel.show()
+    view = panel.plot.getPlotItem().getViewBox()
+    for height, folded in ((500, False), (150, True), (500, False)):
+        panel.resize(600, height)
+        qtbot.waitUntil(lambda h=height: panel.plot.height() < h)  # laid out
+        qtbot.wait(20)
+        assert panel.legend.isVisible() is not folded, height
+        assert view.height() >= MIN_VIEW_PX or folded
+        if folded:  # the room it gave back went to the curves
+            assert view.height() > panel.plot.height() - panel.plot.getAxis("bottom").height() - 30
+
+
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 

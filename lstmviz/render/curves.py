@@ -66,6 +66,9 @@ MAIN_CURVES = {  # key: (legend, pen)
 BESIDE_ROWS = {"norm_h_direct": "#444444", "norm_c_total": "#8c8c8c"}
 LEGEND_COLUMNS = 4  # at most; fewer when the plot is too narrow for them (`fit_legend`)
 LEGEND_GAP_PX = 12  # between legend columns
+# A legend that would leave the curves less than this (a short panel in a small window) is
+# folded away until the panel is taller: the curves matter more, hovering still names them.
+MIN_VIEW_PX = 70
 MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced over the run)
 HISTORY_COLOR = (31, 59, 115)  # the total curve's colour
 
@@ -81,7 +84,8 @@ def legend_below(item: pg.PlotItem) -> pg.LegendItem:
 def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
     """As many legend columns as the plot's width holds (up to LEGEND_COLUMNS): a legend wider
     than the plot widens the plot item past its view (clipped on screen, and scaled down with
-    the whole plot in an export). Call it when the items or the plot's width change."""
+    the whole plot in an export); none when it would leave the curves less than MIN_VIEW_PX.
+    Call it when the items or the plot's size change."""
     items = legend.items
     if not items:
         return
@@ -94,6 +98,13 @@ def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
         if needed <= room:
             break
     legend.setColumnCount(columns)
+    rows = -(-len(items) // columns)
+    spacing = legend.layout.verticalSpacing()
+    row_height = max(t.item.boundingRect().height() for _, t in items) + spacing
+    room = plot.height() - plot.getAxis("bottom").height() - rows * row_height
+    folded = room < MIN_VIEW_PX
+    legend.setVisible(not folded)
+    legend.setMaximumHeight(0 if folded else 16777215)  # hidden, it still took its room
 
 
 def _same(a, b) -> bool:
