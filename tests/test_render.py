@@ -392,6 +392,35 @@ def test_a_legend_folds_away_in_a_panel_too_short_for_it_and_its_curves(qtbot):
             assert view.height() > panel.plot.height() - panel.plot.getAxis("bottom").height() - 30
 
 
+def test_the_curves_keep_the_panels_width_when_the_legend_narrows(qtbot, rng):
+    """Tick labels that widen the y axis after the legend was laid out make fewer legend
+    columns fit: the plot had stayed as wide as the wider legend had made it, wider than the
+    panel, and the last timesteps were cut off on the right."""
+    import pyqtgraph as pg
+    from PySide6.QtCore import Qt
+
+    from lstmviz.render.curves import NormHistoryPanel
+
+    steps = 30
+    history = np.exp(rng.uniform(np.log(0.002), np.log(0.012), (20, steps))).astype(np.float32)
+    arrays = {"norm_h_total_by_step": history, "norm_h_total": history[-1],
+              "norm_h_direct": history[-1] * 0.7, "norm_c_total": history[-1] * 0.4}  # fmt: skip
+    panel = NormHistoryPanel()
+    qtbot.addWidget(panel)
+    panel.setAttribute(Qt.WA_DontShowOnScreen)
+    panel.resize(449, 330)  # the plot 441 px wide: two legend columns fit a narrow y axis only
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.draw(arrays, RunConfig(mode="train", steps=steps, batch=4, train_steps=20))
+    for _ in range(3):  # painted: the axis takes its tick labels' width
+        panel.grab()
+        qtbot.wait(20)
+    item, view = panel.plot.getPlotItem(), panel.plot.getViewBox()
+    assert item.geometry().width() <= panel.plot.width()
+    right = view.mapViewToScene(pg.Point(steps - 1, 0.005)).x()  # the last timestep's x
+    assert right < panel.plot.width()
+
+
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 

@@ -85,7 +85,7 @@ def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
     """As many legend columns as the plot's width holds (up to LEGEND_COLUMNS): a legend wider
     than the plot widens the plot item past its view (clipped on screen, and scaled down with
     the whole plot in an export); none when it would leave the curves less than MIN_VIEW_PX.
-    Call it when the items or the plot's size change."""
+    Call it when the items, the plot's size or its left axis's width (tick labels) change."""
     items = legend.items
     if not items:
         return
@@ -103,8 +103,14 @@ def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
     row_height = max(t.item.boundingRect().height() for _, t in items) + spacing
     room = plot.height() - plot.getAxis("bottom").height() - rows * row_height
     folded = room < MIN_VIEW_PX
-    legend.setVisible(not folded)
-    legend.setMaximumHeight(0 if folded else 16777215)  # hidden, it still took its room
+    if legend.isVisible() == folded:
+        legend.setVisible(not folded)
+        legend.setMaximumHeight(0 if folded else 16777215)  # hidden, it still took its room
+    # A wider legend had stretched the plot past the widget (a QGraphicsWidget grows to its
+    # minimum, and the view sets its size only when the widget is resized): fit it back.
+    item = plot.getPlotItem()
+    if item.geometry() != plot.range:
+        item.setGeometry(plot.range)
 
 
 def _same(a, b) -> bool:
@@ -134,6 +140,7 @@ class NormPanel(Panel):
         item.showGrid(x=True, y=True, alpha=0.25)
         self.legend = legend_below(item)
         self.plot.installEventFilter(self)  # fit_legend when the plot's width changes
+        item.getAxis("left").geometryChanged.connect(self.fit_legend)  # or its axis's
         self.curves = {
             key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()

@@ -72,7 +72,8 @@ class LegendPanel(Panel):
         item.setLabel("bottom", "timestep t")
         self.legend = legend_below(item)
         self.legend_shown: list[tuple[int, str]] = []
-        self.plot.installEventFilter(self)
+        self.plot.installEventFilter(self)  # fit_legend when the plot's width changes
+        item.getAxis("left").geometryChanged.connect(lambda: fit_legend(self.legend, self.plot))
         self.marks = NonFiniteMarks()
         item.addItem(self.marks)
 
