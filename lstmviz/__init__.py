@@ -6,6 +6,7 @@ The API names resolve lazily, so `import lstmviz` imports neither TensorFlow nor
     w = lstmviz.LSTMWeights(kernel, recurrent_kernel, bias)      # Keras layout
     trace = lstmviz.taped_gradients(x, w, loss="last_mse", target=y)   # x [T, B, I]
     trace.grad_h_total                                            # dL/dh_t, [T, B, H]
+    trace                                                         # its keys, by shape
 """
 
 from __future__ import annotations
@@ -39,12 +40,15 @@ _API = {
     "load_recording": "lstmviz.recording",
     "Recording": "lstmviz.recording",
     "run": "lstmviz.engine.runner",
+    "verify_trace": "lstmviz.verify",
     "LstmvizError": "lstmviz.errors",
     "ConfigError": "lstmviz.errors",
     "InputError": "lstmviz.errors",
     "WeightsError": "lstmviz.errors",
     "ModelError": "lstmviz.errors",
     "TraceError": "lstmviz.errors",
+    "RecordingError": "lstmviz.recording",
+    "ExportError": "lstmviz.export",
 }
 
 __all__ = sorted(_API)

@@ -17,6 +17,9 @@ LOSSES = ("mean_h", "last_mse", "seq_mse")
 GENERATORS = ("random", "hypernetwork", "files")
 TASK_INPUT_DIMS = {"adding": 2, "copy": 10, "sine": 1}  # I of each built-in task
 TASKS = tuple(TASK_INPUT_DIMS)
+# The read-out loss of each built-in task ("xent": softmax cross-entropy against one-hot
+# targets); users' own sequences (`inputs`) train with "mse".
+TASK_LOSSES = {"adding": "mse", "copy": "xent", "sine": "mse"}
 
 # (minimum, maximum) for every integer parameter; the CLI and the GUI spin boxes use these.
 # Sizes are capped generously here; what a machine can really hold is checked by
@@ -233,6 +236,10 @@ class RunConfig:
             check_fits(self.estimated_bytes(), self.sizes(), "--steps, --batch or --hidden",
                        available)  # fmt: skip
         return self
+
+    def task_loss(self) -> str:
+        """The read-out loss a training run of this config uses (TASK_LOSSES)."""
+        return "mse" if self.inputs else TASK_LOSSES.get(self.task, "mse")
 
     def sizes(self) -> str:
         """The run's sizes as its mode names them, e.g. "P=3 × T=15 B=16 I=2 H=16"."""

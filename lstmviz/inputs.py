@@ -44,7 +44,8 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
     except Exception as exc:  # untrusted bytes: numpy and zipfile raise many types
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         raise InputError(f"{path}: not a readable {path.suffix} file ({detail})") from None
-    layout = "[T, B, I]" if time_major else "[B, T, I] (use --time-major for [T, B, I])"
+    python = "time_major=True in Python"
+    layout = "[T, B, I]" if time_major else f"[B, T, I] (for [T, B, I]: --time-major, {python})"
     if x.dtype.kind not in "fiu":
         raise InputError(f"{path}: x has dtype {x.dtype}, not numbers")
     if x.ndim != 3 or 0 in x.shape:

@@ -6,6 +6,7 @@ states and gradients are [T, B, H], inputs [T, B, I], per-timestep norms [T].
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import zipfile
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lstmviz import modes, schema
+from lstmviz import files, modes, schema
 from lstmviz.atomic import atomic_write
 from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError, TraceError
@@ -51,7 +52,10 @@ class GradientTrace:
     """Everything a plot needs: `arrays` (NumPy, keys as `lstmviz.schema` lists them) and the
     RunConfig.
 
-    Arrays are reachable as attributes too: `trace.grad_h_total`.
+    Arrays are reachable as attributes and items too: `trace.grad_h_total`,
+    `trace["grad_h_total"]`; `keys()` (also iterating over the trace) lists them. States and
+    gradients are time-major [T, B, H], per-timestep norms [T]; every key's shape:
+    docs/traces.md. `repr(trace)` lists the keys grouped by shape.
     """
 
     mode: str
@@ -62,13 +66,44 @@ class GradientTrace:
         arrays = self.__dict__.get("arrays", {})
         if name in arrays:
             return arrays[name]
-        raise AttributeError(f"GradientTrace has no array {name!r}")
+        if name.startswith("__"):  # copy, pickle and IPython probe for these
+            raise AttributeError(name)
+        raise AttributeError(f"GradientTrace has no array {name!r}{_suggest(name, arrays)}")
 
     def __getitem__(self, key: str) -> np.ndarray:
-        return self.arrays[key]
+        try:
+            return self.arrays[key]
+        except KeyError:
+            raise KeyError(f"no array {key!r}{_suggest(key, self.arrays)}") from None
 
     def __contains__(self, key: str) -> bool:
         return key in self.arrays
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {k for k in self.arrays if k.isidentifier()})
+
+    def __repr__(self) -> str:
+        """The mode, the loss and the keys grouped by shape; values only of scalars and of
+        text lists (`layer_names`)."""
+        groups: dict[str, list[str]] = {}
+        scalars = []
+        for key in self.keys():
+            value = np.asarray(self.arrays[key])
+            if value.ndim == 0:
+                scalars.append(f"{key}={_scalar_text(value)}")
+            elif value.ndim == 1 and value.dtype.kind == "U" and value.size <= 16:
+                scalars.append(f"{key}={[str(v) for v in value]}")
+            else:
+                shape = f"[{', '.join(map(str, value.shape))}] {value.dtype}"
+                groups.setdefault(shape, []).append(key)
+        lines = [f"GradientTrace(mode={self.mode!r}, loss={self.config.loss!r}, "
+                 f"{len(self.arrays)} arrays)"]  # fmt: skip
+        for shape, keys in groups.items():
+            lines += _wrap(f"  {shape}: ", keys)
+        return "\n".join(lines + (_wrap("  ", scalars) if scalars else []))
 
     def keys(self) -> list[str]:
         return sorted(self.arrays)
@@ -89,8 +124,11 @@ class GradientTrace:
         payload["mode"] = np.array(self.mode)
         payload["config_json"] = np.array(self.config.to_json())
         payload["format_version"] = np.array(FORMAT_VERSION, dtype=np.int32)
-        with atomic_write(path) as handle:
-            np.savez(handle, **payload)
+        try:
+            with atomic_write(path) as handle:
+                np.savez(handle, **payload)
+        except OSError as exc:  # name the file asked for, not the temporary one
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         return path
 
     @classmethod
@@ -102,6 +140,9 @@ class GradientTrace:
         path = Path(path)
         if not path.is_file():
             raise TraceError(f"{path}: no such trace file")
+        if files.suffix_of(path, files.RECORDINGS):
+            raise TraceError(f"{path}: a recording, not a trace: read it with "
+                             "lstmviz.load_recording")  # fmt: skip
         try:
             data = _read_npz(path)
         except TraceError:
@@ -189,6 +230,41 @@ class GradientTrace:
             if steps.size and (steps.min() < 0 or (limit and steps.max() >= limit[0])):
                 raise TraceError(f"array {key!r} holds steps outside the run")
         return self
+
+
+def _suggest(name: str, arrays: dict) -> str:
+    """ " (did you mean …?)" with the keys closest to `name`, or where to find them."""
+    close = difflib.get_close_matches(name, list(arrays), n=3, cutoff=0.6)
+    if close:
+        return f" (did you mean {', '.join(map(repr, close))}?)"
+    return " (trace.keys() lists them)"
+
+
+def _wrap(head: str, items: list[str], width: int = 100) -> list[str]:
+    """`head` and the items joined by ", ", in lines of at most `width` characters where the
+    items allow it, broken only between items."""
+    lines: list[str] = []
+    line = ""
+    for n, item in enumerate(items):
+        piece = item + ("," if n < len(items) - 1 else "")
+        indent = head if not lines else "      "
+        if line and len(indent) + len(line) + 1 + len(piece) > width:
+            lines.append(indent + line)
+            line = piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    return [*lines, (head if not lines else "      ") + line]
+
+
+def _scalar_text(value: np.ndarray) -> str:
+    """A 0-d array as repr shows it: numbers with 4 significant digits, text cut to a line."""
+    if value.dtype.kind == "U":
+        text = str(value)
+        first = text.splitlines()[0] if text else ""
+        return repr(first[:40] + ("…" if len(first) > 40 or first != text else ""))
+    if value.dtype.kind == "f":
+        return f"{float(value):.4g}"
+    return str(value.item())
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:

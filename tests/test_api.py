@@ -1,7 +1,12 @@
-"""The package top level: cheap to import, lazy names resolve."""
+"""The package top level: cheap to import, lazy names resolve; what a notebook user meets."""
 
+import copy
+import pickle
 import subprocess
 import sys
+
+import numpy as np
+import pytest
 
 
 def test_import_is_cheap_and_names_resolve():
@@ -43,3 +48,131 @@ def test_tensorflow_import_is_quiet_but_loses_nothing_other_threads_write():
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines == ["written meanwhile", "after"], lines
+
+
+# ---- what a notebook user meets: repr, keys, errors by name ------------------------------------
+
+
+def _taped(rng, steps=9, loss="last_mse"):
+    import lstmviz
+
+    w = lstmviz.random_weights(4, 5, rng)
+    x = rng.standard_normal((steps, 3, 4))
+    target = {"last_mse": np.zeros((3, 5)), "seq_mse": np.zeros((steps, 3, 5))}.get(loss)
+    return lstmviz.taped_gradients(x, w, loss=loss, target=target)
+
+
+def test_trace_repr_lists_keys_by_shape_not_values(rng):
+    trace = _taped(rng, steps=300)
+    text = repr(trace)
+    assert len(text) < 1500, len(text)  # not every array's values
+    assert text.splitlines()[0] == "GradientTrace(mode='taped', loss='last_mse', 23 arrays)"
+    assert "[300, 3, 5] float32: c, grad_c_total, grad_h_direct, grad_h_total, h" in text
+    assert f"loss={float(trace.loss):.4g}" in text
+    assert str(trace) == text
+
+
+def test_model_trace_repr_shows_its_layer_names():
+    import keras
+
+    import lstmviz
+
+    layers = keras.layers
+    model = keras.Sequential([keras.Input((6, 2)), layers.Bidirectional(layers.LSTM(3)),
+                              layers.Dense(1)])  # fmt: skip
+    model.compile(loss="mse")
+    trace = lstmviz.model_gradients(model, np.ones((2, 6, 2)), np.zeros((2, 1)))
+    text = repr(trace)
+    assert "layer_names=['bidirectional/forward', 'bidirectional/backward']" in text
+    assert "model_summary=" in text and len(max(text.splitlines(), key=len)) <= 100
+
+
+def test_trace_names_close_keys_iterates_and_completes(rng):
+    trace = _taped(rng)
+    with pytest.raises(AttributeError, match=r"did you mean .*'grad_h_total'"):
+        trace.grad_h_totl  # noqa: B018
+    with pytest.raises(KeyError, match=r"did you mean .*'norm_h_total'"):
+        trace["norm_h_totl"]
+    with pytest.raises(AttributeError, match=r"trace\.keys\(\) lists them"):
+        trace.nothing_like_it  # noqa: B018
+    assert list(trace) == trace.keys()
+    assert {"grad_h_total", "norm_h_total", "save", "keys"} <= set(dir(trace))
+    copied = copy.deepcopy(trace)  # __getattr__ must not break copying or pickling
+    assert np.array_equal(pickle.loads(pickle.dumps(copied)).grad_h_total, trace.grad_h_total)
+
+
+def test_save_into_a_missing_folder_names_the_file_asked_for(rng, tmp_path):
+    trace = _taped(rng)
+    target = tmp_path / "nowhere" / "t.npz"
+    with pytest.raises(FileNotFoundError) as caught:
+        trace.save(target)
+    assert caught.value.filename == str(target)
+    assert ".tmp" not in str(caught.value)
+
+
+def test_loading_a_recording_as_a_trace_points_to_load_recording(tmp_path):
+    import lstmviz
+
+    path = tmp_path / "run.lvz"
+    path.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(64))
+    with pytest.raises(lstmviz.TraceError, match="lstmviz.load_recording"):
+        lstmviz.GradientTrace.load(path)
+
+
+def test_error_classes_and_verify_resolve_from_the_top_level():
+    import lstmviz
+    from lstmviz.export import ExportError
+    from lstmviz.recording import RecordingError
+    from lstmviz.verify import verify_trace
+
+    assert lstmviz.RecordingError is RecordingError
+    assert lstmviz.ExportError is ExportError
+    assert lstmviz.verify_trace is verify_trace
+    assert issubclass(lstmviz.RecordingError, lstmviz.LstmvizError)
+    assert issubclass(lstmviz.ExportError, lstmviz.LstmvizError)
+
+
+def test_verify_takes_a_path_and_checks_arguments(rng, tmp_path):
+    import lstmviz
+
+    trace = _taped(rng, loss="seq_mse")
+    direct = lstmviz.verify_trace(trace)
+    from_file = lstmviz.verify_trace(trace.save(tmp_path / "t.npz"))
+    assert direct.ok and from_file == direct
+    with pytest.raises(lstmviz.InputError, match="samples"):
+        lstmviz.verify_trace(trace, samples=-1)
+    with pytest.raises(lstmviz.InputError, match="not a dict"):
+        lstmviz.verify_trace(dict(trace.arrays))
+
+
+@pytest.mark.parametrize("task", ["adding", "sine", "copy"])
+def test_verify_checks_a_training_trace_against_its_task_loss(task):
+    """A training run's gradients are of its task's loss on a dense read-out (MSE of the last
+    step or of every step, cross-entropy for copy): rebuilding config.loss (mean_h) on h had
+    reported correct gradients as wrong (worst_rel ~1), the GUI's Verify a red ✗. A gradient
+    off by 10% is caught."""
+    import lstmviz
+
+    trace = lstmviz.train(task=task, train_steps=2, steps=6, batch=2, hidden=3, seed=1)
+    result = lstmviz.verify_trace(trace)
+    assert result.ok, result
+    trace.arrays["grad_h_total"] = trace.arrays["grad_h_total"] * 1.1
+    assert not lstmviz.verify_trace(trace).ok
+
+
+def test_verify_refuses_what_it_cannot_rebuild(rng):
+    import lstmviz
+
+    weights = lstmviz.random_weights(3, 4, rng)
+    trace = lstmviz.taped_gradients(rng.standard_normal((5, 2, 3)), weights)
+    trace.mode = "batchwise"
+    with pytest.raises(lstmviz.InputError, match="batchwise trace cannot be verified"):
+        lstmviz.verify_trace(trace)
+
+
+def test_load_inputs_says_how_to_read_time_major_in_python(tmp_path):
+    import lstmviz
+
+    np.save(tmp_path / "ids.npy", np.ones((4, 7), np.int32))
+    with pytest.raises(lstmviz.InputError, match=r"time_major=True"):
+        lstmviz.load_inputs(tmp_path / "ids.npy")

@@ -58,6 +58,9 @@ def test_batchwise_shows_the_backend_and_generator(qtbot, window):
     for n in range(2):  # one curve per batch, the heatmap's rows
         np.testing.assert_allclose(window.area.norm.row_curves[n][0].yData, rows[n])
     np.testing.assert_allclose(window.area.rows.data, trace.norm_h_total_by_batch)
+    # a weight set per batch: Verify cannot rebuild the loss, and says so
+    assert not window.summary.verify_button.isEnabled() and not window.verify_action.isEnabled()
+    assert "Not for this mode" in window.summary.verify_button.toolTip()
     set_params(window, mode="taped")
     assert not window.params.cudnn_note.isVisibleTo(window.dock)
 
@@ -95,6 +98,9 @@ def test_training_pause_resume_keep_steps_connectivity_and_save(
     np.testing.assert_array_equal(window.area.rows.data, trace.norm_h_total_by_step)
     assert window.area.connectivity.isVisible() and trace.connectivity.shape == (8, 8)
     np.testing.assert_array_equal(window.area.connectivity.data, trace.connectivity)
+    window.summary.verify_button.click()  # the task's loss on the read-out, rebuilt
+    qtbot.waitUntil(lambda: "entries" in window.summary.verify_result.text(), timeout=10_000)
+    assert "✓" in window.summary.verify_result.text()
 
     path = tmp_path / "adding.weights.h5"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(path), ""))

@@ -167,13 +167,14 @@ def make_task(config: RunConfig) -> Task:
     steps, batch = config.steps, config.batch
     if config.inputs:
         x, y = check_task_data(*read_task_file(config.inputs), batch, config.inputs)
-        return Task("user", x.shape[2], y.shape[-1], y.ndim == 3, "mse", _user(x, y, batch),
-                    steps=x.shape[1])  # fmt: skip
+        return Task("user", x.shape[2], y.shape[-1], y.ndim == 3, config.task_loss(),
+                    _user(x, y, batch), steps=x.shape[1])  # fmt: skip
+    loss = config.task_loss()
     if config.task == "adding":
-        return Task("adding", TASK_INPUT_DIMS["adding"], 1, False, "mse", _adding(steps, batch))
+        return Task("adding", TASK_INPUT_DIMS["adding"], 1, False, loss, _adding(steps, batch))
     if config.task == "copy":
         channels = TASK_INPUT_DIMS["copy"]  # the symbols, blank and go-marker
-        return Task("copy", channels, COPY_SYMBOLS + 1, True, "xent", _copy(steps, batch))
+        return Task("copy", channels, COPY_SYMBOLS + 1, True, loss, _copy(steps, batch))
     if config.task == "sine":
-        return Task("sine", TASK_INPUT_DIMS["sine"], 1, True, "mse", _sine(steps, batch))
+        return Task("sine", TASK_INPUT_DIMS["sine"], 1, True, loss, _sine(steps, batch))
     raise InputError(f"unknown task {config.task!r}")

@@ -579,9 +579,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         trained = shown and "readout_kernel" in self.trace
         for widget in (self.save_weights_button, self.save_weights_action):
             widget.setEnabled(trained and not running)
-        can_verify = shown and "grad_h_total" in self.trace
-        self.summary.verify_button.setEnabled(can_verify)
-        self.verify_action.setEnabled(can_verify)
+        self.verify_action.setEnabled(self.summary.set_verifiable(self.trace if shown else None))
 
     def shutdown(self, timeout_ms: int = 1500) -> bool:
         """Stop the run, the computing process and the worker thread; True if the thread

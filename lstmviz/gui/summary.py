@@ -8,6 +8,11 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 from lstmviz.config import RunConfig
 from lstmviz.render.summary import summary_text, summary_tip
 from lstmviz.render.values import Arrays
+from lstmviz.trace import GradientTrace
+from lstmviz.verify import VERIFIABLE_MODES
+
+VERIFY_TIP = ("Check a few random entries of dL/dh_t (and the largest one) by central finite\n"
+              "differences of the loss in float64, and show the worst error.")  # fmt: skip
 
 
 class SummaryPanel(QWidget):
@@ -24,10 +29,7 @@ class SummaryPanel(QWidget):
         # event-loop turn (40-70 ms: docs/performance.md, "The window's whole life").
         self.text.setMinimumHeight(2 * self.text.fontMetrics().lineSpacing())
         self.verify_button = QPushButton("Verify")
-        self.verify_button.setToolTip(
-            "Check a few random entries of dL/dh_t (and the largest one) by central finite\n"
-            "differences of the loss in float64, and show the worst error."
-        )
+        self.verify_button.setToolTip(VERIFY_TIP)
         self.verify_button.setEnabled(False)
         self.verify_result = QLabel()
         self.verify_result.setTextFormat(Qt.RichText)
@@ -36,6 +38,16 @@ class SummaryPanel(QWidget):
         layout.addWidget(self.text, 1)
         layout.addWidget(self.verify_result)
         layout.addWidget(self.verify_button)
+
+    def set_verifiable(self, trace: GradientTrace | None) -> bool:
+        """Enable Verify for a trace whose loss it can rebuild (taped, multi-pass, training);
+        its tooltip says why not for the others. Returns whether it is enabled."""
+        can = trace is not None and trace.mode in VERIFIABLE_MODES and "grad_h_total" in trace
+        self.verify_button.setEnabled(can)
+        other = trace is not None and trace.mode not in VERIFIABLE_MODES
+        self.verify_button.setToolTip(VERIFY_TIP + ("\n(Not for this mode: it rebuilds the loss of "
+                                      "taped, multi-pass and training runs.)" if other else ""))
+        return can
 
     def draw(self, mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None):
         self.text.setText(summary_text(mode, arrays, config, seconds))
