@@ -23,6 +23,7 @@ import contextlib
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Iterator
 
 import keras
@@ -51,7 +52,9 @@ class GradientFlowCallback(keras.callbacks.Callback):
     The loss is the model's compiled one otherwise.
 
     Steps count across epochs and across several `fit` calls with the same callback, which
-    append to the same file. Under `tf.distribute` only one replica context writes (Keras
+    append to the same file (a new callback starts the file afresh). After a fit interrupted
+    (Ctrl-C) the file stays open, not finished, until the next fit with this callback, `close()`
+    or the end of the process. Under `tf.distribute` only one replica context writes (Keras
     calls callbacks once per batch, outside the replicas), and under multi-worker training
     only the chief. `trace()` gives the model trace at the current weights.
     """
@@ -86,8 +89,20 @@ class GradientFlowCallback(keras.callbacks.Callback):
         holds in full)."""
         return self._live().trace()
 
+    def close(self) -> None:
+        """Mark the recording finished and close it, as the end of fit does: after a fit
+        interrupted by Ctrl-C, so that the app and readers see it finished. A later fit with
+        this callback appends to it again."""
+        self.writer.close()
+
     def on_train_begin(self, logs=None) -> None:
-        self._live()  # a model or data it cannot run fails before the first batch
+        # The batches of an epoch that never ended (a fit interrupted by Ctrl-C) count too.
+        self._steps_before += self._steps_in_epoch
+        self._steps_in_epoch = 0
+        # A model or data it cannot run fails before the first batch; a model that only its
+        # first batch builds (no keras.Input) at the first record.
+        if self.model.built:
+            self._live()
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         self._epoch = int(epoch)
@@ -117,8 +132,15 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self._steps_before += self._steps_in_epoch
         self._steps_in_epoch = 0
         self.writer.close()
+        if self.writer.records == 0 and self._writes():
+            batches = f"{self.step} training batch{'es' * (self.step != 1)}"
+            warnings.warn(f"{WHERE}: no record: fit ended after {batches}, before batch "
+                          f"{self._next}, the first to record (every={self.every}); "
+                          f"{self.path} was not written", stacklevel=2)  # fmt: skip
 
     def _live(self) -> _LiveModel:
+        if self.model is None:
+            raise LstmvizError(f"{WHERE}: no model yet: pass the callback to model.fit first")
         if self._live_model is None:
             self._live_model = _LiveModel(self.model, *self.data, self.loss)
         elif self._live_model.model is not self.model:

@@ -30,10 +30,15 @@ records completed before it (marked finished, when that still fits in place), or
 created when the first record failed; the writer then takes no more records. HDF5 is never
 asked to write to the failing file again (`_close_failed`): it cannot close a file it cannot
 write, and what it leaves then crashes or hangs the process later.
+
+One writer per file in a process: a second writer that opens a file another holds (two
+callbacks given one path) takes it over, and the first takes no more records. Files still open
+when the process ends (a fit interrupted by Ctrl-C) are closed as finished.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import functools
@@ -43,6 +48,7 @@ import re
 import struct
 import tempfile
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +118,14 @@ class Recording:
     def keys(self) -> list[str]:
         return sorted(self.arrays)
 
+    def __repr__(self) -> str:
+        """The file, its records and LSTM directions, whether it is finished; not the rows."""
+        count, steps = len(self), np.ravel(self.arrays.get("step", []))
+        span = f", steps {int(steps[0])}–{int(steps[-1])}" if count > 1 else ""
+        names = [str(n) for n in np.ravel(self.arrays.get("layer_names", []))]
+        return (f"Recording({str(self.path)!r}, {count} record{'s' * (count != 1)}{span}, "
+                f"directions {names}, finished={self.finished})")  # fmt: skip
+
 
 def record_rows(trace: GradientTrace, step: int, epoch: int, train_loss: float = np.nan,
                 seconds: float = np.nan) -> dict[str, np.ndarray]:  # fmt: skip
@@ -141,13 +155,13 @@ class RecordingWriter:
         self.every = int(every)
         self.records = 0
         self._file: h5py.File | None = None
-        self._failure: str | None = None  # why a write failed: no record is taken after it
+        self._ended: str | None = None  # why no record is taken any more (a failed write, …)
+        self._pid = os.getpid()  # the process whose file it is (a fork's copy leaves it alone)
 
     def append(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         """Add one record: its `rows` (`record_rows`) and its full model trace."""
-        if self._failure is not None:
-            raise RecordingError(f"{self.path}: takes no more records after a failed write "
-                                 f"({self._failure})")  # fmt: skip
+        if self._ended is not None:
+            raise RecordingError(f"{self.path}: takes no more records {self._ended}")
         try:
             if self._file is None and self.records == 0:
                 self._create(rows, trace)
@@ -177,12 +191,25 @@ class RecordingWriter:
     def _failed(self, exc: BaseException) -> RecordingError:
         """After a write failed: close the file without writing to it again, and the error to
         raise, saying why and what the file keeps."""
-        self._failure = _reason(exc)
+        reason = _reason(exc)
+        self._ended = f"after a failed write ({reason})"
         if self._file is not None:
             f, self._file = self._file, None
             _close_failed(f, finish=True)
-        return RecordingError(f"{self.path}: cannot write the recording ({self._failure}); "
+        return RecordingError(f"{self.path}: cannot write the recording ({reason}); "
                               f"{self._kept()}")  # fmt: skip
+
+    def _claim(self) -> None:
+        """Be the one writer of the file in this process: another writer that has it open
+        (two callbacks given one path) closes it and takes no more records."""
+        key = os.path.realpath(self.path)
+        other = _OPEN.get(key)
+        if other is not None and other is not self and other._file is not None:
+            with contextlib.suppress(RecordingError):
+                other.close()
+            other._ended = ("since another writer in this process took the file over (give "
+                            "each callback a file of its own)")  # fmt: skip
+        _OPEN[key] = self
 
     def _kept(self) -> str:
         """What the file holds after a failed write, read back as a user would read it: its
@@ -199,6 +226,7 @@ class RecordingWriter:
         return f"it keeps its {count} complete record{'s' * (count != 1)}"
 
     def _create(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
+        self._claim()
         try:
             with atomic_path(self.path, suffix=files.RECORDINGS[0]) as tmp:
                 self._file = f = h5py.File(tmp, "w", libver="latest", locking=False)
@@ -237,8 +265,16 @@ class RecordingWriter:
     def _reopen(self) -> None:
         # In SWMR mode from the start: a file open for writing without it is refused to
         # readers until it is closed, which a failed write may never let happen.
+        if not self.path.is_file():
+            raise RecordingError(f"{self.path}: no such recording any more (deleted or moved "
+                                 "since its last record): cannot append to it")  # fmt: skip
+        self._claim()
         flags = h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE
-        f = h5py.File(h5py.h5f.open(os.fsencode(self.path), flags, fapl=_access()))
+        try:
+            f = h5py.File(h5py.h5f.open(os.fsencode(self.path), flags, fapl=_access()))
+        except WRITE_ERRORS as exc:  # nothing written yet: the file is left as it is
+            raise RecordingError(f"{self.path}: cannot open it to append a record "
+                                 f"({_reason(exc)})") from None  # fmt: skip
         try:
             if f.attrs.get("format") != FORMAT:
                 raise RecordingError(f"{self.path}: not an lstmviz recording any more")
@@ -268,6 +304,21 @@ class RecordingWriter:
         _set(f["records"], n + 1)
         f.flush()  # the file's own metadata too: the records of a killed writer stay readable
         self.records = n + 1
+
+
+# The writers by the real path of their file (`RecordingWriter._claim`).
+_OPEN: weakref.WeakValueDictionary[str, RecordingWriter] = weakref.WeakValueDictionary()
+
+
+@atexit.register
+def _close_open_writers() -> None:
+    """Close, as finished, the files this process still holds open at its end: a fit
+    interrupted by Ctrl-C never told its callback it ended. (Registered after h5py's import,
+    so it runs before h5py's own clean-up.)"""
+    for writer in list(_OPEN.values()):
+        if writer._pid == os.getpid():
+            with contextlib.suppress(Exception):
+                writer.close()
 
 
 def _close_failed(f: h5py.File, finish: bool) -> None:

@@ -114,6 +114,88 @@ def test_a_second_fit_goes_on_counting_in_the_same_file(tmp_path):
     assert list(rec.step) == [2, 4, 6, 8, 10] and rec.finished
 
 
+def test_every_record_is_the_loss_keras_evaluates_and_model_mode_at_that_batch(tmp_path):
+    """Not only the last: each record's loss is Keras's own evaluation of the model on the
+    data at that batch's weights, and its rows are model mode run afresh there."""
+    model = nested_model()  # Keras-run layers too: lstmviz copies their weights each record
+    rng = np.random.default_rng(3)
+    x = rng.integers(1, 20, (48, model.inputs[0].shape[1])).astype(np.int32)
+    y = rng.integers(0, 2, (48, 1)).astype(np.float32)
+    data = (x[:12], y[:12])
+    callback = GradientFlowCallback(data, tmp_path / "run.lvz", every=2)
+    seen = []
+
+    class AtEachRecord(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if callback.records > len(seen):
+                trace = model_gradients(self.model, *data)
+                keras_loss = self.model.evaluate(*data, verbose=0, return_dict=True)["loss"]
+                seen.append((keras_loss, trace))
+
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback, AtEachRecord()], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    assert list(rec.step) == [2, 4, 6] and len(seen) == 3
+    for n, (keras_loss, trace) in enumerate(seen):
+        assert abs(rec.loss[n] - keras_loss) <= 1e-5 * max(1.0, abs(keras_loss)), n
+        for key in ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer"):
+            close(rec[key][n], trace[key], 1e-4, f"{key} of record {n}")
+        close(rec.saliency[n], trace.saliency.mean(0), 1e-4, f"saliency of record {n}")
+
+
+def test_a_fit_interrupted_by_ctrl_c_keeps_its_records_and_its_batches_count(tmp_path):
+    """Ctrl-C between two batches: the records so far read back; `close()` marks the file
+    finished; the next fit with the callback counts on from the batches done."""
+    model, (x, y) = tokens_model(), token_data()  # 5 batches an epoch
+
+    class CtrlC(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 3:
+                raise KeyboardInterrupt
+
+    callback = GradientFlowCallback((x[:8], y[:8]), tmp_path / "run.lvz", every=2)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x, y, batch_size=8, epochs=2, callbacks=[callback, CtrlC()], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    assert list(rec.step) == [2] and not rec.finished and callback.step == 3
+    callback.close()
+    assert load_recording(tmp_path / "run.lvz").finished
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    assert list(rec.step) == [2, 4, 6, 8] and callback.step == 8 and rec.finished
+
+
+def test_two_callbacks_on_one_path_stop_fit_with_a_recording_error(tmp_path):
+    model, (x, y) = tokens_model(), token_data()
+    path = tmp_path / "run.lvz"
+    callbacks = [GradientFlowCallback((x[:8], y[:8]), path, every=every) for every in (2, 3)]
+    with pytest.raises(LstmvizError, match="another writer in this process took the file over"):
+        model.fit(x, y, batch_size=8, epochs=1, callbacks=callbacks, verbose=0)
+    assert list(load_recording(path).step) == [3]  # the second callback's file
+
+
+def test_a_fit_too_short_for_a_record_warns(tmp_path):
+    model, (x, y) = tokens_model(), token_data()
+    callback = GradientFlowCallback((x[:8], y[:8]), tmp_path / "run.lvz", every=6)
+    with pytest.warns(UserWarning, match=r"no record: fit ended after 5 training batches, "
+                      r"before batch 6.*run.lvz was not written"):  # fmt: skip
+        model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert not (tmp_path / "run.lvz").exists()
+
+
+def test_a_model_that_its_first_batch_builds_is_recorded(tmp_path):
+    """No keras.Input: Keras builds the model at the first batch, after fit began."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([L.LSTM(4), L.Dense(2)])
+    model.compile(loss="mse", optimizer="adam")
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((24, 5, 3)), rng.standard_normal((24, 2))
+    callback = GradientFlowCallback((x[:6], y[:6]), tmp_path / "run.lvz", every=3)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    assert list(rec.step) == [3]
+    close(rec.last.y_pred, model.predict(x[:6], verbose=0), 1e-5, "y_pred")
+
+
 def test_with_several_steps_per_execution_a_record_follows_each_multiple(tmp_path):
     model, (x, y) = tokens_model(), token_data(80)
     model.compile(loss="binary_crossentropy", optimizer="adam", steps_per_execution=2)
@@ -136,6 +218,8 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
         with pytest.raises(LstmvizError, match=message) as info:
             GradientFlowCallback(**kwargs)
         assert "\n" not in str(info.value)
+    with pytest.raises(LstmvizError, match="no model yet: pass the callback to model.fit"):
+        GradientFlowCallback((x, y), tmp_path / "a.lvz").trace()
     def own_loss(y_true, y_pred):  # a loss lstmviz does not know by name
         return keras.ops.mean((y_true - y_pred) ** 2)
 

@@ -104,6 +104,8 @@ def test_records_read_back_as_written(tmp_path):
     assert list(rec.layer_names) == NAMES and "Embedding" in str(rec.model_summary)
     same_trace(rec.last, traces[-1])  # the last record's full trace, text keys included
     assert load_recording(path, trace=False).last is None
+    assert repr(rec) == (f"Recording({str(path)!r}, 3 records, steps 5–15, directions "
+                         f"{NAMES}, finished=True)")  # a line in a notebook, not the rows
 
 
 def test_a_later_fit_appends_to_the_same_file(tmp_path):
@@ -215,6 +217,51 @@ def test_a_killed_writer_leaves_its_records_readable_and_a_cut_copy_is_refused(t
     cut = tmp_path / "cut.lvz"
     cut.write_bytes(path.read_bytes()[: os.path.getsize(path) - 100])
     one_line_error(cut, "truncated")
+
+
+def test_a_writer_the_process_leaves_open_is_closed_as_finished_at_its_end(tmp_path):
+    """A fit interrupted by Ctrl-C never closes its recording: the uncaught KeyboardInterrupt
+    ends the process, and the file is finished then, with its complete records."""
+    path = tmp_path / "interrupted.lvz"
+    code = WRITER.replace("writer.close()", "raise KeyboardInterrupt")
+    code = code.format(root=str(ROOT), tests=str(ROOT / "tests"), path=str(path), count=2,
+                       pause=0)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr, done.stderr[-3000:]
+    rec = load_recording(path)
+    assert len(rec) == 2 and rec.finished
+    same_trace(rec.last, model_trace(2))
+
+
+def test_a_second_writer_of_a_file_takes_it_over_and_the_first_one_stops(tmp_path):
+    """Two callbacks given one path: the writer that starts the file anew takes it over; the
+    other, still holding the file it replaced, takes no more records (else they would go
+    into a file that is no longer there)."""
+    path = tmp_path / "run.lvz"
+    first = write(path, [1], close=False)
+    second = write(path, [7, 8], close=False)
+    trace = model_trace(2)
+    with pytest.raises(RecordingError, match="another writer in this process took the file over"):
+        first.append(record_rows(trace, 10, 0), trace)
+    second.close()
+    rec = load_recording(path)
+    assert len(rec) == 2 and rec.finished
+    same_trace(rec.last, model_trace(8, nonfinite=2))
+
+
+def test_a_later_fit_finding_its_file_gone_or_replaced_says_so_and_leaves_it(tmp_path):
+    path = tmp_path / "run.lvz"
+    writer = write(path, [1, 2])
+    path.write_text("my notes")  # the user's own file, where the recording was
+    trace = model_trace(3)
+    for _ in range(2):
+        with pytest.raises(RecordingError, match=f"^{path}: cannot open it to append a record"):
+            writer.append(record_rows(trace, 15, 1), trace)
+    assert path.read_text() == "my notes"
+    path.unlink()
+    with pytest.raises(RecordingError, match="no such recording any more .deleted or moved"):
+        writer.append(record_rows(trace, 15, 1), trace)
+    assert not path.exists()
 
 
 def full_disk(f: h5py.File) -> None:

@@ -215,7 +215,7 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
         """Fit, then close the recording whatever fit did; what either raises goes to the
         generator, and the end is signalled in every case: the generator waits for it."""
         try:
-            for step in (train, callback.writer.close):
+            for step in (train, callback.close):
                 try:
                     step()
                 except BaseException as exc:  # noqa: BLE001 - handed to the generator's thread
