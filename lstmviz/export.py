@@ -15,8 +15,8 @@ header naming each column after the trace key it comes from:
 
 - `t` (0-based); in multi-pass mode also `pass` (1-based) and `t_in_pass`;
 - every per-timestep norm of the trace: `norm_h_total`, `norm_h_direct`, `norm_c_total`, then
-  any others in key order (multi-pass: `norm_h_truncated`, `norm_c_truncated`,
-  `norm_h_reference`; training: `step0_norm_h_total`, … for the initial weights);
+  any others in schema order (multi-pass: `norm_h_reference`, `norm_h_truncated`,
+  `norm_c_truncated`), last the initial weights' of a training run (`step0_norm_h_total`, …);
 - per-row norms [rows, T], one column per row, numbered from 1: per-batch weights
   `norm_h_total_batch1`, … (likewise `norm_h_direct_batch*`, `norm_c_total_batch*`); training
   `norm_h_total_step1` … `norm_h_total_stepS` (step s before its update, while the plain
@@ -191,7 +191,12 @@ def _load(trace, full: bool) -> tuple:
     recording is read with its last record's trace (for figures and npz)."""
     if isinstance(trace, GradientTrace):
         return trace, None
-    if not isinstance(trace, str | os.PathLike):  # a Recording (lstmviz.recording)
+    if not isinstance(trace, str | os.PathLike):
+        from lstmviz.recording import Recording
+
+        if not isinstance(trace, Recording):
+            raise ExportError(f"export takes a GradientTrace, a Recording or a file name, not "
+                              f"a {type(trace).__name__}")  # fmt: skip
         return trace, str(trace.path)
     if files.suffix_of(trace, files.RECORDINGS):
         from lstmviz.recording import load_recording
@@ -235,8 +240,9 @@ def export(
 ) -> list[Path]:
     """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
     file, or a recording (a `Recording` or an `.lvz`). PNG is `width` × `height`
-    px with `dpi` recorded (text and lines scale with `dpi`; the SVG has the same physical
-    size); PDF is one A4 landscape page. `panels`: names from
+    px with `dpi` recorded (text and lines scale with `dpi`, less when the panels would not
+    fit otherwise: then the figure is drawn larger and scaled down to the size; the SVG has
+    the same physical size); PDF is one A4 landscape page. `panels`: names from
     `PANEL_NAMES` (or panel classes); by default those the window shows for the trace.
     `log`/`normalise`: as View → Log scale / Normalise per pass in the GUI. `layer`: the LSTM
     direction a model trace's gates and per-unit panels show (index into `layer_names`).

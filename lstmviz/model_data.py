@@ -108,6 +108,8 @@ def check_data(spec: ModelSpec, x, y, where: str = "data") -> tuple[np.ndarray, 
             )
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise InputError(f"{where}: y holds NaN or Inf")
+        if y.dtype.kind in "fb":  # the model computes in float32 (ids stay integers)
+            y = y.astype(np.float32)
     return np.ascontiguousarray(x), y
 
 

@@ -176,3 +176,89 @@ def test_load_inputs_says_how_to_read_time_major_in_python(tmp_path):
     np.save(tmp_path / "ids.npy", np.ones((4, 7), np.int32))
     with pytest.raises(lstmviz.InputError, match=r"time_major=True"):
         lstmviz.load_inputs(tmp_path / "ids.npy")
+
+
+def test_what_a_notebook_passes_is_checked_and_copied(rng, tmp_path):
+    """Arrays are copied (reusing the caller's buffer does not change the trace); wrong types
+    and kinds of input raise lstmviz errors naming the argument, not NumPy or TensorFlow
+    errors from deep inside; a target given to mean_h is refused, not dropped."""
+    import lstmviz
+
+    w = lstmviz.random_weights(3, 4, 0)  # a seed is enough
+    assert repr(w) == "LSTMWeights(I=3, H=4)"
+    np.testing.assert_array_equal(w.kernel, lstmviz.random_weights(3, 4, 0).kernel)
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    trace = lstmviz.taped_gradients(x, w)
+    x[:] = 0.0
+    assert np.abs(trace.x).max() > 0  # the trace kept what it computed with
+    kernel = w.kernel.copy()
+    raw = [kernel, w.recurrent_kernel, w.bias]
+    own = lstmviz.LSTMWeights(*raw)
+    raw[0][:] = 0.0
+    assert np.abs(own.kernel).max() > 0
+    with pytest.raises(lstmviz.WeightsError, match="not a tuple"):
+        lstmviz.taped_gradients(x, (w.kernel, w.recurrent_kernel, w.bias))
+    with pytest.raises(lstmviz.InputError, match="x has dtype complex"):
+        lstmviz.taped_gradients(x.astype(np.complex64), w)
+    with pytest.raises(lstmviz.InputError, match="x is not an array of numbers"):
+        lstmviz.taped_gradients([[[1.0, 2.0, 3.0]], [[1.0]]], w)
+    with pytest.raises(lstmviz.InputError, match="'mean_h' takes no target"):
+        lstmviz.taped_gradients(x, w, target=np.zeros((2, 4)))
+    with pytest.raises(lstmviz.InputError, match="one LSTMWeights per batch"):
+        lstmviz.batchwise_gradients(x[None], w)
+    from lstmviz.export import export
+
+    with pytest.raises(lstmviz.ExportError, match="not a dict"):
+        export(dict(trace.arrays), csv=tmp_path / "t.csv")
+    assert not (tmp_path / "t.csv").exists()
+    with pytest.raises(lstmviz.ConfigError, match="no parameter 'tasks'"):
+        lstmviz.train(tasks="adding")
+
+
+@pytest.mark.parametrize("sequences", [True, False])
+def test_float64_targets_of_a_model_run_as_float32(sequences):
+    """np.zeros makes float64: a stack's last_mse took it into a float32 graph and failed in
+    TensorFlow; it gives the float32 target's gradients. The top LSTM may return its last
+    step only (last_mse took step -1 of that output's units)."""
+    import keras
+    import tensorflow as tf
+
+    import lstmviz
+
+    model = keras.Sequential([keras.Input((6, 3)),
+                              keras.layers.LSTM(2, return_sequences=sequences)])  # fmt: skip
+    x = np.random.default_rng(2).standard_normal((5, 6, 3)).astype(np.float32)
+    y = np.full((5, 2), 0.25)
+    wide = lstmviz.model_gradients(model, x, y, loss="last_mse")
+    narrow = lstmviz.model_gradients(model, x, y.astype(np.float32), loss="last_mse")
+    np.testing.assert_array_equal(wide.layer0_grad_h_total, narrow.layer0_grad_h_total)
+    assert float(wide.loss) == float(narrow.loss)
+    with tf.GradientTape() as tape:  # Keras's own model, its output's last step
+        out = model(x)
+        value = tf.reduce_mean(tf.square((out[:, -1] if sequences else out) - y.astype("f")))
+    grads = tape.gradient(value, model.trainable_weights)
+    np.testing.assert_allclose(float(wide.loss), float(value), rtol=1e-6)
+    np.testing.assert_allclose(wide.layer0_grad_kernel, grads[0], rtol=1e-4, atol=1e-7)
+
+
+def test_model_gradients_speaks_of_its_own_arguments():
+    """Messages `prepare` shares with the command line name model_gradients's arguments
+    (loss=, y=), not --loss or --targets; a hidden-state loss for a model with a head says
+    why it does not apply."""
+    import keras
+
+    import lstmviz
+
+    model = keras.Sequential([keras.Input((6, 3)), keras.layers.LSTM(4), keras.layers.Dense(1)])
+    x = np.zeros((2, 6, 3), np.float32)
+    with pytest.raises(lstmviz.ConfigError) as caught:
+        lstmviz.model_gradients(model, x)
+    assert "give loss= with a Keras loss name" in str(caught.value)
+    assert "--" not in str(caught.value)
+    with pytest.raises(lstmviz.ConfigError, match="last_mse is a loss on the output of a model "
+                       "ending in an LSTM, this one ends in Dense"):  # fmt: skip
+        lstmviz.model_gradients(model, x, loss="last_mse")
+    model.compile(loss="mse")
+    with pytest.raises(lstmviz.InputError) as caught:
+        lstmviz.model_gradients(model, x)
+    assert str(caught.value).endswith("needs targets y (y=)")

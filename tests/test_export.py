@@ -178,6 +178,95 @@ def test_single_panel_and_view_options(traces, tmp_path):
         export(traces["taped"], png=tmp_path / "x.png", panels=["bogus"])
 
 
+def _rgb(path) -> np.ndarray:
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(path)).convertToFormat(QImage.Format_RGB888)
+    w, h = image.width(), image.height()
+    return np.frombuffer(image.constBits(), np.uint8).reshape(h, -1)[:, : w * 3].reshape(h, w, 3)
+
+
+def test_png_legend_scales_with_the_dpi(traces, tmp_path):
+    """The legend below the curves is three times as large at 288 dpi as at 96 (pyqtgraph draws
+    legends unscaled: they came out a third of their size, unreadable)."""
+    spans = []
+    for dpi in (96, 288):
+        k = dpi // 96
+        path = export_png(traces["taped"], tmp_path / f"{dpi}.png", width=800 * k,
+                          height=500 * k, dpi=dpi, panels=["norm"])  # fmt: skip
+        navy = np.abs(_rgb(path).astype(int) - [0x1F, 0x3B, 0x73]).sum(-1) < 60
+        rows = np.flatnonzero(navy.any(axis=1))
+        swatch = navy[rows[-1]]  # the lowest navy pixels: the legend's sample of the curve
+        columns = np.flatnonzero(swatch)
+        spans.append((columns[-1] - columns[0] + 1, np.flatnonzero(navy[:, columns[0]])[-1]))
+    (w96, y96), (w288, y288) = spans
+    assert 2.6 < w288 / w96 < 3.4, spans
+    assert 2.6 < y288 / y96 < 3.4, spans  # where it sits, too
+
+
+def _svg_texts(path):
+    """(text, x, y, font px) of the SVG's own text elements (not the plots')."""
+    root = ET.parse(path).getroot()
+    return root, [("".join(t.itertext()), float(t.get("x")), float(t.get("y")),
+                   float(t.get("font-size"))) for t in root.findall(SVG + "text")]  # fmt: skip
+
+
+def test_a_narrow_figure_wraps_its_summary_and_elides_titles(traces, tmp_path):
+    from PySide6.QtGui import QFontMetricsF
+
+    from lstmviz.render.figure import _font, ensure_app
+
+    ensure_app()
+    path = export(traces["multipass"], svg=tmp_path / "n.svg", width=600, height=400,
+                  panels=["norm", "rows", "units"])[0]  # fmt: skip
+    root, texts = _svg_texts(path)
+    width = float(root.get("viewBox").split()[2])
+    for text, x, _, px in texts:  # nothing runs past the right edge
+        advance = QFontMetricsF(_font(px, bold=px != 11)).horizontalAdvance(text)
+        assert x + advance <= width + 1, (text, x + advance, width)
+    summary = [text for text, _, _, px in texts if px == 11]
+    assert len(summary) >= 2  # wrapped, and every part of it kept
+    assert " · ".join(summary).startswith("multi-pass · P=3 × T=12")
+    assert " · ".join(summary).endswith("no NaN/Inf ✓")
+    ys = [y for _, _, y, px in texts if px != 12]  # the title, then the summary's lines
+    panels = [y for _, _, y, px in texts if px == 12]
+    assert all(b - a >= 11 for a, b in zip(ys, ys[1:] + [min(panels)], strict=True)), ys
+
+
+def test_a_small_figure_has_room_for_every_plot(traces, tmp_path):
+    """At 600 × 400 px and 144 dpi the panels' plots were wider than their boxes: the PNG
+    squeezed them (condensed text), the SVG cut their right side off. Now the figure is laid
+    out larger and scaled down: every plot's axes and labels lie inside its box."""
+    path = export(traces["train"], svg=tmp_path / "s.svg", png=tmp_path / "s.png",
+                  width=600, height=400)[1]  # fmt: skip
+    root = ET.parse(path).getroot()
+    groups = [g for g in root.iter(SVG + "g") if re.fullmatch(r"panel\d+_plot", g.get("id", ""))]
+    assert len(groups) == 4
+    for group in groups:
+        clip = root.find(f".//{SVG}clipPath[@id='{group.get('id')[:-4]}box']/{SVG}rect")
+        box_w = float(clip.get("width"))
+        xs = [float(t.get("x")) for t in group.iter(SVG + "text") if t.get("x")]
+        assert max(xs) < box_w, (group.get("id"), max(xs), box_w)
+
+
+def test_svg_in_qts_renderer_has_no_frame_the_png_lacks(traces, tmp_path):
+    """Qt's SVG renderer does not clip; it drew the plots' clip paths with pyqtgraph's black
+    stroke: a frame around every plot, whose right side is a dark column the PNG lacks."""
+    from PySide6.QtGui import QColor, QImage, QPainter
+    from PySide6.QtSvg import QSvgRenderer
+
+    path = export(traces["taped"], svg=tmp_path / "f.svg", width=800, height=500, dpi=96,
+                  panels=["norm"])[0]  # fmt: skip
+    image = QImage(800, 500, QImage.Format_RGB888)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    QSvgRenderer(str(path)).render(painter)
+    painter.end()
+    image.save(str(tmp_path / "f.png"))
+    dark = _rgb(tmp_path / "f.png").astype(int).sum(-1) < 200
+    assert dark[70:300, -40:].mean(axis=0).max() < 0.5  # no vertical line at the plot's right
+
+
 def test_a_failure_in_any_format_writes_nothing(traces, tmp_path, monkeypatch):
     from lstmviz.render import figure
 

@@ -323,7 +323,8 @@ def test_keras2_cudnn_lstm_is_an_lstm_with_summed_biases(k2):
     weights, source = read_weights(path, "cud")
     np.testing.assert_array_equal(weights.bias, lstm_model.get_layer("cud").get_weights()[2])
     assert "CuDNNLSTM" in source
-    assert {info.name for info in list_lstm_layers(path)} >= {"cud", "forward_cu_dnnlstm"}
+    names = {info.name for info in list_lstm_layers(path)}  # Keras numbers a repeated
+    assert "cud" in names and any(n.startswith("forward_cu_dnnlstm") for n in names)  # name
 
 
 def test_keras2_weights_only_h5_is_a_stack(k2):

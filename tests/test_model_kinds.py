@@ -92,7 +92,7 @@ def test_a_head_without_a_loss_takes_the_one_given(k3):
     folder, models = k3
     path = str(folder / "merge_concat.keras")
     x, y = fixture_data(models["merge_concat"], "mse", np.random.default_rng(8))
-    with pytest.raises(LstmvizError, match="no compiled loss; give --loss"):
+    with pytest.raises(LstmvizError, match="no compiled loss; give loss="):
         model_gradients(path, x, y)
     model = models["merge_concat"]
     model.compile(loss="mse")

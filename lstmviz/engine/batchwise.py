@@ -29,6 +29,7 @@ from lstmviz.engine.stopping import Units
 from lstmviz.engine.taped import compute_taped, config_for
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import InputError
+from lstmviz.numeric import float32_copy
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
 
@@ -184,10 +185,13 @@ def batchwise_gradients(
     target as `loss` needs it), h0 and c0 [N, B, H] (zeros when None). backend: "auto", "cudnn"
     or "while_loop". The trace's arrays are per batch, [N, ...] (see the README).
     """
-    x = np.asarray(x, np.float32)
+    x = float32_copy(x, "x")
     if x.ndim != 4 or x.shape[0] < 1:
         raise InputError(f"x must be [N, T, B, I] with N >= 1 batches, got {list(x.shape)}")
     batches = x.shape[0]
+    if isinstance(weights, LSTMWeights):
+        raise InputError("weights: one LSTMWeights per batch (a list of N), or a Hypernetwork; "
+                         "for one set of weights for every batch, use taped_gradients")  # fmt: skip
     if isinstance(weights, Hypernetwork):
         generator = weights
         shapes = [_zero_weights(weights.input_dim, weights.hidden)] * batches

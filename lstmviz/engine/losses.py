@@ -18,6 +18,7 @@ import numpy as np
 
 from lstmviz.config import LOSSES
 from lstmviz.errors import InputError
+from lstmviz.numeric import float32_copy
 
 
 def target_shape(
@@ -41,10 +42,13 @@ def check_target(
         raise InputError(f"unknown loss {loss!r} (choose from {', '.join(LOSSES)})")
     shape = target_shape(loss, steps, batch, hidden, passes)
     if shape is None:
+        if target is not None:  # likely a forgotten loss=: say so rather than drop it
+            raise InputError(f"loss {loss!r} takes no target (with a target: last_mse [B, H] "
+                             "or seq_mse [T, B, H])")  # fmt: skip
         return None
     if target is None:
         raise InputError(f"loss {loss!r} needs a target of shape {list(shape)}")
-    target = np.asarray(target, dtype=np.float32)
+    target = float32_copy(target, "target")
     if target.shape != shape:
         raise InputError(
             f"target for {loss!r} must have shape {list(shape)}, got {list(target.shape)}"

@@ -27,7 +27,7 @@ from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activi
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError, InputError
+from lstmviz.errors import ConfigError, InputError, LstmvizError
 from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.model import RECURRENT, ModelSpec, shape_text
@@ -66,8 +66,9 @@ class ModelLoss:
     def _hidden(self, y, y_pred):
         if self.name == "mean_h":
             values = y_pred
-        elif self.name == "last_mse":
-            values = tf.square(y_pred[:, -1] - y)
+        elif self.name == "last_mse":  # the last step's output: a top LSTM's sequences' last
+            last = y_pred[:, -1] if y_pred.shape.rank == 3 else y_pred
+            values = tf.square(last - y)
         else:  # seq_mse
             values = tf.square(y_pred - y)
         axes = list(range(1, values.shape.rank))
@@ -87,10 +88,14 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
         name = given or "mean_h"
         return ModelLoss(name, hidden=True) if name in LOSSES else _keras_loss(name)
     if not given or given in LOSSES:
+        # mean_h is also what nothing given defaults to; last_mse and seq_mse were chosen
+        last = spec.layers[-1].class_name
+        why = (f"{given} is a loss on the output of a model ending in an LSTM, this one ends "
+               f"in {last}; " if given and given != "mean_h" else "")  # fmt: skip
         raise ConfigError(
             "--loss",
-            f"{spec.source}: the model has no compiled loss; give --loss with a Keras loss "
-            "name (e.g. binary_crossentropy, sparse_categorical_crossentropy, mse)",
+            f"{spec.source}: the model has no compiled loss; {why}give --loss with a Keras "
+            "loss name (e.g. binary_crossentropy, sparse_categorical_crossentropy, mse)",
         )
     return _keras_loss(given)
 
@@ -351,7 +356,27 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     config = RunConfig(mode="model", loss=loss or "mean_h", model=None)
     if x is None and y is not None:
         raise InputError("y given without x")
-    prepared = prepare(spec, config, x, y, where="x" if x is not None else "data")
+    try:
+        prepared = prepare(spec, config, x, y, where="model_gradients")
+    except (ConfigError, InputError) as exc:
+        raise _in_python_terms(exc) from None
     model_loss, x, y, source = prepared
     *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source)
     return trace
+
+
+# The CLI's words in messages `prepare` shares with the command line, as model_gradients's
+# arguments name them.
+_PYTHON_TERMS = (("give --loss", "give loss="), ("--loss: ", "loss: "), ("--loss", "loss="),
+                 ("(in the .npz, or --targets Y.npy)", "(y=)"))  # fmt: skip
+
+
+def _in_python_terms(exc: LstmvizError) -> LstmvizError:
+    """`exc` with its message in model_gradients's words ("give loss=" for "give --loss")."""
+    text = str(exc)
+    for cli, python in _PYTHON_TERMS:
+        text = text.replace(cli, python)
+    translated = Exception.__new__(type(exc))
+    Exception.__init__(translated, text)
+    translated.__dict__.update(exc.__dict__)
+    return translated

@@ -12,7 +12,8 @@ import numpy as np
 
 from lstmviz.config import RunConfig
 from lstmviz.engine.losses import check_target, target_shape
-from lstmviz.errors import ConfigError, InputError
+from lstmviz.errors import ConfigError, InputError, WeightsError
+from lstmviz.numeric import float32_copy
 from lstmviz.weights import LSTMWeights, random_weights
 
 
@@ -33,8 +34,11 @@ def check_problem(
     """Validate shapes (x time-major [T, B, I]) and fill in zero initial states.
 
     With `passes` = P, x is P equal passes joined (T = P·Tp) and the target is per pass
-    (losses.py)."""
-    x = np.asarray(x, dtype=np.float32)
+    (losses.py). The arrays are copied: the trace does not change when the caller's do."""
+    if not isinstance(weights, LSTMWeights):
+        raise WeightsError(f"weights must be lstmviz.LSTMWeights(kernel, recurrent_kernel, bias), "
+                           f"not a {type(weights).__name__}")  # fmt: skip
+    x = float32_copy(x, "x")
     if x.ndim != 3 or 0 in x.shape:
         raise InputError(f"x must be a non-empty time-major array [T, B, I], got {list(x.shape)}")
     steps, batch, input_dim = x.shape
@@ -48,7 +52,7 @@ def check_problem(
     for name, state in (("h0", h0), ("c0", c0)):
         if state is None:
             state = np.zeros((batch, weights.hidden), np.float32)
-        state = np.asarray(state, dtype=np.float32)
+        state = float32_copy(state, name)
         if state.shape != (batch, weights.hidden):
             raise InputError(
                 f"{name} must have shape [B, H] = {[batch, weights.hidden]}, "

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 
@@ -223,7 +223,13 @@ class Training:
 
 def train(**params) -> GradientTrace:
     """Train and return the trace. Parameters as RunConfig's (task, train_steps, steps, batch,
-    hidden, seed, inputs, connectivity); e.g. `train(task="adding", train_steps=150, steps=30)`."""
+    hidden, seed, inputs, connectivity); e.g. `train(task="adding", train_steps=150, steps=30)`.
+    An unknown parameter raises ConfigError naming those there are."""
+    known = {f.name for f in fields(RunConfig)} - {"mode"}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ConfigError(unknown[0], f"train() takes no parameter {unknown[0]!r} (it takes "
+                          f"{', '.join(sorted(known))})")  # fmt: skip
     config = RunConfig(mode="train", **params).validate()
     *_, trace = run_train(config)
     return trace

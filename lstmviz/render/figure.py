@@ -25,6 +25,7 @@ from PySide6.QtCore import QEvent, QMarginsF, QPoint, QRectF, Qt, qInstallMessag
 from PySide6.QtGui import (
     QColor,
     QFont,
+    QFontMetricsF,
     QImage,
     QPageLayout,
     QPageSize,
@@ -32,13 +33,19 @@ from PySide6.QtGui import (
     QPdfWriter,
     QTextDocument,
 )
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QGraphicsItem
 
 import lstmviz
 from lstmviz import modes
 from lstmviz.render.curves import NormHistoryPanel
 from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
-from lstmviz.render.layout import PANEL_NAMES, PANEL_WIDTHS, figure_rows, panels_for
+from lstmviz.render.layout import (
+    PANEL_NAMES,
+    PANEL_WIDTHS,
+    figure_rows,
+    minimum_size,
+    panels_for,
+)
 from lstmviz.render.model_curves import GatesPanel, LayerChoice, LayerNormPanel
 from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
 from lstmviz.render.model_report import model_lines, model_table_html
@@ -67,8 +74,9 @@ PANELS: dict[str, type[Panel]] = {  # the window's panels, by name (PANEL_NAMES)
     "record_loss": RecordLossPanel,
     "record_map": RecordHeatmap,
 }
-HEADER_PX = 46  # title and summary line above the panels
+HEADER_PX = 46  # title and a one-line summary above the panels; each wrapped line adds LINE_PX
 TITLE_PX, SUBTITLE_PX, PANEL_TITLE_PX = 16, 11, 12
+LINE_PX, MAX_SUMMARY_LINES = 15, 3
 GAP_PX = 8
 TOP_ROW_SHARE = 0.56  # of the height below the header, when there are two rows of panels
 
@@ -95,6 +103,24 @@ def ensure_app() -> QApplication:
         qInstallMessageHandler(_quiet_messages)
         app = QApplication(sys.argv[:1] or ["lstmviz"])
     return app
+
+
+@contextlib.contextmanager
+def scaled_legends(panels: Sequence[Panel]) -> Iterator[None]:
+    """Legends scale with the rest of the plot while the panels are drawn scaled (the PNG at
+    a DPI above 96, a plot shrunk into the PDF): pyqtgraph draws a legend at one device
+    pixel per unit whatever the painter's scale (ItemIgnoresTransformations), which on a
+    screen at 96 dpi is the same and in an export at 288 dpi a third of its size."""
+    flag = QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations
+    items = [item for panel in panels for item in panel.plot.scene().items()
+             if item.flags() & flag]  # fmt: skip
+    for item in items:
+        item.setFlag(flag, False)
+    try:
+        yield
+    finally:
+        for item in items:
+            item.setFlag(flag, True)
 
 
 @contextlib.contextmanager
@@ -175,6 +201,7 @@ class Figure:
             raise ValueError("nothing to plot: the trace has no gradient norms")
         self.cells: list[tuple[Panel, QRectF]] = []  # panel, plot rectangle (logical px)
         self.titles: list[tuple[str, QRectF]] = []
+        self.lines: list[str] = []  # the summary as the header shows it
 
     def default_panels(self) -> list[str]:
         """The panels the window shows for the trace (`panels_for`)."""
@@ -221,6 +248,26 @@ class Figure:
 
     # ---- layout ------------------------------------------------------------------------------
 
+    def header_lines(self, width: float) -> list[str]:
+        """The summary line in lines of at most `width` logical px, broken at its " · "
+        separators (a part too long for a line alone, or a last line past
+        MAX_SUMMARY_LINES, ends in "…"), as the header shows it."""
+        metrics = QFontMetricsF(_font(SUBTITLE_PX))
+        room = max(width - 12, 1.0)
+        lines: list[str] = []
+        for part in plain(self.summary_html()).split(" · "):
+            joined = f"{lines[-1]} · {part}" if lines else part
+            if lines and metrics.horizontalAdvance(joined) <= room:
+                lines[-1] = joined
+            else:
+                lines.append(part)
+        if len(lines) > MAX_SUMMARY_LINES:
+            lines = lines[: MAX_SUMMARY_LINES - 1] + [" · ".join(lines[MAX_SUMMARY_LINES - 1 :])]
+        return [metrics.elidedText(line, Qt.ElideRight, room) for line in lines]
+
+    def header_height(self, width: float) -> float:
+        return HEADER_PX + LINE_PX * (len(self.header_lines(width)) - 1)
+
     def boxes(self, width: float, height: float, top: float = HEADER_PX) -> list[tuple]:
         """(panel, box) for a figure of `width` × `height` logical px with the panels from
         `top` down, arranged as in the window (`figure_rows`): the gradient norm with the loss
@@ -228,7 +275,7 @@ class Figure:
         whole height, two rows share it TOP_ROW_SHARE to the rest, more share it evenly."""
         named = dict(self.named)
         rows = [[(n, named[n]) for n in row] for row in figure_rows(list(named))]
-        area = height - top
+        area = int(height - top)
         if len(rows) == 2:
             heights = [int(area * TOP_ROW_SHARE)]
             heights.append(area - heights[0])
@@ -246,10 +293,32 @@ class Figure:
             y += row_h
         return boxes
 
-    def layout(self, width: float, height: float, top: float = HEADER_PX) -> None:
-        """Size and draw the panels for a figure of `width` × `height` logical px (`boxes`);
-        `cells` and `titles` then say where each plot and its title go."""
+    def fit(self, width: float, height: float) -> float:
+        """Lay the figure out (`layout`) for `width` × `height` logical px, or, when its panels
+        need more room (`minimum_size`, and the plots' own least widths: their axes' tick
+        labels), for that size times the factor returned (≥ 1), so that every plot fills its
+        box exactly: the caller scales the drawing down by it."""
+        need_w, need_h = minimum_size(self.names, self.header_height(width))
+        factor = max(1.0, need_w / width, need_h / height)
+        for _ in range(3):
+            self.layout(width * factor, height * factor)
+            over = max(
+                max(rect.width() / box.width(), rect.height() / box.height())
+                for rect, box in ((p.plot.getPlotItem().sceneBoundingRect(), b)
+                                  for p, b in self.cells)
+            )  # fmt: skip
+            if over <= 1.005:
+                break
+            factor *= over
+        return factor
+
+    def layout(self, width: float, height: float, top: float | None = None) -> None:
+        """Size and draw the panels for a figure of `width` × `height` logical px (`boxes`),
+        below the header (by default as high as the summary's lines need); `cells` and
+        `titles` then say where each plot and its title go."""
         width, height = int(round(width)), int(round(height))
+        self.lines = self.header_lines(width)
+        top = self.header_height(width) if top is None else top
         boxes = self.boxes(width, height, top)
         for panel, box in boxes:  # fixed: a box narrower than a panel's titles still holds it
             panel.setFixedSize(int(box.width()), int(box.height()))
@@ -260,6 +329,7 @@ class Figure:
         for _ in range(2):  # the layouts that follow, then the view boxes' ranges
             self.app.processEvents()
         self.cells, self.titles = [], []
+        metrics = QFontMetricsF(_font(PANEL_TITLE_PX, bold=True))
         for panel, box in boxes:
             view = panel.plot.getPlotItem().getViewBox()
             view.enableAutoRange()
@@ -269,22 +339,21 @@ class Figure:
                 box.x() + offset.x(), box.y() + offset.y(), panel.plot.width(), panel.plot.height()
             )
             self.cells.append((panel, plot))
-            self.titles.append(
-                (panel_title(panel), QRectF(box.x() + 6, box.y(), box.width() - 12, offset.y()))
-            )
+            title = metrics.elidedText(panel_title(panel), Qt.ElideRight, box.width() - 12)
+            self.titles.append((title, QRectF(box.x() + 6, box.y(), box.width() - 12, offset.y())))
         self.app.processEvents()
 
     def _paint_text(self, painter: QPainter, width: float) -> None:
         painter.setPen(QColor("#111"))
-        painter.setFont(_font(TITLE_PX, bold=True))
-        painter.drawText(QRectF(6, 2, width - 12, 22), Qt.AlignLeft | Qt.AlignVCenter, self.title())
+        title = _font(TITLE_PX, bold=True)
+        painter.setFont(title)
+        text = QFontMetricsF(title).elidedText(self.title(), Qt.ElideRight, width - 12)
+        painter.drawText(QRectF(6, 2, width - 12, 22), Qt.AlignLeft | Qt.AlignVCenter, text)
         painter.setPen(QColor("#444"))
         painter.setFont(_font(SUBTITLE_PX))
-        painter.drawText(
-            QRectF(6, 24, width - 12, 18),
-            Qt.AlignLeft | Qt.AlignVCenter,
-            plain(self.summary_html()),
-        )
+        for k, line in enumerate(self.lines):
+            box = QRectF(6, 24 + LINE_PX * k, width - 12, 18)
+            painter.drawText(box, Qt.AlignLeft | Qt.AlignVCenter, line)
         painter.setPen(QColor("#111"))
         painter.setFont(_font(PANEL_TITLE_PX, bold=True))
         for text, box in self.titles:
@@ -295,13 +364,13 @@ class Figure:
     def image(self, width: int, height: int, dpi: float) -> QImage:
         """The figure as a `width` × `height` px image, DPI recorded in the file."""
         scale = dpi / LOGICAL_DPI
-        self.layout(width / scale, height / scale)
+        scale /= self.fit(width / scale, height / scale)
         image = QImage(width, height, QImage.Format_ARGB32)
         image.fill(QColor("white"))
         dots_per_metre = round(dpi / 0.0254)
         image.setDotsPerMeterX(dots_per_metre)
         image.setDotsPerMeterY(dots_per_metre)
-        with gui_style():
+        with gui_style(), scaled_legends(self.panels):
             plots = []
             for panel, box in self.cells:
                 exporter = pg.exporters.ImageExporter(panel.plot.getPlotItem())
@@ -324,8 +393,9 @@ class Figure:
         """The figure as SVG: vector curves and text, heatmaps as embedded PNG images. Its
         physical size is `width` × `height` px at `dpi`, as the PNG."""
         scale = dpi / LOGICAL_DPI
-        w, h = round(width / scale), round(height / scale)
-        self.layout(w, h)
+        w, h = width / scale, height / scale
+        factor = self.fit(w, h)
+        w, h = round(w * factor), round(h * factor)
         parts = [
             '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
             '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
@@ -336,12 +406,16 @@ class Figure:
             '<rect width="100%" height="100%" fill="#ffffff"/>\n'
         ]
         font = 'font-family="DejaVu Sans, Arial, Helvetica, sans-serif"'
+        title = QFontMetricsF(_font(TITLE_PX, bold=True)).elidedText(
+            self.title(), Qt.ElideRight, w - 12
+        )
         parts.append(
             f'<text x="6" y="18" {font} font-size="{TITLE_PX}" font-weight="bold" '
-            f'fill="#111111">{escape(self.title())}</text>\n'
-            f'<text x="6" y="37" {font} font-size="{SUBTITLE_PX}" fill="#444444">'
-            f"{escape(plain(self.summary_html()))}</text>\n"
+            f'fill="#111111">{escape(title)}</text>\n'
         )
+        parts += [f'<text x="6" y="{37 + LINE_PX * k}" {font} font-size="{SUBTITLE_PX}" '
+                  f'fill="#444444">{escape(line)}</text>\n'
+                  for k, line in enumerate(self.lines)]  # fmt: skip
         for text, box in self.titles:
             y = box.y() + box.height() / 2 + PANEL_TITLE_PX * 0.35
             parts.append(
@@ -378,14 +452,16 @@ class Figure:
         w, h = page.width() / scale, page.height() / scale
         report = self.report_document(w)
         text_h = report.size().height()
-        self.layout(w, h - text_h - GAP_PX)
+        factor = self.fit(w, h - text_h - GAP_PX)
         painter = QPainter()
         if not painter.begin(writer):
             raise OSError(f"{path}: cannot start a PDF there")
         try:
             painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
             painter.scale(scale, scale)
-            with gui_style():
+            painter.save()
+            painter.scale(1 / factor, 1 / factor)
+            with gui_style(), scaled_legends(self.panels):
                 for panel, box in self.cells:
                     item = panel.plot.getPlotItem()
                     exporter = pg.exporters.ImageExporter(item)
@@ -401,7 +477,8 @@ class Figure:
                         painter.restore()
                     finally:
                         exporter.setExportMode(False)
-            self._paint_text(painter, w)
+            self._paint_text(painter, w * factor)
+            painter.restore()
             painter.translate(0, h - text_h)
             report.drawContents(painter)
         finally:

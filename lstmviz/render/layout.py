@@ -31,6 +31,21 @@ RECORDING_ROWS = (("record_norms", "record_loss"), ("record_map",))
 # Widths within a row relative to 1.0 (the window's top splitter starts at 640 : 360 px).
 PANEL_WIDTHS = {"norm": 640 / 360, "layers": 640 / 360, "record_norms": 640 / 360,
                 "record_map": 1.3}  # fmt: skip
+# The least room a panel of a figure needs, in logical px (1/96 inch): a heatmap's axis, tick
+# labels and colour bar take ~130 px of its width, a curve panel's x axis and legend ~90 px of
+# its height. A figure smaller than its panels need is drawn larger and scaled down to the size
+# asked for (`minimum_size`): smaller text, but nothing squeezed, cut or overlapping.
+MIN_PANEL_PX, MIN_ROW_PX = 220, 170
+
+
+def minimum_size(names: list[str], header: float) -> tuple[float, float]:
+    """(width, height) in logical px that a figure of the panels `names` (`figure_rows`) needs
+    below a header `header` px high: the narrowest panel of every row MIN_PANEL_PX wide, every
+    row MIN_ROW_PX high."""
+    rows = figure_rows(names)
+    widths = [[PANEL_WIDTHS.get(name, 1.0) for name in row] for row in rows]
+    width = max(MIN_PANEL_PX * sum(row) / min(row) for row in widths)
+    return width, header + MIN_ROW_PX * len(rows)
 
 
 def figure_rows(names: list[str]) -> list[list[str]]:

@@ -67,6 +67,13 @@ def upscale_png(match: re.Match) -> str:
     return f'xlink:href="data:image/png;base64,{encoded}"'
 
 
+def unstroked(match: re.Match) -> str:
+    """A <clipPath> whose shapes are neither stroked nor filled: viewers that do not clip
+    (Qt's SVG Tiny renderer) draw them as shapes, and they inherit pyqtgraph's black stroke,
+    a frame around every plot that the PNG does not have. Clipping ignores both."""
+    return re.sub(r"<(path|rect)\b", r'<\1 stroke="none" fill="none"', match.group(0))
+
+
 def as_group(inner: str, prefix: str, box: QRectF) -> str:
     """pyqtgraph's SVG document of one plot as a group at `box`, clipped to it, its ids
     made unique and its images upscaled. (A group, not a nested <svg>, which SVG Tiny
@@ -77,6 +84,7 @@ def as_group(inner: str, prefix: str, box: QRectF) -> str:
     inner = re.sub(r"<style>.*?</style>\s*", "", inner, flags=re.S)
     inner = re.sub(r'(\bid="|url\(#|href="#)', rf"\1{prefix}", inner)
     inner = re.sub(r'xlink:href="data:image/png;base64,([^"]+)"', upscale_png, inner)
+    inner = re.sub(r"<clipPath\b.*?</clipPath>", unstroked, inner, flags=re.S)
     inner = inner.replace('<rect width="100%" height="100%"', f'<rect width="{w}" height="{h}"')
     head = (
         f'<defs><clipPath id="{prefix}box"><rect width="{w}" height="{h}"/></clipPath></defs>'

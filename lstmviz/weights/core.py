@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lstmviz.errors import WeightsError
+from lstmviz.numeric import float32_copy
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class LSTMWeights:
 
     def __post_init__(self) -> None:
         for name in ("kernel", "recurrent_kernel", "bias"):
-            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float32))
+            object.__setattr__(self, name, float32_copy(getattr(self, name), name, WeightsError))
         k, r, b = self.kernel, self.recurrent_kernel, self.bias
         if k.ndim != 2 or r.ndim != 2 or b.ndim != 1:
             raise WeightsError(
@@ -35,6 +36,9 @@ class LSTMWeights:
             )
         if k.shape[0] == 0:
             raise WeightsError("kernel has no input rows (I = 0)")
+
+    def __repr__(self) -> str:
+        return f"LSTMWeights(I={self.input_dim}, H={self.hidden})"
 
     @property
     def input_dim(self) -> int:
@@ -53,8 +57,10 @@ class LSTMWeights:
         ]
 
 
-def random_weights(input_dim: int, hidden: int, rng: np.random.Generator) -> LSTMWeights:
-    """Keras's defaults: Glorot-uniform kernel, orthogonal recurrent kernel, unit forget bias."""
+def random_weights(input_dim: int, hidden: int, rng=None) -> LSTMWeights:
+    """Keras's defaults: Glorot-uniform kernel, orthogonal recurrent kernel, unit forget bias.
+    `rng`: a numpy Generator, a seed, or None (fresh entropy)."""
+    rng = np.random.default_rng(rng)
     limit = np.sqrt(6.0 / (input_dim + 4 * hidden))
     kernel = rng.uniform(-limit, limit, size=(input_dim, 4 * hidden))
     # Orthogonal [H, 4H]: QR of a [4H, H] normal matrix gives orthonormal columns; transpose.
