@@ -423,7 +423,7 @@ def _warn_nonfinite(trace) -> None:
     if stopped is not None and stopped.size:
         sys.stderr.write(
             f"lstmviz: warning: training loss or gradient became NaN or Inf at step "
-            f"{int(stopped[0])}; training stopped after {int(trace['units_done'])} of "
+            f"{int(stopped[0]) + 1}; training stopped after {int(trace['units_done'])} of "
             f"{int(trace['units_requested'])} steps and the trace keeps them\n"
         )
     bad = trace.arrays.get("nonfinite_steps")

@@ -428,7 +428,7 @@ def test_singletons_are_pinned_against_the_pyside_refcount_bug():
         emitter.fired.emit()
     after = sys.getrefcount(None), sys.getrefcount(True)
     if sys.version_info < (3, 12):
-        assert min(after) > 2**40  # whatever the calls did, far from zero
+        assert min(after) > 2**39  # whatever the calls did (a long run drains some), far from zero
     assert after[0] - before[0] > -2000 and after[1] - before[1] > -2000
 
 

@@ -503,7 +503,7 @@ def test_nan_loss_stops_training_cleanly_and_keeps_the_steps(monkeypatch, tmp_pa
             "--hidden", "3", "--train-steps", "40", "--quiet", "--out", str(out)]  # fmt: skip
     assert main(args) == 0
     err = capsys.readouterr().err
-    assert "became NaN or Inf at step 3; training stopped after 4 of 40 steps" in err, err
+    assert "became NaN or Inf at step 4; training stopped after 4 of 40 steps" in err, err
     trace = GradientTrace.load(out)
     assert str(trace["stopped"]) == "non-finite" and int(trace["units_done"]) == 4
     assert list(trace.nonfinite_loss_steps) == [3]

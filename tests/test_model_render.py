@@ -127,7 +127,7 @@ def test_the_model_panels_show_the_trace(qtbot, trace):
     assert np.isnan(units.data[:, 6]).all()
     units.set_layer(0)
     assert units.data.shape[0] == a["layer0_grad_h_total"].shape[2]
-    assert units.readout_at(0.7, 0.5).startswith("bi/forward, unit 0, t = 1: ")
+    assert units.readout_at(0.7, 0.2).startswith("bi/forward, unit 0, t = 1: ")
 
 
 def test_export_of_a_model_trace_names_every_direction_and_writes_a_block_per_layer(

@@ -340,7 +340,7 @@ def test_a_heatmap_column_is_centred_on_its_timestep_where_the_curves_put_it(qtb
     """Step t's cell spans t-0.5…t+0.5 (the axis's tick t at its centre, as the curves above
     draw step t at x = t), and hovering reads the cell under the pointer."""
     from lstmviz.render.curves import NormPanel
-    from lstmviz.render.heatmaps import RowsHeatmap
+    from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
     from lstmviz.render.training import ConnectivityPanel
 
     rows = np.arange(1.0, 25.0, dtype=np.float32).reshape(4, 6)
@@ -351,10 +351,18 @@ def test_a_heatmap_column_is_centred_on_its_timestep_where_the_curves_put_it(qtb
         qtbot.addWidget(panel)
         panel.draw(arrays, config)
     cells = heat.image.mapRectToParent(heat.image.boundingRect())
-    assert (cells.left(), cells.right(), cells.top()) == (-0.5, 5.5, 0.0)
-    assert heat.readout_at(2.6, 1.5).startswith("pass 2, t = 3: ")
-    assert heat.readout_at(3.4, 1.5).startswith("pass 2, t = 3: ")
-    assert heat.readout_at(-0.6, 1.5) == "" and heat.readout_at(5.6, 1.5) == ""
+    # rows too: pass p (from 1) centred on its number, as its tick
+    assert (cells.left(), cells.right(), cells.top(), cells.bottom()) == (-0.5, 5.5, 0.5, 4.5)
+    assert heat.plot.getAxis("left")._tickLevels[0][1] == (2, "2")
+    assert heat.readout_at(2.6, 1.6).startswith("pass 2, t = 3: ")
+    assert heat.readout_at(3.4, 2.4).startswith("pass 2, t = 3: ")
+    assert heat.readout_at(-0.6, 2) == "" and heat.readout_at(5.6, 2) == ""
+    units = UnitsHeatmap()  # units from 0, unit j centred on j
+    qtbot.addWidget(units)
+    units.draw({"grad_h_total": np.ones((6, 2, 3), np.float32)}, RunConfig(steps=6, hidden=3))
+    cells = units.image.mapRectToParent(units.image.boundingRect())
+    assert (cells.top(), cells.bottom()) == (-0.5, 2.5)
+    assert units.readout_at(1, 2.3).startswith("unit 2, t = 1: ")
     assert curves.row_curves[0][0].xData[3] == 3.0  # pass 1, step 3: the same x
 
     connectivity = ConnectivityPanel()
@@ -419,6 +427,24 @@ def test_the_curves_keep_the_panels_width_when_the_legend_narrows(qtbot, rng):
     assert item.geometry().width() <= panel.plot.width()
     right = view.mapViewToScene(pg.Point(steps - 1, 0.005)).x()  # the last timestep's x
     assert right < panel.plot.width()
+
+
+def test_training_steps_count_from_1_in_every_panel_and_the_summary(qtbot):
+    """The loss panel, its NaN/Inf marks, its readout and the summary count training steps
+    from 1, as the steps × timesteps heatmap labels its rows and the CSV names its columns."""
+    from lstmviz.render.summary import summary_text
+    from lstmviz.render.training import LossPanel
+
+    loss = np.array([1.0, 0.8, np.nan, 0.5, 0.4])
+    arrays = {"loss_by_step": loss, "nonfinite_loss_steps": np.array([2])}  # the third step
+    panel = LossPanel()
+    qtbot.addWidget(panel)
+    panel.draw(arrays, RunConfig(mode="train", steps=4, train_steps=5))
+    np.testing.assert_array_equal(panel.curve.xData, [1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(panel.marks.steps, [3])
+    assert panel.readout_at(4.2, 0.5) == "step 4: loss 0.5"
+    assert panel.readout_at(0.4, 0.5) == ""
+    assert "NaN/Inf at training step = 3 (1 step)" in summary_text("train", arrays, None, 1.0)
 
 
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
@@ -590,12 +616,16 @@ def test_heatmap_reductions_are_computed_once_and_match_a_float64_loop():
 
     g = np.random.default_rng(3).standard_normal((7, 5, 4)).astype(np.float32)
     arrays = {"grad_h_total": g}
+    gc.collect()  # what earlier tests left: not dropped below, in the middle of this one
+    before = set(values._REDUCED)
     prepare.warm(arrays)
-    kept = len(values._REDUCED)
+    added = set(values._REDUCED) - before
     units = values.units_matrix(arrays)
     rows, name = values.rows_matrix(arrays)
     assert units is values.units_matrix(arrays) and rows is values.rows_matrix(arrays)[0]
-    assert len(values._REDUCED) == kept and name == "batch sample"
+    assert set(values._REDUCED) - before == added and name == "batch sample"
+    of_g = {key for key in added if key[0] == id(g)}  # its unit means and sample norms
+    assert len(of_g) == 2
     expect_units = np.zeros((4, 7))
     expect_rows = np.zeros((5, 7))
     for t in range(7):
@@ -609,7 +639,7 @@ def test_heatmap_reductions_are_computed_once_and_match_a_float64_loop():
         units[0, 0] = 1.0  # shared by the panels: read-only
     del arrays, g
     gc.collect()
-    assert len(values._REDUCED) == kept - 2
+    assert not of_g & set(values._REDUCED)  # dropped with the array
 
 
 def test_prepare_keeps_each_directions_unit_means_which_match_a_masked_loop():

@@ -49,7 +49,8 @@ class HeatmapPanel(Panel):
 
     PARTS = (*Panel.PARTS, colour_bar)
     # Where column 0 and row 0 begin: a timestep's column is centred on its t, where the
-    # curves put its point (and the axis's tick t at its centre); rows span r…r+1.
+    # curves put its point (and the axis's tick t at its centre); rows span r…r+1 unless
+    # `_label` centres them on their numbers (units from 0, passes or steps from 1).
     x0 = -0.5
     y0 = 0.0
 
@@ -161,8 +162,9 @@ class HeatmapPanel(Panel):
         norm = " / row max" if normalise else ""
         self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
         self.plot.setLabel("left", self.row_name + (" (from 0)" if units else ""))
-        few = not units and total <= 20  # label rows 1..N at their centres
-        ticks = [[(r + 0.5, str(r + 1)) for r in range(total)]] if few else None
+        self.y0 = -0.5 if units else 0.5  # row r centred on its number, r or r + 1
+        few = not units and total <= 20  # every row labelled, else the axis's own ticks
+        ticks = [[(r + 1, str(r + 1)) for r in range(total)]] if few else None
         self.plot.getAxis("left").setTicks(ticks)
 
     def cells_rect(self, columns: int, rows: int) -> QRectF:

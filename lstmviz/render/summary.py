@@ -155,7 +155,7 @@ def nonfinite_part(arrays: Arrays) -> str:
         if steps.size:
             found.append(nonfinite_text(steps))
         if loss_steps.size:
-            found.append(nonfinite_text(loss_steps, "training step"))
+            found.append(nonfinite_text(loss_steps + 1, "training step"))  # counted from 1
         by_batch = arrays.get("nonfinite_by_batch")
         if by_batch is not None and np.ndim(by_batch) == 2:
             batches = np.flatnonzero(np.asarray(by_batch).any(axis=1)) + 1

@@ -38,7 +38,7 @@ class LossPanel(Panel):
         super().__init__(
             "Training loss",
             "The task loss at every training step (thin line; each step draws a fresh batch)\n"
-            "and its running mean over about a twentieth of the run (bold).\n"
+            "and its running mean over about a twentieth of the run (at least 5 steps; bold).\n"
             "Log scale: View menu.",
         )
         item = self.plot.getPlotItem()
@@ -66,16 +66,18 @@ class LossPanel(Panel):
             self._log_shown = self.log
             self.plot.setLogMode(y=self.log)
             self.plot.setLabel("left", "loss" + (" (log scale)" if self.log else ""))
-        x = np.arange(len(self.loss))
+        x = np.arange(1, len(self.loss) + 1)  # training steps count from 1, as everywhere
         ok = np.isfinite(self.loss)
         shown = np.where(ok & (self.loss > 0) if self.log else ok, self.loss, np.nan)
         self.curve.setData(x, shown, connect="finite")
-        self.marks.set_steps(self.arrays.get("nonfinite_loss_steps"))
+        bad = self.arrays.get("nonfinite_loss_steps")  # step indices, from 0
+        self.marks.set_steps(None if bad is None else np.asarray(bad) + 1)
         total = max(self.rows_total or 0, len(self.loss))
-        mean = running_mean(np.where(ok, self.loss, np.nan), max(total // 20, 1))
+        window = max(total // 20, min(5, total))  # a short run's mean still smooths
+        mean = running_mean(np.where(ok, self.loss, np.nan), window)
         self.mean.setData(x, np.where(mean > 0, mean, np.nan) if self.log else mean)
         if self.rows_total:  # a live run: the x axis spans the whole run from the start
-            self.plot.setXRange(0, max(self.rows_total - 1, 1), padding=0.02)
+            self.plot.setXRange(1, max(self.rows_total, 2), padding=0.02)
         else:
             self.plot.enableAutoRange(x=True)
 
@@ -84,9 +86,9 @@ class LossPanel(Panel):
 
     def readout_at(self, x: float, y: float) -> str:
         s = int(round(x))
-        if not 0 <= s < len(self.loss):
+        if not 1 <= s <= len(self.loss):
             return ""
-        return f"step {s}: loss {fmt(self.loss[s])}"
+        return f"step {s}: loss {fmt(self.loss[s - 1])}"
 
 
 class ConnectivityPanel(HeatmapPanel):
