@@ -447,6 +447,23 @@ def test_training_steps_count_from_1_in_every_panel_and_the_summary(qtbot):
     assert "NaN/Inf at training step = 3 (1 step)" in summary_text("train", arrays, None, 1.0)
 
 
+def test_a_recording_of_one_record_marks_its_training_loss(qtbot, tmp_path):
+    """One record: the training loss is one point, drawn (a line of one point is invisible,
+    and the legend named it); with more records it is a line again."""
+    from lstmviz.recording import load_recording
+    from lstmviz.render.record_panels import RecordLossPanel
+    from lstmviz.render.records import panel_arrays
+    from tests.test_recording import write
+
+    panel = RecordLossPanel()
+    qtbot.addWidget(panel)
+    for seeds, symbol in (([1], "s"), ([1, 2, 3], None)):
+        path = tmp_path / f"run{len(seeds)}.lvz"
+        write(path, seeds, every=5)
+        panel.draw(panel_arrays(load_recording(path)), None)
+        assert panel.train.opts["symbol"] == symbol and len(panel.train.yData) == len(seeds)
+
+
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 

@@ -251,6 +251,10 @@ class RecordLossPanel(RecordChoice, LegendPanel):
             y = positive(y) if self.log else np.where(np.isfinite(y), y, np.nan)
             curve.setData(self.steps[: len(y)], y, connect="finite")
         self.loss.setSymbol("o" if count <= 60 else None)
+        if (self.train.opts["symbol"] is None) != (count > 1):  # one point: no line to see
+            self.train.setSymbol("s" if count == 1 else None)
+            self.train.setSymbolSize(5)
+            self.train.setSymbolBrush("#1f77b4")
         # short labels (the axis says "loss"): the legend fits the panel's narrow width
         legend = [(self.loss, "recorded data")]
         self.set_legend(legend + [(self.train, "training (Keras)")] if train else legend)
