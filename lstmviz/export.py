@@ -22,7 +22,8 @@ header naming each column after the trace key it comes from:
   `norm_h_total_step1` … `norm_h_total_stepS` (step s before its update, while the plain
   `norm_h_total` is for the final weights). Multi-pass `*_by_pass` arrays are the plain columns
   cut into passes, so they are not repeated.
-- a model trace: one block of columns per LSTM direction, named by `layer_names`:
+- a model trace: with a mask, `unmasked_samples` (how many samples step t counts for; 0: a
+  gap in the figure), then one block of columns per LSTM direction, named by `layer_names`:
   `<layer>_norm_h_total`, `<layer>_norm_h_direct`, `<layer>_norm_c_total` (e.g.
   `bi/forward_norm_h_total`), from the `*_by_layer` rows.
 
@@ -98,6 +99,9 @@ def csv_columns(trace: GradientTrace) -> list[tuple[str, np.ndarray]]:
     if joined:  # passes side by side on the time axis
         tp = int(a.get("pass_length", np.shape(a[next(iter(joined))])[-1]))
         columns += [("pass", t // tp + 1), ("t_in_pass", t % tp)]
+    mask = a.get("mask")
+    if mask is not None and np.shape(mask)[:1] == (length,):  # 0: padded in every sample,
+        columns.append(("unmasked_samples", np.asarray(mask).sum(axis=1).astype(np.int64)))
     late = [k for k in curves if k.startswith("step0_")]  # the initial weights' curves last
     columns += [(k, np.asarray(a[k])) for k in curves if k not in late]
     by_layer = [k for k in rows if schema.row_name(k) == "layer"]

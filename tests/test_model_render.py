@@ -147,12 +147,14 @@ def test_export_of_a_model_trace_names_every_direction_and_writes_a_block_per_la
         rows = list(csv.reader(handle))
     names = ["bi/forward", "bi/backward", "top"]
     keys = ("norm_h_total", "norm_h_direct", "norm_c_total")
-    assert rows[0] == ["t"] + [f"{n}_{k}" for n in names for k in keys]
+    assert rows[0] == ["t", "unmasked_samples"] + [f"{n}_{k}" for n in names for k in keys]
     values = np.array(rows[1:], np.float64)
-    assert values.shape == (7, 10)
+    assert values.shape == (7, 11)
+    np.testing.assert_array_equal(values[:, 1], trace.mask.sum(axis=1))  # 0 where a gap
+    assert values[6, 1] == 0  # the step masked in every sample
     for k in range(3):
         for j, key in enumerate(keys):
-            column = values[:, 1 + 3 * k + j].astype(np.float32)  # 9 digits: float32 exactly
+            column = values[:, 2 + 3 * k + j].astype(np.float32)  # 9 digits: float32 exactly
             np.testing.assert_array_equal(column, trace[f"{key}_by_layer"][k])
 
 
