@@ -59,7 +59,12 @@ def taped_gradients(
     Returns a GradientTrace with h, c [T, B, H]; grad_h_direct (the partial ∂L/∂h_t through the
     stacked states only), grad_h_total and grad_c_total (dL/dh_t, dL/dc_t through the
     recurrence); grad_kernel, grad_recurrent_kernel, grad_bias, grad_h0, grad_c0; the norms
-    norm_h_total, norm_h_direct, norm_c_total [T]; and loss. h0/c0 default to zeros.
+    norm_h_total, norm_h_direct, norm_c_total [T]; and loss. h0/c0 [B, H] default to zeros.
+
+    `loss`: "mean_h" (the mean of every h_t; no target), "last_mse" (MSE of h_{T-1} against
+    `target` [B, H]) or "seq_mse" (of every h_t against `target` [T, B, H]). `weights`: an
+    LSTMWeights in Keras's layout. The arrays are copied; bad shapes or values raise
+    InputError or WeightsError naming the argument.
     """
     problem = check_problem(x, weights, loss, target, h0, c0)
     return GradientTrace("taped", config_for("taped", problem, loss), compute_taped(problem, loss))
