@@ -353,7 +353,7 @@ def test_a_heatmap_column_is_centred_on_its_timestep_where_the_curves_put_it(qtb
     cells = heat.image.mapRectToParent(heat.image.boundingRect())
     # rows too: pass p (from 1) centred on its number, as its tick
     assert (cells.left(), cells.right(), cells.top(), cells.bottom()) == (-0.5, 5.5, 0.5, 4.5)
-    assert heat.plot.getAxis("left")._tickLevels[0][1] == (2, "2")
+    assert heat.plot.getAxis("left")._tickLevels[0][1] == (2, "2")  # 4 rows: each a major tick
     assert heat.readout_at(2.6, 1.6).startswith("pass 2, t = 3: ")
     assert heat.readout_at(3.4, 2.4).startswith("pass 2, t = 3: ")
     assert heat.readout_at(-0.6, 2) == "" and heat.readout_at(5.6, 2) == ""
@@ -462,6 +462,39 @@ def test_a_recording_of_one_record_marks_its_training_loss(qtbot, tmp_path):
         write(path, seeds, every=5)
         panel.draw(panel_arrays(load_recording(path)), None)
         assert panel.train.opts["symbol"] == symbol and len(panel.train.yData) == len(seeds)
+
+
+def test_row_labels_thin_out_in_a_short_heatmap(qtbot):
+    """20 rows are each labelled where there is room; in a short panel only rows 1, 5, 10,
+    15, 20 are (the labels of every row overlapped)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QImage, QPainter
+
+    from lstmviz.render.heatmaps import RowsHeatmap
+
+    rows = np.arange(1.0, 121.0, dtype=np.float32).reshape(20, 6)
+    panel = RowsHeatmap()
+    qtbot.addWidget(panel)
+    panel.setAttribute(Qt.WA_DontShowOnScreen)
+    panel.draw({"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel()},
+               RunConfig(mode="multipass", steps=120, passes=20))  # fmt: skip
+    axis = panel.plot.getAxis("left")
+
+    def labels(height: int) -> list[str]:
+        panel.resize(500, height)
+        panel.show()
+        qtbot.waitUntil(lambda: panel.height() == height)
+        panel.grab()
+        image = QImage(10, 10, QImage.Format_ARGB32)
+        painter = QPainter(image)
+        try:
+            specs = axis.generateDrawSpecs(painter)
+        finally:
+            painter.end()
+        return sorted((text for _, _, text in specs[2]), key=int)
+
+    assert labels(900) == [str(r) for r in range(1, 21)]
+    assert labels(160) == ["1", "5", "10", "15", "20"]
 
 
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")

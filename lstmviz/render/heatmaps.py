@@ -164,7 +164,11 @@ class HeatmapPanel(Panel):
         self.plot.setLabel("left", self.row_name + (" (from 0)" if units else ""))
         self.y0 = -0.5 if units else 0.5  # row r centred on its number, r or r + 1
         few = not units and total <= 20  # every row labelled, else the axis's own ticks
-        ticks = [[(r + 1, str(r + 1)) for r in range(total)]] if few else None
+        # Rows 1, 5, 10, … as major ticks, the others minor: pyqtgraph draws the minor
+        # labels only while the axis has room for them (no overlap in a short panel).
+        major = [r for r in range(1, total + 1) if r == 1 or r % 5 == 0 or total <= 5]
+        minor = [r for r in range(1, total + 1) if r not in major]
+        ticks = [[(r, str(r)) for r in major], [(r, str(r)) for r in minor]] if few else None
         self.plot.getAxis("left").setTicks(ticks)
 
     def cells_rect(self, columns: int, rows: int) -> QRectF:
