@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
@@ -37,6 +38,13 @@ FORMATS = {  # key: (check box text, suffix, file-dialog filter)
     "npz": ("Trace (.npz, reopens in lstmviz)", ".npz", "Trace (*.npz)"),
 }
 PANEL_FORMATS = ("png", "svg", "pdf", "csv")
+TIPS = {  # the format check boxes' tooltips
+    "png": "A raster image of the panels, title and summary line, at the size and DPI below",
+    "svg": "Curves, axes and text as vectors (heatmaps embedded as images): scales without blur",
+    "pdf": "One A4 landscape page: the panels (vector), the run's configuration and summary",
+    "csv": "The curves as numbers, one row per timestep (a recording: one row per record)",
+    "npz": "The trace itself, to reopen in lstmviz or load with numpy.load",
+}
 
 
 def window_panels(window) -> list[Panel]:
@@ -68,21 +76,34 @@ def _default_base(window) -> str:
     return str(Path(folder) / name)
 
 
-def _remember(window, path: Path) -> None:
+def _remember(window, path: Path, name: bool = True) -> None:
     window.settings.setValue("export/dir", str(path.parent))
-    window.settings.setValue("export/name", path.stem)
+    if name:  # a panel's file name is not the next export's base (it would grow "-norm-rows…")
+        window.settings.setValue("export/name", path.stem)
 
 
-def _write(window, targets: dict[str, str], **options) -> bool:
+# `lstmviz export`'s flags, as the dialog names what they set
+DIALOG_TERMS = {"--width/--height": "Image size", "--width": "width", "--height": "height",
+                "--dpi": "dpi", **{f"--{key}": key.upper() for key in FORMATS}}  # fmt: skip
+
+
+def in_dialog_terms(message: str) -> str:
+    """An export error in the dialog's words: "--png /x.png: …" -> "PNG /x.png: …"."""
+    for flag, term in DIALOG_TERMS.items():
+        message = message.replace(flag, term)
+    return message
+
+
+def _write(window, targets: dict[str, str], remember_name: bool = True, **options) -> bool:
     """Export the window's trace to `targets` ({format: path}); errors go to a dialog."""
     try:
         written = export(_subject(window), **targets, **_view_options(window), **options)
     except (LstmvizError, OSError) as exc:
-        window.show_error("Cannot export", str(exc))
+        window.show_error("Cannot export", in_dialog_terms(str(exc)))
         return False
     if "npz" in targets:
         window._add_recent(str(Path(targets["npz"]).resolve()))
-    _remember(window, written[0])
+    _remember(window, written[0], remember_name)
     window.message.setText("exported " + ", ".join(str(p) for p in written))
     return True
 
@@ -98,12 +119,12 @@ class ExportDialog(QDialog):
         formats = QVBoxLayout()
         chosen = str(s.value("export/formats", "png,svg,csv")).split(",")
         for key, (text, _, _) in FORMATS.items():
-            box = QCheckBox(text, checked=key in chosen)
+            box = QCheckBox(text, checked=key in chosen, toolTip=TIPS[key])
             self.checks[key] = box
             formats.addWidget(box)
         self.base = QLineEdit(_default_base(window))
         self.base.setToolTip("Each format adds its suffix: NAME.png, NAME.svg, …")
-        browse = QPushButton("Browse…")
+        browse = QPushButton("Browse…", toolTip="Choose the folder and file name")
         browse.clicked.connect(self.browse)
         where = QHBoxLayout()
         where.addWidget(self.base, 1)
@@ -115,11 +136,14 @@ class ExportDialog(QDialog):
         self.height_box.setValue(int(s.value("export/height", DEFAULT_HEIGHT)))
         self.dpi_box.setValue(int(float(s.value("export/dpi", DEFAULT_DPI))))
         self.dpi_box.setToolTip("Recorded in the PNG; text and lines scale with it (96: 1:1)")
+        self.width_box.setToolTip("Width of the PNG and SVG in pixels (the PDF is A4)")
+        self.height_box.setToolTip("Height of the PNG and SVG in pixels (the PDF is A4)")
         size = QHBoxLayout()
         for widget in (self.width_box, QLabel("×"), self.height_box, self.dpi_box):
             size.addWidget(widget)
         self.panels = window_panels(window)
-        self.panel_box = QComboBox()
+        self.panel_box = QComboBox(toolTip="Every panel shown, laid out as in the window, "
+                                   "or one of them")
         self.panel_box.addItem("All panels", None)
         for p in self.panels:
             self.panel_box.addItem(panel_title(p), p)
@@ -135,6 +159,8 @@ class ExportDialog(QDialog):
         note.setStyleSheet("color: #555")
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Export")
+        buttons.button(QDialogButtonBox.Ok).setToolTip("Write the files (asks before replacing)")
+        buttons.button(QDialogButtonBox.Cancel).setToolTip("Close without writing anything")
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
@@ -184,11 +210,30 @@ def export_dialog(window, panel: Panel | None = None) -> bool:
     if dialog.exec() != QDialog.Accepted:
         return False
     targets = dialog.targets()
-    if not targets or not dialog.base.text().strip():
+    base = dialog.base.text().strip()
+    if not targets or not base:
         window.show_error("Cannot export", "choose at least one format and a file name")
+        return False
+    if Path(base).expanduser().is_dir():
+        window.show_error("Cannot export", f"{base} is a folder: add a file name to it, "
+                          f"e.g. {Path(base) / 'lstmviz'}")  # fmt: skip
+        return False
+    if not replace_ok(window, list(targets.values())):
         return False
     dialog.save_choices()
     return _write(window, targets, **dialog.options())
+
+
+def replace_ok(window, paths: list[str]) -> bool:
+    """True when none of `paths` exists, or the user agrees to replace those that do."""
+    existing = [p for p in paths if Path(p).exists()]
+    if not existing:
+        return True
+    answer = QMessageBox.question(
+        window, "Replace files?",
+        "These files exist already:\n\n" + "\n".join(existing) + "\n\nReplace them?",
+        QMessageBox.Yes | QMessageBox.No, QMessageBox.No)  # fmt: skip
+    return answer == QMessageBox.Yes
 
 
 def export_panel(window, panel: Panel) -> bool:
@@ -205,12 +250,15 @@ def export_panel(window, panel: Panel) -> bool:
     fmt = next((k for k in PANEL_FORMATS if FORMATS[k][1] == suffix), None)
     if fmt is None:
         fmt = next((k for k in PANEL_FORMATS if FORMATS[k][2] == chosen), "png")
-        path += FORMATS[fmt][1]
+        path += FORMATS[fmt][1]  # a name the file dialog did not check: ask here
+        if not replace_ok(window, [path]):
+            return False
     width = int(window.settings.value("export/width", DEFAULT_WIDTH))
     dpi = float(window.settings.value("export/dpi", DEFAULT_DPI))
     aspect = panel.height() / panel.width() if panel.width() > 0 else 0.6
     height = max(int(round(width * min(max(aspect, 0.3), 2.0))), int(200 * dpi / 96))
-    return _write(window, {fmt: path}, width=width, height=height, dpi=dpi, panels=[type(panel)])
+    return _write(window, {fmt: path}, remember_name=False, width=width, height=height, dpi=dpi,
+                  panels=[type(panel)])
 
 
 def panel_at(window, pos: QPoint) -> Panel | None:

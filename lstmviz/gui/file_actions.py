@@ -40,8 +40,18 @@ class FileActions:
         self.recent_menu.clear()
         for path in self.recent():
             action = self.recent_menu.addAction(path)
-            action.triggered.connect(lambda _=False, p=path: self.open_trace(p))
+            action.triggered.connect(lambda _=False, p=path: self.open_recent(p))
         self.recent_menu.setEnabled(bool(self.recent()))
+
+    def open_recent(self, path: str) -> bool:
+        """File → Recent traces: open `path`; one that is gone leaves the list (after the
+        dialog saying so)."""
+        if self.open_trace(path):
+            return True
+        if not Path(path).exists():
+            self.settings.setValue("recent", [p for p in self.recent() if p != path])
+            self._fill_recent()
+        return False
 
     def open_trace(self, path: str) -> bool:
         try:
@@ -101,14 +111,15 @@ class FileActions:
         needed = self.dock.widget().minimumSizeHint().width()
         if self.dock.width() < needed:  # room for the layer table
             self.resizeDocks([self.dock], [needed], Qt.Horizontal)
-        data = self.params.widgets["inputs"].path()
+        data, let_go = self.params.widgets["inputs"].path(), ""
         if data and not self.open_data(data, quiet=True):
             self.params.set_path("inputs", None)
             self.params.set_path("targets", None)
+            let_go = f" · data {Path(data).name} let go: it does not fit this model"
         if not quiet:
             directions = len(spec.lstm_directions())
             self.message.setText(f"model {spec.name!r}: {len(spec.layers) - 1} layers, "
-                                 f"{directions} LSTM directions (Run: Ctrl+R)")  # fmt: skip
+                                 f"{directions} LSTM directions (Run: Ctrl+R){let_go}")  # fmt: skip
         return True
 
     def open_data(self, path: str, quiet: bool = False, targets: str | None = None) -> bool:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMessageBox
 
 # View menu: panels that can be turned off, by their `PanelArea` name.
 PANEL_ACTIONS = (("Gradient norm panel", "norm"), ("Loss panel", "loss"),
@@ -30,6 +33,34 @@ def _export(name: str, window) -> None:
     from lstmviz.gui import export_dialog
 
     getattr(export_dialog, name)(window)
+
+
+def shortcut_rows(window) -> list[tuple[str, str, str]]:
+    """(menu, item, shortcut) of every menu item with a shortcut, in menu order."""
+    rows = []
+    for top in window.menuBar().actions():
+        for action in top.menu().actions() if top.menu() else ():
+            keys = action.shortcut().toString(QKeySequence.NativeText)
+            if keys:
+                rows.append((top.text().replace("&", ""), action.text().replace("&", ""), keys))
+    return rows
+
+
+def shortcuts_html(window) -> str:
+    """Help → Keyboard shortcuts: a table of `shortcut_rows`, and what needs the mouse."""
+    cells = "".join(
+        f"<tr><td><b>{html.escape(keys)}</b></td><td>{html.escape(menu)} → {html.escape(item)}"
+        "</td></tr>"
+        for menu, item, keys in shortcut_rows(window)
+    )
+    return (f"<table cellspacing='0' cellpadding='3'>{cells}</table>"
+            "<p>Right-click a panel → Export panel… to save one panel. Drop a trace, "
+            "recording, weights, model or inputs file on the window to open it. Hover a field "
+            "or button for what it does.</p>")  # fmt: skip
+
+
+def show_shortcuts(window) -> None:
+    QMessageBox.information(window, "Keyboard shortcuts", shortcuts_html(window))
 
 
 def build_menus(window) -> None:
@@ -67,7 +98,8 @@ def build_menus(window) -> None:
                                     None, "Write a training run's final weights as "
                                     ".weights.h5 or .npz")
     file.addSeparator()
-    _action(w, file, "&Quit", w.close, QKeySequence.Quit)
+    # Ctrl+Q on every platform (QKeySequence.Quit has no key on Windows nor without a desktop theme)
+    _action(w, file, "&Quit", w.close, "Ctrl+Q", "Close the window (a run is stopped first)")
 
     run = bar.addMenu("&Run")
     w.run_action = _action(w, run, "&Run", lambda: w.start_run(), "Ctrl+R",
@@ -84,7 +116,9 @@ def build_menus(window) -> None:
     w.log_action = _action(w, view, "&Log scale", w.view_changed, "Ctrl+L",
                            "Logarithmic gradient norms in every panel")
     w.normalise_action = _action(w, view, "&Normalise per pass", w.view_changed, "Ctrl+N",
-                                 "Divide each pass, batch or row by its maximum")
+                                 "Divide each pass, batch or row by its maximum: the gradient "
+                                 "curves and the rows and layers heatmaps (per-unit heatmaps "
+                                 "and losses stay absolute)")
     for action in (w.log_action, w.normalise_action):
         action.setCheckable(True)
     view.addSeparator()
@@ -98,4 +132,7 @@ def build_menus(window) -> None:
     view.addAction(summary)
 
     help_menu = bar.addMenu("&Help")
-    _action(w, help_menu, "&About lstmviz", w.about)
+    _action(w, help_menu, "&Keyboard shortcuts", lambda: show_shortcuts(w),
+            QKeySequence.HelpContents, "Every shortcut of the menus (F1)")
+    _action(w, help_menu, "&About lstmviz", w.about, None, "Versions of lstmviz, Python, "
+            "TensorFlow, Qt, pyqtgraph and NumPy")

@@ -247,14 +247,14 @@ class ParamsEditor(QWidget):
                               "one (mse, binary_crossentropy, …) or type a Keras loss name")
         try:
             config.validate().check_flags()
+            for name in FILE_FIELDS:
+                path = getattr(config, name)
+                if path and not Path(path).is_file():
+                    raise ConfigError(LABELS[name], f"{path}: no such file")
+            return config.check_memory()
         except ConfigError as exc:  # the dock's names for the fields, not the CLI's flags
             raise ConfigError(in_dock_terms(exc.flag), in_dock_terms(
                 str(exc).removeprefix(f"{exc.flag}: "))) from None  # fmt: skip
-        for name in FILE_FIELDS:
-            path = getattr(config, name)
-            if path and not Path(path).is_file():
-                raise ConfigError(LABELS[name], f"{path}: no such file")
-        return config.check_memory()
 
     def set_path(self, name: str, path: str | None) -> None:
         self.widgets[name].set_path(path)
