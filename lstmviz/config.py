@@ -275,9 +275,10 @@ def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:
 def check_fits(need: int, sizes: str, reduce: str, available: int | None = None) -> None:
     """ConfigError('memory', ...) when `need` bytes exceed 80% of the memory available."""
     available = available_memory() if available is None else available
-    if need > 0.8 * available:
-        raise ConfigError("memory", f"this run needs about {need / 2**30:.1f} GiB ({sizes}) but "
-                          f"{available / 2**30:.1f} GiB is available; reduce {reduce}")  # fmt: skip
+    if need > 0.8 * available:  # the rest for Python, TensorFlow and the window
+        raise ConfigError("memory", f"this run needs about {need / 2**30:.1f} GiB ({sizes}), more "
+                          f"than the {0.8 * available / 2**30:.1f} GiB it may use (80% of the "
+                          f"{available / 2**30:.1f} GiB available); reduce {reduce}")  # fmt: skip
 
 
 def available_memory() -> int:

@@ -64,6 +64,7 @@ def test_a_finished_recording_opens_whole(qtbot, window, errors, fitted):
     assert count == 7 and not errors
     assert shown_panels(window) == RECORDING_PANELS | MODEL_PANELS
     assert window.recording is not None and not window.follower.following  # finished: no polls
+    assert window.recent()[0] == str(fitted.resolve())  # File → Recent files lists it
     bar = window.recording_bar
     assert bar.isVisibleTo(window) and bar.slider.maximum() == count - 1
     assert bar.slider.value() == count - 1 and bar.record() is None

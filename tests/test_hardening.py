@@ -34,6 +34,19 @@ def test_oversized_run_is_refused_quickly_naming_memory(tmp_path):
     assert elapsed < 30  # generous: a cold interpreter on a loaded machine; typically < 1 s
 
 
+def test_the_memory_refusal_says_how_much_a_run_may_use():
+    """Refused above 80% of the memory available: the message gives that limit, not only the
+    memory available (9 GiB needed "but 10 GiB is available" read as if it fitted)."""
+    from lstmviz.config import check_fits
+    from lstmviz.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        check_fits(9 * 2**30, "T=1 B=1", "--steps", available=10 * 2**30)
+    assert "needs about 9.0 GiB (T=1 B=1), more than the 8.0 GiB it may use (80% of the " \
+           "10.0 GiB available); reduce --steps" in str(caught.value)
+    check_fits(7 * 2**30, "T=1 B=1", "--steps", available=10 * 2**30)  # fits
+
+
 def test_memory_estimate_scales_and_compares():
     small = RunConfig(steps=100, batch=4, hidden=8)
     assert small.check_memory(available=2**30) is small

@@ -44,9 +44,9 @@ class FileActions:
         self.recent_menu.setEnabled(bool(self.recent()))
 
     def open_recent(self, path: str) -> bool:
-        """File → Recent traces: open `path`; one that is gone leaves the list (after the
-        dialog saying so)."""
-        if self.open_trace(path):
+        """File → Recent files: open `path` (a trace or a recording); one that is gone leaves
+        the list (after the dialog saying so)."""
+        if self.open_path(path):
             return True
         if not Path(path).exists():
             self.settings.setValue("recent", [p for p in self.recent() if p != path])

@@ -547,8 +547,8 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
             self,
             "About lstmviz",
             f"<h3>lstmviz {lstmviz.__version__}</h3>"
-            "<p>See how gradients flow through an LSTM: dL/dh_t at every step, through\n"
-            "one pass, several passes, or per-batch weights.</p>"
+            "<p>See how gradients flow through an LSTM: dL/dh_t at every step, through one pass,\n"
+            "several passes, per-batch weights, a training run, or your whole Keras model.</p>"
             f"<p>Python {platform.python_version()} · TensorFlow {tf}<br>"
             f"PySide6 {PySide6.__version__} (Qt {qVersion()}) · "
             f"pyqtgraph {pg.__version__} · NumPy {np.__version__}</p>",

@@ -83,7 +83,7 @@ def build_menus(window) -> None:
     _action(w, file, "Open &recording…", w.open_recording_dialog, "Ctrl+Shift+O",
             "Show a recording of a training run (.lvz, GradientFlowCallback or lstmviz run "
             "--record) and follow it while fit writes it (also: drop it on the window)")
-    w.recent_menu = file.addMenu("Recent traces")
+    w.recent_menu = file.addMenu("Recent files")
     file.addSeparator()
     _action(w, file, "Open &model…", w.open_model_dialog, "Ctrl+M",
             "Run a whole saved model (.keras, Keras 2 .h5, or a weights-only stack of LSTM "

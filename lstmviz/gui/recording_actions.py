@@ -20,8 +20,8 @@ from lstmviz.render.records import panel_arrays, record_text
 
 
 class RecordingActions:
-    """Needs the window's `area`, `message`, `params`, `show_trace`, `show_error` and a central
-    widget with a box layout (the bar goes on top of it)."""
+    """Needs the window's `area`, `message`, `params`, `show_trace`, `show_error`, `_add_recent`
+    and a central widget with a box layout (the bar goes on top of it)."""
 
     recording: Recording | None = None  # the recording shown (rows, and the last trace)
     follower: RecordingFollower | None = None
@@ -57,6 +57,7 @@ class RecordingActions:
         what = "following it while fit writes it" if self.follower.following else "finished"
         self.message.setText(f"recording {Path(path).name}: {count} record"
                              f"{'s' * (count != 1)}, {what}")  # fmt: skip
+        self._add_recent(str(Path(path).resolve()))
         return True
 
     def close_recording(self) -> None:

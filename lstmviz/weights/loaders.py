@@ -125,7 +125,7 @@ def _usable(found: list[FoundLayer]) -> tuple[list[tuple[FoundLayer, LSTMWeights
         try:
             usable.append((layer, checked(layer)))
         except WeightsError as exc:
-            refused.append(f"{layer.name}: {exc}")
+            refused.append(f"{layer.name}: {exc}" if layer.name else str(exc))
     return usable, refused
 
 
