@@ -497,6 +497,33 @@ def test_row_labels_thin_out_in_a_short_heatmap(qtbot):
     assert labels(160) == ["1", "5", "10", "15", "20"]
 
 
+def test_a_narrow_panel_elides_its_title_and_folds_a_legend_wider_than_its_plot(qtbot):
+    """In a small window a title cut mid-letter ran under the controls beside it, and a
+    one-column legend wider than the plot had its labels cut: the title ends in "…" (the
+    full one stays its text, for exports), the legend folds away."""
+    from PySide6.QtCore import Qt
+
+    from lstmviz.render.curves import NormPanel
+    from lstmviz.render.panel import panel_title
+
+    rows = np.arange(1.0, 25.0, dtype=np.float32).reshape(4, 6)
+    panel = NormPanel()
+    qtbot.addWidget(panel)
+    panel.setAttribute(Qt.WA_DontShowOnScreen)
+    arrays = {"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel(),
+              "norm_c_total": rows.ravel()}  # fmt: skip
+    panel.draw(arrays, RunConfig(mode="multipass", steps=6, passes=4))
+    for width, narrow in ((900, False), (150, True), (900, False)):
+        panel.resize(width, 500)
+        panel.show()
+        qtbot.waitUntil(lambda w=width: panel.width() == w)
+        qtbot.wait(20)
+        shown = panel.title.shown_text()
+        assert (shown is not None and shown.endswith("…")) is narrow, (width, shown)
+        assert panel_title(panel) == "Gradient norm over timesteps"
+        assert panel.legend.isVisible() is not narrow, width
+
+
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 

@@ -84,7 +84,8 @@ def legend_below(item: pg.PlotItem) -> pg.LegendItem:
 def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
     """As many legend columns as the plot's width holds (up to LEGEND_COLUMNS): a legend wider
     than the plot widens the plot item past its view (clipped on screen, and scaled down with
-    the whole plot in an export); none when it would leave the curves less than MIN_VIEW_PX.
+    the whole plot in an export); none when it would leave the curves less than MIN_VIEW_PX
+    or one column is wider than the plot.
     Call it when the items, the plot's size or its left axis's width (tick labels) change."""
     items = legend.items
     if not items:
@@ -98,14 +99,17 @@ def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
         if needed <= room:
             break
     legend.setColumnCount(columns)
+    wide = needed > room  # one column is wider than the plot: its labels would be cut
     rows = -(-len(items) // columns)
     spacing = legend.layout.verticalSpacing()
     row_height = max(t.item.boundingRect().height() for _, t in items) + spacing
     room = plot.height() - plot.getAxis("bottom").height() - rows * row_height
-    folded = room < MIN_VIEW_PX
+    folded = room < MIN_VIEW_PX or wide
     if legend.isVisible() == folded:
         legend.setVisible(not folded)
-        legend.setMaximumHeight(0 if folded else 16777215)  # hidden, it still took its room
+        unbounded = 16777215
+        legend.setMaximumHeight(0 if folded else unbounded)  # hidden, it still took its room
+        legend.setMaximumWidth(0 if folded else unbounded)
     # A wider legend had stretched the plot past the widget (a QGraphicsWidget grows to its
     # minimum, and the view sets its size only when the widget is resized): fit it back.
     item = plot.getPlotItem()

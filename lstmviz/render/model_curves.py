@@ -173,6 +173,7 @@ class LayerChoice:
 
     def add_layer_box(self) -> None:
         self.layer_box = LayerBox("Which LSTM direction this panel shows")
+        self.layer_box.setMaximumWidth(160)  # a long name elides: the title keeps some room
         self.head.addWidget(self.layer_box)
         self.layer_box.hide()
 

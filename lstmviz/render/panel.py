@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QFont, QFontMetrics, QPainter
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QHBoxLayout,
@@ -55,6 +55,31 @@ EMPTY_TEXT = "Nothing to show yet: press Run (Ctrl+R) or open a trace (Ctrl+O)."
 LIVE_TEXT = "Filled in as the run goes, or when it ends."  # a panel a live run has no data for
 
 
+class TitleLabel(QLabel):
+    """A panel's bold title (rich text, `<b>…</b>`), ending in "…" where the panel is narrower
+    than it (clipped mid-letter, it ran under the controls beside it)."""
+
+    def shown_text(self) -> str | None:
+        """The elided plain text painted, or None when the whole title fits."""
+        text = plain(self.text())
+        font = QFont(self.font())
+        font.setBold(True)
+        shown = QFontMetrics(font).elidedText(text, Qt.ElideRight, self.contentsRect().width())
+        return None if shown == text else shown
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        shown = self.shown_text()
+        if shown is None:
+            super().paintEvent(event)
+            return
+        painter = QPainter(self)
+        font = QFont(self.font())
+        font.setBold(True)
+        painter.setFont(font)
+        painter.drawText(self.contentsRect(), int(Qt.AlignLeft | Qt.AlignVCenter), shown)
+        painter.end()
+
+
 class Panel(QWidget):
     """A bold title, a hover readout on the right, and a pyqtgraph plot below."""
 
@@ -62,7 +87,7 @@ class Panel(QWidget):
 
     def __init__(self, title: str, tip: str):
         super().__init__()
-        self.title = QLabel(f"<b>{title}</b>", toolTip=tip)
+        self.title = TitleLabel(f"<b>{title}</b>", toolTip=tip)
         self.readout = QLabel(alignment=Qt.AlignRight | Qt.AlignVCenter)
         self.readout.setStyleSheet("color: #555; font-family: monospace;")
         # narrower than their text when the window is: a panel's width is the plot's to keep,
