@@ -112,9 +112,11 @@ def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
         legend.setMaximumWidth(0 if folded else unbounded)
     # A wider legend had stretched the plot past the widget (a QGraphicsWidget grows to its
     # minimum, and the view sets its size only when the widget is resized): fit it back.
-    item = plot.getPlotItem()
-    if item.geometry() != plot.range:
-        item.setGeometry(plot.range)
+    # Only then: a plot item held wider by its own minimum would be laid out again on every
+    # call (a relayout of the whole plot, at every live update of a training run).
+    item, room = plot.getPlotItem(), plot.range
+    if item.geometry().width() > room.width() + 0.5 and item.minimumWidth() <= room.width():
+        item.setGeometry(room)
 
 
 def _same(a, b) -> bool:

@@ -166,9 +166,11 @@ class HeatmapPanel(Panel):
         few = not units and total <= 20  # every row labelled, else the axis's own ticks
         # Rows 1, 5, 10, … as major ticks, the others minor: pyqtgraph draws the minor
         # labels only while the axis has room for them (no overlap in a short panel).
-        major = [r for r in range(1, total + 1) if r == 1 or r % 5 == 0 or total <= 5]
-        minor = [r for r in range(1, total + 1) if r not in major]
-        ticks = [[(r, str(r)) for r in major], [(r, str(r)) for r in minor]] if few else None
+        ticks = None
+        if few:
+            major = {r for r in range(1, total + 1) if r == 1 or r % 5 == 0 or total <= 5}
+            ticks = [[(r, str(r)) for r in range(1, total + 1) if (r in major) is level]
+                     for level in (True, False)]  # fmt: skip
         self.plot.getAxis("left").setTicks(ticks)
 
     def cells_rect(self, columns: int, rows: int) -> QRectF:
