@@ -524,6 +524,24 @@ def test_a_narrow_panel_elides_its_title_and_folds_a_legend_wider_than_its_plot(
         assert panel.legend.isVisible() is not narrow, width
 
 
+def test_the_training_loss_legend_sits_below_the_plot(qtbot):
+    """Inside the plot it covered the loss in small panels: below it, as the curve panels'."""
+    from PySide6.QtCore import Qt
+
+    from lstmviz.render.training import LossPanel
+
+    panel = LossPanel()
+    qtbot.addWidget(panel)
+    panel.setAttribute(Qt.WA_DontShowOnScreen)
+    panel.resize(400, 400)
+    panel.show()
+    panel.draw({"loss_by_step": np.linspace(1.0, 0.1, 50)}, RunConfig(mode="train", steps=4))
+    qtbot.wait(50)
+    view = panel.plot.getViewBox().sceneBoundingRect()
+    assert panel.legend.isVisible()
+    assert panel.legend.sceneBoundingRect().top() >= view.bottom()
+
+
 SUPERSCRIPTS = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QEvent
 
+from lstmviz.render.curves import fit_legend, legend_below
 from lstmviz.render.heatmaps import HeatmapPanel
 from lstmviz.render.marks import NonFiniteMarks
 from lstmviz.render.panel import Panel
@@ -44,9 +46,9 @@ class LossPanel(Panel):
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "training step")
         item.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = item.addLegend(
-            offset=(-10, 10), labelTextSize="8pt", brush=pg.mkBrush(255, 255, 255, 190)
-        )
+        self.legend = legend_below(item)  # over the plot, it covered the loss in small panels
+        self.plot.installEventFilter(self)  # fit_legend when the plot's size changes
+        item.getAxis("left").geometryChanged.connect(lambda: fit_legend(self.legend, self.plot))
         background = self.plot.backgroundBrush().color()
         self.curve = pg.PlotDataItem(pen=opaque(pg.mkPen(120, 150, 200, 200), background))
         self.mean = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2))
@@ -54,6 +56,7 @@ class LossPanel(Panel):
         item.addItem(self.mean)
         self.legend.addItem(self.curve, "loss per step")
         self.legend.addItem(self.mean, "running mean")
+        fit_legend(self.legend, self.plot)
         self.marks = NonFiniteMarks()  # training steps whose loss or dL/dh was NaN/Inf
         item.addItem(self.marks)
         self.loss = np.zeros(0)
@@ -80,6 +83,11 @@ class LossPanel(Panel):
             self.plot.setXRange(1, max(self.rows_total, 2), padding=0.02)
         else:
             self.plot.enableAutoRange(x=True)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.plot and event.type() == QEvent.Type.Resize:
+            fit_legend(self.legend, self.plot)
+        return super().eventFilter(watched, event)
 
     def drawn(self) -> bool:
         return self.loss.size > 0
