@@ -374,12 +374,11 @@ def test_a_heatmap_column_is_centred_on_its_timestep_where_the_curves_put_it(qtb
     assert connectivity.readout_at(1.4, 2.6).startswith("t = 3, s = 1: ")
 
 
-def test_a_legend_folds_away_in_a_panel_too_short_for_it_and_its_curves(qtbot):
-    """In a small window a legend below the x axis left the curves a sliver: under
-    MIN_VIEW_PX of room it is hidden and gives its room back, and returns when there is."""
+def _multipass_norm_panel(qtbot):
+    """A NormPanel (not on screen) drawing 4 passes of 6 steps: a legend of five rows."""
     from PySide6.QtCore import Qt
 
-    from lstmviz.render.curves import MIN_VIEW_PX, NormPanel
+    from lstmviz.render.curves import NormPanel
 
     rows = np.arange(1.0, 25.0, dtype=np.float32).reshape(4, 6)
     panel = NormPanel()
@@ -388,6 +387,15 @@ def test_a_legend_folds_away_in_a_panel_too_short_for_it_and_its_curves(qtbot):
     arrays = {"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel(),
               "norm_c_total": rows.ravel()}  # fmt: skip
     panel.draw(arrays, RunConfig(mode="multipass", steps=6, passes=4))
+    return panel
+
+
+def test_a_legend_folds_away_in_a_panel_too_short_for_it_and_its_curves(qtbot):
+    """In a small window a legend below the x axis left the curves a sliver: under
+    MIN_VIEW_PX of room it is hidden and gives its room back, and returns when there is."""
+    from lstmviz.render.curves import MIN_VIEW_PX
+
+    panel = _multipass_norm_panel(qtbot)
     panel.show()
     view = panel.plot.getPlotItem().getViewBox()
     for height, folded in ((500, False), (150, True), (500, False)):
@@ -501,18 +509,9 @@ def test_a_narrow_panel_elides_its_title_and_folds_a_legend_wider_than_its_plot(
     """In a small window a title cut mid-letter ran under the controls beside it, and a
     one-column legend wider than the plot had its labels cut: the title ends in "…" (the
     full one stays its text, for exports), the legend folds away."""
-    from PySide6.QtCore import Qt
-
-    from lstmviz.render.curves import NormPanel
     from lstmviz.render.panel import panel_title
 
-    rows = np.arange(1.0, 25.0, dtype=np.float32).reshape(4, 6)
-    panel = NormPanel()
-    qtbot.addWidget(panel)
-    panel.setAttribute(Qt.WA_DontShowOnScreen)
-    arrays = {"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel(),
-              "norm_c_total": rows.ravel()}  # fmt: skip
-    panel.draw(arrays, RunConfig(mode="multipass", steps=6, passes=4))
+    panel = _multipass_norm_panel(qtbot)
     for width, narrow in ((900, False), (150, True), (900, False)):
         panel.resize(width, 500)
         panel.show()
