@@ -95,10 +95,14 @@ class GradientFlowCallback(keras.callbacks.Callback):
         this callback appends to it again."""
         self.writer.close()
 
-    def on_train_begin(self, logs=None) -> None:
-        # The batches of an epoch that never ended (a fit interrupted by Ctrl-C) count too.
+    def _end_epoch(self) -> None:
+        """Count the epoch's batches as done: at its end, at the end of fit, and at the start
+        of the next fit for an epoch that never ended (a fit interrupted by Ctrl-C)."""
         self._steps_before += self._steps_in_epoch
         self._steps_in_epoch = 0
+
+    def on_train_begin(self, logs=None) -> None:
+        self._end_epoch()
         # A model or data it cannot run fails before the first batch; a model that only its
         # first batch builds (no keras.Input) at the first record.
         if self.model.built:
@@ -125,12 +129,10 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self.writer.append(rows, trace)
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
-        self._steps_before += self._steps_in_epoch
-        self._steps_in_epoch = 0
+        self._end_epoch()
 
     def on_train_end(self, logs=None) -> None:
-        self._steps_before += self._steps_in_epoch
-        self._steps_in_epoch = 0
+        self._end_epoch()
         self.writer.close()
         if self.writer.records == 0 and self._writes():
             batches = f"{self.step} training batch{'es' * (self.step != 1)}"
