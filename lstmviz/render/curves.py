@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 
 from lstmviz import schema
 from lstmviz.render.marks import NonFiniteMarks, PassBoundaries
@@ -73,12 +73,32 @@ MAX_HISTORY_CURVES = 24  # earlier training steps drawn faded (evenly spaced ove
 HISTORY_COLOR = (31, 59, 115)  # the total curve's colour
 
 
-def legend_below(item: pg.PlotItem) -> pg.LegendItem:
+def legend_below(plot: pg.PlotWidget) -> pg.LegendItem:
     """A legend below the x axis, in the plot's own layout (so exports keep it): over the view
-    it hid the tops of the curves."""
+    it hid the tops of the curves. Fitted (`fit_legend`) whenever the plot is resized or its
+    left axis's width changes; call `fit_legend` too when its items change."""
     legend = pg.LegendItem(offset=None, labelTextSize="8pt", verSpacing=-6)
-    item.layout.addItem(legend, 5, 1)
+    plot.getPlotItem().layout.addItem(legend, 5, 1)
+    legend.fitter = _LegendFitter(legend, plot)
     return legend
+
+
+class _LegendFitter(QObject):
+    """Calls `fit_legend` on the plot's resizes and its left axis's width changes."""
+
+    def __init__(self, legend: pg.LegendItem, plot: pg.PlotWidget):
+        super().__init__(plot)
+        self.legend, self.plot = legend, plot
+        plot.installEventFilter(self)
+        plot.getPlotItem().getAxis("left").geometryChanged.connect(self.fit)
+
+    def fit(self) -> None:
+        fit_legend(self.legend, self.plot)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.Resize:
+            self.fit()
+        return False
 
 
 def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
@@ -144,9 +164,7 @@ class NormPanel(Panel):
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "timestep t")
         item.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = legend_below(item)
-        self.plot.installEventFilter(self)  # fit_legend when the plot's width changes
-        item.getAxis("left").geometryChanged.connect(self.fit_legend)  # or its axis's
+        self.legend = legend_below(self.plot)
         self.curves = {
             key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()
@@ -273,11 +291,6 @@ class NormPanel(Panel):
 
     def fit_legend(self) -> None:
         fit_legend(self.legend, self.plot)
-
-    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
-        if watched is self.plot and event.type() == QEvent.Type.Resize:
-            self.fit_legend()
-        return super().eventFilter(watched, event)
 
     def drawn(self) -> bool:
         items = [*self.curves.values(), *(full for full, _ in self.row_curves)]

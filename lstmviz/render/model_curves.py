@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
 
 from lstmviz.render.curves import SMOOTH_UP_TO, fit_legend, legend_below, thin
@@ -70,10 +70,8 @@ class LegendPanel(Panel):
         item = self.plot.getPlotItem()
         item.showGrid(x=True, y=True, alpha=0.25)
         item.setLabel("bottom", "timestep t")
-        self.legend = legend_below(item)
+        self.legend = legend_below(self.plot)
         self.legend_shown: list[tuple[int, str]] = []
-        self.plot.installEventFilter(self)  # fit_legend when the plot's width changes
-        item.getAxis("left").geometryChanged.connect(lambda: fit_legend(self.legend, self.plot))
         self.marks = NonFiniteMarks()
         item.addItem(self.marks)
 
@@ -86,11 +84,6 @@ class LegendPanel(Panel):
         for item, text in entries:
             self.legend.addItem(item, text)
         fit_legend(self.legend, self.plot)
-
-    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
-        if watched is self.plot and event.type() == QEvent.Type.Resize:
-            fit_legend(self.legend, self.plot)
-        return super().eventFilter(watched, event)
 
 
 class DirectionCurves(LegendPanel):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent
 
 from lstmviz.render.curves import fit_legend, legend_below
 from lstmviz.render.heatmaps import HeatmapPanel
@@ -46,9 +45,7 @@ class LossPanel(Panel):
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "training step")
         item.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = legend_below(item)  # over the plot, it covered the loss in small panels
-        self.plot.installEventFilter(self)  # fit_legend when the plot's size changes
-        item.getAxis("left").geometryChanged.connect(lambda: fit_legend(self.legend, self.plot))
+        self.legend = legend_below(self.plot)  # over the plot, it covered the loss when small
         background = self.plot.backgroundBrush().color()
         self.curve = pg.PlotDataItem(pen=opaque(pg.mkPen(120, 150, 200, 200), background))
         self.mean = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2))
@@ -83,11 +80,6 @@ class LossPanel(Panel):
             self.plot.setXRange(1, max(self.rows_total, 2), padding=0.02)
         else:
             self.plot.enableAutoRange(x=True)
-
-    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
-        if watched is self.plot and event.type() == QEvent.Type.Resize:
-            fit_legend(self.legend, self.plot)
-        return super().eventFilter(watched, event)
 
     def drawn(self) -> bool:
         return self.loss.size > 0
