@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+import shiboken6
 from PySide6.QtCore import QEvent, QObject, Qt
 
 from lstmviz import schema
@@ -108,7 +109,7 @@ def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
     or one column is wider than the plot.
     Call it when the items, the plot's size or its left axis's width (tick labels) change."""
     items = legend.items
-    if not items:
+    if not items or not shiboken6.isValid(plot):  # an axis change as a deleted plot's scene goes
         return
     # natural widths (a label's own width is its column's once laid out)
     widths = [s.boundingRect().width() + t.item.boundingRect().width() for s, t in items]
