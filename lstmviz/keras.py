@@ -43,7 +43,8 @@ WHERE = "GradientFlowCallback"
 
 
 class GradientFlowCallback(keras.callbacks.Callback):
-    """Append a record to `path` (`.lvz`) at the end of every `every`-th training batch.
+    """Append a record to `path` (`.lvz`; relative to the folder current when the callback is
+    made) at the end of every `every`-th training batch.
 
     `data` = (x, y): the samples every record runs on, held fixed, batch-major as Keras takes
     them (x [B, T] token ids or [B, T, I], y as the model's output); keep B modest (64 samples
@@ -66,7 +67,8 @@ class GradientFlowCallback(keras.callbacks.Callback):
         if isinstance(every, bool) or not isinstance(every, int | np.integer) or every < 1:
             raise LstmvizError(f"{WHERE}: every must be a positive integer, got {every!r}")
         self.data, self.loss, self.every = data, loss, int(every)
-        self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
+        # absolute: a notebook's %cd between this cell and fit must not move the file
+        self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings").absolute()
         self.writer = RecordingWriter(self.path, self.every)
         self._live_model: _LiveModel | None = None
         self._epoch = 0

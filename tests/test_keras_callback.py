@@ -114,6 +114,18 @@ def test_a_second_fit_goes_on_counting_in_the_same_file(tmp_path):
     assert list(rec.step) == [2, 4, 6, 8, 10] and rec.finished
 
 
+def test_a_relative_path_is_the_folder_current_when_the_callback_was_made(tmp_path, monkeypatch):
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    model, (x, y) = tokens_model(), token_data()
+    callback = GradientFlowCallback((x[:8], y[:8]), "run.lvz", every=2)
+    monkeypatch.chdir(tmp_path / "elsewhere")  # a notebook's %cd between the cells
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert list(load_recording(tmp_path / "run.lvz").step) == [2, 4]
+    assert not (tmp_path / "elsewhere" / "run.lvz").exists()
+    assert callback.path == tmp_path / "run.lvz"
+
+
 def test_every_record_is_the_loss_keras_evaluates_and_model_mode_at_that_batch(tmp_path):
     """Not only the last: each record's loss is Keras's own evaluation of the model on the
     data at that batch's weights, and its rows are model mode run afresh there."""
