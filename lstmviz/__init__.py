@@ -7,6 +7,7 @@ The API names resolve lazily, so `import lstmviz` imports neither TensorFlow nor
     trace = lstmviz.taped_gradients(x, w, loss="last_mse", target=y)   # x [T, B, I]
     trace.grad_h_total                                            # dL/dh_t, [T, B, H]
     trace                                                         # its keys, by shape
+    lstmviz.plot(trace)                                           # the app's panels, inline
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ _API = {
     "Recording": "lstmviz.recording",
     "run": "lstmviz.engine.runner",
     "verify_trace": "lstmviz.verify",
+    "plot": "lstmviz.notebook",
+    "Figure": "lstmviz.notebook",
     "LstmvizError": "lstmviz.errors",
     "ConfigError": "lstmviz.errors",
     "InputError": "lstmviz.errors",

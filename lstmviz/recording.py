@@ -118,6 +118,13 @@ class Recording:
     def keys(self) -> list[str]:
         return sorted(self.arrays)
 
+    def plot(self, **view):
+        """The recording's panels as a Figure, inline in a notebook: `lstmviz.plot(self,
+        **view)` (panels, width, height, dpi, log, record, t_range)."""
+        from lstmviz.notebook import plot
+
+        return plot(self, **view)
+
     def __repr__(self) -> str:
         """The file, its records and LSTM directions, whether it is finished; not the rows."""
         count, steps = len(self), np.ravel(self.arrays.get("step", []))

@@ -262,3 +262,54 @@ def test_model_gradients_speaks_of_its_own_arguments():
     with pytest.raises(lstmviz.InputError) as caught:
         lstmviz.model_gradients(model, x)
     assert str(caught.value).endswith("needs targets y (y=)")
+
+
+def _image(png: bytes):
+    from PySide6.QtGui import QImage
+
+    image = QImage.fromData(png, "PNG")
+    assert not image.isNull()
+    return image
+
+
+def _colours(image, step: int = 7) -> int:
+    return len({image.pixel(x, y) for x in range(0, image.width(), step)
+                for y in range(0, image.height(), step)})  # fmt: skip
+
+
+def test_plot_shows_the_panels_inline_as_the_png_export_draws_them(rng, tmp_path):
+    import lstmviz
+    from lstmviz.export import export_png
+
+    w = lstmviz.random_weights(5, 7, rng)
+    trace = lstmviz.taped_gradients(rng.standard_normal((37, 3, 5)), w, loss="mean_h")
+    figure = lstmviz.plot(trace)
+    png = figure._repr_png_()  # what Jupyter displays
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png is figure.png
+    image = _image(png)
+    assert (image.width(), image.height()) == (figure.width, figure.height) == (1200, 750)
+    assert _colours(image) > 50  # curves and heatmaps drawn, not an empty canvas
+    assert repr(figure) == "<lstmviz Figure 1200×750 px PNG>"
+    export_png(trace, tmp_path / "same.png", width=1200, height=750, dpi=96)
+    assert _image((tmp_path / "same.png").read_bytes()) == image
+    one = trace.plot(panels=["norm"], width=800, height=400)
+    assert (one.width, one.height) == (800, 400) and _image(one.png) != image.scaled(800, 400)
+    assert one.save(tmp_path / "one.png").read_bytes() == one.png
+
+
+def test_plot_takes_a_recording_and_names_its_own_arguments_in_errors(tmp_path):
+    import lstmviz
+    from tests.test_recording import write
+
+    write(tmp_path / "run.lvz", [1, 2, 3])
+    rec = lstmviz.load_recording(tmp_path / "run.lvz")
+    figure = rec.plot(record=1, width=900, height=600)
+    assert (_image(figure.png).width(), figure.height) == (900, 600)
+    assert _colours(_image(figure.png)) > 20
+    with pytest.raises(lstmviz.LstmvizError, match=r"^panels: unknown panel 'nope' \(choose"):
+        lstmviz.plot(rec, panels=["nope"])
+    with pytest.raises(lstmviz.LstmvizError, match=r"^width: 10 is out of range"):
+        lstmviz.plot(tmp_path / "run.lvz", width=10)
+    with pytest.raises(lstmviz.LstmvizError, match=r"\.jpg: PNG files end in \.png"):
+        figure.save(tmp_path / "x.jpg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.lvz"]

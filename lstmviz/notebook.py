@@ -1,0 +1,85 @@
+"""Plots in a notebook: `lstmviz.plot(trace)` draws the panels the app shows for a trace or a
+recording, as the PNG export draws them, and Jupyter shows the result inline.
+
+    trace = lstmviz.taped_gradients(x, w, loss="last_mse", target=y)
+    lstmviz.plot(trace)                                  # the last expression of a cell: inline
+    lstmviz.plot(trace, panels=["norms"], width=800, height=400)
+    lstmviz.plot("run.lvz", record=3)                    # a recording (a file or a Recording)
+
+Qt is imported on the first plot only (offscreen where there is no display); TensorFlow never.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from lstmviz.errors import LstmvizError
+
+WIDTH, HEIGHT, DPI = 1200, 750, 96  # a notebook's column; Jupyter shows PNGs at their pixel size
+
+
+class Figure:
+    """A plot as PNG bytes (`png`), `width` × `height` px. Jupyter displays it inline
+    (`_repr_png_`); `save(path)` writes it as a `.png` file."""
+
+    def __init__(self, png: bytes):
+        self.png = png
+        self.width, self.height = struct.unpack(">II", png[16:24])  # the IHDR chunk
+
+    def _repr_png_(self) -> bytes:
+        return self.png
+
+    def __repr__(self) -> str:
+        return f"<lstmviz Figure {self.width}×{self.height} px PNG>"
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the PNG to `path` (which must end in `.png`); returns the path."""
+        from lstmviz import files
+        from lstmviz.atomic import atomic_write
+
+        path = files.check_output(path, "Figure.save", (".png",), "PNG files")
+        with atomic_write(path) as handle:
+            handle.write(self.png)
+        return path
+
+
+def plot(
+    trace,
+    panels: Sequence[str] | None = None,
+    width: int = WIDTH,
+    height: int = HEIGHT,
+    dpi: float = DPI,
+    log: bool = True,
+    normalise: bool = False,
+    layer: int = 0,
+    record: int | None = None,
+    t_range: tuple[int, int] | None = None,
+) -> Figure:
+    """The panels of `trace` (a GradientTrace, a Recording, or a path to a trace `.npz` or a
+    recording `.lvz`) as a Figure. The arguments are `lstmviz.export.export`'s: `panels` names
+    from `lstmviz.export.PANEL_NAMES` (default: those the app shows for the trace), `log` and
+    `normalise` as View → Log scale / Normalise per pass, `layer` the LSTM direction of a model
+    trace, `record` and `t_range` a recording's record and timestep range. Raises
+    LstmvizError (ExportError, TraceError, RecordingError) naming what is wrong."""
+    from lstmviz.export import export
+
+    with tempfile.TemporaryDirectory(prefix="lstmviz-plot-") as folder:
+        path = Path(folder) / "plot.png"
+        try:
+            export(trace, png=path, width=width, height=height, dpi=dpi, panels=panels, log=log,
+                   normalise=normalise, layer=layer, record=record, t_range=t_range)  # fmt: skip
+        except LstmvizError as exc:
+            exc.args = (_in_python_terms(str(exc)),)
+            raise
+        return Figure(path.read_bytes())
+
+
+def _in_python_terms(message: str) -> str:
+    """Export's messages name its command-line flags; here the arguments are keywords."""
+    for flag in ("--panel", "--width", "--height", "--dpi"):
+        message = message.replace(flag, flag[2:] + ("s" if flag == "--panel" else ""))
+    return message
