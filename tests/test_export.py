@@ -152,6 +152,20 @@ def test_csv_has_one_row_per_timestep_and_the_trace_norms(traces, tmp_path, mode
         np.testing.assert_array_equal(full, a["norm_h_total_by_pass"])
 
 
+def test_pdf_report_lists_only_the_fields_the_run_reads(traces):
+    """The run configuration in the PDF listed the model fit's `epochs` and `every` for a
+    multi-pass run, which reads neither."""
+    from lstmviz.render.figure import Figure
+
+    with Figure(traces["multipass"]) as figure:
+        report = figure.report_html()
+    assert "<tt>passes</tt>" in report and "<tt>hidden</tt>" in report
+    assert "<tt>epochs</tt>" not in report and "<tt>every</tt>" not in report
+    with Figure(traces["train"]) as figure:
+        report = figure.report_html()
+    assert "<tt>task</tt>" in report and "<tt>passes</tt>" not in report
+
+
 def test_pdf_is_one_page(traces, tmp_path):
     data = export_pdf(traces["multipass"], tmp_path / "r.pdf").read_bytes()
     assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF")
@@ -204,6 +218,21 @@ def test_png_legend_scales_with_the_dpi(traces, tmp_path):
     assert 2.6 < y288 / y96 < 3.4, spans  # where it sits, too
 
 
+def test_png_curves_thicken_with_the_dpi(traces, tmp_path):
+    """A curve is three times as thick at 288 dpi as at 96 (pyqtgraph's pens are cosmetic, as
+    wide in device pixels at any scale: at 288 dpi the curves came out a third as thick)."""
+    widths = []
+    for dpi in (96, 288):
+        k = dpi // 96
+        path = export_png(traces["taped"], tmp_path / f"{dpi}.png", width=800 * k,
+                          height=500 * k, dpi=dpi, panels=["norm"])  # fmt: skip
+        navy = np.abs(_rgb(path).astype(int) - [0x1F, 0x3B, 0x73]).sum(-1) < 60
+        plot = navy[: int(0.8 * navy.shape[0])]  # above the legend
+        columns = np.linspace(0.3, 0.7, 9) * navy.shape[1]
+        widths.append(np.median([plot[:, int(c)].sum() for c in columns]))
+    assert widths[0] >= 1 and 2.4 < widths[1] / widths[0] < 3.6, widths
+
+
 def _svg_texts(path):
     """(text, x, y, font px) of the SVG's own text elements (not the plots')."""
     root = ET.parse(path).getroot()
@@ -217,7 +246,7 @@ def test_a_narrow_figure_wraps_its_summary_and_elides_titles(traces, tmp_path):
     from lstmviz.render.figure import _font, ensure_app
 
     ensure_app()
-    path = export(traces["multipass"], svg=tmp_path / "n.svg", width=600, height=400,
+    path = export(traces["multipass"], svg=tmp_path / "n.svg", width=480, height=400,
                   panels=["norm", "rows", "units"])[0]  # fmt: skip
     root, texts = _svg_texts(path)
     width = float(root.get("viewBox").split()[2])
@@ -247,6 +276,87 @@ def test_a_small_figure_has_room_for_every_plot(traces, tmp_path):
         box_w = float(clip.get("width"))
         xs = [float(t.get("x")) for t in group.iter(SVG + "text") if t.get("x")]
         assert max(xs) < box_w, (group.get("id"), max(xs), box_w)
+
+
+def _rows_of(figure):
+    """{top of a row of panels: [(title box, plot box)]} of a laid-out Figure."""
+    rows = {}
+    for (_, box), (_, plot) in zip(figure.titles, figure.cells, strict=True):
+        rows.setdefault(box.y(), []).append((box, plot))
+    return rows
+
+
+def _label_spills(figure) -> list[tuple[str, str]]:
+    """(panel title, label) of every axis label that reaches past its plot item, the part
+    of the scene an export draws (less the text's document margins)."""
+    import pyqtgraph as pg
+
+    from lstmviz.render.panel import panel_title
+
+    spills = []
+    for panel in figure.panels:
+        item = panel.plot.getPlotItem()
+        clip = item.sceneBoundingRect().adjusted(-0.5, -0.5, 0.5, 0.5)
+        for axis in (i for i in item.scene().items() if isinstance(i, pg.AxisItem)):
+            if axis.label is None or not (axis.isVisible() and axis.label.isVisible()):
+                continue
+            m = axis.label.document().documentMargin()
+            if not clip.contains(axis.label.sceneBoundingRect().adjusted(m, m, -m, -m)):
+                spills.append((panel_title(panel), axis.label.toPlainText()))
+    return spills
+
+
+def test_titles_in_a_row_line_up_beside_a_layer_box():
+    """A model panel's layer box (its title row's control, which the figure does not draw) put
+    its title and plot ~5 px lower than those of the panels beside it."""
+    from lstmviz.render.figure import Figure
+    from tests.test_recording import model_trace
+
+    with Figure(model_trace(0)) as figure:
+        assert {"gates", "layer_units"} <= set(figure.names)  # the panels with a layer box
+        figure.fit(1067, 667)  # the default 1600 × 1000 px at 144 dpi
+        rows = _rows_of(figure)
+        assert [len(row) for row in rows.values()] == [2, 3]
+        for row in rows.values():
+            assert len({(t.y(), t.height()) for t, _ in row}) == 1, row
+            assert len({round(p.y(), 3) for _, p in row}) == 1, row
+
+
+@pytest.mark.parametrize("size", [(427, 320), (200, 150), (1067, 667), (1032, 400)])
+def test_axis_labels_and_legends_fit_at_every_size(traces, size):
+    """Long axis labels ("activation / fraction", a colour bar's "log₁₀ mean |dL/dh_t,j|") ran
+    past short plots and were cut at small sizes (640 × 480 px at 144 dpi: 427 × 320 logical;
+    the smallest 200 × 150; a wide, short one like the PDF's), and the gates' legend was folded
+    away. Now the figure is laid out larger, then labels are shortened, until they fit."""
+    from lstmviz.render.figure import Figure
+    from lstmviz.render.fitting import folded_legend
+    from tests.test_recording import model_trace
+
+    for trace in (model_trace(0), traces["multipass"], traces["train"]):
+        with Figure(trace) as figure:
+            figure.fit(*size)
+            assert _label_spills(figure) == [], (trace.mode, size)
+            assert not [p for p in figure.panels if folded_legend(p)], (trace.mode, size)
+
+
+def test_a_label_without_room_is_shortened_with_an_ellipsis():
+    """Laid out too small for its labels (no `fit`), each label is cut at a character with
+    "…" and stays inside its plot; a larger layout shows the whole label again."""
+    from lstmviz.render.figure import Figure
+    from tests.test_recording import model_trace
+
+    with Figure(model_trace(0), panels=["gates", "layer_units"]) as figure:
+        figure.layout(700, 250)
+        assert not _label_spills(figure)
+        long = ("activation / fraction", "log₁₀ mean |dL/dh_t,j|")
+        shown = [axis.label.toPlainText() for axis, text in figure.full_labels.values()
+                 if text in long]  # fmt: skip
+        assert len(shown) == 2 and all(text.strip().endswith("…") for text in shown), shown
+        assert figure.shortened == 2
+        figure.layout(1400, 900)
+        assert figure.shortened == 0 and not _label_spills(figure)
+        assert sorted(axis.label.toPlainText().strip() for axis, text in
+                      figure.full_labels.values() if text in long) == sorted(long)  # fmt: skip
 
 
 def test_svg_in_qts_renderer_has_no_frame_the_png_lacks(traces, tmp_path):

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import QApplication, QGraphicsItem
 import lstmviz
 from lstmviz import modes
 from lstmviz.render.curves import NormHistoryPanel
+from lstmviz.render.fitting import fit_axis_labels, folded_legend, plain_head, scaled_pens
 from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
 from lstmviz.render.layout import (
     PANEL_NAMES,
@@ -78,6 +79,9 @@ HEADER_PX = 46  # title and a one-line summary above the panels; each wrapped li
 TITLE_PX, SUBTITLE_PX, PANEL_TITLE_PX = 16, 11, 12
 LINE_PX, MAX_SUMMARY_LINES = 15, 3
 GAP_PX = 8
+# `Figure.fit` tries up to FIT_ATTEMPTS layouts, each GROWTH times larger than the last while a
+# legend is folded away, or an axis label is shortened (this up to MAX_LABEL_GROWTH in all)
+FIT_ATTEMPTS, GROWTH, MAX_LABEL_GROWTH = 6, 1.2, 1.5
 TOP_ROW_SHARE = 0.56  # of the height below the header, when there are two rows of panels
 
 
@@ -202,6 +206,8 @@ class Figure:
         self.cells: list[tuple[Panel, QRectF]] = []  # panel, plot rectangle (logical px)
         self.titles: list[tuple[str, QRectF]] = []
         self.lines: list[str] = []  # the summary as the header shows it
+        self.full_labels: dict = {}  # id(axis) -> (axis, its label before `fit_axis_labels`)
+        self.shortened = 0  # axis labels shortened to fit by the last `layout`
 
     def default_panels(self) -> list[str]:
         """The panels the window shows for the trace (`panels_for`)."""
@@ -295,19 +301,24 @@ class Figure:
 
     def fit(self, width: float, height: float) -> float:
         """Lay the figure out (`layout`) for `width` × `height` logical px, or, when its panels
-        need more room (`minimum_size`, and the plots' own least widths: their axes' tick
-        labels), for that size times the factor returned (≥ 1), so that every plot fills its
-        box exactly: the caller scales the drawing down by it."""
+        need more room (`minimum_size`; the plots' own least widths: their axes' tick labels;
+        the room a legend needs below its curves; some for long axis labels), for that size
+        times the factor returned (≥ 1), so that every plot fills its box exactly: the caller
+        scales the drawing down by it."""
         need_w, need_h = minimum_size(self.names, self.header_height(width))
-        factor = max(1.0, need_w / width, need_h / height)
-        for _ in range(3):
+        factor = first = max(1.0, need_w / width, need_h / height)
+        for attempt in range(FIT_ATTEMPTS):
             self.layout(width * factor, height * factor)
             over = max(
                 max(rect.width() / box.width(), rect.height() / box.height())
                 for rect, box in ((p.plot.getPlotItem().sceneBoundingRect(), b)
                                   for p, b in self.cells)
             )  # fmt: skip
-            if over <= 1.005:
+            if any(folded_legend(panel) for panel in self.panels) or (
+                self.shortened and factor * GROWTH <= first * MAX_LABEL_GROWTH
+            ):
+                over = max(over, GROWTH)
+            if over <= 1.005 or attempt == FIT_ATTEMPTS - 1:
                 break
             factor *= over
         return factor
@@ -321,6 +332,7 @@ class Figure:
         top = self.header_height(width) if top is None else top
         boxes = self.boxes(width, height, top)
         for panel, box in boxes:  # fixed: a box narrower than a panel's titles still holds it
+            plain_head(panel)
             panel.setFixedSize(int(box.width()), int(box.height()))
             panel.show()
         self.app.processEvents()
@@ -330,18 +342,25 @@ class Figure:
             self.app.processEvents()
         self.cells, self.titles = [], []
         metrics = QFontMetricsF(_font(PANEL_TITLE_PX, bold=True))
-        for panel, box in boxes:
+        offsets = [panel.plot.mapTo(panel, QPoint(0, 0)) for panel, _ in boxes]
+        band = {}  # the title row's height, one per row of panels (by its top): titles align
+        for (_, box), offset in zip(boxes, offsets, strict=True):
+            band[box.y()] = min(band.get(box.y(), offset.y()), offset.y())
+        for (panel, box), offset in zip(boxes, offsets, strict=True):
             view = panel.plot.getPlotItem().getViewBox()
             view.enableAutoRange()
             view.updateAutoRange()
-            offset = panel.plot.mapTo(panel, QPoint(0, 0))
             plot = QRectF(
                 box.x() + offset.x(), box.y() + offset.y(), panel.plot.width(), panel.plot.height()
             )
             self.cells.append((panel, plot))
             title = metrics.elidedText(panel_title(panel), Qt.ElideRight, box.width() - 12)
-            self.titles.append((title, QRectF(box.x() + 6, box.y(), box.width() - 12, offset.y())))
+            self.titles.append(
+                (title, QRectF(box.x() + 6, box.y(), box.width() - 12, band[box.y()]))
+            )
         self.app.processEvents()
+        # once the ranges, hence the axes' tick labels, are final
+        self.shortened = sum(fit_axis_labels(panel, self.full_labels) for panel, _ in boxes)
 
     def _paint_text(self, painter: QPainter, width: float) -> None:
         painter.setPen(QColor("#111"))
@@ -370,7 +389,7 @@ class Figure:
         dots_per_metre = round(dpi / 0.0254)
         image.setDotsPerMeterX(dots_per_metre)
         image.setDotsPerMeterY(dots_per_metre)
-        with gui_style(), scaled_legends(self.panels):
+        with gui_style(), scaled_legends(self.panels), scaled_pens(self.panels, scale):
             plots = []
             for panel, box in self.cells:
                 exporter = pg.exporters.ImageExporter(panel.plot.getPlotItem())
@@ -461,7 +480,7 @@ class Figure:
             painter.scale(scale, scale)
             painter.save()
             painter.scale(1 / factor, 1 / factor)
-            with gui_style(), scaled_legends(self.panels):
+            with gui_style(), scaled_legends(self.panels), scaled_pens(self.panels, scale / factor):
                 for panel, box in self.cells:
                     item = panel.plot.getPlotItem()
                     exporter = pg.exporters.ImageExporter(item)
@@ -494,19 +513,11 @@ class Figure:
 
     def report_html(self) -> str:
         config = self.trace.config
-        skip = {
-            "passes": config.mode != "multipass",
-            "batches": config.mode != "batchwise",
-            "generator": config.mode != "batchwise",
-            "task": config.mode != "train",
-            "train_steps": config.mode != "train",
-        }
-        if config.mode == "model":  # a model run reads few of the fields
-            skip = {k: not modes.get("model").uses(k) for k in vars(config)}
+        mode = modes.get(config.mode)  # the fields the run reads (not epochs in multi-pass)
         items = [
             (k, v)
             for k, v in vars(config).items()
-            if v is not None and not skip.get(k) and not (isinstance(v, bool) and not v)
+            if v is not None and mode.uses(k) and not (isinstance(v, bool) and not v)
         ]
         half = (len(items) + 1) // 2
         cell = (
