@@ -3,6 +3,7 @@ level, so they cross to that process by name (with functools.partial for their a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -15,17 +16,25 @@ PASSES, TP = 4, 10
 
 
 def multipass(config, cancelled=bool, keep=bool, delay: float = 0.0):
-    """The multi-pass engine's shape of output: live rows per pass, then a final trace."""
+    """The multi-pass engine's shape of output: live rows per pass, then a final trace; when
+    cancelled with `keep()` after some passes, the trace of those (as `runner.run` says)."""
     rng = np.random.default_rng(0)
     full = rng.uniform(0.1, 1.0, (PASSES, TP)).astype(np.float32)
+    g = rng.standard_normal((PASSES * TP, 3, 5)).astype(np.float32)
     for p in range(PASSES):
         if cancelled():
+            if keep() and p:
+                kept = dataclasses.replace(config, passes=p)
+                yield _multipass_trace(kept, full[:p], g[: p * TP], stopped=(p, PASSES))
             return
         time.sleep(delay)
         done = full[: p + 1]
         rows = {"norm_h_total_by_pass": done, "norm_h_truncated_by_pass": done / 2}
         yield TraceUpdate(p + 1, PASSES, f"pass {p + 1}/{PASSES}", rows)
-    g = rng.standard_normal((PASSES * TP, 3, 5)).astype(np.float32)
+    yield _multipass_trace(config, full, g)
+
+
+def _multipass_trace(config, full, g, stopped: tuple[int, int] | None = None) -> GradientTrace:
     arrays = dict(
         grad_h_total=g,
         norm_h_total=step_norm(g),
@@ -35,7 +44,10 @@ def multipass(config, cancelled=bool, keep=bool, delay: float = 0.0):
         max_abs_diff_full_vs_reference=np.float32(3e-8),
         loss=np.float32(0.25),
     )
-    yield GradientTrace("multipass", config, arrays)
+    if stopped is not None:
+        arrays.update(stopped=np.array("cancelled"), units_done=np.int64(stopped[0]),
+                      units_requested=np.int64(stopped[1]))  # fmt: skip
+    return GradientTrace("multipass", config, arrays)
 
 
 def broken(config, cancelled=bool, keep=bool):

@@ -181,6 +181,7 @@ def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, tmp_pat
     window.params.widgets["batch"].setValue(32)
     with qtbot.waitSignal(window.settled, timeout=120_000):
         window.run_button.click()  # compiles, then computes
+    before = window.trace
     started = []
     window.worker.progress.connect(lambda run_id, update: started.append(time.perf_counter()))
     window.run_button.click()
@@ -189,7 +190,7 @@ def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, tmp_pat
     # ~0.6 s on the fastest machine here (0.3 s at B=16 was too short for a 300 ms wait)
     qtbot.wait(100)
     assert window.state.running
-    stop_within_a_second(qtbot, window)
+    stop_within_a_second(qtbot, window, before)  # the model's first trace, shown again
 
 
 def test_gui_model_and_data_on_the_command_line_run_and_screenshot(tmp_path, models):

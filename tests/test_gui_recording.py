@@ -198,6 +198,36 @@ def test_a_drop_of_a_recording_opens_it_a_run_closes_it_and_the_menu_opens_it(
     assert shown_panels(window) == RECORDING_PANELS | MODEL_PANELS
 
 
+def test_a_run_that_keeps_nothing_shows_the_recording_again(qtbot, window, errors, fitted):
+    """Stop (nothing done) or a failed run: the recording shown before the run is back, read
+    again, with its panels; the dock keeps what the user set for the run."""
+    import functools
+
+    from lstmviz.config import RunConfig
+    from tests import gui_fakes
+
+    assert window.open_path(str(fitted))
+    drain(window)
+    window.params.widgets["seed"].setValue(42)
+    wanted = window.params.config()
+    window.worker.engine = functools.partial(gui_fakes.multipass, delay=0.5)
+    assert window.start_run(RunConfig(mode="multipass", steps=10, passes=4))
+    assert window.recording is None
+    window.stop_action.trigger()
+    drain(window)
+    assert window.recording is not None and window.recording.path == fitted
+    assert shown_panels(window) == RECORDING_PANELS | MODEL_PANELS
+    assert window.trace is not None and window.trace.mode == "model"
+    assert window.params.config() == wanted and "stopped" in window.message.text()
+    window.worker.engine = gui_fakes.broken
+    with qtbot.waitSignal(window.settled, timeout=30_000):
+        assert window.start_run(RunConfig(mode="taped", steps=5))
+    drain(window)
+    assert "engine exploded" in errors[-1] and window.recording.path == fitted
+    assert shown_panels(window) == RECORDING_PANELS | MODEL_PANELS
+    window.worker.engine = None
+
+
 def test_corrupt_or_truncated_recordings_get_a_dialog(qtbot, window, errors, fitted, tmp_path):
     data = fitted.read_bytes()
     cases = {"half.lvz": data[: len(data) // 2], "text.lvz": b"not hdf5 at all" * 10}

@@ -123,3 +123,82 @@ def test_failure_goes_to_a_dialog(state):
     state.start(RunConfig())
     state.worker.failed.emit(state.active, "--weights: bad file")
     assert failed == ["--weights: bad file"] and not state.running
+
+
+def finished(state, config):
+    """Run `config` to its end (the fake worker's report); returns the trace."""
+    state.start(config)
+    trace = GradientTrace(config.mode, config, rows(3))
+    state.worker.finished_run.emit(state.active, trace)
+    return trace
+
+
+@pytest.mark.parametrize("how", ["discard", "stop_now", "cancelled", "failed"])
+def test_a_run_that_ends_without_a_trace_leaves_the_one_before(state, how):
+    """Stopped with nothing kept, cancelled by the worker or failed: the trace shown before the
+    run (its config and run time too) is back, and `ended` says so."""
+    config = RunConfig(mode="multipass", passes=3)
+    before = finished(state, config)
+    seconds = state.seconds
+    assert seconds is not None and state.restored is False
+    ended = []
+    state.ended.connect(ended.append)
+    other = RunConfig(mode="train", train_steps=50)
+    state.start(other)
+    assert state.trace is None and state.config is other and state.seconds is None
+    state.worker.progress.emit(state.active, TraceUpdate(3, 50, "loss 0.5", {"loss": np.ones(3)}))
+    if how == "discard":
+        assert state.stop() == "ask"
+        state.discard()
+    elif how == "stop_now":
+        state.stop_now()
+    elif how == "cancelled":
+        state.worker.cancelled.emit(state.active)
+    else:
+        state.worker.failed.emit(state.active, "boom")
+    assert not state.running and state.restored
+    assert state.trace is before and state.config is config and state.seconds == seconds
+    assert state.pending == {} and state.rows_total is None
+    assert state.outcome == ("failed" if how == "failed" else "stopped")
+    assert len(ended) == 1 and "the trace from before is shown again" in ended[0]
+    # the next run to finish replaces it; one after that that fails leaves the new one
+    newer = finished(state, other)
+    assert state.trace is newer and not state.restored and state.outcome == "done"
+    state.start(config)
+    state.stop_now()
+    assert state.trace is newer
+
+
+def test_nothing_before_a_run_that_keeps_nothing_leaves_nothing(state):
+    ended = []
+    state.ended.connect(ended.append)
+    state.start(RunConfig(mode="train"))
+    state.worker.progress.emit(state.active, TraceUpdate(2, 9, "loss 0.5", {"loss": np.ones(2)}))
+    state.stop_now()
+    assert state.trace is None and state.config is None and state.restored
+    assert state.pending == {} and ended == [ended[0]] and "from before" not in ended[0]
+
+
+def test_an_opened_trace_ends_the_run_and_is_not_replaced_by_the_one_before(state):
+    before = finished(state, RunConfig(mode="taped"))
+    state.start(RunConfig(mode="multipass"))
+    opened = GradientTrace("taped", RunConfig(mode="taped", seed=5), {})
+    state.show(opened)
+    assert not state.running and not state.restored and state.trace is opened
+    assert state.seconds is None and state.config is opened.config
+    assert state.worker.calls[-1] == ("cancel", state.last_id)
+    state.start(RunConfig(mode="multipass"))
+    state.stop_now()
+    assert state.trace is opened and state.trace is not before
+
+
+def test_keep_says_that_the_trace_is_being_built(state):
+    messages = []
+    state.updated.connect(lambda: messages.append(state.message))
+    state.start(RunConfig(mode="batchwise", batches=5))
+    state.worker.progress.emit(state.active, TraceUpdate(2, 5, "batch 2/5"))
+    assert state.stop() == "ask"
+    state.keep()
+    assert messages[-1].startswith("stopping: building the trace")
+    state.worker.finished_run.emit(state.active, GradientTrace("batchwise", state.config, {}))
+    assert state.outcome == "kept"

@@ -175,8 +175,45 @@ class FileActions:
         self._add_recent(str(Path(path).resolve()))
 
     def open_weights_dialog(self) -> None:
+        """Open one weights file; in batchwise mode with the files generator, one per batch
+        (several files chosen at once)."""
         wanted = f"Weights ({files.pattern(files.WEIGHTS)})"
-        ask_to_open(self, "Open weights", wanted, self.open_weights)
+        config = self.params.config()
+        if config.mode != "batchwise" or config.generator != "files":
+            ask_to_open(self, "Open weights", wanted, self.open_weights)
+            return
+        title = f"Open weights: one file per batch ({config.batches} for Batches N)"
+        paths, _ = QFileDialog.getOpenFileNames(self, title, "", wanted)
+        if paths:
+            self.open_batch_weights(paths)
+
+    def open_batch_weights(self, paths: list[str], quiet: bool = False) -> bool:
+        """Batchwise mode's files generator: the weights of batch k from the k-th of `paths`
+        (in name order), all of one LSTM's sizes; Batches N follows their count, I and H the
+        files (locked). A bad file, or files of different sizes: a dialog, nothing changes."""
+        paths = sorted(paths, key=lambda p: Path(p).name)
+        try:
+            read = [read_weights(path)[0] for path in paths]
+            sizes = {(w.input_dim, w.hidden) for w in read}
+            if len(sizes) > 1:
+                found = ", ".join(f"{Path(p).name}: I={w.input_dim} H={w.hidden}"
+                                  for p, w in zip(paths, read, strict=True))  # fmt: skip
+                raise LstmvizError(f"the batches' weights must have one size ({found})")
+        except LstmvizError as exc:
+            if quiet:
+                self.message.setText(f"weights not loaded: {exc}")
+            else:
+                self.show_error("Cannot open weights", str(exc))
+            return False
+        self.params.widgets["batches"].setValue(len(paths))
+        names = ", ".join(Path(p).name for p in paths)
+        sizes = {"input_dim": read[0].input_dim, "hidden": read[0].hidden}
+        text = (f"{len(paths)} files, batch 1, 2, … in this order: {names} "
+                f"(I={sizes['input_dim']}, H={sizes['hidden']})")
+        self.params.set_loaded("weights", ",".join(paths), sizes, text)
+        if not quiet:
+            self.message.setText(f"weights: one file per batch, {len(paths)} batches")
+        return True
 
     def open_inputs_dialog(self) -> None:
         wanted = f"Arrays ({files.pattern(files.INPUTS)})"
@@ -242,6 +279,10 @@ class FileActions:
         config = self.params.config()
         if config.weights and Path(config.weights).is_file() and config.mode != "batchwise":
             self.open_weights(config.weights, config.layer or None, quiet=True)
+        elif config.weights and config.mode == "batchwise" and config.generator == "files":
+            listed = config.weights.split(",")
+            if all(Path(p).is_file() for p in listed):
+                self.open_batch_weights(listed, quiet=True)
         if config.model and Path(config.model).is_file() and config.mode == "model":
             self.open_model(config.model, quiet=True)
         self._reread_inputs()

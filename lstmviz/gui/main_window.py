@@ -1,8 +1,9 @@
 """The main window: the parameter dock, the panels, the summary line, menus and status bar.
 
 A view: the run's state lives in `RunState` (gui/run_state.py), which drives the `Worker`
-thread (gui/worker.py); file actions are in gui/file_actions.py, a recording's view in
-gui/recording_actions.py, menus in gui/menus.py.
+thread (gui/worker.py); a run's view (Stop, Pause, progress) is in gui/run_view.py, file
+actions in gui/file_actions.py, a recording's view in gui/recording_actions.py, menus in
+gui/menus.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import PySide6
-from PySide6.QtCore import QSettings, QSignalBlocker, Qt, QTimer, Signal, Slot, qVersion
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot, qVersion
 from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
@@ -36,15 +37,15 @@ from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui.file_actions import FileActions
 from lstmviz.gui.menus import build_menus
-from lstmviz.gui.params import FieldsArea, ParamsEditor
+from lstmviz.gui.params import FieldsArea, ParamsEditor, in_dock_terms
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState
+from lstmviz.gui.run_view import LOADING, RunView
 from lstmviz.gui.summary import SummaryPanel
 from lstmviz.gui.worker import Worker
-from lstmviz.render.summary import LSTM_KERNEL_TEXT, stopped_early
+from lstmviz.render.summary import LSTM_KERNEL_TEXT
 from lstmviz.trace import GradientTrace
 
-LOADING = "loading TensorFlow…"  # the status line until the computing process is ready
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
 # What the panels need (pyqtgraph: 0.3-0.5 s to import), imported after the window's first
 # paint in a thread of their own (`MainWindow.prepare_panels`).
@@ -64,7 +65,7 @@ def demo_config() -> RunConfig:
                      loss="last_mse", random_state=True, seed=7, weights=weights)  # fmt: skip
 
 
-class MainWindow(FileActions, RecordingActions, QMainWindow):
+class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
     """`settled` fires whenever the window becomes idle with TensorFlow loaded and every
     panel drawn (after a run ends, or at start-up when nothing runs): the screenshot hook.
 
@@ -121,7 +122,8 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         self.state.updated.connect(self._on_updated)
         self.state.finished.connect(self._on_finished)
         self.state.ended.connect(self._on_ended)
-        self.state.failed.connect(lambda message: self.show_error("Run failed", message))
+        # the engine's messages name CLI flags: the dock's names for the fields instead
+        self.state.failed.connect(lambda text: self.show_error("Run failed", in_dock_terms(text)))
         self.state.changed.connect(self._sync)
         # The worker starts the computing process, which imports TensorFlow: after the window's
         # first paint (or when a run is asked for), so starting it takes nothing from the paint.
@@ -314,110 +316,6 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         self._reload_sources()
         self.start_run(config)
 
-    def stop(self) -> None:
-        """Stop the run; the window is idle at once and the computation ends within a tenth of
-        a second (`Worker.cancel`). A run with passes, batches or training steps done asks
-        whether to keep them as a complete trace."""
-        if self.state.stop() != "ask":
-            return
-        answer = self.ask_keep(self.state.done)
-        if not self.state.running:  # it ended while the question was open
-            return
-        if answer == QMessageBox.Yes:
-            self.state.keep()
-        elif answer == QMessageBox.No:
-            self.state.discard()
-        else:
-            self.state.go_on()
-
-    def ask_keep(self, done: int) -> QMessageBox.StandardButton:
-        """Yes: keep the units done as a trace; No: discard them; Cancel: go on."""
-        unit = self.state.mode().unit
-        return QMessageBox.question(
-            self,
-            "Stop the run",
-            f"Keep the {modes.plural(unit)} done so far (at least {done}) as a trace?\n\n"
-            f"Yes: a complete trace of those {modes.plural(unit)}, as if the run had been asked\n"
-            "for that many. No: discard them. Cancel: go on.",
-            QMessageBox.Yes | QMessageBox.No | QMessageBox.Cancel,
-            QMessageBox.Yes,
-        )
-
-    def set_paused(self, paused: bool) -> None:
-        """Pause or resume the active run (at its next step, pass or batch)."""
-        self._set_pause_button(paused)
-        self.state.set_paused(paused)
-        self._show_message()
-
-    def _set_pause_button(self, paused: bool) -> None:
-        with QSignalBlocker(self.pause_button):
-            self.pause_button.setChecked(paused)
-        self.pause_button.setText("Resume" if paused else "Pause")
-        self.pause_action.setText("&Resume" if paused else "&Pause")
-
-    def _show_message(self) -> None:
-        if self.state.running and self.state.config is not None:
-            label = modes.label(self.state.config.mode)
-            detail = self.state.message if self.device else LOADING
-            self.message.setText(f"{label}: {detail}")
-
-    @Slot(object)
-    def _on_started(self, config: RunConfig) -> None:
-        self.close_recording()  # a run takes the panels
-        self.dirty = True
-        self.settle_when_drawn = False
-        self._set_pause_button(False)
-        self.summary.draw(config.mode, {}, config, 0.0)
-        self.progress.setRange(0, 0)
-        self.progress.setFormat("")
-        self.progress.show()
-        self._show_message()
-        self.tick.start()
-        self._set_title()
-
-    @Slot()
-    def _on_updated(self) -> None:
-        state = self.state
-        self.dirty = True
-        if state.total == 1 and state.done == 0:  # one unit of work (a model): busy until done
-            self.progress.setRange(0, 0)
-        else:
-            self.progress.setRange(0, max(state.total, 1))
-            self.progress.setValue(state.done)
-            self.progress.setFormat(f"{state.done}/{state.total}")
-        self._show_message()
-
-    @Slot(object, float)
-    def _on_finished(self, trace: GradientTrace, seconds: float) -> None:
-        # QProgressBar.setValue repaints at once, with whatever else is dirty: before the
-        # first panel draws, so that panel's repaint waits for the next event-loop turn
-        self.progress.setRange(0, 1)
-        self.progress.setValue(1)
-        self.progress.setFormat("done")
-        # the first panel in a turn of its own: drawn and painted after this turn's
-        # bookkeeping, with no tick of the event loop between them, it stalled it ~25 ms
-        self.show_trace(trace, seconds, at_once=False)
-        what = "done"
-        if stopped_early(trace.arrays):
-            unit = modes.get(trace.mode).unit
-            what = f"kept {int(trace['units_done'])} {modes.plural(unit, int(trace['units_done']))}"
-        self._idle(f"{what}: {modes.label(trace.mode)} in {seconds:.2f} s")
-
-    @Slot(str)
-    def _on_ended(self, message: str) -> None:
-        self._idle(message)
-
-    def _idle(self, message: str) -> None:
-        self._set_pause_button(False)
-        self._flush()
-        self.tick.stop()
-        self.message.setText(message)
-        if self.progress.maximum() == 0:
-            self.progress.setRange(0, 1)
-        self._sync()
-        if self.device is not None:
-            self._settle()
-
     @Slot(object)
     def _on_ready(self, device: dict) -> None:
         self.device = device
@@ -475,8 +373,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
         self.dirty = False
         self.area.draw(trace.arrays, trace.config, None, live=False, at_once=at_once)
         self.summary.draw(trace.mode, trace.arrays, trace.config, seconds)
-        if seconds is not None:
-            self.elapsed.setText(f"{seconds:.2f} s")
+        self.elapsed.setText(f"{seconds:.2f} s" if seconds is not None else "")
         self._set_title()
         self._sync()
 
@@ -584,6 +481,7 @@ class MainWindow(FileActions, RecordingActions, QMainWindow):
     def shutdown(self, timeout_ms: int = 1500) -> bool:
         """Stop the run, the computing process and the worker thread; True if the thread
         ended within `timeout_ms`."""
+        self.closing = True
         self.tick.stop()
         self.close_recording()
         self.state.stop_now()

@@ -32,10 +32,11 @@ class RecordingActions:
         wanted = f"Recordings of a training run ({files.pattern(files.RECORDINGS)})"
         ask_to_open(self, "Open recording", wanted, self.open_recording)
 
-    def open_recording(self, path: str) -> bool:
+    def open_recording(self, path: str, keep_dock: bool = False) -> bool:
         """Show the recording in `path` (ending any run, as an opened trace does), and follow
-        it while it grows. A file that is no readable recording: a dialog naming it and the
-        problem, and nothing changes."""
+        it while it grows; the dock takes the parameters of its trace unless `keep_dock` (it is
+        shown again after a run that kept nothing). A file that is no readable recording: a
+        dialog naming it and the problem, and nothing changes."""
         try:
             recording = load_recording(path)  # h5py: no TensorFlow
         except LstmvizError as exc:
@@ -51,7 +52,7 @@ class RecordingActions:
         self.follower.failed.connect(self._on_recording_failed)
         self.follower.start()
         self.recording = recording
-        self._dock_set = False
+        self._dock_set = keep_dock
         self._show_recording(recording, trace_changed=True)
         count = len(recording)
         what = "following it while fit writes it" if self.follower.following else "finished"

@@ -9,6 +9,10 @@ Stopping: a run whose mode works in units (passes, batches, training steps: the 
 `Mode.unit`) and has finished some can keep them: `stop()` says so ("ask"), the view asks the
 user while the run is held, then calls `keep()` (the runner yields the complete trace of the
 units done), `discard()`, or `go_on()`.
+
+Nothing is lost: a run that ends without a trace (stopped, discarded, failed) leaves the trace
+shown before it (`trace`, `config`, `seconds`) as it was, and `restored` tells the views to show
+it again; only a finished run or an opened trace replaces it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ class RunState(QObject):
         self.last_id = 0
         self.config: RunConfig | None = None
         self.trace: GradientTrace | None = None
+        self.seconds: float | None = None  # the run time of `trace` (None: opened from a file)
+        # (trace, config, seconds) shown when the run in progress started: shown again if it
+        # ends without a trace of its own
+        self.before: tuple[GradientTrace | None, RunConfig | None, float | None]
+        self.before = (None, None, None)
+        self.restored = False  # the last run ended without a trace: `before` is back
+        self.outcome = ""  # how the last run ended: "done", "kept", "stopped", "failed"
         self.pending: dict[str, np.ndarray] = {}
         self.rows_total: int | None = None  # rows a live run's row arrays will reach
         self.done = 0
@@ -75,7 +86,9 @@ class RunState(QObject):
         if self.running:
             return False
         self.last_id += 1
-        self.active, self.config, self.trace = self.last_id, config, None
+        self.before = (self.trace, self.config, self.seconds)
+        self.active, self.config, self.trace, self.seconds = self.last_id, config, None, None
+        self.restored, self.outcome = False, ""
         self.pending, self.rows_total, self.done, self.total = {}, None, 0, 0
         self.paused = self.finishing = self._held = False
         self.message = "starting…"
@@ -86,9 +99,13 @@ class RunState(QObject):
         return True
 
     def show(self, trace: GradientTrace) -> None:
-        """Show a trace that did not come from a run (opened from a file)."""
-        self.stop_now()
-        self.trace, self.config, self.pending, self.rows_total = trace, trace.config, {}, None
+        """Show a trace that did not come from a run (opened from a file): it ends any run, and
+        replaces what was shown before it."""
+        if self.running:
+            self.worker.cancel(self.active)
+            self._end(f"stopped after {self.elapsed():.1f} s", "stopped", restore=False)
+        self.trace, self.config, self.seconds = trace, trace.config, None
+        self.pending, self.rows_total = {}, None
 
     def set_paused(self, paused: bool) -> None:
         """Hold the run after its current unit of work, or let it go on."""
@@ -121,8 +138,10 @@ class RunState(QObject):
         self.message = "stopping: building the trace of the finished work…"
         self.worker.finish_early(self.active)
         self.changed.emit()
+        self.updated.emit()  # the message
 
     def discard(self) -> None:
+        """End the held run keeping nothing: the trace shown before it is back."""
         self._held = False
         self.stop_now()
 
@@ -135,13 +154,11 @@ class RunState(QObject):
 
     def stop_now(self) -> None:
         """Cancel the run; idle at once (a computation in flight ends in the background and
-        its result is dropped)."""
+        its result is dropped), the trace shown before it back."""
         if not self.running:
             return
         self.worker.cancel(self.active)
-        seconds = self.elapsed()
-        self._idle()
-        self.ended.emit(f"stopped after {seconds:.1f} s")
+        self._end(f"stopped after {self.elapsed():.1f} s", "stopped")
 
     def units_text(self) -> str:
         """ "2/5 passes" for the status line."""
@@ -177,23 +194,36 @@ class RunState(QObject):
         if run_id != self.active:
             return
         seconds = self.elapsed()
-        self.trace, self.config = trace, trace.config
+        self.trace, self.config, self.seconds = trace, trace.config, seconds
+        self.before = (None, None, None)
+        self.outcome = "kept" if self.finishing else "done"
         self._idle()
         self.finished.emit(trace, seconds)
 
     @Slot(int)
     def _on_cancelled(self, run_id: int) -> None:
         if run_id == self.active:
-            self._idle()
-            self.ended.emit("stopped")
+            self._end("stopped", "stopped")
 
     @Slot(int, str)
     def _on_failed(self, run_id: int, message: str) -> None:
         if run_id != self.active:
             return
-        self._idle()
-        self.ended.emit("run failed")
+        self._end("run failed", "failed")
         self.failed.emit(message)
+
+    def _end(self, message: str, outcome: str, restore: bool = True) -> None:
+        """The run ends without a trace (`outcome`: "stopped" or "failed"): idle, and with
+        `restore` the trace shown before it is shown again (`ended` says so)."""
+        self.pending, self.rows_total = {}, None
+        self.outcome, self.restored = outcome, restore
+        if restore:
+            self.trace, self.config, self.seconds = self.before
+            if self.trace is not None:
+                message += " · nothing kept: the trace from before is shown again"
+        self.before = (None, None, None)
+        self._idle()
+        self.ended.emit(message)
 
     def _idle(self) -> None:
         self.active = None

@@ -49,6 +49,12 @@ class SummaryPanel(QWidget):
                                       "taped, multi-pass and training runs.)" if other else ""))
         return can
 
+    def show_text(self, text: str) -> None:
+        """A plain line instead of a trace's summary (nothing is shown)."""
+        self.text.setText(text)
+        self.text.setToolTip("")
+        self.verify_result.clear()
+
     def draw(self, mode: str, arrays: Arrays, config: RunConfig | None, seconds: float | None):
         self.text.setText(summary_text(mode, arrays, config, seconds))
         self.text.setToolTip(summary_tip(arrays))

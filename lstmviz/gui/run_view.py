@@ -1,0 +1,162 @@
+"""The window's view of a run's life: Stop (and whether to keep the units done), Pause, the
+status line, the progress bar and the panels from a run's start to its end. The run itself is
+`RunState`'s (gui/run_state.py). A mixin of `MainWindow`.
+
+A run that ends without a trace (stopped, the units done discarded, failed) shows again what
+the window showed before it: the same trace in the same panels, with its summary and title
+(and the recording it came from, re-read), or the empty panels."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSignalBlocker, Slot
+from PySide6.QtWidgets import QMessageBox
+
+from lstmviz import modes
+from lstmviz.config import RunConfig
+from lstmviz.render.summary import stopped_early
+from lstmviz.trace import GradientTrace
+
+LOADING = "loading TensorFlow…"  # the status line until the computing process is ready
+# The summary line when a run ended with nothing kept and nothing was shown before it.
+NOTHING_KEPT = "Nothing kept from the last run: press Run (Ctrl+R) or open a trace (Ctrl+O)."
+
+
+class RunView:
+    """Needs the window's `state`, `params`, `area`, `summary`, `message`, `progress`,
+    `elapsed`, `tick`, the run controls, `device`, `recording`, and its `show_trace`,
+    `open_recording`, `close_recording`, `_flush`, `_settle`, `_set_title`, `_sync`."""
+
+    recording_before: str | None = None  # the recording shown when the run started (its path)
+    closing = False  # the window is shutting down: nothing is shown again
+
+    def stop(self) -> None:
+        """Stop the run; the window is idle at once and the computation ends within a tenth of
+        a second (`Worker.cancel`). A run with passes, batches or training steps done asks
+        whether to keep them as a complete trace: No (or a run with none done) shows again
+        what was shown before the run; Cancel lets it go on."""
+        if self.state.stop() != "ask":
+            return
+        answer = self.ask_keep(self.state.done)
+        if not self.state.running:  # it ended while the question was open
+            return
+        if answer == QMessageBox.Yes:
+            self.state.keep()
+        elif answer == QMessageBox.No:
+            self.state.discard()
+        else:
+            self.state.go_on()
+
+    def ask_keep(self, done: int) -> QMessageBox.StandardButton:
+        """Yes: keep the units done as a trace; No: discard them; Cancel: go on."""
+        units = modes.plural(self.state.mode().unit)
+        shown = self.state.before[0] is not None
+        again = " and show the trace from before this run again" if shown else ""
+        return QMessageBox.question(
+            self,
+            "Stop the run",
+            f"Keep the {units} done so far (at least {done}) as a trace?\n\n"
+            f"Yes: a complete trace of those {units}, as if the run had been asked for that\n"
+            f"many. No: discard them{again}. Cancel: go on.",
+            QMessageBox.Yes | QMessageBox.No | QMessageBox.Cancel,
+            QMessageBox.Yes,
+        )
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume the active run (at its next step, pass or batch)."""
+        self._set_pause_button(paused)
+        self.state.set_paused(paused)
+        self._show_message()
+
+    def _set_pause_button(self, paused: bool) -> None:
+        with QSignalBlocker(self.pause_button):
+            self.pause_button.setChecked(paused)
+        self.pause_button.setText("Resume" if paused else "Pause")
+        self.pause_action.setText("&Resume" if paused else "&Pause")
+
+    def _show_message(self) -> None:
+        if self.state.running and self.state.config is not None:
+            label = modes.label(self.state.config.mode)
+            detail = self.state.message if self.device else LOADING
+            self.message.setText(f"{label}: {detail}")
+
+    @Slot(object)
+    def _on_started(self, config: RunConfig) -> None:
+        recording = self.recording
+        self.recording_before = str(recording.path) if recording is not None else None
+        self.close_recording()  # a run takes the panels
+        self.dirty = True
+        self.settle_when_drawn = False
+        self._set_pause_button(False)
+        self.summary.draw(config.mode, {}, config, 0.0)
+        self.progress.setRange(0, 0)
+        self.progress.setFormat("")
+        self.progress.show()
+        self._show_message()
+        self.tick.start()
+        self._set_title()
+
+    @Slot()
+    def _on_updated(self) -> None:
+        state = self.state
+        self.dirty = True
+        if state.total == 1 and state.done == 0:  # one unit of work (a model): busy until done
+            self.progress.setRange(0, 0)
+        else:
+            self.progress.setRange(0, max(state.total, 1))
+            self.progress.setValue(state.done)
+            self.progress.setFormat(f"{state.done}/{state.total}")
+        self._show_message()
+
+    @Slot(object, float)
+    def _on_finished(self, trace: GradientTrace, seconds: float) -> None:
+        self.recording_before = None
+        # QProgressBar.setValue repaints at once, with whatever else is dirty: before the
+        # first panel draws, so that panel's repaint waits for the next event-loop turn
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1)
+        self.progress.setFormat("done")
+        # the first panel in a turn of its own: drawn and painted after this turn's
+        # bookkeeping, with no tick of the event loop between them, it stalled it ~25 ms
+        self.show_trace(trace, seconds, at_once=False)
+        what = "done"
+        if stopped_early(trace.arrays):
+            unit = modes.get(trace.mode).unit
+            what = f"kept {int(trace['units_done'])} {modes.plural(unit, int(trace['units_done']))}"
+        self._idle(f"{what}: {modes.label(trace.mode)} in {seconds:.2f} s")
+
+    @Slot(str)
+    def _on_ended(self, message: str) -> None:
+        if self.progress.maximum() == 0:  # busy: nothing counted
+            self.progress.setRange(0, 1)
+            self.progress.setValue(0)
+        self.progress.setFormat(self.state.outcome)  # "stopped", "failed" at the count reached
+        self._show_before()
+        self._idle(message)
+
+    def _show_before(self) -> None:
+        """After a run that ended with nothing kept: what the window showed before it, again
+        (an opened trace that ended the run shows itself)."""
+        path, self.recording_before = self.recording_before, None
+        state = self.state
+        if not state.restored or self.closing:
+            return
+        self.dirty = False  # the run's partial arrays are gone
+        if state.trace is None:
+            self.area.draw({}, None, None, live=False)
+            self.summary.show_text(NOTHING_KEPT)
+            self.elapsed.clear()
+            self._set_title()
+            self._sync()
+        elif path is None or not self.open_recording(path, keep_dock=True):
+            self.show_trace(state.trace, state.seconds)
+
+    def _idle(self, message: str) -> None:
+        self._set_pause_button(False)
+        self._flush()
+        self.tick.stop()
+        self.message.setText(message)
+        if self.progress.maximum() == 0:
+            self.progress.setRange(0, 1)
+        self._sync()
+        if self.device is not None:
+            self._settle()
