@@ -12,9 +12,12 @@ import numpy as np
 import tensorflow as tf
 
 
-def _lstm_direction(layer, x, mask, backwards, record, tape, gates):
+def _lstm_direction(layer, x, mask, backwards, record, tape, gates, outs=None):
     """x [B, T, I] batch-major, mask [B, T] or None; returns h at every processed step (a list,
-    processing order) and records the perturbations by input position."""
+    processing order) and records the perturbations by input position. With `outs` (a list),
+    h_t leaves the layer plus a zero perturbation of its own, recorded there as (t, eps_out,
+    h_t, c_t): its gradient is the direct ∂L/∂h_t through the layer's output only (it does not
+    enter the recurrence)."""
     kernel, recurrent, *bias = [tf.constant(w) for w in layer.get_weights()]
     units = recurrent.shape[0]
     bias = bias[0] if bias else tf.zeros(4 * units)
@@ -35,7 +38,13 @@ def _lstm_direction(layer, x, mask, backwards, record, tape, gates):
         c_new = m * (tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)) + (1 - m) * c + eps_c
         h = m * tf.sigmoid(o) * tf.tanh(c_new) + (1 - m) * h + eps_h
         c = c_new
-        outputs.append((t, h))
+        if outs is None:
+            outputs.append((t, h))
+        else:
+            eps_out = tf.zeros_like(h)
+            tape.watch(eps_out)
+            outs.append((t, eps_out, h, c))
+            outputs.append((t, h + eps_out))
     return outputs
 
 
@@ -60,17 +69,24 @@ def leaves(model):
             yield layer
 
 
-def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
+def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape, extras=None):
     """(y_pred, directions): directions a list of (name, {t: (eps_h, eps_c)}) in the order
     lstmviz names them (model order, forward before backward). Layers lstmviz does not model
-    (Conv1D, attention, pooling) are called as the Keras layers they are."""
+    (Conv1D, attention, pooling) are called as the Keras layers they are. With `extras` (a
+    dict) it also records there, watched by `tape`: "input", the tensor fed to the first LSTM
+    (batch-major), and "outs", per direction name the output perturbations of
+    `_lstm_direction`."""
     value = tf.constant(x)
     mask = None
     directions = []
+    outs = None if extras is None else extras.setdefault("outs", {})
     for layer in leaves(model):
         name = type(layer).__name__
         if name == "InputLayer":
             continue
+        if extras is not None and name in ("LSTM", "Bidirectional") and "input" not in extras:
+            tape.watch(value)
+            extras["input"] = value
         if name == "Embedding":
             value = tf.gather(tf.constant(layer.get_weights()[0]), value)
             mask = tf.not_equal(tf.constant(x), 0) if layer.mask_zero else None
@@ -80,9 +96,12 @@ def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
         elif name in ("Dropout", "SpatialDropout1D", "GaussianNoise"):
             pass
         elif name == "LSTM":
-            record, gates = [], []
-            outputs = _lstm_direction(layer, value, mask, layer.go_backwards, record, tape, gates)
+            record, gates, out = [], [], None if outs is None else []
+            outputs = _lstm_direction(layer, value, mask, layer.go_backwards, record, tape, gates,
+                                      out)  # fmt: skip
             directions.append((layer.name, record, gates))
+            if outs is not None:
+                outs[layer.name] = out
             if layer.return_sequences:
                 value = _sequence(outputs, x.shape[1], layer.zero_output_for_mask, mask, False)
             else:
@@ -90,9 +109,12 @@ def forward(model: keras.Model, x: np.ndarray, tape: tf.GradientTape):
         elif name == "Bidirectional":
             merged = []
             for half, sub in (("forward", layer.forward_layer), ("backward", layer.backward_layer)):
-                record, gates = [], []
-                outputs = _lstm_direction(sub, value, mask, sub.go_backwards, record, tape, gates)
+                record, gates, out = [], [], None if outs is None else []
+                outputs = _lstm_direction(sub, value, mask, sub.go_backwards, record, tape, gates,
+                                          out)  # fmt: skip
                 directions.append((f"{layer.name}/{half}", record, gates))
+                if outs is not None:
+                    outs[f"{layer.name}/{half}"] = out
                 if layer.return_sequences:
                     merged.append(_sequence(outputs, x.shape[1], True, mask, half == "backward"))
                 else:
@@ -161,3 +183,58 @@ def reference(model: keras.Model, x: np.ndarray, y: np.ndarray, loss: str):
         totals[name] = tuple(np.stack([g.numpy() for g in part]) for part in grads)
         totals[name] += gate_statistics(gates)
     return float(value), y_pred.numpy(), totals
+
+
+def _keras_loss(loss, y, y_pred, mask, model):
+    """(per-sample losses [B], the loss): `loss` a Keras loss name (the model's compiled one
+    first, as `reference` takes it) or a callable (y, y_pred) -> per-sample values [B, ...];
+    Keras's mean, over the unmasked steps of a sequence output."""
+    compiled = getattr(model, "loss", None)
+    if callable(loss):
+        values = loss(y, y_pred)
+    elif hasattr(compiled, "fn") and hasattr(compiled, "_fn_kwargs"):
+        values = compiled.fn(y, y_pred, **compiled._fn_kwargs)
+    else:
+        values = keras.losses.get(loss)(y, y_pred)
+    if values.shape.rank == 2 and mask is not None:
+        weight = tf.cast(mask, values.dtype)
+        counts = tf.reduce_sum(weight, 1)
+        per_sample = tf.reduce_sum(values * weight, 1) / tf.maximum(counts, 1.0)
+        return per_sample, tf.reduce_sum(values * weight) / tf.reduce_sum(weight)
+    per_sample = tf.reshape(values, [values.shape[0], -1])
+    return tf.reduce_mean(per_sample, 1), tf.reduce_mean(values)
+
+
+def reference_all(model: keras.Model, x: np.ndarray, y, loss) -> dict:
+    """Everything model mode shows, by this module's unrolled forward: "loss", "y_pred",
+    "loss_by_sample" [B], "grad_input" [T, B, E] (dL/d input of the first LSTM, time-major)
+    and "directions": {name: {"h", "c", "dh", "dc", "direct" [T, B, H], "gates_mean",
+    "gates_saturated" [4, T]}} by input position, in lstmviz's order of directions.
+    `loss`: as `_keras_loss` takes it (a callable for the hidden-state losses of a stack)."""
+    extras: dict = {}
+    with tf.GradientTape(persistent=True) as tape:
+        y_pred, mask, directions = forward(model, x, tape, extras)
+        per_sample, value = _keras_loss(loss, y, y_pred, mask, model)
+    zero = tf.UnconnectedGradients.ZERO
+    found = {}
+    for name, record, gates in directions:
+        record = sorted(record, key=lambda item: item[0])
+        outs = sorted(extras["outs"][name], key=lambda item: item[0])
+        sources = [[e for _, e, _ in record], [e for _, _, e in record], [e for _, e, _, _ in outs]]
+        dh, dc, direct = (np.stack([g.numpy() for g in part])
+                          for part in tape.gradient(value, sources, unconnected_gradients=zero))
+        means, saturated = gate_statistics(gates)
+        found[name] = {
+            "h": np.stack([h.numpy() for _, _, h, _ in outs]),
+            "c": np.stack([c.numpy() for _, _, _, c in outs]),
+            "dh": dh, "dc": dc, "direct": direct,
+            "gates_mean": means, "gates_saturated": saturated,
+        }  # fmt: skip
+    grad_input = tape.gradient(value, extras["input"], unconnected_gradients=zero)
+    return {
+        "loss": float(value),
+        "y_pred": y_pred.numpy(),
+        "loss_by_sample": per_sample.numpy(),
+        "grad_input": np.swapaxes(grad_input.numpy(), 0, 1),
+        "directions": found,
+    }
