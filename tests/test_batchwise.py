@@ -419,7 +419,7 @@ def test_files_generator_reads_any_weights_format(tmp_path, rng):
         (None, ["--generator", "files"], "--weights: --generator files needs"),
         ("wrong_h", ["--generator", "files", "--batches", "1"], "w.npz: weights are for I=3, H=4"),
         ("missing", ["--generator", "files", "--batches", "1"], "w.npz: missing recurrent_kernel"),
-        ("wrong_h", ["--generator", "files", "--batches", "2"], "1 weight file(s) for --batches 2"),
+        ("wrong_h", ["--generator", "files", "--batches", "2"], "1 weight file(s), but --batch"),
         (
             "wrong_h",
             ["--generator", "random"],

@@ -218,7 +218,7 @@ def test_batchwise_files_take_one_weights_file_per_batch_from_the_dialog(
     assert not widgets["hidden"].isEnabled()
     widgets["batches"].setValue(3)
     assert not window.start_run()
-    assert errors[-1] == "Weights: 2 weight file(s) for 3 batches (Batches N): give one per batch"
+    assert errors[-1] == "Weights: 2 weight file(s), but Batches N is 3: give one per batch"
     widgets["batches"].setValue(2)
     with qtbot.waitSignal(window.settled, timeout=120_000):
         assert window.start_run()

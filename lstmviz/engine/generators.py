@@ -111,9 +111,8 @@ def weight_paths(spec: str, batches: int) -> list[Path]:
     else:
         paths = [Path(p) for p in spec.split(",")]
     if len(paths) != batches:
-        raise ConfigError(
-            "--weights", f"{len(paths)} weight file(s) for --batches {batches}; give one per batch"
-        )
+        raise ConfigError("--weights", f"{len(paths)} weight file(s), but --batches is "
+                          f"{batches}: give one per batch")  # fmt: skip
     return paths
 
 

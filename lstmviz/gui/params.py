@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
 from lstmviz import modes
 from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, flag, help_for
 from lstmviz.errors import ConfigError
-from lstmviz.files import WEIGHTS
 from lstmviz.gui.model_table import ModelTable
 from lstmviz.weights.model import ModelSpec
 
@@ -78,23 +77,6 @@ def in_dock_terms(text: str) -> str:
         text = text.replace(f"{flag(name)} FILE", f"{article} {label} file")
         text = re.sub(re.escape(flag(name)) + r"\b(?!-)", label, text)
     return text
-
-
-def batch_weights(spec: str, batches: int) -> list[str]:
-    """The files of batchwise mode's files generator: `spec` lists them (comma-separated) or
-    is a folder of them (its weight files, by name, as the engine reads it). Raises
-    ConfigError naming the Weights field unless each exists and there is one per batch."""
-    if Path(spec).is_dir():
-        paths = sorted(str(p) for p in Path(spec).iterdir() if p.name.endswith(WEIGHTS))
-    else:
-        paths = spec.split(",")
-    for path in paths:
-        if not Path(path).is_file():
-            raise ConfigError(LABELS["weights"], f"{path}: no such file")
-    if len(paths) != batches:
-        raise ConfigError(LABELS["weights"], f"{len(paths)} weight file(s) for {batches} "
-                          "batches (Batches N): give one per batch")  # fmt: skip
-    return paths
 
 
 class FieldsArea(QScrollArea):
@@ -267,10 +249,13 @@ class ParamsEditor(QWidget):
             config.validate().check_flags()
             for name in FILE_FIELDS:
                 path = getattr(config, name)
+                listed = [path] if path else []
                 if name == "weights" and path and config.mode == "batchwise":
-                    batch_weights(path, config.batches)
-                elif path and not Path(path).is_file():
-                    raise ConfigError(LABELS[name], f"{path}: no such file")
+                    from lstmviz.engine.generators import weight_paths  # no TensorFlow
+
+                    listed = weight_paths(path, config.batches)  # one file per batch
+                for one in (p for p in listed if not Path(p).is_file()):
+                    raise ConfigError(LABELS[name], f"{one}: no such file")
             return config.check_memory()
         except ConfigError as exc:  # the dock's names for the fields, not the CLI's flags
             raise ConfigError(in_dock_terms(exc.flag), in_dock_terms(
