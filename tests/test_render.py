@@ -645,7 +645,7 @@ def test_summary_vouches_for_no_nan_only_once_there_are_arrays():
     assert "non-finite values: 1 in norm_h_total" in bad
     checked = summary_text("taped", {"nonfinite_steps": np.zeros(0, np.int64)}, config, 0)
     assert checked.endswith("no NaN/Inf ✓"), checked
-    assert re.search(r"\d+\.\d\d s", after)  # the run time
+    assert re.search(r"\d+\.\d\d\u00a0s", after)  # the run time, never split by a wrap
     assert before.endswith("running…") and "kernel" not in before  # neither known yet
     train = RunConfig(mode="train", steps=5)
     live = {"loss_by_step": np.array([0.9, 0.5], np.float32)}

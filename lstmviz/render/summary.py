@@ -89,7 +89,8 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
             path, _, rest = source.partition(": ")
             detail = rest.split(";")[0]
             parts.append(f"{name}: {html.escape(Path(path).name)} ({html.escape(detail)})")
-    parts.append("loaded from file" if seconds is None else f"{seconds:.2f} s")
+    # a no-break space: a wrapped summary line never parts the number from its unit
+    parts.append("loaded from file" if seconds is None else f"{seconds:.2f}\u00a0s")
     check = nonfinite_part(arrays)
     if check:
         parts.append(check)
