@@ -77,6 +77,30 @@ def test_pause_and_resume(state):
     assert state.worker.calls[1:] == [("pause", run_id), ("resume", run_id)]
 
 
+def test_time_paused_or_held_by_the_keep_question_is_not_run_time(state, monkeypatch):
+    from lstmviz.gui import run_state
+
+    clock = [100.0]
+    monkeypatch.setattr(run_state.time, "monotonic", lambda: clock[0])
+    config = RunConfig(mode="multipass", passes=3)
+    state.start(config)
+    run_id = state.active
+    clock[0] += 2.0
+    state.set_paused(True)
+    clock[0] += 30.0  # paused
+    assert state.elapsed() == 2.0
+    state.set_paused(False)
+    clock[0] += 1.0
+    state.worker.progress.emit(run_id, TraceUpdate(1, 3, "pass 1/3", rows(1)))
+    assert state.stop() == "ask"
+    clock[0] += 20.0  # the question is open
+    state.go_on()
+    clock[0] += 0.5
+    assert state.elapsed() == 3.5
+    state.worker.finished_run.emit(run_id, GradientTrace("multipass", config, rows(3)))
+    assert state.seconds == 3.5
+
+
 def test_stop_keep_ends_with_the_trace_of_the_units_done(state):
     state.start(RunConfig(mode="batchwise", batches=5))
     run_id = state.active

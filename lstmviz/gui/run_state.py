@@ -60,7 +60,8 @@ class RunState(QObject):
         self.paused = False
         self.finishing = False
         self._held = False  # held while the view asks whether to keep the units done
-        self._started = 0.0
+        self._started = 0.0  # moved on by the time the run was held: that is not run time
+        self._held_since: float | None = None
         worker.progress.connect(self._on_progress)
         worker.finished_run.connect(self._on_finished)
         worker.cancelled.connect(self._on_cancelled)
@@ -74,7 +75,10 @@ class RunState(QObject):
         return self.active is not None
 
     def elapsed(self) -> float:
-        return time.monotonic() - self._started if self.running else 0.0
+        """Seconds the run has run: paused or held by the keep question does not count."""
+        if not self.running:
+            return 0.0
+        return (self._held_since or time.monotonic()) - self._started
 
     def mode(self) -> modes.Mode | None:
         return None if self.config is None else modes.get(self.config.mode)
@@ -92,7 +96,7 @@ class RunState(QObject):
         self.pending, self.rows_total, self.done, self.total = {}, None, 0, 0
         self.paused = self.finishing = self._held = False
         self.message = "starting…"
-        self._started = time.monotonic()
+        self._started, self._held_since = time.monotonic(), None
         self.worker.request_run(self.active, config)
         self.started.emit(config)
         self.changed.emit()
@@ -112,6 +116,7 @@ class RunState(QObject):
         if not self.running or self.finishing or paused == self.paused:
             return
         self.paused = paused
+        self._clock()
         (self.worker.pause if paused else self.worker.resume)(self.active)
         self.message = "pausing…" if paused else "running…"
         self.changed.emit()
@@ -125,6 +130,7 @@ class RunState(QObject):
         mode = self.mode()
         if mode is not None and mode.unit and self.done > 0:
             self._held = True
+            self._clock()
             self.worker.pause(self.active)
             return "ask"
         self.stop_now()
@@ -135,6 +141,7 @@ class RunState(QObject):
         if not self.running:
             return
         self._held, self.finishing = False, True
+        self._clock()
         self.message = "stopping: building the trace of the finished work…"
         self.worker.finish_early(self.active)
         self.changed.emit()
@@ -149,6 +156,7 @@ class RunState(QObject):
         """The user changed their mind: the held run goes on (unless paused by them)."""
         if self.running and self._held:
             self._held = False
+            self._clock()
             if not self.paused:
                 self.worker.resume(self.active)
 
@@ -159,6 +167,15 @@ class RunState(QObject):
             return
         self.worker.cancel(self.active)
         self._end(f"stopped after {self.elapsed():.1f} s", "stopped")
+
+    def _clock(self) -> None:
+        """Stop the run's clock while it is paused or held, and start it again after."""
+        holding, now = self.paused or self._held, time.monotonic()
+        if holding and self._held_since is None:
+            self._held_since = now
+        elif not holding and self._held_since is not None:
+            self._started += now - self._held_since
+            self._held_since = None
 
     def units_text(self) -> str:
         """ "2/5 passes" for the status line."""
