@@ -672,7 +672,7 @@ def test_render_pins_the_singletons_for_exports_without_the_window():
         assert int(before) < 2**40 < int(after)
 
 
-def test_a_vertical_axis_label_drops_its_parenthesis_when_the_plot_is_short(qtbot):
+def test_a_vertical_axis_label_shortens_its_parenthesis_when_the_plot_is_short(qtbot):
     import pyqtgraph as pg
 
     from lstmviz.render.axis import OpaqueLineAxis
@@ -692,12 +692,22 @@ def test_a_vertical_axis_label_drops_its_parenthesis_when_the_plot_is_short(qtbo
     qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖", timeout=2_000)
     assert axis.label.boundingRect().width() <= axis.size().height()
     plot.setLabel("left", "loss (log scale)")  # another label, set while short
-    assert shown() == "loss"
+    assert shown() == "loss (log)"  # shorter, it keeps what it needs
     plot.setLabel("left", "sample")
     assert shown() == "sample"
     plot.resize(400, 400)
     plot.setLabel("left", "‖dL/dh_t‖ (log scale)")
     qtbot.waitUntil(lambda: shown() == "‖dL/dh_t‖ (log scale)", timeout=2_000)
+    seen = []  # shrinking: the whole label, then "(log)" while it fits, then none
+    for height in range(400, 100, -4):
+        plot.resize(400, height)
+        qtbot.waitUntil(lambda h=height: axis.size().height() <= h, timeout=2_000)
+        axis.resizeEvent()
+        if shown() != "‖dL/dh_t‖":  # the shortest is cut where nothing fits
+            assert axis.label.boundingRect().width() <= axis.size().height(), height
+        if not seen or seen[-1] != shown():
+            seen.append(shown())
+    assert seen == ["‖dL/dh_t‖ (log scale)", "‖dL/dh_t‖ (log)", "‖dL/dh_t‖"]
 
 
 def test_heatmap_reductions_are_computed_once_and_match_a_float64_loop():

@@ -122,7 +122,8 @@ class OpaqueLineAxis(pg.AxisItem):
         self._linear_text = {key: self.style[key] for key in LOG_TEXT}
 
     # A vertical axis's label longer than the axis is tall (a short panel) is cut at both
-    # ends; it drops its parenthesis then ("‖dL/dh_t‖ (log scale)" → "‖dL/dh_t‖").
+    # ends; it shortens its parenthesis then ("‖dL/dh_t‖ (log scale)" → "‖dL/dh_t‖ (log)"),
+    # and drops it where even that is too long ("‖dL/dh_t‖").
     _label_html: str | None = None  # the label as shown
     _label_widths: dict[str, float] | None = None  # label HTML → its length in px
 
@@ -131,8 +132,13 @@ class OpaqueLineAxis(pg.AxisItem):
         text = self.labelText or ""
         if self.orientation not in ("left", "right") or self.labelUnits or " (" not in text:
             return full
-        if self._label_width(full) <= self.size().height():
+        room = self.size().height()
+        if self._label_width(full) <= room:
             return full
+        if text.endswith(" (log scale)"):
+            shorter = full.replace(f"{text} ", text.removesuffix(" scale)") + ") ", 1)
+            if self._label_width(shorter) <= room:
+                return shorter
         return full.replace(f"{text} ", text.split(" (")[0] + " ", 1)
 
     def _label_width(self, html: str) -> float:
