@@ -75,6 +75,11 @@ def test_pause_and_resume(state):
     assert state.paused and "paused after 7/0 training steps" in state.message
     state.set_paused(False)
     assert state.worker.calls[1:] == [("pause", run_id), ("resume", run_id)]
+    state.stop_now()
+    state.start(RunConfig(mode="taped"))  # one piece of work: it pauses between its stages
+    state.set_paused(True)
+    state.worker.paused.emit(state.active, 0)
+    assert state.message == "paused (Resume: Ctrl+P)"
 
 
 def test_time_paused_or_held_by_the_keep_question_is_not_run_time(state, monkeypatch):

@@ -203,7 +203,9 @@ class RunState(QObject):
     def _on_paused(self, run_id: int, done: int) -> None:
         if run_id == self.active and self.paused:
             self.done = done
-            self.message = f"paused after {self.units_text()} (Resume: Ctrl+P)"
+            mode = self.mode()
+            after = f" after {self.units_text()}" if mode is not None and mode.unit else ""
+            self.message = f"paused{after} (Resume: Ctrl+P)"  # a one-piece run: between stages
             self.updated.emit()
 
     @Slot(int, object)
