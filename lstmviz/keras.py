@@ -67,8 +67,7 @@ class GradientFlowCallback(keras.callbacks.Callback):
         if isinstance(every, bool) or not isinstance(every, int | np.integer) or every < 1:
             raise LstmvizError(f"{WHERE}: every must be a positive integer, got {every!r}")
         self.data, self.loss, self.every = data, loss, int(every)
-        # absolute: a notebook's %cd between this cell and fit must not move the file
-        self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings").absolute()
+        self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
         self.writer = RecordingWriter(self.path, self.every)
         self._live_model: _LiveModel | None = None
         self._epoch = 0

@@ -118,13 +118,6 @@ class Recording:
     def keys(self) -> list[str]:
         return sorted(self.arrays)
 
-    def plot(self, **view):
-        """The recording's panels as a Figure, inline in a notebook: `lstmviz.plot(self,
-        **view)` (panels, width, height, dpi, log, record, t_range)."""
-        from lstmviz.notebook import plot
-
-        return plot(self, **view)
-
     def __repr__(self) -> str:
         """The file, its records and LSTM directions, whether it is finished; not the rows."""
         count, steps = len(self), np.ravel(self.arrays.get("step", []))
@@ -158,7 +151,10 @@ class RecordingWriter:
     recording (see the module's docstring)."""
 
     def __init__(self, path: str | os.PathLike, every: int):
-        self.path = Path(path)
+        self.path = Path(path)  # as given, for messages
+        # where it is written: a relative path is taken from the folder current now (a
+        # notebook's %cd between the callback's cell and fit must not move the file)
+        self._target = self.path.absolute()
         self.every = int(every)
         self.records = 0
         self._file: h5py.File | None = None
@@ -209,7 +205,7 @@ class RecordingWriter:
     def _claim(self) -> None:
         """Be the one writer of the file in this process: another writer that has it open
         (two callbacks given one path) closes it and takes no more records."""
-        key = os.path.realpath(self.path)
+        key = os.path.realpath(self._target)
         other = _OPEN.get(key)
         if other is not None and other is not self and other._file is not None:
             with contextlib.suppress(RecordingError):
@@ -225,17 +221,18 @@ class RecordingWriter:
         if self.records == 0:
             return "nothing written"
         try:
-            count = len(load_recording(self.path))
+            count = len(load_recording(self._target))
         except RecordingError as exc:
             with contextlib.suppress(OSError):
-                self.path.unlink()
-            return f"removed it: it does not read back ({str(exc).removeprefix(f'{self.path}: ')})"
+                self._target.unlink()
+            why = str(exc).removeprefix(f"{self._target}: ")
+            return f"removed it: it does not read back ({why})"
         return f"it keeps its {count} complete record{'s' * (count != 1)}"
 
     def _create(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         self._claim()
         try:
-            with atomic_path(self.path, suffix=files.RECORDINGS[0]) as tmp:
+            with atomic_path(self._target, suffix=files.RECORDINGS[0]) as tmp:
                 self._file = f = h5py.File(tmp, "w", libver="latest", locking=False)
                 f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, every=self.every)
                 for name in ("records", "writing", "finished"):
@@ -272,13 +269,13 @@ class RecordingWriter:
     def _reopen(self) -> None:
         # In SWMR mode from the start: a file open for writing without it is refused to
         # readers until it is closed, which a failed write may never let happen.
-        if not self.path.is_file():
+        if not self._target.is_file():
             raise RecordingError(f"{self.path}: no such recording any more (deleted or moved "
                                  "since its last record): cannot append to it")  # fmt: skip
         self._claim()
         flags = h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE
         try:
-            f = h5py.File(h5py.h5f.open(os.fsencode(self.path), flags, fapl=_access()))
+            f = h5py.File(h5py.h5f.open(os.fsencode(self._target), flags, fapl=_access()))
         except WRITE_ERRORS as exc:  # nothing written yet: the file is left as it is
             raise RecordingError(f"{self.path}: cannot open it to append a record "
                                  f"({_reason(exc)})") from None  # fmt: skip

@@ -108,13 +108,6 @@ class GradientTrace:
     def keys(self) -> list[str]:
         return sorted(self.arrays)
 
-    def plot(self, **view):
-        """The panels the app shows for this trace as a Figure, inline in a notebook:
-        `lstmviz.plot(self, **view)` (panels, width, height, dpi, log, normalise, layer)."""
-        from lstmviz.notebook import plot
-
-        return plot(self, **view)
-
     def save(self, path: str | os.PathLike) -> Path:
         """Write to `path` atomically (temporary file, then rename). Returns the path."""
         path = Path(path)

@@ -292,7 +292,7 @@ def test_plot_shows_the_panels_inline_as_the_png_export_draws_them(rng, tmp_path
     assert repr(figure) == "<lstmviz Figure 1200×750 px PNG>"
     export_png(trace, tmp_path / "same.png", width=1200, height=750, dpi=96)
     assert _image((tmp_path / "same.png").read_bytes()) == image
-    one = trace.plot(panels=["norm"], width=800, height=400)
+    one = lstmviz.plot(trace, panels=["norm"], width=800, height=400)
     assert (one.width, one.height) == (800, 400) and _image(one.png) != image.scaled(800, 400)
     assert one.save(tmp_path / "one.png").read_bytes() == one.png
 
@@ -303,7 +303,7 @@ def test_plot_takes_a_recording_and_names_its_own_arguments_in_errors(tmp_path):
 
     write(tmp_path / "run.lvz", [1, 2, 3])
     rec = lstmviz.load_recording(tmp_path / "run.lvz")
-    figure = rec.plot(record=1, width=900, height=600)
+    figure = lstmviz.plot(rec, record=1, width=900, height=600)
     assert (_image(figure.png).width(), figure.height) == (900, 600)
     assert _colours(_image(figure.png)) > 20
     with pytest.raises(lstmviz.LstmvizError, match=r"^panels: unknown panel 'nope' \(choose"):
