@@ -34,7 +34,11 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     defaults = RunConfig()
-    parser = _Parser(prog="lstmviz", description="Gradient flow through an LSTM.")
+    parser = _Parser(
+        prog="lstmviz", description="Gradient flow through an LSTM.",
+        epilog="Exit codes: 0 success, 2 bad input (one line naming the flag or file; nothing "
+        "written), 130 interrupted. `lstmviz COMMAND --help` for each command's flags.",
+    )  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     gui = sub.add_parser("gui", help="open the desktop app")
@@ -74,16 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     option("train_steps", metavar="S")
     option("generator", choices=GENERATORS)
     option(
-        "loss", f"{', '.join(LOSSES)}; model mode: a Keras loss name (e.g. binary_crossentropy), "
-        "used when the model file has no compiled loss", metavar="NAME",
+        "loss", "Model mode: a Keras loss name (e.g. binary_crossentropy), used when the model "
+        f"has no compiled loss ({', '.join(LOSSES)} for a stack of LSTMs)", metavar="NAME",
     )  # fmt: skip
     option("task", choices=TASKS)
     option("random_state", action="store_true")
     run.add_argument(
         "--weights",
         metavar="FILE",
-        help="LSTM weights: .keras, .weights.h5, .h5, .npz, .safetensors (.pt with PyTorch); "
-        "with --generator files: one file per batch, comma-separated, or a folder of them",
+        help="LSTM weights: .keras, .weights.h5, .h5, .hdf5, .npz, .safetensors (.pt, .pth "
+        "with PyTorch); with --generator files: one file per batch, comma-separated, or a "
+        "folder of them",
     )
     run.add_argument("--layer", metavar="NAME", help="which LSTM layer of a file with several")
     run.add_argument(
@@ -106,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the trace to write (required, except when training a model: then the model "
         "trace at the trained weights, if given)",
     )  # fmt: skip
-    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument("--quiet", action="store_true",
+                     help="no progress line and no 'wrote …' line (errors and warnings still)")
     run.add_argument(
         "--keep-partial",
         action="store_true",
@@ -114,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "complete trace",
     )
 
-    from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, PANEL_NAMES
+    from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, MAX_PIXELS, PANEL_NAMES
 
     export = sub.add_parser(
         "export", help="write a trace's or a recording's plots as PNG, SVG, PDF or CSV"
@@ -127,14 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--csv", metavar="FILE",
         help="the curves, one row per timestep (a recording: one row per record)",
     )  # fmt: skip
-    export.add_argument("--width", type=int, default=DEFAULT_WIDTH, metavar="PX")
-    export.add_argument("--height", type=int, default=DEFAULT_HEIGHT, metavar="PX")
+    for side, default in (("width", DEFAULT_WIDTH), ("height", DEFAULT_HEIGHT)):
+        export.add_argument(
+            f"--{side}", type=int, default=default, metavar="PX",
+            help=f"{side} of the PNG and SVG in pixels; range [16, {MAX_PIXELS}], default "
+            "%(default)s",
+        )  # fmt: skip
     export.add_argument(
         "--dpi",
         type=float,
         default=DEFAULT_DPI,
         metavar="N",
-        help="resolution recorded in the PNG; text and lines scale with it",
+        help="resolution recorded in the PNG; text and lines scale with it; range [24, 2400], "
+        "default %(default)s",
     )
     export.add_argument(
         "--panel",
@@ -168,6 +179,20 @@ def _note_unread(config: RunConfig) -> None:
                          f"{', '.join(unread)}; ignored\n")  # fmt: skip
 
 
+def _note_fixed(asked: RunConfig, ran: RunConfig) -> None:
+    """One line on stderr naming the sizes set on the command line that the run's files
+    replaced (inputs fix T and B, weights I and H, a model its T): `--steps 5` on a model of
+    12 steps runs 12, and says so."""
+    mode, defaults = modes.get(asked.mode), RunConfig()
+    replaced = [f"{flag(name)} {getattr(ran, name)} (not {getattr(asked, name)})"
+                for name in ("steps", "batch", "input_dim", "hidden")
+                if mode.uses(name, asked.fitting())
+                and getattr(asked, name) != getattr(defaults, name)
+                and getattr(ran, name) != getattr(asked, name)]  # fmt: skip
+    if replaced:
+        sys.stderr.write(f"lstmviz: note: the files fix the sizes: ran {', '.join(replaced)}\n")
+
+
 def _check_flags(args: argparse.Namespace, config: RunConfig) -> None:
     """The CLI's own flags, and an --out that cannot be written: ConfigError before anything
     runs. (Parameters are checked by RunConfig, files by the loaders and the engines.)"""
@@ -175,6 +200,8 @@ def _check_flags(args: argparse.Namespace, config: RunConfig) -> None:
         if config.fitting():
             return  # training a model writes its recording; the trace only when asked
         raise ConfigError("--out", "give the trace file to write: --out TRACE.npz")
+    if not args.out:
+        raise ConfigError("--out", "empty file name")
     out = files.check_output(args.out, "--out", files.TRACES, "trace files")
     if out.exists():
         for source, path in _read_files(config):
@@ -197,20 +224,40 @@ def _read_files(config: RunConfig) -> list[tuple[str, Path]]:
 
 
 def _check_gui_flags(args: argparse.Namespace) -> None:
-    """Files that are not there and a screenshot that cannot be written: exit 2 before the
-    window opens. (A file that is there but unreadable gets the window's dialog, as a drop.)"""
+    """Files that are not there, a screenshot that cannot be written and no display: exit 2
+    before the window opens. (A file that is there but unreadable gets the window's dialog, as
+    a drop.)"""
     if args.demo and (args.files or args.run):
         raise ConfigError("--demo", "runs its own files; drop FILE and --run, or --demo")
     for name in args.files:
-        if not Path(name).is_file():
-            raise ConfigError("FILE", f"{name}: no such file")
+        if not name:
+            raise ConfigError("FILE", "empty file name")
+        if problem := files.missing(name):
+            raise ConfigError("FILE", f"{name}: {problem}")
         if args.run and files.suffix_of(name, files.RECORDINGS):
             raise ConfigError("--run", f"{name}: a recording is shown as it grows, not run; "
                               "drop --run")  # fmt: skip
-    if args.screenshot:
+    if args.screenshot is not None:
+        if not args.screenshot:
+            raise ConfigError("--screenshot", "empty file name")
         if files.suffix_of(args.screenshot, (".png",)) is None:
             raise ConfigError("--screenshot", f"{args.screenshot}: screenshots are .png files")
         files.check_output(args.screenshot, "--screenshot", (".png",), "screenshots")
+    _check_display()
+
+
+def _check_display() -> None:
+    """On X11/Wayland systems, a window needs a display: without one Qt aborts the process
+    (a core dump, exit 134) after lines of plugin errors. Qt's own platforms that need none
+    (QT_QPA_PLATFORM=offscreen, vnc, …) are the user's choice and pass."""
+    if not sys.platform.startswith(("linux", "freebsd", "openbsd", "netbsd")):
+        return
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    if os.environ.get("QT_QPA_PLATFORM"):
+        return
+    raise ConfigError("gui", "no display to open a window on (DISPLAY is not set); run it "
+                      "under xvfb-run -a, or with QT_QPA_PLATFORM=offscreen and --screenshot")
 
 
 GRACE_SECONDS = 1.0  # after Ctrl-C, how long a run may take to stop before it is abandoned
@@ -331,6 +378,7 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None,
         sys.stderr.write("lstmviz: run was cancelled; nothing written\n")
         return 130
     _save(trace, out)
+    _note_fixed(config, trace.config)
     _warn_nonfinite(trace)
     if not args.quiet:
         print(f"wrote {out} (loss {float(trace['loss']):.6g})")
@@ -397,6 +445,7 @@ def _export(args: argparse.Namespace) -> int:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from lstmviz.export import ExportError, export
 
+    _check_export_flags(args)
     if not any((args.png, args.svg, args.pdf, args.csv)):
         raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
     written = export(
@@ -414,6 +463,27 @@ def _export(args: argparse.Namespace) -> int:
     )
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def _check_export_flags(args: argparse.Namespace) -> None:
+    """An empty output name (an unset shell variable) and an input that is not a trace or a
+    recording (a model, weights, data: they are run first, then exported): LstmvizError."""
+    for fmt in ("png", "svg", "pdf", "csv"):
+        if getattr(args, fmt) == "":
+            raise ConfigError(f"--{fmt}", "empty file name")
+    name = args.trace
+    if not name:
+        raise ConfigError("TRACE", "empty file name")
+    if problem := files.missing(name):
+        raise LstmvizError(f"{name}: {problem}")
+    suffix = files.suffix_of(name, files.TRACES + files.RECORDINGS)
+    if suffix and (mismatch := files.wrong_content(name)):
+        raise LstmvizError(f"{name}: not a readable {suffix} file: {mismatch}")
+    if suffix is None:
+        raise LstmvizError(
+            f"{name}: lstmviz export reads a trace (.npz) or a recording (.lvz); for a model, "
+            "weights or data, write a trace first: lstmviz run … --out TRACE.npz"
+        )
 
 
 def _warn_nonfinite(trace) -> None:

@@ -5,7 +5,8 @@ these. An `.npz` can be any of three kinds; `kind()` looks inside (names only, n
 A Keras `.keras` or full-model `.h5` is a model when its config has layers besides LSTMs (an
 Embedding, a head), else weights: `kind()` reads the config, not the weights. `check_output`
 refuses a file lstmviz is asked to write where it cannot be written, `check_suffix` one whose
-name does not say what it holds.
+name does not say what it holds. `missing` and `wrong_content` word the two commonest reasons a
+file cannot be read: it is not there (or is a folder), or it holds another kind of file.
 """
 
 from __future__ import annotations
@@ -32,6 +33,79 @@ KIND_TEXT = {"trace": "a trace (.npz)", "recording": "a recording (.lvz)",
              "model": "a model (.keras, .h5)"}  # fmt: skip
 # Layer classes a weights file may hold; a Keras config with any other layer is a model's.
 _LSTM_CLASSES = frozenset({"InputLayer", "LSTM", "CuDNNLSTM", "Bidirectional"})
+
+
+# What a file's first bytes say it is (`content`), and the kind each suffix's files are.
+_SIGNATURES = ((b"PK\x03\x04", "zip"), (b"PK\x05\x06", "zip"), (b"\x89HDF\r\n\x1a\n", "hdf5"),
+               (b"\x93NUMPY", "npy"))  # fmt: skip
+_CONTENT_TEXT = {
+    "empty": "it is empty (0 bytes)",
+    "zip": "it is a zip archive (a .keras model or an .npz?)",
+    "hdf5": "it is an HDF5 file (a Keras .h5 or a recording .lvz?)",
+    "npy": "it is a single NumPy array (an .npy file)",
+    "safetensors": "it is a .safetensors file",
+    "pickle": "it is a Python pickle (a .pt file?)",
+    "text": "it is a text file",
+}
+_SUFFIX_CONTENT = {".keras": ("zip",), ".npz": ("zip",), ".npy": ("npy",),
+                   ".weights.h5": ("hdf5",), ".h5": ("hdf5",), ".hdf5": ("hdf5",),
+                   ".lvz": ("hdf5",), ".safetensors": ("safetensors",),
+                   ".pt": ("zip", "pickle"), ".pth": ("zip", "pickle")}  # fmt: skip
+
+
+def missing(path: str | os.PathLike) -> str | None:
+    """Why `path` cannot be opened as a file ("no such file", "is a folder, not a file"), or
+    None when it is a file."""
+    path = Path(path)
+    if path.is_file():
+        return None
+    return "is a folder, not a file" if path.is_dir() else "no such file"
+
+
+def content(path: str | os.PathLike) -> str:
+    """What `path`'s first bytes say it holds: "empty", "zip", "hdf5", "npy", "safetensors",
+    "pickle", "text", or "" when they do not say (or cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+            size = os.fstat(handle.fileno()).st_size
+    except OSError:
+        return ""
+    if not head:
+        return "empty"
+    for signature, name in _SIGNATURES:
+        if head.startswith(signature):
+            return name
+    if len(head) > 9 and head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") < size:
+        return "safetensors"  # an 8-byte header length, then the JSON header
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "pickle"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not a character cut at the end of the 512 bytes
+            return ""
+        text = head[: exc.start].decode("utf-8")
+    return "text" if all(c.isprintable() or c.isspace() for c in text) else ""
+
+
+def wrong_content(path: str | os.PathLike) -> str | None:
+    """What `path` holds ("it is an HDF5 file (…)") when its first bytes show another kind of
+    file than its suffix names, or it is empty; None when they fit or do not say."""
+    suffix = suffix_of(path, tuple(_SUFFIX_CONTENT))
+    found = content(path)
+    if not found or suffix is None or found in _SUFFIX_CONTENT[suffix]:
+        return None
+    return _CONTENT_TEXT[found]
+
+
+def unreadable(path: str | os.PathLike, exc: BaseException) -> str:
+    """The end of a "not a readable … file" message: ": " and what the file holds when its
+    bytes show another kind of file (`wrong_content`), else " (" the exception ")", one line."""
+    if mismatch := wrong_content(path):
+        return f": {mismatch}"
+    detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return f" ({detail if len(detail) <= 300 else detail[:299] + '…'})"
 
 
 def suffix_of(path: str | os.PathLike, suffixes: tuple[str, ...]) -> str | None:
@@ -108,13 +182,13 @@ def kind(path: str | os.PathLike) -> str:
     LstmvizError naming the file when it does not exist, has an unknown suffix, or is an
     unreadable .npz."""
     path = Path(path)
-    if not path.is_file():
-        raise LstmvizError(f"{path}: no such file")
+    if problem := missing(path):
+        raise LstmvizError(f"{path}: {problem}")
     if suffix_of(path, (".npz",)):
         try:
             names = npz_names(path)
         except (OSError, zipfile.BadZipFile, ValueError) as exc:
-            raise LstmvizError(f"{path}: not a readable .npz file ({exc})") from None
+            raise LstmvizError(f"{path}: not a readable .npz file{unreadable(path, exc)}") from None
         if "config_json" in names:
             return "trace"
         return "inputs" if "x" in names and "kernel" not in names else "weights"

@@ -10,17 +10,46 @@ import numpy as np
 from lstmviz import files
 from lstmviz.errors import InputError
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
-def _read(path: Path) -> np.ndarray:
-    with open(path, "rb") as handle:
-        data = np.load(handle, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            return data
-        with data:
-            if "x" not in data.files:
-                found = ", ".join(data.files) or "nothing"
-                raise InputError(f"{path}: no array 'x' in the .npz (found: {found})")
-            return data["x"]
+
+def read_numpy(
+    path: str | os.PathLike, keys: tuple[str, ...] = ("x",), optional: tuple[str, ...] = ()
+) -> np.ndarray | dict[str, np.ndarray]:
+    """The array in an `.npy`, or {name: array} for `keys` (all needed) and `optional` (when
+    present) of an `.npz`, read whatever the name's suffix (an `.npz` saved as `.npy` reads
+    as an `.npz`). No pickle. Raises InputError starting with the path: missing, a folder,
+    empty, corrupt (also a damaged member), another kind of file (what it is), a key missing
+    (with the names found)."""
+    path = Path(path)
+    if problem := files.missing(path):
+        raise InputError(f"{path}: {problem}")
+    try:
+        with open(path, "rb") as handle:
+            data = np.load(handle, allow_pickle=False)
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                return data
+            with data:
+                absent = [key for key in keys if key not in data.files]
+                if absent:
+                    found = ", ".join(data.files) or "nothing"
+                    names = " or ".join(repr(key) for key in absent)
+                    raise InputError(f"{path}: no array {names} in the .npz (found: {found})")
+                return {key: data[key] for key in (*keys, *optional) if key in data.files}
+    except InputError:
+        raise
+    except Exception as exc:  # untrusted bytes: numpy, zipfile and zlib raise many types
+        what = f"{path.suffix} file" if path.suffix else "NumPy file"
+        raise InputError(f"{path}: not a readable {what}{files.unreadable(path, exc)}") from None
+
+
+def beyond_float32(array: np.ndarray) -> float | None:
+    """The largest |value| of `array` when some finite value is too large for float32 (it
+    would turn into Inf there), else None."""
+    if array.dtype.kind != "f" or array.dtype.itemsize <= 4 or not array.size:
+        return None
+    largest = float(np.max(np.abs(np.where(np.isfinite(array), array, 0.0))))
+    return largest if largest > FLOAT32_MAX else None
 
 
 def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray:
@@ -30,26 +59,21 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
     Raises InputError naming the file: missing, unreadable, not 3-D, empty, non-numeric, NaN/Inf.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    if files.suffix_of(path, files.INPUTS) is None:
+    if files.suffix_of(path, files.INPUTS) is None and not files.missing(path):
         raise InputError(
             f"{path}: unknown input format {path.suffix or '(no extension)'!r} "
             "(use .npy, or .npz with an array 'x')"
         )
-    try:
-        x = _read(path)
-    except InputError:
-        raise
-    except Exception as exc:  # untrusted bytes: numpy and zipfile raise many types
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        raise InputError(f"{path}: not a readable {path.suffix} file ({detail})") from None
+    data = read_numpy(path)
+    x = data["x"] if isinstance(data, dict) else data
     python = "time_major=True in Python"
     layout = "[T, B, I]" if time_major else f"[B, T, I] (for [T, B, I]: --time-major, {python})"
     if x.dtype.kind not in "fiu":
         raise InputError(f"{path}: x has dtype {x.dtype}, not numbers")
     if x.ndim != 3 or 0 in x.shape:
         raise InputError(f"{path}: x must be a non-empty 3-D array {layout}, got {list(x.shape)}")
+    if (largest := beyond_float32(x)) is not None:
+        raise InputError(f"{path}: x holds {largest:.3g}, beyond float32's range (±3.4e38)")
     x = x.astype(np.float32)
     if not np.all(np.isfinite(x)):
         count = int(np.size(x) - np.count_nonzero(np.isfinite(x)))

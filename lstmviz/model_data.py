@@ -14,6 +14,7 @@ import numpy as np
 
 from lstmviz import files
 from lstmviz.errors import InputError
+from lstmviz.inputs import beyond_float32, read_numpy
 from lstmviz.weights.model import ModelSpec, shape_text
 
 # Losses whose targets are class indices, one-hot rows, or 0/1 labels.
@@ -23,16 +24,12 @@ ONE_HOT = ("categorical_crossentropy", "categorical_hinge", "categorical_focal_c
 BINARY = ("binary_crossentropy", "binary_focal_crossentropy", "hinge", "squared_hinge")
 
 
-def _read(path: Path, what: str) -> np.lib.npyio.NpzFile | np.ndarray:
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    if files.suffix_of(path, files.INPUTS) is None:
+def _read(path: Path, what: str, keys: tuple[str, ...] = ("x",)) -> np.ndarray | dict:
+    """The array of an `.npy`, or the arrays `keys` (and y) of an `.npz`: InputError naming
+    the file when it cannot be read (`inputs.read_numpy`)."""
+    if files.suffix_of(path, files.INPUTS) is None and not files.missing(path):
         raise InputError(f"{path}: {what} must be .npz (x, y) or .npy")
-    try:
-        return np.load(path, allow_pickle=False)
-    except Exception as exc:  # untrusted bytes: numpy and zipfile raise many types
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        raise InputError(f"{path}: not a readable {path.suffix} file ({detail})") from None
+    return read_numpy(path, keys, optional=("y",))
 
 
 def load_data(
@@ -41,23 +38,13 @@ def load_data(
     """x, y (None when the files hold none) and one line saying where they came from."""
     path = Path(path)
     data = _read(path, "data")
-    y = None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        with data:
-            if "x" not in data.files:
-                found = ", ".join(data.files) or "nothing"
-                raise InputError(f"{path}: no array 'x' in the .npz (found: {found})")
-            x = data["x"]
-            y = data["y"] if "y" in data.files else None
-    else:
-        x = data
+    x, y = (data["x"], data.get("y")) if isinstance(data, dict) else (data, None)
     described = f"{path}: x {list(x.shape)}"
     if targets is not None:
         if y is not None:
             raise InputError(f"--targets: {path} already holds y; give one or the other")
-        y = _read(Path(targets), "targets")
-        if isinstance(y, np.lib.npyio.NpzFile):
-            y.close()
+        y = _read(Path(targets), "targets", keys=())
+        if isinstance(y, dict):
             raise InputError(f"{targets}: targets must be one .npy array")
         described += f", y from {targets}"
     if y is not None:
@@ -75,10 +62,13 @@ def check_data(spec: ModelSpec, x, y, where: str = "data") -> tuple[np.ndarray, 
     if x.ndim != len(expected) or any(
         e is not None and e != s for e, s in zip(expected, x.shape, strict=False)
     ):
+        # [B, T] ids for a weights-only file: its Embedding and head have no config to run by
+        stack = ("; a weights-only file runs its LSTMs alone, with no Embedding or head: "
+                 "save the whole model (model.save('m.keras'))")
         raise InputError(
             f"{where}: x has shape {list(x.shape)}, the model takes {shape_text(expected)}"
-            + (" token ids" if spec.tokens else "")
-        )
+            + (" token ids" if spec.tokens else "") + (stack if spec.stack and x.ndim == 2 else "")
+        )  # fmt: skip
     if 0 in x.shape:
         raise InputError(f"{where}: x is empty ({list(x.shape)})")
     if spec.tokens:
@@ -95,6 +85,8 @@ def check_data(spec: ModelSpec, x, y, where: str = "data") -> tuple[np.ndarray, 
     else:
         if x.dtype.kind not in "fiu":
             raise InputError(f"{where}: x has dtype {x.dtype}, not numbers")
+        if (largest := beyond_float32(x)) is not None:
+            raise InputError(f"{where}: x holds {largest:.3g}, beyond float32's range (±3.4e38)")
         x = x.astype(np.float32)
         if not np.isfinite(x).all():
             raise InputError(f"{where}: x holds NaN or Inf")
@@ -102,12 +94,16 @@ def check_data(spec: ModelSpec, x, y, where: str = "data") -> tuple[np.ndarray, 
         y = np.asarray(y)
         if y.dtype.kind not in "fiub":
             raise InputError(f"{where}: y has dtype {y.dtype}, not numbers")
+        if y.ndim == 0:
+            raise InputError(f"{where}: y is a single number, not one target per sample")
         if y.shape[:1] != x.shape[:1]:
             raise InputError(
                 f"{where}: y has {y.shape[0] if y.ndim else 0} samples but x has {x.shape[0]}"
             )
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise InputError(f"{where}: y holds NaN or Inf")
+        if (largest := beyond_float32(y)) is not None:
+            raise InputError(f"{where}: y holds {largest:.3g}, beyond float32's range (±3.4e38)")
         if y.dtype.kind in "fb":  # the model computes in float32 (ids stay integers)
             y = y.astype(np.float32)
     return np.ascontiguousarray(x), y

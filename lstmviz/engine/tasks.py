@@ -29,6 +29,7 @@ import numpy as np
 from lstmviz import files
 from lstmviz.config import TASK_INPUT_DIMS, RunConfig
 from lstmviz.errors import InputError
+from lstmviz.inputs import read_numpy
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
@@ -99,31 +100,23 @@ def _sine(steps: int, batch: int) -> Sampler:
 def read_task_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Read user sequences: `.npz` (x, y) or `.npy` (one-step-ahead). Returns x [N, T, I], y."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    if files.suffix_of(path, files.INPUTS) is None:
+    if files.suffix_of(path, files.INPUTS) is None and not files.missing(path):
         raise InputError(f"{path}: training sequences must be .npz (x, y) or .npy [N, T+1, I]")
-    try:
-        if path.suffix == ".npy":
-            series = np.load(path, allow_pickle=False)
-            if series.ndim != 3 or series.shape[1] < 2:
-                raise InputError(
-                    f"{path}: a .npy of series must be [N, T+1, I] with T >= 1, "
-                    f"got shape {list(series.shape)}"
-                )
-            return series[:, :-1], series[:, 1:]
-        with np.load(path, allow_pickle=False) as data:
-            missing = [key for key in ("x", "y") if key not in data.files]
-            if missing:
-                raise InputError(
-                    f"{path}: needs arrays 'x' [N, T, I] and 'y' [N, O] or [N, T, O]; missing "
-                    f"{', '.join(missing)} (found {', '.join(data.files) or 'nothing'})"
-                )
-            return data["x"], data["y"]
-    except InputError:
-        raise
-    except (OSError, ValueError, EOFError) as exc:
-        raise InputError(f"{path}: not a readable NumPy file ({exc})") from None
+    data = read_numpy(path, keys=(), optional=("x", "y"))
+    if isinstance(data, dict):
+        missing = [key for key in ("x", "y") if key not in data]
+        if missing:
+            raise InputError(
+                f"{path}: needs arrays 'x' [N, T, I] and 'y' [N, O] or [N, T, O]; missing "
+                f"{', '.join(missing)} (found {', '.join(files.npz_names(path)) or 'nothing'})"
+            )
+        return data["x"], data["y"]
+    if data.ndim != 3 or data.shape[1] < 2:
+        raise InputError(
+            f"{path}: a .npy of series must be [N, T+1, I] with T >= 1, "
+            f"got shape {list(data.shape)}"
+        )
+    return data[:, :-1], data[:, 1:]
 
 
 def check_task_data(x, y, batch: int, source: str) -> tuple[np.ndarray, np.ndarray]:

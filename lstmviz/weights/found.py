@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lstmviz.errors import WeightsError
+from lstmviz.inputs import beyond_float32
 
 # A guard against corrupt headers that claim huge arrays (2^30 float32 values = 4 GiB).
 MAX_VALUES = 2**30
@@ -36,11 +37,15 @@ class FoundLayer:
 
 
 def numeric(name: str, value) -> np.ndarray:
-    """`value` as a NumPy array of numbers, or a WeightsError naming the array."""
+    """`value` as a NumPy array of numbers, or a WeightsError naming the array: not numbers,
+    or values that float32 (what the engines compute in) cannot hold."""
     size = int(np.prod(np.shape(value), dtype=np.int64))
     if size > MAX_VALUES:
         raise WeightsError(f"{name} claims {size} values, more than lstmviz reads")
     dtype = np.dtype(getattr(value, "dtype", None) or np.asarray(value).dtype)
     if dtype.kind not in "fiu":
         raise WeightsError(f"{name} has dtype {dtype}, not numbers")
-    return np.asarray(value)
+    array = np.asarray(value)
+    if (largest := beyond_float32(array)) is not None:
+        raise WeightsError(f"{name} holds {largest:.3g}, beyond float32's range (±3.4e38)")
+    return array

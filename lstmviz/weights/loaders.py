@@ -64,8 +64,8 @@ def file_format(
 ) -> tuple[str, str]:
     """(suffix, format label) of `path`, or `error` naming the file: missing, unknown suffix."""
     suffix = files.suffix_of(path, WEIGHT_SUFFIXES)
-    if not path.is_file():
-        raise error(f"{path}: no such file")
+    if problem := files.missing(path):
+        raise error(f"{path}: {problem}")
     if suffix is None:
         raise error(
             f"{path}: unknown {noun} format {path.suffix or '(no extension)'!r} "
@@ -88,14 +88,15 @@ def read_file(
     except WeightsError as exc:
         raise error(f"{path}: {one_line(exc)}") from None
     except Exception as exc:  # untrusted bytes: h5py, zipfile, json, safetensors raise many types
-        detail = one_line(f"{type(exc).__name__}: {exc}")
-        raise error(f"{path}: not a readable {label} file ({detail})") from None
+        raise error(f"{path}: not a readable {label} file{files.unreadable(path, exc)}") from None
 
 
 def scan(path: Path, error: type[WeightsError] = WeightsError) -> tuple[str, list[FoundLayer]]:
-    """The format's label and the LSTM layers found in `path`, or `error` naming the file."""
+    """The format's label and the LSTM layers found in `path`, in the order the model runs
+    them (a Bidirectional's forward half first), or `error` naming the file."""
     suffix, label = file_format(path, error)
-    return label, read_file(path, label, lambda: layer_reader(suffix)(path), error)
+    found = read_file(path, label, lambda: layer_reader(suffix)(path), error)
+    return label, sorted(found, key=lambda f: (f.order, f.direction == "backward"))
 
 
 def checked(layer: FoundLayer) -> LSTMWeights:
