@@ -261,7 +261,7 @@ def bad_weight_files(tmp_path, rng):
         "missing_key": "missing recurrent_kernel",
         "inconsistent": "inconsistent",
         "wrong_rank": "expected kernel",
-        "nan": "kernel contain NaN",
+        "nan": "kernel contains NaN",
         "text": "not numbers",
     }
     for name, content in arrays.items():

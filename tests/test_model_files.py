@@ -500,7 +500,7 @@ def test_bad_stacks_and_paths(tmp_path, rng):
         return tmp_path / name
 
     assert_refused(npz("gap.npz", {"a": (3, 4), "b": (5, 2)}), "do not chain: 'b'.*width 5")
-    assert_refused(npz("nan.npz", {"a": (3, 4)}, nan=True), "'a': kernel contain NaN")
+    assert_refused(npz("nan.npz", {"a": (3, 4)}, nan=True), "'a': kernel contains NaN")
     assert_refused(npz("half.npz", {"bi/forward": (3, 4)}), "do not make one LSTM or Bidirectional")
     state = torch_state_dict(rng, [(3, 4), (5, 2)], bidirectional=False)
     save_file(state, str(tmp_path / "gap.safetensors"))

@@ -175,7 +175,8 @@ def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LST
     bad = weights.nonfinite()
     if bad:
         where = f"layer {pick.name!r}: " if pick.name else ""
-        raise WeightsError(f"{path}: {where}{', '.join(bad)} contain NaN or Inf")
+        verb = "contain" if len(bad) > 1 else "contains"
+        raise WeightsError(f"{path}: {where}{', '.join(bad)} {verb} NaN or Inf")
     return weights, _describe(path, label, pick, weights)
 
 

@@ -204,7 +204,8 @@ def _check_finite(spec: ModelSpec, where: str) -> None:
     for layer in spec.layers:
         bad = [key for key, value in layer.weights.items() if not np.all(np.isfinite(value))]
         if bad:
-            raise ModelError(f"{where}: layer {layer.name!r}: {', '.join(bad)} contain NaN or Inf")
+            verb = "contain" if len(bad) > 1 else "contains"
+            raise ModelError(f"{where}: layer {layer.name!r}: {', '.join(bad)} {verb} NaN or Inf")
 
 
 def _call(where: str, action):
