@@ -412,12 +412,32 @@ def test_files_generator_reads_any_weights_format(tmp_path, rng):
     check_batches(trace, "mean_h")
 
 
+def test_cli_weight_files_fix_the_sizes_as_a_weights_file_does(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    names = []
+    for k in range(2):
+        w = random_weights(2, 3, rng)
+        np.savez(tmp_path / f"w{k}.npz", kernel=w.kernel, recurrent_kernel=w.recurrent_kernel,
+                 bias=w.bias)  # fmt: skip
+        names.append(str(tmp_path / f"w{k}.npz"))
+    out = tmp_path / "t.npz"
+    argv = ["run", "--mode", "batchwise", "--generator", "files", *CLI_SHAPE, "--batches", "2",
+            "--weights", ",".join(names), "--quiet", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0  # CLI_SHAPE asks for I=3, H=5: the files have I=2, H=3
+    assert "ran --input-dim 2 (not 3), --hidden 3 (not 5)" in capsys.readouterr().err
+    trace = GradientTrace.load(out)
+    assert trace.kernel.shape == (2, 2, 12) and trace.config.hidden == 3
+    np.testing.assert_array_equal(trace.kernel[1], np.load(names[1])["kernel"])
+    check_batches(trace, "mean_h")
+
+
 @pytest.mark.parametrize(
     ("setup", "args", "message"),
     [
         (None, ["--batches", "0"], "--batches: 0 is out of range"),
         (None, ["--generator", "files"], "--weights: --generator files needs"),
-        ("wrong_h", ["--generator", "files", "--batches", "1"], "w.npz: weights are for I=3, H=4"),
+        ("two_sizes", ["--generator", "files", "--batches", "2"],
+         "v.npz: weights are for I=3, H=5, but the run has I=3, H=4"),
         ("missing", ["--generator", "files", "--batches", "1"], "w.npz: missing recurrent_kernel"),
         ("wrong_h", ["--generator", "files", "--batches", "2"], "1 weight file(s), but --batch"),
         (
@@ -434,6 +454,12 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, setup, args, mes
         np.savez(path, kernel=w.kernel, recurrent_kernel=w.recurrent_kernel, bias=w.bias)
     elif setup == "missing":
         np.savez(path, kernel=w.kernel, bias=w.bias)
+    elif setup == "two_sizes":  # the first file fixes I and H; the second must have them
+        np.savez(path, kernel=w.kernel, recurrent_kernel=w.recurrent_kernel, bias=w.bias)
+        v = random_weights(3, 5, np.random.default_rng(1))
+        np.savez(tmp_path / "v.npz", kernel=v.kernel, recurrent_kernel=v.recurrent_kernel,
+                 bias=v.bias)  # fmt: skip
+        path = f"{path},{tmp_path / 'v.npz'}"
     weights = ["--weights", str(path)] if setup else []
     out = tmp_path / "t.npz"
     argv = ["run", "--mode", "batchwise", *CLI_SHAPE, *args, *weights, "--out", str(out)]

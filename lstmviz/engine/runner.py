@@ -43,10 +43,25 @@ def run(
         from lstmviz.engine.problem import loaded_problem
 
         config, problem, sources = loaded_problem(config)
+    elif config.mode == "batchwise" and config.generator == "files" and config.weights:
+        config = _sized_by_weight_files(config)
     config.check_memory()
     extra = {"problem": problem} if mode.problem else {}
     items = mode.generator()(config, cancelled=cancelled, keep=keep, **extra)
     return _recorded(items, sources)
+
+
+def _sized_by_weight_files(config: RunConfig) -> RunConfig:
+    """Batchwise mode's files generator: the weight files fix I and H, as a weights file does
+    in the other modes (the first file's sizes; each file is checked against them as the run
+    reads it)."""
+    from dataclasses import replace
+
+    from lstmviz.engine.generators import weight_paths
+    from lstmviz.weights.loaders import read_weights
+
+    weights, _ = read_weights(weight_paths(config.weights, config.batches)[0], config.layer)
+    return replace(config, input_dim=weights.input_dim, hidden=weights.hidden).validate()
 
 
 def _recorded(
