@@ -1,7 +1,11 @@
 """Errors for bad input. Each message names the problem and the flag, field or file.
 
-The CLI turns any LstmvizError into one line on stderr and exit code 2; the GUI into a dialog.
+The CLI turns any LstmvizError into one line on stderr and exit code 2; the GUI into a dialog;
+the Python API words them in keyword arguments (`in_python_terms`).
 """
+
+import re
+from collections.abc import Sequence
 
 
 class LstmvizError(ValueError):
@@ -30,3 +34,29 @@ class ModelError(WeightsError):
 
 class TraceError(LstmvizError):
     """A trace file cannot be read."""
+
+
+# A flag and what follows it: ":" (the flag names the error), a number or a metavar (FILE), or
+# nothing; not inside a word (a file name with "--" in it).
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(:|=| (?:-?\d[\w.]*|[A-Z][A-Z0-9_.]*)\b)?")
+
+
+def in_python_terms(exc: LstmvizError, renames: Sequence[tuple[str, str]] = ()) -> LstmvizError:
+    """`exc` (its class and attributes) with its message in a Python caller's words: first each
+    (command line, Python) pair of `renames`, then every flag left as its keyword argument:
+    "--train-steps: 0 is out of range" -> "train_steps: …", "--steps 5" -> "steps=5",
+    "give --loss" -> "give loss=", "--inputs FILE" -> "inputs=FILE"."""
+
+    def keyword(m: re.Match) -> str:
+        name, after = m[1].replace("-", "_"), (m[2] or "")
+        return name + (":" if after == ":" else "=" + after.strip(" ="))
+
+    text = str(exc)
+    for cli, python in renames:
+        text = text.replace(cli, python)
+    translated = Exception.__new__(type(exc))
+    Exception.__init__(translated, _FLAG.sub(keyword, text))
+    translated.__dict__.update(exc.__dict__)
+    if isinstance(getattr(exc, "flag", None), str):
+        translated.flag = _FLAG.sub(lambda m: m[1].replace("-", "_"), exc.flag)
+    return translated

@@ -17,9 +17,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from lstmviz.errors import LstmvizError
+from lstmviz.errors import LstmvizError, in_python_terms
 
 WIDTH, HEIGHT, DPI = 1200, 750, 96  # a notebook's column; Jupyter shows PNGs at their pixel size
+# export's flags that are other words here (the rest become keywords: "--width: …" -> "width: …")
+_RENAMES = (("--width/--height", "width/height"), ("--panel", "panels"), ("--dpi", "dpi"))
 
 
 class Figure:
@@ -65,21 +67,27 @@ def plot(
     `normalise` as View → Log scale / Normalise per pass, `layer` the LSTM direction of a model
     trace, `record` and `t_range` a recording's record and timestep range. Raises
     LstmvizError (ExportError, TraceError, RecordingError) naming what is wrong."""
-    from lstmviz.export import export
+    from lstmviz.export import ExportError, export
+    from lstmviz.trace import GradientTrace
 
+    if isinstance(panels, str):  # one name: not its letters
+        panels = [panels]
+    if isinstance(trace, GradientTrace):
+        names = trace.arrays.get("layer_names")
+        count = 1 if names is None else len(names)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < count:
+            raise ExportError(f"layer: {layer!r} is not an LSTM direction of this trace (0"
+                              + (f" to {count - 1}: {', '.join(map(str, names))})"
+                                 if count > 1 else " only)"))  # fmt: skip
+        for name, value in (("record", record), ("t_range", t_range)):
+            if value is not None:
+                raise ExportError(f"{name}: only for a recording; this is a {trace.mode} trace")
     with tempfile.TemporaryDirectory(prefix="lstmviz-plot-") as folder:
         path = Path(folder) / "plot.png"
         try:
             export(trace, png=path, width=width, height=height, dpi=dpi, panels=panels, log=log,
                    normalise=normalise, layer=layer, record=record, t_range=t_range)  # fmt: skip
         except LstmvizError as exc:
-            exc.args = (_in_python_terms(str(exc)),)
-            raise
+            raise in_python_terms(exc, _RENAMES) from None
         return Figure(path.read_bytes())
 
-
-def _in_python_terms(message: str) -> str:
-    """Export's messages name its command-line flags; here the arguments are keywords."""
-    for flag in ("--panel", "--width", "--height", "--dpi"):
-        message = message.replace(flag, flag[2:] + ("s" if flag == "--panel" else ""))
-    return message

@@ -313,3 +313,63 @@ def test_plot_takes_a_recording_and_names_its_own_arguments_in_errors(tmp_path):
     with pytest.raises(lstmviz.LstmvizError, match=r"\.jpg: PNG files end in \.png"):
         figure.save(tmp_path / "x.jpg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.lvz"]
+
+
+def test_train_names_its_keywords_not_the_command_lines_flags():
+    """train()'s parameter errors name the keyword (`train_steps`), not `--train-steps`; an
+    array where a file name goes says so in a line, not with the array's values."""
+    import lstmviz
+
+    with pytest.raises(lstmviz.ConfigError, match=r"^train_steps: 0 is out of range") as caught:
+        lstmviz.train(train_steps=0)
+    assert caught.value.flag == "train_steps"
+    with pytest.raises(lstmviz.ConfigError) as caught:
+        lstmviz.train(targets="y.npy")
+    assert "--" not in str(caught.value) and str(caught.value).startswith("targets: ")
+    with pytest.raises(lstmviz.ConfigError, match=r"^inputs: train\(\) takes a file name") as c:
+        lstmviz.train(inputs=np.zeros((300, 20, 3)))
+    assert len(str(c.value)) < 120
+
+
+def test_train_with_a_model_fits_it_as_the_command_line_does(tmp_path):
+    """train(model=...) fits the user's model and records it (it had trained the built-in
+    task, ignoring model, inputs and record); run_train refuses what is not a RunConfig."""
+    import keras
+
+    import lstmviz
+
+    model = keras.Sequential([keras.Input((6, 2)), keras.layers.LSTM(3), keras.layers.Dense(1)])
+    model.compile(loss="mse", optimizer="adam")
+    model.save(tmp_path / "m.keras")
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", x=rng.random((8, 6, 2), "f"), y=rng.random((8, 1), "f"))
+    trace = lstmviz.train(model=str(tmp_path / "m.keras"), inputs=tmp_path / "d.npz",
+                          record=str(tmp_path / "r.lvz"), every=1)  # fmt: skip
+    assert trace.mode == "model" and trace.x.shape == (6, 8, 2)
+    assert len(lstmviz.load_recording(tmp_path / "r.lvz").step) >= 1
+    with pytest.raises(lstmviz.ConfigError, match="run_train takes a lstmviz.RunConfig"):
+        lstmviz.run_train({"mode": "train"})
+
+
+def test_batchwise_weights_of_different_sizes_name_the_batch(rng):
+    import lstmviz
+
+    weights = [lstmviz.random_weights(2, 3, 0), lstmviz.random_weights(2, 4, 0)]
+    with pytest.raises(lstmviz.InputError, match=r"weights\[1\] has I=2, H=4 but weights\[0\]"):
+        lstmviz.batchwise_gradients(rng.standard_normal((2, 3, 2, 2)), weights)
+
+
+def test_plot_takes_one_panel_name_and_refuses_views_the_trace_has_not(rng):
+    """panels="norm" is that panel (it had been read letter by letter: "unknown panel 'n'");
+    a layer, record or t_range the trace does not have is an error, not silently ignored."""
+    import lstmviz
+
+    trace = lstmviz.taped_gradients(rng.standard_normal((4, 2, 2)), lstmviz.random_weights(2, 3))
+    one = lstmviz.plot(trace, panels="norm", width=400, height=300)
+    assert one.png == lstmviz.plot(trace, panels=["norm"], width=400, height=300).png
+    with pytest.raises(lstmviz.LstmvizError, match=r"^layer: 1 is not an LSTM direction"):
+        lstmviz.plot(trace, layer=1)
+    with pytest.raises(lstmviz.LstmvizError, match=r"^record: only for a recording"):
+        lstmviz.plot(trace, record=2)
+    with pytest.raises(lstmviz.LstmvizError, match=r"^t_range: only for a recording"):
+        lstmviz.plot(trace, t_range=(0, 2))

@@ -200,6 +200,13 @@ def batchwise_gradients(
         shapes = generator.weights
         if len(shapes) != batches:
             raise InputError(f"{len(shapes)} weight sets for N={batches} batches; give one each")
+        sizes = [(w.input_dim, w.hidden) if isinstance(w, LSTMWeights) else None for w in shapes]
+        for n, size in enumerate(sizes):  # a non-LSTMWeights is refused by check_problem
+            if None not in (size, sizes[0]) and size != sizes[0]:
+                input_dim, hidden = size
+                raise InputError(f"weights[{n}] has I={input_dim}, H={hidden} but weights[0] "
+                                 f"I={sizes[0][0]}, H={sizes[0][1]}; every batch's weights "
+                                 "need the same sizes")  # fmt: skip
     rows = (_per_batch(k, v, batches) for k, v in (("target", target), ("h0", h0), ("c0", c0)))
     problems = [
         check_problem(x[n], shapes[n], loss, t, h, c)

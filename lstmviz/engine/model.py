@@ -27,7 +27,7 @@ from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activi
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError, InputError, LstmvizError
+from lstmviz.errors import ConfigError, InputError, in_python_terms
 from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.model import RECURRENT, ModelSpec, shape_text
@@ -359,7 +359,7 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     try:
         prepared = prepare(spec, config, x, y, where="model_gradients")
     except (ConfigError, InputError) as exc:
-        raise _in_python_terms(exc) from None
+        raise in_python_terms(exc, _PYTHON_TERMS) from None
     model_loss, x, y, source = prepared
     *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source)
     return trace
@@ -367,16 +367,4 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
 
 # The CLI's words in messages `prepare` shares with the command line, as model_gradients's
 # arguments name them.
-_PYTHON_TERMS = (("give --loss", "give loss="), ("--loss: ", "loss: "), ("--loss", "loss="),
-                 ("(in the .npz, or --targets Y.npy)", "(y=)"))  # fmt: skip
-
-
-def _in_python_terms(exc: LstmvizError) -> LstmvizError:
-    """`exc` with its message in model_gradients's words ("give loss=" for "give --loss")."""
-    text = str(exc)
-    for cli, python in _PYTHON_TERMS:
-        text = text.replace(cli, python)
-    translated = Exception.__new__(type(exc))
-    Exception.__init__(translated, text)
-    translated.__dict__.update(exc.__dict__)
-    return translated
+_PYTHON_TERMS = (("(in the .npz, or --targets Y.npy)", "(y=)"),)  # model_gradients's words

@@ -19,13 +19,15 @@ With the config (seed, task, sizes) this is enough to redraw or rerun the run.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 
 import numpy as np
 
-from lstmviz.config import RunConfig
+from lstmviz import modes
+from lstmviz.config import NAME_FIELDS, RunConfig
 from lstmviz.engine.arrays import add_norms, exact_norm
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import ReadoutLoss, compiled_step, numpy_arrays
@@ -33,7 +35,7 @@ from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tasks import Task, make_task
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError
+from lstmviz.errors import ConfigError, LstmvizError, in_python_terms
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
 
@@ -117,7 +119,10 @@ def run_train(
     that one included, is yielded with `stopped` = "non-finite" and `nonfinite_loss_steps`.
     Pausing is simply not asking for the next item.
     """
-    config.check_flags()  # e.g. no weights files: training starts from seeded weights
+    if not isinstance(config, RunConfig):
+        raise ConfigError("config", f"run_train takes a lstmviz.RunConfig(mode='train', ...), "
+                          f"not a {type(config).__name__}")  # fmt: skip
+    config.validate().check_flags()  # e.g. no weights files: training starts from seeded weights
     task = make_task(config)
     if task.steps is not None:  # the user's sequences: their own T
         config = replace(config, steps=task.steps)
@@ -223,13 +228,25 @@ class Training:
 
 def train(**params) -> GradientTrace:
     """Train and return the trace. Parameters as RunConfig's (task, train_steps, steps, batch,
-    hidden, seed, inputs, connectivity); e.g. `train(task="adding", train_steps=150, steps=30)`.
-    An unknown parameter raises ConfigError naming those there are."""
+    hidden, seed, inputs, connectivity); e.g. `train(task="adding", train_steps=150, steps=30)`;
+    with `model` (and `inputs`, `record`, `epochs`, `every`), fit that Keras model as
+    `lstmviz run --mode train --model` does. A bad or unknown parameter raises ConfigError
+    naming the keyword."""
     known = {f.name for f in fields(RunConfig)} - {"mode"}
     unknown = sorted(set(params) - known)
     if unknown:
         raise ConfigError(unknown[0], f"train() takes no parameter {unknown[0]!r} (it takes "
                           f"{', '.join(sorted(known))})")  # fmt: skip
-    config = RunConfig(mode="train", **params).validate()
-    *_, trace = run_train(config)
+    for name in NAME_FIELDS:  # their values are printed in full in validate's message
+        value = params.get(name)
+        if value is not None and not isinstance(value, str | os.PathLike):
+            hint = "a layer name" if name == "layer" else "a file name (np.save an array first)"
+            raise ConfigError(name, f"train() takes {hint}, not a {type(value).__name__}")
+    params = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in params.items()}
+    run_training = modes.get("train").generator()  # the mode's own: a model= is fitted
+    try:
+        *_, trace = run_training(RunConfig(mode="train", **params).validate().check_flags())
+    except LstmvizError as exc:
+        raise in_python_terms(exc) from None
     return trace
+
