@@ -373,3 +373,10 @@ def test_plot_takes_one_panel_name_and_refuses_views_the_trace_has_not(rng):
         lstmviz.plot(trace, record=2)
     with pytest.raises(lstmviz.LstmvizError, match=r"^t_range: only for a recording"):
         lstmviz.plot(trace, t_range=(0, 2))
+
+
+def test_run_refuses_what_is_not_a_run_config():
+    import lstmviz
+
+    with pytest.raises(lstmviz.ConfigError, match=r"^config: run takes a lstmviz.RunConfig"):
+        lstmviz.run({"mode": "taped", "steps": 5})

@@ -8,6 +8,7 @@ import numpy as np
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
+from lstmviz.errors import ConfigError
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 
@@ -36,6 +37,9 @@ def run(
     and the trace records `weights_source` / `inputs_source` (text). In batchwise mode with
     `--generator files`, `config.weights` lists one weights file per batch instead.
     """
+    if not isinstance(config, RunConfig):
+        raise ConfigError("config", "run takes a lstmviz.RunConfig(mode=…, …), not a "
+                          f"{type(config).__name__}")  # fmt: skip
     config.validate().check_flags()
     mode = modes.get(config.mode)
     problem, sources = None, {}
