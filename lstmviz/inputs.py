@@ -58,6 +58,9 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
     The file holds [B, T, I] (batch-major, as Keras users keep sequences) unless `time_major`.
     Raises InputError naming the file: missing, unreadable, not 3-D, empty, non-numeric, NaN/Inf.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise InputError(f"an inputs file's path, not a {type(path).__name__}: an array in "
+                         "memory goes to the engines directly, time-major [T, B, I]")  # fmt: skip
     path = Path(path)
     if files.suffix_of(path, files.INPUTS) is None and not files.missing(path):
         raise InputError(

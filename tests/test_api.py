@@ -380,3 +380,15 @@ def test_run_refuses_what_is_not_a_run_config():
 
     with pytest.raises(lstmviz.ConfigError, match=r"^config: run takes a lstmviz.RunConfig"):
         lstmviz.run({"mode": "taped", "steps": 5})
+
+
+def test_loaders_given_an_object_instead_of_a_path_say_what_they_take(rng):
+    import lstmviz
+
+    x = rng.standard_normal((4, 3, 2))
+    with pytest.raises(lstmviz.WeightsError, match=r"path, not a ndarray: .*LSTMWeights"):
+        lstmviz.load_weights(x)
+    with pytest.raises(lstmviz.WeightsError, match=r"path, not a dict"):
+        lstmviz.list_lstm_layers({"kernel": x})
+    with pytest.raises(lstmviz.InputError, match=r"path, not a ndarray: .*time-major"):
+        lstmviz.load_inputs(x)

@@ -147,6 +147,9 @@ def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LST
     WeightsError naming the file: unreadable, no LSTM inside, ambiguous or unknown layer, NaN or
     Inf in an array.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise WeightsError(f"a weights file's path, not a {type(path).__name__}: for weights "
+                           "in memory use lstmviz.LSTMWeights(*layer.get_weights())")  # fmt: skip
     path = Path(path)
     label, found = scan(path)
     if layer is not None:
@@ -187,6 +190,8 @@ def load_weights(path: str | os.PathLike, layer: str | None = None) -> LSTMWeigh
 
 def list_lstm_layers(path: str | os.PathLike) -> list[LayerInfo]:
     """The usable LSTM layers in `path` (a file with one unnamed weight set gives name "")."""
+    if not isinstance(path, str | os.PathLike):
+        raise WeightsError(f"a weights file's path, not a {type(path).__name__}")
     _, found = scan(Path(path))
     usable, _ = _usable(found)
     return [LayerInfo(f.name, w.input_dim, w.hidden, f.note) for f, w in usable]
