@@ -377,3 +377,24 @@ def test_gui_opens_a_recording_on_the_command_line(tmp_path, fitted):
     from tests.test_gui_cli import coloured_fraction
 
     assert coloured_fraction(shot) > 0.05  # eight panels of curves and heatmaps
+
+
+def test_the_faded_legend_says_how_many_earlier_records_it_leaves_out(qtbot):
+    """40 records: the faded curves are a sample of the earlier ones, and the legend says of
+    how many ("8 earlier records" over 39 read as a recording of 9)."""
+    from lstmviz.render.record_panels import RecordNormPanel
+
+    rng = np.random.default_rng(0)
+    count, steps = 40, 6
+    arrays = {"step": np.arange(1, count + 1) * 5, "epoch": np.ones(count, np.int64),
+              "loss": np.linspace(0.7, 0.5, count), "layer_names": np.array(["a", "b", "c"]),
+              "norm_h_total_by_layer": rng.uniform(0.01, 1, (count, 3, steps))}  # fmt: skip
+    panel = RecordNormPanel()
+    qtbot.addWidget(panel)
+    panel.draw(arrays, None)
+    texts = [text.text for _, text in panel.legend.items]
+    drawn = len(panel.faded_records)
+    assert 1 < drawn < count - 1 and f"{drawn} of {count - 1} earlier records (faded)" in texts
+    panel.set_view(3, None)  # record 4: its 3 earlier ones, every one drawn
+    assert panel.faded_records == [0, 1, 2]
+    assert "3 earlier records (faded)" in [text.text for _, text in panel.legend.items]

@@ -182,3 +182,23 @@ def test_csv_of_a_trace_without_layer_names_numbers_the_layers():
     columns = csv_columns(trace)
     assert [name for name, _ in columns] == ["t", "layer1_norm_h_total", "layer2_norm_h_total"]
     np.testing.assert_array_equal(columns[2][1], rows[1])
+
+
+def test_the_gates_axis_label_fits_a_short_panel(qtbot, trace):
+    """The window's recording view leaves the gates panel ~150 px of plot: its y label is
+    shortened to fit, not cut off by Qt; a tall panel keeps the whole label."""
+    from lstmviz.render.model_curves import GatesPanel
+
+    gates = GatesPanel()
+    qtbot.addWidget(gates)
+    gates.draw(trace.arrays, trace.config)
+    axis = gates.plot.getAxis("left")
+    for height, whole in ((600, True), (240, False)):
+        gates.resize(400, height)
+        gates.show()
+        qtbot.waitUntil(lambda h=height: gates.height() == h)
+        qtbot.wait(20)
+        room = gates.plot.getViewBox().height()
+        margin = 2 * axis.label.document().documentMargin()
+        assert axis.label.boundingRect().width() <= room + margin
+        assert (axis.labelText == "activation / fraction") == whole, (height, room, axis.labelText)

@@ -30,6 +30,8 @@ from lstmviz.render.summary import fmt
 from lstmviz.render.values import positive
 
 GATE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")  # i, f, g, o
+# The gates panel's y label, the longest first that its height has room for.
+GATE_AXIS_LABELS = ("activation / fraction", "act. / fraction", "0 … 1")
 GATE_TEXT = {"i": "input i", "f": "forget f", "g": "candidate g", "o": "output o"}
 
 
@@ -200,7 +202,8 @@ class GatesPanel(LayerChoice, LegendPanel):
         )
         self.add_layer_box()
         item = self.plot.getPlotItem()
-        item.setLabel("left", "activation / fraction")
+        item.setLabel("left", GATE_AXIS_LABELS[0])
+        self.plot.getViewBox().sigResized.connect(self._fit_axis_label)
         self.means: list[pg.PlotDataItem] = []
         self.saturated: list[pg.PlotDataItem] = []
         for _ in GATES:
@@ -211,6 +214,17 @@ class GatesPanel(LayerChoice, LegendPanel):
         self.style = pg.PlotDataItem(pen=pg.mkPen("#555", width=1.5, style=Qt.DashLine))
         self.data: tuple[np.ndarray, np.ndarray] | None = None
         self.name = ""
+
+    def _fit_axis_label(self, *_) -> None:
+        """The longest of GATE_AXIS_LABELS that the plot's height has room for: the window's
+        recording view leaves this panel short, and Qt cut "activation / fraction" off."""
+        axis = self.plot.getAxis("left")
+        room = self.plot.getViewBox().height() + 2 * axis.label.document().documentMargin()
+        for text in GATE_AXIS_LABELS:  # measured as drawn (the axis's label style)
+            if axis.labelText != text:
+                axis.setLabel(text)
+            if axis.label.boundingRect().width() <= room:
+                break
 
     def redraw(self) -> None:
         k, self.name = self.chosen_layer()

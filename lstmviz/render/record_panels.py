@@ -55,6 +55,15 @@ def faded_pen(layer: int, alpha: int) -> pg.QtGui.QPen:
     return pg.mkPen(color, width=1)
 
 
+def faded_text(drawn: int, earlier: int) -> str:
+    """The faded curves' legend entry: `drawn` of the `earlier` records before the one shown
+    (short: the legend fits two columns in the window). "6 earlier records" over 11 read as
+    if the recording had only 6 before this one."""
+    if drawn >= earlier:
+        return f"{drawn} earlier record{'s' * (drawn != 1)} (faded)"
+    return f"{drawn} of {earlier} earlier records (faded)"
+
+
 class RecordChoice:
     """For panels that show one record and a timestep range (the window keeps the panels'
     choices together, as it does an LSTM direction's)."""
@@ -163,9 +172,7 @@ class RecordNormPanel(RecordChoice, DirectionCurves):
             curve.setData([], [])
         used = self._draw_faded(max(s, 0), groups, x)
         if used:
-            count = len(self.faded_records)  # short: the legend fits two columns in the window
-            legend.append((self.faded[used // 2], f"{count} earlier record{'s' * (count != 1)}"
-                           " (faded)"))  # fmt: skip
+            legend.append((self.faded[used // 2], faded_text(len(self.faded_records), s)))
         self.set_legend(legend)
         self._place_region(steps)
 
