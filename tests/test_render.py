@@ -633,6 +633,15 @@ def test_linear_axis_keeps_pyqtgraph_labels(qtbot):
 # ---- summary -------------------------------------------------------------------------------
 
 
+def test_summary_shapes_are_never_parted_by_a_wrap():
+    from lstmviz.render.summary import summary_text
+
+    config = RunConfig(mode="model", steps=40, batch=32, loss="mse")
+    arrays = {"loss": np.float32(0.5), "inputs_source": "d.npz: x [32, 40] · y [32, 1]"}
+    text = summary_text("model", arrays, config, 1.0)
+    assert "x [32,\u00a040]" in text and "y [32,\u00a01]" in text, text
+
+
 def test_summary_vouches_for_no_nan_only_once_there_are_arrays():
     from lstmviz.render.summary import summary_text
 

@@ -122,24 +122,32 @@ class OpaqueLineAxis(pg.AxisItem):
         self._linear_text = {key: self.style[key] for key in LOG_TEXT}
 
     # A vertical axis's label longer than the axis is tall (a short panel) is cut at both
-    # ends; it shortens its parenthesis then ("‖dL/dh_t‖ (log scale)" → "‖dL/dh_t‖ (log)"),
-    # and drops it where even that is too long ("‖dL/dh_t‖").
+    # ends; it shows instead the longest of its shorter forms that fits (the shortest when none
+    # does): those given in `shorter` for its text, then "‖dL/dh_t‖ (log scale)" →
+    # "‖dL/dh_t‖ (log)", then the text without its parenthesis ("‖dL/dh_t‖").
     _label_html: str | None = None  # the label as shown
     _label_widths: dict[str, float] | None = None  # label HTML → its length in px
+    shorter: dict[str, tuple[str, ...]] = {}  # a label text → its shorter forms, longest first
 
     def labelString(self) -> str:  # noqa: N802 (pyqtgraph's name)
         full = super().labelString()
         text = self.labelText or ""
-        if self.orientation not in ("left", "right") or self.labelUnits or " (" not in text:
+        if self.orientation not in ("left", "right") or self.labelUnits:
             return full
         room = self.size().height()
         if self._label_width(full) <= room:
             return full
+        forms = list(self.shorter.get(text, ()))
         if text.endswith(" (log scale)"):
-            shorter = full.replace(f"{text} ", text.removesuffix(" scale)") + ") ", 1)
-            if self._label_width(shorter) <= room:
-                return shorter
-        return full.replace(f"{text} ", text.split(" (")[0] + " ", 1)
+            forms.append(text.removesuffix(" scale)") + ")")
+        if " (" in text:
+            forms.append(text.split(" (")[0])
+        shown = full
+        for form in forms:
+            shown = full.replace(f"{text} ", form + " ", 1)
+            if self._label_width(shown) <= room:
+                break
+        return shown
 
     def _label_width(self, html: str) -> float:
         if self._label_widths is None:

@@ -202,8 +202,9 @@ class GatesPanel(LayerChoice, LegendPanel):
         )
         self.add_layer_box()
         item = self.plot.getPlotItem()
+        axis = item.getAxis("left")
+        axis.shorter = {GATE_AXIS_LABELS[0]: GATE_AXIS_LABELS[1:]}  # a short panel's
         item.setLabel("left", GATE_AXIS_LABELS[0])
-        self.plot.getViewBox().sigResized.connect(self._fit_axis_label)
         self.means: list[pg.PlotDataItem] = []
         self.saturated: list[pg.PlotDataItem] = []
         for _ in GATES:
@@ -214,17 +215,6 @@ class GatesPanel(LayerChoice, LegendPanel):
         self.style = pg.PlotDataItem(pen=pg.mkPen("#555", width=1.5, style=Qt.DashLine))
         self.data: tuple[np.ndarray, np.ndarray] | None = None
         self.name = ""
-
-    def _fit_axis_label(self, *_) -> None:
-        """The longest of GATE_AXIS_LABELS that the plot's height has room for: the window's
-        recording view leaves this panel short, and Qt cut "activation / fraction" off."""
-        axis = self.plot.getAxis("left")
-        room = self.plot.getViewBox().height() + 2 * axis.label.document().documentMargin()
-        for text in GATE_AXIS_LABELS:  # measured as drawn (the axis's label style)
-            if axis.labelText != text:
-                axis.setLabel(text)
-            if axis.label.boundingRect().width() <= room:
-                break
 
     def redraw(self) -> None:
         k, self.name = self.chosen_layer()

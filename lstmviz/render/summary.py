@@ -94,7 +94,12 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     check = nonfinite_part(arrays)
     if check:
         parts.append(check)
-    return " · ".join(parts)
+    return " · ".join(_unbroken_shapes(part) for part in parts)
+
+
+def _unbroken_shapes(text: str) -> str:
+    """A shape such as "[32, 1]" with no-break spaces: a wrapped line does not part it."""
+    return re.sub(r"\[[^\]<>]*\]", lambda m: m[0].replace(" ", "\u00a0"), text)
 
 
 def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
