@@ -370,3 +370,21 @@ def test_the_norm_legend_sits_below_the_plot_not_over_the_curves(qtbot):
     view = panel.plot.getPlotItem().getViewBox().sceneBoundingRect()
     legend = panel.legend.sceneBoundingRect()
     assert legend.height() > 0 and legend.top() >= view.bottom()
+
+
+def test_a_trace_opened_over_loaded_weights_shows_its_own_sizes(qtbot, window, tmp_path):
+    """The demo's weights (I=2, H=16) loaded, then a trace of seeded weights (I=5, H=7)
+    opened: the dock shows the trace's sizes, unlocked (they had stayed 2 and 16, so Run would
+    not have rerun the trace)."""
+    from lstmviz.gui.main_window import demo_config
+
+    window.params.set_config(demo_config())
+    window._reload_sources()
+    widgets = window.params.widgets
+    assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (2, 16)
+    assert not widgets["hidden"].isEnabled()  # fixed by the weights file
+    config = RunConfig(mode="taped", steps=PASSES * TP, batch=3, input_dim=5, hidden=7)
+    trace = next(item for item in gui_fakes.multipass(config) if isinstance(item, GradientTrace))
+    window.open_trace(str(trace.save(tmp_path / "t.npz")))
+    assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (5, 7)
+    assert widgets["hidden"].isEnabled() and window.params.config().weights is None

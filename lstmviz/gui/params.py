@@ -216,6 +216,10 @@ class ParamsEditor(QWidget):
         return RunConfig.from_dict(values)
 
     def set_config(self, config: RunConfig) -> None:
+        # a file this config does not name fixes no size now: else its sizes would be locked
+        # again over the config's while the fields are filled, before its own field is
+        for name in [n for n, (path, *_) in self.loaded.items() if getattr(config, n) != path]:
+            del self.loaded[name]
         for name, widget in self.widgets.items():
             value = getattr(config, name)
             if isinstance(widget, QComboBox) and widget.isEditable():
