@@ -392,3 +392,12 @@ def test_loaders_given_an_object_instead_of_a_path_say_what_they_take(rng):
         lstmviz.list_lstm_layers({"kernel": x})
     with pytest.raises(lstmviz.InputError, match=r"path, not a ndarray: .*time-major"):
         lstmviz.load_inputs(x)
+
+
+def test_batchwise_without_a_target_names_the_shape_of_all_batches(rng):
+    import lstmviz
+
+    weights = [lstmviz.random_weights(2, 3, rng) for _ in range(4)]
+    x = rng.standard_normal((4, 5, 2, 2))  # N=4 batches of T=5, B=2, I=2
+    with pytest.raises(lstmviz.InputError, match=r"needs a target of shape \[4, 2, 3\], one row"):
+        lstmviz.batchwise_gradients(x, weights, loss="last_mse")

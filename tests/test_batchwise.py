@@ -427,6 +427,8 @@ def test_cli_weight_files_fix_the_sizes_as_a_weights_file_does(tmp_path, capsys)
     assert "ran --input-dim 2 (not 3), --hidden 3 (not 5)" in capsys.readouterr().err
     trace = GradientTrace.load(out)
     assert trace.kernel.shape == (2, 2, 12) and trace.config.hidden == 3
+    listed = "2 files, batch 1, 2, … in this order: w0.npz, w1.npz"
+    assert str(trace.weights_source) == f"{names[0]}: {listed}"
     np.testing.assert_array_equal(trace.kernel[1], np.load(names[1])["kernel"])
     check_batches(trace, "mean_h")
 

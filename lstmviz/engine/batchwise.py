@@ -208,10 +208,16 @@ def batchwise_gradients(
                                  f"I={sizes[0][0]}, H={sizes[0][1]}; every batch's weights "
                                  "need the same sizes")  # fmt: skip
     rows = (_per_batch(k, v, batches) for k, v in (("target", target), ("h0", h0), ("c0", c0)))
-    problems = [
-        check_problem(x[n], shapes[n], loss, t, h, c)
-        for n, (t, h, c) in enumerate(zip(*rows, strict=True))
-    ]
+    try:
+        problems = [
+            check_problem(x[n], shapes[n], loss, t, h, c)
+            for n, (t, h, c) in enumerate(zip(*rows, strict=True))
+        ]
+    except InputError as exc:  # checked per batch: name the shape of all N batches' targets
+        if target is None and "needs a target of shape [" in str(exc):
+            raise InputError(str(exc).replace("shape [", f"shape [{batches}, ", 1)
+                             + ", one row per batch") from None  # fmt: skip
+        raise
     config = config_for("batchwise", problems[0], loss, batches=batches, generator=generator.name)
     *_, trace = run_batchwise(config, problems, generator, backend=backend)
     return trace

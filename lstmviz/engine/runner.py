@@ -48,24 +48,28 @@ def run(
 
         config, problem, sources = loaded_problem(config)
     elif config.mode == "batchwise" and config.generator == "files" and config.weights:
-        config = _sized_by_weight_files(config)
+        config, sources = _sized_by_weight_files(config)
     config.check_memory()
     extra = {"problem": problem} if mode.problem else {}
     items = mode.generator()(config, cancelled=cancelled, keep=keep, **extra)
     return _recorded(items, sources)
 
 
-def _sized_by_weight_files(config: RunConfig) -> RunConfig:
+def _sized_by_weight_files(config: RunConfig) -> tuple[RunConfig, dict[str, str]]:
     """Batchwise mode's files generator: the weight files fix I and H, as a weights file does
     in the other modes (the first file's sizes; each file is checked against them as the run
-    reads it)."""
+    reads it); and the trace's `weights_source` names them."""
     from dataclasses import replace
 
     from lstmviz.engine.generators import weight_paths
     from lstmviz.weights.loaders import read_weights
 
-    weights, _ = read_weights(weight_paths(config.weights, config.batches)[0], config.layer)
-    return replace(config, input_dim=weights.input_dim, hidden=weights.hidden).validate()
+    paths = weight_paths(config.weights, config.batches)
+    weights, _ = read_weights(paths[0], config.layer)
+    names = ", ".join(p.name for p in paths)
+    source = f"{paths[0]}: {len(paths)} files, batch 1, 2, … in this order: {names}"
+    config = replace(config, input_dim=weights.input_dim, hidden=weights.hidden).validate()
+    return config, {"weights_source": source}
 
 
 def _recorded(
