@@ -78,12 +78,12 @@ def test_model_trace_repr_shows_its_layer_names():
     import lstmviz
 
     layers = keras.layers
-    model = keras.Sequential([keras.Input((6, 2)), layers.Bidirectional(layers.LSTM(3)),
-                              layers.Dense(1)])  # fmt: skip
+    model = keras.Sequential([keras.Input((6, 2)), layers.Bidirectional(layers.LSTM(3), name="bi"),
+                              layers.Dense(1)])  # fmt: skip (named: Keras counts default names)
     model.compile(loss="mse")
     trace = lstmviz.model_gradients(model, np.ones((2, 6, 2)), np.zeros((2, 1)))
     text = repr(trace)
-    assert "layer_names=['bidirectional/forward', 'bidirectional/backward']" in text
+    assert "layer_names=['bi/forward', 'bi/backward']" in text
     assert "model_summary=" in text and len(max(text.splitlines(), key=len)) <= 100
 
 
@@ -401,3 +401,17 @@ def test_batchwise_without_a_target_names_the_shape_of_all_batches(rng):
     x = rng.standard_normal((4, 5, 2, 2))  # N=4 batches of T=5, B=2, I=2
     with pytest.raises(lstmviz.InputError, match=r"needs a target of shape \[4, 2, 3\], one row"):
         lstmviz.batchwise_gradients(x, weights, loss="last_mse")
+
+
+def test_random_weights_check_their_sizes_and_a_model_spec_reads_as_its_summary(tmp_path):
+    import lstmviz
+    from tests.model_fixtures import keras3_models
+
+    for bad in (5.0, -1, 0, True):
+        with pytest.raises(lstmviz.WeightsError, match=r"positive integer, got"):
+            lstmviz.random_weights(bad, 7)
+    model = next(iter(keras3_models().values()))
+    model.save(tmp_path / "m.keras")
+    spec = lstmviz.load_model(tmp_path / "m.keras")
+    assert repr(spec) == spec.summary() and len(repr(spec)) < 2000
+    assert repr(spec.layers[-1]).startswith("LayerSpec(") and "params)" in repr(spec.layers[-1])

@@ -60,6 +60,9 @@ class LSTMWeights:
 def random_weights(input_dim: int, hidden: int, rng=None) -> LSTMWeights:
     """Keras's defaults: Glorot-uniform kernel, orthogonal recurrent kernel, unit forget bias.
     `rng`: a numpy Generator, a seed, or None (fresh entropy)."""
+    for name, value in (("input_dim", input_dim), ("hidden", hidden)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise WeightsError(f"random_weights: {name} must be a positive integer, got {value!r}")
     rng = np.random.default_rng(rng)
     limit = np.sqrt(6.0 / (input_dim + 4 * hidden))
     kernel = rng.uniform(-limit, limit, size=(input_dim, 4 * hidden))

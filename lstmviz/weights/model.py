@@ -55,6 +55,12 @@ class LayerSpec:
     output_shape: Shape | None = None
     params: int = 0
 
+    def __repr__(self) -> str:
+        """Name, class, output shape and parameters; not the weights' values."""
+        shape = "?" if self.output_shape is None else shape_text((None, *self.output_shape))
+        return (f"LayerSpec({self.name!r}, {class_text(self)}, output {shape}, "
+                f"{self.params:,} params)")  # fmt: skip
+
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ModelError(f"layer {self.name!r}: unknown kind {self.kind!r}")
@@ -135,6 +141,10 @@ class ModelSpec:
         """One name per LSTM direction in model order, forward before backward: e.g.
         ["bi/forward", "bi/backward", "top"] (a trace's `layer_names`)."""
         return [name for layer in self.lstm_layers() for name, _ in layer.directions()]
+
+    def __repr__(self) -> str:
+        """The summary table, as `model.summary()` shows a Keras model (the weights are many)."""
+        return self.summary()
 
     def summary(self) -> str:
         """A table of the layers (name, class, output shape, parameters) and the totals."""
