@@ -34,6 +34,7 @@ from lstmviz.weights import random_weights
 from tests.model_reference import reference_all
 from tests.reference import assert_close, np_bptt, np_forward, np_loss
 from tests.test_batchwise import check_batches, numpy_hypernetwork
+from tests.test_model_mode import keras_directions
 from tests.test_multipass import make_case as multipass_case
 from tests.test_multipass import np_multipass
 from tests.test_taped import make_case as taped_case
@@ -257,19 +258,6 @@ def test_every_training_row_matches_numpy_bptt_at_that_steps_weights(kernel, mon
 
 
 # ---- model mode ------------------------------------------------------------------------------
-
-
-def keras_directions(model):
-    """Each LSTM direction's Keras layer, in lstmviz's order."""
-    from tests.model_reference import leaves
-
-    found = []
-    for layer in leaves(model):
-        if isinstance(layer, L.Bidirectional):
-            found += [layer.forward_layer, layer.backward_layer]
-        elif isinstance(layer, L.LSTM):
-            found.append(layer)
-    return found
 
 
 def keras_weight_gradients(model, x, y, loss=None) -> dict:

@@ -94,6 +94,15 @@ class FileActions:
     def open_targets_dialog(self) -> None:
         ask_to_open(self, "Open targets y", "Targets (*.npy)", self.open_targets)
 
+    def _not_opened(self, what: str, exc: LstmvizError, quiet: bool) -> bool:
+        """A file that cannot be opened: a dialog naming the problem, or when `quiet` (files
+        re-read at start-up or on a mode change) a line in the status bar. Returns False."""
+        if quiet:
+            self.message.setText(f"{what} not loaded: {exc}")
+        else:
+            self.show_error(f"Cannot open {what}", str(exc))
+        return False
+
     def open_model(self, path: str, quiet: bool = False) -> bool:
         """Run the model in `path` (File → Open model…, a drop): mode "model", its layers in
         the dock, the sizes it fixes locked. Data already loaded that does not fit the model
@@ -102,11 +111,7 @@ class FileActions:
         try:
             spec = load_model(path)  # NumPy and h5py: no TensorFlow
         except LstmvizError as exc:
-            if quiet:
-                self.message.setText(f"model not loaded: {exc}")
-            else:
-                self.show_error("Cannot open model", str(exc))
-            return False
+            return self._not_opened("model", exc, quiet)
         self.params.set_model(path, spec, spec.source)
         needed = self.dock.widget().minimumSizeHint().width()
         if self.dock.width() < needed:  # room for the layer table
@@ -132,11 +137,7 @@ class FileActions:
             if spec is not None:
                 check_data(spec, x, y, where=path)
         except LstmvizError as exc:
-            if quiet:
-                self.message.setText(f"data not loaded: {exc}")
-            else:
-                self.show_error("Cannot open data", str(exc))
-            return False
+            return self._not_opened("data", exc, quiet)
         mode = self.params.widgets["mode"]
         mode.setCurrentIndex(mode.findData("model"))
         sizes = {"batch": int(x.shape[0])}
@@ -200,11 +201,7 @@ class FileActions:
                                   for p, w in zip(paths, read, strict=True))  # fmt: skip
                 raise LstmvizError(f"the batches' weights must have one size ({found})")
         except LstmvizError as exc:
-            if quiet:
-                self.message.setText(f"weights not loaded: {exc}")
-            else:
-                self.show_error("Cannot open weights", str(exc))
-            return False
+            return self._not_opened("weights", exc, quiet)
         self.params.widgets["batches"].setValue(len(paths))
         names = ", ".join(Path(p).name for p in paths)
         sizes = {"input_dim": read[0].input_dim, "hidden": read[0].hidden}
@@ -239,11 +236,7 @@ class FileActions:
                     layer = layers[0].name or None
             weights, description = read_weights(path, layer)  # NumPy/h5py: no TensorFlow
         except LstmvizError as exc:
-            if quiet:
-                self.message.setText(f"weights not loaded: {exc}")
-            else:
-                self.show_error("Cannot open weights", str(exc))
-            return False
+            return self._not_opened("weights", exc, quiet)
         sizes = {"input_dim": weights.input_dim, "hidden": weights.hidden}
         self.params.set_loaded("weights", path, sizes, description, layer)
         if not quiet:
@@ -260,11 +253,7 @@ class FileActions:
         try:
             x = load_inputs(path, time_major)
         except LstmvizError as exc:
-            if quiet:
-                self.message.setText(f"inputs not loaded: {exc}")
-            else:
-                self.show_error("Cannot open inputs", str(exc))
-            return False
+            return self._not_opened("inputs", exc, quiet)
         steps, batch, input_dim = (int(n) for n in x.shape)
         description = describe_inputs(path, x, time_major)
         sizes = {"steps": steps, "batch": batch, "input_dim": input_dim}
