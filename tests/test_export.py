@@ -123,6 +123,15 @@ def test_svg_parses_with_vector_curves_labels_and_embedded_heatmaps(traces, tmp_
 
 
 @pytest.mark.parametrize("mode", list(CONFIGS))
+def test_the_exported_summary_names_no_run_time(traces, tmp_path, mode):
+    """A figure is of a saved trace, whose run time is not known: the summary under the title
+    must not claim one (a stray "0.00 s")."""
+    path = export(traces[mode], svg=tmp_path / "a.svg", width=1200, height=800, dpi=96)[0]
+    texts = " ".join("".join(t.itertext()) for t in ET.parse(path).getroot().iter(SVG + "text"))
+    assert "loss" in texts and not re.search(r"\d\.\d\d[\s\u00a0]s\b", texts)
+
+
+@pytest.mark.parametrize("mode", list(CONFIGS))
 def test_csv_has_one_row_per_timestep_and_the_trace_norms(traces, tmp_path, mode):
     trace = traces[mode]
     header, rows = read_csv(export_csv(trace, tmp_path / "c.csv"))

@@ -250,7 +250,7 @@ class Figure:
         text = summary_text(
             self.trace.mode, self.trace.arrays, self.trace.config, 0
         )
-        return re.sub(r" · [0-9.]+ s(?= · )", "", text)  # a saved trace has no run time
+        return re.sub(" · [0-9.]+\u00a0s(?= · )", "", text)  # a saved trace has no run time
 
     # ---- layout ------------------------------------------------------------------------------
 
