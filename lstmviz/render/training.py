@@ -75,6 +75,9 @@ class LossPanel(Panel):
         total = max(self.rows_total or 0, len(self.loss))
         window = max(total // 20, min(5, total))  # a short run's mean still smooths
         mean = running_mean(np.where(ok, self.loss, np.nan), window)
+        if ok.any():  # a mean lies within the loss's range; off by rounding around a constant
+            # loss it would give the axis a range of ~10⁻¹⁵, too narrow for any label
+            mean = np.clip(mean, self.loss[ok].min(), self.loss[ok].max())
         self.mean.setData(x, np.where(mean > 0, mean, np.nan) if self.log else mean)
         if self.rows_total:  # a live run: the x axis spans the whole run from the start
             self.plot.setXRange(1, max(self.rows_total, 2), padding=0.02)

@@ -157,11 +157,17 @@ def display_values(data: np.ndarray, log: bool, normalise: bool, dtype=np.float6
 
 
 def running_mean(y: np.ndarray, window: int) -> np.ndarray:
-    """Mean of the last `window` values at every position (fewer at the start)."""
+    """Mean of the finite values among the last `window` values at every position (fewer at
+    the start); NaN where none is finite. y [S] -> [S] float64. A NaN or Inf step (a loss that
+    blew up) leaves a gap of `window` values, not NaN for the rest of the run."""
     y = np.asarray(y, np.float64)
     if y.size == 0:
         return y
-    sums = np.cumsum(np.insert(y, 0, 0.0))
+    finite = np.isfinite(y)
+    sums = np.cumsum(np.insert(np.where(finite, y, 0.0), 0, 0.0))
+    counts = np.cumsum(np.insert(finite, 0, False))
     ends = np.arange(1, y.size + 1)
     starts = np.maximum(ends - window, 0)
-    return (sums[ends] - sums[starts]) / (ends - starts)
+    n = counts[ends] - counts[starts]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (sums[ends] - sums[starts]) / np.maximum(n, 1), np.nan)
