@@ -107,7 +107,9 @@ class FieldsArea(QScrollArea):
 
 class FileField(QWidget):
     """A read-only path with a clear button (empty: seeded random, or none) and a browse
-    button ("…": `browse` fires; the window opens the file)."""
+    button ("…": `browse` fires; the window opens the file). With no path it can name what a
+    recording shown was made of instead (`set_recorded`: no file, so no run reads it); any
+    path set, or cleared, ends that."""
 
     changed = Signal()
     browse = Signal()
@@ -116,6 +118,7 @@ class FileField(QWidget):
         super().__init__()
         self.edit = QLineEdit(readOnly=True, placeholderText=placeholder, toolTip=placeholder)
         self._path: str | None = None
+        self._recorded = False
         clear = QToolButton(text="✕", toolTip=clear_tip, autoRaise=True)
         clear.clicked.connect(lambda: self.set_path(None))
         pick = QToolButton(text="…", toolTip="Open a file", autoRaise=True)
@@ -132,11 +135,29 @@ class FileField(QWidget):
     def set_path(self, path: str | None) -> None:
         """Show the file's name (each name, for a comma-separated list); the whole path, or
         what an empty field means, in the tooltip."""
+        self.set_recorded(None)
         self._path = path or None
         names = ", ".join(Path(part).name or part for part in (path or "").split(","))
         self.edit.setText(names if path else "")
         self.edit.setToolTip(path or self.edit.placeholderText())
         self.changed.emit()
+
+    def recorded(self) -> bool:
+        """Whether the field names a recording's model or data (`set_recorded`)."""
+        return self._recorded
+
+    def set_recorded(self, text: str | None, tip: str = "") -> None:
+        """Show `text` (in italics: not a file) and `tip` in a field with no path; None: back
+        to what the path, or its absence, says. No `changed`: the config is the same."""
+        if (text is not None and self._path is not None) or (text is None and not self._recorded):
+            return
+        self._recorded = text is not None
+        font = self.edit.font()
+        font.setItalic(text is not None)
+        self.edit.setFont(font)
+        self.edit.setText(text or "")
+        self.edit.setCursorPosition(0)  # the start of a name wider than the field
+        self.edit.setToolTip(tip if text is not None else self.edit.placeholderText())
 
 
 class ParamsEditor(QWidget):
@@ -184,6 +205,9 @@ class ParamsEditor(QWidget):
         # What the loaded files are and which sizes they fix: name -> (path, sizes, description)
         self.loaded: dict[str, tuple[str, dict[str, int], str]] = {}
         self.model_spec: ModelSpec | None = None  # the model file's, while it is loaded
+        # The recording (its file name) whose model and data the Model and Data fields name,
+        # while the dock is as that recording filled it (`show_recorded`)
+        self.recorded_from: str | None = None
         self.form = form
         self.sources = QLabel(wordWrap=True, textFormat=Qt.RichText)
         self.sources.setStyleSheet("color: #333; font-size: 8pt;")
@@ -244,6 +268,11 @@ class ParamsEditor(QWidget):
         mode = modes.get(config.mode)
         for name in (n for n in mode.requires if not getattr(config, n)):
             how = FILE_FIELDS[name][0].split(": ", 1)[-1]
+            if self.widgets[name].recorded():
+                raise ConfigError(LABELS[name], f"the {name} of recording {self.recorded_from} "
+                                  "was recorded during model.fit, in the training process: it "
+                                  f"cannot be re-run from here. To run it, open its saved "
+                                  f"{name} file: {how}; or choose another mode")  # fmt: skip
             raise ConfigError(LABELS[name], f"{mode.label} mode needs a {name} file: {how}, "
                               "or drop the file on the window")  # fmt: skip
         if mode.any_loss and not config.loss:
@@ -306,6 +335,41 @@ class ParamsEditor(QWidget):
         self.widgets["loss"].lineEdit().setPlaceholderText(
             "" if spec.loss or spec.stack else "choose: the model has no compiled loss")
 
+    def show_recorded(self, recording: str, model_source: str, inputs_source: str) -> None:
+        """The dock shows recording `recording` (a file name) in model mode: the Model and Data
+        fields that name no file say what it was made of (`model_source`, `inputs_source`, as
+        the recording has them), and that a run from here cannot repeat it. Until the user
+        sets up a run of their own: another mode, or a file opened or cleared."""
+        self.drop_recorded()
+        model, data = self.widgets["model"], self.widgets["inputs"]
+        if not self.model_mode() or model.path() is not None:
+            return
+        named = re.search(r"'([^']+)'", model_source)  # "keras.Model 'name' (…)"
+        tip = (
+            f"Recording {recording}: recorded during model.fit of {model_source}.\n"
+            "That model lived in the training process: it cannot be re-run from here. To run\n"
+            "it, open its saved file (File → Open model…, Ctrl+M)."
+        )
+        model.set_recorded(f"{named[1] if named else model_source} (recorded)", tip)
+        shapes = inputs_source.partition(": ")[2] or inputs_source
+        tip = (
+            f"Recording {recording}: the data held fixed during model.fit ({inputs_source}).\n"
+            "It was in the training process's memory, in no file: a run from here draws\n"
+            "seeded random data of the model's input shape unless you open a data file."
+        )
+        data.set_recorded(f"recorded: {shapes}", tip)
+        self.recorded_from = recording
+        self._apply_locks()
+
+    def drop_recorded(self) -> None:
+        """The dock no longer shows a recording's model and data (`show_recorded`)."""
+        if self.recorded_from is None:
+            return
+        self.recorded_from = None
+        for name in ("model", "inputs"):
+            self.widgets[name].set_recorded(None)
+        self._apply_locks()
+
     def model_mode(self) -> bool:
         return self.widgets["mode"].currentData() == "model"
 
@@ -315,6 +379,8 @@ class ParamsEditor(QWidget):
         self._loss_choices(mode == "model")
         label = self.form.labelForField(self.widgets["inputs"])
         label.setText("Data" if mode == "model" else LABELS["inputs"])
+        if mode != "model":  # a run of another mode reads neither the model nor the data
+            self.drop_recorded()
         self._apply_locks()
 
     def _loss_choices(self, model: bool) -> None:
@@ -336,6 +402,7 @@ class ParamsEditor(QWidget):
         box.blockSignals(False)
 
     def _files_changed(self) -> None:
+        self.drop_recorded()  # a file opened or cleared: the dock sets up a run of its own
         for name in list(self.loaded):  # cleared or replaced: no longer fixes anything
             if self.widgets[name].path() != self.loaded[name][0]:
                 del self.loaded[name]
@@ -395,6 +462,12 @@ class ParamsEditor(QWidget):
             shown = text.replace(str(path), Path(path).name, 1)
             label = "Data" if name == "inputs" and mode.name == "model" else LABELS[name]
             lines.append(f"<b>{label}:</b> {html.escape(shown)}")
+        tips = [text for _, _, text in used.values()]
+        if self.recorded_from is not None:
+            lines.append(f"<b>Shown:</b> recording {html.escape(self.recorded_from)}, made "
+                         "during model.fit: its model and data are in no file here, so Run "
+                         "cannot repeat it")  # fmt: skip
+            tips.append(self.widgets["model"].edit.toolTip())
         self.sources.setText("<br>".join(lines))
-        self.sources.setToolTip("\n".join(text for _, _, text in used.values()))
+        self.sources.setToolTip("\n".join(tips))
         self.sources.setVisible(bool(lines))

@@ -16,7 +16,7 @@ from lstmviz.gui.dialogs import ask_to_open
 from lstmviz.gui.recording_bar import RecordingBar
 from lstmviz.gui.recording_follow import RecordingFollower
 from lstmviz.recording import Recording, load_recording
-from lstmviz.render.records import panel_arrays, record_text
+from lstmviz.render.records import TimeRange, panel_arrays, record_text
 
 
 class RecordingActions:
@@ -54,6 +54,13 @@ class RecordingActions:
         self.recording = recording
         self._dock_set = keep_dock
         self._show_recording(recording, trace_changed=True)
+        # the model and data the records were made of lived in the training process: the dock
+        # names them (while it is as the recording left it), and Run says it cannot repeat them
+        model, data = (
+            str(recording.arrays.get(key, "")) for key in ("model_source", "inputs_source")
+        )
+        self.params.show_recorded(Path(path).name, model or "a Keras model",
+                                  data or "data in memory")  # fmt: skip
         count = len(recording)
         what = "following it while fit writes it" if self.follower.following else "finished"
         self.message.setText(f"recording {Path(path).name}: {count} record"
@@ -63,7 +70,8 @@ class RecordingActions:
 
     def close_recording(self) -> None:
         """Stop following and hide the recording's bar and panels (the model panels of its
-        last record stay until something else is shown)."""
+        last record stay until something else is shown); the dock no longer names its model
+        and data."""
         if self.follower is not None:
             self.follower.stop()
             self.follower.deleteLater()
@@ -72,6 +80,19 @@ class RecordingActions:
             self.recording = None
             self.area.set_recording(None)
             self.recording_bar.hide()
+            self.params.drop_recorded()
+
+    def recording_view(self) -> tuple[int | None, TimeRange]:
+        """The record and timestep range chosen in the bar (None, None: the last, every t)."""
+        bar = self.recording_bar
+        return (None, None) if self.recording is None else (bar.record(), bar.t_range())
+
+    def set_recording_view(self, record: int | None, t_range: TimeRange) -> None:
+        """Choose `record` and `t_range` as the user would in the bar (`recording_view`)."""
+        if self.recording is not None:
+            self.recording_bar.set_record(record)
+            self.recording_bar.set_range(t_range)
+            self._recording_view_changed()
 
     def _recording_bar(self) -> RecordingBar:
         if self.recording_bar is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QComboBox,
@@ -71,7 +71,6 @@ class RecordingBar(QWidget):
         for box in (self.first, self.last):
             box.setKeyboardTracking(False)
             box.valueChanged.connect(lambda _, edited=box: self._range_edited(edited))
-            box.setEnabled(False)
         self.note = QLabel(textFormat=Qt.RichText, wordWrap=True)
         # The model's summary (Keras's, ~60 characters a line) in a window of its own, opened
         # from the bar: legible, and the panels keep the bar's width.
@@ -126,6 +125,14 @@ class RecordingBar(QWidget):
         if self.range_box.currentIndex() == 0:
             return None
         return self.first.value(), self.last.value()
+
+    def set_record(self, record: int | None) -> None:
+        """Show record `record` as chosen (None, or one past the records: the last, which
+        follows new records), without signals."""
+        last = self.slider.maximum()
+        with QSignalBlocker(self.slider):
+            self.slider.setValue(last if record is None else min(record, last))
+        self._describe()
 
     def set_range(self, t_range: TimeRange) -> None:
         """Show `t_range` as chosen (a window dragged in the curves panel), without signals."""

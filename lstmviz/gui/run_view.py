@@ -4,7 +4,8 @@ status line, the progress bar and the panels from a run's start to its end. The 
 
 A run that ends without a trace (stopped, the units done discarded, failed) shows again what
 the window showed before it: the same trace in the same panels, with its summary and title
-(and the recording it came from, re-read), or the empty panels."""
+(and the recording it came from, re-read, at the record and timesteps chosen in it), or the
+empty panels."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
+from lstmviz.render.records import TimeRange
 from lstmviz.render.summary import stopped_early
 from lstmviz.trace import GradientTrace
 
@@ -24,9 +26,12 @@ NOTHING_KEPT = "Nothing kept from the last run: press Run (Ctrl+R) or open a tra
 class RunView:
     """Needs the window's `state`, `params`, `area`, `summary`, `message`, `progress`,
     `elapsed`, `tick`, the run controls, `device`, `recording`, and its `show_trace`,
-    `open_recording`, `close_recording`, `_flush`, `_settle`, `_set_title`, `_sync`."""
+    `open_recording`, `close_recording`, `recording_view`, `set_recording_view`, `_flush`,
+    `_settle`, `_set_title`, `_sync`."""
 
-    recording_before: str | None = None  # the recording shown when the run started (its path)
+    # the recording shown when the run started: its path, and the record and timestep range
+    # chosen in its bar (`RecordingActions.recording_view`)
+    recording_before: tuple[str, int | None, TimeRange] | None = None
     closing = False  # the window is shutting down: nothing is shown again
 
     def stop(self) -> None:
@@ -82,7 +87,8 @@ class RunView:
     @Slot(object)
     def _on_started(self, config: RunConfig) -> None:
         recording = self.recording
-        self.recording_before = str(recording.path) if recording is not None else None
+        self.recording_before = (None if recording is None
+                                 else (str(recording.path), *self.recording_view()))  # fmt: skip
         self.close_recording()  # a run takes the panels
         self.dirty = True
         self.settle_when_drawn = False
@@ -135,8 +141,9 @@ class RunView:
 
     def _show_before(self) -> None:
         """After a run that ended with nothing kept: what the window showed before it, again
-        (an opened trace that ended the run shows itself)."""
-        path, self.recording_before = self.recording_before, None
+        (an opened trace that ended the run shows itself); a recording at the record and
+        timesteps chosen in it."""
+        before, self.recording_before = self.recording_before, None
         state = self.state
         if not state.restored or self.closing:
             return
@@ -147,7 +154,9 @@ class RunView:
             self.elapsed.clear()
             self._set_title()
             self._sync()
-        elif path is None or not self.open_recording(path, keep_dock=True):
+        elif before is not None and self.open_recording(before[0], keep_dock=True):
+            self.set_recording_view(*before[1:])
+        else:
             self.show_trace(state.trace, state.seconds)
 
     def _idle(self, message: str) -> None:

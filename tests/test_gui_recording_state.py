@@ -1,0 +1,129 @@
+"""The window's state around a recording of a real fit (pytest-qt, offscreen): the dock says that
+what is shown was recorded during `model.fit` and cannot be re-run from here (and Run says so
+instead of starting something else), and a run stopped with nothing kept gives the recording
+back at the record and timestep window the user had chosen."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.recording import load_recording  # noqa: E402
+from tests import test_gui_recording  # noqa: E402
+from tests.test_gui_recording import drain  # noqa: E402
+
+fitted = test_gui_recording.fitted  # the recording of a real fit (a module-scoped fixture)
+
+DEMO_MODEL = "resources/demo_lstm.keras"
+
+
+def choose_window(qtbot, bar, lo: int, hi: int) -> None:
+    """Heatmap over a window of timesteps lo…hi, typed into the bar as the user does."""
+    from PySide6.QtCore import Qt
+
+    bar.range_box.setCurrentIndex(1)
+    bar.range_box.activated.emit(1)
+    for box, value in ((bar.last, hi), (bar.first, lo)):
+        assert box.isVisible() and box.isEnabled()  # they take keys (a disabled box does not)
+        box.setFocus()
+        box.selectAll()
+        qtbot.keyClicks(box, str(value))
+        qtbot.keyClick(box, Qt.Key_Return)
+
+
+def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
+    qtbot, window, errors, fitted, monkeypatch
+):
+    calls = []
+    monkeypatch.setattr(window.worker, "request_run", lambda *a: calls.append(a))
+    assert window.open_path(str(fitted))
+    drain(window)
+    params = window.params
+    model, data = params.widgets["model"], params.widgets["inputs"]
+    # what is shown: the recording's model and data, by name, and no file behind either
+    assert model.path() is None and data.path() is None
+    assert "sequential" in model.edit.text() and "recorded" in model.edit.text()
+    assert model.edit.isReadOnly() and "model.fit" in model.edit.toolTip()
+    assert "cannot be re-run" in model.edit.toolTip()
+    assert "x [16, 7]" in data.edit.text() and "random" in data.edit.toolTip()
+    assert "run.lvz" in params.sources.text() and params.sources.isVisibleTo(window)
+    # Run: a dialog naming why, nothing started (not "no model file" as if none were shown)
+    assert window.start_run() is False
+    assert errors[-1].startswith("Model") and "recorded during model.fit" in errors[-1]
+    assert "run.lvz" in errors[-1] and not calls and window.recording is not None
+    # the user sets up a run of their own: the dock says what that run reads
+    mode = params.widgets["mode"]
+    mode.setCurrentIndex(mode.findData("taped"))
+    assert model.edit.text() == "" and data.edit.text() == ""  # placeholders: none, random
+    assert "run.lvz" not in params.sources.text()
+    mode.setCurrentIndex(mode.findData("model"))
+    assert model.edit.text() == ""  # not the recording's again: Run would not run it
+
+    assert window.open_path(str(fitted))  # again; now a model file is opened for a run
+    assert "sequential" in model.edit.text()
+    assert window.open_model(DEMO_MODEL)
+    assert model.path() == DEMO_MODEL and "demo_lstm.keras" in model.edit.text()
+    assert data.path() is None and data.edit.text() == ""  # "random (seeded)": what Run uses
+    assert "run.lvz" not in params.sources.text()
+
+    assert window.open_path(str(fitted))  # an opened trace fills the dock from its config
+    window.open_trace(str(load_recording(fitted).last.save(fitted.parent / "state.npz")))
+    assert model.edit.text() == "" and "run.lvz" not in params.sources.text()
+    assert not window.state.running and not calls
+
+
+def test_stop_no_shows_the_recording_again_at_the_record_and_window_chosen(
+    qtbot, window, errors, fitted, monkeypatch
+):
+    from PySide6.QtWidgets import QMessageBox
+
+    from tests import gui_fakes
+
+    assert window.open_path(str(fitted))
+    drain(window)
+    bar, area = window.recording_bar, window.area
+    bar.slider.setValue(2)
+    choose_window(qtbot, bar, 1, 3)
+    drain(window)
+    assert (bar.record(), bar.t_range(), area.record, area.t_range) == (2, (1, 3), 2, (1, 3))
+    asked = []
+    monkeypatch.setattr(window, "ask_keep", lambda done: asked.append(done) or QMessageBox.No)
+    window.worker.engine = functools.partial(gui_fakes.multipass, delay=0.3)
+    try:
+        assert window.start_run(RunConfig(mode="multipass", steps=10, passes=4))
+        qtbot.waitUntil(lambda: window.state.done >= 1, timeout=60_000)
+        window.stop()
+        drain(window)
+    finally:
+        window.worker.engine = None
+    assert asked and not window.state.running and not errors
+    assert window.recording is not None and window.recording.path == fitted
+    assert bar.slider.value() == 2 and bar.record() == 2 and bar.t_range() == (1, 3)
+    assert bar.range_box.currentIndex() == 1 and bar.first.isVisibleTo(window)
+    assert area.record == 2 and area.t_range == (1, 3)
+    assert "last record only" in bar.note.text()  # the note for an earlier record
+    rec = load_recording(fitted)
+    norms = area.by_name["record_norms"]
+    assert f"step {rec.step[2]}" in norms.title.text() and norms.faded_records == [0, 1]
+    assert "t 1–3" in area.by_name["record_map"].title.text()
+    assert "sequential" in window.params.widgets["model"].edit.text()  # the dock: as before
+
+    # the latest record, every timestep: still the latest (it follows new records)
+    bar.slider.setValue(bar.slider.maximum())
+    bar.range_box.setCurrentIndex(0)
+    bar.range_box.activated.emit(0)
+    drain(window)
+    window.worker.engine = functools.partial(gui_fakes.multipass, delay=0.3)
+    try:
+        assert window.start_run(RunConfig(mode="multipass", steps=10, passes=4))
+        qtbot.waitUntil(lambda: window.state.done >= 1, timeout=60_000)
+        window.stop()
+        drain(window)
+    finally:
+        window.worker.engine = None
+    assert bar.record() is None and bar.t_range() is None and area.record is None
+    assert area.t_range is None and not errors
