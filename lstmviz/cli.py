@@ -90,7 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
         "with PyTorch); with --generator files: one file per batch, comma-separated, or a "
         "folder of them",
     )
-    run.add_argument("--layer", metavar="NAME", help="which LSTM layer of a file with several")
+    run.add_argument(
+        "--layer", metavar="NAME",
+        help="which LSTM layer of a file with several; a Bidirectional's name picks its "
+        "forward half, NAME/backward its backward half",
+    )  # fmt: skip
     run.add_argument(
         "--inputs", metavar="FILE",
         help="input sequences: .npy, or .npz with x; [B, T, I]; model mode: .npz with x (and y), "
@@ -193,6 +197,17 @@ def _note_fixed(asked: RunConfig, ran: RunConfig) -> None:
         sys.stderr.write(f"lstmviz: note: the files fix the sizes: ran {', '.join(replaced)}\n")
 
 
+def _note_layer(trace) -> None:
+    """One line on stderr when `--layer` named a Bidirectional: which half ran (the trace's
+    `weights_source` says so, as the window's status line does)."""
+    from lstmviz.weights.loaders import BIDIRECTIONAL_PICK
+
+    source = str(trace.arrays.get("weights_source", ""))
+    if BIDIRECTIONAL_PICK in source:
+        picked = source.partition(", layer ")[2].partition("; kernel")[0]
+        sys.stderr.write(f"lstmviz: note: --layer {picked}\n")
+
+
 def _check_flags(args: argparse.Namespace, config: RunConfig) -> None:
     """The CLI's own flags, and an --out that cannot be written: ConfigError before anything
     runs. (Parameters are checked by RunConfig, files by the loaders and the engines.)"""
@@ -247,17 +262,14 @@ def _check_gui_flags(args: argparse.Namespace) -> None:
 
 
 def _check_display() -> None:
-    """On X11/Wayland systems, a window needs a display: without one Qt aborts the process
-    (a core dump, exit 134) after lines of plugin errors. Qt's own platforms that need none
+    """On X11/Wayland systems, a window needs a display: without one, or with a DISPLAY that
+    names an X server that is not there, Qt aborts the process (a core dump, exit 134) after
+    lines of plugin errors (`lstmviz.display`). Qt's own platforms that need none
     (QT_QPA_PLATFORM=offscreen, vnc, …) are the user's choice and pass."""
-    if not sys.platform.startswith(("linux", "freebsd", "openbsd", "netbsd")):
-        return
-    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
-        return
-    if os.environ.get("QT_QPA_PLATFORM"):
-        return
-    raise ConfigError("gui", "no display to open a window on (DISPLAY is not set); run it "
-                      "under xvfb-run -a, or with QT_QPA_PLATFORM=offscreen and --screenshot")
+    from lstmviz import display
+
+    if why := display.problem():
+        raise ConfigError("gui", why)
 
 
 GRACE_SECONDS = 1.0  # after Ctrl-C, how long a run may take to stop before it is abandoned
@@ -379,6 +391,7 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None,
         return 130
     _save(trace, out)
     _note_fixed(config, trace.config)
+    _note_layer(trace)
     _warn_nonfinite(trace)
     if not args.quiet:
         print(f"wrote {out} (loss {float(trace['loss']):.6g})")

@@ -65,7 +65,8 @@ HELP = {
     "weights": "LSTM weights: seeded random (Keras's initialisers), or a file\n"
     "(File → Open weights…, or drop it on the window).",
     "layer": "Which LSTM layer of the weights file is used. File → Open weights… lists the\n"
-    "layers of a file that holds several and lets you pick one.",
+    "layers of a file that holds several and lets you pick one; a Bidirectional's own name\n"
+    "picks its forward half (NAME/backward the other).",
     "inputs": "The input sequence: seeded N(0, 1), or an .npy/.npz file [B, T, I].",
     "time_major": "The inputs file is already time-major, [T, B, I].",
     "model": "A saved model (model mode): Keras .keras, a Keras 2 .h5, or a weights-only\n"

@@ -25,6 +25,7 @@ import random
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -55,7 +56,9 @@ class GradientFlowCallback(keras.callbacks.Callback):
     Steps count across epochs and across several `fit` calls with the same callback, which
     append to the same file (a new callback starts the file afresh). After a fit interrupted
     (Ctrl-C) the file stays open, not finished, until the next fit with this callback, `close()`
-    or the end of the process. Under `tf.distribute` only one replica context writes (Keras
+    or the end of the process. A file deleted or moved meanwhile (or its folder removed) is
+    said once, in a warning; the callback then records no more and fit goes on. Under
+    `tf.distribute` only one replica context writes (Keras
     calls callbacks once per batch, outside the replicas), and under multi-worker training
     only the chief. `trace()` gives the model trace at the current weights.
     """
@@ -69,6 +72,10 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self.data, self.loss, self.every = data, loss, int(every)
         self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
         self.writer = RecordingWriter(self.path, self.every)
+        self._target = Path(self.path).absolute()  # where the writer writes (RecordingWriter)
+        self._written: tuple[int, int] | None = None  # (device, inode) of the file it wrote
+        self._last_step = 0  # the step of the last record
+        self._stopped = False  # the file went away: no more records (`_check_file`)
         self._live_model: _LiveModel | None = None
         self._epoch = 0
         self._steps_before = 0  # training batches of the epochs (and fits) finished
@@ -104,6 +111,7 @@ class GradientFlowCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None) -> None:
         self._end_epoch()
+        self._check_file()
         # A model or data it cannot run fails before the first batch; a model that only its
         # first batch builds (no keras.Input) at the first record.
         if self.model.built:
@@ -120,7 +128,7 @@ class GradientFlowCallback(keras.callbacks.Callback):
         if step < self._next:
             return
         self._next = (step // self.every + 1) * self.every
-        if not self._writes():
+        if not self._writes() or not self._check_file():
             return
         start = time.perf_counter()
         trace = self._live().trace()
@@ -128,18 +136,44 @@ class GradientFlowCallback(keras.callbacks.Callback):
         rows = record_rows(trace, step, self._epoch, float(train_loss),
                            time.perf_counter() - start)  # fmt: skip
         self.writer.append(rows, trace)
+        self._written, self._last_step = _identity(self._target), step
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         self._end_epoch()
 
     def on_train_end(self, logs=None) -> None:
         self._end_epoch()
-        self.writer.close()
+        if self._check_file():
+            self.writer.close()
         if self.writer.records == 0 and self._writes():
             batches = f"{self.step} training batch{'es' * (self.step != 1)}"
             warnings.warn(f"{WHERE}: no record: fit ended after {batches}, before batch "
                           f"{self._next}, the first to record (every={self.every}); "
                           f"{self.path} was not written", stacklevel=2)  # fmt: skip
+
+    def _check_file(self) -> bool:
+        """Whether records go on: False once the file the callback wrote is no longer at its
+        path (deleted, moved, its folder removed, or another file put there), which it says
+        once, in a warning naming the path; it then stops recording (the file, wherever it
+        is, is closed as finished) and the fit goes on. A file put back is not recreated: its
+        records before would be lost, and a new callback starts a new file."""
+        if self._stopped or self.writer.ended or self._written is None:
+            return not self._stopped
+        now = _identity(self._target)
+        if now == self._written:
+            return True
+        if not self._target.parent.is_dir():
+            what = f"the folder {self._target.parent} was removed"
+        else:
+            what = "it was deleted or moved" if now is None else "another file replaced it"
+        self._stopped = True
+        with contextlib.suppress(LstmvizError):
+            self.writer.close()
+        count = f"{self.records} record{'s' * (self.records != 1)}"
+        warnings.warn(f"{WHERE}: stopped recording to {self.path}: {what} after its record at "
+                      f"batch {self._last_step} ({count}); training goes on (a new callback "
+                      "records to a new file)", stacklevel=3)  # fmt: skip
+        return False
 
     def _live(self) -> _LiveModel:
         if self.model is None:
@@ -158,6 +192,15 @@ class GradientFlowCallback(keras.callbacks.Callback):
             if replica is not None and int(replica) != 0:
                 return False
         return bool(self.model.distribute_strategy.extended.should_checkpoint)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, or None when there is none."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 @contextlib.contextmanager

@@ -112,8 +112,9 @@ _FILES = frozenset({"weights", "layer", "inputs", "time_major"})
 register(
     Mode(
         name="taped",
-        label="taped while-loop",
-        help="one tf.while_loop LSTM under a GradientTape; probes give dL/dh_t at every step.",
+        label="taped",
+        help="one LSTM under a GradientTape (the native kernels, or a tf.while_loop where\n"
+        "they are not built); probes give dL/dh_t at every step.",
         params=_FILES | {"input_dim", "loss", "random_state", "connectivity"},
         run="lstmviz.engine.taped:run_taped",
         problem=True,
@@ -178,5 +179,9 @@ register(
         sizes="T={steps} B={batch}",
         any_loss=True,
         requires=("model",),
+        refuses={
+            "layer": "model mode runs every LSTM direction of the model (both halves of a "
+            "Bidirectional; the gates and per-unit panels pick one to show); drop it",
+        },
     )
 )

@@ -161,6 +161,12 @@ class RecordingWriter:
         self._ended: str | None = None  # why no record is taken any more (a failed write, …)
         self._pid = os.getpid()  # the process whose file it is (a fork's copy leaves it alone)
 
+    @property
+    def ended(self) -> str | None:
+        """Why the writer takes no more records (a failed write, another writer took the file
+        over), or None while it takes them."""
+        return self._ended
+
     def append(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         """Add one record: its `rows` (`record_rows`) and its full model trace."""
         if self._ended is not None:

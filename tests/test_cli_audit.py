@@ -17,8 +17,9 @@ import pytest
 from lstmviz import files
 from lstmviz.cli import build_parser, main
 from lstmviz.config import RunConfig
+from lstmviz.errors import WeightsError
 from lstmviz.trace import GradientTrace
-from lstmviz.weights.loaders import list_lstm_layers
+from lstmviz.weights.loaders import list_lstm_layers, load_weights, read_weights
 from tests.model_fixtures import keras3_models, npz_stack
 from tests.test_hardening import ROOT, SMALL, _files
 
@@ -333,10 +334,15 @@ def test_sizes_the_files_fix_are_named_when_the_command_line_asked_otherwise(
 
 
 @pytest.fixture(scope="module")
-def tokens_files(tmp_path_factory):
+def tokens_model():
+    return keras3_models()["tokens"]
+
+
+@pytest.fixture(scope="module")
+def tokens_files(tmp_path_factory, tokens_model):
     """The Embedding → Bidirectional(LSTM) → LSTM → Dense model of tests/model_fixtures.py
     in the three Keras formats."""
-    model = keras3_models()["tokens"]
+    model = tokens_model
     folder = tmp_path_factory.mktemp("tokens")
     model.save(folder / "m.keras")
     model.save(folder / "m.h5")
@@ -355,7 +361,55 @@ def test_layers_are_listed_in_model_order_forward_half_first(tokens_files, capsy
     line = refused(["run", "--weights", str(path), "--out", str(tokens_files / "t.npz")],
                    capsys, tokens_files)  # fmt: skip
     names = ", ".join(repr(layer.name) for layer in layers)
-    assert line == f"{path}: 3 LSTM layers ({names}); pick one with --layer NAME (layer= in Python)"
+    assert line == (f"{path}: 3 LSTM layers ({names}; Bidirectional 'bi' = its forward half, "
+                    "'bi/backward' = its backward half); pick one with --layer NAME (layer= in "
+                    "Python)")  # fmt: skip
+
+
+def assert_weights_of(weights, keras_layer):
+    """`weights` hold exactly the arrays Keras's `keras_layer.get_weights()` returns."""
+    got = (weights.kernel, weights.recurrent_kernel, weights.bias)
+    for have, want in zip(got, keras_layer.get_weights(), strict=True):
+        np.testing.assert_array_equal(have, want)
+
+
+@pytest.mark.parametrize("name", ["m.keras", "m.h5", "m.weights.h5"])
+def test_a_bidirectionals_own_name_picks_its_forward_half(tokens_model, tokens_files, name):
+    """`layer="bi"` (the Bidirectional's name, the one a user sees in model.summary()) was
+    "no layer named 'bi'": only the inner forward_lstm_N / backward_lstm_N names worked."""
+    path, bi = tokens_files / name, tokens_model.get_layer("bi")
+    weights, source = read_weights(path, "bi")
+    assert_weights_of(weights, bi.forward_layer)
+    picked = f"layer 'bi': a Bidirectional, using its forward half {bi.forward_layer.name!r}"
+    assert picked in source
+    assert_weights_of(load_weights(path, "bi/forward"), bi.forward_layer)
+    assert_weights_of(load_weights(path, "bi/backward"), bi.backward_layer)
+    assert_weights_of(load_weights(path, bi.backward_layer.name), bi.backward_layer)
+    with pytest.raises(WeightsError, match="no layer named 'bi/sideways'"):
+        load_weights(path, "bi/sideways")
+
+
+def test_layer_naming_a_bidirectional_on_the_command_line(tokens_model, tokens_files, tmp_path,
+                                                          capsys):  # fmt: skip
+    path, bi = tokens_files / "m.keras", tokens_model.get_layer("bi")
+    out = tmp_path / "t.npz"
+    argv = ["run", "--quiet", "--weights", str(path), "--steps", "4", "--batch", "2"]
+    assert main([*argv, "--layer", "bi", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == (
+        f"lstmviz: note: --layer 'bi': a Bidirectional, using its forward half "
+        f"{bi.forward_layer.name!r} (its backward half: 'bi/backward')\n"
+    )
+    trace = GradientTrace.load(out)
+    assert_weights_of(trace, bi.forward_layer)
+    assert trace.config.layer == "bi"
+    line = refused([*argv, "--layer", "lstm", "--out", str(tmp_path / "u.npz")], capsys, tmp_path)
+    names = ", ".join(repr(layer.name) for layer in list_lstm_layers(path))
+    assert line == (f"{path}: no layer named 'lstm' (layers: {names}; Bidirectional 'bi' = its "
+                    "forward half, 'bi/backward' = its backward half)")  # fmt: skip
+    line = refused(["run", "--mode", "model", "--model", str(path), "--layer", "bi", "--out",
+                    str(tmp_path / "m.npz")], capsys, tmp_path)  # fmt: skip
+    assert line.startswith("--layer: model mode runs every LSTM direction of the model (both "
+                           "halves of a Bidirectional")  # fmt: skip
 
 
 # --- help texts -----------------------------------------------------------------------------

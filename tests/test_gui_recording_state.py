@@ -70,10 +70,23 @@ def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
     assert data.path() is None and data.edit.text() == ""  # "random (seeded)": what Run uses
     assert "run.lvz" not in params.sources.text()
 
-    assert window.open_path(str(fitted))  # an opened trace fills the dock from its config
-    window.open_trace(str(load_recording(fitted).last.save(fitted.parent / "state.npz")))
-    assert model.edit.text() == "" and "run.lvz" not in params.sources.text()
+    # a trace of the recording's last record: its model too was in the training process's
+    # memory, so the dock names it (not "none", as if no model were shown) and Run says why
+    assert window.open_path(str(fitted))
+    assert window.open_trace(str(load_recording(fitted).last.save(fitted.parent / "state.npz")))
+    assert "sequential" in model.edit.text() and "in memory" in model.edit.text()
+    assert "x [16, 7]" in data.edit.text() and "cannot be re-run" in model.edit.toolTip()
+    assert "state.npz" in params.sources.text() and "run.lvz" not in params.sources.text()
+    assert window.start_run() is False
+    assert errors[-1].startswith("Model") and "trace state.npz" in errors[-1]
+    assert "model in memory" in errors[-1] and "recorded" not in errors[-1]
     assert not window.state.running and not calls
+    # a model trace run from a model file opens with that file in the dock, nothing marked
+    params.widgets["mode"].setCurrentIndex(params.widgets["mode"].findData("model"))
+    assert window.open_model(DEMO_MODEL) and window.open_trace(
+        str(load_recording(fitted).last.save(fitted.parent / "again.npz"))
+    )
+    assert "in memory" in model.edit.text()  # that trace names no file either
 
 
 def test_stop_no_shows_the_recording_again_at_the_record_and_window_chosen(

@@ -193,6 +193,79 @@ def test_a_fit_too_short_for_a_record_warns(tmp_path):
     assert not (tmp_path / "run.lvz").exists()
 
 
+class AtBatch(keras.callbacks.Callback):
+    """Calls `action` at the end of training batch `batch` (0-based) of the first epoch."""
+
+    def __init__(self, batch: int, action):
+        super().__init__()
+        self.batch, self.action, self.epoch = batch, action, 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.epoch == 0 and batch == self.batch:
+            self.action()
+
+
+def recording_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if "GradientFlowCallback" in str(w.message)]
+
+
+@pytest.mark.parametrize("how", ["deleted", "folder", "moved"])
+def test_a_recording_that_goes_away_mid_fit_is_said_once_and_fit_goes_on(tmp_path, how):
+    """The file deleted (its folder removed, or moved away) while fit wrote it: the callback
+    went on writing into a file no one could see, without a word. Now: one warning naming the
+    path, no more records, training as without the callback; a moved file is finished."""
+    import shutil
+    import warnings
+
+    model, (x, y) = tokens_model(), token_data()  # 5 batches an epoch
+    path = tmp_path / "runs" / "run.lvz"
+    path.parent.mkdir()
+    moved = tmp_path / "elsewhere.lvz"
+    action = {"deleted": path.unlink, "folder": lambda: shutil.rmtree(path.parent),
+              "moved": lambda: path.rename(moved)}[how]  # fmt: skip
+    callback = GradientFlowCallback((x[:8], y[:8]), path, every=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = model.fit(x, y, batch_size=8, epochs=2, verbose=0,
+                            callbacks=[callback, AtBatch(2, action)])  # fmt: skip
+    said = recording_warnings(caught)
+    what = {"deleted": "it was deleted or moved", "moved": "it was deleted or moved",
+            "folder": f"the folder {path.parent} was removed"}[how]  # fmt: skip
+    assert said == [f"GradientFlowCallback: stopped recording to {path}: {what} after its "
+                    "record at batch 2 (1 record); training goes on (a new callback records "
+                    "to a new file)"], said  # fmt: skip
+    assert len(history.history["loss"]) == 2 and callback.step == 10 and callback.records == 1
+    assert not path.exists() and path.parent.exists() == (how != "folder")
+    if how == "moved":
+        rec = load_recording(moved)
+        assert list(rec.step) == [2] and rec.finished
+
+
+def test_a_recording_deleted_between_two_fits_is_said_once_not_raised(tmp_path):
+    """The second fit of a notebook cell run again stopped at its first record with a
+    RecordingError traceback ("no such recording any more")."""
+    import warnings
+
+    model, (x, y) = tokens_model(), token_data()
+    path = tmp_path / "run.lvz"
+    callback = GradientFlowCallback((x[:8], y[:8]), path, every=2)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert list(load_recording(path).step) == [2, 4]
+    path.unlink()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert recording_warnings(caught) == [
+        f"GradientFlowCallback: stopped recording to {path}: it was deleted or moved after its "
+        "record at batch 4 (2 records); training goes on (a new callback records to a new file)"
+    ]
+    assert callback.step == 15 and not path.exists()
+
+
 def test_a_model_that_its_first_batch_builds_is_recorded(tmp_path):
     """No keras.Input: Keras builds the model at the first batch, after fit began."""
     keras.utils.set_random_seed(0)

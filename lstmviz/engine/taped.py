@@ -1,4 +1,5 @@
-"""The taped while-loop engine: dL/dh_t and dL/dc_t at every step, direct and total.
+"""The taped engine: dL/dh_t and dL/dc_t at every step, direct and total, one LSTM under a
+GradientTape (the native kernels, or the while-loops where they do not run: `cell`).
 
 `taped_gradients` is the API; `run_taped` the generator the CLI and the GUI drive.
 """
@@ -14,6 +15,7 @@ from lstmviz.config import RunConfig
 from lstmviz.engine.arrays import add_norms, problem_arrays
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import HiddenLoss, compiled_step, numpy_arrays
+from lstmviz.engine.native import kernel_name
 from lstmviz.engine.problem import Problem, check_problem, seeded_problem
 from lstmviz.engine.stopping import Units
 from lstmviz.trace import GradientTrace, TraceUpdate
@@ -84,6 +86,13 @@ def connectivity_map(
     return connectivity(compute_taped(problem, loss))
 
 
+def progress_text(steps: int) -> str:
+    """The progress line of a taped run over `steps` steps, naming what computes the LSTM
+    (`native.kernel_name()`, the trace's `lstm_kernel`)."""
+    runs = "taped, native kernels" if kernel_name() == "native" else "taped while-loop"
+    return f"{runs}, T={steps}"
+
+
 def run_taped(
     config: RunConfig,
     problem: Problem | None = None,
@@ -98,7 +107,7 @@ def run_taped(
     cancelled before the map keeps, when `keep()`, the trace without it.
     """
     problem = problem or seeded_problem(config)
-    yield TraceUpdate(0, 1, f"taped while-loop, T={problem.x.shape[0]}")
+    yield TraceUpdate(0, 1, progress_text(problem.x.shape[0]))
     units, results = Units(1, cancelled, keep), []
     for _ in units:
         units.run(lambda: results.append(compute_taped(problem, config.loss)))

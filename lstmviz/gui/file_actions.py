@@ -62,6 +62,11 @@ class FileActions:
         self.close_recording()
         self.params.set_config(trace.config)
         self._reload_sources()
+        if trace.mode == "model" and trace.config.model is None:  # a keras.Model in memory
+            model, data = (str(trace.arrays.get(k, "")) for k in ("model_source", "inputs_source"))
+            self.params.show_recorded(f"trace {Path(path).name}", model or "a Keras model",
+                                      data or "data in memory", "computed from a model in "
+                                      "memory (a notebook or model.fit)", "in memory")  # fmt: skip
         self.show_trace(trace, None)
         self.message.setText(f"opened {path}")
         self._add_recent(str(Path(path).resolve()))

@@ -208,6 +208,7 @@ class ParamsEditor(QWidget):
         # The recording (its file name) whose model and data the Model and Data fields name,
         # while the dock is as that recording filled it (`show_recorded`)
         self.recorded_from: str | None = None
+        self.recorded_how = ""
         self.form = form
         self.sources = QLabel(wordWrap=True, textFormat=Qt.RichText)
         self.sources.setStyleSheet("color: #333; font-size: 8pt;")
@@ -269,10 +270,10 @@ class ParamsEditor(QWidget):
         for name in (n for n in mode.requires if not getattr(config, n)):
             how = FILE_FIELDS[name][0].split(": ", 1)[-1]
             if self.widgets[name].recorded():
-                raise ConfigError(LABELS[name], f"the {name} of recording {self.recorded_from} "
-                                  "was recorded during model.fit, in the training process: it "
-                                  f"cannot be re-run from here. To run it, open its saved "
-                                  f"{name} file: {how}; or choose another mode")  # fmt: skip
+                raise ConfigError(LABELS[name], f"the {name} of {self.recorded_from} was "
+                                  f"{self.recorded_how}, in another process: it cannot be re-run "
+                                  f"from here. To run it, open its saved {name} file: {how}; or "
+                                  "choose another mode")  # fmt: skip
             raise ConfigError(LABELS[name], f"{mode.label} mode needs a {name} file: {how}, "
                               "or drop the file on the window")  # fmt: skip
         if mode.any_loss and not config.loss:
@@ -335,30 +336,32 @@ class ParamsEditor(QWidget):
         self.widgets["loss"].lineEdit().setPlaceholderText(
             "" if spec.loss or spec.stack else "choose: the model has no compiled loss")
 
-    def show_recorded(self, recording: str, model_source: str, inputs_source: str) -> None:
-        """The dock shows recording `recording` (a file name) in model mode: the Model and Data
-        fields that name no file say what it was made of (`model_source`, `inputs_source`, as
-        the recording has them), and that a run from here cannot repeat it. Until the user
-        sets up a run of their own: another mode, or a file opened or cleared."""
+    def show_recorded(self, shown: str, model_source: str, inputs_source: str,
+                      how: str = "recorded during model.fit", tag: str = "recorded") -> None:
+        """The dock shows `shown` ("recording run.lvz", "trace t.npz") in model mode, made
+        (`how`) from a model and data in another process's memory: the Model and Data fields
+        that name no file say what it was made of (`model_source`, `inputs_source`, as its
+        arrays have them, marked `tag`), and that a run from here cannot repeat it. Until the
+        user sets up a run of their own: another mode, or a file opened or cleared."""
         self.drop_recorded()
         model, data = self.widgets["model"], self.widgets["inputs"]
         if not self.model_mode() or model.path() is not None:
             return
         named = re.search(r"'([^']+)'", model_source)  # "keras.Model 'name' (…)"
         tip = (
-            f"Recording {recording}: recorded during model.fit of {model_source}.\n"
-            "That model lived in the training process: it cannot be re-run from here. To run\n"
+            f"{shown[:1].upper()}{shown[1:]}: {how}, of {model_source}.\n"
+            "That model was in another process's memory: it cannot be re-run from here. To run\n"
             "it, open its saved file (File → Open model…, Ctrl+M)."
         )
-        model.set_recorded(f"{named[1] if named else model_source} (recorded)", tip)
+        model.set_recorded(f"{named[1] if named else model_source} ({tag})", tip)
         shapes = inputs_source.partition(": ")[2] or inputs_source
         tip = (
-            f"Recording {recording}: the data held fixed during model.fit ({inputs_source}).\n"
-            "It was in the training process's memory, in no file: a run from here draws\n"
+            f"{shown[:1].upper()}{shown[1:]}: {how}, on this data ({inputs_source}).\n"
+            "It was in another process's memory, in no file: a run from here draws\n"
             "seeded random data of the model's input shape unless you open a data file."
         )
-        data.set_recorded(f"recorded: {shapes}", tip)
-        self.recorded_from = recording
+        data.set_recorded(f"{tag}: {shapes}", tip)
+        self.recorded_from, self.recorded_how = shown, how
         self._apply_locks()
 
     def drop_recorded(self) -> None:
@@ -464,9 +467,9 @@ class ParamsEditor(QWidget):
             lines.append(f"<b>{label}:</b> {html.escape(shown)}")
         tips = [text for _, _, text in used.values()]
         if self.recorded_from is not None:
-            lines.append(f"<b>Shown:</b> recording {html.escape(self.recorded_from)}, made "
-                         "during model.fit: its model and data are in no file here, so Run "
-                         "cannot repeat it")  # fmt: skip
+            lines.append(f"<b>Shown:</b> {html.escape(self.recorded_from)}, "
+                         f"{html.escape(self.recorded_how)}: its model and data are in no "
+                         "file here, so Run cannot repeat it")  # fmt: skip
             tips.append(self.widgets["model"].edit.toolTip())
         self.sources.setText("<br>".join(lines))
         self.sources.setToolTip("\n".join(tips))

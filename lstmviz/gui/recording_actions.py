@@ -59,7 +59,7 @@ class RecordingActions:
         model, data = (
             str(recording.arrays.get(key, "")) for key in ("model_source", "inputs_source")
         )
-        self.params.show_recorded(Path(path).name, model or "a Keras model",
+        self.params.show_recorded(f"recording {Path(path).name}", model or "a Keras model",
                                   data or "data in memory")  # fmt: skip
         count = len(recording)
         what = "following it while fit writes it" if self.follower.following else "finished"

@@ -36,7 +36,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication, QGraphicsItem
 
 import lstmviz
-from lstmviz import modes
+from lstmviz import display, modes
 from lstmviz.render.curves import NormHistoryPanel
 from lstmviz.render.fitting import fit_axis_labels, folded_legend, plain_head, scaled_pens
 from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
@@ -86,9 +86,9 @@ TOP_ROW_SHARE = 0.56  # of the height below the header, when there are two rows 
 
 
 def has_display() -> bool:
-    if sys.platform != "linux" and not sys.platform.startswith("freebsd"):
-        return True  # macOS and Windows always have a window system
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    """Whether Qt can open a window here: a display server that answers (`lstmviz.display`),
+    or a system that always has one (macOS, Windows)."""
+    return display.problem() is None
 
 
 def _quiet_messages(kind, context, message: str) -> None:

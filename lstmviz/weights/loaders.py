@@ -38,6 +38,8 @@ _FORMATS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
 _READERS = {suffix: _FORMATS[suffix] for suffix in files.WEIGHTS}
 WEIGHT_SUFFIXES = tuple(_READERS)
 T = TypeVar("T")
+# What a weights description says when `layer=` named a Bidirectional (the CLI repeats it).
+BIDIRECTIONAL_PICK = "a Bidirectional, using its forward half"
 
 
 class LayerInfo(NamedTuple):
@@ -130,9 +132,50 @@ def _usable(found: list[FoundLayer]) -> tuple[list[tuple[FoundLayer, LSTMWeights
     return usable, refused
 
 
-def _describe(path: Path, label: str, layer: FoundLayer, w: LSTMWeights) -> str:
+def _bidirectionals(found: list[FoundLayer]) -> dict[str, dict[str, FoundLayer]]:
+    """{name of a Bidirectional: {"forward": its forward half, "backward": …}} for the halves
+    in `found` whose wrapper has a name of its own (PyTorch's `l0` names its forward half)."""
+    halves: dict[str, dict[str, FoundLayer]] = {}
+    for f in found:
+        if f.direction and f.owner and f.owner != f.name:
+            halves.setdefault(f.owner, {}).setdefault(f.direction, f)
+    return {owner: pair for owner, pair in halves.items() if "forward" in pair}
+
+
+def _named(found: list[FoundLayer], layer: str) -> tuple[FoundLayer | None, str]:
+    """The layer `layer` names and, when it names a Bidirectional, that wrapper's name.
+
+    A layer's own name or alias comes first. A Bidirectional's name picks its forward half
+    (one LSTM runs forward in time, as the non-model modes run it); `NAME/forward` and
+    `NAME/backward` pick a half by direction, as model mode names them."""
+    for f in found:
+        if f.name and layer in (f.name, *f.aliases):
+            return f, ""
+    pairs = _bidirectionals(found)
+    owner, _, direction = layer.rpartition("/")
+    if owner in pairs and direction in pairs[owner]:
+        return pairs[owner][direction], ""
+    if layer in pairs:
+        return pairs[layer]["forward"], layer
+    return None, ""
+
+
+def _listing(found: list[FoundLayer]) -> str:
+    """The names `layer=` takes, for messages: every named layer, then each Bidirectional's
+    own name (which picks its forward half) and how to name its backward half."""
+    names = ", ".join(repr(f.name) for f in found if f.name)
+    wrappers = [f"Bidirectional {owner!r} = its forward half, "
+                f"{owner + '/backward'!r} = its backward half"
+                for owner in _bidirectionals(found)]  # fmt: skip
+    return "; ".join([names, *wrappers]) if names else ""
+
+
+def _describe(path: Path, label: str, layer: FoundLayer, w: LSTMWeights, wrapper: str = "") -> str:
     name = f", layer {layer.name!r}" if layer.name else ""
     note = f" ({layer.note})" if layer.note else ""
+    if wrapper:  # asked for by the Bidirectional's name
+        name = f", layer {wrapper!r}: {BIDIRECTIONAL_PICK} {layer.name!r}"
+        note = f" (its backward half: {wrapper + '/backward'!r})"
     return (
         f"{path}: {label}{name}{note}; kernel {list(w.kernel.shape)}, recurrent_kernel "
         f"{list(w.recurrent_kernel.shape)}, bias {list(w.bias.shape)} (I={w.input_dim}, "
@@ -152,24 +195,24 @@ def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LST
                            "in memory use lstmviz.LSTMWeights(*layer.get_weights())")  # fmt: skip
     path = Path(path)
     label, found = scan(path)
+    wrapper = ""
     if layer is not None:
-        chosen = [f for f in found if layer in (f.name, *f.aliases)]
-        if not chosen or not chosen[0].name:
-            names = ", ".join(repr(f.name) for f in found if f.name)
+        pick, wrapper = _named(found, layer)
+        if pick is None:
+            names = _listing(found)
             detail = f"layers: {names}" if names else "the file's layers have no names; omit it"
             raise WeightsError(f"{path}: no layer named {layer!r} ({detail})")
         try:
-            weights = checked(chosen[0])
+            weights = checked(pick)
         except WeightsError as exc:
             raise WeightsError(f"{path}: layer {layer!r}: {one_line(exc)}") from None
-        pick = chosen[0]
     else:
         usable, refused = _usable(found)
         if not usable:
             detail = f" ({one_line('; '.join(refused))})" if refused else ""
             raise WeightsError(f"{path}: no LSTM layer inside{detail}")
         if len(usable) > 1:
-            names = ", ".join(repr(f.name) for f, _ in usable)
+            names = _listing([f for f, _ in usable])
             raise WeightsError(
                 f"{path}: {len(usable)} LSTM layers ({names}); pick one with --layer NAME "
                 "(layer= in Python)"
@@ -180,7 +223,7 @@ def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LST
         where = f"layer {pick.name!r}: " if pick.name else ""
         verb = "contain" if len(bad) > 1 else "contains"
         raise WeightsError(f"{path}: {where}{', '.join(bad)} {verb} NaN or Inf")
-    return weights, _describe(path, label, pick, weights)
+    return weights, _describe(path, label, pick, weights, wrapper)
 
 
 def load_weights(path: str | os.PathLike, layer: str | None = None) -> LSTMWeights:
