@@ -634,7 +634,8 @@ def test_gui_export_panel_under_cursor(window, tmp_path, monkeypatch):
 
     target = tmp_path / "units.csv"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
-    centre = window.area.units.plot.mapToGlobal(window.area.units.plot.rect().center())
+    units = window.area.units  # the panel: its plot is laid out only once drawn
+    centre = units.mapToGlobal(units.rect().center())
     assert export_under_cursor(window, centre)
     assert read_csv(target)[0][0] == "t"
     assert not export_under_cursor(window, QPoint(-10_000, -10_000))

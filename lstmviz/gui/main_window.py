@@ -20,6 +20,7 @@ import numpy as np
 import PySide6
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot, qVersion
 from PySide6.QtWidgets import (
+    QApplication,
     QDockWidget,
     QHBoxLayout,
     QLabel,
@@ -109,7 +110,7 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self._build_status()
         build_menus(self)
         self.setAcceptDrops(True)
-        self.resize(1280, 820)
+        self._fit_to_screen()
         self._restore()
         self._set_title()
 
@@ -267,6 +268,17 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.elapsed)
         bar.addPermanentWidget(self.device_label)
+
+    def _fit_to_screen(self) -> None:
+        """The first size: 1280×820, or less on a smaller screen (a 1366×768 laptop, or a
+        large scale factor), leaving room for the title bar and the screen's panels. Offscreen
+        (800×800 unless configured: no one's screen) it stays the size screenshots are made at."""
+        screen = self.screen() or QApplication.primaryScreen()
+        room = screen.availableGeometry() if screen is not None else None
+        if QApplication.platformName() == "offscreen" or room is None or room.isEmpty():
+            self.resize(1280, 820)
+            return
+        self.resize(min(1280, room.width() - 40), min(820, room.height() - 70))
 
     # ---- settings --------------------------------------------------------------------------
 

@@ -33,6 +33,10 @@ PANEL_CLASSES = {"norm": NormHistoryPanel, "loss": LossPanel, "rows": RowsHeatma
                  "record_map": RecordHeatmap}  # fmt: skip
 FIRST_SHOWN = {"norm", "rows", "units"}  # before any trace
 LSTM_PREPARED = ("norm", "rows", "units", "loss", "connectivity")  # `prepare` makes these
+# A panel's least width and height in the window, in lines of text (14-17 px at 96 dpi): three
+# heatmaps side by side still fit a 1024-px window beside the dock, a recording's three rows
+# and its bar a 1366×768 screen at 125 %.
+MIN_PANEL_LINES = (10, 7)
 # Heights of the rows when a recording's row is shown above a model trace's two (px, scaled).
 RECORDING_ROW_HEIGHTS = (330, 250, 250)
 # One staged call per this many ms: Qt paints what a call changed after its own 5 ms timer
@@ -127,6 +131,10 @@ class PanelArea(QWidget):
             return self.by_name[name]
         panel = PANEL_CLASSES[name]()
         panel.cache_axes()
+        # the least a panel shown in the window gets (the window's minimum size follows): a
+        # window shrunk to its minimum squeezed them to slivers of overlapping tick labels
+        lines = panel.fontMetrics().lineSpacing()
+        panel.setMinimumSize(MIN_PANEL_LINES[0] * lines, MIN_PANEL_LINES[1] * lines)
         panel.log, panel.normalise = self.log, self.normalise
         if isinstance(panel, LayerChoice):
             panel.layer = self.layer

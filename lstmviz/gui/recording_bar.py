@@ -85,13 +85,16 @@ class RecordingBar(QWidget):
         self.summary_button.clicked.connect(self.show_summary)
 
         scrub = QHBoxLayout()
+        scrub.setSpacing(6)  # the window's style gives none: label, slider and text touched
         scrub.addWidget(QLabel("Record"))
         scrub.addWidget(self.slider, 1)
         scrub.addWidget(self.record_label)
         span = QHBoxLayout()
+        span.setSpacing(6)
         span.addWidget(QLabel("Heatmap over"))
         for widget in (self.range_box, self.first, self.last):
             span.addWidget(widget)
+        span.addSpacing(6)
         span.addWidget(self.note, 1)
         layout = QGridLayout(self)
         layout.setContentsMargins(6, 4, 6, 2)

@@ -4,10 +4,13 @@ training step or batch sample) and `UnitsHeatmap` (mean |dL/dh_t,j| per hidden u
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
+from lstmviz.render.axis import OpaqueLineAxis
 from lstmviz.render.panel import SPARES, Panel
 from lstmviz.render.style import COLOR_MAP, colour, finished_image, levels_of
 from lstmviz.render.summary import fmt
@@ -35,7 +38,33 @@ def set_rgba(image: pg.ImageItem, rgba: np.ndarray) -> None:
 
 
 def colour_bar() -> pg.ColorBarItem:
-    return pg.ColorBarItem(colorMap=COLOR_MAP, values=(0.0, 1.0), interactive=False, width=14)
+    """A colour bar whose axis is an `OpaqueLineAxis`: its label, longer than a short panel's
+    bar, shows a shorter form (`bar_label_forms`) instead of being cut at both ends."""
+    bar = pg.ColorBarItem(colorMap=COLOR_MAP, values=(0.0, 1.0), interactive=False, width=14)
+    axis = OpaqueLineAxis("right")
+    bar.setAxisItems({"right": axis})  # as ColorBarItem sets up its own:
+    axis.setStyle(showValues=True)
+    axis.unlinkFromView()
+    axis.setRange(*bar.values)
+    bar.axis = axis
+    return bar
+
+
+def bar_label_forms(value_label: str) -> dict[str, tuple[str, ...]]:
+    """`OpaqueLineAxis.shorter` for a colour bar showing `value_label` ("mean |dL/dh_t,j|"):
+    each label the panels give it ("log₁₀ " before it on a log scale, " / row max" after it
+    when normalised) → its shorter forms, longest first: without " / row max", then the value
+    without "mean ", then without its subscripts ("log₁₀ |dL/dh|"; "‖dL/dx‖" for the input)."""
+    bare = value_label.removeprefix("mean ")
+    plain = re.sub(r"_[^‖|/ ]+", "", bare)
+    values = dict.fromkeys(v for v in (bare, plain, plain.replace("d input", "dx"))
+                           if v != value_label)  # fmt: skip
+    forms = {}
+    for prefix in ("log₁₀ ", ""):
+        for norm in ("", " / row max"):
+            shorter = [prefix + value_label] if norm else []
+            forms[prefix + value_label + norm] = (*shorter, *(prefix + v for v in values))
+    return forms
 
 
 # Under the image: a cell with no value (masked or padded steps, rows not computed yet, zero
@@ -66,6 +95,7 @@ class HeatmapPanel(Panel):
         self.plot.getPlotItem().getViewBox().setBackgroundColor(NO_VALUE)
         self.bar = SPARES.take(colour_bar)
         self.bar.setImageItem([], insert_in=self.plot.getPlotItem())
+        self.bar.axis.shorter = bar_label_forms(value_label)
         self.bar.axis.setWidth(None)  # fit the tick labels (pyqtgraph fixes 45 px: overlaps)
         self.bar.axis.enableAutoSIPrefix(False)  # 0.002, not 2 and "(x0.001)" in the label
         self.data = np.zeros((0, 0))

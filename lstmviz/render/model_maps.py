@@ -51,6 +51,7 @@ def label_direction_rows(panel: HeatmapPanel, total: int, normalise: bool) -> No
     norm = " / row max" if normalise else ""
     panel.bar.setLabel("right", ("log₁₀ " if panel.log else "") + panel.value_label + norm)
     panel.plot.setLabel("left", "LSTM direction")
+    panel.plot.getAxis("left").shorter = {"LSTM direction": ("direction",)}  # a short panel's
     ticks = [(r + 0.5, direction_label(name)) for r, name in enumerate(panel.names[:total])]
     panel.plot.getAxis("left").setTicks([ticks] if total <= MAX_ROW_TICKS else None)
 
@@ -115,8 +116,11 @@ class SaliencyHeatmap(HeatmapPanel):
         samples = list(range(step, total, step))
         if total - 1 not in samples and total > 1:
             samples.append(total - 1)
-        ticks = [(0.5, "mean")] + [(r + 0.5, str(r)) for r in samples]
-        self.plot.getAxis("left").setTicks([ticks])
+        # "mean" always labelled; the samples while the axis has room for them (pyqtgraph
+        # draws a later level's labels only then), every other one first: all of them on one
+        # level overlapped in a short panel
+        ticks = [(r + 0.5, str(r)) for r in samples]
+        self.plot.getAxis("left").setTicks([[(0.5, "mean")], ticks[1::2], ticks[0::2]])
 
     def readout_at(self, x: float, y: float) -> str:
         t, r = self.cell_at(x, y)
