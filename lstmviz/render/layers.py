@@ -9,6 +9,7 @@ masks. Every per-timestep array is indexed by input position t.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -18,6 +19,9 @@ from lstmviz.render.values import Arrays
 
 GATES = ("i", "f", "g", "o")  # input, forget, candidate, output: the order of `gates_*`
 BACKWARD = "/backward"
+SHORT_STEM = 10  # characters of a layer's name kept in a short label (before its "_<n>")
+# Keras's default names of the layers with LSTM directions, shortened in short labels.
+SHORT_NAMES = {"bidirectional": "bi"}
 
 
 def is_model(arrays: Arrays, mode: str | None = None) -> bool:
@@ -42,15 +46,62 @@ def layer_names(arrays: Arrays) -> list[str]:
     return [f"layer {k + 1}" for k in range(layer_count(arrays))]
 
 
+def direction_layer(name: str) -> str:
+    """The layer of a direction: "bi/forward" and "bi/backward" -> "bi", "lstm_1" -> "lstm_1"."""
+    return _split_direction(name)[0]
+
+
+def _split_direction(name: str) -> tuple[str, str]:
+    """(layer, arrow): "bi/forward" -> ("bi", " →"), "bi/backward" -> ("bi", " ←")."""
+    for end, arrow in (("/forward", " →"), (BACKWARD, " ←")):
+        if name.endswith(end):
+            return name.removesuffix(end), arrow
+    return name, ""
+
+
+def direction_label(name: str) -> str:
+    """A direction's row label: "bi/forward" -> "bi →", "bi/backward" -> "bi ←" (as the layer
+    table writes them): a long name left the heatmap beside it a sliver."""
+    layer, arrow = _split_direction(name)
+    return layer + arrow
+
+
+def short_direction_label(name: str) -> str:
+    """A direction's short row label: Keras's "bidirectional_2/backward" -> "bi_2 ←"; a layer
+    name longer than SHORT_STEM characters cut with "…", its "_<n>" kept
+    ("encoder_layer_12" -> "encoder_l…_12")."""
+    layer, arrow = _split_direction(name)
+    stem, number = re.fullmatch(r"(.*?)(_\d+)?", layer, re.S).groups()
+    stem = SHORT_NAMES.get(stem, stem)
+    if len(stem) > SHORT_STEM:
+        stem = stem[: SHORT_STEM - 1] + "…"
+    return stem + (number or "") + arrow
+
+
+def layer_label(name: str, short: bool = False) -> str:
+    """A direction's layer as a legend names it: "bidirectional_2/forward" -> "bidirectional_2",
+    short: "bi_2" (`short_direction_label` without the arrow)."""
+    layer = direction_layer(name)
+    return short_direction_label(layer) if short else layer
+
+
+def row_labels(names: list[str], short: bool) -> list[str]:
+    """The rows' labels: `direction_label`s, or `short_direction_label`s when `short` and they
+    still tell the directions apart."""
+    full = [direction_label(name) for name in names]
+    if not short:
+        return full
+    shorter = [short_direction_label(name) for name in names]
+    return shorter if len(set(shorter)) == len(set(full)) else full
+
+
 def layer_groups(names: list[str]) -> list[tuple[int, bool]]:
     """(layer index, backward) per direction: the two halves of a Bidirectional share their
     layer's index (one colour), the backward one is marked (dashed)."""
     groups, seen = [], {}
     for name in names:
-        layer, backward = name, False
-        if name.endswith(("/forward", BACKWARD)):
-            layer, backward = name.rsplit("/", 1)[0], name.endswith(BACKWARD)
-        groups.append((seen.setdefault(layer, len(seen)), backward))
+        layer = direction_layer(name)
+        groups.append((seen.setdefault(layer, len(seen)), name.endswith(BACKWARD)))
     return groups
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QComboBox
 
 from lstmviz.render.curves import SMOOTH_UP_TO, fit_legend, legend_below, thin
@@ -20,6 +20,7 @@ from lstmviz.render.layers import (
     GATES,
     gates_of_layer,
     layer_groups,
+    layer_label,
     layer_names,
     layer_rows,
 )
@@ -64,8 +65,12 @@ class LayerBox(QComboBox):
         self.setVisible(len(self.names) > 1)
 
 
+Entries = list[tuple[pg.PlotDataItem, str]]  # a legend: (curve, text) per entry
+
+
 class LegendPanel(Panel):
-    """A panel with a legend below its plot that takes as many columns as the width allows."""
+    """A panel with a legend below its plot that takes as many columns as the width allows;
+    given shorter forms of the legend too, it shows the first that fits the plot."""
 
     def __init__(self, title: str, tip: str):
         super().__init__(title, tip)
@@ -73,19 +78,40 @@ class LegendPanel(Panel):
         item.showGrid(x=True, y=True, alpha=0.25)
         item.setLabel("bottom", "timestep t")
         self.legend = legend_below(self.plot)
+        # the colour of the style the panel is made in (an export's), also for the entries
+        # of a form shown later, on a resize outside that style (pyqtgraph's grey otherwise)
+        self.legend.setLabelTextColor(pg.getConfigOption("foreground"))
         self.legend_shown: list[tuple[int, str]] = []
+        self.legend_forms: list[Entries] = []
         self.marks = NonFiniteMarks()
         item.addItem(self.marks)
+        self.plot.installEventFilter(self)  # a resize: the form that fits may differ
 
-    def set_legend(self, entries: list[tuple[pg.PlotDataItem, str]]) -> None:
+    def set_legend(self, entries: Entries, *shorter: Entries) -> None:
+        """Show the legend `entries`, else the first of its `shorter` forms that fits."""
+        self.legend_forms = [entries, *shorter]
+        self.fit_legend_form()
+
+    def fit_legend_form(self) -> None:
+        for entries in self.legend_forms:
+            self._show_entries(entries)
+            if self.legend.isVisible():  # `fit_legend` folds a legend without room
+                return
+
+    def _show_entries(self, entries: Entries) -> None:
         key = [(id(item), text) for item, text in entries]
-        if key == self.legend_shown:
-            return
-        self.legend_shown = key
-        self.legend.clear()
-        for item, text in entries:
-            self.legend.addItem(item, text)
+        if key != self.legend_shown:
+            self.legend_shown = key
+            self.legend.clear()
+            for item, text in entries:
+                self.legend.addItem(item, text)
         fit_legend(self.legend, self.plot)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if (watched is self.plot and event.type() == QEvent.Type.Resize
+                and len(self.legend_forms) > 1):  # fmt: skip
+            self.fit_legend_form()
+        return False
 
 
 class DirectionCurves(LegendPanel):
@@ -96,6 +122,25 @@ class DirectionCurves(LegendPanel):
         super().__init__(title, tip)
         self.names: list[str] = []
         self.rows = np.zeros((0, 0))
+        self.backward_sample = pg.PlotDataItem(pen=line_pen("#555", 0, dashed=True, width=1.5))
+
+    def layer_legends(self, entries: Entries, *later: tuple[Entries, Entries]) -> list[Entries]:
+        """`entries` (one per direction, `names` order) and, when a layer has two directions,
+        shorter legends (a deep model's nine directions folded the legend away in a short
+        panel): an entry per layer in its colour, then "backward (dashed)"; the same with
+        short names ("bi_2") and "backward". `later`: entries after those, (long, short)."""
+        groups = layer_groups(self.names)
+        legends = [entries + [long for long, _ in later]]
+        if not any(backward for _, backward in groups):
+            return legends
+        first = {}
+        for (curve, name), (layer, _) in zip(entries, groups, strict=False):
+            first.setdefault(layer, (curve, name))
+        for short, backward in ((False, "backward (dashed)"), (True, "backward")):
+            legends.append([*((curve, layer_label(name, short)) for curve, name in first.values()),
+                            (self.backward_sample, backward),
+                            *(pair[short] for pair in later)])  # fmt: skip
+        return legends
 
     def drawn(self) -> bool:
         return bool(self.names) and self.rows.size > 0
@@ -156,7 +201,7 @@ class LayerNormPanel(DirectionCurves):
             legend.append((curve, self.names[k]))
         for curve in self.curves[len(self.names):]:
             curve.setData([], [])
-        self.set_legend(legend)
+        self.set_legend(*self.layer_legends(legend))
         self.marks.set_steps(self.arrays.get("nonfinite_steps"))
 
 
@@ -247,4 +292,3 @@ class GatesPanel(LayerChoice, LegendPanel):
         parts = [f"{GATES[g]} {fmt(mean[g, t])} ({fmt(100 * saturated[g, t])}% sat.)"
                  for g in range(4)]  # fmt: skip
         return f"{self.name}, t = {t} · " + " · ".join(parts)
-

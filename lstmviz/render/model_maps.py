@@ -12,14 +12,18 @@ Timesteps masked in every sample are blank; so are a sample's own masked steps i
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFont, QFontMetricsF
 
 from lstmviz.render.heatmaps import HeatmapPanel
 from lstmviz.render.layers import (
     layer_names,
     layer_rows,
     masked_steps,
+    row_labels,
     saliency_rows,
     token_at,
     units_of_layer,
@@ -27,7 +31,11 @@ from lstmviz.render.layers import (
 from lstmviz.render.model_curves import LayerChoice
 from lstmviz.render.summary import fmt
 
-MAX_ROW_TICKS = 12  # rows labelled one by one up to this many; about 8 labels above
+MAX_ROW_TICKS = 12  # saliency rows labelled one by one up to this many; about 8 labels above
+# The directions' row labels take at most this share of the panel's width in their full form
+# ("bidirectional_1 →"); beyond it, short forms ("bi_1 →"): the heatmap kept a sliver.
+ROW_LABEL_SHARE = 0.25
+ROW_LABEL_LINES = 1.0  # line heights between two labelled rows' centres (a box is 0.8 high)
 
 
 def masked_note(arrays, t: int) -> str:
@@ -36,27 +44,56 @@ def masked_note(arrays, t: int) -> str:
     return " (masked in every sample)" if masked is not None and masked[t] else ""
 
 
-def direction_label(name: str) -> str:
-    """A direction's row label: "bi/forward" -> "bi →", "bi/backward" -> "bi ←" (as the layer
-    table writes them): a long name left the heatmap beside it a sliver."""
-    for end, arrow in (("/forward", " →"), ("/backward", " ←")):
-        if name.endswith(end):
-            return name.removesuffix(end) + arrow
-    return name
+def label_stride(row_px: float, line_px: float) -> int:
+    """Label every k-th row of `row_px` pixels so that labels `line_px` high never overlap;
+    1 while the size is not known yet (0)."""
+    if row_px <= 0 or line_px <= 0:
+        return 1
+    return max(1, math.ceil(ROW_LABEL_LINES * line_px / row_px - 1e-9))
 
 
-def label_direction_rows(panel: HeatmapPanel, total: int, normalise: bool) -> None:
-    """A heatmap with a row per LSTM direction (`panel.names`): its colour bar's label and
-    the directions' names on the left axis (when `total` rows are few enough to name)."""
-    norm = " / row max" if normalise else ""
-    panel.bar.setLabel("right", ("log₁₀ " if panel.log else "") + panel.value_label + norm)
-    panel.plot.setLabel("left", "LSTM direction")
-    panel.plot.getAxis("left").shorter = {"LSTM direction": ("direction",)}  # a short panel's
-    ticks = [(r + 0.5, direction_label(name)) for r, name in enumerate(panel.names[:total])]
-    panel.plot.getAxis("left").setTicks([ticks] if total <= MAX_ROW_TICKS else None)
+class DirectionRows:
+    """For a `HeatmapPanel` with a row per LSTM direction (`names`, row r spanning r…r+1): its
+    colour bar's and left axis's labels, and the directions' names as row labels that fit the
+    panel: short forms when the full ones would take more than ROW_LABEL_SHARE of its width,
+    and when rows are lower than a line of text, every k-th row named, the others a tick
+    without a label (hover names every row)."""
+
+    names: list[str]
+    _row_total = 0
+    _row_ticks: list | None = None  # the left axis's, as last set
+
+    def watch_rows(self) -> None:
+        """Fit the row labels again whenever the view's size or its range changes."""
+        view = self.plot.getViewBox()
+        view.sigResized.connect(self.fit_row_labels)
+        view.sigYRangeChanged.connect(self.fit_row_labels)
+
+    def label_direction_rows(self, total: int, normalise: bool) -> None:
+        norm = " / row max" if normalise else ""
+        self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
+        self.plot.setLabel("left", "LSTM direction")
+        self.plot.getAxis("left").shorter = {"LSTM direction": ("direction",)}  # a short panel's
+        self._row_total = total
+        self.fit_row_labels()
+
+    def fit_row_labels(self, *_) -> None:
+        axis, view = self.plot.getAxis("left"), self.plot.getViewBox()
+        metrics = QFontMetricsF(axis.style["tickFont"] or QFont())
+        names = self.names[: self._row_total]
+        full = row_labels(names, short=False)
+        widest = max((metrics.horizontalAdvance(label) for label in full), default=0.0)
+        labels = row_labels(names, short=widest > ROW_LABEL_SHARE * self.plot.width())
+        lo, hi = view.viewRange()[1]
+        row_px = view.height() / (hi - lo) if hi > lo else 0.0
+        stride = label_stride(row_px, metrics.height())
+        ticks = [[(r + 0.5, label if r % stride == 0 else "") for r, label in enumerate(labels)]]
+        if ticks != self._row_ticks:
+            self._row_ticks = ticks
+            axis.setTicks(ticks if labels else None)
 
 
-class LayerHeatmap(HeatmapPanel):
+class LayerHeatmap(DirectionRows, HeatmapPanel):
     """The total gradient norm by LSTM direction (rows, in model order) and timestep."""
 
     def __init__(self):
@@ -68,6 +105,7 @@ class LayerHeatmap(HeatmapPanel):
             "‖dL/dh_t‖",
         )
         self.names: list[str] = []
+        self.watch_rows()
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
         rows = layer_rows(self.arrays)
@@ -75,7 +113,7 @@ class LayerHeatmap(HeatmapPanel):
         return None if rows is None else (rows, "layer")
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
-        label_direction_rows(self, total, normalise)
+        self.label_direction_rows(total, normalise)
 
     def readout_at(self, x: float, y: float) -> str:
         t, r = self.cell_at(x, y)
@@ -162,4 +200,3 @@ class LayerUnitsHeatmap(LayerChoice, HeatmapPanel):
         if not text or not 0 <= t < self.data.shape[1]:
             return text
         return f"{self.name}, {text}{masked_note(self.arrays, t)}"
-

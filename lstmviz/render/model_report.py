@@ -11,7 +11,16 @@ from lstmviz.render.layers import GATES, gates_of_layer, layer_names, layer_rows
 from lstmviz.render.summary import fmt
 from lstmviz.render.values import Arrays
 
-MAX_LINES = 8  # directions listed one by one
+MAX_LINES = 8  # directions listed one by one; of more, the first ones and the last
+
+
+def shown_directions(count: int) -> list[int | None]:
+    """The directions listed, by index, None where "… and n more" stands: all of up to
+    MAX_LINES + 1 (the line saying one more would take as much room), else the first
+    MAX_LINES - 1 and the last (the top layer, nearest the loss)."""
+    if count <= MAX_LINES + 1:
+        return list(range(count))
+    return [*range(MAX_LINES - 1), None, count - 1]
 
 
 def model_table_html(arrays: Arrays) -> str:
@@ -38,7 +47,12 @@ def model_lines(arrays: Arrays) -> list[str]:
         return []
     names = layer_names(arrays)
     lines = []
-    for k, name in enumerate(names[:MAX_LINES]):
+    shown = shown_directions(min(len(names), len(rows)))
+    for k in shown:
+        if k is None:
+            lines.append(f"… and {len(names) - MAX_LINES} more directions")
+            continue
+        name = names[k]
         found = _extremes(rows[k])
         if found is None:
             lines.append(f"{html.escape(name)}: no finite ‖dL/dh_t‖")
@@ -50,11 +64,10 @@ def model_lines(arrays: Arrays) -> list[str]:
             if rows[k, hi] > 0
             else f"{html.escape(name)}: ‖dL/dh_t‖ is zero at every step"
         )
-    if len(names) > MAX_LINES:
-        lines.append(f"… and {len(names) - MAX_LINES} more directions")
     forget = GATES.index("f")
     stuck = []
-    for k, name in enumerate(names[:MAX_LINES]):
+    for k in filter(lambda k: k is not None, shown):
+        name = names[k]
         gates = gates_of_layer(arrays, k)
         if gates is not None and np.isfinite(gates[1][forget]).any():
             share = float(np.nanmean(gates[1][forget]))

@@ -20,7 +20,7 @@ from lstmviz.render.curves import SMOOTH_UP_TO, NormHistoryPanel, thin
 from lstmviz.render.heatmaps import HeatmapPanel
 from lstmviz.render.layers import layer_groups, layer_names
 from lstmviz.render.model_curves import DirectionCurves, LegendPanel, line_pen
-from lstmviz.render.model_maps import label_direction_rows
+from lstmviz.render.model_maps import DirectionRows
 from lstmviz.render.records import (
     MAX_STEP_TICKS,
     TimeRange,
@@ -171,9 +171,10 @@ class RecordNormPanel(RecordChoice, DirectionCurves):
         for curve in self.curves[len(groups):]:
             curve.setData([], [])
         used = self._draw_faded(max(s, 0), groups, x)
-        if used:
-            legend.append((self.faded[used // 2], faded_text(len(self.faded_records), s)))
-        self.set_legend(legend)
+        sample = self.faded[used // 2] if used else None
+        faded = [((sample, faded_text(len(self.faded_records), s)),
+                  (sample, "earlier (faded)"))] if used else []  # fmt: skip
+        self.set_legend(*self.layer_legends(legend, *faded))
         self._place_region(steps)
 
     def _draw_faded(self, s: int, groups: list[tuple[int, bool]], x: np.ndarray) -> int:
@@ -285,7 +286,7 @@ class RecordLossPanel(RecordChoice, LegendPanel):
         return text
 
 
-class RecordHeatmap(RecordChoice, HeatmapPanel):
+class RecordHeatmap(RecordChoice, DirectionRows, HeatmapPanel):
     """The total gradient norm over the timestep range: LSTM directions × records."""
 
     x0 = 0.0  # record r spans r…r+1, labelled at its centre by its training step
@@ -309,6 +310,7 @@ class RecordHeatmap(RecordChoice, HeatmapPanel):
         self.plot.addItem(self.mark)
         self._ticks: list | None = None  # the bottom axis's, as last set
         self.plot.getViewBox().sigResized.connect(self._step_ticks)
+        self.watch_rows()
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
         self.names = layer_names(self.arrays)
@@ -327,7 +329,7 @@ class RecordHeatmap(RecordChoice, HeatmapPanel):
             self.mark.hide()
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
-        label_direction_rows(self, total, normalise)
+        self.label_direction_rows(total, normalise)
         self._step_ticks()
 
     def _step_ticks(self, *_) -> None:
