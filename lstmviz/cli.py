@@ -200,11 +200,9 @@ def _note_fixed(asked: RunConfig, ran: RunConfig) -> None:
 def _note_layer(trace) -> None:
     """One line on stderr when `--layer` named a Bidirectional: which half ran (the trace's
     `weights_source` says so, as the window's status line does)."""
-    from lstmviz.weights.loaders import BIDIRECTIONAL_PICK
+    from lstmviz.weights.loaders import bidirectional_pick
 
-    source = str(trace.arrays.get("weights_source", ""))
-    if BIDIRECTIONAL_PICK in source:
-        picked = source.partition(", layer ")[2].partition("; kernel")[0]
+    if picked := bidirectional_pick(str(trace.arrays.get("weights_source", ""))):
         sys.stderr.write(f"lstmviz: note: --layer {picked}\n")
 
 

@@ -420,6 +420,30 @@ def test_cli_run_with_keras_weights_and_inputs(keras_files, tmp_path, capsys):
     assert trace.target.shape == (2, 2)
 
 
+def test_batchwise_files_say_which_half_of_a_bidirectional_ran(keras_files, tmp_path, capsys):
+    """`--mode batchwise --generator files --layer bi` ran the forward halves and said
+    nothing (the other modes print which half ran)."""
+    folder = keras_files["folder"]
+    files = f"{folder / 'bi.keras'},{folder / 'bi.weights.h5'}"
+    out = tmp_path / "t.npz"
+    argv = ["run", "--mode", "batchwise", "--generator", "files", "--weights", files,
+            "--batches", "2", "--steps", "4", "--batch", "2", "--quiet", "--out", str(out)]
+    assert main([*argv, "--layer", "bi"]) == 0
+    forward = read_weights(folder / "bi.keras", "bi")[1].partition(", layer ")[2]
+    picked = forward.partition("; kernel")[0]
+    assert picked.startswith("'bi': a Bidirectional, using its forward half 'forward_")
+    assert capsys.readouterr().err == f"lstmviz: note: --layer {picked}\n"
+    trace = GradientTrace.load(out)
+    assert str(trace.weights_source).endswith(f", layer {picked}")
+    for n in range(2):  # each batch ran the forward half's weights
+        kernel, recurrent, bias = keras_files["expected"]["forward_lstm"]
+        np.testing.assert_array_equal(trace.kernel[n], kernel)
+        np.testing.assert_array_equal(trace.recurrent_kernel[n], recurrent)
+        np.testing.assert_array_equal(trace.bias[n], bias)
+    assert main([*argv, "--layer", "bi/backward"]) == 0
+    assert capsys.readouterr().err == ""  # a half named: nothing to say
+
+
 def test_loaded_weights_keep_the_seeded_parts(tmp_path, rng):
     w = lstmviz.random_weights(3, 4, rng)
     np.savez(tmp_path / "w.npz", kernel=w.kernel, recurrent_kernel=w.recurrent_kernel, bias=w.bias)

@@ -62,12 +62,14 @@ def _sized_by_weight_files(config: RunConfig) -> tuple[RunConfig, dict[str, str]
     from dataclasses import replace
 
     from lstmviz.engine.generators import weight_paths
-    from lstmviz.weights.loaders import read_weights
+    from lstmviz.weights.loaders import bidirectional_pick, read_weights
 
     paths = weight_paths(config.weights, config.batches)
-    weights, _ = read_weights(paths[0], config.layer)
+    weights, described = read_weights(paths[0], config.layer)
     names = ", ".join(p.name for p in paths)
     source = f"{paths[0]}: {len(paths)} files, batch 1, 2, … in this order: {names}"
+    if picked := bidirectional_pick(described):  # which half of each file's Bidirectional
+        source += f", layer {picked}"
     config = replace(config, input_dim=weights.input_dim, hidden=weights.hidden).validate()
     return config, {"weights_source": source}
 

@@ -16,7 +16,7 @@ from lstmviz.gui.dialogs import ask_to_open, pick_layer
 from lstmviz.inputs import describe_inputs, load_inputs
 from lstmviz.model_data import check_data, load_data
 from lstmviz.trace import GradientTrace
-from lstmviz.weights.loaders import list_lstm_layers, read_weights
+from lstmviz.weights.loaders import LayerInfo, WeightsFile, bidirectional_pick
 from lstmviz.weights.model_files import load_model
 
 MAX_RECENT = 8
@@ -193,13 +193,23 @@ class FileActions:
         if paths:
             self.open_batch_weights(paths)
 
-    def open_batch_weights(self, paths: list[str], quiet: bool = False) -> bool:
+    def open_batch_weights(
+        self, paths: list[str], layer: str | None = None, quiet: bool = False
+    ) -> bool:
         """Batchwise mode's files generator: the weights of batch k from the k-th of `paths`
         (in name order), all of one LSTM's sizes; Batches N follows their count, I and H the
-        files (locked). A bad file, or files of different sizes: a dialog, nothing changes."""
+        files (locked). Files with several LSTMs: `layer` of each (asked, and listed in the
+        Layer field, as the first file has them). A bad file, or files of different sizes: a
+        dialog, nothing changes."""
         paths = sorted(paths, key=lambda p: Path(p).name)
         try:
-            read = [read_weights(path)[0] for path in paths]
+            opened = [WeightsFile.open(path) for path in paths]  # NumPy and h5py: no TensorFlow
+            layers = opened[0].layers()
+            layer = self._which_layer(paths[0], layers, layer, quiet)
+            if layer is False:
+                return False
+            read, described = zip(*(weights_file.read(layer) for weights_file in opened),
+                                  strict=True)  # fmt: skip
             sizes = {(w.input_dim, w.hidden) for w in read}
             if len(sizes) > 1:
                 found = ", ".join(f"{Path(p).name}: I={w.input_dim} H={w.hidden}"
@@ -212,7 +222,9 @@ class FileActions:
         sizes = {"input_dim": read[0].input_dim, "hidden": read[0].hidden}
         text = (f"{len(paths)} files, batch 1, 2, … in this order: {names} "
                 f"(I={sizes['input_dim']}, H={sizes['hidden']})")
-        self.params.set_loaded("weights", ",".join(paths), sizes, text)
+        if picked := bidirectional_pick(described[0]) or (repr(layer) if layer else ""):
+            text += f"; layer {picked}"
+        self.params.set_loaded("weights", ",".join(paths), sizes, text, layer, layers)
         if not quiet:
             self.message.setText(f"weights: one file per batch, {len(paths)} batches")
         return True
@@ -226,27 +238,52 @@ class FileActions:
         `layer` is None): I and H follow the file and stay locked while it is loaded.
         Bad files: a dialog naming the file and the problem (status line only if `quiet`)."""
         try:
-            if layer is None:
-                layers = list_lstm_layers(path)
-                if len(layers) > 1 and not quiet and self.quiet_errors:  # nobody to ask
-                    names = ", ".join(repr(layer.name) for layer in layers)
-                    raise LstmvizError(f"{path}: holds {len(layers)} LSTMs ({names}); open it "
-                                       "in the window (no --screenshot) to pick one")  # fmt: skip
-                if len(layers) > 1 and not quiet:
-                    picked = self.pick_layer(path, layers)
-                    if picked is None:
-                        return False
-                    layer = picked.name
-                elif len(layers) == 1:
-                    layer = layers[0].name or None
-            weights, description = read_weights(path, layer)  # NumPy/h5py: no TensorFlow
+            opened = WeightsFile.open(path)  # NumPy and h5py: no TensorFlow
+            layers = opened.layers()
+            layer = self._which_layer(path, layers, layer, quiet)
+            if layer is False:
+                return False
+            weights, description = opened.read(layer)
         except LstmvizError as exc:
             return self._not_opened("weights", exc, quiet)
         sizes = {"input_dim": weights.input_dim, "hidden": weights.hidden}
-        self.params.set_loaded("weights", path, sizes, description, layer)
+        self.params.set_loaded("weights", path, sizes, description, layer, layers)
         if not quiet:
             self.message.setText(f"weights: {description}")
         return True
+
+    def _which_layer(self, path: str, layers: list[LayerInfo], layer: str | None,
+                     quiet: bool) -> str | None | bool:  # fmt: skip
+        """The layer to read of a weights file with these LSTM `layers`: `layer` when given,
+        the only one, or the one the picker dialog returns (False: cancelled). `quiet` (a
+        file re-read) or no one to ask (--screenshot): None, and several layers are an error."""
+        if layer is not None:
+            return layer
+        if len(layers) == 1:
+            return layers[0].name or None
+        if not layers or quiet:
+            return None  # no LSTM, or several and nobody asked: reading says why
+        if self.quiet_errors:  # nobody to ask
+            names = ", ".join(repr(info.name) for info in layers)
+            raise LstmvizError(f"{path}: holds {len(layers)} LSTMs ({names}); open it in the "
+                               "window (no --screenshot) to pick one")  # fmt: skip
+        picked = self.pick_layer(path, layers)
+        return False if picked is None else picked.name
+
+    def choose_layer(self, name: str) -> bool:
+        """The dock's Layer field: another layer of the weights file(s) loaded, picked from its
+        list or typed; it is read (I and H follow). A name the file does not have: a dialog
+        listing the ones it has, and the field shows the layer loaded again."""
+        config = self.params.config()
+        if not config.weights:
+            return False
+        if config.mode == "batchwise" and config.generator == "files":
+            done = self.open_batch_weights(config.weights.split(","), name)
+        else:
+            done = self.open_weights(config.weights, name)
+        if not done:
+            self.params.widgets["layer"].revert()
+        return done
 
     def pick_layer(self, path: str, layers):
         """The layer picker dialog (tests replace it); None if cancelled."""
@@ -276,7 +313,7 @@ class FileActions:
         elif config.weights and config.mode == "batchwise" and config.generator == "files":
             listed = config.weights.split(",")
             if all(Path(p).is_file() for p in listed):
-                self.open_batch_weights(listed, quiet=True)
+                self.open_batch_weights(listed, config.layer or None, quiet=True)
         if config.model and Path(config.model).is_file() and config.mode == "model":
             self.open_model(config.model, quiet=True)
         self._reread_inputs()

@@ -243,6 +243,7 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
                                      else self.open_inputs_dialog)()}  # fmt: skip
         for name, dialog in browse.items():
             self.params.widgets[name].browse.connect(dialog)
+        self.params.widgets["layer"].picked.connect(self.choose_layer)  # another layer: read it
         buttons = QHBoxLayout()
         for button in (self.run_button, self.pause_button, self.stop_button):
             buttons.addWidget(button)

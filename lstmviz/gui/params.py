@@ -7,7 +7,7 @@ import html
 import re
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QScrollArea,
     QSpinBox,
+    QStyledItemDelegate,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -27,6 +28,7 @@ from lstmviz import modes
 from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, flag, help_for
 from lstmviz.errors import ConfigError
 from lstmviz.gui.model_table import ModelTable
+from lstmviz.weights.loaders import LayerInfo
 from lstmviz.weights.model import ModelSpec
 
 SIZE_FIELDS = ("steps", "batch", "input_dim", "hidden")  # what loaded files can fix
@@ -160,6 +162,92 @@ class FileField(QWidget):
         self.edit.setToolTip(tip if text is not None else self.edit.placeholderText())
 
 
+SIZES_ROLE = Qt.UserRole + 1  # a layer item's "I=…, H=…", shown beside its name in the list
+ONLY_LAYER = "the file's only LSTM"
+
+
+class _WithSizes(QStyledItemDelegate):
+    """Draws a layer item of the Layer list as "name  (I=…, H=…)" (its text stays the name)."""
+
+    def initStyleOption(self, option, index) -> None:  # noqa: N802 (Qt's name)
+        super().initStyleOption(option, index)
+        if sizes := index.data(SIZES_ROLE):
+            option.text = f"{option.text}   ({sizes})"
+
+
+class LayerField(QComboBox):
+    """Which LSTM layer of the weights file: a list of the file's layers (`set_layers`, each
+    with its sizes beside it and in its tooltip) that also takes a typed name (a Bidirectional's
+    own name, NAME/backward). `picked` fires with the name chosen or typed (Enter, or leaving
+    the field) when it is not the layer loaded; `revert` shows the loaded one again."""
+
+    picked = Signal(str)
+
+    def __init__(self):
+        super().__init__(editable=True, insertPolicy=QComboBox.NoInsert)
+        self.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(6)
+        self.setItemDelegate(_WithSizes(self))
+        self.lineEdit().setPlaceholderText(ONLY_LAYER)
+        self.loaded = ""  # the name the weights shown were read with ("": the only layer)
+        self.activated.connect(self._entered)
+        self.lineEdit().editingFinished.connect(self._entered)
+
+    def text(self) -> str:
+        return self.currentText().strip()
+
+    def setText(self, name: str) -> None:  # noqa: N802 (QLineEdit's name: the field's text)
+        """Show `name` as the layer loaded: what the weights were read with, or what a config
+        names (its file is read again, and its layers listed, by the window)."""
+        self.loaded = name
+        self._show(name)
+
+    def clear(self) -> None:
+        super().clear()
+        self.loaded = ""
+        self.lineEdit().setPlaceholderText(ONLY_LAYER)
+        self.setToolTip(help_for("layer"))
+
+    def set_layers(self, layers: list[LayerInfo], name: str | None) -> None:
+        """List the weights file's LSTM `layers` and show `name`, the one read (None: the
+        file's only layer)."""
+        self.blockSignals(True)
+        super().clear()
+        for info in (layer for layer in layers if layer.name):
+            self.addItem(info.name)
+            self.setItemData(self.count() - 1, info.label, Qt.ToolTipRole)
+            self.setItemData(self.count() - 1, f"I={info.input_dim}, H={info.hidden}", SIZES_ROLE)
+        self.blockSignals(False)
+        only = ONLY_LAYER
+        if len(layers) == 1:
+            only += f" (I={layers[0].input_dim}, H={layers[0].hidden})"
+        self.lineEdit().setPlaceholderText(only)
+        listed = "\n".join(f"  {layer.label}" for layer in layers)
+        self.setToolTip(f"{help_for('layer')}\n\nIn this file:\n{listed}" if listed else
+                        help_for("layer"))  # fmt: skip
+        self.setText(name or "")
+
+    def revert(self) -> None:
+        """Show the layer loaded again (the one typed or picked could not be read)."""
+        self._show(self.loaded)
+
+    def _show(self, name: str) -> None:
+        self.blockSignals(True)
+        self.setCurrentIndex(self.findText(name))  # -1 (no item) for a name not listed
+        self.setEditText(name)
+        self.blockSignals(False)
+
+    @Slot()
+    def _entered(self) -> None:
+        name = self.text()
+        if name == self.loaded:
+            return
+        if not name:  # emptied: the layer loaded stays
+            self.revert()
+            return
+        self.picked.emit(name)
+
+
 class ParamsEditor(QWidget):
     """Edits a RunConfig. `config()` reads the widgets; `set_config()` fills them."""
 
@@ -186,7 +274,7 @@ class ParamsEditor(QWidget):
             elif name in FILE_FIELDS:
                 widget = FileField(*FILE_FIELDS[name])
             elif name == "layer":
-                widget = QLineEdit(placeholderText="the file's only LSTM", readOnly=True)
+                widget = LayerField()
             else:
                 text = {
                     "random_state": "random h0, c0",
@@ -226,7 +314,9 @@ class ParamsEditor(QWidget):
         """The RunConfig the widgets show (not yet validated)."""
         values = {}
         for name, widget in self.widgets.items():
-            if isinstance(widget, QComboBox) and widget.isEditable():  # a Keras loss name
+            if isinstance(widget, LayerField):
+                values[name] = widget.text() or None
+            elif isinstance(widget, QComboBox) and widget.isEditable():  # a Keras loss name
                 values[name] = widget.currentText().strip()
             elif isinstance(widget, QComboBox):
                 values[name] = widget.currentData()
@@ -234,10 +324,8 @@ class ParamsEditor(QWidget):
                 values[name] = widget.value()
             elif isinstance(widget, QCheckBox):
                 values[name] = widget.isChecked()
-            elif isinstance(widget, FileField):
-                values[name] = widget.path()
             else:
-                values[name] = widget.text().strip() or None
+                values[name] = widget.path()  # a FileField
         return RunConfig.from_dict(values)
 
     def set_config(self, config: RunConfig) -> None:
@@ -247,7 +335,10 @@ class ParamsEditor(QWidget):
             del self.loaded[name]
         for name, widget in self.widgets.items():
             value = getattr(config, name)
-            if isinstance(widget, QComboBox) and widget.isEditable():
+            if isinstance(widget, LayerField):  # its list: when the weights are read again
+                widget.clear()
+                widget.setText(value or "")
+            elif isinstance(widget, QComboBox) and widget.isEditable():
                 widget.setCurrentText(value or "")
             elif isinstance(widget, QComboBox):
                 widget.setCurrentIndex(max(widget.findData(value), 0))
@@ -255,10 +346,8 @@ class ParamsEditor(QWidget):
                 widget.setValue(value)
             elif isinstance(widget, QCheckBox):
                 widget.setChecked(bool(value))
-            elif isinstance(widget, FileField):
-                widget.set_path(value)
             else:
-                widget.setText(value or "")
+                widget.set_path(value)  # a FileField
         self._mode_changed()
 
     def validated(self) -> RunConfig:
@@ -298,14 +387,15 @@ class ParamsEditor(QWidget):
     def set_path(self, name: str, path: str | None) -> None:
         self.widgets[name].set_path(path)
 
-    def set_loaded(
-        self, name: str, path: str, sizes: dict[str, int], text: str, layer: str | None = None
-    ) -> None:
+    def set_loaded(self, name: str, path: str, sizes: dict[str, int], text: str,
+                   layer: str | None = None, layers: list[LayerInfo] = ()) -> None:  # fmt: skip
         """Use the weights or inputs file `path` (name "weights"/"inputs"), read by the caller:
-        `sizes` are the fields it fixes (locked while it is loaded), `text` says what it is."""
+        `sizes` are the fields it fixes (locked while it is loaded), `text` says what it is.
+        Weights: `layer` is the name they were read with, `layers` the file's LSTM layers (the
+        Layer field lists them)."""
         self.loaded.pop(name, None)
         if name == "weights":
-            self.widgets["layer"].setText(layer or "")
+            self.widgets["layer"].set_layers(list(layers), layer)
         self.widgets[name].set_path(path)
         self.loaded[name] = (path, dict(sizes), text)
         self._apply_locks()

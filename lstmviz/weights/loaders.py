@@ -170,6 +170,15 @@ def _listing(found: list[FoundLayer]) -> str:
     return "; ".join([names, *wrappers]) if names else ""
 
 
+def bidirectional_pick(description: str) -> str:
+    """From a weights description (`read_weights`'s), the layer asked for when it named a
+    Bidirectional and which half that used ("'bi': a Bidirectional, using its forward half
+    'forward_lstm' (its backward half: 'bi/backward')"); "" otherwise."""
+    if BIDIRECTIONAL_PICK not in description:
+        return ""
+    return description.partition(", layer ")[2].partition("; kernel")[0]
+
+
 def _describe(path: Path, label: str, layer: FoundLayer, w: LSTMWeights, wrapper: str = "") -> str:
     name = f", layer {layer.name!r}" if layer.name else ""
     note = f" ({layer.note})" if layer.note else ""
@@ -183,6 +192,70 @@ def _describe(path: Path, label: str, layer: FoundLayer, w: LSTMWeights, wrapper
     )
 
 
+class WeightsFile:
+    """A weights file read once (`WeightsFile.open(path)`): its LSTM layers with their sizes
+    (`layers()`, what a picker offers) and any one layer's weights (`read(layer)`), without
+    reading the file again. `read_weights` and `list_lstm_layers` are the one-call forms."""
+
+    def __init__(self, path: Path, label: str, found: list[FoundLayer]):
+        self.path, self.label, self.found = path, label, found
+        self._usable: tuple[list[tuple[FoundLayer, LSTMWeights]], list[str]] | None = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> WeightsFile:
+        """Read the layers in `path`. Raises WeightsError naming the file: missing, unknown
+        format, unreadable."""
+        if not isinstance(path, str | os.PathLike):
+            raise WeightsError(f"a weights file's path, not a {type(path).__name__}: for "
+                               "weights in memory use lstmviz.LSTMWeights(*layer.get_weights())")
+        path = Path(path)
+        return cls(path, *scan(path))
+
+    def usable(self) -> tuple[list[tuple[FoundLayer, LSTMWeights]], list[str]]:
+        """The LSTM layers (with their weights) and why each other layer found is refused."""
+        if self._usable is None:
+            self._usable = _usable(self.found)
+        return self._usable
+
+    def layers(self) -> list[LayerInfo]:
+        """The usable LSTM layers in model order, each with the name `layer=` takes (one
+        unnamed weight set: name "") and its sizes. The names the errors list."""
+        return [LayerInfo(f.name, w.input_dim, w.hidden, f.note) for f, w in self.usable()[0]]
+
+    def read(self, layer: str | None = None) -> tuple[LSTMWeights, str]:
+        """One layer's weights and a one-line description; see `read_weights`."""
+        path, found = self.path, self.found
+        wrapper = ""
+        if layer is not None:
+            pick, wrapper = _named(found, layer)
+            if pick is None:
+                names = _listing(found)
+                detail = f"layers: {names}" if names else "the file's layers have no names; omit it"
+                raise WeightsError(f"{path}: no layer named {layer!r} ({detail})")
+            try:
+                weights = checked(pick)
+            except WeightsError as exc:
+                raise WeightsError(f"{path}: layer {layer!r}: {one_line(exc)}") from None
+        else:
+            usable, refused = self.usable()
+            if not usable:
+                detail = f" ({one_line('; '.join(refused))})" if refused else ""
+                raise WeightsError(f"{path}: no LSTM layer inside{detail}")
+            if len(usable) > 1:
+                names = _listing([f for f, _ in usable])
+                raise WeightsError(
+                    f"{path}: {len(usable)} LSTM layers ({names}); pick one with --layer NAME "
+                    "(layer= in Python)"
+                )
+            pick, weights = usable[0]
+        bad = weights.nonfinite()
+        if bad:
+            where = f"layer {pick.name!r}: " if pick.name else ""
+            verb = "contain" if len(bad) > 1 else "contains"
+            raise WeightsError(f"{path}: {where}{', '.join(bad)} {verb} NaN or Inf")
+        return weights, _describe(path, self.label, pick, weights, wrapper)
+
+
 def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LSTMWeights, str]:
     """The weights of one LSTM layer in `path` and a one-line description of where they came from.
 
@@ -190,40 +263,7 @@ def read_weights(path: str | os.PathLike, layer: str | None = None) -> tuple[LST
     WeightsError naming the file: unreadable, no LSTM inside, ambiguous or unknown layer, NaN or
     Inf in an array.
     """
-    if not isinstance(path, str | os.PathLike):
-        raise WeightsError(f"a weights file's path, not a {type(path).__name__}: for weights "
-                           "in memory use lstmviz.LSTMWeights(*layer.get_weights())")  # fmt: skip
-    path = Path(path)
-    label, found = scan(path)
-    wrapper = ""
-    if layer is not None:
-        pick, wrapper = _named(found, layer)
-        if pick is None:
-            names = _listing(found)
-            detail = f"layers: {names}" if names else "the file's layers have no names; omit it"
-            raise WeightsError(f"{path}: no layer named {layer!r} ({detail})")
-        try:
-            weights = checked(pick)
-        except WeightsError as exc:
-            raise WeightsError(f"{path}: layer {layer!r}: {one_line(exc)}") from None
-    else:
-        usable, refused = _usable(found)
-        if not usable:
-            detail = f" ({one_line('; '.join(refused))})" if refused else ""
-            raise WeightsError(f"{path}: no LSTM layer inside{detail}")
-        if len(usable) > 1:
-            names = _listing([f for f, _ in usable])
-            raise WeightsError(
-                f"{path}: {len(usable)} LSTM layers ({names}); pick one with --layer NAME "
-                "(layer= in Python)"
-            )
-        pick, weights = usable[0]
-    bad = weights.nonfinite()
-    if bad:
-        where = f"layer {pick.name!r}: " if pick.name else ""
-        verb = "contain" if len(bad) > 1 else "contains"
-        raise WeightsError(f"{path}: {where}{', '.join(bad)} {verb} NaN or Inf")
-    return weights, _describe(path, label, pick, weights, wrapper)
+    return WeightsFile.open(path).read(layer)
 
 
 def load_weights(path: str | os.PathLike, layer: str | None = None) -> LSTMWeights:
@@ -235,6 +275,4 @@ def list_lstm_layers(path: str | os.PathLike) -> list[LayerInfo]:
     """The usable LSTM layers in `path` (a file with one unnamed weight set gives name "")."""
     if not isinstance(path, str | os.PathLike):
         raise WeightsError(f"a weights file's path, not a {type(path).__name__}")
-    _, found = scan(Path(path))
-    usable, _ = _usable(found)
-    return [LayerInfo(f.name, w.input_dim, w.hidden, f.note) for f, w in usable]
+    return WeightsFile.open(path).layers()
