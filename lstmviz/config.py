@@ -64,9 +64,9 @@ HELP = {
     "random_state": "Draw h0 and c0 from U(-0.5, 0.5) instead of starting from zeros.",
     "weights": "LSTM weights: seeded random (Keras's initialisers), or a file\n"
     "(File → Open weights…, or drop it on the window).",
-    "layer": "Which LSTM layer of the weights file is used. File → Open weights… lists the\n"
-    "layers of a file that holds several and lets you pick one; a Bidirectional's own name\n"
-    "picks its forward half (NAME/backward the other).",
+    "layer": "Which LSTM layer of the weights file is used (the window lists the file's layers\n"
+    "with their sizes: pick one or type its name); a Bidirectional's own name picks its\n"
+    "forward half, NAME/backward the other. I and H follow the layer.",
     "inputs": "The input sequence: seeded N(0, 1), or an .npy/.npz file [B, T, I].",
     "time_major": "The inputs file is already time-major, [T, B, I].",
     "model": "A saved model (model mode): Keras .keras, a Keras 2 .h5, or a weights-only\n"
