@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     gui.add_argument("--run", action="store_true", help="start a run once the files are open")
     gui.add_argument("--demo", action="store_true", help="start a demo run at once")
+    gui.add_argument("--layer", metavar="NAME", help="the LSTM layer of a weights file with "
+                     "several (as run --layer; the window otherwise asks)")  # fmt: skip
     gui.add_argument(
         "--screenshot", metavar="PNG",
         help="save the window as PNG when the run (or the opening) is done, then quit",
@@ -240,8 +242,10 @@ def _check_gui_flags(args: argparse.Namespace) -> None:
     """Files that are not there, a screenshot that cannot be written and no display: exit 2
     before the window opens. (A file that is there but unreadable gets the window's dialog, as
     a drop.)"""
-    if args.demo and (args.files or args.run):
-        raise ConfigError("--demo", "runs its own files; drop FILE and --run, or --demo")
+    if args.demo and (args.files or args.run or args.layer):
+        raise ConfigError("--demo", "runs its own files; drop FILE, --run and --layer, or --demo")
+    if args.layer is not None and not args.files:
+        raise ConfigError("--layer", "names a layer of a weights FILE: give the file too")
     for name in args.files:
         if not name:
             raise ConfigError("FILE", "empty file name")
@@ -531,7 +535,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check_gui_flags(args)
             from lstmviz.gui.app import main as gui_main
 
-            return gui_main(args.files, run=args.run, demo=args.demo, screenshot=args.screenshot)
+            return gui_main(args.files, run=args.run, demo=args.demo, screenshot=args.screenshot,
+                            layer=args.layer)  # fmt: skip
         if args.command == "export":
             return _export(args)
         return _run(args)

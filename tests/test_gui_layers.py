@@ -215,3 +215,39 @@ def test_a_config_naming_a_layer_lists_the_files_layers_again(window, errors, ke
     window.params.set_config(replace(config, weights=str(folder / "gone.keras"), layer="top"))
     window._reload_sources()
     assert field.count() == 0 and field.currentText() == "top" and not errors
+
+
+def test_gui_layer_opens_the_named_layer_of_a_file_with_several(keras_pair, tmp_path):
+    """`lstmviz gui FILE --layer NAME`: the layer named, with no one to ask (--screenshot);
+    without it, a file of several LSTMs is an error that says how to name one."""
+    import subprocess
+    import sys
+
+    from lstmviz.cli import main
+
+    folder, _ = keras_pair
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = os.environ | {"QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp_path),
+                        "PYTHONPATH": root}  # fmt: skip
+    shot = tmp_path / "top.png"
+    done = subprocess.run([sys.executable, os.path.join(root, "main.py"), str(folder / "m1.h5"),
+                           "--layer", "top", "--screenshot", str(shot)], capture_output=True,
+                          text=True, env=env, timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shot.read_bytes()[:4] == b"\x89PNG"
+    done = subprocess.run([sys.executable, os.path.join(root, "main.py"), str(folder / "m1.h5"),
+                           "--screenshot", str(tmp_path / "none.png")], capture_output=True,
+                          text=True, env=env, timeout=240)  # fmt: skip
+    assert done.returncode == 1 and "--layer" in done.stderr, done.stderr[-2000:]
+    assert main(["gui", "--layer", "top"]) == 2  # no file to take it from
+    assert main(["gui", "--demo", "--layer", "top"]) == 2
+
+
+def test_open_path_takes_the_layer_named(window, errors, keras_pair):
+    folder, models = keras_pair
+    assert window.open_path(str(folder / "m2.keras"), "top") and not errors
+    assert window.params.widgets["layer"].text() == "top"
+    assert _sizes(window) == (6, 5)
+    got = _loaded(window)
+    for key, value in _keras_weights(models[1].get_layer("top")).items():
+        np.testing.assert_array_equal(getattr(got, key), value)

@@ -81,10 +81,12 @@ def freeze_long_lived(window) -> None:
 
 
 def main(
-    files: Sequence[str] = (), run: bool = False, demo: bool = False, screenshot: str | None = None
+    files: Sequence[str] = (), run: bool = False, demo: bool = False,
+    screenshot: str | None = None, layer: str | None = None,
 ) -> int:
-    """Show the main window, open `files` as if dropped on it, and start a run (`run`: the
-    parameters shown once the files are open; `demo`: the demo). With `screenshot`, save the
+    """Show the main window, open `files` as if dropped on it (`layer`: the LSTM layer of a
+    weights file with several), and start a run (`run`: the parameters shown once the files
+    are open; `demo`: the demo). With `screenshot`, save the
     window as PNG once the run is drawn (or, without a run, once the files are shown and
     TensorFlow is ready) and quit.
 
@@ -146,7 +148,7 @@ def main(
     def open_files() -> None:
         # in the event loop, so that a dialog these open (a layer picker, an error) leaves
         # the heartbeat and a signal's close working
-        opened = all([window.open_path(str(path)) for path in files])
+        opened = all([window.open_path(str(path), layer) for path in files])
         if demo:
             window.start_demo()
         elif run and opened:

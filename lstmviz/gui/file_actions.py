@@ -72,11 +72,12 @@ class FileActions:
         self._add_recent(str(Path(path).resolve()))
         return True
 
-    def open_path(self, path: str) -> bool:
-        """Open a file as if dropped on the window: a trace, a recording, weights, inputs or a
-        model (`lstmviz.files.kind` tells which). In model mode weights open as a model (a stack
-        of LSTM layers) and inputs as its data. False, after a dialog, when it is none of them
-        or cannot be read."""
+    def open_path(self, path: str, layer: str | None = None) -> bool:
+        """Open a file as if dropped on the window: a trace, a recording, weights (its LSTM
+        `layer`, or the one asked for when it holds several), inputs or a model
+        (`lstmviz.files.kind` tells which). In model mode weights open as a model (a stack of
+        LSTM layers) and inputs as its data. False, after a dialog, when it is none of them or
+        cannot be read."""
         try:
             kind = files.kind(path)
         except LstmvizError as exc:
@@ -84,6 +85,8 @@ class FileActions:
             return False
         if self.params.model_mode():
             kind = {"weights": "model", "inputs": "data"}.get(kind, kind)
+        if kind == "weights":
+            return self.open_weights(path, layer)
         opener = {"trace": self.open_trace, "recording": self.open_recording,
                   "inputs": self.open_inputs, "data": self.open_data,
                   "weights": self.open_weights, "model": self.open_model}[kind]  # fmt: skip
@@ -265,8 +268,9 @@ class FileActions:
             return None  # no LSTM, or several and nobody asked: reading says why
         if self.quiet_errors:  # nobody to ask
             names = ", ".join(repr(info.name) for info in layers)
-            raise LstmvizError(f"{path}: holds {len(layers)} LSTMs ({names}); open it in the "
-                               "window (no --screenshot) to pick one")  # fmt: skip
+            raise LstmvizError(f"{path}: holds {len(layers)} LSTMs ({names}); name one with "
+                               "--layer, or open it in the window (no --screenshot) to pick "
+                               "one")  # fmt: skip
         picked = self.pick_layer(path, layers)
         return False if picked is None else picked.name
 
