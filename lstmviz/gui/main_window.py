@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import PySide6
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot, qVersion
+from PySide6.QtCore import QEvent, QSettings, Qt, QTimer, Signal, Slot, qVersion
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -37,7 +37,7 @@ from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui.file_actions import FileActions
-from lstmviz.gui.menus import build_menus
+from lstmviz.gui.menus import ESC_ASKS_AFTER, build_menus
 from lstmviz.gui.params import FieldsArea, ParamsEditor, in_dock_terms
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState
@@ -109,6 +109,8 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self._build_dock()
         self._build_status()
         build_menus(self)
+        self.stop_action.installEventFilter(self)  # Esc: `stop_by_key`
+        self.refocus = None  # the dock's widget that had the keyboard focus when a run started
         self.setAcceptDrops(True)
         self._fit_to_screen()
         self._restore()
@@ -329,6 +331,30 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self._reload_sources()
         self.start_run(config)
 
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.stop_action and event.type() == QEvent.Type.Shortcut:
+            self.stop_by_key()
+            return True
+        return super().eventFilter(watched, event)
+
+    def stop_by_key(self) -> None:
+        """Esc: Stop, except that a run that has computed `ESC_ASKS_AFTER` seconds with
+        nothing Stop could keep asks first (Enter: stop; Esc again: go on). Runs with units
+        done ask anyway (`stop`)."""
+        state = self.state
+        if not state.running or state.finishing:
+            return
+        if not state.keepable() and state.elapsed() >= ESC_ASKS_AFTER:
+            answer = QMessageBox.question(
+                self, "Stop the run",
+                f"Stop the run? Nothing of its {state.elapsed():.0f} s so far can be kept.\n\n"
+                "Yes (Enter): stop it. Cancel (Esc): go on.",
+                QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Yes,
+            )  # fmt: skip
+            if answer != QMessageBox.Yes or not state.running:  # or it ended meanwhile
+                return
+        self.stop()
+
     @Slot(object)
     def _on_ready(self, device: dict) -> None:
         self.device = device
@@ -452,7 +478,9 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
     def about(self) -> None:
         import pyqtgraph as pg
 
-        tf = self.device["tensorflow"] if self.device else "not loaded yet"
+        # "loading…" or "not loaded" (it failed) until the computing process says its version
+        tf = (self.device["tensorflow"] if self.device
+              else self.device_label.text().removeprefix("TensorFlow: "))
         QMessageBox.about(
             self,
             "About lstmviz",
@@ -480,6 +508,9 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
             widget.setEnabled(not running)
         for widget in (self.stop_button, self.stop_action, self.pause_button, self.pause_action):
             widget.setEnabled(running and not finishing)
+        focus = QApplication.focusWidget()
+        if running and focus is not None and self.dock.isAncestorOf(focus):
+            self.refocus = focus  # disabled with the dock: the focus is nowhere
         self.params.setEnabled(not running)
         shown = self.trace is not None
         for action in (self.save_action, self.export_action, self.export_panel_action):
@@ -490,6 +521,10 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         for widget in (self.save_weights_button, self.save_weights_action):
             widget.setEnabled(trained and not running)
         self.verify_action.setEnabled(self.summary.set_verifiable(self.trace if shown else None))
+        if not running and self.refocus is not None:  # back where the keyboard was
+            if QApplication.focusWidget() is None and self.refocus.isEnabled():
+                self.refocus.setFocus()
+            self.refocus = None
 
     def shutdown(self, timeout_ms: int = 1500) -> bool:
         """Stop the run, the computing process and the worker thread; True if the thread

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import html
 
+from PySide6.QtCore import QEvent, QObject, Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+# Esc stops a run at once only when that throws away less than this many seconds of it (or
+# the units done are offered to keep): a stray Esc (closing a tooltip, a notebook's habit)
+# never loses a long run.
+ESC_ASKS_AFTER = 5.0
 
 # View menu: panels that can be turned off, by their `PanelArea` name.
 PANEL_ACTIONS = (("Gradient norm panel", "norm"), ("Loss panel", "loss"),
@@ -26,6 +32,33 @@ def _action(window, menu, text: str, slot, shortcut=None, tip: str = "") -> QAct
     action.triggered.connect(slot)
     menu.addAction(action)
     return action
+
+
+class WindowKeys(QObject):
+    """The window's Ctrl shortcuts win over a text field's own use of the key: on Linux
+    desktops a line edit (every spin box of the dock) takes Ctrl+E as "end of line", so
+    File → Export… did nothing while the focus was in a field. Watches each widget of the
+    window that takes the focus; a key no enabled action has stays the field's."""
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window = window
+        QApplication.instance().focusChanged.connect(self._focused)
+
+    @Slot(object, object)
+    def _focused(self, _old, new) -> None:
+        if new is not None and new.window() is self.window:
+            new.installEventFilter(self)  # again: no second copy, and it runs first
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() != QEvent.Type.ShortcutOverride or not (
+            event.modifiers() & Qt.ControlModifier
+        ):
+            return False
+        keys = QKeySequence(event.keyCombination())
+        # True, not accepted: the field does not claim the key, the window's action takes it
+        return any(action.isEnabled() and action.shortcut() == keys
+                   for action in self.window.findChildren(QAction))  # fmt: skip
 
 
 def _export(name: str, window) -> None:
@@ -54,9 +87,10 @@ def shortcuts_html(window) -> str:
         for menu, item, keys in shortcut_rows(window)
     )
     return (f"<table cellspacing='0' cellpadding='3'>{cells}</table>"
-            "<p>Right-click a panel → Export panel… to save one panel. Drop a trace, "
-            "recording, weights, model or inputs file on the window to open it. Hover a field "
-            "or button for what it does.</p>")  # fmt: skip
+            f"<p>Esc on a run that has computed {ESC_ASKS_AFTER:.0f} s or more with nothing Stop "
+            "could keep asks first (Esc again: it goes on). Right-click a panel → Export "
+            "panel… to save one panel. Drop a trace, recording, weights, model or inputs file "
+            "on the window to open it. Hover a field or button for what it does.</p>")  # fmt: skip
 
 
 def show_shortcuts(window) -> None:
@@ -69,6 +103,7 @@ def build_menus(window) -> None:
     save_weights_action, run_action, pause_action, stop_action, verify_action, log_action,
     normalise_action."""
     w, bar = window, window.menuBar()
+    w.window_keys = WindowKeys(w)
     file = bar.addMenu("&File")
     _action(w, file, "&Open trace…", w.open_trace_dialog, QKeySequence.Open,
             "Open a .npz trace saved by lstmviz (also: drop it on the window)")

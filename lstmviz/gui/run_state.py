@@ -83,6 +83,12 @@ class RunState(QObject):
     def mode(self) -> modes.Mode | None:
         return None if self.config is None else modes.get(self.config.mode)
 
+    def keepable(self) -> bool:
+        """The run has units of work done (passes, batches, training steps) that Stop could
+        keep as a trace."""
+        mode = self.mode()
+        return self.running and mode is not None and bool(mode.unit) and self.done > 0
+
     # ---- commands --------------------------------------------------------------------------
 
     def start(self, config: RunConfig) -> bool:
@@ -127,8 +133,7 @@ class RunState(QObject):
         cancelled, "" when nothing runs."""
         if not self.running or self.finishing:
             return ""
-        mode = self.mode()
-        if mode is not None and mode.unit and self.done > 0:
+        if self.keepable():
             self._held = True
             self._clock()
             self.worker.pause(self.active)
