@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (  # noqa: E402
     QDialog,
     QFileDialog,
     QMessageBox,
+    QScrollArea,
     QWidget,
 )
 
@@ -298,6 +299,9 @@ def test_tab_goes_down_the_dock_to_run_pause_and_stop(qtbot, win):
         qtbot.keyClick(focus, Qt.Key_Tab)
     assert QApplication.focusWidget() is win.run_button
     assert order[0] == "mode" and tops == sorted(tops) and len(order) >= 8
+    for _ in range(3):  # past Stop: no invisible stop (the dock's scroll area) on the way
+        qtbot.keyClick(QApplication.focusWidget(), Qt.Key_Tab)
+        assert not isinstance(QApplication.focusWidget(), QScrollArea)
     win.state.start(RunConfig())
     win.pause_button.setFocus()
     qtbot.keyClick(win.pause_button, Qt.Key_Tab)

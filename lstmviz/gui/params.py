@@ -94,6 +94,7 @@ class FieldsArea(QScrollArea):
         column.addStretch(1)  # the fields keep their heights when the dock is tall
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.setSizeAdjustPolicy(QScrollArea.AdjustToContents)
+        self.setFocusPolicy(Qt.NoFocus)  # no Tab stop of its own: Tab goes field to field
         self.setWidget(inner)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
