@@ -796,3 +796,23 @@ def test_running_mean_skips_a_nan_step_instead_of_ending_the_curve():
             if part.size:
                 assert got[i] == pytest.approx(want)
     assert np.isnan(running_mean(y, 1)[2]) and running_mean(y, 2)[-1] == 9.5
+
+
+def test_a_recordings_report_lists_the_last_records_lines_under_one_heading(tmp_path):
+    """The PDF summary of a recording: the last record's model lines (one a direction, and
+    more) under one heading, not each prefixed with "last record (step …)", which made every
+    line wrap in two and, with many directions, squeezed the panels."""
+    from lstmviz.recording import load_recording
+    from lstmviz.render.model_report import model_lines
+    from lstmviz.render.recording_figure import RecordingFigure
+    from tests.test_recording import write
+
+    path = tmp_path / "run.lvz"
+    write(path, [1, 2, 3, 4], every=5)
+    recording = load_recording(path)
+    with RecordingFigure(recording) as figure:
+        lines = figure.summary_lines()
+    expected = model_lines(recording.last.arrays)
+    assert expected and not any(line.startswith("last record (") for line in lines)
+    headed = [line for line in lines if line.startswith("at the last record, step 20")]
+    assert len(headed) == 1 and all(f"<li>{line}</li>" in headed[0] for line in expected)

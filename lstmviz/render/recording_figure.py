@@ -99,7 +99,11 @@ class RecordingFigure(Figure):
         lines = [self.summary_html(), *evolution_lines(self.view)]
         if self.trace is not None:
             last = record_text(self.view, record_count(self.view) - 1)
-            lines += [f"last record ({last}): {line}" for line in model_lines(self.trace.arrays)]
+            found = model_lines(self.trace.arrays)
+            if found:  # under one heading: a prefix on every line made each wrap in two
+                items = "".join(f"<li>{line}</li>" for line in found)
+                style = "margin-left:0px; -qt-list-indent:1"  # the outer list's indent
+                lines.append(f"at the last record, {last}:<ul style='{style}'>{items}</ul>")
         stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
         lines.append(f"<span style='color:#666'>{escape(self.source or '')} · exported {stamp} "
                      f"by lstmviz {lstmviz.__version__}</span>")  # fmt: skip
