@@ -403,3 +403,20 @@ def test_ctrl_e_exports_from_a_field_that_claims_it_for_end_of_line(
     assert not claimed()
     win.export_action.setEnabled(False)  # a key no enabled action has stays the field's
     assert claimed()
+
+
+def test_enter_presses_the_focused_run_pause_or_stop_button(qtbot, win):
+    """Tabbed to Run, Enter starts the run (as Space does); on Pause it pauses, on Stop it
+    stops: outside dialogs Qt's buttons ignore Enter unless told otherwise."""
+    win.run_button.setFocus()
+    qtbot.keyClick(win.run_button, Qt.Key_Return)
+    assert win.state.running
+    win.pause_button.setFocus()
+    qtbot.keyClick(win.pause_button, Qt.Key_Return)
+    assert win.pause_button.isChecked() and win.pause_button.text() == "Resume"
+    qtbot.keyClick(win.pause_button, Qt.Key_Enter)
+    assert not win.pause_button.isChecked()
+    win.stop_button.setFocus()
+    qtbot.keyClick(win.stop_button, Qt.Key_Return)
+    assert not win.state.running
+    assert [name for name, _ in win.requests_seen] == ["request_run", "pause", "resume", "cancel"]

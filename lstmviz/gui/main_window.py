@@ -226,6 +226,8 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self.pause_button.setToolTip(
             "Hold the run after its current step, pass or batch; press again to resume (Ctrl+P)"
         )
+        for button in (self.run_button, self.stop_button, self.pause_button):
+            button.setAutoDefault(True)  # Enter presses it when it has the focus (as Space)
         self.run_button.clicked.connect(lambda: self.start_run())
         self.stop_button.clicked.connect(self.stop)
         self.pause_button.toggled.connect(self.set_paused)
