@@ -37,7 +37,7 @@ def _action(window, menu, text: str, slot, shortcut=None, tip: str = "") -> QAct
 class WindowKeys(QObject):
     """The window's Ctrl shortcuts win over a text field's own use of the key: on Linux
     desktops a line edit (every spin box of the dock) takes Ctrl+E as "end of line", so
-    File → Export… did nothing while the focus was in a field. Watches each widget of the
+    File → Export… would do nothing while the focus is in a field. Watches each widget of the
     window that takes the focus; a key no enabled action has stays the field's."""
 
     def __init__(self, window) -> None:

@@ -85,7 +85,7 @@ class RecordingBar(QWidget):
         self.summary_button.clicked.connect(self.show_summary)
 
         scrub = QHBoxLayout()
-        scrub.setSpacing(6)  # the window's style gives none: label, slider and text touched
+        scrub.setSpacing(6)  # the window's style gives none: label, slider and text would touch
         scrub.addWidget(QLabel("Record"))
         scrub.addWidget(self.slider, 1)
         scrub.addWidget(self.record_label)

@@ -100,7 +100,7 @@ class RecordingFigure(Figure):
         if self.trace is not None:
             last = record_text(self.view, record_count(self.view) - 1)
             found = model_lines(self.trace.arrays)
-            if found:  # under one heading: a prefix on every line made each wrap in two
+            if found:  # under one heading: a prefix on every line would make each wrap in two
                 items = "".join(f"<li>{line}</li>" for line in found)
                 style = "margin-left:0px; -qt-list-indent:1"  # the outer list's indent
                 lines.append(f"at the last record, {last}:<ul style='{style}'>{items}</ul>")
