@@ -16,7 +16,6 @@ from lstmviz.cli import main
 from lstmviz.config import RunConfig
 from lstmviz.export import ExportError, export, export_csv, export_pdf, export_png
 from lstmviz.trace import GradientTrace
-from tests.gui_checks import export_every_format
 
 ROOT = Path(__file__).resolve().parents[1]
 SVG = "{http://www.w3.org/2000/svg}"
@@ -551,92 +550,3 @@ def test_singletons_are_pinned_against_the_pyside_refcount_bug():
     if sys.version_info < (3, 12):
         assert min(after) > 2**39  # whatever the calls did (a long run drains some), far from zero
     assert after[0] - before[0] > -2000 and after[1] - before[1] > -2000
-
-
-# ---- GUI -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, traces, monkeypatch):
-    from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QMessageBox
-
-    from lstmviz.gui.main_window import MainWindow
-
-    errors = []
-    monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text: errors.append(text))
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    win.errors_shown = errors
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitUntil(lambda: win.device is not None, timeout=60_000)
-    assert not win.export_action.isEnabled()  # nothing to export yet
-    win.show_trace(traces["multipass"], None)
-    yield win
-    win.close()
-
-
-def test_gui_right_click_export_writes_the_panel(window, tmp_path, monkeypatch):
-    from PySide6.QtGui import QImage
-    from PySide6.QtWidgets import QFileDialog
-
-    assert window.export_action.isEnabled()
-    menu = window.area.rows.plot.scene().contextMenu
-    assert menu == [window.area.rows.export_action]  # ours, not pyqtgraph's Export…
-    target = tmp_path / "out" / "rows"
-    target.parent.mkdir()
-    monkeypatch.setattr(
-        QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), "SVG vector image (*.svg)")
-    )
-    window.area.rows.export_action.trigger()
-    assert not window.errors_shown
-    texts = " ".join(ET.parse(str(target) + ".svg").getroot().itertext())
-    assert "rows × timesteps" in texts and "units × timesteps" not in texts
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target) + ".png", ""))
-    window.area.norm.export_action.trigger()
-    image = QImage(str(target) + ".png")
-    assert image.width() == 1600 and image.height() > 300
-    assert "exported" in window.message.text()
-
-
-def test_gui_export_dialog_writes_every_chosen_format(window, tmp_path, monkeypatch):
-    from PySide6.QtWidgets import QDialog
-
-    from lstmviz.gui.export_dialog import ExportDialog
-
-    base = tmp_path / "fig"
-    export_every_format(window, monkeypatch, base, 800, 500)
-    assert not window.errors_shown, window.errors_shown
-    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("fig"))
-    assert names == ["fig.csv", "fig.npz", "fig.pdf", "fig.png", "fig.svg"]
-    header, rows = read_csv(base.with_suffix(".csv"))
-    assert header[:3] == ["t", "pass", "t_in_pass"] and len(rows) == P * T
-    again = GradientTrace.load(base.with_suffix(".npz"))  # the trace itself, as Save trace
-    np.testing.assert_array_equal(again.norm_h_total, window.trace.norm_h_total)
-    assert window.recent()[0] == str(base.with_suffix(".npz").resolve())
-
-    def unwritable(dialog):
-        dialog.base.setText(str(tmp_path / "missing" / "fig"))
-        return QDialog.Accepted
-
-    monkeypatch.setattr(ExportDialog, "exec", unwritable)
-    window.export_action.trigger()
-    assert "no such folder" in window.errors_shown[-1]
-    assert not (tmp_path / "missing").exists()
-
-
-def test_gui_export_panel_under_cursor(window, tmp_path, monkeypatch):
-    from PySide6.QtCore import QPoint
-    from PySide6.QtWidgets import QFileDialog
-
-    from lstmviz.gui.export_dialog import export_under_cursor
-
-    target = tmp_path / "units.csv"
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
-    units = window.area.units  # the panel: its plot is laid out only once drawn
-    centre = units.mapToGlobal(units.rect().center())
-    assert export_under_cursor(window, centre)
-    assert read_csv(target)[0][0] == "t"
-    assert not export_under_cursor(window, QPoint(-10_000, -10_000))
-    assert "point the mouse at a panel" in window.message.text()
