@@ -22,6 +22,7 @@ from lstmviz import files, modes
 from lstmviz.config import GENERATORS, LOSSES, OPTIONAL, RANGES, TASKS, RunConfig, flag, help_for
 from lstmviz.engine.interrupt import cancel_run
 from lstmviz.errors import ConfigError, LstmvizError
+from lstmviz.progress import Progress, is_terminal
 
 
 class _Parser(argparse.ArgumentParser):
@@ -294,7 +295,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None, cancel) -> int:
-    """Run the engine generator in a worker thread; the main thread shows progress and
+    """Run the engine generator in a worker thread; the main thread shows progress
+    (`lstmviz.progress`: one line redrawn on a terminal, a few plain lines in a log) and
     answers Ctrl-C at once (TensorFlow holds a thread for a whole compiled call, during which
     Python cannot raise KeyboardInterrupt in it).
 
@@ -331,12 +333,12 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None,
         what = f"keeping {finished}" if keep else "nothing will be written"
         if fitting:
             what = f"after this batch; {args.record} keeps its records"
-        sys.stderr.write(f"\nlstmviz: stopping ({what}); press Ctrl-C again to quit at once\n")
+        progress.end(ctrl_c=True)
+        sys.stderr.write(f"lstmviz: stopping ({what}); press Ctrl-C again to quit at once\n")
         sys.stderr.flush()
 
     worker = threading.Thread(target=work, name="lstmviz-run", daemon=True)
-    start = time.perf_counter()
-    trace, shown = None, False
+    progress, trace = Progress(config.mode), None
     with _sigint(on_sigint):
         worker.start()
         try:
@@ -353,26 +355,20 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None,
                 if kind == "end":
                     break
                 if kind == "error":
-                    if shown:
-                        sys.stderr.write("\n")  # the error's line after the progress line
+                    progress.end()  # the error's line after the progress
                     raise value
                 if isinstance(value, GradientTrace):
                     trace = value
                 elif not args.quiet:
-                    elapsed, shown = time.perf_counter() - start, True
-                    sys.stderr.write(
-                        f"\r[{config.mode}] {value.done}/{value.total} {value.message} "
-                        f"· {elapsed:.1f} s\033[K"
-                    )
-                    sys.stderr.flush()
-        except (KeyboardInterrupt, _Abandoned):
+                    progress.update(value.done, value.total, value.message)
+        except (KeyboardInterrupt, _Abandoned) as exc:
+            progress.end(ctrl_c=isinstance(exc, KeyboardInterrupt))
             what = f"{args.record} keeps the records made" if fitting else "nothing written"
-            sys.stderr.write(f"\nlstmviz: interrupted; {what}\n")
+            sys.stderr.write(f"lstmviz: interrupted; {what}\n")
             if worker.is_alive():
                 raise _Abandoned from None
             return 130
-    if not args.quiet:
-        sys.stderr.write("\n")
+    progress.end()
     if fitting:
         return _fitted(trace, config, args, out, cancel.is_set())
     if cancel.is_set():
@@ -546,8 +542,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:  # past the estimate (`RunConfig.check_memory`): nothing was written
         sys.stderr.write("lstmviz: error: memory: the run ran out of memory; make it smaller\n")
         return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("\nlstmviz: interrupted; nothing written\n")
+    except KeyboardInterrupt:  # on a terminal, after the ^C it echoed
+        newline = "\n" if is_terminal(sys.stderr) else ""
+        sys.stderr.write(f"{newline}lstmviz: interrupted; nothing written\n")
         return 130
     except _Abandoned:
         # The engine thread is still inside TensorFlow: end the process without waiting for
