@@ -126,6 +126,12 @@ class Recording:
         return (f"Recording({str(self.path)!r}, {count} record{'s' * (count != 1)}{span}, "
                 f"directions {names}, finished={self.finished})")  # fmt: skip
 
+    def _repr_html_(self) -> str:
+        """What Jupyter shows: records, steps, epochs, loss, each direction's ‖dL/dh_t‖."""
+        from lstmviz.notebook_html import recording_html
+
+        return recording_html(self)
+
 
 def record_rows(trace: GradientTrace, step: int, epoch: int, train_loss: float = np.nan,
                 seconds: float = np.nan) -> dict[str, np.ndarray]:  # fmt: skip

@@ -20,6 +20,7 @@ from lstmviz import files, modes, schema
 from lstmviz.atomic import atomic_write
 from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError, TraceError
+from lstmviz.shapes import array_groups
 
 FORMAT_VERSION = 1
 _SAVED_KINDS = "fiubU"  # numbers, booleans, text: nothing that needs pickle
@@ -88,22 +89,20 @@ class GradientTrace:
     def __repr__(self) -> str:
         """The mode, the loss and the keys grouped by shape; values only of scalars and of
         text lists (`layer_names`)."""
-        groups: dict[str, list[str]] = {}
-        scalars = []
-        for key in self.keys():
-            value = np.asarray(self.arrays[key])
-            if value.ndim == 0:
-                scalars.append(f"{key}={_scalar_text(value)}")
-            elif value.ndim == 1 and value.dtype.kind == "U" and value.size <= 16:
-                scalars.append(f"{key}={[str(v) for v in value]}")
-            else:
-                shape = f"[{', '.join(map(str, value.shape))}] {value.dtype}"
-                groups.setdefault(shape, []).append(key)
+        groups, shown = array_groups(self.arrays)
+        scalars = [f"{key}={_scalar_text(value)}" if value.ndim == 0
+                   else f"{key}={[str(v) for v in value]}" for key, value in shown]  # fmt: skip
         lines = [f"GradientTrace(mode={self.mode!r}, loss={self.config.loss!r}, "
                  f"{len(self.arrays)} arrays)"]  # fmt: skip
         for shape, keys in groups.items():
             lines += _wrap(f"  {shape}: ", keys)
         return "\n".join(lines + (_wrap("  ", scalars) if scalars else []))
+
+    def _repr_html_(self) -> str:
+        """What Jupyter shows: the summary line, ‖dL/dh_t‖'s extremes, the arrays by shape."""
+        from lstmviz.notebook_html import trace_html
+
+        return trace_html(self)
 
     def keys(self) -> list[str]:
         return sorted(self.arrays)
