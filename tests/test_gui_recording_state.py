@@ -35,6 +35,21 @@ def choose_window(qtbot, bar, lo: int, hi: int) -> None:
         qtbot.keyClick(box, Qt.Key_Return)
 
 
+def stop_a_run(qtbot, window) -> None:
+    """A multi-pass run (a stand-in engine) started, stopped after its first pass and drained;
+    whether its passes are kept is the test's `ask_keep`."""
+    from tests import gui_fakes
+
+    window.worker.engine = functools.partial(gui_fakes.multipass, delay=0.3)
+    try:
+        assert window.start_run(RunConfig(mode="multipass", steps=10, passes=4))
+        qtbot.waitUntil(lambda: window.state.done >= 1, timeout=60_000)
+        window.stop()
+        drain(window)
+    finally:
+        window.worker.engine = None
+
+
 def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
     qtbot, window, errors, fitted, monkeypatch
 ):
@@ -94,8 +109,6 @@ def test_stop_no_shows_the_recording_again_at_the_record_and_window_chosen(
 ):
     from PySide6.QtWidgets import QMessageBox
 
-    from tests import gui_fakes
-
     assert window.open_path(str(fitted))
     drain(window)
     bar, area = window.recording_bar, window.area
@@ -105,14 +118,7 @@ def test_stop_no_shows_the_recording_again_at_the_record_and_window_chosen(
     assert (bar.record(), bar.t_range(), area.record, area.t_range) == (2, (1, 3), 2, (1, 3))
     asked = []
     monkeypatch.setattr(window, "ask_keep", lambda done: asked.append(done) or QMessageBox.No)
-    window.worker.engine = functools.partial(gui_fakes.multipass, delay=0.3)
-    try:
-        assert window.start_run(RunConfig(mode="multipass", steps=10, passes=4))
-        qtbot.waitUntil(lambda: window.state.done >= 1, timeout=60_000)
-        window.stop()
-        drain(window)
-    finally:
-        window.worker.engine = None
+    stop_a_run(qtbot, window)
     assert asked and not window.state.running and not errors
     assert window.recording is not None and window.recording.path == fitted
     assert bar.slider.value() == 2 and bar.record() == 2 and bar.t_range() == (1, 3)
@@ -130,13 +136,6 @@ def test_stop_no_shows_the_recording_again_at_the_record_and_window_chosen(
     bar.range_box.setCurrentIndex(0)
     bar.range_box.activated.emit(0)
     drain(window)
-    window.worker.engine = functools.partial(gui_fakes.multipass, delay=0.3)
-    try:
-        assert window.start_run(RunConfig(mode="multipass", steps=10, passes=4))
-        qtbot.waitUntil(lambda: window.state.done >= 1, timeout=60_000)
-        window.stop()
-        drain(window)
-    finally:
-        window.worker.engine = None
+    stop_a_run(qtbot, window)
     assert bar.record() is None and bar.t_range() is None and area.record is None
     assert area.t_range is None and not errors
