@@ -188,9 +188,14 @@ class HeatmapPanel(Panel):
         self.image.setRect(self.cells_rect(shown.shape[1], shown.shape[0]))
         self.bar.setLevels(levels)
 
-    def _label(self, total: int, units: bool, normalise: bool) -> None:
+    def label_bar(self, normalise: bool) -> None:
+        """The colour bar's label: the value, "log₁₀ " before it on a log scale, " / row max"
+        after it when normalised (the forms `bar_label_forms` shortens)."""
         norm = " / row max" if normalise else ""
         self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
+
+    def _label(self, total: int, units: bool, normalise: bool) -> None:
+        self.label_bar(normalise)
         self.plot.setLabel("left", self.row_name + (" (from 0)" if units else ""))
         self.y0 = -0.5 if units else 0.5  # row r centred on its number, r or r + 1
         few = not units and total <= 20  # every row labelled, else the axis's own ticks

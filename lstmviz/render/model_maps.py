@@ -70,8 +70,7 @@ class DirectionRows:
         view.sigYRangeChanged.connect(self.fit_row_labels)
 
     def label_direction_rows(self, total: int, normalise: bool) -> None:
-        norm = " / row max" if normalise else ""
-        self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
+        self.label_bar(normalise)
         self.plot.setLabel("left", "LSTM direction")
         self.plot.getAxis("left").shorter = {"LSTM direction": ("direction",)}  # a short panel's
         self._row_total = total
@@ -147,8 +146,7 @@ class SaliencyHeatmap(HeatmapPanel):
         return None if rows is None else (rows, "sample")
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
-        norm = " / row max" if normalise else ""
-        self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
+        self.label_bar(normalise)
         self.plot.setLabel("left", "sample")
         step = 1 if total <= MAX_ROW_TICKS else max(1, int(np.ceil((total - 1) / 8)))
         samples = list(range(step, total, step))

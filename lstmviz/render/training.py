@@ -127,8 +127,7 @@ class ConnectivityPanel(HeatmapPanel):
             lo = max(lo, hi - 8.0)
         hi = hi if hi > lo else lo + 1.0
         self.show_image(shown, (lo, hi))
-        norm = " / row max" if self.normalise else ""
-        self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
+        self.label_bar(self.normalise)
         self.plot.setLabel("left", "loss term L_t, step t")
         self.plot.getAxis("left").setTicks(None)
 
