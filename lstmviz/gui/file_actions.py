@@ -63,10 +63,8 @@ class FileActions:
         self.params.set_config(trace.config)
         self._reload_sources()
         if trace.mode == "model" and trace.config.model is None:  # a keras.Model in memory
-            model, data = (str(trace.arrays.get(k, "")) for k in ("model_source", "inputs_source"))
-            self.params.show_recorded(f"trace {Path(path).name}", model or "a Keras model",
-                                      data or "data in memory", "computed from a model in "
-                                      "memory (a notebook or model.fit)", "in memory")  # fmt: skip
+            how = "computed from a model in memory (a notebook or model.fit)"
+            self.params.show_recorded(f"trace {Path(path).name}", trace.arrays, how, "in memory")
         self.show_trace(trace, None)
         self.message.setText(f"opened {path}")
         self._add_recent(str(Path(path).resolve()))
@@ -89,7 +87,7 @@ class FileActions:
             return self.open_weights(path, layer)
         opener = {"trace": self.open_trace, "recording": self.open_recording,
                   "inputs": self.open_inputs, "data": self.open_data,
-                  "weights": self.open_weights, "model": self.open_model}[kind]  # fmt: skip
+                  "model": self.open_model}[kind]  # fmt: skip
         return opener(path)
 
     def open_model_dialog(self) -> None:

@@ -427,13 +427,15 @@ class ParamsEditor(QWidget):
         self.widgets["loss"].lineEdit().setPlaceholderText(
             "" if spec.loss or spec.stack else "choose: the model has no compiled loss")
 
-    def show_recorded(self, shown: str, model_source: str, inputs_source: str,
-                      how: str = "recorded during model.fit", tag: str = "recorded") -> None:
+    def show_recorded(self, shown: str, arrays, how: str = "recorded during model.fit",
+                      tag: str = "recorded") -> None:
         """The dock shows `shown` ("recording run.lvz", "trace t.npz") in model mode, made
         (`how`) from a model and data in another process's memory: the Model and Data fields
-        that name no file say what it was made of (`model_source`, `inputs_source`, as its
-        arrays have them, marked `tag`), and that a run from here cannot repeat it. Until the
+        that name no file say what it was made of (its `arrays`' `model_source` and
+        `inputs_source`, marked `tag`), and that a run from here cannot repeat it. Until the
         user sets up a run of their own: another mode, or a file opened or cleared."""
+        model_source = str(arrays.get("model_source", "")) or "a Keras model"
+        inputs_source = str(arrays.get("inputs_source", "")) or "data in memory"
         self.drop_recorded()
         model, data = self.widgets["model"], self.widgets["inputs"]
         if not self.model_mode() or model.path() is not None:

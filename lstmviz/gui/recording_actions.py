@@ -56,11 +56,7 @@ class RecordingActions:
         self._show_recording(recording, trace_changed=True)
         # the model and data the records were made of lived in the training process: the dock
         # names them (while it is as the recording left it), and Run says it cannot repeat them
-        model, data = (
-            str(recording.arrays.get(key, "")) for key in ("model_source", "inputs_source")
-        )
-        self.params.show_recorded(f"recording {Path(path).name}", model or "a Keras model",
-                                  data or "data in memory")  # fmt: skip
+        self.params.show_recorded(f"recording {Path(path).name}", recording.arrays)
         count = len(recording)
         what = "following it while fit writes it" if self.follower.following else "finished"
         self.message.setText(f"recording {Path(path).name}: {count} record"
