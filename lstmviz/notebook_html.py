@@ -22,6 +22,7 @@ import numpy as np
 
 from lstmviz import modes, schema
 from lstmviz.render.layers import layer_names, layer_rows
+from lstmviz.render.model_report import extremes
 from lstmviz.render.records import (
     evolution_lines,
     panel_arrays,
@@ -96,28 +97,18 @@ def recording_html(recording) -> str:
     return _box(parts)
 
 
-def extremes(row: np.ndarray) -> tuple[int, float, int, float] | None:
-    """(t of the largest, largest, t of the smallest, smallest) of a norm over t [T], NaN and
-    Inf left out; None when no value is finite."""
-    row = np.asarray(row, np.float64)
-    finite = np.isfinite(row)
-    if not finite.any():
-        return None
-    t = np.flatnonzero(finite)
-    hi, lo = t[np.argmax(row[t])], t[np.argmin(row[t])]
-    return int(hi), float(row[hi]), int(lo), float(row[lo])
-
-
 def extremes_table(norms: np.ndarray, names: list[str], caption: str = "‖dL/dh_t‖") -> str:
     """A row per direction of `norms` [L, T]: the largest and the smallest ‖dL/dh_t‖ and their
     t, and their ratio, the vanishing (or exploding) gradient in one number."""
     rows = []
     for name, row in zip(names, norms, strict=False):
+        row = np.asarray(row, np.float64)
         found = extremes(row)
         if found is None:
             cells = ["no finite value", "", ""]
         else:
-            hi_t, hi, lo_t, lo = found
+            hi_t, lo_t = found
+            hi, lo = row[hi_t], row[lo_t]
             if lo > 0:
                 # where the smaller one lies: the gradient shrinks or grows going back in time
                 way = (" (shrinks going back in time)" if lo_t < hi_t else

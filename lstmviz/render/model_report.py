@@ -32,7 +32,9 @@ def model_table_html(arrays: Arrays) -> str:
     return f"<p style='margin-top:6px'><b>Model</b></p><pre style='font-size:7pt'>{text}</pre>"
 
 
-def _extremes(values: np.ndarray) -> tuple[int, int] | None:
+def extremes(values: np.ndarray) -> tuple[int, int] | None:
+    """(t of the largest, t of the smallest) of `values` [T], NaN and Inf left out; None when
+    no value is finite."""
     finite = np.flatnonzero(np.isfinite(values))
     if not finite.size:
         return None
@@ -53,7 +55,7 @@ def model_lines(arrays: Arrays) -> list[str]:
             lines.append(f"… and {len(names) - MAX_LINES} more directions")
             continue
         name = names[k]
-        found = _extremes(rows[k])
+        found = extremes(rows[k])
         if found is None:
             lines.append(f"{html.escape(name)}: no finite ‖dL/dh_t‖")
             continue
@@ -76,7 +78,7 @@ def model_lines(arrays: Arrays) -> list[str]:
         lines.append("saturated forget gates (mean over t): " + ", ".join(stuck))
     saliency = saliency_rows(arrays)
     if saliency is not None:
-        found = _extremes(saliency[0])
+        found = extremes(saliency[0])
         if found is not None:
             hi, lo = found
             lines.append(
