@@ -30,6 +30,40 @@ def rng():
 
 # ---- GUI fixtures (Qt imported only by the tests that use them) --------------------------------
 
+# Qt's modal dialogs: each runs an event loop of its own until someone answers, which offscreen
+# nobody does, so one a test did not expect would hang the whole run (until CI's time limit).
+MODAL = {
+    "QMessageBox": ("question", "information", "warning", "critical", "about", "exec"),
+    "QDialog": ("exec",),
+    "QFileDialog": ("getOpenFileName", "getOpenFileNames", "getSaveFileName",
+                    "getExistingDirectory", "exec"),  # fmt: skip
+    "QInputDialog": ("getItem", "getText", "getInt", "getDouble", "exec"),
+}
+
+
+@pytest.fixture(autouse=True)
+def no_unexpected_dialogs(request, monkeypatch):
+    """In tests that use qtbot, a modal dialog the test did not mock (monkeypatch after this
+    fixture) fails the test, naming the dialog, instead of waiting for an answer forever."""
+    if "qtbot" not in request.fixturenames:
+        return
+    from PySide6 import QtWidgets
+
+    def refuse(where: str):
+        def refused(*args, **kwargs):
+            texts = [a for a in args if isinstance(a, str)]
+            shown = getattr(args[0], "text", None) if args else None
+            if callable(shown) and isinstance(shown(), str):
+                texts.append(shown())
+            raise AssertionError(f"unexpected modal dialog {where}: {' | '.join(texts)}")
+
+        return refused
+
+    for name, methods in MODAL.items():
+        for method in methods:
+            monkeypatch.setattr(getattr(QtWidgets, name), method, refuse(f"{name}.{method}"))
+
+
 
 @pytest.fixture
 def errors(monkeypatch):
