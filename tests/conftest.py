@@ -35,8 +35,7 @@ def rng():
 MODAL = {
     "QMessageBox": ("question", "information", "warning", "critical", "about", "exec"),
     "QDialog": ("exec",),
-    "QFileDialog": ("getOpenFileName", "getOpenFileNames", "getSaveFileName",
-                    "getExistingDirectory", "exec"),  # fmt: skip
+    "QFileDialog": ("getOpenFileName", "getOpenFileNames", "getSaveFileName", "exec"),
     "QInputDialog": ("getItem", "getText", "getInt", "getDouble", "exec"),
 }
 
@@ -62,7 +61,6 @@ def no_unexpected_dialogs(request, monkeypatch):
     for name, methods in MODAL.items():
         for method in methods:
             monkeypatch.setattr(getattr(QtWidgets, name), method, refuse(f"{name}.{method}"))
-
 
 
 @pytest.fixture

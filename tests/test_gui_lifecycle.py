@@ -225,3 +225,23 @@ def test_batchwise_files_take_one_weights_file_per_batch_from_the_dialog(
     assert len(errors) == 1 and window.trace is not None
     for k, name in enumerate(("a.npz", "b.npz")):
         np.testing.assert_array_equal(window.trace["kernel"][k], made[name].kernel)
+
+
+def test_batchwise_weights_named_by_a_folder_are_read_again_as_its_files(window, tmp_path):
+    """A config from the CLI may name the per-batch weights as a folder (`--weights DIR`):
+    reopened in the window (a trace, the settings) its files are read, I and H locked."""
+    from lstmviz.weights import random_weights
+
+    rng = np.random.default_rng(0)
+    for name in ("b.npz", "a.npz"):
+        w = random_weights(3, 4, rng)
+        np.savez(tmp_path / name, kernel=w.kernel, recurrent_kernel=w.recurrent_kernel,
+                 bias=w.bias)  # fmt: skip
+    config = RunConfig(mode="batchwise", generator="files", weights=str(tmp_path), batches=2,
+                       input_dim=1, hidden=1)  # fmt: skip
+    window.params.set_config(config)
+    window._reload_sources()
+    widgets = window.params.widgets
+    assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (3, 4)
+    assert not widgets["hidden"].isEnabled()
+    assert window.params.config().weights == f"{tmp_path / 'a.npz'},{tmp_path / 'b.npz'}"

@@ -16,7 +16,7 @@ import numpy as np
 from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError, WeightsError
 from lstmviz.weights import LSTMWeights, random_weights
-from lstmviz.weights.loaders import WEIGHT_SUFFIXES, load_weights
+from lstmviz.weights.loaders import load_weights, weight_files
 
 
 class FixedWeights:
@@ -105,11 +105,7 @@ def weight_paths(spec: str, batches: int) -> list[Path]:
 
     There must be exactly one file per batch.
     """
-    folder = Path(spec)
-    if folder.is_dir():
-        paths = sorted(p for p in folder.iterdir() if p.name.endswith(WEIGHT_SUFFIXES))
-    else:
-        paths = [Path(p) for p in spec.split(",")]
+    paths = weight_files(spec)
     if len(paths) != batches:
         raise ConfigError("--weights", f"{len(paths)} weight file(s), but --batches is "
                           f"{batches}: give one per batch")  # fmt: skip

@@ -16,7 +16,7 @@ from lstmviz.gui.dialogs import ask_to_open, pick_layer
 from lstmviz.inputs import describe_inputs, load_inputs
 from lstmviz.model_data import check_data, load_data
 from lstmviz.trace import GradientTrace
-from lstmviz.weights.loaders import LayerInfo, WeightsFile, bidirectional_pick
+from lstmviz.weights.loaders import LayerInfo, WeightsFile, bidirectional_pick, weight_files
 from lstmviz.weights.model_files import load_model
 
 MAX_RECENT = 8
@@ -280,7 +280,7 @@ class FileActions:
         if not config.weights:
             return False
         if config.mode == "batchwise" and config.generator == "files":
-            done = self.open_batch_weights(config.weights.split(","), name)
+            done = self.open_batch_weights([str(p) for p in weight_files(config.weights)], name)
         else:
             done = self.open_weights(config.weights, name)
         if not done:
@@ -313,7 +313,7 @@ class FileActions:
         if config.weights and Path(config.weights).is_file() and config.mode != "batchwise":
             self.open_weights(config.weights, config.layer or None, quiet=True)
         elif config.weights and config.mode == "batchwise" and config.generator == "files":
-            listed = config.weights.split(",")
+            listed = [str(p) for p in weight_files(config.weights)]
             if all(Path(p).is_file() for p in listed):
                 self.open_batch_weights(listed, config.layer or None, quiet=True)
         if config.model and Path(config.model).is_file() and config.mode == "model":

@@ -37,6 +37,17 @@ _FORMATS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
 # In `files.WEIGHTS` order: longest suffix first (`.weights.h5` before `.h5`).
 _READERS = {suffix: _FORMATS[suffix] for suffix in files.WEIGHTS}
 WEIGHT_SUFFIXES = tuple(_READERS)
+
+
+def weight_files(spec: str) -> list[Path]:
+    """The files a per-batch `--weights` names: comma-separated paths, or a folder's weight
+    files (by `WEIGHT_SUFFIXES`) sorted by name. Nothing is opened."""
+    folder = Path(spec)
+    if folder.is_dir():
+        return sorted(p for p in folder.iterdir() if p.name.endswith(WEIGHT_SUFFIXES))
+    return [Path(p) for p in spec.split(",")]
+
+
 T = TypeVar("T")
 # What a weights description says when `layer=` named a Bidirectional (the CLI repeats it).
 BIDIRECTIONAL_PICK = "a Bidirectional, using its forward half"
