@@ -106,8 +106,13 @@ def test_the_model_panels_show_the_trace(qtbot, trace):
                          for col in e.T])  # fmt: skip
     np.testing.assert_allclose(saliency.data[0], mean, rtol=1e-5)
     token = int(a["x"][2, 3])
-    assert saliency.readout_at(2.2, 4.5).startswith(f"sample 4, t = 2, token {token}: ")
-    assert saliency.readout_at(4.6, 1.5).endswith("(masked)")  # sample 1 is padding at t=5
+    # row 4 is sample 3, numbered as the data's x[:, 3]; so are the axis's labels
+    assert saliency.readout_at(2.2, 4.5).startswith(f"sample 3, t = 2, token {token}: ")
+    left = saliency.plot.getAxis("left")._tickLevels
+    labelled = {text: y for level in left for y, text in level}
+    assert labelled["mean"] == 0.5 and labelled["0"] == 1.5
+    assert labelled[str(a["x"].shape[1] - 1)] == a["x"].shape[1] + 0.5
+    assert saliency.readout_at(4.6, 1.5).endswith("(masked)")  # sample 0 is padding at t=5
 
     gates = GatesPanel()
     units = LayerUnitsHeatmap()

@@ -123,15 +123,16 @@ class LayerHeatmap(DirectionRows, HeatmapPanel):
 
 
 class SaliencyHeatmap(HeatmapPanel):
-    """‖dL/d input_t‖ per sample (rows 1…B) under their mean (row "mean")."""
+    """‖dL/d input_t‖ per sample (rows 1…B, labelled 0…B-1: sample b is the data's x[b])
+    under their mean (row 0, "mean")."""
 
     def __init__(self):
         super().__init__(
             "Input saliency: samples × timesteps",
             "‖dL/d input_t‖: the norm of the gradient at the input of the first LSTM (for token\n"
-            "ids, at their embedding vectors), per sample and step; the top row is the mean\n"
-            "over the samples. Where it is bright, the loss depends on that input; where the\n"
-            "gradient has vanished it is dark. Masked (padding) steps are blank.\n"
+            "ids, at their embedding vectors), per sample (numbered from 0: sample b is x[b])\n"
+            "and step; the top row is their mean. Where it is bright, the loss depends on that\n"
+            "input; where the gradient has vanished it is dark. Masked (padding) steps are blank.\n"
             "Hover for the token id.",
             "‖dL/d input_t‖",
         )
@@ -148,14 +149,15 @@ class SaliencyHeatmap(HeatmapPanel):
     def _label(self, total: int, units: bool, normalise: bool) -> None:
         self.label_bar(normalise)
         self.plot.setLabel("left", "sample")
-        step = 1 if total <= MAX_ROW_TICKS else max(1, int(np.ceil((total - 1) / 8)))
-        samples = list(range(step, total, step))
-        if total - 1 not in samples and total > 1:
-            samples.append(total - 1)
+        count = total - 1  # row b + 1 is sample b, numbered from 0 as in the data's x[b]
+        step = 1 if total <= MAX_ROW_TICKS else max(1, int(np.ceil(count / 8)))
+        samples = list(range(0, count, step))
+        if count and count - 1 not in samples:
+            samples.append(count - 1)
         # "mean" always labelled; the samples while the axis has room for them (pyqtgraph
         # draws a later level's labels only then), every other one first: all of them on one
         # level overlapped in a short panel
-        ticks = [(r + 0.5, str(r)) for r in samples]
+        ticks = [(b + 1.5, str(b)) for b in samples]
         self.plot.getAxis("left").setTicks([[(0.5, "mean")], ticks[1::2], ticks[0::2]])
 
     def readout_at(self, x: float, y: float) -> str:
@@ -169,7 +171,8 @@ class SaliencyHeatmap(HeatmapPanel):
         token_text = "" if token is None else f", token {token}"
         mask = self.arrays.get("mask")
         masked = mask is not None and not bool(np.asarray(mask)[t, r - 1])
-        return f"sample {r}, t = {t}{token_text}: {value}" + (" (masked)" if masked else "")
+        masked_text = " (masked)" if masked else ""
+        return f"sample {r - 1}, t = {t}{token_text}: {value}{masked_text}"
 
 
 class LayerUnitsHeatmap(LayerChoice, HeatmapPanel):
