@@ -1,5 +1,7 @@
-"""No module of lstmviz takes part in an import cycle, counting imports inside functions too
-(read from the sources with `ast`: nothing is imported)."""
+"""lstmviz's imports, read from the sources with `ast` (nothing is imported): no module takes
+part in an import cycle, counting imports inside functions too, and only the window and the CLI
+import the window's package; and (in a fresh interpreter) reading a model file imports neither
+TensorFlow nor Keras."""
 
 import ast
 from pathlib import Path
@@ -99,3 +101,81 @@ def test_every_name_the_package_offers_resolves_and_the_errors_are_one_family():
         assert getattr(lstmviz, name) is not None, name
     for name in ("ConfigError", "InputError", "WeightsError", "ModelError", "TraceError"):
         assert issubclass(getattr(lstmviz, name), lstmviz.LstmvizError)
+
+
+# ---- the window's package: who may import it ------------------------------------------------
+
+# The only modules that may import the window package: the window itself, the CLI that launches
+# it, and the benchmark of the window's own responsiveness (it times MainWindow redraws).
+MAY_IMPORT_GUI = ("lstmviz/gui/", "lstmviz/cli.py", "lstmviz/__main__.py", "bench/bench_gui.py")
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module `path` imports (absolute names; relative imports resolved; `from a import b`
+    counts as a and a.b; importlib.import_module("…") with a literal name too)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(node.args[0].value)
+    return found
+
+
+def imports_gui(path: Path, root: Path = ROOT) -> bool:
+    modules = imported_modules(path, root)
+    return any(m == "lstmviz.gui" or m.startswith("lstmviz.gui.") for m in modules)
+
+
+def test_only_the_window_and_the_cli_import_lstmviz_gui():
+    sources = sorted([*ROOT.glob("lstmviz/**/*.py"), *ROOT.glob("bench/*.py"), ROOT / "main.py"])
+    importers = {p.relative_to(ROOT).as_posix() for p in sources if imports_gui(p)}
+    allowed = {p for p in importers if p.startswith(MAY_IMPORT_GUI)}
+    assert importers - allowed == set()
+    # the check sees real imports: the CLI launches the window, the window imports its parts
+    assert {"lstmviz/cli.py", "lstmviz/gui/main_window.py"} <= importers
+    assert any(p.relative_to(ROOT).as_posix().startswith("lstmviz/render/") for p in sources)
+
+
+def test_import_checker_resolves_relative_and_dynamic_imports(tmp_path):
+    package = tmp_path / "lstmviz" / "render"
+    package.mkdir(parents=True)
+    cases = {
+        "a.py": "from ..gui import main_window\n",
+        "b.py": "from lstmviz import gui\n",
+        "c.py": "import importlib\nimportlib.import_module('lstmviz.gui.app')\n",
+        "d.py": "import lstmviz.gui.worker as w\n",
+        "e.py": "from lstmviz import guide\nfrom . import panel\n",
+    }
+    for name, text in cases.items():
+        (package / name).write_text(text)
+    found = {name: imports_gui(package / name, tmp_path) for name in cases}
+    assert found == {"a.py": True, "b.py": True, "c.py": True, "d.py": True, "e.py": False}
+
+
+def test_reading_models_imports_neither_tensorflow_nor_keras():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, lstmviz.weights.model_files, lstmviz.weights.keras_rebuild; "
+        "print(sorted(m for m in ('tensorflow', 'keras', 'tf_keras') if m in sys.modules))"
+    )
+    # this checkout's lstmviz, via the cwd
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr
