@@ -32,10 +32,12 @@ from lstmviz.render.records import (
     recording_summary,
     steps_of,
 )
-from lstmviz.render.summary import fmt, summary_text
+from lstmviz.render.summary import WARNING_STYLE, fmt, summary_text
 from lstmviz.shapes import array_groups
 
 SHOWN_TEXT = 60  # characters of a text value shown in the arrays table
+# a notebook's theme may be dark: its own error colour, then VS Code's, then one readable on both
+_WARNING = "color:var(--jp-error-color1,var(--vscode-errorForeground,#e5483f))"
 _LOADED = "loaded from file"  # summary_text's part for a run of unknown duration
 
 # Inherit the notebook's colours and font; JupyterLab centres tables and right-aligns cells.
@@ -164,7 +166,7 @@ def _summary(mode: str, arrays, config, seconds: float | None) -> str:
     parts = summary_text(mode, arrays, config, seconds).split(" · ")
     if _LOADED in parts:
         del parts[len(parts) - 1 - parts[::-1].index(_LOADED)]
-    return " · ".join(parts)
+    return " · ".join(parts).replace(WARNING_STYLE, _WARNING)
 
 
 def _norm_rows(arrays) -> tuple[np.ndarray, list[str]] | None:

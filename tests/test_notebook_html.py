@@ -218,6 +218,8 @@ def test_nan_and_inf_are_named_and_left_out_of_the_extremes(taped):
                "norm_h_total": norms_over_t(grad).astype(np.float32)}  # fmt: skip
     page = Page(GradientTrace(taped.mode, taped.config, arrays)._repr_html_())
     assert "⚠ NaN/Inf at t = 4, 7 (2 steps)" in page.text and "no NaN/Inf" not in page.text
+    html = GradientTrace(taped.mode, taped.config, arrays)._repr_html_()
+    assert "color:var(--jp-error-color1," in html and "#c00" not in html  # the theme's red
     norm = norms_over_t(grad)
     assert not np.isfinite(norm[[4, 7]]).any()
     assert facts_table(page)[1] == ["LSTM", *expected_extremes(norm)]

@@ -44,7 +44,7 @@ from lstmviz.gui.run_state import RunState
 from lstmviz.gui.run_view import LOADING, RunView
 from lstmviz.gui.summary import SummaryPanel
 from lstmviz.gui.worker import Worker
-from lstmviz.render.summary import LSTM_KERNEL_TEXT
+from lstmviz.render.summary import LSTM_KERNEL_TEXT, WARNING_STYLE
 from lstmviz.trace import GradientTrace
 
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
@@ -457,7 +457,7 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         if isinstance(result, str):
             text = f"<span style='color:#a60'>{result}</span>"
         else:
-            mark = "✓" if result.ok else "<span style='color:#c00'>✗</span>"
+            mark = "✓" if result.ok else f"<span style='{WARNING_STYLE}'>✗</span>"
             text = (
                 f"{mark} finite differences: worst |Δ| {result.worst_abs:.1e} "
                 f"(rel. {result.worst_rel:.1e}) over {len(result.entries)} entries"

@@ -30,12 +30,13 @@ from lstmviz.render.records import (
     recording_summary,
     steps_of,
 )
+from lstmviz.render.summary import WARNING_STYLE
 from lstmviz.render.values import Arrays
 
 STATUS = {  # what the header says about the file, by state
     "following": "<span style='color:#2a7a2a'>● following: fit is writing it</span>",
     "finished": "finished",
-    "stopped": "<span style='color:#c00'>not followed any more (see the status bar)</span>",
+    "stopped": f"<span style='{WARNING_STYLE}'>not followed any more (see the status bar)</span>",
 }
 
 

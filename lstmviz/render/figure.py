@@ -53,7 +53,7 @@ from lstmviz.render.model_report import model_lines, model_table_html
 from lstmviz.render.panel import Panel, panel_title
 from lstmviz.render.record_panels import RecordHeatmap, RecordLossPanel, RecordNormPanel
 from lstmviz.render.style import STYLE
-from lstmviz.render.summary import fmt, plain, summary_text
+from lstmviz.render.summary import WARNING_STYLE, fmt, plain, summary_text
 from lstmviz.render.svg import as_group, closed_path_fix
 from lstmviz.render.training import ConnectivityPanel, LossPanel
 from lstmviz.render.values import pass_length
@@ -575,7 +575,7 @@ class Figure:
         if bad.size:
             shown = ", ".join(str(int(t)) for t in bad[:10]) + (" …" if bad.size > 10 else "")
             lines.append(
-                f"<span style='color:#c00'>⚠ NaN or Inf at {bad.size} timestep(s): t = {shown}"
+                f"<span style='{WARNING_STYLE}'>⚠ NaN or Inf at {bad.size} timestep(s): t = {shown}"
                 "</span>"
             )
         else:

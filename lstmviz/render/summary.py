@@ -16,6 +16,9 @@ _MODEL_STATE = re.compile(r"layer\d+_(h|c|grad_h_total|grad_c_total|grad_h_direc
 LSTM_KERNEL_TEXT = {"native": "native kernels", "while_loop": "tf.while_loop"}  # lstm_kernel
 
 
+WARNING_STYLE = "color:#c00"  # NaN/Inf found: a red the window's light background shows well
+
+
 def plain(text: str) -> str:
     """Rich text as plain text: tags dropped, entities decoded."""
     return html.unescape(re.sub(r"<[^>]+>", "", text))
@@ -169,10 +172,10 @@ def nonfinite_part(arrays: Arrays) -> str:
             found.append(f"in batch{'es' if batches.size != 1 else ''} {listed}")
         if str(arrays.get("stopped", "")) == "non-finite":
             found.append("training stopped there")
-        return f"<span style='color:#c00'>⚠ {'; '.join(found)}</span>"
+        return f"<span style='{WARNING_STYLE}'>⚠ {'; '.join(found)}</span>"
     if bad:
         listed = ", ".join(f"{n} in {k}" for k, n in list(bad.items())[:3])
-        return f"<span style='color:#c00'>⚠ non-finite values: {listed}</span>"
+        return f"<span style='{WARNING_STYLE}'>⚠ non-finite values: {listed}</span>"
     if checked or floats:
         return "no NaN/Inf ✓"
     return ""
