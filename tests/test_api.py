@@ -42,6 +42,10 @@ def test_tensorflow_import_is_quiet_but_loses_nothing_other_threads_write():
         "threading.Thread(target=other).start()\n"
         "from lstmviz.engine.tfload import tf\n"
         "tf.constant(1.0) + 1.0\n"
+        # a graph with a boolean op, as a masked model's fit and gradient have: oneDNN's
+        # once-per-process error-level notice about DT_BOOL was printed here
+        "tf.function(lambda m: tf.transpose(tf.logical_not(m), [1, 0, 2]))(tf.ones((2, 3, 4),"
+        " tf.bool))\n"
         "print('after', file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -50,6 +50,11 @@ with _quiet_fd2():
     import tensorflow as tf
 
     tf.config.list_physical_devices("GPU")  # the first device query prints CUDA notices
+    # oneDNN's graph rewrite logs an error-level line, once per process, the first time a graph
+    # holds a boolean op it could take ("oneDNN supports DT_BOOL only on platforms with
+    # AVX-512 …", then TensorFlow's own kernel runs): a masked model's fit and gradient do.
+    # One such graph here (~40 ms) spends that line where it is filtered.
+    tf.function(tf.transpose)(tf.constant([[True, False], [False, True]]))
 
 
 def gpu_visible() -> bool:
