@@ -174,3 +174,33 @@ def test_the_pdf_summary_keeps_the_top_layer(count):
     else:
         assert listed == names[:7] + ["lstm_top"]
         assert hidden == [f"… and {count - 8} more directions"]
+
+
+def test_a_short_legend_is_not_rebuilt_on_each_redraw(qtbot, monkeypatch):
+    """With a shorter form shown, a redraw (live runs redraw a few times a second) or a resize
+    to no more room tried the full legend first, clearing and refilling its nine entries and
+    then the short form's: twice per redraw. Now only a larger room tries the full one."""
+    from lstmviz.render.model_curves import LayerNormPanel
+
+    panel = LayerNormPanel()
+    qtbot.addWidget(panel)
+    panel.draw(trace_arrays())
+    panel.show()
+    panel.resize(360, 200)
+    qtbot.waitUntil(lambda: legend_texts(panel)[:1] in (["bidirectional"], ["bi"]), timeout=3_000)
+    qtbot.wait(100)  # the axes take their labels' sizes over a few layouts
+    panel.draw(trace_arrays())  # more room than when the full legend was tried: tried again
+    QApplication.processEvents()
+    shown = legend_texts(panel)
+    cleared = []
+    monkeypatch.setattr(panel.legend, "clear", lambda: cleared.append(1))
+    for _ in range(3):
+        panel.draw(trace_arrays())
+        QApplication.processEvents()
+    panel.resize(355, 195)
+    qtbot.waitUntil(lambda: panel.height() == 195, timeout=3_000)
+    QApplication.processEvents()
+    assert cleared == [] and legend_texts(panel) == shown
+    monkeypatch.undo()
+    panel.resize(900, 500)  # room for the full legend again
+    qtbot.waitUntil(lambda: legend_texts(panel)[:9] == NAMES, timeout=3_000)

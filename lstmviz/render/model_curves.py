@@ -68,6 +68,10 @@ class LayerBox(QComboBox):
 Entries = list[tuple[pg.PlotDataItem, str]]  # a legend: (curve, text) per entry
 
 
+def _entries_key(entries: Entries) -> list[tuple[int, str]]:
+    return [(id(item), text) for item, text in entries]
+
+
 class LegendPanel(Panel):
     """A panel with a legend below its plot that takes as many columns as the width allows;
     given shorter forms of the legend too, it shows the first that fits the plot."""
@@ -83,23 +87,37 @@ class LegendPanel(Panel):
         self.legend.setLabelTextColor(pg.getConfigOption("foreground"))
         self.legend_shown: list[tuple[int, str]] = []
         self.legend_forms: list[Entries] = []
+        # form index → the plot's room (w, h beside its axes) in which that form did not fit:
+        # it is not tried again in a room no larger (no rebuild of its entries per redraw)
+        self.legend_failed: dict[int, tuple[int, int]] = {}
         self.marks = NonFiniteMarks()
         item.addItem(self.marks)
         self.plot.installEventFilter(self)  # a resize: the form that fits may differ
 
     def set_legend(self, entries: Entries, *shorter: Entries) -> None:
         """Show the legend `entries`, else the first of its `shorter` forms that fits."""
-        self.legend_forms = [entries, *shorter]
+        forms = [entries, *shorter]
+        if [_entries_key(f) for f in forms] != [_entries_key(f) for f in self.legend_forms]:
+            self.legend_failed = {}
+        self.legend_forms = forms
         self.fit_legend_form()
 
     def fit_legend_form(self) -> None:
-        for entries in self.legend_forms:
+        plot = self.plot
+        room = (plot.width() - plot.getAxis("left").width(),
+                plot.height() - plot.getAxis("bottom").height())  # fmt: skip
+        last = len(self.legend_forms) - 1
+        for k, entries in enumerate(self.legend_forms):
+            failed = self.legend_failed.get(k)
+            if k < last and failed is not None and room[0] <= failed[0] and room[1] <= failed[1]:
+                continue  # it did not fit in as much room
             self._show_entries(entries)
             if self.legend.isVisible():  # `fit_legend` folds a legend without room
                 return
+            self.legend_failed[k] = room
 
     def _show_entries(self, entries: Entries) -> None:
-        key = [(id(item), text) for item, text in entries]
+        key = _entries_key(entries)
         if key != self.legend_shown:
             self.legend_shown = key
             self.legend.clear()
