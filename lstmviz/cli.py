@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import os
 import queue
 import signal
@@ -522,6 +523,8 @@ def _warn_nonfinite(trace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if not faulthandler.is_enabled():  # a crash in native code (Qt, TensorFlow, the kernels)
+        faulthandler.enable()  # prints where each thread was, for the bug report
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already reported in one line

@@ -443,3 +443,16 @@ def test_help_texts_match_what_the_cli_does(capsys):
     for suffix in files.WEIGHTS:  # every suffix the loaders read
         assert suffix in run["weights"], suffix
     assert "'wrote …'" in run["quiet"]  # --quiet also drops the closing line
+
+
+def test_a_native_crash_says_where_each_thread_was():
+    """A segfault in Qt, TensorFlow or the kernels (exit -11 and nothing else) prints the
+    Python stack of every thread: what a bug report needs."""
+    code = ("import ctypes, sys\n"
+            "from lstmviz.cli import main\n"
+            "main(['run', '--help'])\n"
+            "ctypes.string_at(0)\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)  # fmt: skip
+    assert done.returncode == -11
+    assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr[-500:]
