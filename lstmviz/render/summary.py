@@ -20,8 +20,8 @@ WARNING_STYLE = "color:#c00"  # NaN/Inf found: a red the window's light backgrou
 
 
 def plain(text: str) -> str:
-    """Rich text as plain text: tags dropped, entities decoded."""
-    return html.unescape(re.sub(r"<[^>]+>", "", text))
+    """Rich text as plain text: tags dropped, entities decoded, word joiners gone."""
+    return html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\u2060", "")
 
 
 def fmt(value: float) -> str:
@@ -144,7 +144,8 @@ def reference_part(arrays: Arrays) -> str:
     diff = float(arrays["max_abs_diff_full_vs_reference"])
     scale = max_abs(arrays["grad_h_total"]) if "grad_h_total" in arrays else 1
     mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
-    return f"full = one-pass reference {mark} (max |Δ| {diff:.1e})"
+    # one unit on a wrapped line: no break at its spaces nor after the "|" (word joiner)
+    return f"full = one-pass reference {mark} (max\u00a0|\u2060Δ|\u00a0{diff:.1e})"
 
 
 def nonfinite_part(arrays: Arrays) -> str:
