@@ -151,7 +151,8 @@ class SaliencyHeatmap(HeatmapPanel):
         self.plot.setLabel("left", "sample")
         count = total - 1  # row b + 1 is sample b, numbered from 0 as in the data's x[b]
         step = 1 if total <= MAX_ROW_TICKS else max(1, int(np.ceil(count / 8)))
-        samples = list(range(0, count, step))
+        # every step-th sample; sample 0 only when all are labelled ("mean" is beside it)
+        samples = list(range(step if step > 1 else 0, count, step))
         if count and count - 1 not in samples:
             samples.append(count - 1)
         # "mean" always labelled; the samples while the axis has room for them (pyqtgraph
