@@ -42,16 +42,34 @@ def test_tensorflow_import_is_quiet_but_loses_nothing_other_threads_write():
         "threading.Thread(target=other).start()\n"
         "from lstmviz.engine.tfload import tf\n"
         "tf.constant(1.0) + 1.0\n"
-        # a graph with a boolean op, as a masked model's fit and gradient have: oneDNN's
-        # once-per-process error-level notice about DT_BOOL was printed here
-        "tf.function(lambda m: tf.transpose(tf.logical_not(m), [1, 0, 2]))(tf.ones((2, 3, 4),"
-        " tf.bool))\n"
         "print('after', file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines == ["written meanwhile", "after"], lines
+
+
+def test_a_run_prints_no_native_notice_and_importing_leaves_tensorflow_configurable():
+    """A masked model's fit or gradient printed "E0000 … oneDNN supports DT_BOOL only on
+    platforms with AVX-512 …" (once per process, at the first graph with a boolean op): a run
+    spends it where it is filtered. Importing lstmviz.keras still runs no op, so a notebook can
+    configure TensorFlow's threads and devices after it."""
+    code = (
+        "import sys\n"
+        "import lstmviz.keras\n"
+        "import tensorflow as tf\n"
+        "tf.config.threading.set_intra_op_parallelism_threads(2)\n"  # raises once set up
+        "from lstmviz import RunConfig, run\n"
+        "list(run(RunConfig(mode='taped', steps=3, batch=2, input_dim=2, hidden=3)))\n"
+        "f = tf.function(lambda m: tf.transpose(tf.logical_not(m), [1, 0, 2]))\n"
+        "f(tf.ones((2, 3, 4), tf.bool))\n"
+        "print('after', file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "Warning" not in line]
+    assert lines[-1:] == ["after"] and not any("DT_BOOL" in line for line in lines), lines
 
 
 # ---- what a notebook user meets: repr, keys, errors by name ------------------------------------

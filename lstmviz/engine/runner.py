@@ -50,6 +50,9 @@ def run(
     elif config.mode == "batchwise" and config.generator == "files" and config.weights:
         config, sources = _sized_by_weight_files(config)
     config.check_memory()
+    from lstmviz.engine.tfload import spend_native_notices
+
+    spend_native_notices()
     extra = {"problem": problem} if mode.problem else {}
     items = mode.generator()(config, cancelled=cancelled, keep=keep, **extra)
     return _recorded(items, sources)

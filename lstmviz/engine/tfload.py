@@ -50,11 +50,23 @@ with _quiet_fd2():
     import tensorflow as tf
 
     tf.config.list_physical_devices("GPU")  # the first device query prints CUDA notices
-    # oneDNN's graph rewrite logs an error-level line, once per process, the first time a graph
-    # holds a boolean op it could take ("oneDNN supports DT_BOOL only on platforms with
-    # AVX-512 …", then TensorFlow's own kernel runs): a masked model's fit and gradient do.
-    # One such graph here (~40 ms) spends that line where it is filtered.
-    tf.function(tf.transpose)(tf.constant([[True, False], [False, True]]))
+
+_notices_spent = False
+
+
+def spend_native_notices() -> None:
+    """oneDNN's graph rewrite logs an error-level line, once per process, the first time a
+    graph holds a boolean op it could take ("oneDNN supports DT_BOOL only on platforms with
+    AVX-512 …"; TensorFlow's own kernel then runs): a masked model's fit and gradient do. One
+    such graph here (~40 ms), filtered, spends it. Runs ops, so TensorFlow's runtime is set up
+    after it (threads, devices): called by `runner.run`, never at import (a notebook may still
+    configure TensorFlow after importing lstmviz.keras)."""
+    global _notices_spent
+    if _notices_spent:
+        return
+    _notices_spent = True
+    with _quiet_fd2():
+        tf.function(tf.transpose)(tf.constant([[True, False], [False, True]]))
 
 
 def gpu_visible() -> bool:
@@ -62,4 +74,4 @@ def gpu_visible() -> bool:
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-__all__ = ["tf", "gpu_visible"]
+__all__ = ["tf", "gpu_visible", "spend_native_notices"]
