@@ -523,8 +523,11 @@ def _warn_nonfinite(trace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if not faulthandler.is_enabled():  # a crash in native code (Qt, TensorFlow, the kernels)
-        faulthandler.enable()  # prints where each thread was, for the bug report
+    # a crash in native code (Qt, TensorFlow, the kernels) prints where each thread was, for
+    # the bug report (not without a usable stderr: a launcher may give none)
+    with contextlib.suppress(AttributeError, RuntimeError, ValueError, OSError):
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error already reported in one line

@@ -35,6 +35,7 @@ process leaves at once.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import mmap
 import os
@@ -160,7 +161,8 @@ def serve(connection, folder: str, stop=None) -> None:
     process is gone, run them one at a time, answer on `connection`. `folder` is where the
     runs' files go (each run names its own folder inside). `stop`: a shared integer
     (multiprocessing.RawValue "q") holding the id of a run the window has cancelled."""
-    faulthandler.enable()  # a native crash here says where, on the terminal the app has
+    with contextlib.suppress(AttributeError, RuntimeError, ValueError, OSError):
+        faulthandler.enable()  # a native crash here says where, on the app's terminal
     # Ctrl-C in a terminal reaches the whole process group: the window ends this process.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The window's process comes first when both want the CPU (TensorFlow's threads would
