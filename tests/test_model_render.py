@@ -110,6 +110,7 @@ def test_the_model_panels_show_the_trace(qtbot, trace):
     assert saliency.readout_at(2.2, 4.5).startswith(f"sample 3, t = 2, token {token}: ")
     left = saliency.plot.getAxis("left")._tickLevels
     labelled = {text: y for level in left for y, text in level}
+    assert saliency.plot.getAxis("left").labelText == "sample (from 0)"
     assert labelled["mean"] == 0.5 and labelled["0"] == 1.5
     assert labelled[str(a["x"].shape[1] - 1)] == a["x"].shape[1] + 0.5
     assert saliency.readout_at(4.6, 1.5).endswith("(masked)")  # sample 0 is padding at t=5

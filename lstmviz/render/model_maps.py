@@ -148,7 +148,7 @@ class SaliencyHeatmap(HeatmapPanel):
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
         self.label_bar(normalise)
-        self.plot.setLabel("left", "sample")
+        self.plot.setLabel("left", "sample (from 0)")  # as the units heatmap says
         count = total - 1  # row b + 1 is sample b, numbered from 0 as in the data's x[b]
         step = 1 if total <= MAX_ROW_TICKS else max(1, int(np.ceil(count / 8)))
         # every step-th sample; sample 0 only when all are labelled ("mean" is beside it)
