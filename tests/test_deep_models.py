@@ -105,7 +105,8 @@ def test_a_legend_of_nine_directions_names_the_layers_in_a_short_panel(qtbot, ki
     """The norm panels in the recording view on a 1366×768 screen (~360 × 180 px): nine
     entries (and the faded records') did not fit, and the legend was folded away, naming no
     curve. It now shows an entry per layer in its colour (short names if need be) and one
-    for the dashed backward curves; the whole legend where it fits."""
+    for the dashed backward curves, in less room the layers alone; the whole legend where it
+    fits."""
     from lstmviz.render.model_curves import LayerNormPanel
     from lstmviz.render.record_panels import RecordNormPanel
 
@@ -123,8 +124,10 @@ def test_a_legend_of_nine_directions_names_the_layers_in_a_short_panel(qtbot, ki
         qtbot.waitUntil(lambda h=height: panel.height() == h, timeout=3_000)
         QApplication.processEvents()
         shown.append(legend_texts(panel))
+    least = ["bi", "bi_1", "bi_2", "bi_3", "lstm_4"]  # the layers' colours alone
     assert short in shown and shown[-1], shown  # before: folded at every height
-    assert all(texts in ([], layers, short) for texts in shown), shown
+    assert (least in shown) is recording, shown  # where the faded records' entry takes a row
+    assert all(texts in ([], layers, short, least) for texts in shown), shown
     sample = panel.legend.items[5][0].item
     assert sample.opts["pen"].style() != panel.curves[0].opts["pen"].style()  # dashed
     colors = [item.item.opts["pen"].color().name() for item, _ in panel.legend.items[:5]]

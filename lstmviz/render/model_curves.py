@@ -146,7 +146,8 @@ class DirectionCurves(LegendPanel):
         """`entries` (one per direction, `names` order) and, when a layer has two directions,
         shorter legends (a deep model's nine directions folded the legend away in a short
         panel): an entry per layer in its colour, then "backward (dashed)"; the same with
-        short names ("bi_2") and "backward". `later`: entries after those, (long, short)."""
+        short names ("bi_2") and "backward"; the short layer names alone. `later`: entries after
+        those, (long, short)."""
         groups = layer_groups(self.names)
         legends = [entries + [long for long, _ in later]]
         if not any(backward for _, backward in groups):
@@ -158,6 +159,8 @@ class DirectionCurves(LegendPanel):
             legends.append([*((curve, layer_label(name, short)) for curve, name in first.values()),
                             (self.backward_sample, backward),
                             *(pair[short] for pair in later)])  # fmt: skip
+        # last, in the least room: the layers' colours alone (the hover names every curve)
+        legends.append([(curve, layer_label(name, True)) for curve, name in first.values()])
         return legends
 
     def drawn(self) -> bool:
