@@ -100,6 +100,26 @@ def test_png_grid_is_light_when_pyqtgraphs_own_background_is_black(traces, tmp_p
     assert dark < 0.02, f"{dark:.1%} of the norm plot is near-black"
 
 
+def test_a_part_made_ahead_in_other_colours_is_not_taken(qapp, traces, tmp_path):
+    """A window's plots made ahead (`render.panel.SPARES`) under a black background were taken
+    by a later export, whose norm plot then stayed black (seen when a test window came first)."""
+    import pyqtgraph as pg
+
+    from lstmviz.render.panel import SPARES, plot_widget
+
+    saved = pg.getConfigOption("background")
+    pg.setConfigOptions(background="k")
+    try:
+        spare = SPARES.make(plot_widget)
+        test_png_grid_is_light_when_pyqtgraphs_own_background_is_black(traces, tmp_path)
+        assert spare in SPARES.waiting(plot_widget)  # not taken by the export
+    finally:
+        pg.setConfigOptions(background=saved)
+        for parts in SPARES.made.values():
+            if spare in parts:
+                parts.remove(spare)
+
+
 def test_svg_parses_with_vector_curves_labels_and_embedded_heatmaps(traces, tmp_path):
     trace = traces["taped"]
     path = export(trace, svg=tmp_path / "a.svg", width=1200, height=800, dpi=96)[0]

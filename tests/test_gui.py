@@ -281,6 +281,8 @@ def test_long_curves_are_drawn_aliased_then_thin_on_screen(qtbot):
 def test_panels_are_made_from_the_parts_made_ahead_in_earlier_turns(qtbot, monkeypatch):
     """`PanelArea.prepare` makes each panel's parts (plot, colour bar) in turns of their own
     before the panel, which takes them instead of making its own."""
+    from collections import defaultdict
+
     from lstmviz.gui.panel_area import PanelArea
     from lstmviz.render.heatmaps import colour_bar
     from lstmviz.render.panel import SPARES, plot_widget
@@ -291,16 +293,16 @@ def test_panels_are_made_from_the_parts_made_ahead_in_earlier_turns(qtbot, monke
     original = SPARES.make
 
     def make(factory):
-        original(factory)
-        made.append((factory, SPARES.made[factory][-1]))
+        made.append((factory, original(factory)))
 
     monkeypatch.setattr(SPARES, "make", make)
+    monkeypatch.setattr(SPARES, "made", defaultdict(list))  # none left by earlier windows
     with qtbot.waitSignal(area.drawn, timeout=10_000):
         area.prepare(("norm", "rows"))
     assert [factory for factory, _ in made] == [plot_widget, plot_widget, colour_bar]
     assert area.by_name["norm"].plot is made[0][1] and area.by_name["rows"].plot is made[1][1]
     assert area.by_name["rows"].bar is made[2][1]
-    assert not SPARES.made[plot_widget] and not SPARES.made[colour_bar]
+    assert not SPARES.waiting(plot_widget) and not SPARES.waiting(colour_bar)
 
 
 def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):

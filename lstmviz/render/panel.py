@@ -32,20 +32,34 @@ def plot_widget() -> pg.PlotWidget:
     return pg.PlotWidget(axisItems={side: OpaqueLineAxis(side) for side in SIDES})
 
 
+def _colours() -> tuple[str, ...]:
+    """The pyqtgraph options a part takes its colours from when it is made."""
+    return tuple(str(pg.getConfigOption(name)) for name in ("background", "foreground"))
+
+
 class Spares:
     """Parts of panels made ahead, one per event-loop turn (`PanelArea.prepare`), which the
     panels take when they are made: a heatmap panel made whole took 15-40 ms in one turn (plot
-    and colour bar ~40% each), longer than the window may stall."""
+    and colour bar ~40% each), longer than the window may stall. A part is taken only under
+    the colours it was made with: an export (its own style) took a window's spare, and its
+    plot kept that window's background."""
 
     def __init__(self) -> None:
-        self.made: defaultdict[Callable, list] = defaultdict(list)
+        self.made: defaultdict[tuple[Callable, tuple[str, ...]], list] = defaultdict(list)
 
-    def make(self, factory: Callable) -> None:
-        self.made[factory].append(factory())
+    def waiting(self, factory: Callable) -> list:
+        """The parts `factory` made ahead under the current colours."""
+        return self.made[(factory, _colours())]
+
+    def make(self, factory: Callable):
+        part = factory()
+        self.waiting(factory).append(part)
+        return part
 
     def take(self, factory: Callable):
-        """A part made ahead by `factory`, else a new one."""
-        return self.made[factory].pop() if self.made[factory] else factory()
+        """A part made ahead by `factory` under the current colours, else a new one."""
+        parts = self.waiting(factory)
+        return parts.pop() if parts else factory()
 
 
 SPARES = Spares()
