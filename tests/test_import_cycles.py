@@ -21,21 +21,38 @@ def module_names() -> dict[str, Path]:
     return names
 
 
-def imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The lstmviz modules `name` imports anywhere in its source: `import a.b`, `from a import
-    b` (a.b when it is a module, else a), relative forms resolved."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+def import_statements(path: Path, package: str) -> list[tuple[str, list[str]]]:
+    """Every import in `path`'s source, anywhere (inside functions too), as (module, names):
+    `import a.b` → ("a.b", []); `from a import b, c` → ("a", ["b", "c"]), relative forms
+    resolved against `package`; importlib.import_module("…") with a literal name → (name, [])."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+            found += [(alias.name, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            for alias in node.names:
-                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+            found.append((base, [alias.name for alias in node.names]))
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.append((node.args[0].value, []))
+    return found
+
+
+def imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The lstmviz modules `name` imports anywhere in its source: `import a.b`, `from a import
+    b` (a.b when it is a module, else a), relative forms resolved."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for base, names in import_statements(path, package):
+        found |= {f"{base}.{n}" if f"{base}.{n}" in modules else base for n in names} or {base}
     return {target for target in found if target in modules and target != name}
 
 
@@ -113,27 +130,10 @@ MAY_IMPORT_GUI = ("lstmviz/gui/", "lstmviz/cli.py", "lstmviz/__main__.py", "benc
 def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
     """Every module `path` imports (absolute names; relative imports resolved; `from a import b`
     counts as a and a.b; importlib.import_module("…") with a literal name too)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-        elif (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            found.add(node.args[0].value)
+    for base, names in import_statements(path, package):
+        found |= {base, *(f"{base}.{n}" for n in names)}
     return found
 
 
