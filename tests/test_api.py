@@ -9,6 +9,13 @@ import numpy as np
 import pytest
 
 
+def python_c(code: str) -> subprocess.CompletedProcess:
+    """`code` run by a fresh interpreter (`python -c`), which must exit 0."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_import_is_cheap_and_names_resolve():
     code = (
         "import sys, lstmviz\n"
@@ -18,8 +25,7 @@ def test_import_is_cheap_and_names_resolve():
         "assert callable(lstmviz.taped_gradients)\n"
         "assert 'tensorflow' in sys.modules and 'PySide6' not in sys.modules\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    python_c(code)
 
 
 def test_unknown_name_is_an_attribute_error():
@@ -44,8 +50,7 @@ def test_tensorflow_import_is_quiet_but_loses_nothing_other_threads_write():
         "tf.constant(1.0) + 1.0\n"
         "print('after', file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    done = python_c(code)
     lines = done.stderr.splitlines()
     assert lines == ["written meanwhile", "after"], lines
 
@@ -66,8 +71,7 @@ def test_a_run_prints_no_native_notice_and_importing_leaves_tensorflow_configura
         "f(tf.ones((2, 3, 4), tf.bool))\n"
         "print('after', file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    done = python_c(code)
     lines = [line for line in done.stderr.splitlines() if "Warning" not in line]
     assert lines[-1:] == ["after"] and not any("DT_BOOL" in line for line in lines), lines
 
