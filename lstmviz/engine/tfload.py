@@ -10,6 +10,7 @@ CLI) wrote meanwhile is delayed, never lost. Python exceptions still rise.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
@@ -51,9 +52,8 @@ with _quiet_fd2():
 
     tf.config.list_physical_devices("GPU")  # the first device query prints CUDA notices
 
-_notices_spent = False
 
-
+@functools.cache  # once per process, as TensorFlow logs it
 def spend_native_notices() -> None:
     """oneDNN's graph rewrite logs an error-level line, once per process, the first time a
     graph holds a boolean op it could take ("oneDNN supports DT_BOOL only on platforms with
@@ -61,10 +61,6 @@ def spend_native_notices() -> None:
     such graph here (~40 ms), filtered, spends it. Runs ops, so TensorFlow's runtime is set up
     after it (threads, devices): called by `runner.run`, never at import (a notebook may still
     configure TensorFlow after importing lstmviz.keras)."""
-    global _notices_spent
-    if _notices_spent:
-        return
-    _notices_spent = True
     with _quiet_fd2():
         tf.function(tf.transpose)(tf.constant([[True, False], [False, True]]))
 
