@@ -522,7 +522,17 @@ def _warn_nonfinite(trace) -> None:
     )
 
 
+def _streams_for_a_launcher_without_them() -> None:
+    """A launcher may start the process with no stdout or stderr (sys.stdout/sys.stderr None,
+    as pythonw or a desktop entry does): messages then go to the null device instead of
+    failing to be written."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _streams_for_a_launcher_without_them()
     # a crash in native code (Qt, TensorFlow, the kernels) prints where each thread was, for
     # the bug report (not without a usable stderr: a launcher may give none)
     with contextlib.suppress(AttributeError, RuntimeError, ValueError, OSError):

@@ -456,3 +456,22 @@ def test_a_native_crash_says_where_each_thread_was():
                           cwd=ROOT, timeout=60)  # fmt: skip
     assert done.returncode == -11
     assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr[-500:]
+
+
+def test_a_launcher_without_stdout_or_stderr_still_gets_exit_codes(tmp_path):
+    """Started with no standard streams (sys.stderr None, as pythonw or a desktop entry does),
+    a bad input still exits 2 and a run still writes its trace: writing the message failed
+    with an AttributeError (exit 1)."""
+    out = tmp_path / "t.npz"
+    code = (
+        "import sys; sys.stdout = None; sys.stderr = None\n"
+        "from lstmviz.cli import main\n"
+        f"bad = main(['run', '--steps', '0', '--out', {str(out)!r}])\n"
+        "good = main(['run', '--steps', '3', '--batch', '2', '--hidden', '4',\n"
+        f"             '--out', {str(out)!r}])\n"
+        "sys.__stdout__.write(f'{bad} {good}')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "2 0" and out.exists()
