@@ -145,7 +145,7 @@ def reference_part(arrays: Arrays) -> str:
     scale = max_abs(arrays["grad_h_total"]) if "grad_h_total" in arrays else 1
     mark = "✓" if diff <= 1e-4 * max(scale, 1e-2) else "✗"
     # one unit on a wrapped line: no break at its spaces nor after the "|" (word joiner)
-    return f"full = one-pass reference {mark} (max\u00a0|\u2060Δ|\u00a0{diff:.1e})"
+    return f"full = one-pass reference {mark} (max\u00a0|\u2060Δ|\u2060\u00a0{diff:.1e})"
 
 
 def nonfinite_part(arrays: Arrays) -> str:
