@@ -199,3 +199,57 @@ def test_random_data_of_the_models_shapes_and_cancel(k3):
     assert trace.x.min() >= 1 and trace.x.max() < 20 and trace.y.shape == (5, 1)
     assert trace.config.steps == 7 and trace.config.batch == 5
     assert [type(item) for item in run(config, cancelled=lambda: True)] == [type(updates[0])]
+
+
+def _keras_loss_and_kernel_gradient(model, x, y):
+    """Keras's own: the loss `model.evaluate` reports and its gradient on the LSTM's kernel."""
+    import tensorflow as tf
+
+    lstm = next(layer for layer in model.layers if isinstance(layer, keras.layers.LSTM))
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x, y, model(x, training=False))
+    evaluated = model.evaluate(x, y, batch_size=len(x), verbose=0)
+    return evaluated, tape.gradient(loss, lstm.cell.kernel).numpy(), float(loss)
+
+
+def cubic_error(y, y_pred):
+    return keras.ops.mean(keras.ops.abs(y - y_pred) ** 3, axis=-1)
+
+
+@pytest.mark.parametrize(
+    "case", ["sum", "loss_weights", "ignore_class", "huber_delta", "custom"]
+)
+def test_compile_options_of_the_loss_are_keras_s(case, tmp_path, rng):
+    """The compile's reduction, loss weight, ignore_class and a loss object's arguments are
+    the run's (the recorded loss was the plain mean: 16× too small with reduction "sum", 11/16
+    with ignore_class); checked against Keras's evaluate and tape, live and from a file."""
+    keras.utils.set_random_seed(3)
+    classes = 3 if case == "ignore_class" else 2
+    model = keras.Sequential([keras.Input((6, 3)), keras.layers.LSTM(4),
+                              keras.layers.Dense(classes)])  # fmt: skip
+    x = rng.standard_normal((8, 6, 3)).astype(np.float32)
+    y = rng.standard_normal((8, 2)).astype(np.float32)
+    loss, weights = {
+        "sum": (keras.losses.MeanSquaredError(reduction="sum"), None),
+        "loss_weights": ("mse", [0.5]),
+        "ignore_class": (keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                    ignore_class=0), None),
+        "huber_delta": (keras.losses.Huber(delta=0.1), None),
+        "custom": (cubic_error, None),
+    }[case]  # fmt: skip
+    if case == "ignore_class":
+        y = np.array([0, 1, 2, 0, 1, 2, 2, 0], np.int32)
+    model.compile("sgd", loss, loss_weights=weights)
+    if case == "custom":
+        with pytest.raises(LstmvizError, match="compiled loss 'cubic_error' is not a Keras loss"):
+            model_gradients(model, x, y)
+        return
+    evaluated, kernel_gradient, taped = _keras_loss_and_kernel_gradient(model, x, y)
+    assert abs(evaluated - taped) <= 1e-5 * abs(taped)
+    trace = model_gradients(model, x, y)
+    close(trace["loss"], evaluated, 1e-5, "loss")
+    close(trace["layer0_grad_kernel"], kernel_gradient, 1e-4, "grad_kernel")
+    if case == "huber_delta":
+        return  # Keras's file of it keeps no delta (Huber's config leaves it out)
+    model.save(tmp_path / "m.keras")
+    close(model_gradients(tmp_path / "m.keras", x, y)["loss"], evaluated, 1e-5, "file's loss")

@@ -38,30 +38,42 @@ NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
 @dataclass(frozen=True)
 class ModelLoss:
     """The loss of a model run: a Keras loss `name` with its keyword `args` (as pairs), or,
-    for a stack without a head, a loss on its top output by `LOSSES` name (`hidden`)."""
+    for a stack without a head, a loss on its top output by `LOSSES` name (`hidden`).
+
+    Two of `args` are the compile's, not the loss function's: `reduction` ("sum", else Keras's
+    mean) and `loss_weight` (the compile's `loss_weights` of the one output)."""
 
     name: str
     args: tuple = ()
     hidden: bool = False
 
     def __call__(self, y, y_pred, mask) -> tuple[tf.Tensor, tf.Tensor]:
-        """(per-sample losses [B], the loss): Keras's mean over the batch, over the unmasked
-        steps where the output is a sequence with a mask."""
+        """(per-sample losses [B], the loss) as Keras reduces them: the mean (or sum) over the
+        entries that count — the unmasked steps where the output is a sequence with a mask,
+        the targets not ignored (`ignore_class`) — times the loss weight."""
         if self.hidden:
             return self._hidden(y, y_pred)
         import keras
 
-        values = keras.losses.get(self.name)(y, y_pred, **dict(self.args))  # [B] or [B, T]
+        args = dict(self.args)
+        reduction = args.pop("reduction", "sum_over_batch_size")
+        weight = float(args.pop("loss_weight", 1.0))
+        values = keras.losses.get(self.name)(y, y_pred, **args)  # [B] or [B, T]
+        ignored = getattr(values, "_keras_mask", None)  # False where ignore_class
         values = tf.cast(values, tf.float32)
+        counts = tf.ones_like(values) if ignored is None else tf.cast(ignored, tf.float32)
         if values.shape.rank == 2 and mask is not None:
-            weight = tf.cast(tf.transpose(mask), values.dtype)  # [B, T]
-            per_sample = tf.math.divide_no_nan(
-                tf.reduce_sum(values * weight, 1), tf.reduce_sum(weight, 1)
-            )
-            return per_sample, tf.reduce_sum(values * weight) / tf.reduce_sum(weight)
+            counts *= tf.cast(tf.transpose(mask), tf.float32)  # [B, T]
+        values *= counts
         axes = list(range(1, values.shape.rank))
-        per_sample = tf.reduce_mean(values, axes) if axes else values
-        return per_sample, tf.reduce_mean(values)
+        per_sample = tf.reduce_sum(values, axes) if axes else values
+        loss = tf.reduce_sum(values)
+        if reduction != "sum":
+            per_sample = tf.math.divide_no_nan(
+                per_sample, tf.reduce_sum(counts, axes) if axes else counts
+            )
+            loss = tf.math.divide_no_nan(loss, tf.reduce_sum(counts))
+        return per_sample * weight, loss * weight
 
     def _hidden(self, y, y_pred):
         if self.name == "mean_h":
@@ -94,7 +106,7 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
                f"in {last}; " if given and given != "mean_h" else "")  # fmt: skip
         raise ConfigError(
             "--loss",
-            f"{spec.source}: the model has no compiled loss; {why}give --loss with a Keras "
+            f"{spec.source}: {spec.no_loss}; {why}give --loss with a Keras "
             "loss name (e.g. binary_crossentropy, sparse_categorical_crossentropy, mse)",
         )
     return _keras_loss(given)

@@ -425,7 +425,7 @@ class ParamsEditor(QWidget):
         if spec.loss is None and not spec.stack:  # the user chooses it: no silent default
             self.widgets["loss"].setCurrentText("")
         self.widgets["loss"].lineEdit().setPlaceholderText(
-            "" if spec.loss or spec.stack else "choose: the model has no compiled loss")
+            "" if spec.loss or spec.stack else f"choose: {spec.no_loss}")
 
     def show_recorded(self, shown: str, arrays, how: str = "recorded during model.fit",
                       tag: str = "recorded") -> None:

@@ -349,8 +349,10 @@ _ALIASES = {
     "huber_loss": "huber",
     "bce": "binary_crossentropy",
 }
-# Arguments of a loss object that are not arguments of the loss function.
-_NOT_ARGS = {"name", "reduction", "dtype", "fn"}
+# Arguments of a loss object that are not arguments of the loss function (a reduction other
+# than Keras's mean is kept: `ModelLoss` applies it).
+_NOT_ARGS = {"name", "dtype", "fn"}
+_MEAN_REDUCTIONS = {None, "auto", "sum_over_batch_size", "mean", "mean_with_sample_weight", "none"}
 
 
 def loss_name(name) -> str | None:
@@ -362,13 +364,39 @@ def loss_name(name) -> str | None:
     return key if key in LOSSES else None
 
 
-def compiled_loss(value) -> tuple[str | None, dict]:
+def compiled_loss(value, weights=None) -> tuple[str | None, dict]:
     """(Keras loss name, keyword arguments) of a compiled loss as a config stores it: a name,
-    a serialised loss object or function, or a list/dict of one (a model with one output)."""
+    a serialised loss object or function, or a list/dict of one (a model with one output).
+    `weights`: the compile's `loss_weights` (a number, or a list/dict of one), kept in the
+    arguments as `loss_weight` when not 1; a reduction "sum" is kept as `reduction`."""
+    name, args = _compiled_loss(value)
+    weight = _single(weights)
+    if name is not None and isinstance(weight, int | float) and weight != 1:
+        args["loss_weight"] = float(weight)
+    return name, args
+
+
+def loss_label(value) -> str:
+    """How a compiled loss lstmviz does not know names itself ("my_loss"), or "" when the
+    config has none."""
+    value = _single(value)
+    if isinstance(value, dict):
+        config = value.get("config")
+        named = config if isinstance(config, str) else (config or {}).get("name")
+        value = named or value.get("registered_name") or value.get("class_name")
+    return value if isinstance(value, str) else ""
+
+
+def _single(value):
     if isinstance(value, list | tuple) and len(value) == 1:
-        return compiled_loss(value[0])
+        return _single(value[0])
     if isinstance(value, dict) and "class_name" not in value and len(value) == 1:
-        return compiled_loss(next(iter(value.values())))
+        return _single(next(iter(value.values())))
+    return value
+
+
+def _compiled_loss(value) -> tuple[str | None, dict]:
+    value = _single(value)
     if isinstance(value, str):
         return loss_name(value), {}
     if isinstance(value, dict):
@@ -380,5 +408,7 @@ def compiled_loss(value) -> tuple[str | None, dict]:
             if name is None:
                 return None, {}
             args = {k: v for k, v in config.items() if k not in _NOT_ARGS}
+            if args.get("reduction") in _MEAN_REDUCTIONS:
+                args.pop("reduction", None)
             return name, args
     return None, {}

@@ -12,7 +12,7 @@ import numpy as np
 
 from lstmviz.errors import ModelError
 from lstmviz.weights.found import numeric
-from lstmviz.weights.keras_config import ConfigLayer, ConfigModel, compiled_loss
+from lstmviz.weights.keras_config import ConfigLayer, ConfigModel, compiled_loss, loss_label
 from lstmviz.weights.keras_files import cudnn_lstm_to_keras, h5_child, h5_groups, h5_text, is_cudnn
 from lstmviz.weights.model import LayerSpec, ModelSpec, infer_output_shape
 
@@ -146,11 +146,12 @@ def spec_from_config(
     model: ConfigModel,
     weights: Keras3Weights | LegacyWeights,
     source: str,
-    loss_config,
+    compiled: dict | None,
     keras2: bool,
 ) -> ModelSpec:
     """The ModelSpec of a parsed config. Layers only Keras runs (kind "keras") are allowed
-    with Keras 3 weights; `keras2` marks a Keras 2 file (its hard_sigmoid differs)."""
+    with Keras 3 weights; `keras2` marks a Keras 2 file (its hard_sigmoid differs).
+    `compiled`: the compile config (Keras 3) or training config (Keras 2), or None."""
     allow_keras = isinstance(weights, Keras3Weights)
     inputs = LayerSpec(
         "input", "input", "InputLayer", {"dtype": model.input_dtype}, {}, None, model.input_shape
@@ -163,8 +164,10 @@ def spec_from_config(
     if isinstance(weights, LegacyWeights) and weights.unused():
         names = ", ".join(repr(n) for n in weights.unused())
         raise ModelError(f"layers {names} hold more weight arrays than their config describes")
-    loss, loss_args = compiled_loss(loss_config)
-    return ModelSpec(model.name, source, tuple(layers), loss, loss_args)
+    compiled = compiled if isinstance(compiled, dict) else {}
+    loss, loss_args = compiled_loss(compiled.get("loss"), compiled.get("loss_weights"))
+    unknown = "" if loss else loss_label(compiled.get("loss"))
+    return ModelSpec(model.name, source, tuple(layers), loss, loss_args, unknown_loss=unknown)
 
 
 class _Builder:

@@ -96,8 +96,10 @@ class ModelSpec:
 
     `source`: one line naming the file (or live model) and its format. `loss`: the compiled
     loss as a Keras loss name (e.g. "binary_crossentropy") or None; `loss_args`: its keyword
-    arguments (e.g. {"from_logits": True}). `stack`: LSTM layers read from a weights-only file,
-    with no head (the loss goes on the top layer's h).
+    arguments (e.g. {"from_logits": True}, and the compile's `reduction`/`loss_weight` when
+    not Keras's defaults). `stack`: LSTM layers read from a weights-only file, with no head
+    (the loss goes on the top layer's h). `unknown_loss`: the name of a compiled loss that is
+    not a Keras loss (a custom one), when `loss` is None for that reason.
     """
 
     name: str
@@ -106,10 +108,19 @@ class ModelSpec:
     loss: str | None = None
     loss_args: dict = field(default_factory=dict)
     stack: bool = False
+    unknown_loss: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
         self.check()
+
+    @property
+    def no_loss(self) -> str:
+        """Why a model with a head has no loss lstmviz computes (when `loss` is None)."""
+        if self.unknown_loss:
+            return (f"the model's compiled loss {self.unknown_loss!r} is not a Keras loss "
+                    "lstmviz knows")  # fmt: skip
+        return "the model has no compiled loss"
 
     @property
     def input_shape(self) -> Shape:
@@ -168,7 +179,8 @@ class ModelSpec:
         if self.stack:
             loss = "none (a stack of LSTM layers without a head)"
         elif self.loss is None:
-            loss = "none in the file"
+            loss = f"{self.unknown_loss} (not a Keras loss)" if self.unknown_loss else (
+                "none in the file")
         else:
             args = ", ".join(f"{k}={v!r}" for k, v in self.loss_args.items())
             loss = f"{self.loss}({args})" if args else self.loss

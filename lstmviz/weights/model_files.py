@@ -83,7 +83,7 @@ def spec_from_keras(model) -> ModelSpec:
                     config_model(tree, keras3=True),
                     Keras3Weights(root),
                     f"{where} (Keras 3, in memory)",
-                    (tree.get("compile_config") or {}).get("loss"),
+                    _live_compile_config(model, tree),
                     keras2=False,
                 )
             _check_finite(spec, where)
@@ -92,13 +92,26 @@ def spec_from_keras(model) -> ModelSpec:
         return _call(where, read)
 
 
+def _live_compile_config(model, tree: dict) -> dict:
+    """The compile config of a live model, its loss's arguments completed from the loss
+    object: Keras leaves some out of the loss's config (Huber's `delta`), which a file of
+    the model therefore loses, but the model in memory still has them."""
+    compiled = dict(tree.get("compile_config") or {})
+    loss, arguments = compiled.get("loss"), getattr(model.loss, "_fn_kwargs", None)
+    if isinstance(loss, dict) and isinstance(loss.get("config"), dict) and isinstance(
+        arguments, dict
+    ):
+        compiled["loss"] = {**loss, "config": {**loss["config"], **arguments}}
+    return compiled
+
+
 def _keras_file(path: Path) -> ModelSpec:
     config, data = read_keras_archive(path)
     with h5py.File(io.BytesIO(data), "r") as root:
-        loss = (config.get("compile_config") or {}).get("loss")
+        compiled = config.get("compile_config")
         model = config_model(config, keras3=True)
         return spec_from_config(
-            model, Keras3Weights(root), f"{path}: Keras 3 model (.keras)", loss, keras2=False
+            model, Keras3Weights(root), f"{path}: Keras 3 model (.keras)", compiled, keras2=False
         )
 
 
@@ -109,12 +122,12 @@ def _hdf5_file(path: Path, label: str) -> ModelSpec:
             return _stack(path, label, ".h5")
         version = h5_text(f.attrs.get("keras_version")) or "2"
         training = h5_text(f.attrs.get("training_config"))
-        loss = (json.loads(training) or {}).get("loss") if training else None
+        compiled = json.loads(training) if training else None
         root = h5_child(f, "model_weights")
         model = config_model(json.loads(config), keras3=False)
         source = f"{path}: Keras {version} model ({path.suffix})"
         weights = LegacyWeights(f if root is None else root)
-        return spec_from_config(model, weights, source, loss, keras2=version.startswith("2"))
+        return spec_from_config(model, weights, source, compiled, keras2=version.startswith("2"))
 
 
 def _stack(path: Path, label: str, suffix: str) -> ModelSpec:
