@@ -20,6 +20,7 @@ from __future__ import annotations
 from lstmviz.engine.tfload import tf  # isort: skip
 
 import contextlib
+import json
 import os
 import random
 import time
@@ -178,10 +179,13 @@ class GradientFlowCallback(keras.callbacks.Callback):
     def _live(self) -> _LiveModel:
         if self.model is None:
             raise LstmvizError(f"{WHERE}: no model yet: pass the callback to model.fit first")
-        if self._live_model is None:
-            self._live_model = _LiveModel(self.model, *self.data, self.loss)
-        elif self._live_model.model is not self.model:
+        live = self._live_model
+        if live is not None and live.model is not self.model:
             raise LstmvizError(f"{WHERE}: records one model; give another model its own callback")
+        # A model compiled again between two fits may have another loss: model mode is built
+        # anew then, and reused (compiled once) for as long as the loss stays the same.
+        if live is None or live.compiled != _compiled_loss_key(self.model):
+            self._live_model = _LiveModel(self.model, *self.data, self.loss)
         return self._live_model
 
     def _writes(self) -> bool:
@@ -192,6 +196,16 @@ class GradientFlowCallback(keras.callbacks.Callback):
             if replica is not None and int(replica) != 0:
                 return False
         return bool(self.model.distribute_strategy.extended.should_checkpoint)
+
+
+def _compiled_loss_key(model) -> str:
+    """What of the model's compile model mode takes its loss from (the loss, with the
+    arguments Keras leaves out of its config, and the loss weights), as text to compare:
+    cheap (a tenth of a millisecond), so it is checked at every record."""
+    config = model.get_compile_config() or {}
+    parts = [config.get("loss"), config.get("loss_weights"),
+             getattr(model.loss, "_fn_kwargs", None)]  # fmt: skip
+    return json.dumps(parts, sort_keys=True, default=repr)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -223,6 +237,7 @@ class _LiveModel:
         if not model.built:
             raise ModelError(f"{WHERE}: the model is not built yet")
         self.model = model
+        self.compiled = _compiled_loss_key(model)  # the compile it was built for
         with _random_streams_kept():
             spec = spec_from_keras(model)
             config = RunConfig(mode="model", loss=loss or "mean_h", model=None)

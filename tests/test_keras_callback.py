@@ -114,6 +114,25 @@ def test_a_second_fit_goes_on_counting_in_the_same_file(tmp_path):
     assert list(rec.step) == [2, 4, 6, 8, 10] and rec.finished
 
 
+def test_a_model_compiled_again_between_fits_is_recorded_with_its_new_loss(tmp_path):
+    """The second fit recorded the loss the model was first compiled with (model mode built
+    once, for the first compile); the same compile still reuses what was built."""
+    model, (x, y) = tokens_model(), token_data()
+    data = (x[:8], y[:8])
+    callback = GradientFlowCallback(data, tmp_path / "run.lvz", every=5)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    built = callback._live_model
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert callback._live_model is built
+    model.compile(loss="mse", optimizer="adam")
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    mse = model.evaluate(*data, verbose=0, return_dict=True)["loss"]
+    assert list(rec.step) == [5, 10, 15]
+    assert abs(rec.loss[-1] - mse) <= 1e-5 and abs(rec.loss[1] - rec.loss[-1]) > 1e-2
+    assert callback._live_model is not built
+
+
 def test_a_relative_path_is_the_folder_current_when_the_callback_was_made(tmp_path, monkeypatch):
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path)
