@@ -123,8 +123,11 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self._steps_in_epoch = 0
 
     def on_train_batch_end(self, batch: int, logs=None) -> None:
-        # With steps_per_execution > 1 Keras reports the last batch of each execution.
-        self._steps_in_epoch = int(batch) + 1
+        # With steps_per_execution > 1 Keras reports the last batch of each execution, as if
+        # it were whole also when the epoch ends part-way through it: capped at the epoch's
+        # batches (when Keras knows them), the count is the batches that ran.
+        done, steps = int(batch) + 1, (self.params or {}).get("steps")
+        self._steps_in_epoch = min(done, int(steps)) if steps else done
         step = self.step
         if step < self._next:
             return

@@ -308,6 +308,19 @@ def test_with_several_steps_per_execution_a_record_follows_each_multiple(tmp_pat
     assert list(load_recording(tmp_path / "run.lvz").step) == [4, 6, 10]
 
 
+def test_an_epoch_ending_part_way_through_an_execution_counts_the_batches_it_ran(tmp_path):
+    """5 batches an epoch, 4 per execution: Keras reports batch index 7 for the epoch's last
+    execution (batches 5 and 6 never ran); the records were at batches 4, 8, …, 24 of 15."""
+    model, (x, y) = tokens_model(), token_data()
+    model.compile(loss="binary_crossentropy", optimizer="adam", steps_per_execution=4)
+    callback = GradientFlowCallback((x[:8], y[:8]), tmp_path / "run.lvz", every=3)
+    model.fit(x, y, batch_size=8, epochs=3, callbacks=[callback], verbose=0)
+    rec = load_recording(tmp_path / "run.lvz")
+    # Reported: 4, 5 | 9, 10 | 14, 15: the first at or after 3, 6, 9 and 12, then 15.
+    assert list(rec.step) == [4, 9, 14, 15] and list(rec.epoch) == [0, 1, 2, 2]
+    assert callback.step == 15
+
+
 def test_bad_arguments_are_one_line_errors(tmp_path):
     x, y = token_data()
     cases = [
