@@ -201,15 +201,28 @@ def test_random_data_of_the_models_shapes_and_cancel(k3):
     assert [type(item) for item in run(config, cancelled=lambda: True)] == [type(updates[0])]
 
 
-def _keras_loss_and_kernel_gradient(model, x, y):
-    """Keras's own: the loss `model.evaluate` reports and its gradient on the LSTM's kernel."""
+def _keras_loss_and_kernel_gradients(model, x, y):
+    """Keras's own: the loss `model.evaluate` reports, the same loss on a tape (regularizers
+    included, as Keras adds them) and its gradients on each LSTM direction's kernel, in the
+    order of a trace's layer_names."""
     import tensorflow as tf
 
-    lstm = next(layer for layer in model.layers if isinstance(layer, keras.layers.LSTM))
+    kernels = []
+    for layer in model.layers:
+        halves = ([layer.forward_layer, layer.backward_layer]
+                  if isinstance(layer, keras.layers.Bidirectional) else [layer])  # fmt: skip
+        kernels += [half.cell.kernel for half in halves if isinstance(half, keras.layers.LSTM)]
     with tf.GradientTape() as tape:
         loss = model.compute_loss(x, y, model(x, training=False))
     evaluated = model.evaluate(x, y, batch_size=len(x), verbose=0)
-    return evaluated, tape.gradient(loss, lstm.cell.kernel).numpy(), float(loss)
+    assert abs(evaluated - float(loss)) <= 1e-5 * abs(float(loss))
+    return evaluated, [g.numpy() for g in tape.gradient(loss, kernels)]
+
+
+def _check_loss_and_kernels(trace, evaluated, gradients):
+    close(trace["loss"], evaluated, 1e-5, "loss")
+    for k, gradient in enumerate(gradients):
+        close(trace[f"layer{k}_grad_kernel"], gradient, 1e-4, f"layer{k}_grad_kernel")
 
 
 def cubic_error(y, y_pred):
@@ -244,12 +257,78 @@ def test_compile_options_of_the_loss_are_keras_s(case, tmp_path, rng):
         with pytest.raises(LstmvizError, match="compiled loss 'cubic_error' is not a Keras loss"):
             model_gradients(model, x, y)
         return
-    evaluated, kernel_gradient, taped = _keras_loss_and_kernel_gradient(model, x, y)
-    assert abs(evaluated - taped) <= 1e-5 * abs(taped)
-    trace = model_gradients(model, x, y)
-    close(trace["loss"], evaluated, 1e-5, "loss")
-    close(trace["layer0_grad_kernel"], kernel_gradient, 1e-4, "grad_kernel")
+    evaluated, gradients = _keras_loss_and_kernel_gradients(model, x, y)
+    _check_loss_and_kernels(model_gradients(model, x, y), evaluated, gradients)
     if case == "huber_delta":
         return  # Keras's file of it keeps no delta (Huber's config leaves it out)
     model.save(tmp_path / "m.keras")
     close(model_gradients(tmp_path / "m.keras", x, y)["loss"], evaluated, 1e-5, "file's loss")
+
+
+def test_regularization_penalties_are_in_the_loss_as_keras_adds_them(tmp_path, rng):
+    """Weight regularizers (LSTM, Bidirectional halves, Embedding, Dense) and activity
+    regularizers add to the loss and the weight gradients, as in Keras's loss (they were left
+    out: a loss on another scale than the training's); live, .keras and Keras 3's .h5."""
+    keras.utils.set_random_seed(4)
+    r = keras.regularizers
+    model = keras.Sequential([
+        keras.Input((7,), dtype="int32"),
+        keras.layers.Embedding(12, 4, embeddings_regularizer=r.L2(0.01)),
+        keras.layers.LSTM(5, return_sequences=True, kernel_regularizer=r.L2(0.1),
+                          recurrent_regularizer=r.L1(0.05), bias_regularizer=r.L1L2(0.1, 0.2),
+                          activity_regularizer=r.L2(0.3)),
+        keras.layers.Bidirectional(keras.layers.LSTM(3, kernel_regularizer=r.L1(0.02))),
+        keras.layers.Dense(1, kernel_regularizer=r.L2(0.5)),
+    ])  # fmt: skip
+    model.compile("sgd", "mse")
+    x = rng.integers(1, 12, (6, 7)).astype(np.int32)
+    y = rng.standard_normal((6, 1)).astype(np.float32)
+    evaluated, gradients = _keras_loss_and_kernel_gradients(model, x, y)
+    assert len(gradients) == 3  # the first LSTM, then the Bidirectional's halves
+    model.save(tmp_path / "m.keras")
+    model.save(tmp_path / "m.h5")
+    for source in (model, tmp_path / "m.keras", tmp_path / "m.h5"):
+        trace = model_gradients(source, x, y)
+        _check_loss_and_kernels(trace, evaluated, gradients)
+        assert "mean_squared_error + the layers' regularization penalties" in str(
+            trace["model_summary"]), trace["model_summary"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["pooling", "conv"])
+def test_layers_keras_runs_take_and_drop_the_mask_as_in_keras(case, rng):
+    """A layer Keras runs gets the mask (GlobalAveragePooling1D averages the unmasked steps)
+    and drops it where Keras drops it (after Conv1D the next LSTM runs unmasked)."""
+    keras.utils.set_random_seed(5)
+    head = ([keras.layers.GlobalAveragePooling1D()] if case == "pooling" else
+            [keras.layers.Conv1D(4, 3, padding="same"), keras.layers.LSTM(3)])  # fmt: skip
+    model = keras.Sequential([keras.Input((9,), dtype="int32"),
+                              keras.layers.Embedding(15, 4, mask_zero=True),
+                              keras.layers.LSTM(5, return_sequences=True), *head,
+                              keras.layers.Dense(1, activation="sigmoid")])  # fmt: skip
+    model.compile("sgd", "binary_crossentropy")
+    x = rng.integers(1, 15, (5, 9)).astype(np.int32)
+    for b, length in enumerate([9, 6, 4, 2, 7]):
+        x[b, length:] = 0
+    y = rng.integers(0, 2, (5, 1)).astype(np.float32)
+    evaluated, gradients = _keras_loss_and_kernel_gradients(model, x, y)
+    _check_loss_and_kernels(model_gradients(model, x, y), evaluated, gradients)
+
+
+def test_a_model_ending_in_a_layer_keras_runs_takes_targets_of_its_output(tmp_path, rng):
+    """The output shape of a last layer Keras runs comes from Keras (targets of the right
+    shape were refused, and so was the random data drawn without any)."""
+    keras.utils.set_random_seed(6)
+    model = keras.Sequential([keras.Input((8, 3)), keras.layers.LSTM(4, return_sequences=True),
+                              keras.layers.Dense(1, activation="sigmoid"),
+                              keras.layers.Reshape((8,))])  # fmt: skip
+    model.compile("sgd", "binary_crossentropy")
+    x = rng.standard_normal((4, 8, 3)).astype(np.float32)
+    y = rng.integers(0, 2, (4, 8)).astype(np.float32)
+    evaluated, gradients = _keras_loss_and_kernel_gradients(model, x, y)
+    _check_loss_and_kernels(model_gradients(model, x, y), evaluated, gradients)
+    softmax = keras.Sequential([keras.Input((8, 3)), keras.layers.LSTM(4),
+                                keras.layers.Dense(3), keras.layers.Softmax()])  # fmt: skip
+    softmax.compile("sgd", "sparse_categorical_crossentropy")
+    softmax.save(tmp_path / "s.keras")
+    trace = model_gradients(tmp_path / "s.keras")  # random data of the output's shape
+    assert trace["y"].shape == (trace["x"].shape[1],) and np.isfinite(trace["loss"])

@@ -153,6 +153,7 @@ class ModelGradients:
             tape.watch(weights)
             forward = self.forward(x, weights, tape)
             per_sample, value = self.loss(y, forward.output, forward.mask)
+            value += forward.penalty  # as Keras's loss: the compiled one and the penalties
         sources = {}
         for k, direction in enumerate(forward.directions):
             sources |= gradient_sources(direction.probes, direction.weights, direction.h,
@@ -228,6 +229,7 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
     """(loss, x, y, data description) for a run of `spec`: x and y checked (given or read from
     config.inputs / config.targets), or seeded random data of the model's input shape."""
     loss = resolve_loss(spec, config.loss)
+    spec = _with_output_shape(spec)
     source = ""
     if x is None and config.inputs:
         x, y, source = load_data(config.inputs, config.targets)
@@ -252,6 +254,18 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
         raise InputError(f"{where}: the loss {loss.name} needs targets y (in the .npz, or "
                          "--targets Y.npy)")  # fmt: skip
     return loss, x, y, source
+
+
+def _with_output_shape(spec: ModelSpec) -> ModelSpec:
+    """`spec` with its output shape: a file's config does not give the output of a last layer
+    that Keras runs (lstmviz does not model it), so Keras computes it."""
+    last = spec.layers[-1]
+    if last.kind != "keras" or last.output_shape is not None:
+        return spec
+    from lstmviz.weights.keras_rebuild import keras_output_shape
+
+    last = replace(last, output_shape=keras_output_shape(last))
+    return replace(spec, layers=(*spec.layers[:-1], last))
 
 
 def model_bytes(spec: ModelSpec, steps: int, batch: int) -> int:

@@ -63,6 +63,7 @@ class Forward:
     first_input: tf.Tensor | None
     mask: tf.Tensor | None  # the output's (a sequence output's steps the loss skips)
     input_mask: tf.Tensor | None  # the first LSTM's input's
+    penalty: tf.Tensor | float = 0.0  # the layers' regularization penalties, summed
 
 
 def weight_names(spec: ModelSpec) -> list[tuple[str, str]]:
@@ -106,6 +107,7 @@ class ModelForward:
         value, mask, sequence = x, None, True
         directions: list[Direction] = []
         first_input = input_mask = None
+        penalty = 0.0
         for layer in self.spec.layers[1:]:
             w = by_layer.get(layer.name, {})
             kind = layer.kind
@@ -132,20 +134,44 @@ class ModelForward:
             elif kind == "activation":
                 value = _activation(layer.args.get("activation"))(value)
             elif kind == "keras":
-                value, sequence = self._keras(layer, value, sequence)
+                value, sequence, mask = self._keras(layer, value, sequence, mask)
+            if layer.args.get("regularizers"):
+                penalty += self._penalty(layer, w, value, sequence)
             if not sequence:
                 mask = None
         if sequence:
             value = tf.transpose(value, [1, 0, *range(2, value.shape.rank)])
-        return Forward(value, directions, first_input, mask, input_mask)
+        return Forward(value, directions, first_input, mask, input_mask, penalty)
 
-    def _keras(self, layer: LayerSpec, value, sequence: bool):
+    def _penalty(self, layer: LayerSpec, w: dict, value, sequence: bool):
+        """The layer's regularization loss as Keras adds it to the compiled loss: each
+        regularized weight's penalty, and the activity regularizer's on the output (batch-major)
+        divided by the batch size."""
+        import keras
+
+        total = 0.0
+        for key, config in layer.args["regularizers"].items():
+            regularize = keras.regularizers.get(config)
+            if key != "output":
+                total += regularize(w[key])
+                continue
+            batch_major = tf.transpose(value, [1, 0, *range(2, value.shape.rank)]) if (
+                sequence and value.shape.rank >= 2) else value  # fmt: skip
+            total += regularize(batch_major) / tf.cast(tf.shape(batch_major)[0], tf.float32)
+        return total
+
+    def _keras(self, layer: LayerSpec, value, sequence: bool, mask):
+        """(output, whether it is a sequence, its mask): Keras takes the mask as its layers
+        take it and gives the output's (none where the layer drops it, as Conv1D does)."""
         model = self.keras[layer.name]
         batch_major = tf.transpose(value, [1, 0, 2]) if sequence else value
-        out = model(batch_major)
-        if out.shape.rank == 3:
-            return tf.transpose(out, [1, 0, 2]), True
-        return out, False
+        given = None if mask is None or not sequence else tf.transpose(mask) > 0.5  # [B, T]
+        out = model(batch_major, mask=given)
+        if out.shape.rank != 3:
+            return out, False, None
+        kept = getattr(out, "_keras_mask", None)  # bool [B, T]: where Keras keeps it
+        kept = None if kept is None else tf.transpose(tf.cast(kept, tf.float32))
+        return tf.transpose(out, [1, 0, 2]), True, kept
 
     def _direction(self, name: str, w: dict, x, mask, tape, backwards: bool) -> Direction:
         """Run one LSTM direction over x [T, B, I] (read backwards when `backwards`)."""

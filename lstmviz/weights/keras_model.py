@@ -210,6 +210,10 @@ class _Builder:
             return self._keras(config, f"TimeDistributed({_inner(config)[0]})")
         else:
             return self._keras(config)
+        found = {key: value for key, value in _regularizers(cls, config).items()
+                 if key == "output" or key in weights}  # fmt: skip
+        if found:
+            args = {**args, "regularizers": found}
         shape = self.received
         output = infer_output_shape(kind, args, weights, shape) if _fits(kind, shape) else None
         return LayerSpec(self.layer.name, kind, cls, args, weights, shape, output, self.params)
@@ -358,6 +362,31 @@ class _Builder:
 
 class _Unsupported(ModelError):
     """A wrapper around a layer lstmviz does not model (the spec falls back to kind keras)."""
+
+
+_WEIGHT_REGULARIZERS = {
+    "kernel_regularizer": "kernel",
+    "recurrent_regularizer": "recurrent_kernel",
+    "bias_regularizer": "bias",
+    "embeddings_regularizer": "embeddings",
+}
+
+
+def _regularizers(cls: str, config: dict) -> dict:
+    """A layer's regularizers (Keras configs) by what they penalise: a weight's key (a
+    Bidirectional's halves' as "forward/kernel", "backward/kernel"), "output" for the layer's
+    activity regularizer."""
+    found = {"output": config["activity_regularizer"]} if config.get("activity_regularizer") else {}
+    if cls == "Bidirectional":
+        forward = _inner(config)[1] or {}
+        backward = _inner(config, "backward_layer")[1] or forward  # Keras 2: the forward's
+        parts = [("forward/", forward), ("backward/", backward)]
+    else:
+        parts = [("", (_inner(config)[1] or {}) if cls == "TimeDistributed" else config)]
+    for prefix, part in parts:
+        found.update({prefix + weight: part[key] for key, weight in _WEIGHT_REGULARIZERS.items()
+                      if part.get(key)})  # fmt: skip
+    return found
 
 
 def _inner(config: dict, key: str = "layer") -> tuple[str | None, dict | None]:

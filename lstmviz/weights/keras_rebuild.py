@@ -5,6 +5,7 @@ Imports Keras only when called: `import lstmviz.weights.keras_rebuild` stays che
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -18,15 +19,12 @@ from lstmviz.weights.model import LayerSpec
 def keras_layer(spec: LayerSpec):
     """The layer as a built `keras.Model` x -> y, called as the file's model called it (e.g.
     self-attention's (x, x)), holding the file's weights. x and y are batch-major:
-    [B, *spec.input_shape]. Masks pass through as Keras passes them (`model(x, mask=m)`)."""
-    if spec.kind != "keras":
-        raise ModelError(f"layer {spec.label} is of kind {spec.kind!r}, not 'keras'")
-    import keras
+    [B, *spec.input_shape]. Masks pass through as Keras passes them (`model(x, mask=m)`; the
+    output's mask, or none where the layer drops it, on the output as Keras sets it)."""
+    with _rebuilding(spec):
+        import keras
 
-    try:
-        layer = keras.layers.deserialize(spec.args["serialized"])
-        inputs = keras.Input(shape=spec.input_shape)
-        outputs = _call(layer, spec.args.get("call"), inputs)
+        inputs, outputs = _symbolic(spec)
         model = keras.Model(inputs, outputs, name=f"lstmviz_{spec.name.replace('/', '_')}")
         with tempfile.TemporaryDirectory(prefix="lstmviz-") as folder:
             path = Path(folder) / "layer.weights.h5"
@@ -36,10 +34,35 @@ def keras_layer(spec: LayerSpec):
                 for name, value in spec.weights.items():
                     group[name] = value
             model.load_weights(path)
+        return model
+
+
+def keras_output_shape(spec: LayerSpec) -> tuple:
+    """The layer's output shape without the batch axis (None for any length), as Keras
+    computes it from `spec.input_shape`."""
+    with _rebuilding(spec):
+        return tuple(_symbolic(spec)[1].shape[1:])
+
+
+def _symbolic(spec: LayerSpec):
+    import keras
+
+    if spec.kind != "keras":
+        raise ModelError(f"layer {spec.label} is of kind {spec.kind!r}, not 'keras'")
+    layer = keras.layers.deserialize(spec.args["serialized"])
+    inputs = keras.Input(shape=spec.input_shape)
+    return inputs, _call(layer, spec.args.get("call"), inputs)
+
+
+@contextlib.contextmanager
+def _rebuilding(spec: LayerSpec):
+    try:
+        yield
+    except ModelError:
+        raise
     except Exception as exc:  # Keras raises many types for configs it cannot rebuild
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         raise ModelError(f"layer {spec.label}: Keras cannot rebuild it ({text})") from None
-    return model
 
 
 def _call(layer, call: dict | None, x):

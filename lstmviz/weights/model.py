@@ -184,6 +184,8 @@ class ModelSpec:
         else:
             args = ", ".join(f"{k}={v!r}" for k, v in self.loss_args.items())
             loss = f"{self.loss}({args})" if args else self.loss
+            if any(layer.args.get("regularizers") for layer in self.layers):
+                loss += " + the layers' regularization penalties"
         lines.append(f"Input: {what}. Loss: {loss}.")
         return "\n".join(lines)
 
