@@ -36,7 +36,7 @@ from lstmviz.config import RunConfig
 from lstmviz.engine.model import ModelGradients, named_arrays, prepare
 from lstmviz.engine.model_forward import weight_names
 from lstmviz.errors import ConfigError, LstmvizError, ModelError
-from lstmviz.recording import RecordingWriter, record_rows
+from lstmviz.recording import RecordingError, RecordingWriter, load_recording, record_rows
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.model import LayerSpec, ModelSpec
 from lstmviz.weights.model_files import spec_from_keras
@@ -72,6 +72,7 @@ class GradientFlowCallback(keras.callbacks.Callback):
             raise LstmvizError(f"{WHERE}: every must be a positive integer, got {every!r}")
         self.data, self.loss, self.every = data, loss, int(every)
         self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
+        check_replaceable(self.path, WHERE)
         self.writer = RecordingWriter(self.path, self.every)
         self._target = Path(self.path).absolute()  # where the writer writes (RecordingWriter)
         self._written: tuple[int, int] | None = None  # (device, inode) of the file it wrote
@@ -112,6 +113,8 @@ class GradientFlowCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None) -> None:
         self._end_epoch()
+        if self._written is None:  # a file put at the path since the callback was made
+            check_replaceable(self._target, WHERE)
         self._check_file()
         # A model or data it cannot run fails before the first batch; a model that only its
         # first batch builds (no keras.Input) at the first record.
@@ -199,6 +202,27 @@ class GradientFlowCallback(keras.callbacks.Callback):
             if replica is not None and int(replica) != 0:
                 return False
         return bool(self.model.distribute_strategy.extended.should_checkpoint)
+
+
+def check_replaceable(path: Path, flag: str) -> None:
+    """A ConfigError naming `flag` when a file at `path` is not a recording: a new recording
+    replaces an earlier one (a run recorded again), never a file that only has the name. An
+    empty file, holding nothing, is replaced too."""
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return
+    try:
+        load_recording(path, trace=False)
+        return
+    except RecordingError as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+    if not path.is_file():
+        reason = "it is not a regular file"
+    elif files.content(path) != "hdf5":
+        reason = files.wrong_content(path) or "it is not an HDF5 file"
+    elif reason.startswith(("not a recording", "not an lstmviz recording")):
+        reason = "it is an HDF5 file of another kind (a Keras .h5?)"
+    raise ConfigError(flag, f"{path}: is there already and is not a recording lstmviz may "
+                      f"replace ({reason}); move it away or give another path")  # fmt: skip
 
 
 def _compiled_loss_key(model) -> str:

@@ -106,6 +106,7 @@ def refused(source: Path, target: Path) -> None:
 def test_bad_input_is_one_line_and_writes_nothing(workspace, capsys):
     w = workspace
     (w / "garbage.keras").write_bytes(b"PK\x03\x04 not a zip")
+    (w / "notes.lvz").write_text("my notes")
     refused(w / "m.keras", w / "keras2.keras")
     keras.models.load_model(w / "m.keras", compile=False).save_weights(w / "w.weights.h5")
     np.savez(w / "short.npz", x=np.ones((5, 9), np.int32), y=np.ones((4, 1), np.float32))
@@ -119,6 +120,8 @@ def test_bad_input_is_one_line_and_writes_nothing(workspace, capsys):
         ([*data, *rec, "--out", str(w / "t.npz")], "--record: only applies to --mode train "
          "--model FILE"),  # fmt: skip
         ([*model, *data, "--record", str(w / "r.npz")], "recordings end in .lvz"),
+        ([*model, *data, "--record", str(w / "notes.lvz")],
+         f"--record: {w / 'notes.lvz'}: is there already and is not a recording"),
         ([*model, *data, *rec, "--save-model", str(w / "m.keras")], "the same file as --model"),
         ([*model, *data, *rec, "--save-model", str(w / "s.h5")], "saved models end in .keras"),
         ([*model, *data, *rec, "--connectivity"], "does not apply when training a model"),
@@ -138,7 +141,8 @@ def test_bad_input_is_one_line_and_writes_nothing(workspace, capsys):
         assert errors == lines[-1:] and expected in lines[-1], (args, lines)
         assert lines[-1].startswith("lstmviz: error: "), (args, lines)
     assert files_in(w) == {"bare.keras", "m.keras", "d.npz", "garbage.keras", "keras2.keras",
-                           "w.weights.h5", "short.npz", "shape.npz"}  # fmt: skip
+                           "w.weights.h5", "short.npz", "shape.npz", "notes.lvz"}  # fmt: skip
+    assert (w / "notes.lvz").read_text() == "my notes"
 
 
 def test_an_error_inside_fit_is_one_line_naming_the_data(workspace, capsys, monkeypatch):

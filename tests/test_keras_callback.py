@@ -212,6 +212,40 @@ def test_a_fit_too_short_for_a_record_warns(tmp_path):
     assert not (tmp_path / "run.lvz").exists()
 
 
+def test_a_file_that_is_not_a_recording_is_never_replaced(tmp_path):
+    """A text file or another HDF5 file named .lvz was replaced by the recording, without a
+    word. Now: refused, naming the file and what it is, when the callback is made or, for a
+    file put there since, before fit trains; an earlier recording is replaced as before."""
+    model, (x, y) = tokens_model(), token_data()
+    data = (x[:8], y[:8])
+    notes = tmp_path / "notes.lvz"
+    notes.write_text("my precious notes\n")
+    other = tmp_path / "weights.lvz"
+    model.save_weights(tmp_path / "w.weights.h5")
+    other.write_bytes((tmp_path / "w.weights.h5").read_bytes())
+    kinds = ((notes, "it is a text file"), (other, r"an HDF5 file of another kind \(a Keras"))
+    for path, what in kinds:
+        before = path.read_bytes()
+        with pytest.raises(LstmvizError, match=f"{path}: is there already and is not a "
+                           f"recording lstmviz may replace .*{what}") as info:  # fmt: skip
+            GradientFlowCallback(data, path, every=2)
+        assert "\n" not in str(info.value) and path.read_bytes() == before
+    late = tmp_path / "late.lvz"
+    callback = GradientFlowCallback(data, late, every=2)
+    late.write_text("written after the callback was made")
+    weights = [w.copy() for w in model.get_weights()]
+    with pytest.raises(LstmvizError, match="late.lvz: is there already"):
+        model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert late.read_text() == "written after the callback was made"
+    assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights(), strict=True))
+    old = tmp_path / "old.lvz"
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0,
+              callbacks=[GradientFlowCallback(data, old, every=2)])  # fmt: skip
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0,
+              callbacks=[GradientFlowCallback(data, old, every=5)])  # fmt: skip
+    assert list(load_recording(old).step) == [5]  # a new callback starts the file afresh
+
+
 class AtBatch(keras.callbacks.Callback):
     """Calls `action` at the end of training batch `batch` (0-based) of the first epoch."""
 

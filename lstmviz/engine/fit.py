@@ -70,6 +70,9 @@ def run_fit(
     if config.save_model:
         files.check_output(config.save_model, "--save-model", (MODEL_SUFFIX,), "saved models")
     _check_distinct(config)
+    from lstmviz.keras import check_replaceable
+
+    check_replaceable(record, "--record")
     keras.utils.set_random_seed(config.seed)
     model = load_keras_model(config.model)
     x, y, _ = load_data(config.inputs, config.targets)
