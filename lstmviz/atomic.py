@@ -36,8 +36,12 @@ def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]
     has the permissions of the file it replaces, or those a new file gets.
 
     A reader never sees a half-written file, and an interrupted write leaves nothing behind.
+    A symbolic link is written through: the file it points to is replaced (created, for a
+    link to nothing yet) and the link stays, as a plain open() for writing would do.
     """
-    target = Path(path)
+    # Renaming onto the link itself would replace the link with a regular file and leave the
+    # file the user pointed it at as it was.
+    target = Path(os.path.realpath(path))
     try:
         mode = target.stat().st_mode & 0o777
     except OSError:

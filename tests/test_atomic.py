@@ -50,3 +50,24 @@ def test_the_umask_is_never_changed_while_writing(tmp_path, monkeypatch):
 
     threading.Thread(target=write).start()
     assert done.wait(10) and not calls
+
+
+def test_a_symbolic_link_is_written_through_to_its_target(tmp_path):
+    """The link was replaced by a regular file and the file it points to left as it was."""
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "t.npz"
+    real.write_bytes(b"old")
+    real.chmod(0o604)
+    link = tmp_path / "link.npz"
+    link.symlink_to(real)
+    with atomic_write(link) as handle:
+        handle.write(b"new")
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_bytes() == b"new" and real.stat().st_mode & 0o777 == 0o604
+    dangling = tmp_path / "dangling.npz"
+    dangling.symlink_to(tmp_path / "real" / "new.npz")
+    with atomic_path(dangling, suffix=".npz") as tmp:
+        assert tmp.parent == tmp_path / "real"
+        tmp.write_bytes(b"made")
+    assert dangling.is_symlink() and (tmp_path / "real" / "new.npz").read_bytes() == b"made"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling.npz", "link.npz", "real"]

@@ -249,6 +249,22 @@ def test_a_second_writer_of_a_file_takes_it_over_and_the_first_one_stops(tmp_pat
     same_trace(rec.last, model_trace(8, nonfinite=2))
 
 
+def test_a_recording_through_a_symbolic_link_is_written_to_its_target(tmp_path):
+    """The link was replaced by a new recording and the recording it pointed to left as it
+    was; now the link stays and the file it points to is the recording, appended to later."""
+    (tmp_path / "runs").mkdir()
+    real, link = tmp_path / "runs" / "real.lvz", tmp_path / "link.lvz"
+    write(real, [9])
+    link.symlink_to(real)
+    writer = write(link, [1, 2])
+    trace = model_trace(3)
+    writer.append(record_rows(trace, 15, 1), trace)
+    writer.close()
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert list(load_recording(real).step) == [5, 10, 15]
+    assert sorted(p.name for p in real.parent.iterdir()) == ["real.lvz"]
+
+
 def test_a_later_fit_finding_its_file_gone_or_replaced_says_so_and_leaves_it(tmp_path):
     path = tmp_path / "run.lvz"
     writer = write(path, [1, 2])
