@@ -224,3 +224,20 @@ def test_an_exported_training_loss_of_less_than_a_decade_shows_its_scale(qtbot, 
         panel = next(p for p in figure.panels if isinstance(p, LossPanel))
         labels = axis_labels(panel)
         check_drawn(panel, labels)
+
+
+def test_axes_that_count_have_no_ticks_between_whole_numbers(qtbot):
+    """Timesteps, training steps and unit numbers: a sequence of 3 steps had ticks at
+    t = 0.5, 1.5 and 2 units at -0.5, 0.5 (pyqtgraph's finer levels); value axes keep them."""
+    from lstmviz.render.heatmaps import UnitsHeatmap
+    from lstmviz.render.panel import plot_widget
+
+    units = UnitsHeatmap()
+    qtbot.addWidget(units)
+    units.draw({"grad_h_total": np.ones((3, 2, 2), np.float32)}, RunConfig(steps=3, hidden=2))
+    for side, lo, hi in (("bottom", -0.5, 2.5), ("left", -0.5, 1.5)):
+        levels = units.plot.getAxis(side).tickValues(lo, hi, 300)
+        values = [v for _, level in levels for v in level]
+        assert values and all(float(v).is_integer() for v in values), (side, values)
+    values = plot_widget().getAxis("left").tickValues(0.0, 2.0, 300)
+    assert any(not float(v).is_integer() for _, level in values for v in level)

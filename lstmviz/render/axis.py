@@ -230,6 +230,16 @@ class OpaqueLineAxis(pg.AxisItem):
         super().setLogMode(*args, **kwargs)
         self.style.update(LOG_TEXT if self.logMode else self._linear_text)
 
+    counts = False  # the axis counts (timesteps, steps, units): no ticks between integers
+
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802,N803 (pyqtgraph's names)
+        """pyqtgraph's tick levels, on an axis of counts only those a whole number apart (a
+        short sequence had ticks at t = 0.5, 1.5)."""
+        levels = super().tickSpacing(minVal, maxVal, size)
+        if not self.counts or self.logMode:
+            return levels
+        return [(spacing, offset) for spacing, offset in levels if spacing >= 1] or [(1.0, 0.0)]
+
     def logTickValues(self, minVal, maxVal, size, stdTicks):  # noqa: N802,N803
         lo, hi = sorted((float(minVal), float(maxVal)))
         if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo and size > 0):

@@ -207,6 +207,7 @@ class HeatmapPanel(Panel):
             ticks = [[(r, str(r)) for r in range(1, total + 1) if (r in major) is level]
                      for level in (True, False)]  # fmt: skip
         self.plot.getAxis("left").setTicks(ticks)
+        self.plot.getAxis("left").counts = units  # unit numbers: none between them
 
     def cells_rect(self, columns: int, rows: int) -> QRectF:
         """Where an image of `rows` × `columns` cells goes in the plot's coordinates."""

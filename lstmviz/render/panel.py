@@ -28,8 +28,11 @@ SIDES = ("left", "bottom")  # the sides with an axis
 
 
 def plot_widget() -> pg.PlotWidget:
-    """A plot with the panels' axes (`OpaqueLineAxis`)."""
-    return pg.PlotWidget(axisItems={side: OpaqueLineAxis(side) for side in SIDES})
+    """A plot with the panels' axes (`OpaqueLineAxis`); the bottom one counts (timesteps or
+    training steps)."""
+    axes = {side: OpaqueLineAxis(side) for side in SIDES}
+    axes["bottom"].counts = True
+    return pg.PlotWidget(axisItems=axes)
 
 
 def _colours() -> tuple[str, ...]:
