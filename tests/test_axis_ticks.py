@@ -241,3 +241,18 @@ def test_axes_that_count_have_no_ticks_between_whole_numbers(qtbot):
         assert values and all(float(v).is_integer() for v in values), (side, values)
     values = plot_widget().getAxis("left").tickValues(0.0, 2.0, 300)
     assert any(not float(v).is_integer() for _, level in values for v in level)
+
+
+def test_a_taped_runs_batch_samples_are_numbered_from_0_as_x_b(qtbot):
+    """Rows of a taped trace are the batch's samples, numbered as the data (sample b is x[b]),
+    as the saliency panel and the units number theirs: they said 1 and 2 for x[0] and x[1]."""
+    from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
+
+    for panel in (RowsHeatmap(), UnitsHeatmap()):
+        qtbot.addWidget(panel)
+        panel.draw({"grad_h_total": np.ones((3, 2, 2), np.float32)}, RunConfig(steps=3, hidden=2))
+        axis = panel.plot.getAxis("left")
+        assert axis.labelText.endswith("(from 0)"), axis.labelText
+        assert [label for level in axis._tickLevels for _, label in level] == ["0", "1"]
+        assert panel.readout_at(1, 0.2).split(",")[0] in ("batch sample 0", "unit 0")
+        assert panel.readout_at(1, 1.2).split(",")[0] in ("batch sample 1", "unit 1")

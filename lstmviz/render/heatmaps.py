@@ -79,7 +79,7 @@ class HeatmapPanel(Panel):
     PARTS = (*Panel.PARTS, colour_bar)
     # Where column 0 and row 0 begin: a timestep's column is centred on its t, where the
     # curves put its point (and the axis's tick t at its centre); rows span r…r+1 unless
-    # `_label` centres them on their numbers (units from 0, passes or steps from 1).
+    # `_label` centres them on their numbers (units and samples from 0, passes or steps from 1).
     x0 = -0.5
     y0 = 0.0
 
@@ -196,18 +196,26 @@ class HeatmapPanel(Panel):
 
     def _label(self, total: int, units: bool, normalise: bool) -> None:
         self.label_bar(normalise)
-        self.plot.setLabel("left", self.row_name + (" (from 0)" if units else ""))
-        self.y0 = -0.5 if units else 0.5  # row r centred on its number, r or r + 1
-        few = not units and total <= 20  # every row labelled, else the axis's own ticks
-        # Rows 1, 5, 10, … as major ticks, the others minor: pyqtgraph draws the minor
-        # labels only while the axis has room for them (no overlap in a short panel).
+        first = self.first_row
+        self.plot.setLabel("left", self.row_name + (" (from 0)" if first == 0 else ""))
+        self.y0 = first - 0.5  # row r centred on its number, r or r + 1
+        self.plot.getAxis("left").counts = True  # rows are numbered: no ticks between
+        # Up to 20 rows every row labelled (rows first, 5, 10, … as major ticks, the others
+        # minor: pyqtgraph draws the minor labels only while the axis has room for them), more
+        # the axis's own ticks.
         ticks = None
-        if few:
-            major = {r for r in range(1, total + 1) if r == 1 or r % 5 == 0 or total <= 5}
-            ticks = [[(r, str(r)) for r in range(1, total + 1) if (r in major) is level]
+        if total <= 20:
+            numbers = range(first, total + first)
+            major = {r for r in numbers if r == first or r % 5 == 0 or total <= 5}
+            ticks = [[(r, str(r)) for r in numbers if (r in major) is level]
                      for level in (True, False)]  # fmt: skip
         self.plot.getAxis("left").setTicks(ticks)
-        self.plot.getAxis("left").counts = units  # unit numbers: none between them
+
+    @property
+    def first_row(self) -> int:
+        """The number of the first row: units and batch samples from 0 (unit j, sample b of
+        x[b]), passes, batches and training steps from 1."""
+        return 0 if self.row_name in ("unit", "batch sample") else 1
 
     def cells_rect(self, columns: int, rows: int) -> QRectF:
         """Where an image of `rows` × `columns` cells goes in the plot's coordinates."""
@@ -225,7 +233,7 @@ class HeatmapPanel(Panel):
         t, r = self.cell_at(x, y)
         if not (0 <= r < self.data.shape[0] and 0 <= t < self.data.shape[1]):
             return ""
-        return f"{self.row_name} {r if self.row_name == 'unit' else r + 1}, t = {t}: " + fmt(
+        return f"{self.row_name} {r + self.first_row}, t = {t}: " + fmt(
             self.data[r, t]
         )
 
