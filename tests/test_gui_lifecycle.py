@@ -245,3 +245,35 @@ def test_batchwise_weights_named_by_a_folder_are_read_again_as_its_files(window,
     assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (3, 4)
     assert not widgets["hidden"].isEnabled()
     assert window.params.config().weights == f"{tmp_path / 'a.npz'},{tmp_path / 'b.npz'}"
+
+
+def test_panels_needed_while_their_modules_import_wait_for_that_import(
+    qtbot, settings, tmp_path, monkeypatch
+):
+    """A trace to show before the importing thread is done (a loaded machine, a fast run):
+    the window waits for the thread instead of importing the same modules beside it, which
+    can hand it modules half made and run PySide's type set-up in two threads at once."""
+    import importlib
+    import threading
+
+    from lstmviz.gui import main_window
+
+    slow = f"lstmviz_test_slow_panels_{tmp_path.name}"
+    (tmp_path / f"{slow}.py").write_text("import time\ntime.sleep(0.5)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(main_window, "PANEL_MODULES", (slow, *main_window.PANEL_MODULES))
+    win = main_window.MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    imported, beside_the_thread = importlib.import_module, []
+
+    def watched(name):
+        if threading.current_thread() is threading.main_thread():
+            beside_the_thread.append(win.importing.is_alive())
+        return imported(name)
+
+    monkeypatch.setattr(importlib, "import_module", watched)
+    win.prepare_panels()
+    assert win.importing.is_alive()
+    assert win.area is not None
+    assert beside_the_thread and not any(beside_the_thread)
+    win.close()

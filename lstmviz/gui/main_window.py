@@ -161,6 +161,11 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
     def area(self):
         """The panels (`gui.panel_area.PanelArea`), made now if they are not yet."""
         if self._area is None:
+            if self.importing is not None:
+                # Their modules are being imported in the thread: wait for it. Importing them
+                # here at the same time could hand this thread modules half made (Python
+                # accepts that between threads) and run PySide's type set-up in two threads.
+                self.importing.join()
             for name in PANEL_MODULES:
                 importlib.import_module(name)
             self._make_area()
