@@ -531,6 +531,21 @@ def _streams_for_a_launcher_without_them() -> None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
 
 
+def _leave(code: int) -> None:
+    """End the app's process with `code` once its window is closed and its work is done:
+    the exit handlers run and the streams are flushed, but Python's own teardown is skipped.
+    It destroys what is left of Qt's and pyqtgraph's objects in an order PySide does not
+    always survive (pyqtgraph's `exit()` does the same), and a crash there would turn a
+    finished session's exit code 0 into -11."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _streams_for_a_launcher_without_them()
     # a crash in native code (Qt, TensorFlow, the kernels) prints where each thread was, for
@@ -547,8 +562,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check_gui_flags(args)
             from lstmviz.gui.app import main as gui_main
 
-            return gui_main(args.files, run=args.run, demo=args.demo, screenshot=args.screenshot,
-                            layer=args.layer)  # fmt: skip
+            _leave(gui_main(args.files, run=args.run, demo=args.demo,
+                            screenshot=args.screenshot, layer=args.layer))  # fmt: skip
         if args.command == "export":
             return _export(args)
         return _run(args)

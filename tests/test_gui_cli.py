@@ -62,3 +62,21 @@ def test_bad_command_lines_exit_2_in_one_line(tmp_path, args, message):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1
     assert lines[0].startswith(f"lstmviz: error: {message}")
+
+
+def test_the_app_leaves_through_its_exit_handlers(tmp_path):
+    """The window's process skips Python's teardown (`cli._leave`: it destroys Qt's and
+    pyqtgraph's leftovers in an order PySide does not always survive) but still runs the exit
+    handlers (a recording is closed there) and says its exit code."""
+    shot, handler = tmp_path / "shot.png", tmp_path / "handler"
+    code = (
+        "import atexit, pathlib, sys\n"
+        f"atexit.register(pathlib.Path({str(handler)!r}).write_text, 'ran')\n"
+        "from lstmviz.cli import main\n"
+        f"sys.exit(main(['gui', '--screenshot', {str(shot)!r}]))\n"
+    )
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert shot.is_file() and handler.read_text() == "ran"
