@@ -297,10 +297,12 @@ def test_regularization_penalties_are_in_the_loss_as_keras_adds_them(tmp_path, r
 @pytest.mark.parametrize("case", ["pooling", "conv"])
 def test_layers_keras_runs_take_and_drop_the_mask_as_in_keras(case, rng):
     """A layer Keras runs gets the mask (GlobalAveragePooling1D averages the unmasked steps)
-    and drops it where Keras drops it (after Conv1D the next LSTM runs unmasked)."""
+    and drops it where Keras drops it (after Conv1D the next LSTM runs unmasked); its
+    regularization losses are in the loss."""
     keras.utils.set_random_seed(5)
     head = ([keras.layers.GlobalAveragePooling1D()] if case == "pooling" else
-            [keras.layers.Conv1D(4, 3, padding="same"), keras.layers.LSTM(3)])  # fmt: skip
+            [keras.layers.Conv1D(4, 3, padding="same", kernel_regularizer="l2",
+                                 activity_regularizer="l1"), keras.layers.LSTM(3)])  # fmt: skip
     model = keras.Sequential([keras.Input((9,), dtype="int32"),
                               keras.layers.Embedding(15, 4, mask_zero=True),
                               keras.layers.LSTM(5, return_sequences=True), *head,

@@ -135,6 +135,9 @@ class ModelForward:
                 value = _activation(layer.args.get("activation"))(value)
             elif kind == "keras":
                 value, sequence, mask = self._keras(layer, value, sequence, mask)
+                # its regularization losses (weights, activity), as Keras adds them
+                penalty += tf.add_n([tf.cast(v, tf.float32) for v in self.keras[layer.name].losses]
+                                    or [tf.zeros([])])  # fmt: skip
             if layer.args.get("regularizers"):
                 penalty += self._penalty(layer, w, value, sequence)
             if not sequence:
