@@ -21,6 +21,7 @@ through its output only), and its weights.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -169,7 +170,9 @@ class ModelForward:
         model = self.keras[layer.name]
         batch_major = tf.transpose(value, [1, 0, 2]) if sequence else value
         given = None if mask is None or not sequence else tf.transpose(mask) > 0.5  # [B, T]
-        out = model(batch_major, mask=given)
+        with warnings.catch_warnings():  # the wrapper's own: its layer takes the mask
+            warnings.filterwarnings("ignore", r"Layer 'lstmviz_.*' \(of type Functional\)")
+            out = model(batch_major, mask=given)
         if out.shape.rank != 3:
             return out, False, None
         kept = getattr(out, "_keras_mask", None)  # bool [B, T]: where Keras keeps it
