@@ -126,7 +126,8 @@ class ModelForward:
             elif kind == "lstm":
                 value, sequence = self._lstm(layer, layer.args, w, value, mask, directions, tape)
             elif kind == "bidirectional":
-                value, sequence = self._bidirectional(layer, w, value, mask, directions, tape)
+                value, sequence, halves = self._bidirectional(layer, w, value, mask, directions,
+                                                              tape)  # fmt: skip
             elif kind in ("dense", "time_distributed_dense"):
                 value = tf.tensordot(value, w["kernel"], 1)
                 if "bias" in w:
@@ -140,25 +141,28 @@ class ModelForward:
                 penalty += tf.add_n([tf.cast(v, tf.float32) for v in self.keras[layer.name].losses]
                                     or [tf.zeros([])])  # fmt: skip
             if layer.args.get("regularizers"):
-                penalty += self._penalty(layer, w, value, sequence)
+                outputs = {"output": value, **(halves if kind == "bidirectional" else {})}
+                penalty += self._penalty(layer, w, outputs, sequence)
             if not sequence:
                 mask = None
         if sequence:
             value = tf.transpose(value, [1, 0, *range(2, value.shape.rank)])
         return Forward(value, directions, first_input, mask, input_mask, penalty)
 
-    def _penalty(self, layer: LayerSpec, w: dict, value, sequence: bool):
+    def _penalty(self, layer: LayerSpec, w: dict, outputs: dict, sequence: bool):
         """The layer's regularization loss as Keras adds it to the compiled loss: each
-        regularized weight's penalty, and the activity regularizer's on the output (batch-major)
-        divided by the batch size."""
+        regularized weight's penalty, and the activity regularizers' on the outputs (the
+        layer's "output", a Bidirectional's halves' "forward/output" and "backward/output"),
+        batch-major, divided by the batch size."""
         import keras
 
         total = 0.0
         for key, config in layer.args["regularizers"].items():
             regularize = keras.regularizers.get(config)
-            if key != "output":
+            if key not in outputs:
                 total += regularize(w[key])
                 continue
+            value = outputs[key]
             batch_major = tf.transpose(value, [1, 0, *range(2, value.shape.rank)]) if (
                 sequence and value.shape.rank >= 2) else value  # fmt: skip
             total += regularize(batch_major) / tf.cast(tf.shape(batch_major)[0], tf.float32)
@@ -214,6 +218,7 @@ class ModelForward:
         return self._output(direction, args, sequence), sequence
 
     def _bidirectional(self, layer: LayerSpec, w: dict, x, mask, directions, tape):
+        """(the merged output, whether it is a sequence, the halves' outputs by name)."""
         sequence = bool(layer.args.get("return_sequences"))
         outputs = []
         for half, backwards_default in (("forward", False), ("backward", True)):
@@ -227,14 +232,15 @@ class ModelForward:
                 out = tf.reverse(out, [0])  # as Keras: the backward half's outputs flipped
             outputs.append(out)
         forward, backward = outputs
+        halves = {"forward/output": forward, "backward/output": backward}
         merge = layer.args.get("merge_mode", "concat")
         if merge == "concat":
-            return tf.concat([forward, backward], -1), sequence
+            return tf.concat([forward, backward], -1), sequence, halves
         if merge == "sum":
-            return forward + backward, sequence
+            return forward + backward, sequence, halves
         if merge == "mul":
-            return forward * backward, sequence
-        return (forward + backward) / 2.0, sequence
+            return forward * backward, sequence, halves
+        return (forward + backward) / 2.0, sequence, halves
 
 
 # Where a gate counts as saturated: a sigmoid gate below 0.01 or above 0.99, |g| above 0.99.

@@ -211,7 +211,7 @@ class _Builder:
         else:
             return self._keras(config)
         found = {key: value for key, value in _regularizers(cls, config).items()
-                 if key == "output" or key in weights}  # fmt: skip
+                 if key.endswith("output") or key in weights}  # fmt: skip
         if found:
             args = {**args, "regularizers": found}
         shape = self.received
@@ -375,7 +375,7 @@ _WEIGHT_REGULARIZERS = {
 def _regularizers(cls: str, config: dict) -> dict:
     """A layer's regularizers (Keras configs) by what they penalise: a weight's key (a
     Bidirectional's halves' as "forward/kernel", "backward/kernel"), "output" for the layer's
-    activity regularizer."""
+    activity regularizer ("forward/output", "backward/output" for its halves')."""
     found = {"output": config["activity_regularizer"]} if config.get("activity_regularizer") else {}
     if cls == "Bidirectional":
         forward = _inner(config)[1] or {}
@@ -386,6 +386,8 @@ def _regularizers(cls: str, config: dict) -> dict:
     for prefix, part in parts:
         found.update({prefix + weight: part[key] for key, weight in _WEIGHT_REGULARIZERS.items()
                       if part.get(key)})  # fmt: skip
+        if prefix and part.get("activity_regularizer"):  # a Bidirectional's half's
+            found[prefix + "output"] = part["activity_regularizer"]
     return found
 
 
