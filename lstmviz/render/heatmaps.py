@@ -134,7 +134,7 @@ class HeatmapPanel(Panel):
         key = (name, width, total, self.log, normalise, id(self.config), self.rows_total is None)
         if self.rows_total is None:  # a finished trace: its whole image, likely made already
             self._key, self._filled, self.row_name = key, rows, name
-            self._label(total, units, normalise)
+            self._label(total, normalise)
             self.data = raw
             self.shown, self._range, levels, self.rgba = finished_image(raw, self.log, normalise)
             if levels != self.levels:
@@ -159,7 +159,7 @@ class HeatmapPanel(Panel):
             self.rgba = np.zeros((total, width, 4), np.uint8)  # transparent
             self._range = (np.inf, -np.inf)
             self.levels = None
-            self._label(total, units, normalise)
+            self._label(total, normalise)
         new = slice(self._filled, rows)
         block = np.asarray(raw[new], np.float64)
         self.data[new] = block
@@ -194,7 +194,7 @@ class HeatmapPanel(Panel):
         norm = " / row max" if normalise else ""
         self.bar.setLabel("right", ("log₁₀ " if self.log else "") + self.value_label + norm)
 
-    def _label(self, total: int, units: bool, normalise: bool) -> None:
+    def _label(self, total: int, normalise: bool) -> None:
         self.label_bar(normalise)
         first = self.first_row
         self.plot.setLabel("left", self.row_name + (" (from 0)" if first == 0 else ""))

@@ -111,7 +111,7 @@ class LayerHeatmap(DirectionRows, HeatmapPanel):
         self.names = layer_names(self.arrays)
         return None if rows is None else (rows, "layer")
 
-    def _label(self, total: int, units: bool, normalise: bool) -> None:
+    def _label(self, total: int, normalise: bool) -> None:
         self.label_direction_rows(total, normalise)
 
     def readout_at(self, x: float, y: float) -> str:
@@ -146,7 +146,7 @@ class SaliencyHeatmap(HeatmapPanel):
         self.samples = 0 if rows is None else len(rows) - 1
         return None if rows is None else (rows, "sample")
 
-    def _label(self, total: int, units: bool, normalise: bool) -> None:
+    def _label(self, total: int, normalise: bool) -> None:
         self.label_bar(normalise)
         self.plot.setLabel("left", "sample (from 0)")  # as the units heatmap says
         count = total - 1  # row b + 1 is sample b, numbered from 0 as in the data's x[b]

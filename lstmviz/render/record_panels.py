@@ -328,7 +328,7 @@ class RecordHeatmap(RecordChoice, DirectionRows, HeatmapPanel):
         else:
             self.mark.hide()
 
-    def _label(self, total: int, units: bool, normalise: bool) -> None:
+    def _label(self, total: int, normalise: bool) -> None:
         self.label_direction_rows(total, normalise)
         self._step_ticks()
 
