@@ -56,7 +56,7 @@ class ModelLoss:
         import keras
 
         args = dict(self.args)
-        reduction = args.pop("reduction", "sum_over_batch_size")
+        summed = args.pop("reduction", None) == "sum"  # else Keras's mean
         weight = float(args.pop("loss_weight", 1.0))
         values = keras.losses.get(self.name)(y, y_pred, **args)  # [B] or [B, T]
         ignored = getattr(values, "_keras_mask", None)  # False where ignore_class
@@ -68,7 +68,7 @@ class ModelLoss:
         axes = list(range(1, values.shape.rank))
         per_sample = tf.reduce_sum(values, axes) if axes else values
         loss = tf.reduce_sum(values)
-        if reduction != "sum":
+        if not summed:
             per_sample = tf.math.divide_no_nan(
                 per_sample, tf.reduce_sum(counts, axes) if axes else counts
             )

@@ -349,10 +349,9 @@ _ALIASES = {
     "huber_loss": "huber",
     "bce": "binary_crossentropy",
 }
-# Arguments of a loss object that are not arguments of the loss function (a reduction other
-# than Keras's mean is kept: `ModelLoss` applies it).
+# Arguments of a loss object that are not arguments of the loss function (a reduction "sum",
+# the one that is not Keras's mean, is kept: `ModelLoss` applies it).
 _NOT_ARGS = {"name", "dtype", "fn"}
-_MEAN_REDUCTIONS = {None, "auto", "sum_over_batch_size", "mean", "mean_with_sample_weight", "none"}
 
 
 def loss_name(name) -> str | None:
@@ -408,7 +407,7 @@ def _compiled_loss(value) -> tuple[str | None, dict]:
             if name is None:
                 return None, {}
             args = {k: v for k, v in config.items() if k not in _NOT_ARGS}
-            if args.get("reduction") in _MEAN_REDUCTIONS:
+            if args.get("reduction") != "sum":
                 args.pop("reduction", None)
             return name, args
     return None, {}
