@@ -39,7 +39,7 @@ from lstmviz.errors import ConfigError, LstmvizError, ModelError
 from lstmviz.recording import RecordingError, RecordingWriter, load_recording, record_rows
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.model import LayerSpec, ModelSpec
-from lstmviz.weights.model_files import spec_from_keras
+from lstmviz.weights.model_files import live_compile_config, spec_from_keras
 
 WHERE = "GradientFlowCallback"
 
@@ -226,13 +226,12 @@ def check_replaceable(path: Path, flag: str) -> None:
 
 
 def _compiled_loss_key(model) -> str:
-    """What of the model's compile model mode takes its loss from (the loss, with the
-    arguments Keras leaves out of its config, and the loss weights), as text to compare:
-    cheap (a tenth of a millisecond), so it is checked at every record."""
-    config = model.get_compile_config() or {}
-    parts = [config.get("loss"), config.get("loss_weights"),
-             getattr(model.loss, "_fn_kwargs", None)]  # fmt: skip
-    return json.dumps(parts, sort_keys=True, default=repr)
+    """What of the model's compile model mode takes its loss from (`live_compile_config`'s
+    loss and loss weights), as text to compare: cheap (a tenth of a millisecond), so it is
+    checked at every record."""
+    config = live_compile_config(model)
+    return json.dumps([config.get("loss"), config.get("loss_weights")], sort_keys=True,
+                      default=repr)  # fmt: skip
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

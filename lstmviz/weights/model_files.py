@@ -83,7 +83,7 @@ def spec_from_keras(model) -> ModelSpec:
                     config_model(tree, keras3=True),
                     Keras3Weights(root),
                     f"{where} (Keras 3, in memory)",
-                    _live_compile_config(model, tree),
+                    live_compile_config(model),
                     keras2=False,
                 )
             _check_finite(spec, where)
@@ -92,11 +92,12 @@ def spec_from_keras(model) -> ModelSpec:
         return _call(where, read)
 
 
-def _live_compile_config(model, tree: dict) -> dict:
-    """The compile config of a live model, its loss's arguments completed from the loss
-    object: Keras leaves some out of the loss's config (Huber's `delta`), which a file of
-    the model therefore loses, but the model in memory still has them."""
-    compiled = dict(tree.get("compile_config") or {})
+def live_compile_config(model) -> dict:
+    """The compile config of a live Keras 3 model (what its file would hold), its loss's
+    arguments completed from the loss object: Keras leaves some out of the loss's config
+    (Huber's `delta`), which a file of the model therefore loses, but the model in memory
+    still has them."""
+    compiled = dict(model.get_compile_config() or {})
     loss, arguments = compiled.get("loss"), getattr(model.loss, "_fn_kwargs", None)
     if isinstance(loss, dict) and isinstance(loss.get("config"), dict) and isinstance(
         arguments, dict
