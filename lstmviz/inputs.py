@@ -11,6 +11,7 @@ from lstmviz import files
 from lstmviz.errors import InputError
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+TRACE_KEY = "config_json"  # the array every trace `.npz` holds (its RunConfig as JSON)
 
 
 def read_numpy(
@@ -67,9 +68,13 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
             f"{path}: unknown input format {path.suffix or '(no extension)'!r} "
             "(use .npy, or .npz with an array 'x')"
         )
-    data = read_numpy(path)
+    data = read_numpy(path, optional=(TRACE_KEY,))
     x = data["x"] if isinstance(data, dict) else data
     python = "time_major=True in Python"
+    if isinstance(data, dict) and TRACE_KEY in data and not time_major:
+        # A trace keeps x time-major: read as batch-major, T and B would swap unnoticed.
+        raise InputError(f"{path}: a trace, whose x is time-major [T, B, I]: add --time-major "
+                         f"({python})")  # fmt: skip
     layout = "[T, B, I]" if time_major else f"[B, T, I] (for [T, B, I]: --time-major, {python})"
     if x.dtype.kind not in "fiu":
         raise InputError(f"{path}: x has dtype {x.dtype}, not numbers")

@@ -14,7 +14,7 @@ import numpy as np
 
 from lstmviz import files
 from lstmviz.errors import InputError
-from lstmviz.inputs import beyond_float32, read_numpy
+from lstmviz.inputs import TRACE_KEY, beyond_float32, read_numpy
 from lstmviz.weights.model import ModelSpec, shape_text
 
 # Losses whose targets are class indices, one-hot rows, or 0/1 labels.
@@ -29,17 +29,21 @@ def _read(path: Path, what: str, keys: tuple[str, ...] = ("x",)) -> np.ndarray |
     the file when it cannot be read (`inputs.read_numpy`)."""
     if files.suffix_of(path, files.INPUTS) is None and not files.missing(path):
         raise InputError(f"{path}: {what} must be .npz (x, y) or .npy")
-    return read_numpy(path, keys, optional=("y",))
+    return read_numpy(path, keys, optional=("y", TRACE_KEY))
 
 
 def load_data(
     path: str | os.PathLike, targets: str | os.PathLike | None = None
 ) -> tuple[np.ndarray, np.ndarray | None, str]:
-    """x, y (None when the files hold none) and one line saying where they came from."""
+    """x, y (None when the files hold none) and one line saying where they came from. A
+    trace's x is time-major ([T, B] or [T, B, I]): it comes batch-major as any x."""
     path = Path(path)
     data = _read(path, "data")
     x, y = (data["x"], data.get("y")) if isinstance(data, dict) else (data, None)
-    described = f"{path}: x {list(x.shape)}"
+    trace = isinstance(data, dict) and TRACE_KEY in data
+    if trace and x.ndim >= 2:
+        x = np.swapaxes(x, 0, 1)
+    described = f"{path}: x {list(x.shape)}" + (" (a trace's x, batch-major)" if trace else "")
     if targets is not None:
         if y is not None:
             raise InputError(f"--targets: {path} already holds y; give one or the other")
@@ -57,7 +61,7 @@ def check_data(spec: ModelSpec, x, y, where: str = "data") -> tuple[np.ndarray, 
     InputError naming the problem: wrong rank or width (with the shape expected), token ids
     outside the vocabulary (the largest id and the vocabulary size), NaN or Inf, a batch
     size that differs between x and y."""
-    x = np.asarray(x)
+    x = _array(x, "x", where)
     expected = (None, *spec.input_shape)
     if x.ndim != len(expected) or any(
         e is not None and e != s for e, s in zip(expected, x.shape, strict=False)
@@ -91,7 +95,7 @@ def check_data(spec: ModelSpec, x, y, where: str = "data") -> tuple[np.ndarray, 
         if not np.isfinite(x).all():
             raise InputError(f"{where}: x holds NaN or Inf")
     if y is not None:
-        y = np.asarray(y)
+        y = _array(y, "y", where)
         if y.dtype.kind not in "fiub":
             raise InputError(f"{where}: y has dtype {y.dtype}, not numbers")
         if y.ndim == 0:
@@ -107,6 +111,16 @@ def check_data(spec: ModelSpec, x, y, where: str = "data") -> tuple[np.ndarray, 
         if y.dtype.kind in "fb":  # the model computes in float32 (ids stay integers)
             y = y.astype(np.float32)
     return np.ascontiguousarray(x), y
+
+
+def _array(value, name: str, where: str) -> np.ndarray:
+    """`value` as a NumPy array, or InputError: a path, nested lists of different lengths."""
+    if isinstance(value, str | os.PathLike):
+        raise InputError(f"{where}: {name} is a path ({value}), not an array: np.load it first")
+    try:
+        return np.asarray(value)
+    except ValueError:
+        raise InputError(f"{where}: {name} is not an array (rows of different lengths?)") from None
 
 
 def random_data(

@@ -67,7 +67,9 @@ def h5_layers(path: Path) -> list[FoundLayer]:
 
 
 def lstm_configs(tree) -> dict[str, dict]:
-    """Layer name -> config of every `LSTM` in a Keras config tree, at any depth."""
+    """Layer name -> config of every `LSTM` in a Keras config tree, at any depth; a
+    Bidirectional's halves also as `<its name>/forward` and `<its name>/backward`: Keras 2
+    names the inner LSTM (`lstm`) otherwise than the halves' weights (`forward_lstm`)."""
     found: dict[str, dict] = {}
 
     def walk(node) -> None:
@@ -76,6 +78,11 @@ def lstm_configs(tree) -> dict[str, dict]:
             name = config.get("name") if isinstance(config, dict) else None
             if node.get("class_name") == "LSTM" and isinstance(name, str):
                 found[name] = config
+            if node.get("class_name") == "Bidirectional" and isinstance(name, str):
+                halves = [config.get("layer"), config.get("backward_layer") or config.get("layer")]
+                for direction, half in zip(("forward", "backward"), halves, strict=True):
+                    if isinstance(half, dict) and isinstance(half.get("config"), dict):
+                        found[f"{name}/{direction}"] = half["config"]
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -113,7 +120,8 @@ def keras3_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
         layer.order = (h5py.h5o.get_info(owner_group.id).addr,)
         if len(arrays) in (2, 3) and len(arrays) == len(variables):
             layer.arrays = dict(zip(_ARRAY_NAMES, arrays, strict=False))
-            layer.problem = _config_problem(name, configs)
+            layer.problem = _config_problem(name, configs, layer.owner, layer.direction)
+            layer.note = layer.note or _reversed(_layer_config(name, configs))
         else:
             layer.problem = f"its cell has {len(variables)} variables; an LSTM cell has 3"
         found.append(layer)
@@ -152,7 +160,6 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
                 if dataset is not None:
                     arrays[key] = numeric(f"{path}/{key}", dataset)
             layer = FoundLayer(name, arrays, aliases=(path,), note=_direction(path))
-            layer.problem = _config_problem(name if name in configs else top_name, configs)
             if is_cudnn(arrays):
                 layer.arrays = dict(zip(_ARRAY_NAMES, cudnn_lstm_to_keras(**arrays), strict=True))
                 layer.note = ", ".join(filter(None, [layer.note, "Keras 2 CuDNNLSTM"]))
@@ -160,6 +167,12 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
             direction = name.partition("_")[0]
             layer.direction = direction if direction in ("forward", "backward") else ""
             layer.owner = parts[-2] if layer.direction and len(parts) > 1 else name
+            owner = layer.owner if layer.direction else ""
+            key = name if name in configs else top_name
+            layer.problem = _config_problem(key, configs, owner, layer.direction)
+            if not layer.direction:
+                reverse = _reversed(_layer_config(key, configs))
+                layer.note = ", ".join(filter(None, [layer.note, reverse]))
             # weight_names lists the layer's arrays, by path below `top`, in the model's order.
             kernel_name = f"{path[len(top_name) + 1 :]}/{names['kernel']}"
             within = weight_names.index(kernel_name) if kernel_name in weight_names else 0
@@ -237,9 +250,30 @@ def _activation(value) -> str:
     return str(value)
 
 
-def _config_problem(name: str, configs: dict[str, dict]) -> str:
+def _layer_config(
+    name: str, configs: dict[str, dict], owner: str = "", direction: str = ""
+) -> dict | None:
+    """The LSTM config of a layer found in the weights (see `lstm_configs`), or None. A half
+    of a Bidirectional (`direction`) is looked up by its wrapper's name (`owner`) first."""
+    return (
+        configs.get(f"{owner}/{direction}")
+        or configs.get(name)
+        or configs.get(name.replace("backward_", "forward_", 1))
+    )
+
+
+def _reversed(config: dict | None) -> str:
+    """The note of an LSTM with go_backwards (lstmviz runs it forward in time), or ""."""
+    if isinstance(config, dict) and config.get("go_backwards") is True:
+        return "go_backwards: Keras runs it on the reversed sequence"
+    return ""
+
+
+def _config_problem(
+    name: str, configs: dict[str, dict], owner: str = "", direction: str = ""
+) -> str:
     """Why the layer's config does not match lstmviz's cell (tanh, sigmoid), or ""."""
-    config = configs.get(name) or configs.get(name.replace("backward_", "forward_", 1))
+    config = _layer_config(name, configs, owner, direction)
     if config is None:
         return ""
     wanted = {"activation": "tanh", "recurrent_activation": "sigmoid"}

@@ -41,10 +41,11 @@ WEIGHT_SUFFIXES = tuple(_READERS)
 
 def weight_files(spec: str) -> list[Path]:
     """The files a per-batch `--weights` names: comma-separated paths, or a folder's weight
-    files (by `WEIGHT_SUFFIXES`) sorted by name. Nothing is opened."""
+    files (by `WEIGHT_SUFFIXES`, in any case) sorted by name. Nothing is opened."""
     folder = Path(spec)
     if folder.is_dir():
-        return sorted(p for p in folder.iterdir() if p.name.endswith(WEIGHT_SUFFIXES))
+        found = (p for p in folder.iterdir() if files.suffix_of(p, WEIGHT_SUFFIXES))
+        return sorted(p for p in found if p.is_file())
     return [Path(p) for p in spec.split(",")]
 
 
@@ -237,6 +238,10 @@ class WeightsFile:
         """One layer's weights and a one-line description; see `read_weights`."""
         path, found = self.path, self.found
         wrapper = ""
+        if layer is not None and not isinstance(layer, str):
+            names = _listing(found) or "none"
+            raise WeightsError(f"{path}: layer must be a name, not a {type(layer).__name__} "
+                               f"(layers: {names})")  # fmt: skip
         if layer is not None:
             pick, wrapper = _named(found, layer)
             if pick is None:

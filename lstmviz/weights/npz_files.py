@@ -29,6 +29,10 @@ def npz_layers(path: Path) -> list[FoundLayer]:
             match = _KEY.match(key)
             if match:
                 groups.setdefault(match["name"] or "", {})[match["array"]] = key
+        trace = "config_json" in data.files  # a trace: its one LSTM's weights, if any
+        if trace and "kernel" not in data.files and "layer0_grad_kernel" in data.files:
+            raise WeightsError("a model-mode trace holds no weights (only their gradients); "
+                               "open the model file it ran")  # fmt: skip
         if set(groups) <= {""}:  # one unnamed layer: every array is needed
             missing = [name for name in _ARRAYS if name not in groups.get("", {})]
             if missing:
@@ -42,6 +46,13 @@ def npz_layers(path: Path) -> list[FoundLayer]:
                 layer.problem = f"missing {', '.join(f'{name}/{m}' for m in missing)}"
             else:
                 layer.arrays = {array: numeric(key, data[key]) for array, key in keys.items()}
+                kernel = layer.arrays["kernel"]
+                if trace and kernel.ndim == 3:
+                    layer.problem = (
+                        f"a per-batch trace: {kernel.shape[0]} weight sets (kernel "
+                        f"{list(kernel.shape)}); save one batch's kernel, recurrent_kernel and "
+                        "bias with np.savez to load it"
+                    )
             owner, _, last = name.rpartition("/")
             if owner and last in ("forward", "backward"):
                 layer.owner, layer.direction = owner, last

@@ -9,6 +9,7 @@ bias = bias_ih + bias_hh; the gate order (i, f, g, o) is Keras's (i, f, c, o). L
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -26,9 +27,35 @@ _KEY = re.compile(
 def safetensors_layers(path: Path) -> list[FoundLayer]:
     from safetensors import safe_open
 
+    arrays = {}
     with safe_open(str(path), framework="numpy") as f:
-        arrays = {key: f.get_tensor(key) for key in f.keys() if _KEY.match(key)}  # noqa: SIM118
+        for key in f.keys():  # noqa: SIM118 (a safe_open handle is not a dict)
+            if not _KEY.match(key):
+                continue
+            dtype = f.get_slice(key).get_dtype()
+            if dtype == "BF16":  # NumPy has no bfloat16: read the raw bytes
+                arrays[key] = _bfloat16(path, key)
+            elif dtype.startswith("F8"):
+                raise WeightsError(f"{key} has dtype {dtype}, which lstmviz does not read")
+            else:
+                arrays[key] = f.get_tensor(key)
     return state_dict_layers(arrays)
+
+
+def _bfloat16(path: Path, key: str) -> np.ndarray:
+    """The BF16 tensor `key` of a safetensors file as float32 (bfloat16 is float32's top 16
+    bits). The layout: an 8-byte little-endian header length, the JSON header giving each
+    tensor's shape and byte range, then the data (safe_open has checked the header)."""
+    with open(path, "rb") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        entry = json.loads(handle.read(size))[key]
+        start, end = entry["data_offsets"]
+        handle.seek(8 + size + start)
+        raw = np.frombuffer(handle.read(end - start), "<u2")
+    count = int(np.prod(entry["shape"], dtype=np.int64))
+    if raw.size != count:
+        raise WeightsError(f"{key}: {raw.size} bfloat16 values for shape {entry['shape']}")
+    return (raw.astype(np.uint32) << 16).view(np.float32).reshape(entry["shape"])
 
 
 def pt_layers(path: Path) -> list[FoundLayer]:
