@@ -33,16 +33,42 @@ def problem_arrays(problem: Problem) -> dict[str, np.ndarray]:
     return arrays
 
 
-def exact_norm(norm: np.ndarray, grad: np.ndarray) -> np.ndarray:
-    """A float32 per-step norm [..., T] computed in a graph, with its non-finite entries
-    recomputed from grad [..., T, B, H] in float64: a float32 overflow of the squares
-    (|g| > 1e19) then gives the true norm, and only NaN or Inf entries a non-finite one."""
-    if np.isfinite(norm).all():
+# A graph's float32 norm below this is recomputed: squares of entries under 1.1e-19 fall below
+# float32's smallest normal number (1.2e-38) and lose digits or flush to zero, so a vanishing
+# gradient of 1e-30 would show a norm of 0. Above it, what the B·H ≤ 2^30 entries of a step can
+# lose (< 2^30 · 1.2e-38) is less than 1e-9 of the squared norm.
+TINY_NORM = 1e-10
+
+
+def exact_norm(norm: np.ndarray, grad, scale: np.float32 | None = None) -> np.ndarray:
+    """A float32 per-step norm [..., T] computed in a graph, with the entries float32 cannot
+    be trusted with recomputed from grad [..., T, B, H] in float64: non-finite ones (the squares
+    overflow for |g| > 1e19) and those below TINY_NORM (they underflow). Only NaN or Inf in grad
+    then give a non-finite norm, and a norm is zero only where grad is. With `scale`, `norm` is
+    that of scale·grad (float32, as a trace stores it) and grad is unscaled."""
+    redo = ~(np.isfinite(norm) & (norm >= TINY_NORM))
+    if not redo.any():
         return norm
+    grad = np.asarray(grad)
+    zero = redo & (norm == 0)
+    if zero.any():  # steps without a nonzero entry (a direct gradient off the loss's steps)
+        redo &= ~zero | grad.reshape(*grad.shape[:-2], -1).any(axis=-1)
+        if not redo.any():
+            return norm
     norm = np.array(norm, np.float32)
-    redo = ~np.isfinite(norm)
-    norm[redo] = step_norm(np.asarray(grad)[redo])
+    for where in _runs(redo):  # slices of a [T] norm, no copies of grad's rows
+        rows = grad[where]
+        norm[where] = step_norm(rows if scale is None else scale * rows)
     return norm
+
+
+def _runs(redo: np.ndarray) -> list:
+    """Indexes of grad's steps where `redo` [..., T] holds: for a [T] mask one slice per run of
+    consecutive steps (vanishing steps come in runs), else the mask itself."""
+    if redo.ndim != 1:
+        return [redo]
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], redo, [False]]).astype(np.int8)))
+    return [slice(start, stop) for start, stop in zip(edges[::2], edges[1::2], strict=True)]
 
 
 def add_norms(arrays: dict[str, np.ndarray], pairs: dict[str, str] = NORMS) -> None:

@@ -62,7 +62,9 @@ def _connectivity(x, h0, c0, kernel, recurrent_kernel, bias, h, c, direct):
         # gh, gc [T-1-s, B, H]: dL_t/dh_s, dL_t/dc_s through step s+1, for t = s+1 .. T-1.
         gh = tf.concat([direct.read(s)[None], gh], 0)  # rows t = s .. T-1
         gc = tf.concat([tf.zeros([1, batch, hidden]), gc], 0)
-        norms = tf.sqrt(tf.reduce_sum(tf.square(gh), axis=[1, 2]))
+        # in float64: float32 squares of the vanishing entries (< 1e-19) would flush to zero
+        wide = tf.cast(gh, tf.float64)
+        norms = tf.cast(tf.sqrt(tf.reduce_sum(tf.square(wide), axis=[1, 2])), tf.float32)
         columns = columns.write(s, tf.concat([tf.zeros([s]), norms], 0))
         rows = steps - s
         h_in, c_in = tf.tile(h_prev.read(s), [rows, 1]), tf.tile(c_prev.read(s), [rows, 1])

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.config import LOSSES, RunConfig, check_fits
+from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity
 from lstmviz.engine.native import kernel_name
@@ -178,7 +179,9 @@ class ModelGradients:
             out[f"{key}_by_layer"] = tf.stack(rows)
         if "grad_input" in named:
             out["grad_input"] = named["grad_input"]
-            out["saliency"] = tf.transpose(tf.norm(named["grad_input"], axis=-1))  # [B, T]
+            # [B, T], in float64: float32 squares of a vanishing gradient (< 1e-19) flush to 0
+            wide = tf.cast(named["grad_input"], tf.float64)
+            out["saliency"] = tf.cast(tf.transpose(tf.norm(wide, axis=-1)), tf.float32)
         if forward.input_mask is not None:
             out["mask"] = forward.input_mask
         return out
@@ -210,6 +213,11 @@ def named_arrays(spec: ModelSpec, named: dict, x: np.ndarray, y) -> dict[str, np
     and `nonfinite_steps`."""
     arrays = {key: np.asarray(value) for key, value in named.items()}
     arrays["loss"] = np.float32(arrays["loss"])
+    for grad, norm in NORMS.items():  # the graph's float32 norms, where they over/underflow
+        rows = arrays[f"{norm}_by_layer"]  # [L, T]
+        arrays[f"{norm}_by_layer"] = np.stack(
+            [exact_norm(row, arrays[f"layer{k}_{grad}"]) for k, row in enumerate(rows)]
+        )
     if "mask" in arrays:
         arrays["mask"] = arrays["mask"] > 0
     arrays["layer_names"] = np.array(spec.lstm_directions())

@@ -202,8 +202,7 @@ class VariableCarry:
 
 def _scaled_norm(scale: np.float32, norm: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """The per-step norm of scale·grad from the graph's norm of grad (see exact_norm)."""
-    scaled = scale * norm
-    return scaled if np.isfinite(scaled).all() else exact_norm(scaled, scale * grad)
+    return exact_norm(scale * norm, grad, scale)
 
 
 def multipass_arrays(
