@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -20,12 +21,34 @@ from PySide6.QtWidgets import (
 
 from lstmviz.weights.loaders import LayerInfo
 
+FOLDER_KEY = "files/dir"  # the settings' key of the folder the file dialogs start in
 
-def ask_to_open(parent: QWidget, title: str, wanted: str, opener: Callable[[str], object]):
+
+def last_folder(settings: QSettings) -> str:
+    """The folder of the file last chosen in a file dialog (this session or an earlier one),
+    if it is still there; "" (the dialog's own choice: the working folder) otherwise."""
+    folder = settings.value(FOLDER_KEY, "")
+    return folder if isinstance(folder, str) and folder and Path(folder).is_dir() else ""
+
+
+def remember_folder(settings: QSettings, path: str) -> None:
+    """The next file dialog starts in the folder of `path`, a file just chosen in one."""
+    settings.setValue(FOLDER_KEY, str(Path(path).absolute().parent))
+
+
+def in_last_folder(settings: QSettings, name: str) -> str:
+    """A save dialog's proposed file `name`, in the folder the dialogs last used."""
+    folder = last_folder(settings)
+    return str(Path(folder) / name) if folder else name
+
+
+def ask_to_open(window, title: str, wanted: str, opener: Callable[[str], object]):
     """A file dialog `title` offering the files `wanted` (a Qt name filter, "Models (*.keras
-    *.h5)"); the file chosen goes to `opener` (nothing when the dialog is cancelled)."""
-    path, _ = QFileDialog.getOpenFileName(parent, title, "", wanted)
+    *.h5)"), starting in the folder last used (`window.settings`); the file chosen goes to
+    `opener` (nothing when the dialog is cancelled)."""
+    path, _ = QFileDialog.getOpenFileName(window, title, last_folder(window.settings), wanted)
     if path:
+        remember_folder(window.settings, path)
         opener(path)
 
 

@@ -12,7 +12,13 @@ from PySide6.QtWidgets import QFileDialog
 
 from lstmviz import files
 from lstmviz.errors import LstmvizError
-from lstmviz.gui.dialogs import ask_to_open, pick_layer
+from lstmviz.gui.dialogs import (
+    ask_to_open,
+    in_last_folder,
+    last_folder,
+    pick_layer,
+    remember_folder,
+)
 from lstmviz.inputs import describe_inputs, load_inputs
 from lstmviz.model_data import check_data, load_data
 from lstmviz.trace import GradientTrace
@@ -29,7 +35,10 @@ class FileActions:
 
     def recent(self) -> list[str]:
         value = self.settings.value("recent", [])
-        return [value] if isinstance(value, str) else list(value or [])
+        if isinstance(value, str):
+            return [value]
+        # a list; anything else is a settings file edited by hand: no recent files
+        return [str(path) for path in value] if isinstance(value, (list, tuple)) else []
 
     def _add_recent(self, path: str) -> None:
         paths = [path] + [p for p in self.recent() if p != path]
@@ -169,9 +178,12 @@ class FileActions:
     def save_trace_dialog(self) -> None:
         if self.trace is None:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Save trace", "trace.npz", "Traces (*.npz)")
+        path, _ = QFileDialog.getSaveFileName(self, "Save trace",
+                                              in_last_folder(self.settings, "trace.npz"),
+                                              "Traces (*.npz)")  # fmt: skip
         if not path:
             return
+        remember_folder(self.settings, path)
         path = path if path.endswith(".npz") else path + ".npz"
         try:
             self.trace.save(path)
@@ -190,8 +202,9 @@ class FileActions:
             ask_to_open(self, "Open weights", wanted, self.open_weights)
             return
         title = f"Open weights: one file per batch ({config.batches} for Batches N)"
-        paths, _ = QFileDialog.getOpenFileNames(self, title, "", wanted)
+        paths, _ = QFileDialog.getOpenFileNames(self, title, last_folder(self.settings), wanted)
         if paths:
+            remember_folder(self.settings, paths[0])
             self.open_batch_weights(paths)
 
     def open_batch_weights(
@@ -342,10 +355,11 @@ class FileActions:
         keras, numpy = "Keras weights (*.weights.h5)", "NumPy arrays (*.npz)"
         name = f"{self.trace.config.task}-trained.weights.h5"
         path, chosen = QFileDialog.getSaveFileName(
-            self, "Save trained weights", name, f"{keras};;{numpy}"
+            self, "Save trained weights", in_last_folder(self.settings, name), f"{keras};;{numpy}"
         )
         if not path:
             return
+        remember_folder(self.settings, path)
         if not path.endswith((".weights.h5", ".npz")):
             path += ".npz" if chosen == numpy else ".weights.h5"
         self.message.setText(f"saving trained weights to {path}…")

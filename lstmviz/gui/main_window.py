@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import PySide6
-from PySide6.QtCore import QEvent, QSettings, Qt, QTimer, Signal, Slot, qVersion
+from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer, Signal, Slot, qVersion
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -204,6 +204,8 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         area.created.connect(self._wire_panel)
         area.log, area.normalise = self.log_action.isChecked(), self.normalise_action.isChecked()
         area.hidden = set(self.hidden_panels)
+        if isinstance(splitter := self.settings.value("panels"), QByteArray):
+            area.splitter.restoreState(splitter)  # the heights the user gave the rows
         old = self.central_layout.itemAt(0).widget()
         self.central_layout.replaceWidget(old, area)
         old.deleteLater()
@@ -293,15 +295,19 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
     # ---- settings --------------------------------------------------------------------------
 
     def _restore(self) -> None:
+        """What the last session kept; a value damaged or hand-edited into something else
+        (text for a layout, a list for the parameters, a size no field takes) is skipped,
+        and the window starts with its own for it."""
         s = self.settings
-        if s.value("geometry") is not None:
-            self.restoreGeometry(s.value("geometry"))
-        if s.value("state") is not None:
-            self.restoreState(s.value("state"))
+        for key, restore in (("geometry", self.restoreGeometry), ("state", self.restoreState)):
+            if isinstance(s.value(key), QByteArray):
+                restore(s.value(key))
         text = s.value("params")
         if text:
-            with contextlib.suppress(ValueError, TypeError):  # unreadable: keep the defaults
+            try:
                 self.params.set_config(RunConfig.from_json(str(text)))
+            except (ValueError, TypeError, AttributeError, OverflowError):
+                self.params.set_config(RunConfig())  # none of it half-applied
             self._reload_sources()
         self.log_action.setChecked(s.value("view/log", "true") == "true")
         self.normalise_action.setChecked(s.value("view/normalise", "false") == "true")
@@ -312,6 +318,8 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         s = self.settings
         s.setValue("geometry", self.saveGeometry())
         s.setValue("state", self.saveState())
+        if self._area is not None:
+            s.setValue("panels", self._area.splitter.saveState())
         s.setValue("params", self.params.config().to_json())
         s.setValue("view/log", str(self.log_action.isChecked()).lower())
         s.setValue("view/normalise", str(self.normalise_action.isChecked()).lower())
