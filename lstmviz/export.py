@@ -27,7 +27,8 @@ header naming each column after the trace key it comes from:
   `<layer>_norm_h_total`, `<layer>_norm_h_direct`, `<layer>_norm_c_total` (e.g.
   `bi/forward_norm_h_total`), from the `*_by_layer` rows.
 
-Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`.
+Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`;
+a header with a comma or a quote (Keras allows them in a layer's name) in double quotes.
 
 A recording (`.lvz`, `lstmviz.recording`) exports the app's recording panels
 (`lstmviz.render.recording_figure`): ‖dL/dh_t‖ per direction at the last record over earlier
@@ -40,7 +41,9 @@ over t of each norm (`bi/forward_norm_h_total_mean`, …); `npz` saves its last 
 from __future__ import annotations
 
 import contextlib
+import csv as csv_module  # `csv` is export's keyword for the CSV file
 import errno
+import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -166,11 +169,15 @@ def csv_text(trace: GradientTrace) -> str:
 
 
 def _csv(columns: list[tuple[str, np.ndarray]]) -> str:
-    lines = [",".join(name for name, _ in columns)]
+    """The columns as CSV text: a header, then a row per value; a field with a comma or a
+    quote (a Keras layer's name may hold them) quoted as RFC 4180 says."""
+    text = io.StringIO()
+    writer = csv_module.writer(text, lineterminator="\n")
+    writer.writerow(name for name, _ in columns)
     data = [values.tolist() if values.dtype.kind in "iu" else values for _, values in columns]
     for row in zip(*data, strict=True):
-        lines.append(",".join(_cell(v) for v in row))
-    return "\n".join(lines) + "\n"
+        writer.writerow(_cell(v) for v in row)
+    return text.getvalue()
 
 
 # ---- paths and atomic writes ------------------------------------------------------------------
@@ -190,7 +197,7 @@ def _os_message(exc: OSError) -> str:
     return exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
 
 
-def _load(trace, full: bool) -> tuple:
+def load_subject(trace, full: bool) -> tuple:
     """(the GradientTrace or Recording to export, the file it came from or None). `full`: a
     recording is read with its last record's trace (for figures and npz)."""
     if isinstance(trace, GradientTrace):
@@ -225,6 +232,45 @@ def _size(width: int, height: int, dpi: float) -> tuple[int, int, float]:
     return int(width), int(height), float(dpi)
 
 
+def _integer(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _directions(trace) -> list[str]:
+    """The LSTM directions `layer` chooses among in `trace` (a GradientTrace or a Recording):
+    a model's `layer_names`, else one unnamed direction."""
+    return [str(n) for n in np.ravel(trace.arrays.get("layer_names", []))] or [""]
+
+
+def check_layer(trace, layer) -> None:
+    """ExportError unless `layer` indexes one of `trace`'s LSTM directions (`_directions`)."""
+    names = _directions(trace)
+    if not (_integer(layer) and 0 <= layer < len(names)):
+        which = f"0 to {len(names) - 1}: {', '.join(names)}" if len(names) > 1 else "0 only"
+        what = "recording" if not isinstance(trace, GradientTrace) else f"{trace.mode} trace"
+        raise ExportError(f"layer: {layer!r} is not an LSTM direction of this {what} ({which})")
+
+
+def _record(trace, record, t_range) -> int | None:
+    """`record` checked against `trace` (a GradientTrace or a Recording) and counted from 0 (a
+    negative one from the end, as Python indexes): a record the recording does not have, or a
+    record or t_range for a trace, is an ExportError naming the keyword, not a figure of
+    another record."""
+    if isinstance(trace, GradientTrace):
+        for name, value in (("record", record), ("t_range", t_range)):
+            if value is not None:
+                raise ExportError(f"{name}: only for a recording; this is a {trace.mode} trace")
+        return None
+    if record is None:
+        return None
+    records = len(np.ravel(trace.arrays["step"]))
+    if not (_integer(record) and -records <= record < records):
+        raise ExportError(f"record: {record!r} is out of range: the recording has {records} "
+                          f"record{'s' * (records != 1)} (0 to {records - 1}, or negative "
+                          "from the end)")  # fmt: skip
+    return int(record) % records
+
+
 def export(
     trace: GradientTrace | str | os.PathLike,
     png: str | os.PathLike | None = None,
@@ -247,11 +293,13 @@ def export(
     px with `dpi` recorded (text and lines scale with `dpi`, less when the panels would not
     fit otherwise: then the figure is drawn larger and scaled down to the size; the SVG has
     the same physical size); PDF is one A4 landscape page. `panels`: names from
-    `PANEL_NAMES` (or panel classes); by default those the window shows for the trace.
+    `PANEL_NAMES` (or panel classes; one name alone is that panel); by default those the
+    window shows for the trace.
     `log`/`normalise`: as View → Log scale / Normalise per pass in the GUI. `layer`: the LSTM
     direction a model trace's gates and per-unit panels show (index into `layer_names`).
-    `record`, `t_range`: a recording's record its curves show (None: the last) and the
-    timestep range of its heatmap (None: every t), as the window's slider and range.
+    `record`, `t_range`: a recording's record its curves show (from 0, negative from the
+    end; None: the last) and the timestep range of its heatmap (None: every t), as the
+    window's slider and range.
     `npz` saves the trace itself (a recording's last record's).
 
     Each output must end in its format's suffix (`SUFFIXES`), and every panel asked for by name
@@ -263,7 +311,7 @@ def export(
     if not targets:
         raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
     needs_qt = any(fmt in targets for fmt in ("png", "svg", "pdf"))
-    trace, source = _load(trace, full=needs_qt or "npz" in targets)
+    trace, source = load_subject(trace, full=needs_qt or "npz" in targets)
     recording = not isinstance(trace, GradientTrace)
     what = "recording" if recording else "trace"
     seen: dict[Path, str] = {}
@@ -275,9 +323,17 @@ def export(
             raise ExportError(f"--{fmt} {path}: would overwrite the {what} being exported")
         _check_target(path, fmt)
         seen[key] = fmt
+    if isinstance(panels, str):  # one name: not its letters
+        panels = [panels]
     if panels is not None:
+        panels = list(panels)
+        if not panels:
+            raise ExportError("--panel: no panel given (leave it out for the panels the window "
+                              "shows)")  # fmt: skip
         for entry in panels:
-            if isinstance(entry, str) and entry not in PANEL_NAMES:
+            # names, or the window's panel classes (`lstmviz.render.figure` checks those)
+            if not isinstance(entry, type) and not (isinstance(entry, str)
+                                                    and entry in PANEL_NAMES):  # fmt: skip
                 raise ExportError(
                     f"--panel: unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})"
                 )
@@ -289,6 +345,7 @@ def export(
                                   f"{', '.join(fitting)})")  # fmt: skip
     if needs_qt:
         width, height, dpi = _size(width, height, dpi)
+        record = _record(trace, record, t_range)
     if "npz" in targets and recording and trace.last is None:
         raise ExportError(f"--npz: {source}: the recording's last trace was not read")
     csv_data = None
@@ -403,6 +460,9 @@ def _check_drawn(trace, panels, drawn: list[str]) -> None:
     if not missing:
         return
     name = missing[0]
+    if not isinstance(trace, GradientTrace) and trace.last is None and name in MODEL_PANELS:
+        raise ExportError(f"--panel {name}: the recording was read without its last record's "
+                          "trace (load_recording(path) reads it)")  # fmt: skip
     if isinstance(trace, GradientTrace):
         what, has = "trace", panels_for(trace.arrays, trace.config)
     else:

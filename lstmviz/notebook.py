@@ -3,7 +3,7 @@ recording, as the PNG export draws them, and Jupyter shows the result inline.
 
     trace = lstmviz.taped_gradients(x, w, loss="last_mse", target=y)
     lstmviz.plot(trace)                                  # the last expression of a cell: inline
-    lstmviz.plot(trace, panels=["norms"], width=800, height=400)
+    lstmviz.plot(trace, panels=["norm"], width=800, height=400)
     lstmviz.plot("run.lvz", record=3)                    # a recording (a file or a Recording)
 
 Qt is imported on the first plot only (offscreen where there is no display); TensorFlow never.
@@ -21,7 +21,9 @@ from lstmviz.errors import LstmvizError, in_python_terms
 
 WIDTH, HEIGHT, DPI = 1200, 750, 96  # a notebook's column; Jupyter shows PNGs at their pixel size
 # export's flags that are other words here (the rest become keywords: "--width: …" -> "width: …")
-_RENAMES = (("--width/--height", "width/height"), ("--panel", "panels"), ("--dpi", "dpi"))
+_RENAMES = (("--width/--height", "width/height"), ("--panel", "panels"), ("--dpi", "dpi"),
+            ("--mode train", "mode='train'"), ("--mode model", "mode='model'"),
+            ("--connectivity", "connectivity=True"))  # fmt: skip
 
 
 class Figure:
@@ -67,21 +69,14 @@ def plot(
     `normalise` as View → Log scale / Normalise per pass, `layer` the LSTM direction of a model
     trace, `record` and `t_range` a recording's record and timestep range. Raises
     LstmvizError (ExportError, TraceError, RecordingError) naming what is wrong."""
-    from lstmviz.export import ExportError, export
-    from lstmviz.trace import GradientTrace
+    from lstmviz.export import check_layer, export, load_subject
 
-    if isinstance(panels, str):  # one name: not its letters
-        panels = [panels]
-    if isinstance(trace, GradientTrace):
-        names = trace.arrays.get("layer_names")
-        count = 1 if names is None else len(names)
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < count:
-            raise ExportError(f"layer: {layer!r} is not an LSTM direction of this trace (0"
-                              + (f" to {count - 1}: {', '.join(map(str, names))})"
-                                 if count > 1 else " only)"))  # fmt: skip
-        for name, value in (("record", record), ("t_range", t_range)):
-            if value is not None:
-                raise ExportError(f"{name}: only for a recording; this is a {trace.mode} trace")
+    # `export` draws the first direction for a layer the trace lacks (the window's choice
+    # may outlive the trace it was made for); asked for here, it is an error
+    try:
+        check_layer(load_subject(trace, full=False)[0], layer)
+    except LstmvizError as exc:
+        raise in_python_terms(exc, _RENAMES) from None
     with tempfile.TemporaryDirectory(prefix="lstmviz-plot-") as folder:
         path = Path(folder) / "plot.png"
         try:
@@ -90,4 +85,3 @@ def plot(
         except LstmvizError as exc:
             raise in_python_terms(exc, _RENAMES) from None
         return Figure(path.read_bytes())
-

@@ -3,7 +3,8 @@
 
     trace            # the last expression of a cell: the summary line the app shows (mode,
                      # sizes, loss, kernel, NaN/Inf), the largest and smallest ‖dL/dh_t‖ and
-                     # where, the arrays grouped by shape (click to unfold)
+                     # where (per LSTM direction, batch or pass), the arrays grouped by shape
+                     # (click to unfold)
     load_recording("run.lvz")   # records, steps, epochs, loss first → last, directions
 
 The facts come from the helpers the app's summaries use (`lstmviz.render.summary`,
@@ -59,7 +60,8 @@ def trace_html(trace) -> str:
     parts = [f"<div><b>GradientTrace</b> · {line}</div>"]
     rows = _norm_rows(arrays)
     if rows is not None:
-        parts.append(extremes_table(*rows))
+        norms, names, starts = rows
+        parts.append(extremes_table(norms, names, starts=starts))
     parts.append(arrays_details(arrays, mode, "arrays"))
     parts.append(_text_details(arrays))
     return _box(parts)
@@ -99,11 +101,14 @@ def recording_html(recording) -> str:
     return _box(parts)
 
 
-def extremes_table(norms: np.ndarray, names: list[str], caption: str = "‖dL/dh_t‖") -> str:
+def extremes_table(norms: np.ndarray, names: list[str], caption: str = "‖dL/dh_t‖",
+                   starts: list[int] | None = None) -> str:  # fmt: skip
     """A row per direction of `norms` [L, T]: the largest and the smallest ‖dL/dh_t‖ and their
-    t, and their ratio, the vanishing (or exploding) gradient in one number."""
+    t, and their ratio, the vanishing (or exploding) gradient in one number. `starts`: the t
+    of each row's first column (multi-pass rows are passes of one sequence); 0 by default."""
     rows = []
-    for name, row in zip(names, norms, strict=False):
+    starts = [0] * len(norms) if starts is None else starts
+    for name, row, start in zip(names, norms, starts, strict=False):
         row = np.asarray(row, np.float64)
         found = extremes(row)
         if found is None:
@@ -118,7 +123,8 @@ def extremes_table(norms: np.ndarray, names: list[str], caption: str = "‖dL/dh
                 ratio = f"{fmt(hi / lo)}{way}"
             else:
                 ratio = "∞ (the smallest is 0)"
-            cells = [f"{fmt(hi)} at t = {hi_t}", f"{fmt(lo)} at t = {lo_t}", ratio]
+            cells = [f"{fmt(hi)} at t = {start + hi_t}", f"{fmt(lo)} at t = {start + lo_t}",
+                     ratio]  # fmt: skip
         cells = [html.escape(name), *cells]
         rows.append("<tr>" + "".join(f"<td style='{_CELL}'>{c}</td>" for c in cells) + "</tr>")
     heads = (caption, "largest", "smallest", "largest / smallest")
@@ -169,15 +175,26 @@ def _summary(mode: str, arrays, config, seconds: float | None) -> str:
     return " · ".join(parts).replace(WARNING_STYLE, _WARNING)
 
 
-def _norm_rows(arrays) -> tuple[np.ndarray, list[str]] | None:
-    """‖dL/dh_t‖ per direction [L, T] (padded steps of a model NaN) and the directions'
-    names; one unnamed row for a single-LSTM trace; None without norms."""
+def _norm_rows(arrays) -> tuple[np.ndarray, list[str], list[int]] | None:
+    """‖dL/dh_t‖ per row [L, T], the rows' names and the t of their first columns: a row per
+    direction of a model (padded steps NaN), per batch of a per-batch-weights trace ("batch
+    1", …), per pass of a multi-pass trace ("pass 1", …: each pass's loss makes its own rise,
+    which one row would mix up), else one unnamed row; None without norms."""
     rows = layer_rows(arrays)
     if rows is not None:
-        return rows, layer_names(arrays)
+        return rows, layer_names(arrays), [0] * len(rows)
+    batches = arrays.get("norm_h_total_by_batch")
+    if batches is not None and np.ndim(batches) == 2 and np.size(batches):
+        names = [f"batch {n + 1}" for n in range(len(batches))]
+        return np.asarray(batches, np.float64), names, [0] * len(names)
+    passes = arrays.get("norm_h_total_by_pass")
+    if passes is not None and np.ndim(passes) == 2 and np.size(passes):
+        count, length = np.shape(passes)
+        return (np.asarray(passes, np.float64), [f"pass {p + 1}" for p in range(count)],
+                [p * length for p in range(count)])  # fmt: skip
     norm = arrays.get("norm_h_total")
     if norm is not None and np.ndim(norm) == 1 and np.size(norm):
-        return np.asarray(norm, np.float64)[None], ["LSTM"]
+        return np.asarray(norm, np.float64)[None], ["LSTM"], [0]
     return None
 
 

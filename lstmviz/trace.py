@@ -138,7 +138,8 @@ class GradientTrace:
         (`check`). Never executes code from the file."""
         path = Path(path)
         if not path.is_file():
-            raise TraceError(f"{path}: no such trace file")
+            what = "is a folder, not a trace file" if path.is_dir() else "no such trace file"
+            raise TraceError(f"{path}: {what}")
         if files.suffix_of(path, files.RECORDINGS):
             raise TraceError(f"{path}: a recording, not a trace: read it with "
                              "lstmviz.load_recording")  # fmt: skip

@@ -157,3 +157,11 @@ def test_run_help_gives_every_range_and_default(capsys):
         assert f"[{lo}, {hi}], default {getattr(defaults, name)}" in text, name
     for name in ("mode", "loss", "generator", "task"):
         assert f"default {getattr(defaults, name)}." in text, name
+
+
+def test_load_names_a_folder_as_a_folder_not_as_missing(tmp_path):
+    (tmp_path / "runs.npz").mkdir()
+    with pytest.raises(TraceError, match=r"runs\.npz: is a folder, not a trace file$"):
+        GradientTrace.load(tmp_path / "runs.npz")
+    with pytest.raises(TraceError, match=r"gone\.npz: no such trace file$"):
+        GradientTrace.load(tmp_path / "gone.npz")

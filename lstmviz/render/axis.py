@@ -231,6 +231,16 @@ class OpaqueLineAxis(pg.AxisItem):
         self.style.update(LOG_TEXT if self.logMode else self._linear_text)
 
     counts = False  # the axis counts (timesteps, steps, units): no ticks between integers
+    span: tuple[float, float] | None = None  # the first and last numbers counted (rows)
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802,N803 (pyqtgraph's names)
+        """pyqtgraph's ticks, on an axis counting the numbers of `span` none outside it (a
+        heatmap of training steps from 1 labelled a row 0 that it does not have)."""
+        levels = super().tickValues(minVal, maxVal, size)
+        if self.span is None or self.logMode:
+            return levels
+        lo, hi = self.span
+        return [(spacing, [v for v in values if lo <= v <= hi]) for spacing, values in levels]
 
     def tickSpacing(self, minVal, maxVal, size):  # noqa: N802,N803 (pyqtgraph's names)
         """pyqtgraph's tick levels, on an axis of counts only those a whole number apart (a

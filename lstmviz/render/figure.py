@@ -551,7 +551,8 @@ class Figure:
                 f"training loss: {fmt(float(losses[0]))} at step 1 → {fmt(float(losses[-1]))}"
                 f" at step {len(losses)} ({config.task} task)"
             )
-        norm = a.get("norm_h_total")
+        # a per-batch-weights trace has rows [N, T] instead of one curve [T]
+        norm = a.get("norm_h_total", a.get("norm_h_total_by_batch"))
         if norm is not None and np.size(norm):
             flat = np.asarray(norm, np.float64)
             finite = np.where(np.isfinite(flat), flat, -np.inf)

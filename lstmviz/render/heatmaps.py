@@ -200,6 +200,7 @@ class HeatmapPanel(Panel):
         self.plot.setLabel("left", self.row_name + (" (from 0)" if first == 0 else ""))
         self.y0 = first - 0.5  # row r centred on its number, r or r + 1
         self.plot.getAxis("left").counts = True  # rows are numbered: no ticks between
+        self.plot.getAxis("left").span = (first, first + total - 1)  # nor beyond the rows
         # Up to 20 rows every row labelled (rows first, 5, 10, … as major ticks, the others
         # minor: pyqtgraph draws the minor labels only while the axis has room for them), more
         # the axis's own ticks.

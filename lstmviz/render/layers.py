@@ -20,6 +20,7 @@ from lstmviz.render.values import Arrays
 GATES = ("i", "f", "g", "o")  # input, forget, candidate, output: the order of `gates_*`
 BACKWARD = "/backward"
 SHORT_STEM = 10  # characters of a layer's name kept in a short label (before its "_<n>")
+MIDDLE_MARGIN = 4  # characters kept beyond the fewest that tell names cut in the middle apart
 # Keras's default names of the layers with LSTM directions, shortened in short labels.
 SHORT_NAMES = {"bidirectional": "bi"}
 
@@ -66,15 +67,17 @@ def direction_label(name: str) -> str:
     return layer + arrow
 
 
-def short_direction_label(name: str) -> str:
+def short_direction_label(name: str, keep: int = SHORT_STEM, middle: bool = False) -> str:
     """A direction's short row label: Keras's "bidirectional_2/backward" -> "bi_2 ←"; a layer
-    name longer than SHORT_STEM characters cut with "…", its "_<n>" kept
-    ("encoder_layer_12" -> "encoder_l…_12")."""
+    name longer than `keep` characters cut with "…", its "_<n>" kept ("encoder_layer_12" ->
+    "encoder_l…_12"); `middle`: cut in the middle, a third of what is kept from its start and
+    the rest from its end ("encoder_first_block", 10 -> "enc…_block")."""
     layer, arrow = _split_direction(name)
     stem, number = re.fullmatch(r"(.*?)(_\d+)?", layer, re.S).groups()
     stem = SHORT_NAMES.get(stem, stem)
-    if len(stem) > SHORT_STEM:
-        stem = stem[: SHORT_STEM - 1] + "…"
+    if len(stem) > keep:
+        tail = 2 * (keep - 1) // 3 if middle else 0  # names tend to differ towards the end
+        stem = stem[: keep - 1 - tail] + "…" + stem[len(stem) - tail :]
     return stem + (number or "") + arrow
 
 
@@ -86,13 +89,30 @@ def layer_label(name: str, short: bool = False) -> str:
 
 
 def row_labels(names: list[str], short: bool) -> list[str]:
-    """The rows' labels: `direction_label`s, or `short_direction_label`s when `short` and they
-    still tell the directions apart."""
+    """The rows' labels: `direction_label`s, or when `short` the `short_direction_label`s,
+    those that tell the directions apart: cut at the end, else cut in the middle keeping a few
+    more characters than the fewest that differ, else (or when that would save less than a
+    third) the full labels."""
     full = [direction_label(name) for name in names]
     if not short:
         return full
+    distinct = len(set(full))
     shorter = [short_direction_label(name) for name in names]
-    return shorter if len(set(shorter)) == len(set(full)) else full
+    if len(set(shorter)) == distinct:
+        return shorter
+    longest = max((len(direction_layer(name)) for name in names), default=0)
+
+    def cut(keep: int) -> list[str] | None:
+        labels = [short_direction_label(name, keep, middle=True) for name in names]
+        return labels if len(set(labels)) == distinct else None
+
+    fewest = next((keep for keep in range(SHORT_STEM, longest) if cut(keep)), None)
+    if fewest is None:
+        return full
+    # a few more characters than the fewest that differ: "enco…first_block", not
+    # "enco…t_block"; names that this would shorten by less than a third stay whole
+    keep = fewest + MIDDLE_MARGIN
+    return (cut(keep) or full) if keep <= 2 * longest // 3 else full
 
 
 def layer_groups(names: list[str]) -> list[tuple[int, bool]]:

@@ -1,7 +1,8 @@
 """A recording's panels rendered offscreen (`lstmviz export REC.lvz --png/--svg/--pdf`, the
 window's Export with a recording open): the evolution figure, drawn by the panels the window
 shows for it (`lstmviz.render.record_panels`), and, when asked for, the model panels of its last
-record (the one whose full trace the file keeps). PNG, SVG and the PDF report as for a trace
+record (the one whose full trace the file keeps; their titles say so when the recording's
+panels show another record). PNG, SVG and the PDF report as for a trace
 (`lstmviz.render.figure`)."""
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class RecordingFigure(Figure):
             panel.draw(self.view)
         elif self.trace is not None:
             panel.draw(self.trace.arrays, self.trace.config)
+            last = record_count(self.view) - 1
+            if chosen_record(self.view, self.record) != last:  # beside curves of another one
+                when = escape(f"last record, {record_text(self.view, last)}")
+                panel.title.setText(f"{panel.title.text()}<b> · {when}</b>")
 
     def title(self) -> str:
         name = f" · {os.path.basename(self.source)}" if self.source else ""

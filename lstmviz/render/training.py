@@ -129,7 +129,9 @@ class ConnectivityPanel(HeatmapPanel):
         self.show_image(shown, (lo, hi))
         self.label_bar(self.normalise)
         self.plot.setLabel("left", "loss term L_t, step t")
-        self.plot.getAxis("left").setTicks(None)
+        axis = self.plot.getAxis("left")
+        axis.setTicks(None)
+        axis.counts, axis.span = True, (0, len(self.data) - 1)  # timesteps, as across
 
     def readout_at(self, x: float, y: float) -> str:
         s, t = self.cell_at(x, y)
