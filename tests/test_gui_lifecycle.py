@@ -267,12 +267,13 @@ def test_panels_needed_while_their_modules_import_wait_for_that_import(
     imported, beside_the_thread = importlib.import_module, []
 
     def watched(name):
-        if threading.current_thread() is threading.main_thread():
+        if win.importing is not None and threading.current_thread() is threading.main_thread():
             beside_the_thread.append(win.importing.is_alive())
         return imported(name)
 
     monkeypatch.setattr(importlib, "import_module", watched)
-    win.prepare_panels()
+    win.prepare_panels()  # PySide's types first (`qt_types`), in the window's idle turns
+    qtbot.waitUntil(lambda: win.importing is not None, timeout=10_000)
     assert win.importing.is_alive()
     assert win.area is not None
     assert beside_the_thread and not any(beside_the_thread)

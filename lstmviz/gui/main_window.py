@@ -14,6 +14,7 @@ import itertools
 import platform
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,7 @@ import lstmviz
 from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
+from lstmviz.gui import qt_types
 from lstmviz.gui.file_actions import FileActions
 from lstmviz.gui.menus import ESC_ASKS_AFTER, build_menus
 from lstmviz.gui.params import FieldsArea, ParamsEditor, in_dock_terms
@@ -50,6 +52,7 @@ from lstmviz.trace import GradientTrace
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
 # What the panels need (pyqtgraph: 0.3-0.5 s to import), imported after the window's first
 # paint in a thread of their own (`MainWindow.prepare_panels`).
+ALL_MADE = object()  # the end of `qt_types.making`
 PANEL_MODULES = ("pyqtgraph", "lstmviz.gui.panel_area", "lstmviz.render.style",
                  "lstmviz.gui.export_dialog")  # fmt: skip
 
@@ -97,6 +100,7 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self._area = None  # the PanelArea, once made
         self.hidden_panels: set[str] = set()  # turned off in the View menu
         self.importing: threading.Thread | None = None  # imports the panels' modules
+        self.making_types: Iterator[None] | None = None  # `qt_types.making`, before the import
         self.imported.connect(self._make_area, Qt.QueuedConnection)
         self.summary = SummaryPanel()
         self.summary.verify_button.clicked.connect(self.verify)
@@ -172,9 +176,20 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         return self._area
 
     def prepare_panels(self) -> None:
-        """Import the panels' modules in a thread, then make the panels in the window's idle
-        turns (once)."""
-        if self._area is not None or self.importing is not None:
+        """Make PySide's types in the window's idle turns (`qt_types`), then import the panels'
+        modules in a thread, then make the panels in idle turns (once)."""
+        if self._area is not None or self.importing is not None or self.making_types is not None:
+            return
+        self.making_types = qt_types.making()
+        self._make_types()
+
+    @Slot()
+    def _make_types(self) -> None:
+        """Some of PySide's types; the next turn more, or the import once all are made."""
+        if self._area is not None:  # made meanwhile, its modules imported in this thread
+            return
+        if next(self.making_types, ALL_MADE) is not ALL_MADE:
+            QTimer.singleShot(0, self._make_types)
             return
 
         def load() -> None:
