@@ -35,7 +35,8 @@ A recording (`.lvz`, `lstmviz.recording`) exports the app's recording panels
 records faded, the loss per record, and the directions × training steps heatmap; `panels` may
 add the model panels of its last record. Its CSV has one row per record: `step`, `epoch`,
 `loss`, `train_loss`, `record_seconds`, then a block per LSTM direction: the mean, min and max
-over t of each norm (`bi/forward_norm_h_total_mean`, …); `npz` saves its last record's trace.
+over t of each norm (`bi/forward_norm_h_total_mean`, …; the steps padded in every sample
+left out, as the panels leave them blank); `npz` saves its last record's trace.
 """
 
 from __future__ import annotations
@@ -151,15 +152,24 @@ STATISTICS = {"mean": np.mean, "min": np.min, "max": np.max}  # of a norm over t
 
 def recording_columns(recording) -> list[tuple[str, np.ndarray]]:
     """(header, values [S]) for every column of a `Recording`'s CSV (see the module
-    docstring)."""
+    docstring). The statistics over t leave out the steps padded in every recorded sample
+    (the last record's mask, when its trace was read: the data is the same at every record),
+    as the panels leave them blank."""
+    from lstmviz.render.layers import masked_steps
+    from lstmviz.render.records import panel_arrays
+
     a = recording.arrays
     columns = [(key, np.asarray(a[key])) for key in RECORD_COLUMNS]
     norms = sorted((k for k in a if k.endswith("_by_layer")), key=schema.order)
+    padded = masked_steps(panel_arrays(recording))  # [T] or None
     for k, name in enumerate(a["layer_names"]):  # a block per direction, as a model trace's
         for key in norms:
             base = key.removesuffix("_by_layer")
+            rows = np.asarray(a[key][:, k])  # [S, T]
+            if padded is not None and padded.shape == rows.shape[1:] and not padded.all():
+                rows = rows[:, ~padded]
             for stat, reduce in STATISTICS.items():
-                columns.append((f"{name}_{base}_{stat}", reduce(a[key][:, k], axis=-1)))
+                columns.append((f"{name}_{base}_{stat}", reduce(rows, axis=-1)))
     return columns
 
 
@@ -311,7 +321,8 @@ def export(
     if not targets:
         raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
     needs_qt = any(fmt in targets for fmt in ("png", "svg", "pdf"))
-    trace, source = load_subject(trace, full=needs_qt or "npz" in targets)
+    # a recording with its last trace: figures and npz draw or save it, the CSV takes its mask
+    trace, source = load_subject(trace, full=True)
     recording = not isinstance(trace, GradientTrace)
     what = "recording" if recording else "trace"
     seen: dict[Path, str] = {}

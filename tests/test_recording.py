@@ -416,7 +416,8 @@ def test_the_csv_has_one_row_per_record(tmp_path, capsys):
     assert [int(r["step"]) for r in rows] == [5, 10, 15, 20]
     assert [int(r["epoch"]) for r in rows] == [0, 1, 1, 2]
     assert np.allclose([float(r["loss"]) for r in rows], rec.loss, rtol=1e-7)
-    norms = rec.norm_c_total_by_layer[:, 1]  # [S, T] of bi/backward
+    counted = np.asarray(rec.last.arrays["mask"], bool).any(axis=1)  # [T]: not all padding
+    norms = rec.norm_c_total_by_layer[:, 1][:, counted]  # [S, T'] of bi/backward
     for stat, expected in (("mean", norms.mean(1)), ("min", norms.min(1)), ("max", norms.max(1))):
         column = [float(r[f"bi/backward_norm_c_total_{stat}"]) for r in rows]
         np.testing.assert_allclose(column, expected, rtol=1e-6)
