@@ -37,3 +37,21 @@ def export_every_format(window, monkeypatch, base, width: int, height: int) -> N
 
     monkeypatch.setattr(ExportDialog, "exec", accept)
     window.export_action.trigger()
+
+
+def drawn_labels(panel, qtbot, height: int = 500) -> list[str]:
+    """The left axis's tick labels as pyqtgraph draws them with `panel` `height` px tall, in
+    numeric order."""
+    from PySide6.QtGui import QImage, QPainter
+
+    panel.resize(500, height)
+    panel.show()
+    qtbot.waitUntil(lambda: panel.height() == height)
+    panel.grab()
+    image = QImage(10, 10, QImage.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        specs = panel.plot.getAxis("left").generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return sorted((text for _, _, text in specs[2]), key=float)

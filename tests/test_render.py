@@ -381,9 +381,9 @@ def test_row_labels_thin_out_in_a_short_heatmap(qtbot):
     """20 rows are each labelled where there is room; in a short panel only rows 1, 5, 10,
     15, 20 are (the labels of every row overlapped)."""
     from PySide6.QtCore import Qt
-    from PySide6.QtGui import QImage, QPainter
 
     from lstmviz.render.heatmaps import RowsHeatmap
+    from tests.gui_checks import drawn_labels
 
     rows = np.arange(1.0, 121.0, dtype=np.float32).reshape(20, 6)
     panel = RowsHeatmap()
@@ -391,23 +391,9 @@ def test_row_labels_thin_out_in_a_short_heatmap(qtbot):
     panel.setAttribute(Qt.WA_DontShowOnScreen)
     panel.draw({"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel()},
                RunConfig(mode="multipass", steps=120, passes=20))  # fmt: skip
-    axis = panel.plot.getAxis("left")
 
-    def labels(height: int) -> list[str]:
-        panel.resize(500, height)
-        panel.show()
-        qtbot.waitUntil(lambda: panel.height() == height)
-        panel.grab()
-        image = QImage(10, 10, QImage.Format_ARGB32)
-        painter = QPainter(image)
-        try:
-            specs = axis.generateDrawSpecs(painter)
-        finally:
-            painter.end()
-        return sorted((text for _, _, text in specs[2]), key=int)
-
-    assert labels(900) == [str(r) for r in range(1, 21)]
-    assert labels(160) == ["1", "5", "10", "15", "20"]
+    assert drawn_labels(panel, qtbot, 900) == [str(r) for r in range(1, 21)]
+    assert drawn_labels(panel, qtbot, 160) == ["1", "5", "10", "15", "20"]
 
 
 def test_a_narrow_panel_elides_its_title_and_folds_a_legend_wider_than_its_plot(qtbot):

@@ -8,24 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QImage, QPainter
 
 from lstmviz.config import RunConfig
 from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
-
-
-def drawn_labels(panel, qtbot, height: int = 500) -> list[str]:
-    panel.resize(500, height)
-    panel.show()
-    qtbot.waitUntil(lambda: panel.height() == height)
-    panel.grab()
-    image = QImage(10, 10, QImage.Format_ARGB32)
-    painter = QPainter(image)
-    try:
-        specs = panel.plot.getAxis("left").generateDrawSpecs(painter)
-    finally:
-        painter.end()
-    return sorted((text for _, _, text in specs[2]), key=float)
+from tests.gui_checks import drawn_labels
 
 
 @pytest.mark.parametrize("steps", [30, 57, 300])

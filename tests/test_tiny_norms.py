@@ -91,13 +91,17 @@ def test_training_norms_of_vanishing_gradients():
     assert_norms(trace.norm_h_total, trace.grad_h_total, "norm_h_total")
 
 
-def test_model_norms_of_vanishing_gradients(kernel, case):  # noqa: F811
-    x, _, _ = case
+def vanishing_model_trace(x):
+    """Model mode on LSTM(H) → Dense(1) over x [T, B, I] (batch-major for Keras), mse."""
     keras.utils.set_random_seed(2)
     model = keras.Sequential([keras.Input((T, I)), keras.layers.LSTM(H), keras.layers.Dense(1)])
     model.compile(loss="mse")
     batch_major = np.ascontiguousarray(np.swapaxes(x, 0, 1))
-    trace = model_gradients(model, batch_major, np.ones((B, 1), np.float32))
+    return model_gradients(model, batch_major, np.ones((B, 1), np.float32))
+
+
+def test_model_norms_of_vanishing_gradients(kernel, case):  # noqa: F811
+    trace = vanishing_model_trace(case[0])
     kernel.ran(trace)
     for key in ("h_total", "c_total"):
         grad = trace[f"layer0_grad_{key}"]
@@ -106,12 +110,7 @@ def test_model_norms_of_vanishing_gradients(kernel, case):  # noqa: F811
 
 def test_model_saliency_of_vanishing_gradients(case):
     """saliency [B, T] is the norm over E of grad_input [T, B, E] at every step."""
-    x, _, _ = case
-    keras.utils.set_random_seed(2)
-    model = keras.Sequential([keras.Input((T, I)), keras.layers.LSTM(H), keras.layers.Dense(1)])
-    model.compile(loss="mse")
-    batch_major = np.ascontiguousarray(np.swapaxes(x, 0, 1))
-    trace = model_gradients(model, batch_major, np.ones((B, 1), np.float32))
+    trace = vanishing_model_trace(case[0])
     g = np.asarray(trace.grad_input, np.float64)
     expected = np.sqrt((g * g).sum(axis=-1)).T.astype(np.float32)  # [B, T]
     assert ((expected > 0) & (expected < 1e-19)).sum() >= 20
