@@ -56,7 +56,8 @@ def beyond_float32(array: np.ndarray) -> float | None:
 def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray:
     """Read x from `path` as time-major [T, B, I] float32.
 
-    The file holds [B, T, I] (batch-major, as Keras users keep sequences) unless `time_major`.
+    The file holds [B, T, I] (batch-major, as Keras users keep sequences) unless `time_major`
+    or it is a trace (`holds_trace`), whose x is time-major whatever `time_major` says.
     Raises InputError naming the file: missing, unreadable, not 3-D, empty, non-numeric, NaN/Inf.
     """
     if not isinstance(path, str | os.PathLike):
@@ -71,10 +72,8 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
     data = read_numpy(path, optional=(TRACE_KEY,))
     x = data["x"] if isinstance(data, dict) else data
     python = "time_major=True in Python"
-    if isinstance(data, dict) and TRACE_KEY in data and not time_major:
-        # A trace keeps x time-major: read as batch-major, T and B would swap unnoticed.
-        raise InputError(f"{path}: a trace, whose x is time-major [T, B, I]: add --time-major "
-                         f"({python})")  # fmt: skip
+    # A trace keeps x time-major: read as batch-major, T and B would swap unnoticed.
+    time_major = time_major or (isinstance(data, dict) and TRACE_KEY in data)
     layout = "[T, B, I]" if time_major else f"[B, T, I] (for [T, B, I]: --time-major, {python})"
     if x.dtype.kind not in "fiu":
         raise InputError(f"{path}: x has dtype {x.dtype}, not numbers")
@@ -92,5 +91,19 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
 def describe_inputs(path: str | os.PathLike, x: np.ndarray, time_major: bool) -> str:
     """One line for the trace's `inputs_source` and the GUI: file, layout, shape [T, B, I]."""
     layout = "time-major" if time_major else "batch-major"
+    if holds_trace(path):
+        layout = "trace's x, time-major"
     steps, batch, input_dim = (int(n) for n in x.shape)
     return f"{path}: {layout} file; x [T, B, I] = [{steps}, {batch}, {input_dim}]"
+
+
+def holds_trace(path: str | os.PathLike) -> bool:
+    """Whether `path` is an lstmviz trace `.npz` (it has `TRACE_KEY`); reads only the file's
+    list of arrays."""
+    if Path(path).suffix.lower() != ".npz":
+        return False
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return TRACE_KEY in data.files
+    except (OSError, ValueError, EOFError):
+        return False

@@ -11,7 +11,7 @@ import pytest
 import lstmviz
 from lstmviz.cli import main
 from lstmviz.errors import InputError, WeightsError
-from lstmviz.inputs import load_inputs
+from lstmviz.inputs import describe_inputs, load_inputs
 from lstmviz.weights.loaders import load_weights
 
 
@@ -77,24 +77,21 @@ def traces(tmp_path_factory):
     return folder, x
 
 
-def test_a_trace_as_inputs_is_read_time_major_or_refused(traces):
+def test_a_trace_as_inputs_is_read_time_major_with_or_without_the_flag(traces):
+    """A trace keeps x time-major: read as batch-major, T and B would swap unnoticed."""
     folder, x = traces
-    with pytest.raises(InputError, match=r"taped\.npz: a trace.*time-major.*--time-major"):
-        load_inputs(folder / "taped.npz")
-    np.testing.assert_array_equal(
-        load_inputs(folder / "taped.npz", time_major=True), x.transpose(1, 0, 2)
-    )
+    for time_major in (False, True):
+        got = load_inputs(folder / "taped.npz", time_major=time_major)
+        np.testing.assert_array_equal(got, x.transpose(1, 0, 2))
+        assert "trace's x, time-major" in describe_inputs(folder / "taped.npz", got, time_major)
 
 
-def test_cli_refuses_a_trace_as_batch_major_inputs_in_one_line(traces, tmp_path, capsys):
-    folder, _ = traces
+def test_the_cli_runs_on_a_traces_inputs_as_the_trace_ran(traces, tmp_path):
+    folder, x = traces
     out = tmp_path / "t.npz"
-    assert (
-        main(["run", "--mode", "taped", "--inputs", str(folder / "taped.npz"), "--out", str(out)])
-        == 2
-    )
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--time-major" in err and not out.exists()
+    taped = folder / "taped.npz"
+    assert main(["run", "--mode", "taped", "--inputs", str(taped), "--out", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out)["x"], np.load(taped)["x"])
 
 
 def test_a_model_trace_as_data_gives_its_batch_major_x(traces):
