@@ -48,7 +48,8 @@ class LossPanel(Panel):
         self.legend = legend_below(self.plot)  # over the plot, it covered the loss when small
         background = self.plot.backgroundBrush().color()
         self.curve = pg.PlotDataItem(pen=opaque(pg.mkPen(120, 150, 200, 200), background))
-        self.mean = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2))
+        self.mean = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2), symbolSize=7,
+                                    symbolBrush="#d62728", symbolPen=None)  # fmt: skip
         item.addItem(self.curve)
         item.addItem(self.mean)
         self.legend.addItem(self.curve, "loss per step")
@@ -79,6 +80,9 @@ class LossPanel(Panel):
             # loss it would give the axis a range of ~10⁻¹⁵, too narrow for any label
             mean = np.clip(mean, self.loss[ok].min(), self.loss[ok].max())
         self.mean.setData(x, np.where(mean > 0, mean, np.nan) if self.log else mean)
+        one = len(self.loss) == 1  # one step draws no line: a dot instead
+        if (self.mean.opts["symbol"] is None) == one:
+            self.mean.setSymbol("o" if one else None)
         if self.rows_total:  # a live run: the x axis spans the whole run from the start
             self.plot.setXRange(1, max(self.rows_total, 2), padding=0.02)
         else:

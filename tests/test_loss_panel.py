@@ -1,0 +1,38 @@
+"""The training-loss panel (`lstmviz.render.training.LossPanel`) of a run of one training step
+shows its one loss as a dot: a curve of one point draws no line, and the panel looked empty."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+from PySide6.QtCore import Qt  # noqa: E402
+
+from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.render.training import LossPanel  # noqa: E402
+
+
+def red_pixels(panel) -> int:
+    """Pixels of the running mean's red (#d62728) in the panel as painted."""
+    image = panel.grab().toImage()
+    rgb = np.array([[image.pixelColor(x, y).getRgb()[:3] for x in range(image.width())]
+                    for y in range(0, image.height(), 2)])  # fmt: skip
+    return int((np.abs(rgb - [214, 39, 40]).sum(axis=-1) < 60).sum())
+
+
+def test_one_training_step_shows_its_loss_as_a_dot_and_more_steps_as_a_line(qtbot):
+    panel = LossPanel()
+    qtbot.addWidget(panel)
+    panel.setAttribute(Qt.WA_DontShowOnScreen)
+    panel.resize(300, 260)
+    panel.show()
+    for losses, symbol in (([0.7], "o"), (np.linspace(1.0, 0.1, 30), None), ([0.4], "o")):
+        panel.draw({"loss_by_step": np.asarray(losses)}, RunConfig(mode="train", steps=4,
+                                                                    train_steps=len(losses)))
+        qtbot.wait(20)
+        assert panel.mean.opts["symbol"] == symbol
+        if len(losses) == 1:
+            panel.legend.hide()  # its sample line is red too
+            assert red_pixels(panel) > 10  # the dot
+            panel.legend.show()
