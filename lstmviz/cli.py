@@ -381,9 +381,8 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None,
         if "units_done" in trace:
             done, asked = int(trace["units_done"]), int(trace["units_requested"])
             what = f"{done} of {asked} {modes.plural(modes.get(config.mode).unit, asked)}"
-        sys.stderr.write(
-            f"lstmviz: interrupted after {what}; kept them as a complete trace in {out}\n"
-        )
+        sys.stderr.write(f"lstmviz: interrupted after {what}; kept them as a complete trace "
+                         f"in {out}\n")  # fmt: skip
         return 130
     if trace is None:
         sys.stderr.write("lstmviz: run was cancelled; nothing written\n")
@@ -393,7 +392,7 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None,
     _note_layer(trace)
     _warn_nonfinite(trace)
     if not args.quiet:
-        print(f"wrote {out} (loss {float(trace['loss']):.6g})")
+        _report(f"wrote {out} (loss {float(trace['loss']):.6g})")
     return 0
 
 
@@ -425,7 +424,7 @@ def _fitted(trace, config: RunConfig, args: argparse.Namespace, out: Path | None
         sys.stderr.write(f"lstmviz: interrupted; {what}\n")
         return 130
     if not args.quiet:
-        print(f"{what} (loss {float(trace['loss']):.6g})")
+        _report(f"{what} (loss {float(trace['loss']):.6g})")
     return 0
 
 
@@ -473,7 +472,7 @@ def _export(args: argparse.Namespace) -> int:
         log=not args.linear,
         normalise=args.normalise,
     )
-    print("wrote " + ", ".join(str(p) for p in written))
+    _report("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 
@@ -544,6 +543,18 @@ def _leave(code: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)
+
+
+def _report(line: str) -> None:
+    """Print what a command did (its files are written by then); a stdout that takes no more
+    (closed by `| head`: silently; a full disk: a line on stderr) then goes to /dev/null."""
+    try:
+        print(line, flush=True)
+    except OSError as exc:
+        if not isinstance(exc, BrokenPipeError):
+            sys.stderr.write(f"lstmviz: could not print on stdout ({exc.strerror or exc}); "
+                             "the files are written\n")  # fmt: skip
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -165,3 +165,25 @@ def test_load_names_a_folder_as_a_folder_not_as_missing(tmp_path):
         GradientTrace.load(tmp_path / "runs.npz")
     with pytest.raises(TraceError, match=r"gone\.npz: no such trace file$"):
         GradientTrace.load(tmp_path / "gone.npz")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_stdout_that_takes_nothing_fails_no_export(tmp_path):
+    """`lstmviz export … > /dev/full` (and `| head`, which closes the pipe) wrote the file
+    and then ended in a traceback and exit 1 printing "wrote …"."""
+    trace = tmp_path / "t.npz"
+    GradientTrace("taped", RunConfig(steps=3, batch=1, hidden=2),
+                  {"norm_h_total": np.ones(3, np.float32)}).save(trace)  # fmt: skip
+    command = [sys.executable, "-m", "lstmviz", "export", str(trace), "--csv"]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*command, str(tmp_path / "a.csv")], stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=ENV, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and (tmp_path / "a.csv").is_file()
+    assert done.stderr.strip().splitlines() == [
+        "lstmviz: could not print on stdout (No space left on device); the files are written"
+    ]
+    closed = subprocess.Popen([*command, str(tmp_path / "b.csv")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=ENV)  # fmt: skip
+    closed.stdout.close()  # a reader that has gone, as `| head` does once it has its lines
+    assert closed.wait(timeout=120) == 0 and (tmp_path / "b.csv").is_file()
+    assert closed.stderr.read() == ""
