@@ -16,6 +16,7 @@ import importlib
 
 __version__ = "0.1.0"
 
+# name -> the module defining it ("module:attribute" where the attribute is named otherwise).
 _API = {
     "LSTMWeights": "lstmviz.weights",
     "random_weights": "lstmviz.weights",
@@ -40,7 +41,7 @@ _API = {
     "GradientFlowCallback": "lstmviz.keras",
     "load_recording": "lstmviz.recording",
     "Recording": "lstmviz.recording",
-    "run": "lstmviz.engine.runner",
+    "run": "lstmviz.engine.runner:run_in_python_terms",
     "verify_trace": "lstmviz.verify",
     "plot": "lstmviz.notebook",
     "Figure": "lstmviz.notebook",
@@ -59,7 +60,8 @@ __all__ = sorted(_API)
 
 def __getattr__(name: str):
     if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
+        module, _, attribute = _API[name].partition(":")
+        return getattr(importlib.import_module(module), attribute or name)
     raise AttributeError(f"module 'lstmviz' has no attribute {name!r}")
 
 

@@ -133,8 +133,12 @@ class RunConfig:
         """Whether this run trains a user's model: a mode that can (`Mode.fit`), given one."""
         return bool(self.model) and bool(modes.get(self.mode).fit)
 
-    def validate(self) -> RunConfig:
-        """Raise ConfigError naming the first bad parameter; return self when all are fine."""
+    def validate(self, limits: bool = True) -> RunConfig:
+        """Raise ConfigError naming the first bad parameter; return self when all are fine.
+
+        `limits=False` leaves out the upper bounds of RANGES, which bound the runs the CLI and
+        the app start: a trace the API computed may be bigger, and its config still describes
+        it (`GradientTrace.load`)."""
         for name, allowed in (
             ("mode", modes.names()),
             ("loss", LOSSES),
@@ -154,7 +158,7 @@ class RunConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(flag(name), f"must be an integer, got {value!r}")
-            if not lo <= value <= hi:
+            if value < lo or (limits and value > hi):
                 raise ConfigError(flag(name), f"{value} is out of range [{lo}, {hi}]")
         for name in ("random_state", "time_major", "connectivity"):
             if not isinstance(getattr(self, name), bool):

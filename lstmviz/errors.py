@@ -36,20 +36,39 @@ class TraceError(LstmvizError):
     """A trace file cannot be read."""
 
 
-# A flag and what follows it: ":" (the flag names the error), a number or a metavar (FILE), or
-# nothing; not inside a word (a file name with "--" in it).
-_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(:|=| (?:-?\d[\w.]*|[A-Z][A-Z0-9_.]*)\b)?")
+# A flag and what follows it: ":" (the flag names the error), a number or a metavar (FILE), a
+# lowercase word (a choice's value, or the sentence going on), or nothing; not inside a word (a
+# file name with "--" in it).
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(:|=| (?:-?\d[\w.]*|[A-Z][A-Z0-9_.]*)\b"
+                   r"| [a-z][a-z0-9_]*(?![\w-]))?")  # fmt: skip
+
+
+# RunConfig's fields whose flag is followed by its value, a word ("--mode model" is
+# `mode='model'`; "--loss" is not one: "give --loss with a Keras loss name"), and its switches
+# ("--time-major" is `time_major=True`). Named here, not read from config, which imports errors.
+_CHOICE_FLAGS = frozenset({"mode", "generator", "task"})
+_SWITCHES = frozenset({"random_state", "time_major", "connectivity"})
 
 
 def in_python_terms(exc: LstmvizError, renames: Sequence[tuple[str, str]] = ()) -> LstmvizError:
     """`exc` (its class and attributes) with its message in a Python caller's words: first each
     (command line, Python) pair of `renames`, then every flag left as its keyword argument:
     "--train-steps: 0 is out of range" -> "train_steps: …", "--steps 5" -> "steps=5",
-    "give --loss" -> "give loss=", "--inputs FILE" -> "inputs=FILE"."""
+    "give --loss" -> "give loss=", "--inputs FILE" -> "inputs=FILE", "--mode model" ->
+    "mode='model'", "with --time-major" -> "with time_major=True"."""
 
     def keyword(m: re.Match) -> str:
         name, after = m[1].replace("-", "_"), (m[2] or "")
-        return name + (":" if after == ":" else "=" + after.strip(" ="))
+        if after == ":":
+            return name + ":"
+        value, rest = after.strip(" ="), ""
+        if after.startswith(" ") and value[:1].isalpha() and value.islower():
+            if name in _CHOICE_FLAGS:
+                return f"{name}={value!r}"
+            value, rest = "", after  # the sentence goes on
+        if name in _SWITCHES and not value:
+            return f"{name}=True{rest}"
+        return f"{name}={value}{rest}"
 
     text = str(exc)
     for cli, python in renames:
@@ -58,5 +77,5 @@ def in_python_terms(exc: LstmvizError, renames: Sequence[tuple[str, str]] = ()) 
     Exception.__init__(translated, _FLAG.sub(keyword, text))
     translated.__dict__.update(exc.__dict__)
     if isinstance(getattr(exc, "flag", None), str):
-        translated.flag = _FLAG.sub(lambda m: m[1].replace("-", "_"), exc.flag)
+        translated.flag = _FLAG.sub(lambda m: m[1].replace("-", "_") + (m[2] or ""), exc.flag)
     return translated

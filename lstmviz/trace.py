@@ -108,8 +108,9 @@ class GradientTrace:
         return sorted(self.arrays)
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write to `path` atomically (temporary file, then rename). Returns the path."""
-        path = Path(path)
+        """Write to `path` (which must end in `.npz`, as lstmviz knows a trace) atomically
+        (temporary file, then rename). Returns the path."""
+        path = files.check_suffix(path, "GradientTrace.save", files.TRACES, "trace files")
         payload: dict[str, Any] = {}
         for key, value in self.arrays.items():
             value = np.asarray(value)
@@ -234,7 +235,9 @@ class GradientTrace:
 
 def _suggest(name: str, arrays: dict) -> str:
     """ " (did you mean …?)" with the keys closest to `name`, or where to find them."""
-    close = difflib.get_close_matches(name, list(arrays), n=3, cutoff=0.6)
+    close = []  # trace[0]: no name is close to a number
+    if isinstance(name, str):
+        close = difflib.get_close_matches(name, list(arrays), n=3, cutoff=0.6)
     if close:
         return f" (did you mean {', '.join(map(repr, close))}?)"
     return " (trace.keys() lists them)"
@@ -315,6 +318,6 @@ def _config(path: Path, text: str) -> RunConfig:
     if not isinstance(data, dict):
         raise TraceError(f"{path}: config_json must be a JSON object, got {type(data).__name__}")
     try:
-        return RunConfig.from_dict(data).validate()
+        return RunConfig.from_dict(data).validate(limits=False)  # sizes as big as the arrays
     except ConfigError as exc:
         raise TraceError(f"{path}: config_json: {exc}") from None

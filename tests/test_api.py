@@ -441,3 +441,41 @@ def test_random_weights_check_their_sizes_and_a_model_spec_reads_as_its_summary(
     spec = lstmviz.load_model(tmp_path / "m.keras")
     assert repr(spec) == spec.summary() and len(repr(spec)) < 2000
     assert repr(spec.layers[-1]).startswith("LayerSpec(") and "params)" in repr(spec.layers[-1])
+
+
+def test_save_refuses_a_name_the_tools_would_not_open_as_a_trace(rng, tmp_path):
+    """lstmviz (the app, `export`, `plot`, the CLI's `--out`) knows a trace by its `.npz`:
+    save("x") had written a file named x that none of them opens; it is refused, as
+    `Figure.save` refuses a name without `.png`, and nothing is written."""
+    import lstmviz
+
+    trace = _taped(rng)
+    with pytest.raises(lstmviz.LstmvizError, match=r"^GradientTrace.save: .*x: trace files "
+                       r"end in \.npz$"):  # fmt: skip
+        trace.save(tmp_path / "x")
+    assert list(tmp_path.iterdir()) == []
+    saved = trace.save(tmp_path / "x.NPZ")
+    assert lstmviz.plot(saved, panels="norm", width=400, height=300).width == 400
+
+
+def test_indexing_a_trace_by_position_says_it_takes_key_names(rng):
+    """trace[0] (a notebook reflex) had raised "TypeError: 'int' object is not iterable" from
+    deep inside the key suggestions; it is a KeyError that says where the names are."""
+    trace = _taped(rng)
+    with pytest.raises(KeyError, match=r"no array 0 \(trace\.keys\(\) lists them\)"):
+        trace[0]
+
+
+def test_a_trace_of_sizes_past_the_run_limits_opens_again(tmp_path):
+    """RunConfig's ranges bound the runs the CLI and the app start; the API computes any size
+    that fits in memory. Such a trace saved, then failed to load ("config_json: --batch: 65537
+    is out of range"); it opens, and a run is still refused."""
+    import lstmviz
+
+    weights = lstmviz.random_weights(1, 1, 0)
+    trace = lstmviz.taped_gradients(np.ones((2, 65_537, 1)), weights)
+    back = lstmviz.GradientTrace.load(trace.save(tmp_path / "wide.npz"))
+    assert back.config.batch == 65_537 and back.h.shape == (2, 65_537, 1)
+    np.testing.assert_array_equal(back.grad_h_total, trace.grad_h_total)
+    with pytest.raises(lstmviz.ConfigError, match=r"^batch: 65537 is out of range"):
+        lstmviz.run(back.config)

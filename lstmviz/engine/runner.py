@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
-from lstmviz.errors import ConfigError
+from lstmviz.errors import ConfigError, LstmvizError, in_python_terms
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 
@@ -56,6 +57,18 @@ def run(
     extra = {"problem": problem} if mode.problem else {}
     items = mode.generator()(config, cancelled=cancelled, keep=keep, **extra)
     return _recorded(items, sources)
+
+
+@functools.wraps(run)
+def run_in_python_terms(
+    config: RunConfig, cancelled: Callable[[], bool] = bool, keep: Callable[[], bool] = bool
+) -> Iterator[TraceUpdate | GradientTrace]:
+    # `lstmviz.run`: `run`, its refusals naming RunConfig's fields ("steps: …", "inputs=FILE")
+    # where the command line and the app, which call `run` itself, name their flags.
+    try:
+        return run(config, cancelled, keep)
+    except LstmvizError as exc:
+        raise in_python_terms(exc) from None
 
 
 def _sized_by_weight_files(config: RunConfig) -> tuple[RunConfig, dict[str, str]]:
