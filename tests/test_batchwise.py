@@ -160,6 +160,18 @@ def test_without_gpu_the_while_loop_runs_and_cudnn_is_refused():
         choose_backend("cuda")
 
 
+def test_lstm_forward_takes_float64_arrays_as_a_notebook_has_them(rng):
+    """NumPy's default dtype: TensorFlow refused float64 next to the float32 cell's products."""
+    w = random_weights(I, H, rng)
+    x, (h0, c0) = rng.standard_normal((T, B, I)), rng.uniform(-0.5, 0.5, (2, B, H))
+    weights = (np.asarray(a, np.float64) for a in (w.kernel, w.recurrent_kernel, w.bias))
+    h, c_last = lstm_forward(x, h0, c0, *weights, "while_loop")
+    expected_h, expected_c, _ = np_forward(x, w.kernel, w.recurrent_kernel, w.bias, h0, c0)
+    assert h.dtype == tf.float32
+    assert_close(h.numpy(), expected_h, what="h")
+    assert_close(c_last.numpy(), expected_c[-1], what="c")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("loss", ["mean_h", "last_mse"])
 def test_cudnn_equals_while_loop_and_numpy(rng, loss):

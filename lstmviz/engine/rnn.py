@@ -41,7 +41,12 @@ def lstm_forward(
     bias: tf.Tensor,
     backend: str = "auto",
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """Every h_t [T, B, H] and the last c [B, H], on cuDNN or the while loop (see the module)."""
+    """Every h_t [T, B, H] and the last c [B, H], on cuDNN or the while loop (see the module).
+    x [T, B, I], h0, c0 [B, H], kernel [I, 4H], recurrent_kernel [H, 4H], bias [4H]: tensors or
+    arrays, any float dtype, computed in float32."""
+    x, h0, c0, kernel, recurrent_kernel, bias = (
+        tf.cast(value, tf.float32) for value in (x, h0, c0, kernel, recurrent_kernel, bias)
+    )
     if choose_backend(backend) == "cudnn":
         return cudnn_lstm(x, h0, c0, kernel, recurrent_kernel, bias)
     h, c = lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias)
