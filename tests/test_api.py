@@ -436,6 +436,9 @@ def test_random_weights_check_their_sizes_and_a_model_spec_reads_as_its_summary(
     for bad in (5.0, -1, 0, True):
         with pytest.raises(lstmviz.WeightsError, match=r"positive integer, got"):
             lstmviz.random_weights(bad, 7)
+    for bad in ("x", -3, 1.5):  # NumPy's own TypeError/ValueError about a SeedSequence
+        with pytest.raises(lstmviz.WeightsError, match=r"rng must be a numpy Generator"):
+            lstmviz.random_weights(5, 7, bad)
     model = next(iter(keras3_models().values()))
     model.save(tmp_path / "m.keras")
     spec = lstmviz.load_model(tmp_path / "m.keras")

@@ -63,7 +63,11 @@ def random_weights(input_dim: int, hidden: int, rng=None) -> LSTMWeights:
     for name, value in (("input_dim", input_dim), ("hidden", hidden)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise WeightsError(f"random_weights: {name} must be a positive integer, got {value!r}")
-    rng = np.random.default_rng(rng)
+    try:
+        rng = np.random.default_rng(rng)
+    except (TypeError, ValueError):
+        raise WeightsError(f"random_weights: rng must be a numpy Generator, a non-negative "
+                           f"integer seed or None, got {rng!r}") from None  # fmt: skip
     limit = np.sqrt(6.0 / (input_dim + 4 * hidden))
     kernel = rng.uniform(-limit, limit, size=(input_dim, 4 * hidden))
     # Orthogonal [H, 4H]: QR of a [4H, H] normal matrix gives orthonormal columns; transpose.
