@@ -35,13 +35,21 @@ from lstmviz import files
 from lstmviz.config import RunConfig
 from lstmviz.engine.model import ModelGradients, named_arrays, prepare
 from lstmviz.engine.model_forward import weight_names
-from lstmviz.errors import ConfigError, LstmvizError, ModelError
+from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError, in_python_terms
 from lstmviz.recording import RecordingError, RecordingWriter, load_recording, record_rows
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.model import LayerSpec, ModelSpec
 from lstmviz.weights.model_files import live_compile_config, spec_from_keras
 
 WHERE = "GradientFlowCallback"
+# The command line's words in the messages model mode shares with it, as the callback's
+# arguments name them.
+PYTHON_TERMS = (
+    ("give --loss", "pass loss="),
+    ("--loss is for a model without a compiled loss",
+     "loss= is for a model compiled with a loss lstmviz does not know"),
+    (" (in the .npz, or --targets Y.npy)", " (data = (x, y))"),
+)  # fmt: skip
 
 
 class GradientFlowCallback(keras.callbacks.Callback):
@@ -68,6 +76,8 @@ class GradientFlowCallback(keras.callbacks.Callback):
         super().__init__()
         if not isinstance(data, tuple | list) or len(data) != 2:
             raise LstmvizError(f"{WHERE}: data must be (x, y), got {type(data).__name__}")
+        if data[0] is None:  # model mode would record on random data instead
+            raise LstmvizError(f"{WHERE}: data must be (x, y), got x None")
         if isinstance(every, bool) or not isinstance(every, int | np.integer) or every < 1:
             raise LstmvizError(f"{WHERE}: every must be a positive integer, got {every!r}")
         self.data, self.loss, self.every = data, loss, int(every)
@@ -270,8 +280,10 @@ class _LiveModel:
             try:
                 self.loss, x, y, _ = prepare(spec, config, x, y, where=f"{WHERE} data")
             except ConfigError as exc:
-                text = str(exc).removeprefix(f"{exc.flag}: ").replace("give --loss", "pass loss=")
-                raise LstmvizError(f"{WHERE}: {text}") from None
+                text = str(exc).removeprefix(f"{exc.flag}: ")
+                raise in_python_terms(LstmvizError(f"{WHERE}: {text}"), PYTHON_TERMS) from None
+            except InputError as exc:
+                raise in_python_terms(exc, PYTHON_TERMS) from None
             self.gradients = ModelGradients(spec, self.loss)
             layers = _live_layers(model)
             self.weights = _weight_readers(spec, layers)

@@ -88,6 +88,22 @@ def test_a_model_without_a_loss_trains_with_the_one_given(workspace, capsys):
     assert list(rec.step) == [4] and "binary_crossentropy" in rec.last.config.loss
 
 
+def test_a_model_without_a_loss_trains_with_a_keras_alias_of_one(workspace, capsys):
+    """--loss mse compiles the model with Keras's mean_squared_error: the records take it."""
+    w = workspace
+    args = ["run", "--mode", "train", "--model", str(w / "bare.keras"), "--inputs",
+            str(w / "d.npz"), "--every", "4", "--batch", "25", "--record", str(w / "run.lvz"),
+            "--loss", "mse", "--save-model", str(w / "trained.keras"), "--quiet"]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    rec = load_recording(w / "run.lvz")
+    assert list(rec.step) == [4] and rec.last.config.loss == "mean_squared_error"
+    data = np.load(w / "d.npz")
+    x, y = data["x"][:64], data["y"][:64]
+    pred = keras.models.load_model(w / "trained.keras").predict(x, verbose=0)
+    # the record at batch 4, the fit's last: the saved model's weights
+    assert abs(rec.loss[-1] - np.mean((pred[:, 0] - y[:, 0]) ** 2)) < 1e-5
+
+
 def refused(source: Path, target: Path) -> None:
     """A copy of a .keras file whose LSTMs carry Keras 2's `time_major` argument: lstmviz reads
     it, Keras 3 refuses it."""

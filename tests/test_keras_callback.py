@@ -133,6 +133,27 @@ def test_a_model_compiled_again_between_fits_is_recorded_with_its_new_loss(tmp_p
     assert callback._live_model is not built
 
 
+def test_loss_may_name_the_compiled_loss_by_any_of_its_keras_names(tmp_path):
+    """loss="mse" for a model compiled with mean_squared_error is that loss; another loss, or
+    data without y, is refused in the words of the Python API."""
+    model, (x, y) = tokens_model(), token_data()
+    model.compile(loss="mse", optimizer="adam")
+    callback = GradientFlowCallback((x[:8], y[:8]), tmp_path / "run.lvz", every=5, loss="mse")
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    pred = model.predict(x[:8], verbose=0)
+    assert abs(load_recording(tmp_path / "run.lvz").loss[-1] - np.mean((pred - y[:8]) ** 2)) < 1e-6
+    callback = GradientFlowCallback((x[:8], y[:8]), tmp_path / "b.lvz", every=5, loss="bce")
+    with pytest.raises(LstmvizError) as info:
+        model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert str(info.value).endswith("the model is compiled with mean_squared_error; loss= is "
+                                    "for a model compiled with a loss lstmviz does not know")
+    callback = GradientFlowCallback((x[:8], None), tmp_path / "c.lvz", every=5)
+    with pytest.raises(LstmvizError) as info:
+        model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert str(info.value) == ("GradientFlowCallback data: the loss mean_squared_error needs "
+                               "targets y (data = (x, y))")
+
+
 def test_a_relative_path_is_the_folder_current_when_the_callback_was_made(tmp_path, monkeypatch):
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path)
@@ -359,6 +380,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
     x, y = token_data()
     cases = [
         (dict(data=x, path=tmp_path / "a.lvz"), r"data must be \(x, y\)"),
+        (dict(data=(None, y), path=tmp_path / "a.lvz"), r"data must be \(x, y\), got x None"),
         (dict(data=(x, y), path=tmp_path / "a.lvz", every=0), "every must be a positive"),
         (dict(data=(x, y), path=tmp_path / "a.lvz", every=True), "every must be a positive"),
         (dict(data=(x, y), path=tmp_path / "a.npz"), "recordings end in .lvz"),

@@ -173,3 +173,21 @@ def test_saliency_is_the_gradient_at_the_embedding_vectors(tmp_path):
     close(summed, expected, 1e-4, "embedding gradient")
     np.testing.assert_allclose(trace.saliency, np.linalg.norm(trace.grad_input, axis=-1).T,
                                rtol=1e-6)  # fmt: skip
+
+
+def test_loss_naming_the_compiled_one_by_another_keras_name_is_that_loss(tmp_path, rng):
+    """`--loss mse` (`loss="mse"`) for a model compiled with mean_squared_error was refused as
+    another loss; Keras's own names of one loss are one loss. Another loss is still refused."""
+    from lstmviz.errors import ConfigError
+
+    model = keras.Sequential([keras.Input((T, 3)), L.LSTM(4), L.Dense(2)])
+    model.compile(loss="mean_squared_error")
+    model.save(tmp_path / "m.keras")
+    x = rng.standard_normal((B, T, 3)).astype(np.float32)
+    y = rng.standard_normal((B, 2)).astype(np.float32)
+    expected = float(keras.ops.mean((model(x) - y) ** 2))
+    for name in ("mse", "MeanSquaredError", "mean_squared_error"):
+        trace = model_gradients(tmp_path / "m.keras", x, y, loss=name)
+        np.testing.assert_allclose(float(trace["loss"]), expected, rtol=1e-6)
+    with pytest.raises(ConfigError, match="compiled with mean_squared_error"):
+        model_gradients(tmp_path / "m.keras", x, y, loss="mae")

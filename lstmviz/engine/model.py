@@ -93,7 +93,7 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
     of LSTM layers, or a model whose last layer is an LSTM) may take a hidden-state loss on its
     output (default mean_h); a model with a head needs a Keras loss: ConfigError without one."""
     if spec.loss is not None and not spec.stack:
-        if given and given not in LOSSES and given != spec.loss:  # (the default is mean_h)
+        if given and given not in LOSSES and not _same_loss(given, spec.loss):  # default mean_h
             raise ConfigError("--loss", f"{spec.source}: the model is compiled with "
                               f"{spec.loss}; --loss is for a model without a compiled loss")
         return ModelLoss(spec.loss, tuple(sorted(spec.loss_args.items())))
@@ -111,6 +111,17 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
             "loss name (e.g. binary_crossentropy, sparse_categorical_crossentropy, mse)",
         )
     return _keras_loss(given)
+
+
+def _same_loss(name: str, other: str) -> bool:
+    """Whether Keras takes the loss names for one loss ("mse" and "mean_squared_error")."""
+    import keras
+
+    try:
+        first, second = keras.losses.get(name), keras.losses.get(other)
+    except (ValueError, TypeError):
+        return name == other
+    return getattr(first, "fn", first) is getattr(second, "fn", second)
 
 
 def _keras_loss(name: str) -> ModelLoss:
