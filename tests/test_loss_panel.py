@@ -1,5 +1,6 @@
-"""The training-loss panel (`lstmviz.render.training.LossPanel`) of a run of one training step
-shows its one loss as a dot: a curve of one point draws no line, and the panel looked empty."""
+"""The training-loss panel (`lstmviz.render.training.LossPanel`): a run of one training step
+shows its one loss as a dot (a curve of one point draws no line, and the panel looked empty);
+the legend sits below the plot."""
 
 from __future__ import annotations
 
@@ -21,12 +22,17 @@ def red_pixels(panel) -> int:
     return int((np.abs(rgb - [214, 39, 40]).sum(axis=-1) < 60).sum())
 
 
-def test_one_training_step_shows_its_loss_as_a_dot_and_more_steps_as_a_line(qtbot):
+def shown_panel(qtbot, width: int, height: int) -> LossPanel:
     panel = LossPanel()
     qtbot.addWidget(panel)
     panel.setAttribute(Qt.WA_DontShowOnScreen)
-    panel.resize(300, 260)
+    panel.resize(width, height)
     panel.show()
+    return panel
+
+
+def test_one_training_step_shows_its_loss_as_a_dot_and_more_steps_as_a_line(qtbot):
+    panel = shown_panel(qtbot, 300, 260)
     for losses, symbol in (([0.7], "o"), (np.linspace(1.0, 0.1, 30), None), ([0.4], "o")):
         panel.draw({"loss_by_step": np.asarray(losses)}, RunConfig(mode="train", steps=4,
                                                                     train_steps=len(losses)))
@@ -36,3 +42,13 @@ def test_one_training_step_shows_its_loss_as_a_dot_and_more_steps_as_a_line(qtbo
             panel.legend.hide()  # its sample line is red too
             assert red_pixels(panel) > 10  # the dot
             panel.legend.show()
+
+
+def test_the_legend_sits_below_the_plot(qtbot):
+    """Inside the plot it covered the loss in small panels: below it, as the curve panels'."""
+    panel = shown_panel(qtbot, 400, 400)
+    panel.draw({"loss_by_step": np.linspace(1.0, 0.1, 50)}, RunConfig(mode="train", steps=4))
+    qtbot.wait(50)
+    view = panel.plot.getViewBox().sceneBoundingRect()
+    assert panel.legend.isVisible()
+    assert panel.legend.sceneBoundingRect().top() >= view.bottom()

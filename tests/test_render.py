@@ -414,24 +414,6 @@ def test_a_narrow_panel_elides_its_title_and_folds_a_legend_wider_than_its_plot(
         assert panel.legend.isVisible() is not narrow, width
 
 
-def test_the_training_loss_legend_sits_below_the_plot(qtbot):
-    """Inside the plot it covered the loss in small panels: below it, as the curve panels'."""
-    from PySide6.QtCore import Qt
-
-    from lstmviz.render.training import LossPanel
-
-    panel = LossPanel()
-    qtbot.addWidget(panel)
-    panel.setAttribute(Qt.WA_DontShowOnScreen)
-    panel.resize(400, 400)
-    panel.show()
-    panel.draw({"loss_by_step": np.linspace(1.0, 0.1, 50)}, RunConfig(mode="train", steps=4))
-    qtbot.wait(50)
-    view = panel.plot.getViewBox().sceneBoundingRect()
-    assert panel.legend.isVisible()
-    assert panel.legend.sceneBoundingRect().top() >= view.bottom()
-
-
 def test_summary_shapes_are_never_parted_by_a_wrap():
     """Qt's line breaker finds no break in a shape or "(max |Δ| 1.9e-08)" (it broke after "|")."""
     from PySide6.QtCore import QTextBoundaryFinder
