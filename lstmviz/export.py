@@ -226,9 +226,14 @@ def load_subject(trace, full: bool) -> tuple:
     return GradientTrace.load(trace), str(trace)
 
 
+def _integer(value) -> bool:
+    """An int or a NumPy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def _size(width: int, height: int, dpi: float) -> tuple[int, int, float]:
     for flag, value in (("--width", width), ("--height", height)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if not _integer(value):
             raise ExportError(f"{flag}: must be an integer number of pixels, got {value!r}")
         if not 16 <= value <= MAX_PIXELS:
             raise ExportError(f"{flag}: {value} is out of range [16, {MAX_PIXELS}]")
@@ -240,10 +245,6 @@ def _size(width: int, height: int, dpi: float) -> tuple[int, int, float]:
             "(at least 200×150 px at 96 dpi); lower --dpi or enlarge the image"
         )
     return int(width), int(height), float(dpi)
-
-
-def _integer(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _directions(trace) -> list[str]:
