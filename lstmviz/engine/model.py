@@ -31,6 +31,7 @@ from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError, InputError, in_python_terms
 from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.weights.keras_config import loss_name
 from lstmviz.weights.model import RECURRENT, ModelSpec, shape_text
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
@@ -93,7 +94,8 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
     of LSTM layers, or a model whose last layer is an LSTM) may take a hidden-state loss on its
     output (default mean_h); a model with a head needs a Keras loss: ConfigError without one."""
     if spec.loss is not None and not spec.stack:
-        if given and given not in LOSSES and not _same_loss(given, spec.loss):  # default mean_h
+        # another name Keras takes for the compiled loss ("mse") is that loss
+        if given and given not in LOSSES and loss_name(given) != spec.loss:  # default mean_h
             raise ConfigError("--loss", f"{spec.source}: the model is compiled with "
                               f"{spec.loss}; --loss is for a model without a compiled loss")
         return ModelLoss(spec.loss, tuple(sorted(spec.loss_args.items())))
@@ -111,17 +113,6 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
             "loss name (e.g. binary_crossentropy, sparse_categorical_crossentropy, mse)",
         )
     return _keras_loss(given)
-
-
-def _same_loss(name: str, other: str) -> bool:
-    """Whether Keras takes the loss names for one loss ("mse" and "mean_squared_error")."""
-    import keras
-
-    try:
-        first, second = keras.losses.get(name), keras.losses.get(other)
-    except (ValueError, TypeError):
-        return name == other
-    return getattr(first, "fn", first) is getattr(second, "fn", second)
 
 
 def _keras_loss(name: str) -> ModelLoss:

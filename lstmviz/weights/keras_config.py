@@ -355,10 +355,11 @@ _NOT_ARGS = {"name", "dtype", "fn"}
 
 
 def loss_name(name) -> str | None:
-    """A Keras loss name ("mse" -> "mean_squared_error"), or None for one Keras lacks."""
+    """A Keras loss name, by any name Keras takes for it ("mse", "MSE", "MeanSquaredError" ->
+    "mean_squared_error"), or None for one Keras lacks."""
     if not isinstance(name, str):
         return None
-    key = name.lower() if name.isupper() else name  # "MSE", "BCE": Keras's class aliases
+    key = snake_case(name)  # Keras's class names and their upper-case aliases ("BCE") too
     key = _ALIASES.get(key, key)
     return key if key in LOSSES else None
 
@@ -403,7 +404,7 @@ def _compiled_loss(value) -> tuple[str | None, dict]:
         if cls == "function":  # Keras 3: a loss function by name
             return loss_name(config), {}
         if isinstance(cls, str) and isinstance(config, dict):
-            name = loss_name(snake_case(cls)) or loss_name(config.get("fn"))
+            name = loss_name(cls) or loss_name(config.get("fn"))
             if name is None:
                 return None, {}
             args = {k: v for k, v in config.items() if k not in _NOT_ARGS}
