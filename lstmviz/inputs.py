@@ -57,7 +57,7 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
     """Read x from `path` as time-major [T, B, I] float32.
 
     The file holds [B, T, I] (batch-major, as Keras users keep sequences) unless `time_major`
-    or it is a trace (`holds_trace`), whose x is time-major whatever `time_major` says.
+    or it is a trace (it holds TRACE_KEY), whose x is time-major whatever `time_major` says.
     Raises InputError naming the file: missing, unreadable, not 3-D, empty, non-numeric, NaN/Inf.
     """
     if not isinstance(path, str | os.PathLike):
@@ -91,19 +91,8 @@ def load_inputs(path: str | os.PathLike, time_major: bool = False) -> np.ndarray
 def describe_inputs(path: str | os.PathLike, x: np.ndarray, time_major: bool) -> str:
     """One line for the trace's `inputs_source` and the GUI: file, layout, shape [T, B, I]."""
     layout = "time-major" if time_major else "batch-major"
-    if holds_trace(path):
+    if files.kind(path) == "trace":
         layout = "trace's x, time-major"
     steps, batch, input_dim = (int(n) for n in x.shape)
     return f"{path}: {layout} file; x [T, B, I] = [{steps}, {batch}, {input_dim}]"
 
-
-def holds_trace(path: str | os.PathLike) -> bool:
-    """Whether `path` is an lstmviz trace `.npz` (it has `TRACE_KEY`); reads only the file's
-    list of arrays."""
-    if Path(path).suffix.lower() != ".npz":
-        return False
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return TRACE_KEY in data.files
-    except (OSError, ValueError, EOFError):
-        return False
