@@ -108,13 +108,14 @@ def keras3_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
             if dataset is None:
                 break
             arrays.append(numeric(f"{path}/cell/vars/{index}", dataset))
-        layer = FoundLayer(name, aliases=(path,), note=_direction(path))
+        layer = FoundLayer(name, aliases=(path,))
         # A Bidirectional keeps its halves in `forward_layer` / `backward_layer`.
         parent, _, last = path.rpartition("/")
         halves = ("forward_layer", "backward_layer")
         owner_group = (root[parent] if parent else root) if last in halves else group
         layer.direction = last.partition("_")[0] if owner_group is not group else ""
         layer.owner = (_vars_name(owner_group) or parent) if layer.direction else name
+        layer.note = _direction(layer.direction)
         # Keras writes the groups in the order the model runs its layers, and a fresh HDF5
         # file places objects in the order they are created: the address is that order.
         layer.order = (h5py.h5o.get_info(owner_group.id).addr,)
@@ -140,6 +141,7 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
     Keras 2 `CuDNNLSTM` groups (bias [8H]) are converted to `LSTM` weights.
     """
     found = []
+    halves = _halves(configs)
     order = [h5_text(n) for n in root.attrs.get("layer_names", [])] or list(root)
     for position, top_name in enumerate(order):
         top = h5_child(root, top_name) if isinstance(top_name, str) and top_name in root else None
@@ -159,14 +161,21 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
                 dataset = h5_child(group, names[key], h5py.Dataset) if key in names else None
                 if dataset is not None:
                     arrays[key] = numeric(f"{path}/{key}", dataset)
-            layer = FoundLayer(name, arrays, aliases=(path,), note=_direction(path))
+            layer = FoundLayer(name, arrays, aliases=(path,))
+            # Keras 2 names a Bidirectional's halves forward_<name> and backward_<name>, in
+            # the wrapper's group (a layer of its own sits in a group of its own name); Keras 3
+            # keeps a backward_layer's own name, which the wrapper's config gives.
+            owner, direction = halves.get(name, ("", ""))
+            if not (direction and len(parts) > 1 and parts[-2] == owner):
+                inside = len(parts) > 1 and parts[-2] != name
+                direction = name.partition("_")[0] if inside else ""
+                direction = direction if direction in ("forward", "backward") else ""
+                owner = parts[-2] if direction else name
+            layer.direction, layer.owner = direction, owner
+            layer.note = _direction(direction)
             if is_cudnn(arrays):
                 layer.arrays = dict(zip(_ARRAY_NAMES, cudnn_lstm_to_keras(**arrays), strict=True))
                 layer.note = ", ".join(filter(None, [layer.note, "Keras 2 CuDNNLSTM"]))
-            # Keras 2 names a Bidirectional's halves forward_<name> and backward_<name>.
-            direction = name.partition("_")[0]
-            layer.direction = direction if direction in ("forward", "backward") else ""
-            layer.owner = parts[-2] if layer.direction and len(parts) > 1 else name
             owner = layer.owner if layer.direction else ""
             key = name if name in configs else top_name
             layer.problem = _config_problem(key, configs, owner, layer.direction)
@@ -238,10 +247,23 @@ def h5_text(value) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _direction(path: str) -> str:
-    if "backward" in path:
+def _direction(direction: str) -> str:
+    """The note of a Bidirectional's half whose direction is `direction` ("" otherwise)."""
+    if direction == "backward":
         return "backward half of a Bidirectional (Keras runs it on the reversed sequence)"
-    return "forward half of a Bidirectional" if "forward" in path else ""
+    return "forward half of a Bidirectional" if direction == "forward" else ""
+
+
+def _halves(configs: dict[str, dict]) -> dict[str, tuple[str, str]]:
+    """Name of an LSTM inside a Bidirectional -> (the wrapper's name, "forward"/"backward"),
+    from the `<wrapper>/<direction>` entries of `lstm_configs`. Halves that share a name in
+    the config (Keras 2 without a backward_layer) are left out: their weights' names say it."""
+    named: dict[str, list[tuple[str, str]]] = {}
+    for key, config in configs.items():
+        owner, _, direction = key.rpartition("/")
+        if owner and direction in ("forward", "backward") and isinstance(config.get("name"), str):
+            named.setdefault(config["name"], []).append((owner, direction))
+    return {name: pairs[0] for name, pairs in named.items() if len(pairs) == 1}
 
 
 def _activation(value) -> str:

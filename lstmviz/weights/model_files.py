@@ -13,8 +13,10 @@ Every problem is a ModelError whose one-line message starts with the file (or mo
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
+import re
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +31,7 @@ from lstmviz.weights.keras_files import h5_child, h5_text, read_keras_archive
 from lstmviz.weights.keras_model import Keras3Weights, LegacyWeights, spec_from_config
 from lstmviz.weights.loaders import checked, file_format, layer_reader, one_line, read_file
 from lstmviz.weights.model import LayerSpec, ModelSpec, infer_output_shape
+from lstmviz.weights.torch_files import module_of
 
 _KERAS_HDF5 = (".h5", ".hdf5", ".weights.h5")
 
@@ -148,22 +151,78 @@ def _stack(path: Path, label: str, suffix: str) -> ModelSpec:
             halves = ", ".join(repr(part.name) for part in parts)
             raise ModelError(f"layer {name!r}: {halves} do not make one LSTM or Bidirectional")
         layers.append(_stack_layer(name, directions, "nn.LSTM" if torch else "LSTM"))
+    order = ""
+    if suffix == ".safetensors":
+        layers, order = _module_order(layers)
     first = layers[0].weights.get("kernel", layers[0].weights.get("forward/kernel"))
     inputs = (None, int(first.shape[0]))
     chained = [LayerSpec("input", "input", "InputLayer", {"dtype": "float32"}, {}, None, inputs)]
     for layer in layers:
         shape = chained[-1].output_shape
-        if layer.weights[_kernel_key(layer)].shape[0] != shape[-1]:
+        if (width := _width_in(layer)) != shape[-1]:
+            # Taken as concat, a Bidirectional gives twice what sum, mul or ave would.
+            merged = chained[-1].kind == "bidirectional" and 2 * width == shape[-1]
             raise ModelError(
-                f"the layers do not chain: {layer.label} takes inputs of width "
-                f"{layer.weights[_kernel_key(layer)].shape[0]}, but {chained[-1].label} gives "
-                f"width {shape[-1]}"
-            )
+                f"the layers do not chain: {layer.label} takes inputs of width {width}, but "
+                f"{chained[-1].label} gives width {shape[-1]}"
+                + (" (a weights-only file does not store merge_mode: lstmviz concatenates the "
+                   "halves; load the whole model for sum, mul or ave)" if merged else "")
+            )  # fmt: skip
         output = infer_output_shape(layer.kind, layer.args, layer.weights, shape)
         chained.append(replace(layer, input_shape=shape, output_shape=output))
     count = len(layers)
     source = f"{path}: {label}, weights only: a stack of {count} LSTM layer{'s' * (count > 1)}"
+    source += f" ({order})" if order else ""
     return ModelSpec(path.name.split(".")[0], source, tuple(chained), stack=True)
+
+
+def _module_order(layers: list[LayerSpec]) -> tuple[list[LayerSpec], str]:
+    """The layers of a .safetensors state dict with its nn.LSTM modules in the order a model
+    ran them, and a note saying how that order was chosen ("" for one module).
+
+    safetensors stores tensors sorted by name, so the order the modules were registered in
+    is lost. Names alike but for their numbers (nn.ModuleList's `layers.0.`, `layers.1.`, …)
+    keep the order of their numbers (`layers` comes in that order); other names are stacked
+    in the one order in which their sizes chain, or refused when there are several."""
+    modules: dict[str, list[LayerSpec]] = {}
+    for layer in layers:
+        modules.setdefault(module_of(layer.name), []).append(layer)
+    names = list(modules)
+    listed = ", ".join(map(repr, names))
+    if len(names) < 2:
+        return layers, ""
+    if len({re.sub(r"\d+", "#", name) for name in names}) == 1:
+        return layers, f"nn.LSTM modules in the order of their numbers: {listed}"
+    ins = {name: _width_in(parts[0]) for name, parts in modules.items()}
+    outs = {name: _width_out(parts[-1]) for name, parts in modules.items()}
+    chaining = [
+        order for order in itertools.permutations(names)
+        if all(outs[a] == ins[b] for a, b in itertools.pairwise(order))
+    ] if len(names) <= _MAX_PERMUTED else []  # fmt: skip
+    if len(chaining) == 1:
+        ordered = ", ".join(map(repr, chaining[0]))
+        note = f"nn.LSTM modules in the only order their sizes chain: {ordered}"
+        return [layer for name in chaining[0] for layer in modules[name]], note
+    if not chaining and len(names) <= _MAX_PERMUTED:
+        return layers, ""  # no order chains: the caller says where the widths differ
+    raise ModelError(
+        f"nn.LSTM modules {listed}: .safetensors does not store the order they run in and "
+        f"their sizes do not settle it; use one with --weights FILE --layer NAME (e.g. "
+        f"{layers[0].name!r}), or save the state dict with torch.save (.pt keeps the order)"
+    )
+
+
+# Orders of named modules tried for a .safetensors stack (8! = 40320 at most).
+_MAX_PERMUTED = 8
+
+
+def _width_in(layer: LayerSpec) -> int:
+    return int(layer.weights[_kernel_key(layer)].shape[0])
+
+
+def _width_out(layer: LayerSpec) -> int:
+    shape = infer_output_shape(layer.kind, layer.args, layer.weights, (None, _width_in(layer)))
+    return int(shape[-1])
 
 
 def _kernel_key(layer: LayerSpec) -> str:

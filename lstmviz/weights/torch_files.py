@@ -3,7 +3,9 @@
 Keys are `[prefix]weight_ih_l{k}[_reverse]` [4H, I], `weight_hh_l{k}` [4H, H], `bias_ih_l{k}`,
 `bias_hh_l{k}` [4H]. Keras layout: kernel = weight_ih.T, recurrent_kernel = weight_hh.T,
 bias = bias_ih + bias_hh; the gate order (i, f, g, o) is Keras's (i, f, c, o). Layer names are
-`[prefix]l{k}[_reverse]`, e.g. `lstm.l0`.
+`[prefix]l{k}[_reverse]`, e.g. `lstm.l0`. A `.pt` state dict keeps the order its modules were
+registered in; `.safetensors` stores tensors sorted by name, so its modules are ordered by name
+with numbers compared as numbers (`layers.2.` before `layers.10.`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def safetensors_layers(path: Path) -> list[FoundLayer]:
                 raise WeightsError(f"{key} has dtype {dtype}, which lstmviz does not read")
             else:
                 arrays[key] = f.get_tensor(key)
-    return state_dict_layers(arrays)
+    # safetensors writes tensors sorted by name (and dtype), not in the state dict's order.
+    return state_dict_layers(arrays, keeps_order=False)
 
 
 def _bfloat16(path: Path, key: str) -> np.ndarray:
@@ -80,10 +83,24 @@ def pt_layers(path: Path) -> list[FoundLayer]:
     )
 
 
-def state_dict_layers(arrays: dict[str, np.ndarray]) -> list[FoundLayer]:
-    """Group nn.LSTM keys by layer and convert them to Keras's layout."""
+def module_of(name: str) -> str:
+    """The nn.LSTM module (its state dict prefix, e.g. "encoder.") of a layer `[prefix]l{k}`."""
+    return re.sub(r"l\d+(_reverse)?$", "", name)
+
+
+def by_numbers(prefix: str) -> tuple:
+    """A sort key comparing the digit runs of `prefix` as numbers: "layers.2." before
+    "layers.10.", as nn.ModuleList and numbered attributes register them."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", prefix))  # fmt: skip
+
+
+def state_dict_layers(arrays: dict[str, np.ndarray], keeps_order: bool = True) -> list[FoundLayer]:
+    """Group nn.LSTM keys by layer and convert them to Keras's layout. Layers are ordered by
+    module, then by index; modules in the order of `arrays` (a state dict's: the order they
+    were registered in) when it `keeps_order`, else by name with numbers compared as numbers."""
     groups: dict[str, dict[str, np.ndarray]] = {}
-    orders: dict[str, tuple[int, ...]] = {}
+    indices: dict[str, tuple[str, int]] = {}
     prefixes: list[str] = []
     for key, value in arrays.items():
         match = _KEY.match(key)
@@ -92,7 +109,10 @@ def state_dict_layers(arrays: dict[str, np.ndarray]) -> list[FoundLayer]:
             groups.setdefault(name, {})[match["kind"]] = numeric(key, value)
             if match["prefix"] not in prefixes:
                 prefixes.append(match["prefix"])
-            orders[name] = (prefixes.index(match["prefix"]), int(match["index"]))
+            indices[name] = (match["prefix"], int(match["index"]))
+    if not keeps_order:
+        prefixes.sort(key=by_numbers)
+    orders = {name: (prefixes.index(prefix), k) for name, (prefix, k) in indices.items()}
     found = []
     for name, parts in groups.items():
         layer = FoundLayer(name, order=orders[name])
