@@ -100,6 +100,13 @@ def check_data(spec: ModelSpec, x, y, where: str = "data") -> tuple[np.ndarray, 
             raise InputError(f"{where}: y has dtype {y.dtype}, not numbers")
         if y.ndim == 0:
             raise InputError(f"{where}: y is a single number, not one target per sample")
+        if y.shape[:1] != x.shape[:1] and x.ndim >= 2 and y.shape[0] == x.shape[1]:
+            raise InputError(
+                f"{where}: x looks time-major [T, B, …] = {list(x.shape)}, as y has "
+                f"{y.shape[0]} samples, x's second axis; model mode takes x batch-major "
+                f"[B, T, …], as Keras does: np.swapaxes(x, 0, 1) (or, for x as given, y of "
+                f"{x.shape[0]} samples)"
+            )
         if y.shape[:1] != x.shape[:1]:
             raise InputError(
                 f"{where}: y has {y.shape[0] if y.ndim else 0} samples but x has {x.shape[0]}"

@@ -23,12 +23,20 @@ import numpy as np
 from lstmviz.config import RunConfig
 from lstmviz.engine.generators import FixedWeights, Hypernetwork, make_generator
 from lstmviz.engine.gradients import HiddenLoss, compiled_step, numpy_arrays
-from lstmviz.engine.problem import Problem, check_problem, seeded_problem
+from lstmviz.engine.losses import check_loss
+from lstmviz.engine.problem import (
+    Problem,
+    batch_major_error,
+    check_order,
+    check_problem,
+    seeded_problem,
+    swapped_argument,
+)
 from lstmviz.engine.rnn import choose_backend
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.taped import compute_taped, config_for
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import InputError
+from lstmviz.errors import InputError, WeightsError
 from lstmviz.numeric import float32_copy
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
@@ -161,7 +169,7 @@ def _per_batch(name: str, value, batches: int) -> list:
     """None -> [None] * N; else value must have N rows, one per batch."""
     if value is None:
         return [None] * batches
-    value = np.asarray(value, np.float32)
+    value = float32_copy(value, name)
     if value.ndim == 0 or value.shape[0] != batches:
         raise InputError(
             f"{name} must have one row per batch (N={batches}), got {list(value.shape)}"
@@ -185,6 +193,7 @@ def batchwise_gradients(
     target as `loss` needs it), h0 and c0 [N, B, H] (zeros when None). backend: "auto", "cudnn"
     or "while_loop". The trace's arrays are per batch, [N, ...] (see the README).
     """
+    check_order(x, "x", "batchwise_gradients", (Hypernetwork,))
     x = float32_copy(x, "x")
     if x.ndim != 4 or x.shape[0] < 1:
         raise InputError(f"x must be [N, T, B, I] with N >= 1 batches, got {list(x.shape)}")
@@ -200,24 +209,39 @@ def batchwise_gradients(
         shapes = generator.weights
         if len(shapes) != batches:
             raise InputError(f"{len(shapes)} weight sets for N={batches} batches; give one each")
-        sizes = [(w.input_dim, w.hidden) if isinstance(w, LSTMWeights) else None for w in shapes]
-        for n, size in enumerate(sizes):  # a non-LSTMWeights is refused by check_problem
-            if None not in (size, sizes[0]) and size != sizes[0]:
+        for n, w in enumerate(shapes):
+            if not isinstance(w, LSTMWeights):
+                raise WeightsError(
+                    f"weights[{n}] must be lstmviz.LSTMWeights(kernel, recurrent_kernel, bias), "
+                    f"not a {type(w).__name__}"
+                )
+        sizes = [(w.input_dim, w.hidden) for w in shapes]
+        for n, size in enumerate(sizes):
+            if size != sizes[0]:
                 input_dim, hidden = size
                 raise InputError(f"weights[{n}] has I={input_dim}, H={hidden} but weights[0] "
                                  f"I={sizes[0][0]}, H={sizes[0][1]}; every batch's weights "
                                  "need the same sizes")  # fmt: skip
-    rows = (_per_batch(k, v, batches) for k, v in (("target", target), ("h0", h0), ("c0", c0)))
-    try:
-        problems = [
-            check_problem(x[n], shapes[n], loss, t, h, c)
-            for n, (t, h, c) in enumerate(zip(*rows, strict=True))
-        ]
-    except InputError as exc:  # checked per batch: name the shape of all N batches' targets
-        if target is None and "needs a target of shape [" in str(exc):
-            raise InputError(str(exc).replace("shape [", f"shape [{batches}, ", 1)
-                             + ", one row per batch") from None  # fmt: skip
-        raise
+    rows = {k: _per_batch(k, v, batches) for k, v in (("target", target), ("h0", h0), ("c0", c0))}
+    steps, batch = x.shape[1:3]
+    if steps != batch:
+        first = {k: v[0] for k, v in rows.items()}
+        found = swapped_argument(loss, shapes[0].hidden, first, (batch, steps), (steps, batch))
+        if found:
+            name, shape, needed, timed = found
+            found = name, [batches, *shape], [batches, *needed], timed
+            layouts = ("[N, B, T, I]", "[N, T, B, I]")
+            raise batch_major_error("x", layouts, x.shape, "x.transpose(0, 2, 1, 3)", found)
+    check_loss(loss)  # before the per-batch checks, whose messages name their batch
+    problems = []
+    for n, (t, h, c) in enumerate(zip(*rows.values(), strict=True)):
+        try:
+            problems.append(check_problem(x[n], shapes[n], loss, t, h, c))
+        except InputError as exc:
+            if target is None and "needs a target of shape [" in str(exc):  # all N batches'
+                raise InputError(str(exc).replace("shape [", f"shape [{batches}, ", 1)
+                                 + ", one row per batch") from None  # fmt: skip
+            raise InputError(f"batch {n}: {exc}") from None
     config = config_for("batchwise", problems[0], loss, batches=batches, generator=generator.name)
     *_, trace = run_batchwise(config, problems, generator, backend=backend)
     return trace

@@ -34,12 +34,22 @@ def target_shape(
     }[loss]
 
 
+def check_loss(loss) -> None:
+    """Raise InputError unless `loss` is one of LOSSES."""
+    if not isinstance(loss, str | None):  # a target given in the loss's place, most likely
+        shape = np.shape(loss) if isinstance(loss, np.ndarray | list | tuple) else ()
+        raise InputError(f"loss must be one of {', '.join(LOSSES)}, not a {type(loss).__name__}"
+                         f"{' ' + str(list(shape)) if shape else ''}; give a target as "
+                         "target=")  # fmt: skip
+    if loss not in LOSSES:
+        raise InputError(f"unknown loss {loss!r} (choose from {', '.join(LOSSES)})")
+
+
 def check_target(
     loss: str, target, steps: int, batch: int, hidden: int, passes: int | None = None
 ) -> np.ndarray | None:
     """Validate a target for `loss` and return it as float32 (None for mean_h)."""
-    if loss not in LOSSES:
-        raise InputError(f"unknown loss {loss!r} (choose from {', '.join(LOSSES)})")
+    check_loss(loss)
     shape = target_shape(loss, steps, batch, hidden, passes)
     if shape is None:
         if target is not None:  # likely a forgotten loss=: say so rather than drop it

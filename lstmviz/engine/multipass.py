@@ -35,11 +35,19 @@ from lstmviz.engine.gradients import (
     watch_probes,
 )
 from lstmviz.engine.losses import hidden_loss
-from lstmviz.engine.problem import Problem, check_problem, seeded_problem
+from lstmviz.engine.problem import (
+    Problem,
+    batch_major_error,
+    check_order,
+    check_problem,
+    seeded_problem,
+    swapped_argument,
+)
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.taped import compute_taped, config_for
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import InputError
+from lstmviz.numeric import float32_copy
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
 
@@ -309,13 +317,22 @@ def multipass_gradients(
     ones end in `_truncated`); norm_h_total_by_pass and norm_h_truncated_by_pass [P, Tp];
     passes, pass_length, loss, loss_by_pass [P] and max_abs_diff_full_vs_reference.
     """
-    x_passes = np.asarray(x_passes, dtype=np.float32)
+    check_order(x_passes, "x_passes", "multipass_gradients")
+    x_passes = float32_copy(x_passes, "x_passes")
     if x_passes.ndim != 4 or 0 in x_passes.shape:
         raise InputError(
             "x_passes must be [P, Tp, B, I] with P >= 1 passes of Tp >= 1 steps, "
             f"got {list(x_passes.shape)}"
         )
-    passes, pass_length = x_passes.shape[:2]
+    passes, pass_length, batch = x_passes.shape[:3]
+    if isinstance(weights, LSTMWeights) and pass_length != batch:
+        arguments = {"target": target, "h0": h0, "c0": c0}
+        found = swapped_argument(loss, weights.hidden, arguments, (passes * batch, pass_length),
+                                 (passes * pass_length, batch), passes)  # fmt: skip
+        if found:
+            layouts = ("[P, B, Tp, I]", "[P, Tp, B, I]")
+            transpose = "x_passes.transpose(0, 2, 1, 3)"
+            raise batch_major_error("x_passes", layouts, x_passes.shape, transpose, found)
     joined = x_passes.reshape(passes * pass_length, *x_passes.shape[2:])
     problem = check_problem(joined, weights, loss, target, h0, c0, passes=passes)
     config = replace(config_for("multipass", problem, loss, passes=passes), steps=pass_length)

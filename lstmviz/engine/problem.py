@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from lstmviz.config import RunConfig
+from lstmviz.config import LOSSES, RunConfig
 from lstmviz.engine.losses import check_target, target_shape
 from lstmviz.errors import ConfigError, InputError, WeightsError
 from lstmviz.numeric import float32_copy
@@ -48,6 +48,12 @@ def check_problem(
         raise InputError(
             f"x has input size I={input_dim} but the kernel expects I={weights.input_dim}"
         )
+    if passes is None and steps != batch:
+        found = swapped_argument(loss, weights.hidden, {"target": target, "h0": h0, "c0": c0},
+                                 (batch, steps), (steps, batch))  # fmt: skip
+        if found:
+            raise batch_major_error("x", ("[B, T, I]", "[T, B, I]"), x.shape,
+                                    "x.transpose(1, 0, 2)", found)  # fmt: skip
     states = []
     for name, state in (("h0", h0), ("c0", c0)):
         if state is None:
@@ -61,6 +67,77 @@ def check_problem(
         states.append(state)
     target = check_target(loss, target, steps, batch, weights.hidden, passes)
     return Problem(x, weights, states[0], states[1], target)
+
+
+def check_order(x, x_name: str, call: str, weights_types: tuple[type, ...] = ()) -> None:
+    """Raise InputError when x is the weights (an LSTMWeights, a list of them, or one of
+    `weights_types`): the caller of `call` gave the weights where x goes."""
+    if isinstance(x, (LSTMWeights, *weights_types)):
+        what = "an LSTMWeights" if isinstance(x, LSTMWeights) else f"a {type(x).__name__}"
+    elif isinstance(x, list | tuple) and x and all(isinstance(w, LSTMWeights) for w in x):
+        what = "a list of LSTMWeights"
+    else:
+        return
+    raise InputError(f"{x_name} is {what}: give {x_name} first, then the weights: "
+                     f"{call}({x_name}, weights, loss=…)")  # fmt: skip
+
+
+def swapped_argument(
+    loss: str,
+    hidden: int,
+    arguments: dict,
+    other: tuple[int, int],
+    given: tuple[int, int],
+    passes: int | None = None,
+) -> tuple[str, list[int], list[int], bool] | None:
+    """An argument of `arguments` (target, h0, c0: arrays or None) whose shape fits x read the
+    `other` way but not as `given`: (name, its shape, the shape x as given needs, whether it
+    has a time axis too), else None. One without a time axis (h0, c0, a last_mse target) is
+    preferred: its B can only be x's first axis, while a seq_mse target may be the one whose T
+    and B are swapped.
+
+    `other` and `given` are (steps, batch) of the two readings of x (steps joined over
+    `passes`); a target's shape is `target_shape`'s, h0's and c0's [B, H]."""
+    known = isinstance(loss, str) and loss in LOSSES
+
+    def wanted(name: str, steps: int, batch: int) -> tuple[int, ...] | None:
+        if name != "target":
+            return (batch, hidden)
+        return target_shape(loss, steps, batch, hidden, passes) if known else None
+
+    found = []
+    for name, value in arguments.items():
+        if value is None:
+            continue
+        try:
+            shape = np.shape(value)
+        except ValueError:  # a ragged list: its own check names it
+            continue
+        if wanted(name, *other) == shape != wanted(name, *given):
+            timed = name == "target" and loss == "seq_mse"
+            found.append((name, list(shape), list(wanted(name, *given) or ()), timed))
+    return min(found, key=lambda f: f[3], default=None)
+
+
+def batch_major_error(
+    x_name: str, layouts: tuple[str, str], x_shape, transpose: str, found: tuple
+) -> InputError:
+    """The error for an x that `found` (from `swapped_argument`) shows to be batch-major
+    (`layouts`: that layout and the one wanted), or, when the argument has a time axis too,
+    shows that one of the two is."""
+    given, wanted = layouts
+    name, shape, needed, timed = found
+    if timed:
+        return InputError(
+            f"{x_name} {list(x_shape)} and {name} {shape} disagree on which axis is T and which "
+            f"is B: if {x_name} is batch-major {given}, give {transpose}; if {x_name} is "
+            f"time-major {wanted}, {name} must be {needed}"
+        )
+    return InputError(
+        f"{x_name} looks batch-major {given} = {list(x_shape)}, as {name} {shape} has "
+        f"B={shape[-2]}; give {x_name} time-major {wanted}: {transpose} (or, for {x_name} "
+        f"as given, {name} {needed})"
+    )
 
 
 def seeded_problem(

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.cudnn import cudnn_lstm
+from lstmviz.engine.problem import batch_major_error
 from lstmviz.engine.tfload import gpu_visible, tf
-from lstmviz.errors import InputError
+from lstmviz.errors import InputError, WeightsError
+from lstmviz.weights.core import pytorch_layout
 
 BACKENDS = ("cudnn", "while_loop")
 
@@ -47,7 +49,24 @@ def lstm_forward(
     x, h0, c0, kernel, recurrent_kernel, bias = (
         tf.cast(value, tf.float32) for value in (x, h0, c0, kernel, recurrent_kernel, bias)
     )
+    _check_layouts(x, h0, kernel, recurrent_kernel, bias)
     if choose_backend(backend) == "cudnn":
         return cudnn_lstm(x, h0, c0, kernel, recurrent_kernel, bias)
     h, c = lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias)
     return h, c[-1]
+
+
+def _check_layouts(x, h0, kernel, recurrent_kernel, bias) -> None:
+    """Raise naming x when it is batch-major [B, T, I] (its first axis is h0's B [B, H], its
+    second is not), or the kernels when they are in PyTorch's layout; checked when TensorFlow
+    knows every shape (inside a tf.function it may not: the kernels check them as they run)."""
+    if not all(t.shape.is_fully_defined() for t in (x, h0, kernel, recurrent_kernel, bias)):
+        return
+    layout = pytorch_layout(kernel.shape, recurrent_kernel.shape, bias.shape)
+    if layout:
+        raise WeightsError(layout)
+    x_shape, state = x.shape.as_list(), h0.shape.as_list()
+    if len(x_shape) == 3 and len(state) == 2 and x_shape[0] == state[0] != x_shape[1]:
+        raise batch_major_error("x", ("[B, T, I]", "[T, B, I]"), x_shape,
+                                "tf.transpose(x, [1, 0, 2])",
+                                ("h0", state, [x_shape[1], state[1]], False))  # fmt: skip

@@ -16,7 +16,7 @@ from lstmviz.engine.arrays import add_norms, problem_arrays
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import HiddenLoss, compiled_step, numpy_arrays
 from lstmviz.engine.native import kernel_name
-from lstmviz.engine.problem import Problem, check_problem, seeded_problem
+from lstmviz.engine.problem import Problem, check_order, check_problem, seeded_problem
 from lstmviz.engine.stopping import Units
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
@@ -68,6 +68,7 @@ def taped_gradients(
     LSTMWeights in Keras's layout. The arrays are copied; bad shapes or values raise
     InputError or WeightsError naming the argument.
     """
+    check_order(x, "x", "taped_gradients")
     problem = check_problem(x, weights, loss, target, h0, c0)
     return GradientTrace("taped", config_for("taped", problem, loss), compute_taped(problem, loss))
 
@@ -82,6 +83,7 @@ def connectivity_map(
 ) -> np.ndarray:
     """C [T, T] with C[t, s] = ‖∂L_t/∂h_s‖ (s ≤ t; zero above the diagonal), L_t the step-t
     part of `loss`; see `lstmviz.engine.connectivity`. Arguments as `taped_gradients`."""
+    check_order(x, "x", "connectivity_map")
     problem = check_problem(x, weights, loss, target, h0, c0)
     return connectivity(compute_taped(problem, loss))
 

@@ -30,8 +30,9 @@ class LSTMWeights:
         h = r.shape[0]
         if h == 0 or r.shape[1] != 4 * h or k.shape[1] != 4 * h or b.shape[0] != 4 * h:
             raise WeightsError(
-                f"inconsistent shapes: recurrent_kernel {list(r.shape)} implies H={h}, so kernel "
-                f"must be [I, {4 * h}] and bias [{4 * h}]; got kernel {list(k.shape)}, "
+                pytorch_layout(k.shape, r.shape, b.shape)
+                or f"inconsistent shapes: recurrent_kernel {list(r.shape)} implies H={h}, so "
+                f"kernel must be [I, {4 * h}] and bias [{4 * h}]; got kernel {list(k.shape)}, "
                 f"bias {list(b.shape)}"
             )
         if k.shape[0] == 0:
@@ -55,6 +56,41 @@ class LSTMWeights:
             for name in ("kernel", "recurrent_kernel", "bias")
             if not np.all(np.isfinite(getattr(self, name)))
         ]
+
+
+def pytorch_layout(kernel_shape, recurrent_shape, bias_shape) -> str | None:
+    """What to do when kernel or recurrent_kernel is in PyTorch's nn.LSTM layout (weight_ih
+    [4H, I], weight_hh [4H, H]: Keras's [I, 4H], [H, 4H] transposed) and the rest fits it; None
+    when neither array is, or the shapes fit no layout. A kernel [4H, 4H] (I = 4H) fits both
+    and counts as Keras's. Shapes are sequences of ints."""
+    k, r, b = (tuple(int(n) for n in shape) for shape in (kernel_shape, recurrent_shape,
+                                                          bias_shape))  # fmt: skip
+    if len(k) != 2 or len(r) != 2 or len(b) != 1:
+        return None
+    if 4 * r[0] == r[1]:
+        hidden, torch_recurrent = r[0], False
+    elif 4 * r[1] == r[0]:
+        hidden, torch_recurrent = r[1], True
+    else:
+        return None
+    if hidden == 0 or b != (4 * hidden,) or 4 * hidden not in k:
+        return None
+    torch_kernel = k[1] != 4 * hidden
+    named = [(name, list(shape), layout) for name, shape, layout, torch in (
+        ("kernel", k, "[4H, I]", torch_kernel),
+        ("recurrent_kernel", r, "[4H, H]", torch_recurrent),
+    ) if torch]  # fmt: skip
+    after = ("(PyTorch's gate order i, f, g, o is Keras's i, f, c, o; lstmviz.load_weights "
+             "reads nn.LSTM state dicts from .safetensors and .pt files itself: see the README "
+             "on loading weights)")  # fmt: skip
+    if len(named) == 2:
+        return (f"kernel {list(k)} and recurrent_kernel {list(r)} have PyTorch's layout "
+                "(weight_ih [4H, I], weight_hh [4H, H]); Keras's is their transpose: "
+                f"LSTMWeights(weight_ih.T, weight_hh.T, bias_ih + bias_hh) {after}")  # fmt: skip
+    if named:
+        name, shape, layout = named[0]
+        return f"{name} {shape} has PyTorch's layout {layout}; transpose it: {name}.T {after}"
+    return None
 
 
 def random_weights(input_dim: int, hidden: int, rng=None) -> LSTMWeights:
