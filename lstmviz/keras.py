@@ -148,10 +148,11 @@ class GradientFlowCallback(keras.callbacks.Callback):
         if not self._writes() or not self._check_file():
             return
         start = time.perf_counter()
-        trace = self._live().trace()
+        live = self._live()
+        trace = live.trace()
         train_loss = (logs or {}).get("loss", np.nan)
         rows = record_rows(trace, step, self._epoch, float(train_loss),
-                           time.perf_counter() - start)  # fmt: skip
+                           time.perf_counter() - start, live.loss_text)  # fmt: skip
         self.writer.append(rows, trace)
         self._written, self._last_step = _identity(self._target), step
 
@@ -285,6 +286,8 @@ class _LiveModel:
             except InputError as exc:
                 raise in_python_terms(exc, PYTHON_TERMS) from None
             self.gradients = ModelGradients(spec, self.loss)
+            args = ", ".join(f"{key}={value!r}" for key, value in self.loss.args)
+            self.loss_text = f"{self.loss.name}({args})" if args else self.loss.name
             layers = _live_layers(model)
             self.weights = _weight_readers(spec, layers)
             self.keras_layers = _keras_layer_pairs(spec, layers, self.gradients)

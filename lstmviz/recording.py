@@ -11,11 +11,14 @@ Layout (every dataset exists from the first record on; SWMR forbids creating any
   `loss` [S] (on the recorded data), `train_loss` [S] (what Keras reported), `record_seconds`
   [S], `norm_h_total_by_layer`, `norm_h_direct_by_layer`, `norm_c_total_by_layer` [S, L, T],
   `saliency` [S, T] (the mean over the samples);
-- `text/`: the text of the last record's trace (`layer_names` [L], `model_summary`,
-  `model_source`, `inputs_source`, `lstm_kernel`) and its RunConfig as `config_json`: the same
-  at every record of a run;
+- `loss_name` [S]: the loss each record was computed with (UTF-8, at most `LOSS_BYTES` bytes);
+  it changes where the model was compiled again between two fits;
+- `text/`: the text of the first record's trace (`layer_names` [L], `model_summary`,
+  `model_source`, `inputs_source`, `lstm_kernel`) and its RunConfig as `config_json`;
 - `trace/0/`, `trace/1/`: the numeric arrays of the last record's full model trace (model
-  mode's keys), in turns: record n (1-based) is written into `trace/{(n - 1) % 2}`;
+  mode's keys), in turns: record n (1-based) is written into `trace/{(n - 1) % 2}`, and
+  `trace_text/0`, `trace_text/1` [bytes] the text of that record's trace (the keys of `text/`)
+  as UTF-8 JSON: the loss in its config and summary is that record's;
 - `records`: how many records are complete; `writing`: the record being written (equal to
   `records` between records); `finished`: 1 once the writer closed the file.
 
@@ -23,7 +26,8 @@ A record is written in this order, each dataset flushed before the next is touch
 then `writing` = n, its trace into the free slot, then `records` = n. A reader takes `records`
 (n) first, then n rows and the slot of record n, then reads `writing` again: more than n + 1
 means record n + 2 may have been overwriting that slot meanwhile, and it reads again. So a
-half-written record is never returned.
+half-written record is never returned. A file written before `loss_name` and `trace_text`
+existed (same format version) reads as it did: one loss, the first record's text.
 
 A write that fails (a full disk, a quota, an I/O error) ends the recording: the file keeps the
 records completed before it (marked finished, when that still fits in place), or is not
@@ -40,17 +44,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import functools
 import json
 import os
 import re
 import struct
-import tempfile
 import time
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
@@ -60,6 +61,7 @@ from lstmviz import files, schema
 from lstmviz.atomic import atomic_path
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError, TraceError
+from lstmviz.recording_hdf5 import WRITE_ERRORS, access, divert, open_file
 from lstmviz.trace import GradientTrace
 
 FORMAT = "lstmviz-recording"
@@ -68,16 +70,14 @@ FORMAT_VERSION = 1
 NORM_KEYS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer")
 SERIES = ("step", "epoch", "loss", "train_loss", "record_seconds", *NORM_KEYS, "saliency")
 TEXT_KEYS = ("layer_names", "model_summary", "model_source", "inputs_source")
+LOSS_NAMES = "loss_name"  # the rows of the loss's name, kept out of the checked arrays
+LOSS_BYTES = 256  # the longest loss name a row holds (longer: cut, ending in "…")
+NAME_DTYPE = h5py.string_dtype("utf-8", LOSS_BYTES)
+ROWS = (*SERIES, LOSS_NAMES)  # the datasets a record adds a row to
 READ_ATTEMPTS = 50  # reads of a record the writer overwrote meanwhile, before giving up
 RETRY_SECONDS = 0.002  # the pause before reading again, so a starved reader gets a turn
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SWMR_WRITING = 0b100  # the superblock's flag: a writer holds (or held, if killed) it in SWMR
-# A SWMR reader reads metadata whose checksum fails again, sleeping 1, 2, 4, … ns in between:
-# 25 attempts wait 34 ms at most, while HDF5's 100 would wait for ever on a damaged file.
-METADATA_READ_ATTEMPTS = 25
-# What h5py raises when HDF5 cannot write (RuntimeError, OSError) or finds the file changed.
-WRITE_ERRORS = (OSError, RuntimeError, ValueError, KeyError)
-COPY_BYTES = 1 << 24  # a failed file is copied this much at a time (`_divert`)
 
 
 class RecordingError(LstmvizError):
@@ -91,7 +91,9 @@ class Recording:
     `loss`, `train_loss`, `record_seconds` [S], the norms [S, L, T], `saliency` [S, T]) and
     `layer_names` [L], `model_summary`, `model_source`, `inputs_source`, `every`; `last` is
     the last record's full model trace (None when not read); `finished` says whether the
-    writer has closed the file (False while fit runs).
+    writer has closed the file (False while fit runs); `loss_names` [S] the loss each record
+    was computed with. The text is the last record's; when the loss changed between records
+    (a model compiled again) `model_summary` ends in a line naming each loss and its steps.
 
     Arrays are reachable as attributes too: `recording.step`."""
 
@@ -99,6 +101,7 @@ class Recording:
     arrays: dict[str, np.ndarray]
     last: GradientTrace | None
     finished: bool
+    loss_names: list[str] = field(default_factory=list)  # [S]: the loss of each record
 
     def __getattr__(self, name: str) -> np.ndarray:
         arrays = self.__dict__.get("arrays", {})
@@ -133,9 +136,17 @@ class Recording:
         return recording_html(self)
 
 
-def record_rows(trace: GradientTrace, step: int, epoch: int, train_loss: float = np.nan,
-                seconds: float = np.nan) -> dict[str, np.ndarray]:  # fmt: skip
-    """One record's rows (the `SERIES` keys) from a model-mode trace."""
+def record_rows(
+    trace: GradientTrace,
+    step: int,
+    epoch: int,
+    train_loss: float = np.nan,
+    seconds: float = np.nan,
+    loss_name: str | None = None,
+) -> dict[str, np.ndarray]:
+    """One record's rows (the `SERIES` keys and `LOSS_NAMES`) from a model-mode trace.
+    `loss_name`: the loss it was computed with as the user knows it (its arguments too),
+    else the trace config's."""
     arrays = trace.arrays
     rows = {
         "step": np.int64(step),
@@ -146,7 +157,17 @@ def record_rows(trace: GradientTrace, step: int, epoch: int, train_loss: float =
     }
     rows |= {key: np.asarray(arrays[key], np.float32) for key in NORM_KEYS}
     rows["saliency"] = np.asarray(arrays["saliency"], np.float32).mean(axis=0)
+    rows[LOSS_NAMES] = np.bytes_(_cut(loss_name or trace.config.loss or "?"))
     return rows
+
+
+def _cut(name: str) -> bytes:
+    """`name` in UTF-8 within LOSS_BYTES, cut at a character and ending in "…" when longer."""
+    data = name.encode()
+    if len(data) <= LOSS_BYTES:
+        return data
+    ellipsis = "…".encode()
+    return data[: LOSS_BYTES - len(ellipsis)].decode(errors="ignore").encode() + ellipsis
 
 
 class RecordingWriter:
@@ -249,10 +270,11 @@ class RecordingWriter:
                 f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, every=self.every)
                 for name in ("records", "writing", "finished"):
                     _flushed(f.create_dataset(name, data=np.int64(0)))
-                for key in SERIES:
+                for key in ROWS:
                     value = np.asarray(rows[key])
                     shape = value.shape
-                    f.create_dataset(key, (0, *shape), value.dtype, maxshape=(None, *shape),
+                    dtype = NAME_DTYPE if key == LOSS_NAMES else value.dtype
+                    f.create_dataset(key, (0, *shape), dtype, maxshape=(None, *shape),
                                      chunks=(_chunk_rows(value), *shape))  # fmt: skip
                 text = f.create_group("text")
                 _flushed(text.create_dataset("config_json", data=trace.config.to_json()))
@@ -270,6 +292,8 @@ class RecordingWriter:
                                                           chunks=(1024,)))  # fmt: skip
                         else:
                             _flushed(group.create_dataset(key, data=value))
+                    _flushed(f.create_dataset(f"trace_text/{slot}", data=_text_bytes(trace),
+                                              maxshape=(None,), chunks=(1024,)))  # fmt: skip
                 f.swmr_mode = True
                 self._write(rows, trace)
         except BaseException:
@@ -287,7 +311,7 @@ class RecordingWriter:
         self._claim()
         flags = h5py.h5f.ACC_RDWR | h5py.h5f.ACC_SWMR_WRITE
         try:
-            f = h5py.File(h5py.h5f.open(os.fsencode(self._target), flags, fapl=_access()))
+            f = h5py.File(h5py.h5f.open(os.fsencode(self._target), flags, fapl=access()))
         except WRITE_ERRORS as exc:  # nothing written yet: the file is left as it is
             raise RecordingError(f"{self.path}: cannot open it to append a record "
                                  f"({_reason(exc)})") from None  # fmt: skip
@@ -303,7 +327,7 @@ class RecordingWriter:
 
     def _write(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         f, n = self._file, self.records
-        for key in SERIES:
+        for key in ROWS:
             dataset = f[key]
             dataset.resize(n + 1, axis=0)
             dataset[n] = rows[key]
@@ -317,6 +341,11 @@ class RecordingWriter:
             if value.size:
                 dataset[...] = value
             dataset.flush()
+        text = f[f"trace_text/{n % 2}"]
+        encoded = _text_bytes(trace)
+        text.resize(encoded.shape)
+        text[...] = encoded
+        text.flush()
         _set(f["records"], n + 1)
         f.flush()  # the file's own metadata too: the records of a killed writer stay readable
         self.records = n + 1
@@ -344,57 +373,17 @@ def _close_failed(f: h5py.File, finish: bool) -> None:
     To close a file HDF5 writes what it still holds; when that fails as well (a full disk
     stays full), HDF5 has already freed part of the file's state, and the next attempt to
     close it, h5py collecting an object or HDF5 at interpreter exit, uses the freed memory: a
-    segfault, or a hang. So HDF5 is made to write to a private copy of the file (`_divert`)
+    segfault, or a hang. So HDF5 is made to write to a private copy of the file (`divert`)
     before anything of the file is closed, the object that was being written included."""
     finished = None
     if finish:
         with contextlib.suppress(*WRITE_ERRORS):
             finished = f["finished"]
             _set(finished, 1)
-    _divert(f)
+    divert(f)
     del finished
     with contextlib.suppress(*WRITE_ERRORS):  # diverted, HDF5's writes cannot fail any more
         f.close()
-
-
-def _divert(f: h5py.File) -> bool:
-    """Point the descriptor HDF5 writes `f` through at a private copy of the file, so that
-    HDF5's further writes land there and the file itself stays as it is. False where that
-    cannot be done (a driver that has no descriptor)."""
-    try:
-        fd = f.id.get_vfd_handle()
-        size = os.fstat(fd).st_size
-        scratch = _scratch_file()
-    except (*WRITE_ERRORS, TypeError, AttributeError):
-        return False
-    try:
-        _copy(fd, scratch, size)
-        os.dup2(scratch, fd, inheritable=False)
-    except OSError:
-        return False
-    finally:
-        os.close(scratch)
-    return True
-
-
-def _scratch_file() -> int:
-    """A descriptor of a new empty file of our own: in memory where the system offers that
-    (the disk may be the full one), else a temporary file."""
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create("lstmviz-recording", os.MFD_CLOEXEC)
-    with tempfile.TemporaryFile() as handle:
-        return os.dup(handle.fileno())
-
-
-def _copy(source: int, target: int, size: int) -> None:
-    """Copy the first `size` bytes of `source` to `target`: HDF5 may read the file as it
-    closes it."""
-    offset = 0
-    while offset < size:
-        chunk = os.pread(source, min(COPY_BYTES, size - offset), offset)
-        if not chunk:
-            return
-        offset += os.pwrite(target, chunk, offset)
 
 
 def _reason(exc: BaseException) -> str:
@@ -426,6 +415,14 @@ def _numeric(trace: GradientTrace) -> dict[str, np.ndarray]:
     return {key: value for key, value in arrays.items() if value.dtype.kind != "U"}
 
 
+def _text_bytes(trace: GradientTrace) -> np.ndarray:
+    """The trace's text (`config_json` and its text keys) as UTF-8 JSON, [bytes] uint8."""
+    text = {key: np.asarray(value).tolist() for key, value in trace.arrays.items()
+            if np.asarray(value).dtype.kind == "U"}  # fmt: skip
+    text["config_json"] = trace.config.to_json()
+    return np.frombuffer(json.dumps(text).encode(), np.uint8)
+
+
 def _chunk_rows(value: np.ndarray) -> int:
     """Rows per chunk of a growing dataset: about 64 KiB."""
     return max(1, min(1024, 65536 // max(1, value.nbytes)))
@@ -445,7 +442,7 @@ def load_recording(path: str | os.PathLike, trace: bool = True) -> Recording:
         raise RecordingError(f"{path}: no such recording")
     live = _check_superblock(path)
     try:
-        with _open(path, live) as f:
+        with open_file(path, live) as f:
             return _read(path, f, trace)
     except RecordingError:
         raise
@@ -453,46 +450,6 @@ def load_recording(path: str | os.PathLike, trace: bool = True) -> Recording:
         raise RecordingError(
             f"{path}: not a readable recording (truncated or corrupt: {_one_line(exc)})"
         ) from None
-
-
-def _open(path: Path, swmr: bool) -> h5py.File:
-    """The file for reading (as a SWMR reader when `swmr`), never locked."""
-    if not swmr:
-        return h5py.File(path, "r", libver="latest", locking=False)
-    fapl = _access()
-    set_attempts = _hdf5_function("H5Pset_metadata_read_attempts")
-    if set_attempts is not None:
-        set_attempts(fapl.id, METADATA_READ_ATTEMPTS)
-    flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
-    return h5py.File(h5py.h5f.open(os.fsencode(path), flags, fapl=fapl))
-
-
-def _access() -> h5py.h5p.PropFAID:
-    """File access as a SWMR writer or reader opens the file: HDF5's latest format (SWMR
-    needs it), never locked (as h5py.File(…, locking=False))."""
-    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
-    fapl.set_file_locking(False, False)
-    return fapl
-
-
-@functools.cache
-def _hdf5_function(name: str):
-    """A function of the HDF5 library h5py has loaded (h5py does not wrap every one), or None
-    where it cannot be found (outside Linux: `/proc/self/maps` lists the loaded libraries)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "/libhdf5" in line}
-    except OSError:
-        return None
-    for path in sorted(paths):
-        if "libhdf5_hl" in path or ".so" not in path:
-            continue
-        function = getattr(ctypes.CDLL(path), name, None)
-        if function is not None:
-            function.argtypes, function.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
-            return function
-    return None
 
 
 def _check_superblock(path: Path) -> bool:
@@ -533,26 +490,52 @@ def _read(path: Path, f: h5py.File, with_trace: bool) -> Recording:
         if count < 1:
             raise RecordingError(f"{path}: holds no complete record")
         arrays = {key: _rows(path, f[key], count) for key in SERIES}
+        names = _rows(path, f[LOSS_NAMES], count) if LOSS_NAMES in f else None
         numeric = _slot(f[f"trace/{(count - 1) % 2}"]) if with_trace else None
+        slot_text = f.get(f"trace_text/{(count - 1) % 2}")
+        last_text = None if slot_text is None else _whole(slot_text)
         if _counter(f, "writing") <= count + 1:
             break
         time.sleep(RETRY_SECONDS)
     else:
         raise RecordingError(f"{path}: records arrive faster than they can be read")
-    text = {key: _text(f["text"][key]) for key in f["text"]}
+    if last_text is None:  # written before each record's text was kept: the first record's
+        text = {key: _text(f["text"][key]) for key in f["text"]}
+    else:
+        text = {key: np.array(value, dtype=str)
+                for key, value in json.loads(last_text.tobytes().decode()).items()}  # fmt: skip
     config_json = str(text.pop("config_json"))
     arrays |= {key: text[key] for key in TEXT_KEYS if key in text}
     arrays["every"] = np.int64(f.attrs.get("every", 0))
     try:
+        config = _config(config_json)
+        losses = ([bytes(name).decode(errors="replace") for name in names] if names is not None
+                  else [config.loss or "?"] * count)  # fmt: skip
+        if len(set(losses)) > 1 and "model_summary" in arrays:
+            segments = _loss_segments(losses, arrays["step"])
+            arrays["model_summary"] = np.array(f"{arrays['model_summary']}\n{segments}")
         # A recording is no trace, but its arrays obey the trace's rules under the schema's
         # recording keys (one size for each of S, L, T across them).
         GradientTrace(schema.RECORDING, RunConfig(), arrays).check()
         last = None
         if numeric is not None:
-            last = GradientTrace("model", _config(config_json), numeric | text).check()
+            last = GradientTrace("model", config, numeric | text).check()
     except TraceError as exc:
         raise RecordingError(f"{path}: {exc}") from None
-    return Recording(path, arrays, last, bool(_counter(f, "finished")))
+    return Recording(path, arrays, last, bool(_counter(f, "finished")), losses)
+
+
+def _loss_segments(losses: list[str], steps: np.ndarray) -> str:
+    """ "Losses by record: mse at steps 10–40, binary_crossentropy at step 50." for the loss of
+    each record [S] and its training step [S]."""
+    parts, first = [], 0
+    for n in range(1, len(losses) + 1):
+        if n == len(losses) or losses[n] != losses[first]:
+            lo, hi = int(steps[first]), int(steps[n - 1])
+            parts.append(f"{losses[first]} at step {lo}" if lo == hi
+                         else f"{losses[first]} at steps {lo}–{hi}")  # fmt: skip
+            first = n
+    return f"Losses by record: {', '.join(parts)}."
 
 
 def _counter(f: h5py.File, name: str) -> int:
@@ -571,12 +554,12 @@ def _rows(path: Path, dataset: h5py.Dataset, count: int) -> np.ndarray:
 
 
 def _slot(group: h5py.Group) -> dict[str, np.ndarray]:
-    arrays = {}
-    for key in group:
-        dataset = group[key]
-        dataset.refresh()
-        arrays[key] = dataset[()]
-    return arrays
+    return {key: _whole(group[key]) for key in group}
+
+
+def _whole(dataset: h5py.Dataset) -> np.ndarray:
+    dataset.refresh()
+    return dataset[()]
 
 
 def _text(dataset: h5py.Dataset) -> np.ndarray:

@@ -20,6 +20,7 @@ from lstmviz.engine.model import model_gradients
 from lstmviz.errors import LstmvizError
 from lstmviz.keras import GradientFlowCallback
 from lstmviz.recording import load_recording
+from lstmviz.render.summary import model_parts
 from tests.test_model_mode import close
 
 L = keras.layers
@@ -131,6 +132,13 @@ def test_a_model_compiled_again_between_fits_is_recorded_with_its_new_loss(tmp_p
     assert list(rec.step) == [5, 10, 15]
     assert abs(rec.loss[-1] - mse) <= 1e-5 and abs(rec.loss[1] - rec.loss[-1]) > 1e-2
     assert callback._live_model is not built
+    # what the file says of the loss follows the records
+    assert rec.loss_names == ["binary_crossentropy"] * 2 + ["mean_squared_error"]
+    assert rec.last.config.loss == "mean_squared_error"
+    assert "loss mean_squared_error" in " ".join(model_parts(rec.last.arrays, rec.last.config))
+    assert str(rec.model_summary).splitlines()[-2:] == [
+        "Input: token ids (None, 7), vocabulary 30. Loss: mean_squared_error.",
+        "Losses by record: binary_crossentropy at steps 5–10, mean_squared_error at step 15."]
 
 
 def test_loss_may_name_the_compiled_loss_by_any_of_its_keras_names(tmp_path):

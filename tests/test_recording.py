@@ -397,8 +397,15 @@ def test_a_failed_write_names_the_reason_and_keeps_the_records_finished(tmp_path
 def test_arrays_that_do_not_belong_together_are_refused(tmp_path):
     path = tmp_path / "run.lvz"
     write(path, [1, 2])
-    with h5py.File(path, "r+") as f:
-        del f["text/layer_names"]
+    with h5py.File(path, "r+") as f:  # the last record's text (record 2: slot 1)
+        text = json.loads(f["trace_text/1"][()].tobytes())
+        text["layer_names"] = ["a", "b", "c"]
+        del f["trace_text/1"]
+        f["trace_text/1"] = np.frombuffer(json.dumps(text).encode(), np.uint8)
+    one_line_error(path, "layer_names")
+    write(path, [1, 2])
+    with h5py.File(path, "r+") as f:  # as written before each record's text was kept
+        del f["trace_text"], f["loss_name"], f["text/layer_names"]
         f["text/layer_names"] = np.array(["a", "b", "c"], dtype=h5py.string_dtype())
     one_line_error(path, "layer_names")
     write(path, [1, 2])
