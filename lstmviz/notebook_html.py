@@ -23,7 +23,7 @@ import numpy as np
 
 from lstmviz import modes, schema
 from lstmviz.render.layers import layer_names, layer_rows
-from lstmviz.render.model_report import extremes
+from lstmviz.render.model_report import extremes, going_back
 from lstmviz.render.records import (
     evolution_lines,
     panel_arrays,
@@ -117,10 +117,7 @@ def extremes_table(norms: np.ndarray, names: list[str], caption: str = "‖dL/dh
             hi_t, lo_t = found
             hi, lo = row[hi_t], row[lo_t]
             if lo > 0:
-                # where the smaller one lies: the gradient shrinks or grows going back in time
-                way = (" (shrinks going back in time)" if lo_t < hi_t else
-                       " (grows going back in time)" if lo_t > hi_t else "")  # fmt: skip
-                ratio = f"{fmt(hi / lo)}{way}"
+                ratio = f"{fmt(hi / lo)}{going_back(name, hi_t, lo_t)}"
             else:
                 ratio = "∞ (the smallest is 0)"
             cells = [f"{fmt(hi)} at t = {start + hi_t}", f"{fmt(lo)} at t = {start + lo_t}",

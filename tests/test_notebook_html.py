@@ -72,16 +72,19 @@ def norms_over_t(grad: np.ndarray) -> np.ndarray:
     return np.sqrt((grad**2).sum(axis=(1, 2)))
 
 
-def expected_extremes(norm: np.ndarray, keep: np.ndarray | None = None) -> list[str]:
+def expected_extremes(norm: np.ndarray, keep: np.ndarray | None = None,
+                      backward: bool = False) -> list[str]:  # fmt: skip
     """The extremes table's cells for one direction, computed with plain NumPy: steps not
-    kept (padding in every sample) and non-finite values left out."""
+    kept (padding in every sample) and non-finite values left out. A backward direction reads
+    the sequence from its end: back in its time is towards larger t."""
     t = np.arange(norm.size)
     ok = np.isfinite(norm) & (np.ones(norm.size, bool) if keep is None else keep)
     hi = t[ok][np.argmax(norm[ok])]
     lo = t[ok][np.argmin(norm[ok])]
-    way = "shrinks" if lo < hi else "grows"
+    way = "shrinks" if (lo > hi if backward else lo < hi) else "grows"
+    where = "its time, towards larger t" if backward else "time"
     return [f"{g3(norm[hi])} at t = {hi}", f"{g3(norm[lo])} at t = {lo}",
-            f"{g3(norm[hi] / norm[lo])} ({way} going back in time)"]  # fmt: skip
+            f"{g3(norm[hi] / norm[lo])} ({way} going back in {where})"]  # fmt: skip
 
 
 def group_rows(page: Page) -> dict[str, list[str]]:
@@ -253,8 +256,14 @@ def test_a_model_trace_shows_every_direction_without_its_padded_steps(model_trac
     assert [r[0] for r in rows[1:]] == names
     for k, row in enumerate(rows[1:]):
         norm = norms_over_t(tr[f"layer{k}_grad_h_total"])
-        assert row == [names[k], *expected_extremes(norm, keep)]
+        assert row == [names[k], *expected_extremes(norm, keep, names[k].endswith("/backward"))]
         assert "at t = 0" not in row[1] + row[2]
+    # the backward direction's gradient is largest at its first step (t = T-1), where the
+    # layer above feeds the loss at its last step: it grows going back in its own time
+    back = norms_over_t(tr["layer1_grad_h_total"])
+    assert names[1].endswith("/backward") and np.argmax(back) == 7
+    assert np.argmin(np.where(keep, back, np.inf)) < 7
+    assert rows[2][3].endswith("(grows going back in its time, towards larger t)")
     table = next(t for t in page.tables if t[0][0] == "shape")
     assert {row[0]: row[1] for row in table[1:]}["[8, 6, 3] float32"] == "T, B, H"
     assert "model summary" in page.text and "Bidirectional(LSTM)" in page.text
@@ -283,7 +292,8 @@ def test_a_recording_written_by_the_callback_shows_its_facts(recorded):
         # the last record's norms, from its full trace's gradient itself
         norm = norms_over_t(rec.last[f"layer{k}_grad_h_total"])
         np.testing.assert_allclose(norm, rec.norm_h_total_by_layer[-1, k], rtol=1e-5)
-        assert row == [str(rec.layer_names[k]), *expected_extremes(norm, keep)]
+        name = str(rec.layer_names[k])
+        assert row == [name, *expected_extremes(norm, keep, name.endswith("/backward"))]
     total = np.sqrt((rec.norm_h_total_by_layer.astype(np.float64) ** 2).sum(axis=2))  # [S, L]
     for k, name in enumerate(rec.layer_names):
         assert f"{name}: ‖dL/dh‖ over all t {g3(total[0, k])} → {g3(total[-1, k])}" in text

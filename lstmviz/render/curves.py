@@ -177,6 +177,8 @@ class NormPanel(Panel):
         self.row_curves: list[tuple[pg.PlotDataItem, pg.PlotDataItem]] = []
         self.boundaries = PassBoundaries()
         item.addItem(self.boundaries)
+        # a legend row with no line: the batches past MAX_ROW_CURVES (not in the plot)
+        self.note = pg.PlotDataItem(pen=None)
         # What is on screen, so a redraw (30 a second in a live run) only changes what differs:
         # pyqtgraph recomputes every curve on setLogMode and rebuilds labels on legend changes.
         self.pens: dict[pg.PlotDataItem, pg.QtGui.QPen] = {}  # each curve's full-width pen
@@ -271,10 +273,16 @@ class NormPanel(Panel):
                 self._set_data(
                     cut, x if has_cut else [], self._show(truncated[r]) if has_cut else []
                 )
-                if r < 6:
+                # passes sit side by side (where a curve is tells which pass it is): the
+                # first few name the colours; batches overlap, so every one is named
+                if name == "batch" or r < 6:
                     legend.append((full, f"{name} {r + 1}" + (" full" if has_cut else "")))
             if truncated is not None and len(truncated):
                 legend.append((self.row_curves[0][1], "truncated (stateful), dashed"))
+            if name == "batch" and len(data) > count:
+                more = f"{count + 1}–{len(data)}" if len(data) > count + 1 else f"{len(data)}"
+                legend.append((self.note, f"batch{'es' * (len(data) > count + 1)} {more}: "
+                                          "rows heatmap only"))  # fmt: skip
         legend += main
         if self._changed("legend", [(id(item), text) for item, text in legend]):
             self.legend.clear()
@@ -305,6 +313,18 @@ class NormPanel(Panel):
         t = int(round(x))
         a, parts = self.arrays, [f"t = {t}"]
         per_pass = pass_length(a)
+        rows = rows_matrix(a) if not per_pass and schema.heatmap_rows(a) else None
+        if rows is not None and rows[1] == "batch":
+            data = rows[0][: MAX_ROW_CURVES["batch"]]
+            if not 0 <= t < data.shape[1]:
+                return ""
+            # the curve drawn nearest the pointer, in the view's units (log10 on a log axis,
+            # each row divided by its maximum when normalised), as `_show` draws it
+            shown = display_values(data, self.log, self.normalise)[:, t]
+            if not np.isfinite(shown).any():
+                return ""
+            r = int(np.nanargmin(np.abs(shown - y)))
+            parts = [f"batch {r + 1}, t = {t}", f"total {fmt(data[r, t])}"]
         if per_pass:
             p, s = divmod(t, per_pass)
             full = a["norm_h_total_by_pass"]

@@ -1,5 +1,6 @@
 """The PDF report's parts for a model trace: the model summary table, and what its gradient
-flow says in a few lines (NumPy only; the keys are in `lstmviz.render.layers`)."""
+flow says in a few lines; `going_back`, which way a direction's norm goes back in its time
+(the notebook's extremes table). NumPy only; the keys are in `lstmviz.render.layers`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import html
 
 import numpy as np
 
-from lstmviz.render.layers import GATES, gates_of_layer, layer_names, layer_rows, saliency_rows
+from lstmviz.render.layers import (
+    BACKWARD,
+    GATES,
+    gates_of_layer,
+    layer_names,
+    layer_rows,
+    saliency_rows,
+)
 from lstmviz.render.summary import fmt
 from lstmviz.render.values import Arrays
 
@@ -39,6 +47,20 @@ def extremes(values: np.ndarray) -> tuple[int, int] | None:
     if not finite.size:
         return None
     return int(finite[np.argmax(values[finite])]), int(finite[np.argmin(values[finite])])
+
+
+def going_back(name: str, largest_t: int, smallest_t: int) -> str:
+    """Whether ‖dL/dh_t‖ shrinks or grows going back in the time of direction `name`, from
+    the input positions t of its largest and smallest values: " (shrinks going back in time)"
+    when the smallest lies earlier, "" when both are at one step. A Bidirectional's backward
+    direction ("…/backward") reads the sequence from its end, so back in its time is towards
+    larger t, while its rows, as every direction's, are indexed by input position."""
+    if largest_t == smallest_t:
+        return ""
+    if name.endswith(BACKWARD):
+        way = "shrinks" if smallest_t > largest_t else "grows"
+        return f" ({way} going back in its time, towards larger t)"
+    return f" ({'shrinks' if smallest_t < largest_t else 'grows'} going back in time)"
 
 
 def model_lines(arrays: Arrays) -> list[str]:
