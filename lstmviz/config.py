@@ -160,7 +160,7 @@ class RunConfig:
                 raise ConfigError(flag(name), f"must be an integer, got {value!r}")
             if value < lo or (limits and value > hi):
                 raise ConfigError(flag(name), f"{value} is out of range [{lo}, {hi}]")
-        for name in ("random_state", "time_major", "connectivity"):
+        for name in SWITCHES:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(flag(name), "must be true or false")
         for name in NAME_FIELDS:
@@ -262,6 +262,13 @@ class RunConfig:
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
         return cls.from_dict(json.loads(text))
+
+
+# The fields a flag sets without a value ("--time-major") and those whose flag takes a word of
+# a fixed list ("--mode model"; "--loss" takes Keras's names too), as
+# `errors.in_python_terms` turns them into keyword arguments
+SWITCHES = tuple(f.name for f in fields(RunConfig) if f.type == "bool")
+WORD_CHOICES = ("mode", "generator", "task")
 
 
 def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:

@@ -43,19 +43,13 @@ _FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(:|=| (?:-?\d[\w.]*|[A-Z][A-Z0
                    r"| [a-z][a-z0-9_]*(?![\w-]))?")  # fmt: skip
 
 
-# RunConfig's fields whose flag is followed by its value, a word ("--mode model" is
-# `mode='model'`; "--loss" is not one: "give --loss with a Keras loss name"), and its switches
-# ("--time-major" is `time_major=True`). Named here, not read from config, which imports errors.
-_CHOICE_FLAGS = frozenset({"mode", "generator", "task"})
-_SWITCHES = frozenset({"random_state", "time_major", "connectivity"})
-
-
 def in_python_terms(exc: LstmvizError, renames: Sequence[tuple[str, str]] = ()) -> LstmvizError:
     """`exc` (its class and attributes) with its message in a Python caller's words: first each
     (command line, Python) pair of `renames`, then every flag left as its keyword argument:
     "--train-steps: 0 is out of range" -> "train_steps: …", "--steps 5" -> "steps=5",
     "give --loss" -> "give loss=", "--inputs FILE" -> "inputs=FILE", "--mode model" ->
     "mode='model'", "with --time-major" -> "with time_major=True"."""
+    from lstmviz.config import SWITCHES, WORD_CHOICES  # config imports this module
 
     def keyword(m: re.Match) -> str:
         name, after = m[1].replace("-", "_"), (m[2] or "")
@@ -63,10 +57,10 @@ def in_python_terms(exc: LstmvizError, renames: Sequence[tuple[str, str]] = ()) 
             return name + ":"
         value, rest = after.strip(" ="), ""
         if after.startswith(" ") and value[:1].isalpha() and value.islower():
-            if name in _CHOICE_FLAGS:
+            if name in WORD_CHOICES:
                 return f"{name}={value!r}"
             value, rest = "", after  # the sentence goes on
-        if name in _SWITCHES and not value:
+        if name in SWITCHES and not value:
             return f"{name}=True{rest}"
         return f"{name}={value}{rest}"
 

@@ -34,16 +34,26 @@ def test_flags_become_keywords_with_their_values(cli, python):
     assert type(translated) is InputError
 
 
-def test_the_words_it_knows_are_run_configs():
-    """The flags whose value follows them and the switches are RunConfig's own fields."""
+@pytest.mark.parametrize("name", ["random_state", "time_major", "connectivity"])
+def test_every_switch_of_run_config_becomes_true(name):
+    """Each of RunConfig's bool fields, named as a flag without a value, is that keyword set to
+    True (the fields listed here independently of the module's own reading)."""
     from dataclasses import fields
 
-    from lstmviz import errors
     from lstmviz.config import RunConfig
 
-    types = {f.name: f.type for f in fields(RunConfig)}
-    assert {name for name, kind in types.items() if kind == "bool"} == errors._SWITCHES
-    assert {types[name] for name in errors._CHOICE_FLAGS} == {"str"}
+    assert {f.name for f in fields(RunConfig) if f.type == "bool"} == {
+        "random_state", "time_major", "connectivity"}  # fmt: skip
+    flag = "--" + name.replace("_", "-")
+    assert str(in_python_terms(InputError(f"only with {flag} here"))) == (
+        f"only with {name}=True here")  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "word"), [("mode", "model"), ("generator", "files"),
+                                            ("task", "copy")])  # fmt: skip
+def test_every_choice_flag_takes_its_word(name, word):
+    assert str(in_python_terms(InputError(f"--{name} {word} needs more"))) == (
+        f"{name}={word!r} needs more")  # fmt: skip
 
 
 def test_the_flag_of_a_config_error_becomes_its_keyword():
