@@ -97,6 +97,7 @@ OPTIONAL = ("weights", "layer", "inputs", "time_major", "connectivity", "model",
             "record", "save_model")
 # Fields that name a file (or, `layer`, a layer in one): None when not given, never empty.
 NAME_FIELDS = ("weights", "layer", "inputs", "model", "targets", "record", "save_model")
+FILE_FIELDS = tuple(name for name in NAME_FIELDS if name != "layer")
 
 
 @dataclass

@@ -6,6 +6,7 @@ back at the record and timestep window the user had chosen."""
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 
@@ -81,7 +82,7 @@ def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
     assert window.open_path(str(fitted))  # again; now a model file is opened for a run
     assert "sequential" in model.edit.text()
     assert window.open_model(DEMO_MODEL)
-    assert model.path() == DEMO_MODEL and "demo_lstm.keras" in model.edit.text()
+    assert model.path() == os.path.abspath(DEMO_MODEL) and "demo_lstm.keras" in model.edit.text()
     assert data.path() is None and data.edit.text() == ""  # "random (seeded)": what Run uses
     assert "run.lvz" not in params.sources.text()
 

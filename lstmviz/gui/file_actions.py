@@ -10,8 +10,10 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QFileDialog
 
-from lstmviz import files
+from lstmviz import files, modes
+from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
+from lstmviz.file_paths import absolute, listed_weights
 from lstmviz.gui.dialogs import (
     ask_to_open,
     in_last_folder,
@@ -19,6 +21,7 @@ from lstmviz.gui.dialogs import (
     pick_layer,
     remember_folder,
 )
+from lstmviz.gui.params import FILE_WIDGETS
 from lstmviz.inputs import describe_inputs, load_inputs
 from lstmviz.model_data import check_data, load_data
 from lstmviz.trace import GradientTrace
@@ -31,7 +34,10 @@ MAX_RECENT = 8
 class FileActions:
     """Needs the window's `params`, `dock`, `settings`, `message`, `recent_menu`, `worker`,
     `state` and its `show_trace`, `stop`, `show_error`, `start_worker`, `open_recording`,
-    `close_recording`."""
+    `close_recording`. Files opened are named by their absolute paths: the settings and the
+    traces keep them, and another working folder must not find another file by the same name."""
+
+    _quiet_notes: list[str] | None = None  # while files are re-read: what could not be
 
     def recent(self) -> list[str]:
         value = self.settings.value("recent", [])
@@ -70,12 +76,12 @@ class FileActions:
             return False
         self.close_recording()
         self.params.set_config(trace.config)
-        self._reload_sources()
+        problems = self._reload_sources()
         if trace.mode == "model" and trace.config.model is None:  # a keras.Model in memory
             how = "computed from a model in memory (a notebook or model.fit)"
             self.params.show_recorded(f"trace {Path(path).name}", trace.arrays, how, "in memory")
         self.show_trace(trace, None)
-        self.message.setText(f"opened {path}")
+        self.message.setText(" · ".join([f"opened {path}", *problems]))
         self._add_recent(str(Path(path).resolve()))
         return True
 
@@ -90,6 +96,8 @@ class FileActions:
         except LstmvizError as exc:
             self.show_error("Cannot open file", str(exc))
             return False
+        if layer is not None and kind in ("weights", "model"):
+            return self._open_layer(path, layer)
         if self.params.model_mode():
             kind = {"weights": "model", "inputs": "data"}.get(kind, kind)
         if kind == "weights":
@@ -98,6 +106,17 @@ class FileActions:
                   "inputs": self.open_inputs, "data": self.open_data,
                   "model": self.open_model}[kind]  # fmt: skip
         return opener(path)
+
+    def _open_layer(self, path: str, layer: str) -> bool:
+        """The LSTM `layer` of the weights or model file `path`, as `lstmviz run --weights PATH
+        --layer NAME` runs it: in model mode the window leaves it for the one-LSTM modes'
+        default (a model runs all its layers, so a layer named would go unread)."""
+        if not self.open_weights(path, layer):
+            return False
+        if self.params.model_mode():
+            mode = self.params.widgets["mode"]
+            mode.setCurrentIndex(mode.findData(RunConfig().mode))
+        return True
 
     def open_model_dialog(self) -> None:
         ask_to_open(self, "Open model", f"Models ({files.pattern(files.MODELS)})", self.open_model)
@@ -114,6 +133,8 @@ class FileActions:
         re-read at start-up or on a mode change) a line in the status bar. Returns False."""
         if quiet:
             self.message.setText(f"{what} not loaded: {exc}")
+            if self._quiet_notes is not None:
+                self._quiet_notes.append(self.message.text())
         else:
             self.show_error(f"Cannot open {what}", str(exc))
         return False
@@ -123,6 +144,7 @@ class FileActions:
         the dock, the sizes it fixes locked. Data already loaded that does not fit the model
         is let go (with a message). A bad file: a dialog naming the file and the problem
         (an unsupported layer: its name and class), and nothing changes."""
+        path = absolute(path)
         try:
             spec = load_model(path)  # NumPy and h5py: no TensorFlow
         except LstmvizError as exc:
@@ -146,6 +168,7 @@ class FileActions:
         """Use x (and y) in `path` as the model's data (File → Open data…, a drop in model
         mode): B and T follow x and stay locked. x (and y) of a shape the loaded model does
         not take: a dialog saying what it takes, and nothing changes."""
+        path, targets = absolute(path), targets and absolute(targets)
         try:
             x, y, description = load_data(path, targets)
             spec = self.params.model_spec
@@ -215,7 +238,7 @@ class FileActions:
         files (locked). Files with several LSTMs: `layer` of each (asked, and listed in the
         Layer field, as the first file has them). A bad file, or files of different sizes: a
         dialog, nothing changes."""
-        paths = sorted(paths, key=lambda p: Path(p).name)
+        paths = sorted((absolute(p) for p in paths), key=lambda p: Path(p).name)
         try:
             opened = [WeightsFile.open(path) for path in paths]  # NumPy and h5py: no TensorFlow
             layers = opened[0].layers()
@@ -251,6 +274,7 @@ class FileActions:
         """Use the LSTM weights in `path` (asking which layer when it holds several and
         `layer` is None): I and H follow the file and stay locked while it is loaded.
         Bad files: a dialog naming the file and the problem (status line only if `quiet`)."""
+        path = absolute(path)
         try:
             opened = WeightsFile.open(path)  # NumPy and h5py: no TensorFlow
             layers = opened.layers()
@@ -306,7 +330,7 @@ class FileActions:
 
     def open_inputs(self, path: str, quiet: bool = False) -> bool:
         """Use the input sequence in `path`: T, B and I follow it (locked while loaded)."""
-        time_major = self.params.widgets["time_major"].isChecked()
+        path, time_major = absolute(path), self.params.widgets["time_major"].isChecked()
         try:
             x = load_inputs(path, time_major)
         except LstmvizError as exc:
@@ -319,9 +343,32 @@ class FileActions:
             self.message.setText(f"inputs: {description}")
         return True
 
-    def _reload_sources(self) -> None:
+    def _reload_sources(self) -> list[str]:
         """Re-read the weights, model and inputs files the parameters name (settings, a
-        reopened trace, a layout change) so the sizes they fix are shown and locked."""
+        reopened trace, a layout change) so the sizes they fix are shown and locked. Files
+        not there are marked in their fields (a run refuses them). Returns what could not be
+        re-read, one line each (also in the status bar)."""
+        self._quiet_notes = notes = []
+        try:
+            self._reread_sources()
+        finally:
+            self._quiet_notes = None
+        config = self.params.config()
+        gone = []
+        for name in FILE_WIDGETS:
+            value = getattr(config, name)
+            listed = value.split(",") if listed_weights(config, name) else [value]
+            missing = [path for path in listed if path and not Path(path).exists()]
+            self.params.widgets[name].set_missing(bool(missing))
+            if modes.get(config.mode).uses(name):  # one the mode does not read: only marked
+                gone += [f"{name} {path}" for path in missing]
+        if gone:
+            notes.insert(0, f"not found: {', '.join(gone)}")
+        if notes:
+            self.message.setText(" · ".join(notes))
+        return notes
+
+    def _reread_sources(self) -> None:
         config = self.params.config()
         if config.weights and Path(config.weights).is_file() and config.mode != "batchwise":
             self.open_weights(config.weights, config.layer or None, quiet=True)

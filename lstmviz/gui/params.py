@@ -40,7 +40,7 @@ CUDNN_NOTE = (
 # Keras losses the loss field offers in model mode (any other Keras loss name can be typed).
 MODEL_LOSSES = ("binary_crossentropy", "sparse_categorical_crossentropy",
                 "categorical_crossentropy", "mse", "mae", "huber")  # fmt: skip
-FILE_FIELDS = {  # name: (placeholder, the clear button's tooltip)
+FILE_WIDGETS = {  # name: (placeholder, the clear button's tooltip)
     "model": ("none: File → Open model… (Ctrl+M)", "No model"),
     "weights": ("random (seeded)", "Back to seeded random"),
     "inputs": ("random (seeded)", "Back to seeded random"),
@@ -140,10 +140,20 @@ class FileField(QWidget):
         what an empty field means, in the tooltip."""
         self.set_recorded(None)
         self._path = path or None
-        names = ", ".join(Path(part).name or part for part in (path or "").split(","))
-        self.edit.setText(names if path else "")
-        self.edit.setToolTip(path or self.edit.placeholderText())
+        self.set_missing(False)
         self.changed.emit()
+
+    def set_missing(self, missing: bool) -> None:
+        """Mark the path as a file that is not there (in red, "not found", the path in the
+        tooltip), or show it plainly. The path stays: a run says the file is missing instead of
+        running seeded values in its place."""
+        path = self._path or ""
+        names = ", ".join(Path(part).name or part for part in path.split(","))
+        missing = missing and bool(path)
+        self.edit.setText(f"{names} (not found)" if missing else names)
+        self.edit.setStyleSheet("color: #b00020;" if missing else "")
+        self.edit.setToolTip(f"Not found: {path}\n(open the file again, or clear it with ✕)"
+                             if missing else path or self.edit.placeholderText())  # fmt: skip
 
     def recorded(self) -> bool:
         """Whether the field names a recording's model or data (`set_recorded`)."""
@@ -272,8 +282,8 @@ class ParamsEditor(QWidget):
                 widget = QSpinBox(accelerated=True)
                 widget.setRange(*RANGES[name])
                 widget.setGroupSeparatorShown(name != "seed")
-            elif name in FILE_FIELDS:
-                widget = FileField(*FILE_FIELDS[name])
+            elif name in FILE_WIDGETS:
+                widget = FileField(*FILE_WIDGETS[name])
             elif name == "layer":
                 widget = LayerField()
             else:
@@ -294,6 +304,7 @@ class ParamsEditor(QWidget):
         # What the loaded files are and which sizes they fix: name -> (path, sizes, description)
         self.loaded: dict[str, tuple[str, dict[str, int], str]] = {}
         self.model_spec: ModelSpec | None = None  # the model file's, while it is loaded
+        self.compiled_loss: str | None = None  # what the Loss field got from a model's compile
         # The recording (its file name) whose model and data the Model and Data fields name,
         # while the dock is as that recording filled it (`show_recorded`)
         self.recorded_from: str | None = None
@@ -307,7 +318,7 @@ class ParamsEditor(QWidget):
         form.addRow(self.model_table)
         self.widgets["mode"].currentIndexChanged.connect(self._mode_changed)
         self.widgets["passes"].valueChanged.connect(self._apply_locks)
-        for name in FILE_FIELDS:
+        for name in FILE_WIDGETS:
             self.widgets[name].changed.connect(self._files_changed)
         self.set_config(RunConfig())
 
@@ -358,7 +369,7 @@ class ParamsEditor(QWidget):
         config = self.config().for_mode()
         mode = modes.get(config.mode)
         for name in (n for n in mode.requires if not getattr(config, n)):
-            how = FILE_FIELDS[name][0].split(": ", 1)[-1]
+            how = FILE_WIDGETS[name][0].split(": ", 1)[-1]
             if self.widgets[name].recorded():
                 raise ConfigError(LABELS[name], f"the {name} of {self.recorded_from} was "
                                   f"{self.recorded_how}, in another process: it cannot be re-run "
@@ -371,7 +382,7 @@ class ParamsEditor(QWidget):
                               "one (mse, binary_crossentropy, …) or type a Keras loss name")
         try:
             config.validate().check_flags()
-            for name in FILE_FIELDS:
+            for name in FILE_WIDGETS:
                 path = getattr(config, name)
                 listed = [path] if path else []
                 if name == "weights" and path and config.mode == "batchwise":
@@ -413,6 +424,10 @@ class ParamsEditor(QWidget):
         sizes = {"hidden": spec.lstm_layers()[0].directions()[0][1].hidden}
         if spec.input_shape[0] is not None:
             sizes["steps"] = int(spec.input_shape[0])
+        loss = self.widgets["loss"]
+        # the field shows the last model's compiled loss, not one the user chose
+        inherited = self.model_mode() and loss.currentText().strip() == self.compiled_loss
+        self.compiled_loss = None
         mode = self.widgets["mode"]
         mode.setCurrentIndex(mode.findData("model"))
         self.loaded.pop("model", None)
@@ -423,8 +438,10 @@ class ParamsEditor(QWidget):
         self.model_table.set_spec(spec)
         self._apply_locks()
         if spec.loss is None and not spec.stack:  # the user chooses it: no silent default
-            self.widgets["loss"].setCurrentText("")
-        self.widgets["loss"].lineEdit().setPlaceholderText(
+            loss.setCurrentText("")
+        elif spec.stack and inherited:  # a stack has no loss of its own: a fresh start's
+            loss.setCurrentText(RunConfig().loss)
+        loss.lineEdit().setPlaceholderText(
             "" if spec.loss or spec.stack else f"choose: {spec.no_loss}")
 
     def show_recorded(self, shown: str, arrays, how: str = "recorded during model.fit",
@@ -532,6 +549,7 @@ class ParamsEditor(QWidget):
         if spec is not None and spec.loss is not None and not spec.stack:
             fixed["loss"] = (spec.loss, self.loaded["model"][0])  # compiled into the model
             self.widgets["loss"].setCurrentText(spec.loss)
+            self.compiled_loss = spec.loss
         self.model_table.setVisible(spec is not None)
         needs = {"layer": "weights", "time_major": "inputs", "targets": "inputs"}
         for name, widget in self.widgets.items():
