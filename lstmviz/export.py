@@ -81,6 +81,34 @@ class ExportError(LstmvizError):
     """An export cannot be written (bad path, size or content). Names the path or flag."""
 
 
+class ExportCancelled(ExportError):
+    """The `progress` callback of `export` asked to stop; nothing was written."""
+
+
+STAGES = {"csv": "Writing the CSV", "figure": "Drawing the panels", "png": "Rendering the PNG",
+          "svg": "Rendering the SVG", "pdf": "Rendering the PDF", "npz": "Saving the trace"}
+
+
+class _Progress:
+    """Reports `export`'s progress through the stages it has (`STAGES` keys, in order) to
+    `report(fraction done in [0, 1], what is being done)`; False from it cancels:
+    ExportCancelled, raised before the temporary files are renamed."""
+
+    def __init__(self, report, stages: list[str]) -> None:
+        self.report, self.stages = report, stages
+
+    def __call__(self, stage: str, part: float = 0.0) -> None:
+        if self.report is None:
+            return
+        done = (self.stages.index(stage) + part) / len(self.stages) if stage else 1.0
+        if self.report(min(done, 1.0), STAGES.get(stage, "Writing the files")) is False:
+            raise ExportCancelled("export cancelled: nothing written")
+
+    def part(self, stage: str):
+        """A callback for the work of `stage`: called with the fraction of it done."""
+        return lambda fraction: self(stage, fraction)
+
+
 # ---- CSV ----------------------------------------------------------------------------------------
 
 
@@ -135,17 +163,6 @@ def _layer_columns(a, keys: list[str], length: int) -> list[tuple[str, np.ndarra
             for k, name in enumerate(names) for key in shaped]  # fmt: skip
 
 
-def _cell(value) -> str:
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    value = float(value)
-    if np.isnan(value):
-        return "nan"
-    if np.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.9g}"
-
-
 RECORD_COLUMNS = ("step", "epoch", "loss", "train_loss", "record_seconds")
 STATISTICS = {"mean": np.mean, "min": np.min, "max": np.max}  # of a norm over t
 
@@ -178,15 +195,26 @@ def csv_text(trace: GradientTrace) -> str:
     return _csv(csv_columns(trace))
 
 
-def _csv(columns: list[tuple[str, np.ndarray]]) -> str:
+CSV_BLOCK = 20_000  # rows formatted between two progress reports
+
+
+def _csv(columns: list[tuple[str, np.ndarray]], step=None) -> str:
     """The columns as CSV text: a header, then a row per value; a field with a comma or a
-    quote (a Keras layer's name may hold them) quoted as RFC 4180 says."""
+    quote (a Keras layer's name may hold them) quoted as RFC 4180 says. Integers as they are,
+    floats with 9 significant digits (`nan`, `inf`, `-inf` as Python writes them). `step`:
+    called with the fraction of rows done after each block of `CSV_BLOCK` rows."""
     text = io.StringIO()
     writer = csv_module.writer(text, lineterminator="\n")
     writer.writerow(name for name, _ in columns)
-    data = [values.tolist() if values.dtype.kind in "iu" else values for _, values in columns]
-    for row in zip(*data, strict=True):
-        writer.writerow(_cell(v) for v in row)
+    # one %-format per row: the fields are numbers, never quoted
+    row_format = ",".join("%d" if np.asarray(values).dtype.kind in "iub" else "%.9g"
+                          for _, values in columns) + "\n"  # fmt: skip
+    data = [np.asarray(values).tolist() for _, values in columns]
+    rows = list(zip(*data, strict=True))
+    for start in range(0, len(rows), CSV_BLOCK):
+        text.write("".join([row_format % row for row in rows[start:start + CSV_BLOCK]]))
+        if step is not None:
+            step(min(start + CSV_BLOCK, len(rows)) / len(rows))
     return text.getvalue()
 
 
@@ -298,6 +326,7 @@ def export(
     layer: int = 0,
     record: int | None = None,
     t_range: tuple[int, int] | None = None,
+    progress=None,
 ) -> list[Path]:
     """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
     file, or a recording (a `Recording` or an `.lvz`). PNG is `width` × `height`
@@ -312,6 +341,9 @@ def export(
     end; None: the last) and the timestep range of its heatmap (None: every t), as the
     window's slider and range.
     `npz` saves the trace itself (a recording's last record's).
+    `progress`: None, or `progress(fraction done in [0, 1], what: str)`, called between the
+    steps of the work (each format; each plot; blocks of CSV rows): returning False cancels,
+    raising ExportCancelled with nothing written (None, e.g. `print`, goes on).
 
     Each output must end in its format's suffix (`SUFFIXES`), and every panel asked for by name
     must have something to draw. Raises ExportError (or TraceError, RecordingError for an
@@ -360,10 +392,14 @@ def export(
         record = _record(trace, record, t_range)
     if "npz" in targets and recording and trace.last is None:
         raise ExportError(f"--npz: {source}: the recording's last trace was not read")
+    stages = [k for k in ("csv", "figure", "png", "svg", "pdf", "npz")
+              if k in targets or (k == "figure" and needs_qt)]  # fmt: skip
+    step = _Progress(progress, stages)
     csv_data = None
     if "csv" in targets:
-        text = _csv(recording_columns(trace)) if recording else csv_text(trace)
-        csv_data = text.encode("utf-8")
+        step("csv")
+        columns = recording_columns(trace) if recording else csv_columns(trace)
+        csv_data = _csv(columns, step.part("csv")).encode("utf-8")
     view = {"layer": layer, "record": record, "t_range": t_range}
 
     temps: dict[str, Path] = {}
@@ -374,13 +410,15 @@ def export(
                     temps[fmt] = stack.enter_context(atomic_path(path, suffix="." + fmt))
             if needs_qt:
                 _render(trace, source, temps, targets, width, height, dpi, panels, log,
-                        normalise, view)  # fmt: skip
+                        normalise, view, step)  # fmt: skip
             if csv_data is not None:
                 with _writing("csv", targets["csv"]):
                     temps["csv"].write_bytes(csv_data)
             if "npz" in temps:
+                step("npz")
                 with _writing("npz", targets["npz"]):
                     (trace.last if recording else trace).save(temps["npz"])
+            step("")  # the last chance to cancel: every file is complete, none renamed
             # leaving the stack renames every temporary file to its target
     except OSError as exc:
         raise ExportError(_rename_error(exc, temps, targets)) from None
@@ -408,10 +446,11 @@ def _rename_error(exc: OSError, temps: dict[str, Path], targets: dict[str, Path]
 
 
 def _render(trace, source, temps, targets, width, height, dpi, panels, log, normalise,
-            view) -> None:  # fmt: skip
+            view, step) -> None:  # fmt: skip
     """Draw the figure of `trace` (a GradientTrace or a Recording) into the temporary files
     `temps` of `targets` (messages name the targets, not the temporary files). `view`: the LSTM
-    direction shown (`layer`), and a recording's `record` and `t_range`."""
+    direction shown (`layer`), and a recording's `record` and `t_range`; `step`: `_Progress`."""
+    step("figure")
     try:
         if isinstance(trace, GradientTrace):
             from lstmviz.render.figure import Figure
@@ -429,16 +468,19 @@ def _render(trace, source, temps, targets, width, height, dpi, panels, log, norm
     with figure:
         _check_drawn(trace, panels, figure.names)
         if "png" in temps:
-            data = _png(figure.image(width, height, dpi), targets["png"])
+            step("png")
+            data = _png(figure.image(width, height, dpi, step.part("png")), targets["png"])
             with _writing("png", targets["png"]):
                 temps["png"].write_bytes(data)
         if "svg" in temps:
-            data = figure.svg(width, height, dpi)
+            step("svg")
+            data = figure.svg(width, height, dpi, step.part("svg"))
             with _writing("svg", targets["svg"]):
                 temps["svg"].write_bytes(data)
         if "pdf" in temps:
+            step("pdf")
             with _writing("pdf", targets["pdf"]):
-                figure.pdf(str(temps["pdf"]))
+                figure.pdf(str(temps["pdf"]), step.part("pdf"))
                 if not _complete_pdf(temps["pdf"]):
                     raise ExportError(f"--pdf {targets['pdf']}: Qt could not write the PDF "
                                       "(is the disk full?)")  # fmt: skip
@@ -508,6 +550,7 @@ __all__ = [
     "DEFAULT_DPI",
     "DEFAULT_HEIGHT",
     "DEFAULT_WIDTH",
+    "ExportCancelled",
     "ExportError",
     "FORMATS",
     "PANEL_NAMES",

@@ -96,3 +96,19 @@ def test_gui_export_panel_under_cursor(window, tmp_path, monkeypatch):
     assert read_csv(target)[0][0] == "t"
     assert not export_under_cursor(window, QPoint(-10_000, -10_000))
     assert "point the mouse at a panel" in window.message.text()
+
+
+def test_every_panel_hidden_refuses_images_and_writes_the_csv(window, tmp_path, monkeypatch):
+    from tests.test_gui_audit import export_with
+
+    panels = ("Gradient", "Loss", "Rows", "Units", "Connectivity")  # the View menu's LSTM panels
+    for action in window.findChildren(type(window.log_action)):
+        if action.isCheckable() and action.text().startswith(panels):
+            action.setChecked(False)
+    assert not export_with(monkeypatch, window, str(tmp_path / "fig"), ("png", "csv"))
+    assert "every panel is hidden" in window.errors_shown[-1]
+    assert "--" not in window.errors_shown[-1] and not list(tmp_path.glob("fig*"))
+    assert export_with(monkeypatch, window, str(tmp_path / "fig"), ("csv", "npz"))
+    header, rows = read_csv(tmp_path / "fig.csv")
+    assert header[:3] == ["t", "pass", "t_in_pass"] and len(rows) == P * T
+    assert (tmp_path / "fig.npz").is_file()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QPoint
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -19,13 +19,21 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMessageBox,
+    QProgressDialog,
     QPushButton,
     QSpinBox,
     QVBoxLayout,
 )
 
 from lstmviz.errors import LstmvizError
-from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, MAX_PIXELS, export
+from lstmviz.export import (
+    DEFAULT_DPI,
+    DEFAULT_HEIGHT,
+    DEFAULT_WIDTH,
+    MAX_PIXELS,
+    ExportCancelled,
+    export,
+)
 from lstmviz.render.figure import panel_name
 from lstmviz.render.panel import Panel, panel_title
 
@@ -38,6 +46,7 @@ FORMATS = {  # key: (check box text, suffix, file-dialog filter)
     "npz": ("Trace (.npz, reopens in lstmviz)", ".npz", "Trace (*.npz)"),
 }
 PANEL_FORMATS = ("png", "svg", "pdf", "csv")
+IMAGE_FORMATS = ("png", "svg", "pdf")  # the formats that draw the panels
 TIPS = {  # the format check boxes' tooltips
     "png": "A raster image of the panels, title and summary line, at the size and DPI below",
     "svg": "Curves, axes and text as vectors (heatmaps embedded as images): scales without blur",
@@ -69,10 +78,33 @@ def _subject(window):
     return window.recording if window.recording is not None else window.trace
 
 
+def _text_setting(settings, key: str) -> str:
+    """The settings' text under `key`; "" when it is missing or not text (an edited file)."""
+    value = settings.value(key, "")
+    return value if isinstance(value, str) else ""
+
+
+def _number_setting(settings, key: str, default: int, low: int, high: int) -> int:
+    """The settings' whole number under `key` within [low, high]; `default` when it is
+    missing or cannot be read (as every other setting: an edited file never stops the app)."""
+    try:
+        value = round(float(settings.value(key, default)))
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return value if low <= value <= high else default
+
+
+def _sizes(settings) -> tuple[int, int, int]:
+    """The export width, height (px) and dpi last chosen, or the defaults."""
+    return (_number_setting(settings, "export/width", DEFAULT_WIDTH, 16, MAX_PIXELS),
+            _number_setting(settings, "export/height", DEFAULT_HEIGHT, 16, MAX_PIXELS),
+            _number_setting(settings, "export/dpi", DEFAULT_DPI, 24, 2400))  # fmt: skip
+
+
 def _default_base(window) -> str:
-    folder = window.settings.value("export/dir", "") or os.getcwd()
+    folder = _text_setting(window.settings, "export/dir") or os.getcwd()
     what = "recording" if window.recording is not None else window.trace.mode
-    name = window.settings.value("export/name", "") or f"lstmviz-{what}"
+    name = _text_setting(window.settings, "export/name") or f"lstmviz-{what}"
     return str(Path(folder) / name)
 
 
@@ -94,10 +126,47 @@ def in_dialog_terms(message: str) -> str:
     return message
 
 
+PROGRESS_STEPS = 1000
+PROGRESS_AFTER_MS = 300  # a quicker export shows no progress dialog
+
+
+class ExportProgress:
+    """A window-modal progress dialog with Cancel for an export (a long trace takes seconds
+    per format): `report` is `export`'s `progress` callback. Shown once the export has taken
+    `PROGRESS_AFTER_MS`; Cancel (or Esc) stops it at its next step, writing nothing."""
+
+    def __init__(self, window) -> None:
+        self.dialog = QProgressDialog("Exporting…", "Cancel", 0, PROGRESS_STEPS, window)
+        self.dialog.setWindowTitle("Export")
+        self.dialog.setWindowModality(Qt.WindowModal)
+        self.dialog.setMinimumDuration(PROGRESS_AFTER_MS)
+        self.dialog.setAutoReset(False)  # reaching the end is not a cancel, nor a restart
+        self.dialog.setAutoClose(False)
+
+    def report(self, fraction: float, what: str) -> bool:
+        """Show `fraction` done and `what` is being done; False once Cancel was pressed."""
+        self.dialog.setLabelText(what + "…")
+        self.dialog.setValue(round(fraction * PROGRESS_STEPS))  # modal: handles the events
+        return not self.dialog.wasCanceled()
+
+    def close(self) -> None:
+        self.dialog.close()
+        self.dialog.deleteLater()
+
+
 def _write(window, targets: dict[str, str], remember_name: bool = True, **options) -> bool:
-    """Export the window's trace to `targets` ({format: path}); errors go to a dialog."""
+    """Export the window's trace to `targets` ({format: path}), with a progress dialog that
+    can cancel; errors go to a dialog."""
+    progress = ExportProgress(window)
     try:
-        written = export(_subject(window), **targets, **_view_options(window), **options)
+        try:
+            written = export(_subject(window), **targets, **_view_options(window), **options,
+                             progress=progress.report)  # fmt: skip
+        finally:
+            progress.close()  # before an error dialog
+    except ExportCancelled:
+        window.message.setText("export cancelled: nothing written")
+        return False
     except (LstmvizError, OSError) as exc:
         window.show_error("Cannot export", in_dialog_terms(str(exc)))
         return False
@@ -117,7 +186,7 @@ class ExportDialog(QDialog):
         s = window.settings
         self.checks = {}
         formats = QVBoxLayout()
-        chosen = str(s.value("export/formats", "png,svg,csv")).split(",")
+        chosen = (_text_setting(s, "export/formats") or "png,svg,csv").split(",")
         for key, (text, _, _) in FORMATS.items():
             box = QCheckBox(text, checked=key in chosen, toolTip=TIPS[key])
             self.checks[key] = box
@@ -132,9 +201,10 @@ class ExportDialog(QDialog):
         self.width_box = QSpinBox(minimum=16, maximum=MAX_PIXELS, suffix=" px")
         self.height_box = QSpinBox(minimum=16, maximum=MAX_PIXELS, suffix=" px")
         self.dpi_box = QSpinBox(minimum=24, maximum=2400, suffix=" dpi")
-        self.width_box.setValue(int(s.value("export/width", DEFAULT_WIDTH)))
-        self.height_box.setValue(int(s.value("export/height", DEFAULT_HEIGHT)))
-        self.dpi_box.setValue(int(float(s.value("export/dpi", DEFAULT_DPI))))
+        width, height, dpi = _sizes(s)
+        self.width_box.setValue(width)
+        self.height_box.setValue(height)
+        self.dpi_box.setValue(dpi)
         self.dpi_box.setToolTip("Recorded in the PNG; text and lines scale with it (96: 1:1)")
         self.width_box.setToolTip("Width of the PNG and SVG in pixels (the PDF is A4)")
         self.height_box.setToolTip("Height of the PNG and SVG in pixels (the PDF is A4)")
@@ -182,7 +252,7 @@ class ExportDialog(QDialog):
         )
 
     def targets(self) -> dict[str, str]:
-        base = self.strip_suffix(self.base.text().strip())
+        base = self.strip_suffix(os.path.expanduser(self.base.text().strip()))
         return {k: base + FORMATS[k][1] for k, box in self.checks.items() if box.isChecked()}
 
     def options(self) -> dict:
@@ -218,10 +288,17 @@ def export_dialog(window, panel: Panel | None = None) -> bool:
         window.show_error("Cannot export", f"{base} is a folder: add a file name to it, "
                           f"e.g. {Path(base) / 'lstmviz'}")  # fmt: skip
         return False
+    options = dialog.options()
+    if not options["panels"]:  # every panel hidden (View menu)
+        if any(fmt in targets for fmt in IMAGE_FORMATS):
+            window.show_error("Cannot export", "every panel is hidden: show one (View menu) "
+                              "to export a PNG, SVG or PDF")  # fmt: skip
+            return False
+        options["panels"] = None  # the CSV and the trace draw no panel
     if not replace_ok(window, list(targets.values())):
         return False
     dialog.save_choices()
-    return _write(window, targets, **dialog.options())
+    return _write(window, targets, **options)
 
 
 def replace_ok(window, paths: list[str]) -> bool:
@@ -253,8 +330,7 @@ def export_panel(window, panel: Panel) -> bool:
         path += FORMATS[fmt][1]  # a name the file dialog did not check: ask here
         if not replace_ok(window, [path]):
             return False
-    width = int(window.settings.value("export/width", DEFAULT_WIDTH))
-    dpi = float(window.settings.value("export/dpi", DEFAULT_DPI))
+    width, _, dpi = _sizes(window.settings)
     aspect = panel.height() / panel.width() if panel.width() > 0 else 0.6
     height = max(int(round(width * min(max(aspect, 0.3), 2.0))), int(200 * dpi / 96))
     return _write(window, {fmt: path}, remember_name=False, width=width, height=height, dpi=dpi,

@@ -380,8 +380,9 @@ class Figure:
 
     # ---- PNG ---------------------------------------------------------------------------------
 
-    def image(self, width: int, height: int, dpi: float) -> QImage:
-        """The figure as a `width` × `height` px image, DPI recorded in the file."""
+    def image(self, width: int, height: int, dpi: float, step=None) -> QImage:
+        """The figure as a `width` × `height` px image, DPI recorded in the file. `step`:
+        called with the fraction of the plots drawn after each (the SVG's and PDF's too)."""
         scale = dpi / LOGICAL_DPI
         scale /= self.fit(width / scale, height / scale)
         image = QImage(width, height, QImage.Format_ARGB32)
@@ -395,6 +396,8 @@ class Figure:
                 exporter = pg.exporters.ImageExporter(panel.plot.getPlotItem())
                 exporter.parameters()["width"] = max(1, round(box.width() * scale))
                 plots.append((exporter.export(toBytes=True), box))
+                if step is not None:
+                    step(len(plots) / len(self.cells))
         painter = QPainter(image)
         try:
             painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
@@ -408,7 +411,7 @@ class Figure:
 
     # ---- SVG ---------------------------------------------------------------------------------
 
-    def svg(self, width: int, height: int, dpi: float) -> bytes:
+    def svg(self, width: int, height: int, dpi: float, step=None) -> bytes:
         """The figure as SVG: vector curves and text, heatmaps as embedded PNG images. Its
         physical size is `width` × `height` px at `dpi`, as the PNG."""
         scale = dpi / LOGICAL_DPI
@@ -446,12 +449,14 @@ class Figure:
                 exporter = pg.exporters.SVGExporter(panel.plot.getPlotItem())
                 inner = exporter.export(toBytes=True).decode("utf-8")
                 parts.append(as_group(inner, f"panel{index}_", box))
+                if step is not None:
+                    step(index / len(self.cells))
         parts.append("</svg>\n")
         return "".join(parts).encode("utf-8")
 
     # ---- PDF ---------------------------------------------------------------------------------
 
-    def pdf(self, path: str) -> None:
+    def pdf(self, path: str, step=None) -> None:
         """A one-page A4 landscape report: title, the panels (vector), the run's configuration
         and summary."""
         writer = QPdfWriter(path)
@@ -481,7 +486,7 @@ class Figure:
             painter.save()
             painter.scale(1 / factor, 1 / factor)
             with gui_style(), scaled_legends(self.panels), scaled_pens(self.panels, scale / factor):
-                for panel, box in self.cells:
+                for index, (panel, box) in enumerate(self.cells, start=1):
                     item = panel.plot.getPlotItem()
                     exporter = pg.exporters.ImageExporter(item)
                     exporter.setExportMode(
@@ -496,6 +501,8 @@ class Figure:
                         painter.restore()
                     finally:
                         exporter.setExportMode(False)
+                    if step is not None:
+                        step(index / len(self.cells))
             self._paint_text(painter, w * factor)
             painter.restore()
             painter.translate(0, h - text_h)
