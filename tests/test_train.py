@@ -318,3 +318,25 @@ def test_api_names_resolve():
 
     assert lstmviz.train is train and lstmviz.connectivity_map is connectivity_map
     assert lstmviz.run_train is run_train and lstmviz.save_trained_weights is save_trained_weights
+
+
+@pytest.mark.parametrize(("task", "task_loss"), [("copy", "xent"), ("sine", "mse")])
+def test_every_live_row_is_the_bptt_norm_at_the_weights_before_its_update(task, task_loss):
+    """Row k of `norm_h_total_by_step` (what the app draws live) against NumPy BPTT at the
+    weights after k updates (a k-step run's final weights, same seed) on batch k+1 (the last
+    batch of a (k+1)-step run)."""
+    sizes = dict(task=task, steps=6, batch=3, hidden=4, seed=8)
+    runs = [train(train_steps=k, **sizes) for k in (1, 2, 3)]
+    for k in (1, 2):
+        before, after = runs[k - 1], runs[k]
+        x, y = after["x"], after["target"]
+        w = [before[key] for key in ("kernel", "recurrent_kernel", "bias")]
+        h0 = np.zeros((3, 4))
+        h, _, _ = np_forward(x, *w, h0, h0)
+        _, direct, _ = np_readout(task_loss, bool(after.readout_per_step), h,
+                                  before["readout_kernel"], before["readout_bias"], y)  # fmt: skip
+        dh = np_bptt(x, *w, h0, h0, direct)["dh"]
+        row = runs[2].norm_h_total_by_step[k]
+        assert_close(row, np.sqrt((dh**2).sum(axis=(1, 2))), what=f"row {k}")
+        longest = runs[2].norm_h_total_by_step
+        np.testing.assert_array_equal(after.norm_h_total_by_step, longest[: k + 1])

@@ -28,7 +28,7 @@ import numpy as np
 
 from lstmviz import files
 from lstmviz.config import TASK_INPUT_DIMS, RunConfig
-from lstmviz.errors import InputError
+from lstmviz.errors import ConfigError, InputError
 from lstmviz.inputs import read_numpy
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
@@ -51,7 +51,8 @@ class Task:
 
 def _adding(steps: int, batch: int) -> Sampler:
     if steps < 2:
-        raise InputError("task 'adding' needs --steps of at least 2 (one marker in each half)")
+        raise ConfigError("--steps", f"task 'adding' needs at least 2 steps (one marker in each "
+                          f"half), not {steps}")  # fmt: skip
 
     def sample(rng):
         values = rng.uniform(0.0, 1.0, (steps, batch))
@@ -68,7 +69,8 @@ def _adding(steps: int, batch: int) -> Sampler:
 
 def _copy(steps: int, batch: int) -> Sampler:
     if steps < 3:
-        raise InputError("task 'copy' needs --steps of at least 3 (symbols, marker, recall)")
+        raise ConfigError("--steps", f"task 'copy' needs at least 3 steps (symbols, marker, "
+                          f"recall), not {steps}")  # fmt: skip
     length = max(1, min(10, (steps - 1) // 2))
     blank, marker = COPY_SYMBOLS, COPY_SYMBOLS + 1
 

@@ -180,7 +180,10 @@ class Training:
                 last_update = now
                 message = f"loss {self.losses[n]:.4g}"
                 if self.bad is not None:
-                    message = f"loss or dL/dh is NaN or Inf at step {n}; training stopped"
+                    # steps count from 1 here as in the panels and the CLI's warning
+                    message = (
+                        f"loss or dL/dh is NaN or Inf at training step {done}; training stopped"
+                    )
                 rows = {
                     "loss_by_step": self.losses[:done],
                     "norm_h_total_by_step": self.norms[:done],
@@ -249,4 +252,3 @@ def train(**params) -> GradientTrace:
     except LstmvizError as exc:
         raise in_python_terms(exc) from None
     return trace
-

@@ -35,21 +35,25 @@ def keras_model(input_dim: int, hidden: int, output_dim: int, per_step: bool):
 
 
 def save_trained_weights(trace: GradientTrace, path: str | os.PathLike) -> Path:
-    """Write the final weights of a "train" trace to `path` (.weights.h5 or .npz)."""
+    """Write the final weights of a "train" trace to `path` (.weights.h5 or .npz). A path that
+    cannot be written raises InputError naming it and the reason, leaving nothing behind."""
     path = Path(path)
     missing = [key for key in WEIGHT_KEYS if key not in trace]
     if missing:
         raise InputError(f"trace of mode {trace.mode!r} has no trained weights ({missing[0]})")
     weights = [np.asarray(trace[key], np.float32) for key in WEIGHT_KEYS]
-    if path.name.endswith(".weights.h5"):
-        (input_dim, _), (hidden, output_dim) = weights[0].shape, weights[3].shape
-        model = keras_model(input_dim, hidden, output_dim, bool(trace["readout_per_step"]))
-        model.set_weights(weights)
-        with atomic_path(path, suffix=".weights.h5") as tmp:
-            model.save_weights(tmp)
-    elif path.suffix == ".npz":
-        with atomic_write(path) as handle:
-            np.savez(handle, **dict(zip(WEIGHT_KEYS, weights, strict=True)))
-    else:
+    if not path.name.endswith(".weights.h5") and path.suffix != ".npz":
         raise InputError(f"{path}: trained weights are saved as .weights.h5 or .npz")
+    try:
+        if path.suffix == ".npz":
+            with atomic_write(path) as handle:
+                np.savez(handle, **dict(zip(WEIGHT_KEYS, weights, strict=True)))
+        else:
+            (input_dim, _), (hidden, output_dim) = weights[0].shape, weights[3].shape
+            model = keras_model(input_dim, hidden, output_dim, bool(trace["readout_per_step"]))
+            model.set_weights(weights)
+            with atomic_path(path, suffix=".weights.h5") as tmp:
+                model.save_weights(tmp)
+    except OSError as exc:  # its filename is the temporary one: name the path asked for
+        raise InputError(f"{path}: cannot write trained weights ({exc.strerror or exc})") from None
     return path

@@ -1,0 +1,83 @@
+"""Training's messages: saving the weights where they cannot be written, the step that stopped a
+run on NaN/Inf, a sequence too short for its task (command line and Python words)."""
+
+import numpy as np
+import pytest
+
+from lstmviz.cli import main
+from lstmviz.config import RunConfig
+from lstmviz.engine.child import _save, describe
+from lstmviz.engine.train import run_train, train
+from lstmviz.engine.trained import save_trained_weights
+from lstmviz.errors import LstmvizError
+from lstmviz.trace import TraceUpdate
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return train(task="adding", train_steps=1, steps=3, batch=2, hidden=2)
+
+
+def entries(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize("name", ["w.weights.h5", "w.npz"])
+def test_a_missing_folder_is_named_in_one_line(tmp_path, trace, name):
+    path = tmp_path / "no such folder" / name
+    with pytest.raises(LstmvizError) as info:
+        save_trained_weights(trace, path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: cannot write") and "No such file or directory" in message
+    assert ".tmp" not in message and "\n" not in message  # not the temporary file's name
+    assert entries(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["dir.weights.h5", "dir.npz"])
+def test_a_folder_at_the_path_is_left_alone(tmp_path, trace, name):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "inside.txt").write_text("kept")
+    with pytest.raises(LstmvizError, match="cannot write .*Is a directory") as info:
+        save_trained_weights(trace, tmp_path / name)
+    assert str(info.value).startswith(str(tmp_path / name))
+    assert entries(tmp_path) == [name]  # no temporary file left beside it
+    assert entries(tmp_path / name) == ["inside.txt"]
+
+
+def test_the_apps_save_request_answers_in_one_line(tmp_path, trace):
+    """The app's Save trained weights… shows the computing process's answer in a dialog."""
+    sent = []
+    path = tmp_path / "gone" / "adding-trained.weights.h5"
+    _save(sent.append, None, 7, (trace.mode, trace.config, dict(trace.arrays)), str(path))
+    [(kind, request_id, written, error)] = sent
+    assert (kind, request_id, written) == ("saved", 7, "")
+    assert error == f"{path}: cannot write trained weights (No such file or directory)"
+    assert "Traceback" not in describe(LstmvizError(error))
+
+
+def test_a_non_finite_step_is_numbered_from_1_as_in_the_warning(tmp_path):
+    """Training steps count from 1 (loss panel, rows heatmap, CLI warning); the live message
+    of the step that stopped training uses the same number."""
+    x = np.zeros((4, 3, 1), np.float32)
+    y = np.full((4, 1), 3e38, np.float32)  # the squared error overflows to Inf at once
+    np.savez(tmp_path / "seq.npz", x=x, y=y)
+    config = RunConfig(mode="train", inputs=str(tmp_path / "seq.npz"), batch=2, hidden=2,
+                       train_steps=5)  # fmt: skip
+    items = list(run_train(config))
+    last = [item for item in items if isinstance(item, TraceUpdate)][-1]
+    trace = items[-1]
+    assert list(trace.nonfinite_loss_steps) == [0] and last.done == 1
+    assert last.message == "loss or dL/dh is NaN or Inf at training step 1; training stopped"
+
+
+@pytest.mark.parametrize(("task", "steps", "least"), [("adding", 1, 2), ("copy", 2, 3)])
+def test_a_sequence_too_short_for_its_task_names_the_steps(tmp_path, capsys, task, steps, least):
+    out = tmp_path / "t.npz"
+    argv = ["run", "--mode", "train", "--task", task, "--steps", str(steps), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"lstmviz: error: --steps: task '{task}' needs at least {least} steps")
+    assert entries(tmp_path) == []
+    with pytest.raises(LstmvizError) as info:
+        train(task=task, steps=steps)
+    assert str(info.value).startswith(f"steps: task '{task}' needs at least {least} steps (")
