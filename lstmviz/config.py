@@ -239,7 +239,8 @@ class RunConfig:
         whole model's run is checked by its engine instead, once the model's layers and its
         data's sizes are known (`engine.model.run_model`)."""
         if not self.model:
-            check_fits(self.estimated_bytes(), self.sizes(), "--steps, --batch or --hidden",
+            run = self.for_mode()  # the sizes the run has (training a task: the task's I)
+            check_fits(run.estimated_bytes(), run.sizes(), "--steps, --batch or --hidden",
                        available)  # fmt: skip
         return self
 

@@ -181,3 +181,15 @@ def test_open_keras_with_two_lstms_picks_a_layer_and_locks_sizes(
     assert window.open_weights(str(tmp_path / "bad.keras")) is False
     assert errors[-1].startswith(str(tmp_path / "bad.keras"))
     assert window.params.config().weights is None
+
+
+def test_training_on_sequences_greys_the_task_it_does_not_read(window, tmp_path):
+    set_params(window, mode="train")
+    task = window.params.widgets["task"]
+    assert task.isEnabled()
+    x = np.random.default_rng(1).standard_normal((8, 7, 2)).astype(np.float32)
+    np.save(tmp_path / "walks.npy", x)
+    assert window.open_path(str(tmp_path / "walks.npy"))
+    assert not task.isEnabled()  # the run trains on walks.npy, whatever the task says
+    window.params.widgets["inputs"].set_path(None)
+    assert task.isEnabled()

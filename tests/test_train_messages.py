@@ -81,3 +81,29 @@ def test_a_sequence_too_short_for_its_task_names_the_steps(tmp_path, capsys, tas
     with pytest.raises(LstmvizError) as info:
         train(task=task, steps=steps)
     assert str(info.value).startswith(f"steps: task '{task}' needs at least {least} steps (")
+
+
+def test_a_run_on_sequences_is_named_for_them_not_for_the_unread_task(tmp_path, qapp):
+    """A run on the user's sequences keeps `task` at its default: the figure's summary and
+    the default name of its saved weights name the sequences' file instead."""
+    from lstmviz.render.figure import Figure
+
+    rng = np.random.default_rng(3)
+    path = tmp_path / "walks.npz"
+    np.savez(path, x=rng.standard_normal((8, 6, 2)), y=rng.standard_normal((8, 1)))
+    on_file = train(inputs=str(path), steps=5, batch=4, hidden=3, train_steps=2, seed=1)
+    assert on_file.config.task == "adding"  # the default, unread
+    for trained, named, unnamed in ((on_file, "(walks.npz)", "adding task"),
+                                    (train(task="sine", train_steps=2, steps=4, batch=2,
+                                           hidden=2), "(sine task)", "walks")):  # fmt: skip
+        with Figure(trained) as figure:
+            line = next(s for s in figure.summary_lines() if s.startswith("training loss"))
+        assert line.endswith(named) and unnamed not in line
+
+
+def test_a_task_too_big_for_memory_is_named_with_the_tasks_input_size():
+    """The refusal names the sizes the run would have: the sine task's I=1, not the I field's."""
+    config = RunConfig(mode="train", task="sine", steps=10_000_000, batch=512, hidden=2048,
+                       input_dim=8)  # fmt: skip
+    with pytest.raises(LstmvizError, match=r"T=10000000 B=512 I=1 H=2048"):
+        config.check_memory(available=2**30)

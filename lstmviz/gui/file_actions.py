@@ -400,7 +400,9 @@ class FileActions:
         if self.trace is None or "readout_kernel" not in self.trace:
             return
         keras, numpy = "Keras weights (*.weights.h5)", "NumPy arrays (*.npz)"
-        name = f"{self.trace.config.task}-trained.weights.h5"
+        config = self.trace.config  # named for the task, or the sequences trained on
+        stem = Path(config.inputs).name.split(".")[0] if config.inputs else config.task
+        name = f"{stem}-trained.weights.h5"
         path, chosen = QFileDialog.getSaveFileName(
             self, "Save trained weights", in_last_folder(self.settings, name), f"{keras};;{numpy}"
         )

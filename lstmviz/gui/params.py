@@ -556,6 +556,8 @@ class ParamsEditor(QWidget):
             enabled = mode.uses(name) and name not in fixed
             if name in needs:
                 enabled = enabled and bool(self.widgets[needs[name]].path())
+            if name == "task" and self.widgets["inputs"].path():
+                enabled = False  # training on the sequences of the inputs file instead
             widget.setEnabled(enabled)
             # a model run reads few fields: the others make room for its layer table (the
             # one-LSTM modes keep theirs in view, greyed out where unused)

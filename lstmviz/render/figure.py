@@ -53,7 +53,7 @@ from lstmviz.render.model_report import model_lines, model_table_html
 from lstmviz.render.panel import Panel, panel_title
 from lstmviz.render.record_panels import RecordHeatmap, RecordLossPanel, RecordNormPanel
 from lstmviz.render.style import STYLE
-from lstmviz.render.summary import WARNING_STYLE, fmt, plain, summary_text
+from lstmviz.render.summary import WARNING_STYLE, fmt, plain, summary_text, trained_on
 from lstmviz.render.svg import as_group, closed_path_fix
 from lstmviz.render.training import ConnectivityPanel, LossPanel
 from lstmviz.render.values import pass_length
@@ -556,7 +556,7 @@ class Figure:
             losses = np.ravel(a["loss_by_step"])
             lines.append(
                 f"training loss: {fmt(float(losses[0]))} at step 1 → {fmt(float(losses[-1]))}"
-                f" at step {len(losses)} ({config.task} task)"
+                f" at step {len(losses)} ({trained_on(config)})"
             )
         # a per-batch-weights trace has rows [N, T] instead of one curve [T]
         norm = a.get("norm_h_total", a.get("norm_h_total_by_batch"))

@@ -42,6 +42,12 @@ def nonfinite_text(steps, what: str = "t") -> str:
     return f"NaN/Inf at {what} = {shown} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
 
 
+def trained_on(config: RunConfig) -> str:
+    """What a training run trained on: the user's sequences (their file's name) or the built-in
+    task (a run on sequences keeps the task field at its default, unread)."""
+    return Path(config.inputs).name if config.inputs else f"{config.task} task"
+
+
 def _has_norm(key: str, arrays: Arrays) -> bool:
     """Whether `key` is a state or a gradient whose per-step norm the trace holds (a model's:
     per direction), so that `nonfinite_steps` speaks for it; a model's gradient at its input
