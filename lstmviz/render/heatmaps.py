@@ -22,16 +22,16 @@ from lstmviz.render.values import (
     units_matrix,
 )
 
-# A pre-coloured image is handed to Qt without a copy up to this many rows; a taller one (a
-# training run of 100 000 steps) crashed Qt's painter here (segmentation fault painting a
-# 100 000 × 20 zero-copy RGBA QImage; 30 000 rows painted), so it goes through pyqtgraph's
-# conversion (a copy per update, as before).
-ZERO_COPY_ROWS = 16384
+# A pre-coloured image is handed to Qt without a copy up to this many rows and columns; a
+# zero-copy RGBA QImage 32768 or more pixels tall (a training run of 100 000 steps) or wide (a
+# sequence of 40 000 steps) crashes Qt's painter (segmentation fault), so a bigger one goes
+# through pyqtgraph's conversion (a copy per update), which paints at 1 × 10 000 000.
+ZERO_COPY_SIZE = 16384
 
 
 def set_rgba(image: pg.ImageItem, rgba: np.ndarray) -> None:
-    """Show a pre-coloured RGBA image (no levels, no lookup table)."""
-    if len(rgba) <= ZERO_COPY_ROWS:
+    """Show a pre-coloured RGBA image [rows, columns, 4] (no levels, no lookup table)."""
+    if max(rgba.shape[:2]) <= ZERO_COPY_SIZE:
         image.setImage(rgba, autoLevels=False)
     else:
         image.setImage(rgba, autoLevels=False, levels=(0, 255))  # identity: a converted copy

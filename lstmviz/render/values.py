@@ -58,13 +58,28 @@ def kept(g: np.ndarray, name: str, reduce: Callable[[np.ndarray], object]):
     return result
 
 
+# Bytes of a block of timesteps `_unit_means` takes |g| of at a time: a copy of the whole
+# gradient (up to ~1 GB) would need its size in memory, and filling its fresh pages would take
+# most of the time.
+BLOCK_BYTES = 1 << 20
+
+
 def _sample_norms(g: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.sum(np.square(g, dtype=np.float64), axis=-1)).T
+    """[T, B, H] -> [B, T] float64, accumulated in float64 without a float64 copy of `g`."""
+    return np.sqrt(np.einsum("tbh,tbh->bt", g, g, dtype=np.float64))
 
 
 def _unit_means(g: np.ndarray) -> np.ndarray:
-    g = np.abs(np.asarray(g))  # |x| is exact in float32: no float64 copy of [T, B, H]
-    return g.reshape(-1, *g.shape[-3:]).mean(axis=(0, 2), dtype=np.float64).T  # [H, T]
+    """[..., T, B, H] -> [H, T]: mean |g| over the leading axes and B, in float64, taking
+    |g| (exact in float32) a block of timesteps at a time."""
+    g = np.asarray(g)
+    g = g.reshape(-1, *g.shape[-3:])  # [lead, T, B, H]
+    steps = g.shape[1]
+    out = np.empty((steps, g.shape[-1]), np.float64)
+    block = max(1, BLOCK_BYTES // max(1, g[:, :1].nbytes))
+    for t in range(0, steps, block):
+        out[t : t + block] = np.abs(g[:, t : t + block]).mean(axis=(0, 2), dtype=np.float64)
+    return out.T
 
 
 def _nonfinite(v: np.ndarray) -> np.ndarray:
@@ -79,7 +94,10 @@ def nonfinite_count(v: np.ndarray) -> int:
 
 
 def _max_abs(v: np.ndarray) -> np.ndarray:
-    return np.asarray(np.max(np.abs(v)) if np.size(v) else 0.0, np.float64)
+    """max |v| as max(max v, -min v): no |v| copy of the array (NaN when v holds one)."""
+    if not np.size(v):
+        return np.asarray(0.0, np.float64)
+    return np.asarray(np.maximum(np.float64(np.max(v)), -np.float64(np.min(v))))
 
 
 def max_abs(v: np.ndarray) -> float:
