@@ -189,3 +189,15 @@ def test_a_trace_naming_a_file_that_cannot_be_read_keeps_saying_why(qtbot, setti
     assert text.startswith(f"opened {path} · weights not loaded: ") and "broken.npz" in text
     assert not errors
     win.close()
+
+
+def test_a_per_batch_session_without_weight_files_starts(qtbot, settings, errors):
+    """Per-batch mode lists its weights files comma-separated; none given is none to check."""
+    first = idle_window(qtbot, settings)
+    mode = first.params.widgets["mode"]
+    mode.setCurrentIndex(mode.findData("batchwise"))
+    first.close()
+    again = reopened(qtbot, settings)
+    assert again.params.config().mode == "batchwise" and again.params.config().weights is None
+    assert "not found" not in again.message.text() and not errors
+    again.close()

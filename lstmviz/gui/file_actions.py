@@ -356,7 +356,7 @@ class FileActions:
         config = self.params.config()
         gone = []
         for name in FILE_WIDGETS:
-            value = getattr(config, name)
+            value = getattr(config, name) or ""
             listed = value.split(",") if listed_weights(config, name) else [value]
             missing = [path for path in listed if path and not Path(path).exists()]
             self.params.widgets[name].set_missing(bool(missing))
