@@ -13,7 +13,7 @@ from PySide6.QtCore import QEvent, QObject, Qt
 
 from lstmviz import schema
 from lstmviz.render.marks import NonFiniteMarks, PassBoundaries
-from lstmviz.render.panel import Panel
+from lstmviz.render.panel import Panel, set_symbol_and_data
 from lstmviz.render.style import PALETTE
 from lstmviz.render.summary import fmt
 from lstmviz.render.values import (
@@ -167,7 +167,9 @@ class NormPanel(Panel):
         item.showGrid(x=True, y=True, alpha=0.25)
         self.legend = legend_below(self.plot)
         self.curves = {
-            key: pg.PlotDataItem(pen=pen, symbolSize=6, symbolPen=pen, connect="finite")
+            # symbol None: given a symbol size or pen alone, pyqtgraph draws "o" at every point
+            key: pg.PlotDataItem(pen=pen, symbol=None, symbolSize=6, symbolPen=pen,
+                                 connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()
         }
         for curve in self.curves.values():
@@ -253,10 +255,9 @@ class NormPanel(Panel):
             if self.normalise and y.size:  # as the rows are: each pass's part by its maximum
                 whole = per_pass and y.size % per_pass == 0
                 y = display_values(y.reshape(-1, per_pass) if whole else y, False, True).ravel()
-            self._set_data(curve, np.arange(len(y)), positive(y) if self.log else finite(y))
-            symbol = "o" if points_alone(y) else None
-            if curve.opts["symbol"] != symbol:
-                curve.setSymbol(symbol)
+            shown = positive(y) if self.log else finite(y)
+            set_symbol_and_data(curve, "o" if points_alone(y) else None,
+                                lambda c=curve, v=shown: self._set_data(c, np.arange(len(v)), v))
             if show:
                 legend.append((curve, MAIN_CURVES[key][0]))
         main, legend = legend, []  # the rows' entries first, in order, then these

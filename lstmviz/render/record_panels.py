@@ -21,6 +21,7 @@ from lstmviz.render.heatmaps import HeatmapPanel
 from lstmviz.render.layers import layer_groups, layer_names
 from lstmviz.render.model_curves import DirectionCurves, LegendPanel, line_pen
 from lstmviz.render.model_maps import DirectionRows
+from lstmviz.render.panel import set_symbol_and_data
 from lstmviz.render.records import (
     MAX_STEP_TICKS,
     TimeRange,
@@ -231,7 +232,7 @@ class RecordLossPanel(RecordChoice, LegendPanel):
         )
         item = self.plot.getPlotItem()
         item.setLabel("bottom", "training step")
-        self.loss = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2), symbolSize=5,
+        self.loss = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2), symbol=None, symbolSize=5,
                                     symbolBrush="#d62728", symbolPen=None)  # fmt: skip
         self.train = pg.PlotDataItem(pen=pg.mkPen("#1f77b4", width=1.2))
         item.addItem(self.train)
@@ -255,10 +256,12 @@ class RecordLossPanel(RecordChoice, LegendPanel):
         self.values = np.asarray(a["loss"], np.float64) if count else np.zeros(0)
         train = has_train_loss(a)
         self.train_values = np.asarray(a["train_loss"], np.float64) if train else np.zeros(0)
-        for curve, y in ((self.loss, self.values), (self.train, self.train_values)):
-            y = positive(y) if self.log else np.where(np.isfinite(y), y, np.nan)
-            curve.setData(self.steps[: len(y)], y, connect="finite")
-        self.loss.setSymbol("o" if count <= 60 else None)
+        loss, trained = (positive(y) if self.log else np.where(np.isfinite(y), y, np.nan)
+                         for y in (self.values, self.train_values))  # fmt: skip
+        steps = self.steps[: len(loss)]
+        set_symbol_and_data(self.loss, "o" if count <= 60 else None,
+                            lambda: self.loss.setData(steps, loss, connect="finite"))
+        self.train.setData(self.steps[: len(trained)], trained, connect="finite")
         if (self.train.opts["symbol"] is None) != (count > 1):  # one point: no line to see
             self.train.setSymbol("s" if count == 1 else None)
             self.train.setSymbolSize(5)

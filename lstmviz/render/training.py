@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from lstmviz.render.curves import fit_legend, legend_below
 from lstmviz.render.heatmaps import HeatmapPanel
 from lstmviz.render.marks import NonFiniteMarks
-from lstmviz.render.panel import Panel
+from lstmviz.render.panel import Panel, set_symbol_and_data
 from lstmviz.render.style import opaque
 from lstmviz.render.summary import fmt
 from lstmviz.render.values import display_values, running_mean
@@ -48,7 +48,7 @@ class LossPanel(Panel):
         self.legend = legend_below(self.plot)  # over the plot, it covered the loss when small
         background = self.plot.backgroundBrush().color()
         self.curve = pg.PlotDataItem(pen=opaque(pg.mkPen(120, 150, 200, 200), background))
-        self.mean = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2), symbolSize=7,
+        self.mean = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2), symbol=None, symbolSize=7,
                                     symbolBrush="#d62728", symbolPen=None)  # fmt: skip
         item.addItem(self.curve)
         item.addItem(self.mean)
@@ -79,10 +79,9 @@ class LossPanel(Panel):
         if ok.any():  # a mean lies within the loss's range; off by rounding around a constant
             # loss it would give the axis a range of ~10⁻¹⁵, too narrow for any label
             mean = np.clip(mean, self.loss[ok].min(), self.loss[ok].max())
-        self.mean.setData(x, np.where(mean > 0, mean, np.nan) if self.log else mean)
+        shown = np.where(mean > 0, mean, np.nan) if self.log else mean
         one = len(self.loss) == 1  # one step draws no line: a dot instead
-        if (self.mean.opts["symbol"] is None) == one:
-            self.mean.setSymbol("o" if one else None)
+        set_symbol_and_data(self.mean, "o" if one else None, lambda: self.mean.setData(x, shown))
         if self.rows_total:  # a live run: the x axis spans the whole run from the start
             self.plot.setXRange(1, max(self.rows_total, 2), padding=0.02)
         else:
