@@ -232,7 +232,10 @@ class RunConfig:
         copies = 2 if self.mode == "multipass" else 1  # full, truncated and reference
         per_step = self.batch * (self.input_dim + 30 * self.hidden) * 4
         weights = (self.input_dim + self.hidden) * 4 * self.hidden * 4 * 4
-        return copies * steps * per_step + weights
+        # seeded weights, before the run: the orthogonal recurrent kernel is the QR of a [4H, H]
+        # float64 matrix, which holds it, Q and Q's sign-corrected copy at once
+        seeding = 3 * 4 * self.hidden**2 * 8 if not self.weights else 0
+        return max(copies * steps * per_step + weights, seeding)
 
     def check_memory(self, available: int | None = None) -> RunConfig:
         """Raise ConfigError('memory', ...) when the run would not fit in available memory. A

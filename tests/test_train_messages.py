@@ -107,3 +107,12 @@ def test_a_task_too_big_for_memory_is_named_with_the_tasks_input_size():
                        input_dim=8)  # fmt: skip
     with pytest.raises(LstmvizError, match=r"T=10000000 B=512 I=1 H=2048"):
         config.check_memory(available=2**30)
+
+
+def test_seeded_weights_too_big_to_make_are_refused_before_making_them():
+    """H=16384 seeds its recurrent kernel through a float64 QR of [4H, H] (three such arrays at
+    once, 25.8 GB): refused on a machine with less, not run until the system kills it."""
+    config = RunConfig(steps=1, batch=1, input_dim=1, hidden=16384)
+    with pytest.raises(LstmvizError, match="memory"):
+        config.check_memory(available=22 * 2**30)  # as the machine that ran it out had
+    config.check_memory(available=40 * 2**30)  # fits where there is room
