@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from lstmviz import modes
-from lstmviz.errors import ConfigError
+from lstmviz.errors import ConfigError, LstmvizError
 
 LOSSES = ("mean_h", "last_mse", "seq_mse")
 GENERATORS = ("random", "hypernetwork", "files")
@@ -270,10 +272,47 @@ class RunConfig:
 
 
 # The fields a flag sets without a value ("--time-major") and those whose flag takes a word of
-# a fixed list ("--mode model"; "--loss" takes Keras's names too), as
-# `errors.in_python_terms` turns them into keyword arguments
+# a fixed list ("--mode model"; "--loss" takes Keras's names too), as `in_python_terms` turns
+# them into keyword arguments
 SWITCHES = tuple(f.name for f in fields(RunConfig) if f.type == "bool")
 WORD_CHOICES = ("mode", "generator", "task")
+
+
+# A flag and what follows it: ":" (the flag names the error), a number or a metavar (FILE), a
+# lowercase word (a choice's value, or the sentence going on), or nothing; not inside a word (a
+# file name with "--" in it).
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(:|=| (?:-?\d[\w.]*|[A-Z][A-Z0-9_.]*)\b"
+                   r"| [a-z][a-z0-9_]*(?![\w-]))?")  # fmt: skip
+
+
+def in_python_terms(exc: LstmvizError, renames: Sequence[tuple[str, str]] = ()) -> LstmvizError:
+    """`exc` (its class and attributes) with its message in a Python caller's words: first each
+    (command line, Python) pair of `renames`, then every flag left as its keyword argument:
+    "--train-steps: 0 is out of range" -> "train_steps: …", "--steps 5" -> "steps=5",
+    "give --loss" -> "give loss=", "--inputs FILE" -> "inputs=FILE", "--mode model" ->
+    "mode='model'", "with --time-major" -> "with time_major=True"."""
+    def keyword(m: re.Match) -> str:
+        name, after = m[1].replace("-", "_"), (m[2] or "")
+        if after == ":":
+            return name + ":"
+        value, rest = after.strip(" ="), ""
+        if after.startswith(" ") and value[:1].isalpha() and value.islower():
+            if name in WORD_CHOICES:
+                return f"{name}={value!r}"
+            value, rest = "", after  # the sentence goes on
+        if name in SWITCHES and not value:
+            return f"{name}=True{rest}"
+        return f"{name}={value}{rest}"
+
+    text = str(exc)
+    for cli, python in renames:
+        text = text.replace(cli, python)
+    translated = Exception.__new__(type(exc))
+    Exception.__init__(translated, _FLAG.sub(keyword, text))
+    translated.__dict__.update(exc.__dict__)
+    if isinstance(getattr(exc, "flag", None), str):
+        translated.flag = _FLAG.sub(lambda m: m[1].replace("-", "_") + (m[2] or ""), exc.flag)
+    return translated
 
 
 def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:

@@ -32,10 +32,10 @@ import keras
 import numpy as np
 
 from lstmviz import files
-from lstmviz.config import RunConfig
+from lstmviz.config import RunConfig, in_python_terms
 from lstmviz.engine.model import ModelGradients, named_arrays, prepare
 from lstmviz.engine.model_forward import weight_names
-from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError, in_python_terms
+from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError
 from lstmviz.recording import RecordingError, RecordingWriter, load_recording, record_rows
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.model import LayerSpec, ModelSpec

@@ -17,7 +17,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from lstmviz.errors import LstmvizError, in_python_terms
+from lstmviz.config import in_python_terms
+from lstmviz.errors import LstmvizError
 
 WIDTH, HEIGHT, DPI = 1200, 750, 96  # a notebook's column; Jupyter shows PNGs at their pixel size
 # export's flags that are other words here (the rest become keywords: "--width: …" -> "width: …")

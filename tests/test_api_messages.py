@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from lstmviz.errors import ConfigError, InputError, in_python_terms
+from lstmviz.config import in_python_terms
+from lstmviz.errors import ConfigError, InputError
 
 
 @pytest.mark.parametrize(

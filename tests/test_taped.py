@@ -224,3 +224,18 @@ def test_sequence_gradients_reach_variables_and_inputs(rng, use_function):
     expected = tape.gradient(value, [kernel, xt, h0v])
     for name, a, b in zip(["kernel", "x", "h0"], got, expected, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_the_progress_of_a_taped_run_with_its_map_says_the_map_is_under_way():
+    """The map takes T²/2 backward steps, far longer than the run at large T: the update after
+    the run does not say "done" while it is computed."""
+    from lstmviz.config import RunConfig
+    from lstmviz.engine.taped import run_taped
+    from lstmviz.trace import TraceUpdate
+
+    with_map = RunConfig(steps=6, batch=2, hidden=3, connectivity=True)
+    messages = [u.message for u in run_taped(with_map) if isinstance(u, TraceUpdate)]
+    assert messages[-1] == "computing the connectivity map…"
+    plain = [u.message for u in run_taped(RunConfig(steps=6, batch=2, hidden=3))
+             if isinstance(u, TraceUpdate)]  # fmt: skip
+    assert plain[-1] == "done"

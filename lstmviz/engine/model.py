@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.config import LOSSES, RunConfig, check_fits
+from lstmviz.config import LOSSES, RunConfig, check_fits, in_python_terms
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError, InputError, in_python_terms
+from lstmviz.errors import ConfigError, InputError
 from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.keras_config import loss_name

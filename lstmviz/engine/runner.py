@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from lstmviz import modes
-from lstmviz.config import RunConfig
-from lstmviz.errors import ConfigError, LstmvizError, in_python_terms
+from lstmviz.config import RunConfig, in_python_terms
+from lstmviz.errors import ConfigError, LstmvizError
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 

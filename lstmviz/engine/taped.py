@@ -116,7 +116,9 @@ def run_taped(
     if not results:
         return
     arrays = results[0]
-    yield TraceUpdate(1, 1, "done", {k: arrays[k] for k in ("norm_h_total", "norm_h_direct")})
+    # the map's T²/2 backward steps can take far longer than the run itself: say it is under way
+    message = "computing the connectivity map…" if config.connectivity else "done"
+    yield TraceUpdate(1, 1, message, {k: arrays[k] for k in ("norm_h_total", "norm_h_direct")})
     if config.connectivity:
         if cancelled():
             if not keep():

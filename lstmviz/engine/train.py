@@ -27,7 +27,7 @@ from dataclasses import fields, replace
 import numpy as np
 
 from lstmviz import modes
-from lstmviz.config import NAME_FIELDS, RunConfig
+from lstmviz.config import NAME_FIELDS, RunConfig, in_python_terms
 from lstmviz.engine.arrays import add_norms, exact_norm
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import ReadoutLoss, compiled_step, numpy_arrays
@@ -35,7 +35,7 @@ from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tasks import Task, make_task
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError, LstmvizError, in_python_terms
+from lstmviz.errors import ConfigError, LstmvizError
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
 
