@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import file_paths, files, modes
+from lstmviz import cli_export, file_paths, files, modes
 from lstmviz.config import GENERATORS, LOSSES, OPTIONAL, RANGES, TASKS, RunConfig, flag, help_for
 from lstmviz.engine.interrupt import cancel_run
 from lstmviz.errors import ConfigError, LstmvizError
@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     option("epochs", metavar="E")
     option("every", metavar="N")
     option("record", metavar="REC.lvz")
-    option("save_model", metavar="OUT.keras")
+    option("save_model", "A training run on a task (no --model): its trained LSTM and "
+           "read-out, as .weights.h5 (Keras's save_weights) or .npz", metavar="OUT")  # fmt: skip
     run.add_argument(
         "--out", metavar="TRACE.npz",
         help="the trace to write (required, except when training a model: then the model "
@@ -128,41 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "complete trace",
     )
 
-    from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH, MAX_PIXELS, PANEL_NAMES
-
-    export = sub.add_parser(
-        "export", help="write a trace's or a recording's plots as PNG, SVG, PDF or CSV"
-    )
-    export.add_argument("trace", metavar="TRACE.npz|REC.lvz")
-    export.add_argument("--png", metavar="FILE", help="the panels as a PNG image")
-    export.add_argument("--svg", metavar="FILE", help="the panels as SVG (vector)")
-    export.add_argument("--pdf", metavar="FILE", help="a one-page report: panels, config, summary")
-    export.add_argument(
-        "--csv", metavar="FILE",
-        help="the curves, one row per timestep (a recording: one row per record)",
-    )  # fmt: skip
-    for side, default in (("width", DEFAULT_WIDTH), ("height", DEFAULT_HEIGHT)):
-        export.add_argument(
-            f"--{side}", type=int, default=default, metavar="PX",
-            help=f"{side} of the PNG and SVG in pixels; range [16, {MAX_PIXELS}], default "
-            "%(default)s",
-        )  # fmt: skip
-    export.add_argument(
-        "--dpi",
-        type=float,
-        default=DEFAULT_DPI,
-        metavar="N",
-        help="resolution recorded in the PNG; text and lines scale with it; range [24, 2400], "
-        "default %(default)s",
-    )
-    export.add_argument(
-        "--panel",
-        action="append",
-        choices=PANEL_NAMES,
-        help="only this panel (repeatable; default: the panels the window shows for the trace)",
-    )
-    export.add_argument("--linear", action="store_true", help="linear axes (default: log)")
-    export.add_argument("--normalise", action="store_true", help="divide each row by its max")
+    cli_export.add_parser(sub)
     return parser
 
 
@@ -171,7 +138,23 @@ def _config_from_args(args: argparse.Namespace) -> RunConfig:
     refused (`RunConfig.check_flags`)."""
     skip = ("command", "out", "quiet", "keep_partial")
     values = {k: v for k, v in vars(args).items() if k not in skip}
+    if args.save_model is not None and args.mode != "train":
+        raise ConfigError("--save-model", "only applies to --mode train (a task's trained "
+                          "weights, or the model of --model FILE)")  # fmt: skip
+    if _weights_out(args) is not None:
+        values["save_model"] = None  # not the fit's model: `_save_weights` writes them
     return RunConfig(**values).validate().check_flags()
+
+
+WEIGHTS_SUFFIXES = (".weights.h5", ".npz")  # what `save_trained_weights` writes
+
+
+def _weights_out(args: argparse.Namespace) -> str | None:
+    """--save-model of a training run on a task (no --model): where its trained weights go;
+    None when not asked, or when a --model fit saves its model itself."""
+    if args.mode == "train" and not args.model and args.save_model is not None:
+        return args.save_model
+    return None
 
 
 def _note_unread(config: RunConfig) -> None:
@@ -220,10 +203,27 @@ def _check_flags(args: argparse.Namespace, config: RunConfig) -> None:
     if not args.out:
         raise ConfigError("--out", "empty file name")
     out = files.check_output(args.out, "--out", files.TRACES, "trace files")
+    _check_unread("--out", out, config)
+    if (weights := _weights_out(args)) is not None:
+        if not weights:
+            raise ConfigError("--save-model", "empty file name")
+        if files.suffix_of(weights, (".keras",)):
+            raise ConfigError("--save-model", f"{weights}: a task run's trained weights end in "
+                              ".weights.h5 or .npz (a .keras file is the model of --mode "
+                              "train --model FILE)")  # fmt: skip
+        weights = files.check_output(weights, "--save-model", WEIGHTS_SUFFIXES,
+                                     "trained weights")  # fmt: skip
+        if weights.resolve() == out.resolve():
+            raise ConfigError("--save-model", f"{weights}: the same file as --out")
+        _check_unread("--save-model", weights, config)
+
+
+def _check_unread(option: str, out: Path, config: RunConfig) -> None:
+    """ConfigError when the file `out` to write is one the run reads."""
     if out.exists():
         for source, path in _read_files(config):
             if path.exists() and out.samefile(path):
-                raise ConfigError("--out", f"{out}: would overwrite the {source} file {path}")
+                raise ConfigError(option, f"{out}: would overwrite the {source} file {path}")
 
 
 def _read_files(config: RunConfig) -> list[tuple[str, Path]]:
@@ -377,23 +377,38 @@ def _drive(items, config: RunConfig, args: argparse.Namespace, out: Path | None,
             sys.stderr.write("lstmviz: interrupted; nothing written\n")
             return 130
         _save(trace, out)
+        saved = _save_weights(trace, args)
         what = "the run had finished"  # the cancel came after the last unit
         if "units_done" in trace:
             done, asked = int(trace["units_done"]), int(trace["units_requested"])
             what = f"{done} of {asked} {modes.plural(modes.get(config.mode).unit, asked)}"
         sys.stderr.write(f"lstmviz: interrupted after {what}; kept them as a complete trace "
-                         f"in {out}\n")  # fmt: skip
+                         f"in {out}{saved and f' and their weights in {saved}'}\n")  # fmt: skip
         return 130
     if trace is None:
         sys.stderr.write("lstmviz: run was cancelled; nothing written\n")
         return 130
     _save(trace, out)
+    saved = _save_weights(trace, args)
     _note_fixed(config, trace.config)
     _note_layer(trace)
     _warn_nonfinite(trace)
     if not args.quiet:
-        _report(f"wrote {out} (loss {float(trace['loss']):.6g})")
+        _report(f"wrote {out}{saved and f', {saved}'} (loss {float(trace['loss']):.6g})")
     return 0
+
+
+def _save_weights(trace, args: argparse.Namespace) -> str:
+    """Write a task run's trained weights where --save-model asks (`_weights_out`); return
+    the path written, or "" when none was asked for."""
+    if (path := _weights_out(args)) is None:
+        return ""
+    from lstmviz.engine.trained import save_trained_weights
+
+    try:
+        return str(save_trained_weights(trace, path))
+    except LstmvizError as exc:  # names the path; the trace is written already
+        raise ConfigError("--save-model", f"{exc} ({args.out} is written)") from None
 
 
 def _fitted(trace, config: RunConfig, args: argparse.Namespace, out: Path | None,
@@ -447,54 +462,6 @@ def _save(trace, out: Path) -> None:
         file_paths.with_absolute_paths(trace).save(out)  # the trace opens from any folder
     except OSError as exc:
         raise ConfigError("--out", f"{out}: cannot write ({exc.strerror or exc})") from None
-
-
-def _export(args: argparse.Namespace) -> int:
-    # Exports need no window: render offscreen unless a platform was asked for on a display.
-    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    if not display or not os.environ.get("QT_QPA_PLATFORM"):
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from lstmviz.export import ExportError, export
-
-    _check_export_flags(args)
-    if not any((args.png, args.svg, args.pdf, args.csv)):
-        raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
-    written = export(
-        args.trace,
-        png=args.png,
-        svg=args.svg,
-        pdf=args.pdf,
-        csv=args.csv,
-        width=args.width,
-        height=args.height,
-        dpi=args.dpi,
-        panels=args.panel,
-        log=not args.linear,
-        normalise=args.normalise,
-    )
-    _report("wrote " + ", ".join(str(p) for p in written))
-    return 0
-
-
-def _check_export_flags(args: argparse.Namespace) -> None:
-    """An empty output name (an unset shell variable) and an input that is not a trace or a
-    recording (a model, weights, data: they are run first, then exported): LstmvizError."""
-    for fmt in ("png", "svg", "pdf", "csv"):
-        if getattr(args, fmt) == "":
-            raise ConfigError(f"--{fmt}", "empty file name")
-    name = args.trace
-    if not name:
-        raise ConfigError("TRACE", "empty file name")
-    if problem := files.missing(name):
-        raise LstmvizError(f"{name}: {problem}")
-    suffix = files.suffix_of(name, files.TRACES + files.RECORDINGS)
-    if suffix and (mismatch := files.wrong_content(name)):
-        raise LstmvizError(f"{name}: not a readable {suffix} file: {mismatch}")
-    if suffix is None:
-        raise LstmvizError(
-            f"{name}: lstmviz export reads a trace (.npz) or a recording (.lvz); for a model, "
-            "weights or data, write a trace first: lstmviz run … --out TRACE.npz"
-        )
 
 
 def _warn_nonfinite(trace) -> None:
@@ -576,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _leave(gui_main(args.files, run=args.run, demo=args.demo,
                             screenshot=args.screenshot, layer=args.layer))  # fmt: skip
         if args.command == "export":
-            return _export(args)
+            return cli_export.export_command(args, _report)
         return _run(args)
     except LstmvizError as exc:
         sys.stderr.write(f"lstmviz: error: {exc}\n")

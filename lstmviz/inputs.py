@@ -96,3 +96,19 @@ def describe_inputs(path: str | os.PathLike, x: np.ndarray, time_major: bool) ->
     steps, batch, input_dim = (int(n) for n in x.shape)
     return f"{path}: {layout} file; x [T, B, I] = [{steps}, {batch}, {input_dim}]"
 
+
+def describe_training(path: str | os.PathLike, shape: tuple[int, ...],
+                      names: list[str] | None) -> str:  # fmt: skip
+    """One line on what training reads from the inputs file `path` (as
+    `engine.tasks.read_task_file` does): `shape` is the shape of its x as stored, `names`
+    the arrays of an .npz (None: an .npy of series [N, T+1, I], y one step ahead of x)."""
+    dims = ", ".join(str(int(n)) for n in shape)
+    if names is None:
+        count, length = int(shape[0]), int(shape[1]) - 1
+        if length < 1:
+            return f"{path}: series [N, T+1, I] = [{dims}]: too short to train on (T+1 < 2)"
+        return (f"{path}: series [N, T+1, I] = [{dims}]: {count} sequences of T={length}, "
+                "y one step ahead")  # fmt: skip
+    if "y" not in names:
+        return f"{path}: x [N, T, I] = [{dims}]; no y: training needs x and y"
+    return f"{path}: x [N, T, I] = [{dims}] with y"

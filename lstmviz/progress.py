@@ -1,4 +1,5 @@
-"""The progress of `lstmviz run` on stderr, as `[mode] done/total message · 1.2 s`.
+"""The progress of `lstmviz run` on stderr, as `[mode] done/total message · 1.2 s` (`lstmviz
+export`: `[export] 45% message · 1.2 s`, and only once it has taken a second).
 
 On a terminal: one line, redrawn in place at every update (a carriage return, the text, then
 erase to the end of the line). Anywhere else (a file, a pipe, a CI log, a notebook's
@@ -32,11 +33,15 @@ def is_terminal(stream: TextIO) -> bool:
 
 class Progress:
     """The progress of one run on `stream` (stderr when None); `terminal` defaults to
-    whether the stream is one. Times count from construction (`clock`: seconds)."""
+    whether the stream is one. Times count from construction (`clock`: seconds). Updates
+    before `after` seconds show nothing (work that ends by then stays silent), and `percent`
+    shows done/total as a percentage."""
 
     def __init__(self, label: str, stream: TextIO | None = None, terminal: bool | None = None,
-                 clock: Callable[[], float] = time.perf_counter):  # fmt: skip
+                 clock: Callable[[], float] = time.perf_counter, after: float = 0.0,
+                 percent: bool = False):  # fmt: skip
         self.label = label
+        self.after, self.percent = after, percent
         self.stream = sys.stderr if stream is None else stream
         self.terminal = is_terminal(self.stream) if terminal is None else terminal
         self.clock = clock
@@ -51,7 +56,10 @@ class Progress:
     def update(self, done: int, total: int, message: str) -> None:
         """Show that `done` of `total` units are done (`message`: what is running)."""
         now = self.clock()
-        text = f"[{self.label}] {done}/{total} {message} · {now - self.start:.1f} s"
+        if now - self.start < self.after:
+            return
+        count = f"{100 * done // max(total, 1)}%" if self.percent else f"{done}/{total}"
+        text = f"[{self.label}] {count} {message} · {now - self.start:.1f} s"
         if self.terminal:
             self._write(f"\r{text}\033[K")
             self.open = True

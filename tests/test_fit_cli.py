@@ -179,7 +179,8 @@ def test_built_in_training_refuses_what_only_a_model_run_reads(workspace, capsys
     args = ["run", "--mode", "train", "--train-steps", "2", "--steps", "5", "--out",
             str(workspace / "t.npz"), "--quiet"]  # fmt: skip
     assert main([*args, "--save-model", str(workspace / "s.keras")]) == 2
-    assert "--save-model: only applies to --mode train --model FILE" in capsys.readouterr().err
+    assert ("s.keras: a task run's trained weights end in .weights.h5 or .npz (a .keras file "
+            "is the model of --mode train --model FILE)") in capsys.readouterr().err
     assert main(args) == 0 and GradientTrace.load(workspace / "t.npz").mode == "train"
 
 

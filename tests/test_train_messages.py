@@ -116,4 +116,3 @@ def test_seeded_weights_too_big_to_make_are_refused_before_making_them():
     with pytest.raises(LstmvizError, match="memory"):
         config.check_memory(available=22 * 2**30)  # as the machine that ran it out had
     config.check_memory(available=40 * 2**30)  # fits where there is room
-

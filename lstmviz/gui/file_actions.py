@@ -5,6 +5,7 @@ h5py (no TensorFlow): a bad one gets a dialog naming it and the problem, and not
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Slot
@@ -14,6 +15,7 @@ from lstmviz import files, modes
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.file_paths import absolute, listed_weights
+from lstmviz.gui import trace_loading
 from lstmviz.gui.dialogs import (
     ask_to_open,
     in_last_folder,
@@ -22,7 +24,7 @@ from lstmviz.gui.dialogs import (
     remember_folder,
 )
 from lstmviz.gui.params import FILE_WIDGETS
-from lstmviz.inputs import describe_inputs, load_inputs
+from lstmviz.inputs import TRACE_KEY, describe_inputs, describe_training, load_inputs
 from lstmviz.model_data import check_data, load_data
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.loaders import LayerInfo, WeightsFile, bidirectional_pick, weight_files
@@ -33,11 +35,13 @@ MAX_RECENT = 8
 
 class FileActions:
     """Needs the window's `params`, `dock`, `settings`, `message`, `recent_menu`, `worker`,
-    `state` and its `show_trace`, `stop`, `show_error`, `start_worker`, `open_recording`,
-    `close_recording`. Files opened are named by their absolute paths: the settings and the
-    traces keep them, and another working folder must not find another file by the same name."""
+    `state`, `settle_when_drawn` and its `show_trace`, `stop`, `show_error`, `start_worker`,
+    `open_recording`, `close_recording`, `_drawn`. Files opened are named by their absolute
+    paths: the settings and the traces keep them, and another working folder must not find
+    another file by the same name."""
 
     _quiet_notes: list[str] | None = None  # while files are re-read: what could not be
+    _trace_loader: trace_loading.TraceLoader | None = None
 
     def recent(self) -> list[str]:
         value = self.settings.value("recent", [])
@@ -68,12 +72,49 @@ class FileActions:
             self._fill_recent()
         return False
 
+    @property
+    def trace_loader(self) -> trace_loading.TraceLoader:
+        if self._trace_loader is None:  # made in the window's thread, on first use
+            self._trace_loader = trace_loading.TraceLoader(self)
+            self._trace_loader.loaded.connect(self._trace_loaded)
+        return self._trace_loader
+
     def open_trace(self, path: str) -> bool:
+        """Show the trace in `path`. A big file is read in a thread (`trace_loading`): True
+        then means it is being read, and a bad one gets its dialog when that ends."""
+        self.trace_loader.drop()  # a file opened since is the one wanted
+        try:
+            size = Path(path).stat().st_size
+        except OSError:
+            size = 0  # `load` says what is wrong
+        if size >= trace_loading.IN_THREAD_BYTES:
+            self.trace_loader.start(path, self.worker.view)
+            self.message.setText(f"opening {path} ({size / 2**20:.0f} MB)…")
+            return True
         try:
             trace = GradientTrace.load(path)
         except LstmvizError as exc:
             self.show_error("Cannot open trace", str(exc))
             return False
+        return self._show_opened(path, trace)
+
+    def opening(self) -> bool:
+        """Whether a trace file is being read in a thread."""
+        return self._trace_loader is not None and self._trace_loader.pending is not None
+
+    @Slot(int, str, object, str)
+    def _trace_loaded(self, ticket: int, path: str, trace, error: str) -> None:
+        if not self.trace_loader.take(ticket):
+            return  # another file was opened, or a run started, meanwhile
+        if error:
+            self.message.setText(f"not opened: {path}")
+            self.show_error("Cannot open trace", error)
+        else:
+            self._show_opened(path, trace)
+        if self.settle_when_drawn and trace is None:
+            self._drawn()  # nothing to draw: `settled` now
+
+    def _show_opened(self, path: str, trace: GradientTrace) -> bool:
         self.close_recording()
         self.params.set_config(trace.config)
         problems = self._reload_sources()
@@ -338,9 +379,15 @@ class FileActions:
         steps, batch, input_dim = (int(n) for n in x.shape)
         description = describe_inputs(path, x, time_major)
         sizes = {"steps": steps, "batch": batch, "input_dim": input_dim}
-        self.params.set_loaded("inputs", path, sizes, description)
+        # Training reads the file's array as stored, as sequences [N, …] (`read_task_file`).
+        names = files.npz_names(path) if zipfile.is_zipfile(path) else None
+        as_read = time_major or (names is not None and TRACE_KEY in names)
+        stored = (steps, batch, input_dim) if as_read else (batch, steps, input_dim)
+        training = describe_training(path, stored, names)
+        self.params.set_loaded("inputs", path, sizes, description, mode_texts={"train": training})
         if not quiet:
-            self.message.setText(f"inputs: {description}")
+            training_mode = self.params.widgets["mode"].currentData() == "train"
+            self.message.setText(f"inputs: {training if training_mode else description}")
         return True
 
     def _reload_sources(self) -> list[str]:

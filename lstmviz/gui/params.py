@@ -303,6 +303,8 @@ class ParamsEditor(QWidget):
                 form.addRow(self.cudnn_note)
         # What the loaded files are and which sizes they fix: name -> (path, sizes, description)
         self.loaded: dict[str, tuple[str, dict[str, int], str]] = {}
+        # name -> {mode: what the file is to that mode}, where it differs from its text
+        self.mode_texts: dict[str, dict[str, str]] = {}
         self.model_spec: ModelSpec | None = None  # the model file's, while it is loaded
         self.compiled_loss: str | None = None  # what the Loss field got from a model's compile
         # The recording (its file name) whose model and data the Model and Data fields name,
@@ -400,12 +402,15 @@ class ParamsEditor(QWidget):
         self.widgets[name].set_path(path)
 
     def set_loaded(self, name: str, path: str, sizes: dict[str, int], text: str,
-                   layer: str | None = None, layers: list[LayerInfo] = ()) -> None:  # fmt: skip
+                   layer: str | None = None, layers: list[LayerInfo] = (),
+                   mode_texts: dict[str, str] | None = None) -> None:  # fmt: skip
         """Use the weights or inputs file `path` (name "weights"/"inputs"), read by the caller:
-        `sizes` are the fields it fixes (locked while it is loaded), `text` says what it is.
-        Weights: `layer` is the name they were read with, `layers` the file's LSTM layers (the
-        Layer field lists them)."""
+        `sizes` are the fields it fixes (locked while it is loaded), `text` says what it is
+        (`mode_texts`: {mode: text} for the modes that read it otherwise: the caption follows
+        the mode shown without reading the file again). Weights: `layer` is the name they were
+        read with, `layers` the file's LSTM layers (the Layer field lists them)."""
         self.loaded.pop(name, None)
+        self.mode_texts[name] = dict(mode_texts or {})
         if name == "weights":
             self.widgets["layer"].set_layers(list(layers), layer)
         self.widgets[name].set_path(path)
@@ -574,6 +579,8 @@ class ParamsEditor(QWidget):
                 widget.setToolTip(help_for(field))
         lines = []
         used = {name: value for name, value in self.loaded.items() if mode.uses(name)}
+        used = {name: (path, sizes, self.mode_texts.get(name, {}).get(mode.name, text))
+                for name, (path, sizes, text) in used.items()}  # fmt: skip
         for name, (path, _, text) in used.items():  # a file the mode ignores is not listed
             shown = text.replace(str(path), Path(path).name, 1)
             label = "Data" if name == "inputs" and mode.name == "model" else LABELS[name]
