@@ -10,20 +10,26 @@ import pytest
 pytest.importorskip("pytestqt")
 
 
-def test_the_first_draw_of_a_long_trace_builds_no_scatter_spots(qtbot, monkeypatch):
+@pytest.fixture
+def spots(monkeypatch):
+    """The scatter spots pyqtgraph makes, counted per `addPoints` call."""
     import pyqtgraph as pg
 
-    from lstmviz.render.curves import NormPanel
-
-    spots = []
+    made = []
     add_points = pg.ScatterPlotItem.addPoints
 
     def counted(self, *args, **kwargs):
         before = len(self.data)
         add_points(self, *args, **kwargs)
-        spots.append(len(self.data) - before)
+        made.append(len(self.data) - before)
 
     monkeypatch.setattr(pg.ScatterPlotItem, "addPoints", counted)
+    return made
+
+
+def test_the_first_draw_of_a_long_trace_builds_no_scatter_spots(qtbot, spots):
+    from lstmviz.render.curves import NormPanel
+
     panel = NormPanel()
     qtbot.addWidget(panel)
     steps = 5000
@@ -39,20 +45,9 @@ def test_the_first_draw_of_a_long_trace_builds_no_scatter_spots(qtbot, monkeypat
     assert panel.curves["norm_h_total"].opts["symbol"] == "o" and sum(spots) > 0
 
 
-def test_the_loss_panel_of_a_long_training_run_builds_no_scatter_spots(qtbot, monkeypatch):
-    import pyqtgraph as pg
-
+def test_the_loss_panel_of_a_long_training_run_builds_no_scatter_spots(qtbot, spots):
     from lstmviz.render.training import LossPanel
 
-    spots = []
-    add_points = pg.ScatterPlotItem.addPoints
-
-    def counted(self, *args, **kwargs):
-        before = len(self.data)
-        add_points(self, *args, **kwargs)
-        spots.append(len(self.data) - before)
-
-    monkeypatch.setattr(pg.ScatterPlotItem, "addPoints", counted)
     panel = LossPanel()
     qtbot.addWidget(panel)
     loss = np.random.default_rng(1).uniform(0.1, 1.0, 5000).astype(np.float32)
