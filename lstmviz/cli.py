@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import cli_export, file_paths, files, modes
+from lstmviz import cli_export, files, modes
 from lstmviz.config import GENERATORS, LOSSES, OPTIONAL, RANGES, TASKS, RunConfig, flag, help_for
 from lstmviz.engine.interrupt import cancel_run
 from lstmviz.errors import ConfigError, LstmvizError
@@ -459,7 +459,7 @@ def _sigint(handler):
 def _save(trace, out: Path) -> None:
     """Save atomically; Ctrl-C while saving abandons the temporary file (KeyboardInterrupt)."""
     try:
-        file_paths.with_absolute_paths(trace).save(out)  # the trace opens from any folder
+        trace.save(out)
     except OSError as exc:
         raise ConfigError("--out", f"{out}: cannot write ({exc.strerror or exc})") from None
 

@@ -33,8 +33,3 @@ def absolute_config(config):
             changed[name] = ",".join(absolute(part) for part in listed)
     return replace(config, **changed)
 
-
-def with_absolute_paths(trace):
-    """The GradientTrace `trace`, its config's file paths made absolute (before it is saved)."""
-    trace.config = absolute_config(trace.config)
-    return trace

@@ -20,6 +20,7 @@ from lstmviz import files, modes, schema
 from lstmviz.atomic import atomic_write
 from lstmviz.config import RunConfig
 from lstmviz.errors import ConfigError, TraceError
+from lstmviz.file_paths import absolute_config
 from lstmviz.shapes import array_groups
 
 FORMAT_VERSION = 1
@@ -122,7 +123,8 @@ class GradientTrace:
         except TraceError as exc:
             raise TraceError(f"{path}: {exc}") from None
         payload["mode"] = np.array(self.mode)
-        payload["config_json"] = np.array(self.config.to_json())
+        # files by their whole paths: the trace opens from any working folder
+        payload["config_json"] = np.array(absolute_config(self.config).to_json())
         payload["format_version"] = np.array(FORMAT_VERSION, dtype=np.int32)
         try:
             with atomic_write(path) as handle:

@@ -40,3 +40,19 @@ def test_a_trace_names_the_files_it_read_by_their_whole_paths(tmp_path, mode):
     assert config.inputs == (str(folder / "x.npy") if mode == "taped" else None)
     named = [folder / "w1.npz"] + ([folder / "w2.npz"] if mode == "batchwise" else [])
     assert config.weights == ",".join(map(str, named))
+
+
+def test_a_trace_saved_from_python_names_its_files_by_their_whole_paths(tmp_path, monkeypatch):
+    """A notebook's `trace.save` too: the trace opens from another folder (the window's)."""
+    import lstmviz
+    from lstmviz.config import RunConfig
+    from lstmviz.trace import GradientTrace
+
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32))
+    trace = None
+    for trace in lstmviz.run(RunConfig(steps=5, batch=2, input_dim=3, hidden=4, inputs="x.npy")):
+        pass
+    assert trace.config.inputs == "x.npy"  # as given
+    path = trace.save(tmp_path / "t.npz")
+    assert GradientTrace.load(path).config.inputs == str(tmp_path / "x.npy")
