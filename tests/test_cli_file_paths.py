@@ -50,9 +50,7 @@ def test_a_trace_saved_from_python_names_its_files_by_their_whole_paths(tmp_path
 
     monkeypatch.chdir(tmp_path)
     np.save("x.npy", np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32))
-    trace = None
-    for trace in lstmviz.run(RunConfig(steps=5, batch=2, input_dim=3, hidden=4, inputs="x.npy")):
-        pass
+    *_, trace = lstmviz.run(RunConfig(steps=5, batch=2, input_dim=3, hidden=4, inputs="x.npy"))
     assert trace.config.inputs == "x.npy"  # as given
     path = trace.save(tmp_path / "t.npz")
     assert GradientTrace.load(path).config.inputs == str(tmp_path / "x.npy")
