@@ -357,10 +357,10 @@ def test_about_names_the_versions_and_a_tensorflow_that_did_not_load(win, monkey
     assert f"lstmviz {lstmviz.__version__}" in texts[-1] and "TensorFlow loading…" in texts[-1]
     win._on_worker_failed(0, "no module named tensorflow")  # it could not import TensorFlow
     win.about()
-    assert "TensorFlow not loaded<" in texts[-1] and "yet" not in texts[-1]
+    assert "TensorFlow not loaded · Keras" in texts[-1] and "yet" not in texts[-1]
     win.device = {"tensorflow": "9.9.9"}
     win.about()
-    assert "TensorFlow 9.9.9<" in texts[-1]
+    assert "TensorFlow 9.9.9 · Keras" in texts[-1]
 
 
 class LikeLinuxLineEdit(QObject):

@@ -11,15 +11,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 import itertools
-import platform
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import PySide6
-from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer, Signal, Slot, qVersion
+from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -33,23 +30,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-import lstmviz
 from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui import qt_types
 from lstmviz.gui.file_actions import FileActions
-from lstmviz.gui.menus import ESC_ASKS_AFTER, build_menus
+from lstmviz.gui.menus import ESC_ASKS_AFTER, build_menus, show_about
 from lstmviz.gui.params import FieldsArea, ParamsEditor, in_dock_terms
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState
-from lstmviz.gui.run_view import LOADING, RunView
+from lstmviz.gui.run_view import LOADING, RunView, StatusLine
 from lstmviz.gui.summary import SummaryPanel
 from lstmviz.gui.worker import Worker
 from lstmviz.render.summary import LSTM_KERNEL_TEXT, WARNING_STYLE
 from lstmviz.trace import GradientTrace
 
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
+NOT_LOADED = "TensorFlow: not loaded"  # the device label when the computing process failed
 # What the panels need (pyqtgraph: 0.3-0.5 s to import), imported after the window's first
 # paint in a thread of their own (`MainWindow.prepare_panels`).
 ALL_MADE = object()  # the end of `qt_types.making`
@@ -93,6 +90,8 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self.worker = Worker()
         self.state = RunState(self.worker)
         self.dirty = False  # live arrays arrived since the last redraw
+        # (trace, file name): the file the trace shown was opened from or saved to (the title)
+        self.trace_file: tuple[GradientTrace, str] | None = None
         self.settle_when_drawn = False
         self.tick = QTimer(self, interval=33)  # live redraws at most ~30 times a second
         self.tick.timeout.connect(self._flush)
@@ -285,7 +284,7 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self.addDockWidget(Qt.LeftDockWidgetArea, self.dock)
 
     def _build_status(self) -> None:
-        self.message = QLabel(LOADING)
+        self.message = StatusLine(LOADING)
         self.progress = QProgressBar(maximumWidth=220, textVisible=True)
         self.progress.hide()  # until the first run
         self.elapsed = QLabel("")
@@ -351,6 +350,9 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         except LstmvizError as exc:
             self.show_error("Invalid parameter", str(exc))
             return False
+        if self.opening():  # the run's trace is the one to show
+            self.trace_loader.drop()
+            self.message.setText("not opened: a run started while the trace file was read")
         self.start_worker()
         self._prepare_model_panels(config.mode == "model")
         return self.state.start(config)
@@ -405,7 +407,8 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
     def _on_worker_failed(self, run_id: int, message: str) -> None:
         if run_id == 0:  # the worker's start
             self.message.setText("TensorFlow did not load: runs are unavailable")
-            self.device_label.setText("TensorFlow: not loaded")
+            self.device_label.setText(NOT_LOADED)
+            self._set_title()
             self.show_error("TensorFlow did not load", message)
 
     # ---- drawing ---------------------------------------------------------------------------
@@ -423,8 +426,9 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
                 area.draw(state.pending, state.config, state.rows_total, live=state.running)
 
     def _settle(self) -> None:
-        """Emit `settled` now, or once the panels left to draw are drawn (or made)."""
-        self.settle_when_drawn = self._area is None or self._area.busy()
+        """Emit `settled` now, or once the panels left to draw are drawn (or made), and a
+        trace file being read is shown."""
+        self.settle_when_drawn = self._area is None or self._area.busy() or self.opening()
         if not self.settle_when_drawn:
             self.settled.emit()
 
@@ -443,6 +447,8 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self.area.draw(trace.arrays, trace.config, None, live=False, at_once=at_once)
         self.summary.draw(trace.mode, trace.arrays, trace.config, seconds)
         self.elapsed.setText(f"{seconds:.2f} s" if seconds is not None else "")
+        if seconds is None:  # opened, not run: an earlier run's "done" is not about it
+            self.progress.hide()
         self._set_title()
         self._sync()
 
@@ -506,30 +512,39 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
             QMessageBox.critical(self, title, text)
 
     def about(self) -> None:
-        import pyqtgraph as pg
+        show_about(self)
 
-        # "loading…" or "not loaded" (it failed) until the computing process says its version
-        tf = (self.device["tensorflow"] if self.device
-              else self.device_label.text().removeprefix("TensorFlow: "))
-        QMessageBox.about(
-            self,
-            "About lstmviz",
-            f"<h3>lstmviz {lstmviz.__version__}</h3>"
-            "<p>See how gradients flow through an LSTM: dL/dh_t at every step, through one pass,\n"
-            "several passes, per-batch weights, a training run, or your whole Keras model.</p>"
-            f"<p>Python {platform.python_version()} · TensorFlow {tf}<br>"
-            f"PySide6 {PySide6.__version__} (Qt {qVersion()}) · "
-            f"pyqtgraph {pg.__version__} · NumPy {np.__version__}</p>",
-        )
+    def _add_recent(self, path: str) -> None:
+        """File → Recent files takes `path`, a file just opened or saved: the trace shown
+        came from it or went to it, and the title names it."""
+        super()._add_recent(path)
+        if self.state.trace is not None and not self.state.running:
+            self.trace_file = (self.state.trace, Path(path).name)
+            self._set_title()
+
+    def shown_file(self) -> str | None:
+        """The name of the file whose contents the panels show (a recording, or the trace
+        opened or saved), None for a run's own trace or nothing shown."""
+        if self.recording is not None:
+            return self.recording.path.name
+        trace, named = self.state.trace, self.trace_file
+        if trace is not None and named is not None and named[0] is not trace:
+            self.trace_file = named = None  # another trace replaced it: let it go (memory)
+        return named[1] if trace is not None and named is not None else None
 
     def _set_title(self) -> None:
-        config = self.state.config or self.params.config()
-        parts = ["lstmviz", modes.label(config.mode)]
+        """"[file — ]lstmviz[ — mode] · device · TF version": the mode of the run or trace
+        shown (none while nothing is), or whether TensorFlow loads."""
+        config = self.state.config
+        parts = ["lstmviz" + (f" — {modes.label(config.mode)}" if config is not None else "")]
         if self.device:
             parts += [self.device["device"], f"TF {self.device['tensorflow']}"]
+        elif self.device_label.text() == NOT_LOADED:
+            parts.append("TensorFlow not loaded")
         else:
             parts.append(LOADING)
-        self.setWindowTitle(" — ".join(parts[:2]) + " · " + " · ".join(parts[2:]))
+        name = self.shown_file()
+        self.setWindowTitle(f"{name} — " * (name is not None) + " · ".join(parts))
 
     def _sync(self) -> None:
         """Enable what makes sense now."""

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import html
+import importlib.metadata
+import platform
+from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, Qt, Slot
+import numpy as np
+import PySide6
+from PySide6.QtCore import QEvent, QObject, Qt, Slot, qVersion
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QMessageBox
+
+import lstmviz
 
 # Esc stops a run at once only when that throws away less than this many seconds of it (or
 # the units done are offered to keep): a stray Esc (closing a tooltip, a notebook's habit)
 # never loses a long run.
 ESC_ASKS_AFTER = 5.0
+# Help → About points at these when lstmviz runs from its source folder (an editable install)
+README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = README.parent / "docs"
 
 # View menu: panels that can be turned off, by their `PanelArea` name.
 PANEL_ACTIONS = (("Gradient norm panel", "norm"), ("Loss panel", "loss"),
@@ -97,6 +107,35 @@ def show_shortcuts(window) -> None:
     QMessageBox.information(window, "Keyboard shortcuts", shortcuts_html(window))
 
 
+def show_about(window) -> None:
+    """Help → About: lstmviz's version, those of Python, TensorFlow (as the computing process
+    reports it: "loading…" until then, "not loaded" if it failed), Keras, Qt, pyqtgraph and
+    NumPy, and where the documentation is."""
+    import pyqtgraph as pg
+
+    tf = (window.device["tensorflow"] if window.device
+          else window.device_label.text().removeprefix("TensorFlow: "))
+    try:  # the installed version, without importing Keras (TensorFlow) in the window
+        keras = importlib.metadata.version("keras")
+    except importlib.metadata.PackageNotFoundError:
+        keras = "not installed"
+    docs = (f"Documentation: <a href='{README.as_uri()}'>README.md</a> and "
+            f"<a href='{DOCS.as_uri()}'>docs/</a> in {html.escape(str(README.parent))}. "
+            if README.is_file() and DOCS.is_dir() else "")  # fmt: skip
+    QMessageBox.about(
+        window,
+        "About lstmviz",
+        f"<h3>lstmviz {lstmviz.__version__}</h3>"
+        "<p>See how gradients flow through an LSTM: dL/dh_t at every step, through one pass, "
+        "several passes, per-batch weights, a training run, or your whole Keras model.</p>"
+        f"<p>Python {platform.python_version()} · TensorFlow {tf} · Keras {keras}<br>"
+        f"PySide6 {PySide6.__version__} (Qt {qVersion()}) · "
+        f"pyqtgraph {pg.__version__} · NumPy {np.__version__}</p>"
+        f"<p>{docs}Every command-line flag: <code>lstmviz run --help</code>. Keyboard "
+        "shortcuts: Help → Keyboard shortcuts (F1).</p>",
+    )
+
+
 def build_menus(window) -> None:
     """Add the menus to `window` (a MainWindow) and keep the actions it enables as its
     attributes: save_action, export_action, export_panel_action, recent_menu,
@@ -119,6 +158,8 @@ def build_menus(window) -> None:
             "Show a recording of a training run (.lvz, GradientFlowCallback or lstmviz run "
             "--record) and follow it while fit writes it (also: drop it on the window)")
     w.recent_menu = file.addMenu("Recent files")
+    w.recent_menu.menuAction().setStatusTip("Open again a trace or recording opened or saved "
+                                            "lately")
     file.addSeparator()
     _action(w, file, "Open &model…", w.open_model_dialog, "Ctrl+M",
             "Run a whole saved model (.keras, Keras 2 .h5, or a weights-only stack of LSTM "
@@ -157,12 +198,16 @@ def build_menus(window) -> None:
     for action in (w.log_action, w.normalise_action):
         action.setCheckable(True)
     view.addSeparator()
-    view.addAction(w.dock.toggleViewAction())
+    dock = w.dock.toggleViewAction()
+    dock.setStatusTip("Show or hide the parameters dock with Run, Pause and Stop")
+    view.addAction(dock)
     for text, name in PANEL_ACTIONS:  # a panel shows when checked and the run has its data
-        action = QAction(text, w, checkable=True, checked=True)
+        tip = f"Show or hide “{text}” (it appears when the run, trace or recording has its data)"
+        action = QAction(text, w, checkable=True, checked=True, statusTip=tip)
         action.toggled.connect(lambda on, n=name: w.set_panel_hidden(n, not on))
         view.addAction(action)
-    summary = QAction("Summary", w, checkable=True, checked=True)
+    summary = QAction("Summary", w, checkable=True, checked=True,
+                      statusTip="Show or hide the summary line and Verify under the panels")
     summary.toggled.connect(w.summary.setVisible)
     view.addAction(summary)
 
@@ -170,4 +215,4 @@ def build_menus(window) -> None:
     _action(w, help_menu, "&Keyboard shortcuts", lambda: show_shortcuts(w),
             QKeySequence.HelpContents, "Every shortcut of the menus (F1)")
     _action(w, help_menu, "&About lstmviz", w.about, None, "Versions of lstmviz, Python, "
-            "TensorFlow, Qt, pyqtgraph and NumPy")
+            "TensorFlow, Keras, Qt, pyqtgraph and NumPy, and where the documentation is")

@@ -69,6 +69,9 @@ class RecordingBar(QWidget):
         self.range_box.activated.connect(lambda _: self._range_edited())
         self.first = QSpinBox(prefix="t ", minimum=0, maximum=0)
         self.last = QSpinBox(prefix="to ", minimum=0, maximum=0)
+        self.first.setToolTip("The window's first timestep (a window: the heatmap's total "
+                              "gradient norm is taken over t from here to the last timestep)")
+        self.last.setToolTip("The window's last timestep (included)")
         for box in (self.first, self.last):
             box.setKeyboardTracking(False)
             box.valueChanged.connect(lambda _, edited=box: self._range_edited(edited))

@@ -9,8 +9,9 @@ empty panels."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSignalBlocker, Slot
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtCore import QSignalBlocker, QSize, Qt, Slot
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QLabel, QMessageBox
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
@@ -21,6 +22,36 @@ from lstmviz.trace import GradientTrace
 LOADING = "loading TensorFlow…"  # the status line until the computing process is ready
 # The summary line when a run ended with nothing kept and nothing was shown before it.
 NOTHING_KEPT = "Nothing kept from the last run: press Run (Ctrl+R) or open a trace (Ctrl+O)."
+
+
+class StatusLine(QLabel):
+    """The status bar's message. One wider than its room is shown elided in the middle (its
+    end often says what went wrong: "x.npy (not found)"), and whole in its tooltip; `text()`
+    is the whole text. It never widens the window."""
+
+    def shown_text(self) -> str:
+        """The text as painted: elided to the label's width."""
+        return self.fontMetrics().elidedText(self.text(), Qt.ElideMiddle,
+                                             self.contentsRect().width())  # fmt: skip
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt's name)
+        super().setText(text)
+        self._tip()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._tip()
+
+    def _tip(self) -> None:
+        self.setToolTip(self.text() if self.shown_text() != self.text() else "")
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(0, super().minimumSizeHint().height())
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.drawText(self.contentsRect(), self.alignment(), self.shown_text())
+        painter.end()
 
 
 class RunView:

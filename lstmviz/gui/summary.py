@@ -12,7 +12,8 @@ from lstmviz.trace import GradientTrace
 from lstmviz.verify import VERIFIABLE_MODES
 
 VERIFY_TIP = ("Check a few random entries of dL/dh_t (and the largest one) by central finite\n"
-              "differences of the loss in float64, and show the worst error.")  # fmt: skip
+              "differences of the loss in float64, and show the worst error "
+              "(Ctrl+Shift+V).")  # fmt: skip
 
 
 class SummaryPanel(QWidget):
