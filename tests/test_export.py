@@ -542,7 +542,8 @@ def test_cli_export_works_headless_in_a_fresh_process(trace_file, tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}  # fmt: skip
     out = [tmp_path / f"h.{fmt}" for fmt in ("png", "svg", "pdf", "csv")]
-    cmd = [sys.executable, "-m", "lstmviz", "export", str(trace_file)]
+    # --quiet: on a busy machine the export may take the second after which it shows progress
+    cmd = [sys.executable, "-m", "lstmviz", "export", "--quiet", str(trace_file)]
     for path in out:
         cmd += [f"--{path.suffix[1:]}", str(path)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
