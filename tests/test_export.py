@@ -517,7 +517,9 @@ def test_cli_a_write_that_fails_names_the_file_given_and_leaves_nothing(trace_fi
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
 
     out = tmp_path / f"a.{fmt}"
-    cmd = [sys.executable, "-m", "lstmviz", "export", str(trace_file), f"--{fmt}", str(out)]
+    # --quiet: no progress lines before the error, however long a busy machine takes
+    cmd = [sys.executable, "-m", "lstmviz", "export", "--quiet", str(trace_file), f"--{fmt}",
+           str(out)]  # fmt: skip
     env = os.environ | {"QT_QPA_PLATFORM": "offscreen"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
                           preexec_fn=small_files)  # fmt: skip
