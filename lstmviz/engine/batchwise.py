@@ -29,6 +29,7 @@ from lstmviz.engine.problem import (
     batch_major_error,
     check_order,
     check_problem,
+    check_weights,
     seeded_problem,
     swapped_argument,
 )
@@ -36,7 +37,7 @@ from lstmviz.engine.rnn import choose_backend
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.taped import compute_taped, config_for
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import InputError, WeightsError
+from lstmviz.errors import InputError
 from lstmviz.numeric import float32_copy
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
@@ -210,11 +211,7 @@ def batchwise_gradients(
         if len(shapes) != batches:
             raise InputError(f"{len(shapes)} weight sets for N={batches} batches; give one each")
         for n, w in enumerate(shapes):
-            if not isinstance(w, LSTMWeights):
-                raise WeightsError(
-                    f"weights[{n}] must be lstmviz.LSTMWeights(kernel, recurrent_kernel, bias), "
-                    f"not a {type(w).__name__}"
-                )
+            check_weights(w, f"weights[{n}]")
         sizes = [(w.input_dim, w.hidden) for w in shapes]
         for n, size in enumerate(sizes):
             if size != sizes[0]:

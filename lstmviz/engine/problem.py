@@ -28,6 +28,13 @@ class Problem:
     target: np.ndarray | None
 
 
+def check_weights(weights, name: str = "weights") -> None:
+    """Raise WeightsError naming `name` unless `weights` is an LSTMWeights."""
+    if not isinstance(weights, LSTMWeights):
+        raise WeightsError(f"{name} must be lstmviz.LSTMWeights(kernel, recurrent_kernel, bias), "
+                           f"not a {type(weights).__name__}")  # fmt: skip
+
+
 def check_problem(
     x, weights: LSTMWeights, loss: str, target=None, h0=None, c0=None, passes: int | None = None
 ) -> Problem:
@@ -35,9 +42,7 @@ def check_problem(
 
     With `passes` = P, x is P equal passes joined (T = P·Tp) and the target is per pass
     (losses.py). The arrays are copied: the trace does not change when the caller's do."""
-    if not isinstance(weights, LSTMWeights):
-        raise WeightsError(f"weights must be lstmviz.LSTMWeights(kernel, recurrent_kernel, bias), "
-                           f"not a {type(weights).__name__}")  # fmt: skip
+    check_weights(weights)
     x = float32_copy(x, "x")
     if x.ndim != 3 or 0 in x.shape:
         raise InputError(f"x must be a non-empty time-major array [T, B, I], got {list(x.shape)}")
