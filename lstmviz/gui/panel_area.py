@@ -107,8 +107,9 @@ class PanelArea(QWidget):
         ]  # fmt: skip
         groups.insert(3, [lambda: self.shown or self._show(FIRST_SHOWN)])
         steps = [step for group in groups for step in group]
-        if "norm" in names:  # its per-pass and per-batch curves, a few per turn
+        if "norm" in names:  # its per-pass, per-batch and earlier steps' curves, a few a turn
             steps += [lambda: self.panel("norm").make_row_curves(5) for _ in range(4)]
+            steps += [lambda: self.panel("norm").make_history_curves(6) for _ in range(4)]
         steps.append(lambda: setattr(self, "preparing", False))
         self.stage(steps)
         self.preparing = bool(self.stages)

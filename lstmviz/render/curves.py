@@ -140,6 +140,26 @@ def fit_legend(legend: pg.LegendItem, plot: pg.PlotWidget) -> None:
         item.setGeometry(room)
 
 
+class Curve(pg.PlotDataItem):
+    """A PlotDataItem hidden while it holds no data: the norm panel keeps up to 67 curves made
+    ahead (per pass or batch, earlier training steps), most of them empty. Shown, each is asked
+    for its bounds at every auto range (twice a draw) and re-sets its data at every change of
+    the y range (pyqtgraph's dynamic range limit): ~2 ms a draw for the empty ones alone on
+    the 2-core test machine. Hidden items are skipped by the first; the second is skipped here
+    while empty (`setData` re-sets everything when data come)."""
+
+    def setData(self, *args, **kwargs) -> None:  # noqa: N802 (pyqtgraph's name)
+        held = getattr(self, "holds", True)  # True during __init__: hidden at once if empty
+        super().setData(*args, **kwargs)
+        self.holds = self.xData is not None and len(self.xData) > 0
+        if self.holds != held:  # else as it was (a click on its legend sample hides it)
+            self.setVisible(self.holds)
+
+    def viewRangeChanged(self, *args, **kwargs) -> None:  # noqa: N802
+        if getattr(self, "holds", False):
+            super().viewRangeChanged(*args, **kwargs)
+
+
 def _same(a, b) -> bool:
     """Whether the data a curve holds (`a`, None if none) equals `b` (NaN equal to NaN)."""
     b = np.asarray(b)
@@ -168,7 +188,7 @@ class NormPanel(Panel):
         self.legend = legend_below(self.plot)
         self.curves = {
             # symbol None: given a symbol size or pen alone, pyqtgraph draws "o" at every point
-            key: pg.PlotDataItem(pen=pen, symbol=None, symbolSize=6, symbolPen=pen,
+            key: Curve(pen=pen, symbol=None, symbolSize=6, symbolPen=pen,
                                  connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()
         }
@@ -190,10 +210,8 @@ class NormPanel(Panel):
         while len(self.row_curves) <= index:
             color = PALETTE[len(self.row_curves) % len(PALETTE)]
             pair = (
-                pg.PlotDataItem(pen=pg.mkPen(color, width=1.5), connect="finite"),
-                pg.PlotDataItem(
-                    pen=pg.mkPen(color, width=1.5, style=Qt.DashLine), connect="finite"
-                ),
+                Curve(pen=pg.mkPen(color, width=1.5), connect="finite"),
+                Curve(pen=pg.mkPen(color, width=1.5, style=Qt.DashLine), connect="finite"),
             )
             for curve in pair:
                 self.plot.addItem(curve)
@@ -354,12 +372,20 @@ class NormHistoryPanel(NormPanel):
 
     def _history_curve(self, index: int) -> pg.PlotDataItem:
         while len(self.history) <= index:
-            curve = pg.PlotDataItem(antialias=False)
+            curve = Curve(antialias=False)
             curve.setZValue(-10)
             self.plot.addItem(curve)
             self.history.append(curve)
             self._history_shown.append(())
         return self.history[index]
+
+    def make_history_curves(self, count: int) -> None:
+        """Make up to `count` more of the faded curves ahead of the live draws that need them
+        (the window's idle turns): made during a training run's live draws, ~2 ms each on the
+        2-core test machine, they took 4-8 ms of some draws."""
+        wanted = min(len(self.history) + count, MAX_HISTORY_CURVES)
+        if wanted > len(self.history):
+            self._history_curve(wanted - 1)
 
     @staticmethod
     def history_choice(steps: int, limit: int = MAX_HISTORY_CURVES) -> np.ndarray:
@@ -414,4 +440,4 @@ class NormHistoryPanel(NormPanel):
             row[1].setText(text)
 
     def drawn(self) -> bool:
-        return super().drawn() or any(len(c.yData or []) for c in self.history)
+        return super().drawn() or any(getattr(c, "holds", False) for c in self.history)

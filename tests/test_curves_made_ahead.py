@@ -1,0 +1,114 @@
+"""The norm panel's curves made ahead (pytest-qt, offscreen): the empty ones cost nothing at a
+draw (hidden, not re-set when the y range moves), and the window's idle turns make the faded
+curves of a training run before its live draws need them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.render.curves import MAX_HISTORY_CURVES, NormHistoryPanel  # noqa: E402
+
+
+def norms(seed: int, shape) -> np.ndarray:
+    return np.abs(np.random.default_rng(seed).standard_normal(shape)).astype(np.float32) + 0.1
+
+
+@pytest.fixture
+def panel(qtbot):
+    """A norm panel, shown, with every per-row and faded curve made."""
+    panel = NormHistoryPanel()
+    qtbot.addWidget(panel)
+    panel.resize(600, 400)
+    panel.show()
+    panel.make_row_curves(20)
+    panel.make_history_curves(MAX_HISTORY_CURVES)
+    panel.draw({"norm_h_total": norms(0, 30), "norm_h_direct": norms(1, 30)},
+               RunConfig(steps=30, batch=2, hidden=3))  # fmt: skip
+    return panel
+
+
+def test_empty_curves_are_hidden_and_shown_with_data(panel):
+    item_curves = [c for c in panel.plot.getPlotItem().items if isinstance(c, pg.PlotDataItem)]
+    assert len(item_curves) >= 3 + 40 + MAX_HISTORY_CURVES
+    for curve in item_curves:
+        holds = curve.yData is not None and len(curve.yData) > 0
+        assert curve.isVisible() == holds
+    assert sum(c.isVisible() for c in item_curves) == 2  # total and direct
+    full, _ = panel.row_curves[0]
+    full.setData(np.arange(4), norms(2, 4))
+    assert full.isVisible()
+    full.setData([], [])
+    assert not full.isVisible()
+
+
+def test_a_curve_hidden_from_its_legend_stays_hidden_as_its_data_change(panel):
+    """A click on a legend sample hides its curve: a live update of the data keeps it so."""
+    total = panel.curves["norm_h_total"]
+    total.setVisible(False)
+    total.setData(np.arange(30), norms(3, 30))
+    assert not total.isVisible()
+
+
+def test_a_y_range_change_re_sets_only_curves_with_data(panel, monkeypatch):
+    """pyqtgraph re-sets a curve's data at every y range change (its dynamic range limit):
+    the empty curves of 67 made ahead are left alone."""
+    updated = []
+    original = pg.PlotDataItem.updateItems
+
+    def counted(self, *args, **kwargs):
+        updated.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pg.PlotDataItem, "updateItems", counted)
+    panel.plot.getPlotItem().setYRange(-3, 5, padding=0)
+    panel.plot.getPlotItem().getViewBox().prepareForPaint()
+    assert updated, "the range change reached no curve"
+    assert {id(c) for c in updated} <= {id(panel.curves[k]) for k in
+                                        ("norm_h_total", "norm_h_direct")}  # fmt: skip
+
+
+def test_the_auto_range_ignores_empty_curves(panel):
+    """The y range follows the curves shown; the empty ones' bounds are not asked."""
+    asked = []
+    for full, cut in panel.row_curves:
+        for curve in (full, cut):
+            curve.dataBounds = lambda *a, c=curve, **k: asked.append(c) or (None, None)
+    view = panel.plot.getPlotItem().getViewBox()
+    view.enableAutoRange(y=True)
+    view.childrenBounds()
+    assert asked == []
+
+
+def test_idle_turns_make_the_faded_curves_before_a_training_run(qtbot, settings):
+    """`PanelArea.prepare` makes every faded curve; a training run's live draw then adds no
+    item to the norm panel's plot (made during live draws they cost ~2 ms each)."""
+    from lstmviz.gui.main_window import MainWindow
+
+    win = MainWindow(settings=settings, quiet_errors=True)
+    qtbot.addWidget(win)
+    win.show()
+    try:
+        qtbot.waitUntil(lambda: not win.area.preparing and not win.area.busy(), timeout=20_000)
+        norm = win.area.norm
+        assert len(norm.history) == MAX_HISTORY_CURVES
+        items = len(norm.plot.getPlotItem().items)
+        steps = 40
+        arrays = {"norm_h_total": norms(4, 50), "norm_h_total_by_step": norms(5, (steps, 50)),
+                  "loss_by_step": norms(6, steps)}  # fmt: skip
+        norm.draw(arrays, RunConfig(mode="train", steps=50, batch=2, hidden=3), rows_total=99)
+        assert len(norm.plot.getPlotItem().items) == items
+        holding = sum(c.yData is not None and len(c.yData) > 0 for c in norm.history)
+        assert holding == len(norm.history_steps) > 0
+    finally:
+        win.close()
+
+
+def test_a_panel_with_only_faded_curves_counts_as_drawn(panel):
+    panel.draw({"norm_h_total_by_step": norms(7, (5, 30))},
+               RunConfig(mode="train", steps=30, batch=2, hidden=3), rows_total=9)  # fmt: skip
+    assert panel.drawn() and panel.stack.currentWidget() is panel.plot
