@@ -112,3 +112,39 @@ def test_a_panel_with_only_faded_curves_counts_as_drawn(panel):
     panel.draw({"norm_h_total_by_step": norms(7, (5, 30))},
                RunConfig(mode="train", steps=30, batch=2, hidden=3), rows_total=9)  # fmt: skip
     assert panel.drawn() and panel.stack.currentWidget() is panel.plot
+
+
+def test_a_changed_legend_keeps_its_rows_and_matches_a_fresh_one(qtbot):
+    """`set_legend` changes rows in place (new rows cost two graphics widgets each) and lays
+    them out as a legend built afresh would, also when an item moves to another row."""
+    from lstmviz.render.curves import fit_legend, legend_below, set_legend
+
+    def plot():
+        widget = pg.PlotWidget()
+        qtbot.addWidget(widget)
+        widget.resize(500, 400)
+        widget.show()
+        return widget, legend_below(widget)
+
+    def cells(legend):
+        legend.layout.activate()
+        grid = legend.layout
+        return [(r, c, grid.itemAt(r, c + 1).text, grid.itemAt(r, c).item)
+                for r in range(grid.rowCount()) for c in range(0, grid.columnCount(), 2)
+                if grid.itemAt(r, c) is not None]  # fmt: skip
+
+    items = [pg.PlotDataItem([1, 2], [1, 2], pen=colour) for colour in "rgbcmyk"]
+    widget, legend = plot()
+    for n in (5, 2, 4, 7, 1, 3):
+        rows = [(items[(3 * i + n) % 7], f"row {i} of {n}") for i in range(n)]
+        before = [sample for sample, _ in legend.items]
+        set_legend(legend, rows)
+        fit_legend(legend, widget)
+        kept = [sample for sample, _ in legend.items[: len(before)]]
+        assert kept == before[: len(rows)]  # the same widgets, reused
+        fresh_widget, fresh = plot()
+        for item, text in rows:
+            fresh.addItem(item, text)
+        fit_legend(fresh, fresh_widget)
+        assert [(s.item, label.text) for s, label in legend.items] == rows
+        assert cells(legend) == cells(fresh)
