@@ -254,7 +254,7 @@ def test_live_heatmap_and_curves_equal_the_trace_after_streaming(qtbot):
     np.testing.assert_array_equal(done.image.image, heat.rgba)
     np.testing.assert_allclose(done.bar.levels(), heat.levels)
     np.testing.assert_array_equal(norm.curves["norm_h_total"].yData, rows[-1])
-    for curve, s in zip(norm.history, norm.history_steps, strict=False):
+    for curve, s in zip(norm.history_shown, norm.history_steps, strict=True):
         np.testing.assert_allclose(curve.yData, rows[s], rtol=1e-6)
     assert norm.history_steps == list(range(0, 29, 2))  # stride 2: at most 24 curves
     labels = [label.text for _, label in norm.legend.items]

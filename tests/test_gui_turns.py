@@ -219,3 +219,26 @@ def test_the_dock_is_never_narrower_than_its_fields(shown):
     fields = area.widget().minimumSizeHint().width()
     scroll = area.verticalScrollBar().sizeHint().width()
     assert shown.dock.minimumSizeHint().width() >= fields + scroll
+
+
+def test_a_stopped_runs_trace_from_before_is_drawn_after_the_stops_turn(qtbot, shown,
+                                                                        monkeypatch):  # fmt: skip
+    """Stop with nothing kept shows the trace from before again: its first panel is drawn in
+    the next turn, not in the turn of the click (which also lays the panels out again)."""
+    from lstmviz.trace import GradientTrace
+
+    win = shown
+    monkeypatch.setattr(win.worker, "request_run", lambda *a: None)
+    monkeypatch.setattr(win.worker, "cancel", lambda *a: None)
+    before = GradientTrace("taped", RunConfig(steps=10, batch=2, hidden=3), taped_arrays(6, 10))
+    with qtbot.waitSignal(win.area.drawn, timeout=5_000):
+        win.show_trace(before, 0.1)
+    win.area.norm.curves["norm_h_total"].setData([], [])  # what a run's live draw leaves
+    assert win.state.start(RunConfig(steps=12, batch=2, hidden=3))
+    win.state.stop_now()
+    shown = win.area.norm.curves["norm_h_total"].yData
+    assert win.trace is before and (shown is None or shown.size == 0)
+    with qtbot.waitSignal(win.area.drawn, timeout=5_000):
+        pass
+    np.testing.assert_array_equal(win.area.norm.curves["norm_h_total"].yData,
+                                  before.norm_h_total)  # fmt: skip

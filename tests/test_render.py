@@ -158,6 +158,7 @@ def test_export_of_a_recording_draws_its_evolution_figure(tmp_path, capsys):
     assert "Layers × training step (all t)" in texts and "Input saliency" in texts
     assert "Loss per record" not in texts
 
+    capsys.readouterr()  # the exports above: progress lines once one took a second
     assert main(["export", str(path), "--png", str(tmp_path / "x.png"), "--panel", "norm"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--panel norm: not a panel of a recording" in err, err

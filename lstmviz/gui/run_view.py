@@ -187,8 +187,8 @@ class RunView:
             self._sync()
         elif before is not None and self.open_recording(before[0], keep_dock=True):
             self.set_recording_view(*before[1:])
-        else:
-            self.show_trace(state.trace, state.seconds)
+        else:  # in a turn after the click's, which lays the panels out again
+            self.show_trace(state.trace, state.seconds, at_once=False)
 
     def _idle(self, message: str) -> None:
         self._set_pause_button(False)

@@ -383,9 +383,10 @@ class NormHistoryPanel(NormPanel):
 
     def __init__(self):
         super().__init__()
-        self.history: list[pg.PlotDataItem] = []
-        self.history_steps: list[int] = []
-        self._history_shown: list[tuple] = []  # per curve: (run, step, alpha) drawn
+        self.history: list[pg.PlotDataItem] = []  # made so far
+        self.history_steps: list[int] = []  # the earlier steps shown, oldest first
+        self.history_shown: list[pg.PlotDataItem] = []  # the curve of each
+        self._history_drawn: list[tuple] = []  # per curve: (run, step, alpha) drawn
 
     def _history_curve(self, index: int) -> pg.PlotDataItem:
         while len(self.history) <= index:
@@ -393,7 +394,7 @@ class NormHistoryPanel(NormPanel):
             curve.setZValue(-10)
             self.plot.addItem(curve)
             self.history.append(curve)
-            self._history_shown.append(())
+            self._history_drawn.append(())
         return self.history[index]
 
     def make_history_curves(self, count: int) -> None:
@@ -424,25 +425,35 @@ class NormHistoryPanel(NormPanel):
         self.history_steps = [int(s) for s in self.history_choice(steps)]
         count = len(self.history_steps)
         run = (id(self.config), self.log, self.normalise)
-        for i, s in enumerate(self.history_steps):
+        # a live run's curves keep their steps: when the stride doubles, half the steps stay
+        # and only the curves of the others are re-set (all re-set took ~25 ms of one draw)
+        live = self.rows_total is not None
+        holding = {drawn[1]: i for i, drawn in enumerate(self._history_drawn)
+                   if live and drawn[:1] == (run,)}  # fmt: skip
+        kept = {holding[s] for s in self.history_steps if s in holding}
+        free = iter(i for i in range(MAX_HISTORY_CURVES) if i not in kept)
+        self.history_shown = []
+        for rank, s in enumerate(self.history_steps):
+            i = holding[s] if s in holding else next(free)
             curve = self._history_curve(i)
-            alpha = int(25 + 110 * i / max(count - 1, 1))  # older: lighter
-            drawn = self._history_shown[i]
+            alpha = int(25 + 110 * rank / max(count - 1, 1))  # older: lighter
+            drawn = self._history_drawn[i]
             if drawn[:1] != (run,) or drawn[2:] != (alpha,):
                 # the line's pen only: PlotDataItem.setPen would re-set its data too (~0.2 ms
                 # a curve, all of them whenever the count, and so every fading, changes)
                 curve.opts["pen"] = pen = pg.mkPen(*HISTORY_COLOR, alpha, width=1)
                 curve.curve.setPen(pen)
-            if drawn[:2] != (run, s) or self.rows_total is None:
+            if drawn[:2] != (run, s) or not live:
                 y = np.asarray(rows[s], np.float64)
                 curve.setData(np.arange(len(y)), self._show(y))
-            self._history_shown[i] = (run, s, alpha)
-        for i, curve in enumerate(self.history[count:], start=count):
-            if self._history_shown[i]:
+            self._history_drawn[i] = (run, s, alpha)
+            self.history_shown.append(curve)
+        for i, curve in enumerate(self.history):
+            if self._history_drawn[i] and curve not in self.history_shown:
                 curve.setData([], [])
-                self._history_shown[i] = ()
+                self._history_drawn[i] = ()
         # one legend row for the faded curves; its sample draws the middle one's pen
-        item = self.history[count // 2] if count else None
+        item = self.history_shown[count // 2] if count else None
         text = f"earlier steps (faded, older lighter; {count} shown)"
         row = next(((s, t) for s, t in self.legend.items if s.item in self.history), None)
         if row is None and item is not None:
