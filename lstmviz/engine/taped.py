@@ -105,8 +105,9 @@ def run_taped(
     [T, T] when `config.connectivity`).
 
     The problem defaults to the one seeded by `config`. The run is one unit of work (see
-    `runner.run`): `cancelled` is checked before it and before the connectivity map; a run
-    cancelled before the map keeps, when `keep()`, the trace without it.
+    `runner.run`): `cancelled` is checked before it, before the connectivity map and between
+    the map's chunks (`connectivity`: about every 0.1 s); a run cancelled before or during the
+    map keeps, when `keep()`, the trace without it.
     """
     problem = problem or seeded_problem(config)
     yield TraceUpdate(0, 1, progress_text(problem.x.shape[0]))
@@ -120,12 +121,13 @@ def run_taped(
     message = "computing the connectivity map…" if config.connectivity else "done"
     yield TraceUpdate(1, 1, message, {k: arrays[k] for k in ("norm_h_total", "norm_h_direct")})
     if config.connectivity:
-        if cancelled():
+        mapped = connectivity(arrays, cancelled)  # None: cancelled before or during the map
+        if mapped is None:
             if not keep():
                 return
             units.stopped = "cancelled"
             arrays |= units.keys()
             config = replace(config, connectivity=False)
         else:
-            arrays["connectivity"] = connectivity(arrays)
+            arrays["connectivity"] = mapped
     yield GradientTrace("taped", config, arrays)
