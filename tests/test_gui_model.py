@@ -137,7 +137,7 @@ def test_a_model_run_fills_the_model_panels(qtbot, window, errors, models):
     np.testing.assert_allclose(area.by_name["layer_map"].data[:, :4],
                                trace["norm_h_total_by_layer"][:, :4], rtol=1e-6)  # fmt: skip
     text = window.summary.text.text()
-    for part in ("model tokens.keras", "3 LSTM directions in 2 layers",
+    for part in ("model</b> · tokens.keras", "3 LSTM directions in 2 layers",
                  "loss binary_crossentropy", "data data.npz", "no NaN/Inf"):  # fmt: skip
         assert part in text, part
     gates, units = area.by_name["gates"], area.by_name["layer_units"]

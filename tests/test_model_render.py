@@ -148,7 +148,7 @@ def test_export_of_a_model_trace_names_every_direction_and_writes_a_block_per_la
     for text in ("bi/forward", "bi/backward", "top", "Input saliency", "Gates of bi/forward",
                  "Gradient norm by layer", "layers × timesteps", "Per-unit gradient of"):
         assert text in texts, text  # fmt: skip
-    assert "model tokens.keras" in texts and "3 LSTM directions in 2 layers" in texts
+    assert "model · tokens.keras" in texts and "3 LSTM directions in 2 layers" in texts
     with open(out["csv"], newline="") as handle:
         rows = list(csv.reader(handle))
     names = ["bi/forward", "bi/backward", "top"]

@@ -5,6 +5,7 @@ h5py (no TensorFlow): a bad one gets a dialog naming it and the problem, and not
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -26,11 +27,24 @@ from lstmviz.gui.dialogs import (
 from lstmviz.gui.params import FILE_WIDGETS
 from lstmviz.inputs import TRACE_KEY, describe_inputs, describe_training, load_inputs
 from lstmviz.model_data import check_data, load_data
+from lstmviz.render.summary import trained_on
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.loaders import LayerInfo, WeightsFile, bidirectional_pick, weight_files
 from lstmviz.weights.model_files import load_model
 
 MAX_RECENT = 8
+
+
+def _stamp(path: str | None) -> tuple | None:
+    """A file as it is on disk: (path, size, modification time in ns); None when it is not
+    there (or no path)."""
+    if not path:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return path, stat.st_size, stat.st_mtime_ns
 
 
 class FileActions:
@@ -42,6 +56,20 @@ class FileActions:
 
     _quiet_notes: list[str] | None = None  # while files are re-read: what could not be
     _trace_loader: trace_loading.TraceLoader | None = None
+    # What the inputs file gave when read last, as sequences ("inputs") and as a model's data
+    # ("data"): {kind: (key, result)}. A mode switch reads it the other way; reading a big file
+    # again (0.5 GB: seconds) would block the window each time, for the same result.
+    _inputs_read: dict[str, tuple] | None = None
+
+    def _read_before(self, kind: str, key: tuple | None):
+        """The result kept for reading the inputs file as `kind` with `key` (the file's
+        `_stamp` and how it was read), None if it was not read so (or changed since)."""
+        kept = (self._inputs_read or {}).get(kind)
+        return kept[1] if key is not None and kept is not None and kept[0] == key else None
+
+    def _keep_read(self, kind: str, key: tuple | None, result: tuple) -> None:
+        if key is not None:
+            self._inputs_read = {**(self._inputs_read or {}), kind: (key, result)}
 
     def recent(self) -> list[str]:
         value = self.settings.value("recent", [])
@@ -210,18 +238,26 @@ class FileActions:
         mode): B and T follow x and stay locked. x (and y) of a shape the loaded model does
         not take: a dialog saying what it takes, and nothing changes."""
         path, targets = absolute(path), targets and absolute(targets)
-        try:
-            x, y, description = load_data(path, targets)
-            spec = self.params.model_spec
-            if spec is not None:
-                check_data(spec, x, y, where=path)
-        except LstmvizError as exc:
-            return self._not_opened("data", exc, quiet)
+        spec = self.params.model_spec
+        # checked against this model: its id, with the spec kept in the result (no id reused)
+        stamp, y_stamp = _stamp(path), _stamp(targets)
+        key = (stamp, y_stamp, id(spec)) if stamp and (y_stamp or not targets) else None
+        read = self._read_before("data", key)
+        if read is None:
+            try:
+                x, y, description = load_data(path, targets)
+                if spec is not None:
+                    check_data(spec, x, y, where=path)
+            except LstmvizError as exc:
+                return self._not_opened("data", exc, quiet)
+            sizes = {"batch": int(x.shape[0])}
+            if x.ndim >= 2:
+                sizes["steps"] = int(x.shape[1])
+            read = (sizes, description, spec)
+            self._keep_read("data", key, read)
+        sizes, description, _ = read
         mode = self.params.widgets["mode"]
         mode.setCurrentIndex(mode.findData("model"))
-        sizes = {"batch": int(x.shape[0])}
-        if x.ndim >= 2:
-            sizes["steps"] = int(x.shape[1])
         self.params.set_loaded("inputs", path, sizes, description)
         self.params.set_path("targets", targets)
         if not quiet:
@@ -372,18 +408,24 @@ class FileActions:
     def open_inputs(self, path: str, quiet: bool = False) -> bool:
         """Use the input sequence in `path`: T, B and I follow it (locked while loaded)."""
         path, time_major = absolute(path), self.params.widgets["time_major"].isChecked()
-        try:
-            x = load_inputs(path, time_major)
-        except LstmvizError as exc:
-            return self._not_opened("inputs", exc, quiet)
-        steps, batch, input_dim = (int(n) for n in x.shape)
-        description = describe_inputs(path, x, time_major)
-        sizes = {"steps": steps, "batch": batch, "input_dim": input_dim}
-        # Training reads the file's array as stored, as sequences [N, …] (`read_task_file`).
-        names = files.npz_names(path) if zipfile.is_zipfile(path) else None
-        as_read = time_major or (names is not None and TRACE_KEY in names)
-        stored = (steps, batch, input_dim) if as_read else (batch, steps, input_dim)
-        training = describe_training(path, stored, names)
+        stamp = _stamp(path)
+        key = (stamp, time_major) if stamp else None
+        read = self._read_before("inputs", key)
+        if read is None:
+            try:
+                x = load_inputs(path, time_major)
+            except LstmvizError as exc:
+                return self._not_opened("inputs", exc, quiet)
+            steps, batch, input_dim = (int(n) for n in x.shape)
+            description = describe_inputs(path, x, time_major)
+            sizes = {"steps": steps, "batch": batch, "input_dim": input_dim}
+            # Training reads the file's array as stored, as sequences [N, …] (`read_task_file`).
+            names = files.npz_names(path) if zipfile.is_zipfile(path) else None
+            as_read = time_major or (names is not None and TRACE_KEY in names)
+            stored = (steps, batch, input_dim) if as_read else (batch, steps, input_dim)
+            read = (sizes, description, describe_training(path, stored, names))
+            self._keep_read("inputs", key, read)
+        sizes, description, training = read
         self.params.set_loaded("inputs", path, sizes, description, mode_texts={"train": training})
         if not quiet:
             training_mode = self.params.widgets["mode"].currentData() == "train"
@@ -447,9 +489,7 @@ class FileActions:
         if self.trace is None or "readout_kernel" not in self.trace:
             return
         keras, numpy = "Keras weights (*.weights.h5)", "NumPy arrays (*.npz)"
-        config = self.trace.config  # named for the task, or the sequences trained on
-        stem = Path(config.inputs).name.split(".")[0] if config.inputs else config.task
-        name = f"{stem}-trained.weights.h5"
+        name = f"{trained_on(self.trace.config, stem=True)}-trained.weights.h5"
         path, chosen = QFileDialog.getSaveFileName(
             self, "Save trained weights", in_last_folder(self.settings, name), f"{keras};;{numpy}"
         )

@@ -7,8 +7,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtCore import QEvent, QSignalBlocker, Qt, Signal
+from PySide6.QtGui import QFontDatabase, QFontMetrics
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
+    QSizePolicy,
     QSlider,
     QSpinBox,
     QToolButton,
@@ -30,9 +31,10 @@ from lstmviz.render.records import (
     recording_summary,
     steps_of,
 )
-from lstmviz.render.summary import WARNING_STYLE
+from lstmviz.render.summary import WARNING_STYLE, plain
 from lstmviz.render.values import Arrays
 
+NOTE_STYLE = {"this": "color:#555", "last": "color:#a60"}  # the note, by the record it is about
 STATUS = {  # what the header says about the file, by state
     "following": "<span style='color:#2a7a2a'>● following: fit is writing it</span>",
     "finished": "finished",
@@ -51,8 +53,13 @@ class RecordingBar(QWidget):
     def __init__(self) -> None:
         super().__init__()
         self.arrays: Arrays = {}
-        self.header = QLabel(textFormat=Qt.RichText, wordWrap=True)
+        # The header and the note take one line each, as much of their text as their width
+        # holds (`_fit`; all of it in the tooltip): wrapped in a bar of fixed height, a narrow
+        # window (a 1366-px screen at scale 2) cut their last lines off.
+        self.header = QLabel(textFormat=Qt.RichText)
         self.header.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self._header_parts: list[str] = []  # HTML, joined by " · "
+        self._header_tip = ""
         self.slider = QSlider(Qt.Horizontal, minimum=0, maximum=0, pageStep=1)
         self.slider.setToolTip(
             "Scrub through the records: the curves, the loss mark and the heatmap mark show\n"
@@ -75,7 +82,12 @@ class RecordingBar(QWidget):
         for box in (self.first, self.last):
             box.setKeyboardTracking(False)
             box.valueChanged.connect(lambda _, edited=box: self._range_edited(edited))
-        self.note = QLabel(textFormat=Qt.RichText, wordWrap=True)
+        self.note = QLabel(textFormat=Qt.RichText)
+        self._note: tuple[str, str] = ("", "")  # plain text, its style
+        for label in (self.header, self.note):  # as wide as the layout gives, not as the text
+            label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+            label.setMinimumWidth(1)
+            label.installEventFilter(self)
         # The model's summary (Keras's, ~60 characters a line) in a window of its own, opened
         # from the bar: legible, and the panels keep the bar's width.
         self.summary = QPlainTextEdit(readOnly=True)
@@ -108,7 +120,13 @@ class RecordingBar(QWidget):
         layout.addLayout(scrub, 1, 0, 1, 2)
         layout.addLayout(span, 2, 0, 1, 2)
         layout.setColumnStretch(0, 1)
-        self.setFixedHeight(96)  # text that changes as records arrive never re-lays the window out
+        # Fixed (text that changes as records arrive never re-lays the window out): one line
+        # of each row, as tall as the bar's font makes them.
+        self.header.setText("<b>Recording</b>")
+        self.note.setText("<span>The panels below</span>")
+        self.setFixedHeight(layout.sizeHint().height())
+        self.header.clear()
+        self.note.clear()
 
     def reset(self) -> None:
         """For another recording: the last record, every timestep (no signals)."""
@@ -221,26 +239,69 @@ class RecordingBar(QWidget):
 
     def set_status(self, path: str, status: str) -> None:
         name = html.escape(Path(path).name)
-        self.header.setText(f"<b>Recording {name}</b> · {STATUS[status]} · "
-                            f"{recording_summary(self.arrays, sources=False)}")  # fmt: skip
-        self.header.setToolTip(str(path))
+        summary = recording_summary(self.arrays, sources=False).split(" · ")
+        self._header_parts = [f"<b>Recording {name}</b>", STATUS[status], *summary]
+        self._header_tip = str(path)
+        self._fit_header()
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.Resize:
+            if watched is self.header:
+                self._fit_header()
+            elif watched is self.note:
+                self._fit_note()
+        return super().eventFilter(watched, event)
+
+    def _fit_header(self) -> None:
+        """The header's first parts that its width holds, then "…"; the path and the whole
+        header in its tooltip when some are left out."""
+        parts, room = self._header_parts, self.header.width()
+        if not parts:
+            return
+        for count in range(len(parts), 0, -1):
+            self.header.setText(" · ".join(parts[:count]) + (" · …" if count < len(parts) else ""))
+            if self.header.sizeHint().width() <= room:
+                break
+        else:  # not even the file's name: its middle goes
+            bold = self.header.font()
+            bold.setBold(True)
+            name = plain(parts[0])
+            cut = QFontMetrics(bold).elidedText(name, Qt.ElideMiddle, max(room - 4, 0))
+            self.header.setText(f"<b>{html.escape(cut)}</b>")
+        whole = " · ".join(plain(part) for part in parts)
+        shown = plain(self.header.text())
+        self.header.setToolTip(self._header_tip + ("" if shown == whole else f"\n{whole}"))
+
+    def _set_note(self, text: str, style: str) -> None:
+        self._note = (text, style)
+        self._fit_note()
+
+    def _fit_note(self) -> None:
+        """The note, cut to its width with "…" (the whole in its tooltip)."""
+        text, style = self._note
+        if not text:
+            self.note.clear()
+            self.note.setToolTip("")
+            return
+        metrics = self.note.fontMetrics()
+        shown = metrics.elidedText(text, Qt.ElideRight, max(self.note.width() - 4, 0))
+        self.note.setText(f"<span style='{style}'>{html.escape(shown, quote=False)}</span>")
+        self.note.setToolTip("" if shown == text else text)
 
     def _describe(self) -> None:
         """The record label and the note on what the model panels below show."""
         count = record_count(self.arrays)
         if count == 0:
             self.record_label.clear()
-            self.note.clear()
+            self._set_note("", "")
             return
         s = self.slider.value()
         latest = " · the latest" if s == count - 1 else ""
         self.record_label.setText(f"{s + 1}/{count} · {record_text(self.arrays, s)}{latest}")
         last = record_text(self.arrays, count - 1)
         if s == count - 1:
-            self.note.setText("<span style='color:#555'>The panels below: this record's full "
-                              "model trace.</span>")  # fmt: skip
+            self._set_note("The panels below: this record's full model trace.", NOTE_STYLE["this"])
         else:
-            self.note.setText(
-                f"<span style='color:#a60'>The panels below: the last record ({html.escape(last)})"
-                ", not this one: the file keeps the full trace of the last record only.</span>"
-            )
+            # what matters first: a line too long for the bar loses its end
+            self._set_note(f"The panels below show the last record only ({last}), whose full "
+                           "trace the file keeps.", NOTE_STYLE["last"])  # fmt: skip

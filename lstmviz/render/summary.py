@@ -42,10 +42,14 @@ def nonfinite_text(steps, what: str = "t") -> str:
     return f"NaN/Inf at {what} = {shown} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
 
 
-def trained_on(config: RunConfig) -> str:
+def trained_on(config: RunConfig, stem: bool = False) -> str:
     """What a training run trained on: the user's sequences (their file's name) or the built-in
-    task (a run on sequences keeps the task field at its default, unread)."""
-    return Path(config.inputs).name if config.inputs else f"{config.task} task"
+    task (a run on sequences keeps the task field at its default, unread). `stem`: the same as
+    the start of a file name ("walk.2024" for walk.2024.npy, "adding" for the task)."""
+    if config.inputs:
+        name = Path(config.inputs).name
+        return Path(name).stem if stem else name
+    return config.task if stem else f"{config.task} task"
 
 
 def _has_norm(key: str, arrays: Arrays) -> bool:
@@ -116,8 +120,8 @@ def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
     the data (a live run's come from its config, before there are arrays)."""
     parts = []
     source = str(arrays.get("model_source", "")) or (config.model if config else "") or ""
-    if source:
-        parts.append(f"model {html.escape(Path(source.split(': ')[0]).name)}")
+    if source:  # right after the mode's name ("model"), which says what it is
+        parts.append(html.escape(Path(source.split(": ")[0]).name))
     names = [str(n) for n in np.ravel(arrays.get("layer_names", []))]
     if names:
         layers = len({n.rsplit("/", 1)[0] if n.endswith(("/forward", "/backward")) else n
@@ -135,7 +139,9 @@ def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
         parts.append(html.escape(data.split(":")[0]))
     elif data:
         path, _, rest = data.partition(": ")
-        parts.append(f"data {html.escape(Path(path).name)} ({html.escape(rest)})")
+        name = Path(path).name  # a file's, or what held the data ("GradientFlowCallback data")
+        said = name if name.endswith(" data") else f"data {name}"
+        parts.append(f"{html.escape(said)} ({html.escape(rest)})")
     elif config is not None and not arrays:  # a live run, before its results
         parts.append(f"data {html.escape(Path(config.inputs).name)}" if config.inputs
                      else f"random data (seed {config.seed})")  # fmt: skip
