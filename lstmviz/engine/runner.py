@@ -21,18 +21,19 @@ def run(
 
     Stopping: `cancelled()` is polled between units of work — the passes (multipass), batches
     (batchwise) and training steps (train); a taped run is one unit — and before and during a
-    taped run's connectivity map (between its chunks). When it turns true the generator stops. If `keep()` is true at that
-    moment and at least one unit has finished, it first yields the complete GradientTrace of
-    the units done: exactly the trace the mode gives when asked for that many units on the
-    same data (multipass: the loss the mean over the passes done, full and reference gradients
-    over them, truncated ones scaled for them; a taped run cancelled before or during its
-    connectivity map: the trace without the map). Its config says the units done (`passes`, `batches`,
-    `train_steps`), and it records `stopped` ("cancelled"), `units_done` and
-    `units_requested` (int64); training records them in every trace ("completed",
-    "cancelled" or "non-finite"). Without `keep()`, or with nothing finished, it ends without
-    a trace. To cancel, set what `cancelled()` reads and stop the native kernels in one step
-    with `interrupt.cancel_run`: a kernel interrupted in a unit raises tf.errors.CancelledError
-    there and the unit does not count; the kept trace's kernels are not interrupted.
+    taped run's connectivity map (between its chunks). When it turns true the generator stops.
+    If `keep()` is true at that moment and at least one unit has finished, it first yields the
+    complete GradientTrace of the units done: exactly the trace the mode gives when asked for
+    that many units on the same data (multipass: the loss the mean over the passes done, full
+    and reference gradients over them, truncated ones scaled for them; a taped run cancelled
+    before or during its connectivity map: the trace without the map). Its config says the units
+    done (`passes`, `batches`, `train_steps`), and it records `stopped` ("cancelled"),
+    `units_done` and `units_requested` (int64); training records them in every trace
+    ("completed", "cancelled" or "non-finite"). Without `keep()`, or with nothing finished, it
+    ends without a trace. To cancel, set what `cancelled()` reads and stop the native kernels
+    in one step with `interrupt.cancel_run`: a kernel interrupted in a unit raises
+    tf.errors.CancelledError there and the unit does not count; the kept trace's kernels are
+    not interrupted.
 
     With `config.weights` / `config.inputs` the trace's config takes its sizes from the files,
     and the trace records `weights_source` / `inputs_source` (text). In batchwise mode with
