@@ -23,6 +23,8 @@ RECORDINGS = (".lvz",)  # a training run's recording (lstmviz.recording)
 INPUTS = (".npy", ".npz")
 # Longest first where one ends another (`.weights.h5` before `.h5`).
 WEIGHTS = (".keras", ".weights.h5", ".h5", ".hdf5", ".npz", ".safetensors", ".pt", ".pth")
+# A training run's trained LSTM and read-out (`lstmviz.engine.trained.save_trained_weights`).
+TRAINED_WEIGHTS = (".weights.h5", ".npz")
 
 # Model files: a whole model (`lstmviz.weights.model_files.load_model`); weights-only files of
 # stacked LSTM layers open as a model too when asked to (File → Open model…).

@@ -24,6 +24,8 @@ from lstmviz.file_paths import absolute_config
 from lstmviz.shapes import array_groups
 
 FORMAT_VERSION = 1
+# Methods a notebook user reaches for to draw a trace; `lstmviz.plot` is the one there is.
+_DRAWING = frozenset({"plot", "show", "draw", "display"})
 _SAVED_KINDS = "fiubU"  # numbers, booleans, text: nothing that needs pickle
 
 
@@ -70,6 +72,9 @@ class GradientTrace:
             return arrays[name]
         if name.startswith("__"):  # copy, pickle and IPython probe for these
             raise AttributeError(name)
+        if name in _DRAWING:
+            raise AttributeError(f"GradientTrace has no method {name!r}: lstmviz.plot(trace) "
+                                 "draws the panels")  # fmt: skip
         raise AttributeError(f"GradientTrace has no array {name!r}{_suggest(name, arrays)}")
 
     def __getitem__(self, key: str) -> np.ndarray:
@@ -93,7 +98,10 @@ class GradientTrace:
         groups, shown = array_groups(self.arrays)
         scalars = [f"{key}={_scalar_text(value)}" if value.ndim == 0
                    else f"{key}={[str(v) for v in value]}" for key, value in shown]  # fmt: skip
-        lines = [f"GradientTrace(mode={self.mode!r}, loss={self.config.loss!r}, "
+        # a training run on a task trains under the task's loss, not the config's `loss`
+        tasked = self.mode == "train" and not self.config.model
+        loss = self.config.task_loss() if tasked else self.config.loss
+        lines = [f"GradientTrace(mode={self.mode!r}, loss={loss!r}, "
                  f"{len(self.arrays)} arrays)"]  # fmt: skip
         for shape, keys in groups.items():
             lines += _wrap(f"  {shape}: ", keys)

@@ -121,6 +121,10 @@ def test_trace_names_close_keys_iterates_and_completes(rng):
         trace["norm_h_totl"]
     with pytest.raises(AttributeError, match=r"trace\.keys\(\) lists them"):
         trace.nothing_like_it  # noqa: B018
+    for name in ("plot", "show"):  # what a notebook user tries first: the function that draws
+        with pytest.raises(AttributeError, match=r"^GradientTrace has no method "
+                           rf"'{name}': lstmviz\.plot\(trace\) draws the panels$"):  # fmt: skip
+            getattr(trace, name)()
     assert list(trace) == trace.keys()
     assert {"grad_h_total", "norm_h_total", "save", "keys"} <= set(dir(trace))
     copied = copy.deepcopy(trace)  # __getattr__ must not break copying or pickling

@@ -122,3 +122,36 @@ def test_ctrl_c_during_the_map_without_keep_stops_it_and_writes_nothing(tmp_path
     assert text.endswith("lstmviz: stopping (nothing will be written); press Ctrl-C again to "
                          "quit at once\nlstmviz: interrupted; nothing written\n"), text  # fmt: skip
     assert _files(tmp_path) == set()
+
+
+def test_a_training_runs_map_stops_between_its_chunks():
+    """A training run that completed its steps, stopped during its connectivity map: with keep
+    the trace of every step without the map (as a taped run's); without keep nothing."""
+    from lstmviz.engine import train as train_module
+
+    config = RunConfig(mode="train", task="adding", train_steps=3, steps=6, batch=3, hidden=4,
+                       connectivity=True)  # fmt: skip
+    mapping = []
+    real = train_module.connectivity
+
+    def watched(arrays, cancelled=bool):
+        mapping.append(1)
+        return real(arrays, cancelled)
+
+    for keep in (True, False):
+        mapping.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(train_module, "connectivity", watched)
+            items = list(train_module.run_train(config, cancelled=lambda: bool(mapping),
+                                                keep=lambda k=keep: k))  # fmt: skip
+        traces = [item for item in items if isinstance(item, GradientTrace)]
+        assert mapping == [1]
+        if not keep:
+            assert traces == []
+            continue
+        (trace,) = traces
+        trace.check()
+        assert "connectivity" not in trace and not trace.config.connectivity
+        assert str(trace.stopped) == "cancelled" and int(trace.units_done) == 3
+        full = train_module.train(task="adding", train_steps=3, steps=6, batch=3, hidden=4)
+        np.testing.assert_array_equal(trace.loss_by_step, full.loss_by_step)

@@ -23,11 +23,18 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
+from pathlib import Path
 
 import numpy as np
 
-from lstmviz import modes
-from lstmviz.config import NAME_FIELDS, RunConfig, in_python_terms
+from lstmviz import files, modes
+from lstmviz.config import (
+    NAME_FIELDS,
+    OPTIONAL,
+    TASK_INPUT_DIMS,
+    RunConfig,
+    in_python_terms,
+)
 from lstmviz.engine.arrays import add_norms, exact_norm
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import ReadoutLoss, compiled_step, numpy_arrays
@@ -35,6 +42,7 @@ from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tasks import Task, make_task
 from lstmviz.engine.tfload import tf
+from lstmviz.engine.trained import WEIGHT_KEYS, save_trained_weights
 from lstmviz.errors import ConfigError, LstmvizError
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
@@ -43,7 +51,7 @@ LEARNING_RATE = 0.01  # Adam, Keras's other defaults
 UPDATES_PER_SECOND = 30  # live TraceUpdates at most this often (and after the last step)
 MAX_HISTORY = 50_000_000  # train_steps × steps: norm_h_total_by_step stays below 200 MB
 
-WEIGHT_KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
+MODEL_SUFFIXES = (".keras",)  # a fitted model's, not a task run's weights
 
 
 def initial_weights(task: Task, hidden: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -126,6 +134,7 @@ def run_train(
     task = make_task(config)
     if task.steps is not None:  # the user's sequences: their own T
         config = replace(config, steps=task.steps)
+    config.check_memory()  # with the sequences' T: a notebook calls this generator too
     total, steps = config.train_steps, config.steps
     if total * steps > MAX_HISTORY:
         raise ConfigError(
@@ -203,7 +212,19 @@ class Training:
         trace = units.finish(lambda: self.trace(units))
         if trace is None:
             return
-        if config.connectivity:
+        if config.connectivity and units.stopped == "completed":
+            # stopped between the map's chunks: as stopped before it (the trace without the
+            # map, when kept); a run stopped before has the map of its steps, computed whole
+            mapped = connectivity(trace.arrays, cancelled)
+            if mapped is None:
+                units.stopped = "cancelled"
+                if not units.keeps():
+                    return
+                trace = GradientTrace("train", replace(trace.config, connectivity=False),
+                                      trace.arrays | units.keys())  # fmt: skip
+            else:
+                trace.arrays["connectivity"] = mapped
+        elif config.connectivity:
             trace.arrays["connectivity"] = connectivity(trace.arrays)
         yield trace
 
@@ -232,23 +253,91 @@ class Training:
 def train(**params) -> GradientTrace:
     """Train and return the trace. Parameters as RunConfig's (task, train_steps, steps, batch,
     hidden, seed, inputs, connectivity); e.g. `train(task="adding", train_steps=150, steps=30)`;
-    with `model` (and `inputs`, `record`, `epochs`, `every`), fit that Keras model as
-    `lstmviz run --mode train --model` does. A bad or unknown parameter raises ConfigError
-    naming the keyword."""
-    known = {f.name for f in fields(RunConfig)} - {"mode"}
-    unknown = sorted(set(params) - known)
+    `save_model="w.weights.h5"` (or `.npz`) writes the trained weights there after the run
+    (`lstmviz.save_trained_weights`), as `--save-model` does. With `model` (and `inputs`,
+    `record`, `epochs`, `every`, `save_model="m.keras"`), fit that Keras model as
+    `lstmviz run --mode train --model` does. A bad or unknown parameter, or a `save_model` name
+    that cannot be written, raises ConfigError naming the keyword before anything runs."""
+    known = known_keywords()
+    unknown = sorted(set(params) - set(known))
     if unknown:
         raise ConfigError(unknown[0], f"train() takes no parameter {unknown[0]!r} (it takes "
-                          f"{', '.join(sorted(known))})")  # fmt: skip
+                          f"{', '.join(known)})")  # fmt: skip
     for name in NAME_FIELDS:  # their values are printed in full in validate's message
         value = params.get(name)
         if value is not None and not isinstance(value, str | os.PathLike):
             hint = "a layer name" if name == "layer" else "a file name (np.save an array first)"
             raise ConfigError(name, f"train() takes {hint}, not a {type(value).__name__}")
-    params = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in params.items()}
-    run_training = modes.get("train").generator()  # the mode's own: a model= is fitted
+    params = {k: _plain(v) for k, v in params.items()}
+    weights_out = None  # a task run's trained weights: written here, not by the run
+    if not params.get("model") and params.get("save_model"):
+        weights_out = params.pop("save_model")
+    # the runner, as the command line's and the app's runs: it checks the memory the run
+    # needs, and its mode's generator fits a model=
+    from lstmviz.engine.runner import run
+
     try:
-        *_, trace = run_training(RunConfig(mode="train", **params).validate().check_flags())
+        config = RunConfig(mode="train", **params).validate()
+        _check_read(params, config)
+        config.check_flags()
+        if weights_out is not None:
+            _check_weights_out(weights_out, config)
+        *_, trace = run(config)
     except LstmvizError as exc:
         raise in_python_terms(exc) from None
+    if weights_out is not None:
+        save_trained_weights(trace, weights_out)
     return trace
+
+
+def _check_read(params: dict, config: RunConfig) -> None:
+    """ConfigError naming the first keyword of `params` (sorted) the run would not read, a
+    size or choice the command line notes and ignores; file keywords the mode does not read
+    are `check_flags`'s."""
+    mode, fitting = modes.get("train"), config.fitting()
+    # save_model: a fit's model, else the trained weights `train` writes itself
+    reads = sorted(name for name in known_keywords()
+                   if mode.uses(name, fitting) or name == "save_model")  # fmt: skip
+    run = "training a model (model=FILE)" if fitting else "training on a task"
+    for name in sorted(params):
+        if name in OPTIONAL or mode.uses(name, fitting):
+            continue
+        why = f" (it reads {', '.join(reads)})"
+        if name == "loss":
+            what = "your sequences" if config.inputs else config.task
+            why = (f": the task has its own loss ({what}: {config.task_loss()}); loss= is for "
+                   "training a model (model=FILE)")  # fmt: skip
+        elif name == "input_dim":
+            why = (": the sequences of inputs= fix I" if config.inputs else f": the task fixes I "
+                   f"({config.task}: {TASK_INPUT_DIMS[config.task]}), your sequences (inputs=) "
+                   "their own")  # fmt: skip
+        raise ConfigError(name, f"{run} does not read it{why}")
+
+
+def known_keywords() -> list[str]:
+    """Every keyword `train` knows: RunConfig's fields but `mode` (those a training run does
+    not read are refused with the reason: `_check_read`, `check_flags`)."""
+    return sorted(f.name for f in fields(RunConfig) if f.name != "mode")
+
+
+def _plain(value):
+    """A keyword's value as RunConfig takes it: a path as its text, a NumPy integer or boolean
+    (from arithmetic on arrays) as the Python one it equals."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value.item() if isinstance(value, np.integer | np.bool_) else value
+
+
+def _check_weights_out(path: str, config: RunConfig) -> None:
+    """ConfigError naming `--save-model` when a task run's trained weights cannot be written
+    to `path`: not a `.weights.h5` or `.npz` name, no folder to write in, or the file of
+    sequences the run reads."""
+    if files.suffix_of(path, MODEL_SUFFIXES):
+        raise ConfigError("--save-model", f"{path}: a task run's trained weights end in "
+                          f"{' or '.join(files.TRAINED_WEIGHTS)} (a .keras file is the model of "
+                          "--mode train --model FILE)")  # fmt: skip
+    out = files.check_output(path, "--save-model", files.TRAINED_WEIGHTS, "trained weights")
+    read = Path(config.inputs) if config.inputs else None
+    if read is not None and out.exists() and read.exists() and out.samefile(read):
+        raise ConfigError("--save-model", f"{out}: would overwrite the sequences it trains on "
+                          f"({config.inputs})")  # fmt: skip

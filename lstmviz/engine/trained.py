@@ -15,11 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
+from lstmviz import files
 from lstmviz.atomic import atomic_path, atomic_write
 from lstmviz.engine.tfload import tf
-from lstmviz.engine.train import WEIGHT_KEYS
 from lstmviz.errors import InputError
 from lstmviz.trace import GradientTrace
+
+# A training run's weights, in its trace and in the files written of them.
+WEIGHT_KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
 
 
 def keras_model(input_dim: int, hidden: int, output_dim: int, per_step: bool):
@@ -42,10 +45,12 @@ def save_trained_weights(trace: GradientTrace, path: str | os.PathLike) -> Path:
     if missing:
         raise InputError(f"trace of mode {trace.mode!r} has no trained weights ({missing[0]})")
     weights = [np.asarray(trace[key], np.float32) for key in WEIGHT_KEYS]
-    if not path.name.endswith(".weights.h5") and path.suffix != ".npz":
+    # case-insensitive, as the names of the files lstmviz reads and writes (`files.suffix_of`)
+    suffix = files.suffix_of(path, files.TRAINED_WEIGHTS)
+    if suffix is None:
         raise InputError(f"{path}: trained weights are saved as .weights.h5 or .npz")
     try:
-        if path.suffix == ".npz":
+        if suffix == ".npz":
             with atomic_write(path) as handle:
                 np.savez(handle, **dict(zip(WEIGHT_KEYS, weights, strict=True)))
         else:
