@@ -121,6 +121,17 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self._steps_before += self._steps_in_epoch
         self._steps_in_epoch = 0
 
+    # tf_keras's (Keras 2's) fit asks each callback which batch hooks it implements; Keras 3's
+    # base class has no such methods. Only the training batches' ends record.
+    def _implements_train_batch_hooks(self) -> bool:
+        return True
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return False
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return False
+
     def on_train_begin(self, logs=None) -> None:
         self._end_epoch()
         if self._written is None:  # a file put at the path since the callback was made
@@ -275,7 +286,9 @@ class _LiveModel:
             raise ModelError(f"{WHERE}: the model is not built yet")
         self.model = model
         self.compiled = _compiled_loss_key(model)  # the compile it was built for
-        with _random_streams_kept():
+        with _random_streams_kept(), warnings.catch_warnings():
+            # a tf_keras model is read through an .h5 of it, which tf_keras calls legacy
+            warnings.filterwarnings("ignore", "You are saving your model as an HDF5 file")
             spec = spec_from_keras(model)
             config = RunConfig(mode="model", loss=loss or "mean_h", model=None)
             try:

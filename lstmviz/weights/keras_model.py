@@ -167,7 +167,38 @@ def spec_from_config(
     compiled = compiled if isinstance(compiled, dict) else {}
     loss, loss_args = compiled_loss(compiled.get("loss"), compiled.get("loss_weights"))
     unknown = "" if loss else loss_label(compiled.get("loss"))
+    mixed = sorted({p for p in map(_policy, model.layers) if p.startswith("mixed_")})
+    if mixed:  # lstmviz's forward and its LSTM kernels are float32 throughout
+        source += f", {' and '.join(mixed)} layers computed in float32"
     return ModelSpec(model.name, source, tuple(layers), loss, loss_args, unknown_loss=unknown)
+
+
+def _float32(config):
+    """`config` (a layer's, with the layers it wraps) with its mixed precision dtype policies
+    float32: lstmviz's forward is float32, and a layer Keras runs in float16 would hand the
+    next layer float16 tensors."""
+    if isinstance(config, list):
+        return [_float32(item) for item in config]
+    if not isinstance(config, dict):
+        return config
+    out = {key: _float32(value) for key, value in config.items()}
+    policy = out.get("dtype")
+    if isinstance(policy, str) and policy.startswith("mixed_"):
+        out["dtype"] = "float32"
+    elif isinstance(policy, dict) and str((policy.get("config") or {}).get("name")).startswith(
+        "mixed_"
+    ):
+        out["dtype"] = {**policy, "config": {**policy["config"], "name": "float32"}}
+    return out
+
+
+def _policy(layer: ConfigLayer) -> str:
+    """The name of a layer's dtype policy ("float32", "mixed_float16", …), "" when it has none:
+    Keras 3 saves a DTypePolicy object, Keras 2 a Policy object or its name."""
+    value = layer.config.get("dtype") if isinstance(layer.config, dict) else None
+    if isinstance(value, dict):
+        value = (value.get("config") or {}).get("name")
+    return value if isinstance(value, str) else ""
 
 
 class _Builder:
@@ -350,7 +381,7 @@ class _Builder:
         serialized = {
             "module": layer.module or "keras.layers",
             "class_name": layer.class_name,
-            "config": config,
+            "config": _float32(config),
             "registered_name": layer.registered_name,
         }
         args = {"serialized": serialized, "call": layer.call}
