@@ -82,6 +82,19 @@ def settings(tmp_path):
 
 
 @pytest.fixture
+def bare_window(qtbot, settings):
+    """The main window, shown, not waiting for TensorFlow, its error dialogs not shown (the
+    window's own `quiet_errors`); closed afterwards."""
+    from lstmviz.gui.main_window import MainWindow
+
+    win = MainWindow(settings=settings, quiet_errors=True)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.close()
+
+
+@pytest.fixture
 def window(qtbot, settings, errors):
     """The main window, shown, with TensorFlow loaded in its worker; closed afterwards."""
     from lstmviz.gui.main_window import MainWindow

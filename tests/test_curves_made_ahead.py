@@ -84,28 +84,21 @@ def test_the_auto_range_ignores_empty_curves(panel):
     assert asked == []
 
 
-def test_idle_turns_make_the_faded_curves_before_a_training_run(qtbot, settings):
+def test_idle_turns_make_the_faded_curves_before_a_training_run(qtbot, bare_window):
     """`PanelArea.prepare` makes every faded curve; a training run's live draw then adds no
     item to the norm panel's plot (made during live draws they cost ~2 ms each)."""
-    from lstmviz.gui.main_window import MainWindow
-
-    win = MainWindow(settings=settings, quiet_errors=True)
-    qtbot.addWidget(win)
-    win.show()
-    try:
-        qtbot.waitUntil(lambda: not win.area.preparing and not win.area.busy(), timeout=20_000)
-        norm = win.area.norm
-        assert len(norm.history) == MAX_HISTORY_CURVES
-        items = len(norm.plot.getPlotItem().items)
-        steps = 40
-        arrays = {"norm_h_total": norms(4, 50), "norm_h_total_by_step": norms(5, (steps, 50)),
-                  "loss_by_step": norms(6, steps)}  # fmt: skip
-        norm.draw(arrays, RunConfig(mode="train", steps=50, batch=2, hidden=3), rows_total=99)
-        assert len(norm.plot.getPlotItem().items) == items
-        holding = sum(c.yData is not None and len(c.yData) > 0 for c in norm.history)
-        assert holding == len(norm.history_steps) > 0
-    finally:
-        win.close()
+    win = bare_window
+    qtbot.waitUntil(lambda: not win.area.preparing and not win.area.busy(), timeout=20_000)
+    norm = win.area.norm
+    assert len(norm.history) == MAX_HISTORY_CURVES
+    items = len(norm.plot.getPlotItem().items)
+    steps = 40
+    arrays = {"norm_h_total": norms(4, 50), "norm_h_total_by_step": norms(5, (steps, 50)),
+              "loss_by_step": norms(6, steps)}  # fmt: skip
+    norm.draw(arrays, RunConfig(mode="train", steps=50, batch=2, hidden=3), rows_total=99)
+    assert len(norm.plot.getPlotItem().items) == items
+    holding = sum(c.yData is not None and len(c.yData) > 0 for c in norm.history)
+    assert holding == len(norm.history_steps) > 0
 
 
 def test_a_panel_with_only_faded_curves_counts_as_drawn(panel):

@@ -17,12 +17,8 @@ from lstmviz.trace import GradientTrace  # noqa: E402
 
 
 @pytest.fixture
-def window(qtbot, settings):
-    win = MainWindow(settings=settings, quiet_errors=True)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.close()
+def window(bare_window):
+    return bare_window
 
 
 @pytest.mark.parametrize(("inputs", "task", "proposed"), [

@@ -11,16 +11,11 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from lstmviz.gui import file_actions  # noqa: E402
-from lstmviz.gui.main_window import MainWindow  # noqa: E402
 
 
 @pytest.fixture
-def window(qtbot, settings):
-    win = MainWindow(settings=settings, quiet_errors=True)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.close()
+def window(bare_window):
+    return bare_window
 
 
 @pytest.fixture

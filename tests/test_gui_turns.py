@@ -10,17 +10,11 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.gui.main_window import MainWindow  # noqa: E402
 
 
 @pytest.fixture
-def shown(qtbot, settings):
-    """The main window, shown, not waiting for TensorFlow; closed afterwards."""
-    win = MainWindow(settings=settings, quiet_errors=True)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.close()
+def shown(bare_window):
+    return bare_window
 
 
 def taped_arrays(seed: int, steps: int) -> dict[str, np.ndarray]:
