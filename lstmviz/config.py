@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+import numpy as np
+
 from lstmviz import modes
 from lstmviz.errors import ConfigError, LstmvizError
 
@@ -132,6 +134,19 @@ class RunConfig:
     record: str | None = None
     save_model: str | None = None
 
+    def __post_init__(self) -> None:
+        self._plain_numbers()
+
+    def _plain_numbers(self) -> None:
+        """NumPy integers (number fields) and booleans (switches), as a notebook computes them,
+        become the Python values they equal: the runs and the saved config JSON take those."""
+        for name in RANGES:
+            if isinstance(getattr(self, name), np.integer):
+                setattr(self, name, int(getattr(self, name)))
+        for name in SWITCHES:
+            if isinstance(getattr(self, name), np.bool_):
+                setattr(self, name, bool(getattr(self, name)))
+
     def fitting(self) -> bool:
         """Whether this run trains a user's model: a mode that can (`Mode.fit`), given one."""
         return bool(self.model) and bool(modes.get(self.mode).fit)
@@ -142,6 +157,7 @@ class RunConfig:
         `limits=False` leaves out the upper bounds of RANGES, which bound the runs the CLI and
         the app start: a trace the API computed may be bigger, and its config still describes
         it (`GradientTrace.load`)."""
+        self._plain_numbers()  # a field set after the config was made
         for name, allowed in (
             ("mode", modes.names()),
             ("loss", LOSSES),

@@ -6,9 +6,10 @@
 
 The model is read by lstmviz's own loader, then loaded with `keras.models.load_model` in safe
 mode (a Keras 3 `.keras` file; a file Keras refuses is named with Keras's reason), and trained
-with its compiled optimizer and loss (Adam and `--loss` when it has none), `--batch` samples a
-batch, shuffled, seeded by `--seed`. The records run on the first `RECORD_SAMPLES` samples of
-the data. The final trace is model mode's at the trained weights on those samples.
+with its compiled optimizer and loss (Adam and `--loss` when it has none, or a custom loss
+Keras cannot load), `--batch` samples a batch, shuffled, seeded by `--seed`. The records run on
+the first `RECORD_SAMPLES` samples of the data. The final trace is model mode's at the trained
+weights on those samples.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def run_fit(
 
     check_replaceable(record, "--record")
     keras.utils.set_random_seed(config.seed)
-    model = load_keras_model(config.model)
+    model = load_keras_model(config.model, "" if config.loss in LOSSES else config.loss)
     x, y, _ = load_data(config.inputs, config.targets)
     if y is None:
         raise InputError(f"{config.inputs}: training needs targets y (in the .npz, or "
@@ -97,11 +98,14 @@ def run_fit(
     return _fit(model, x, y, config, callback, cancelled, keep)
 
 
-def load_keras_model(path: str):
+def load_keras_model(path: str, loss: str = ""):
     """The model in `path` as Keras loads it (compiled as it was saved), or a ModelError
     naming the file and the reason. lstmviz's own reader (json and h5py: no code from the file
     runs) reads it first and refuses what model mode does not run (Lambda and custom layers
-    among them), so Keras deserialises, in safe mode, only layers Keras itself provides."""
+    among them), so Keras deserialises, in safe mode, only layers Keras itself provides.
+    A model compiled with a custom loss Keras cannot load here is loaded uncompiled when
+    `loss` (the --loss Keras loss name) is given, for `_compile` to compile with it; without
+    `loss` that is a ConfigError naming the custom loss."""
     import keras
 
     from lstmviz.weights.model_files import load_model
@@ -111,17 +115,41 @@ def load_keras_model(path: str):
         raise ModelError(f"{path}: holds LSTM weights only; training needs a whole Keras model "
                          "(.keras)")  # fmt: skip
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Keras's notes on unbuilt metrics and the like
-            model = keras.models.load_model(path, safe_mode=True)
+        model = _keras_load(path, compile=True)
     except Exception as exc:  # Keras raises many types for files it cannot load
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        raise ModelError(f"{path}: Keras cannot load this model for training ({detail}); "
-                         "training runs a model Keras 3 loads, e.g. a .keras file from "
-                         "model.save") from None  # fmt: skip
+        if not spec.unknown_loss:
+            raise _unloadable(path, exc) from None
+        if not loss:
+            raise ConfigError("--loss", f"{path}: the model is compiled with the custom loss "
+                              f"{spec.unknown_loss!r}, which Keras cannot load without its code; "
+                              "give --loss with a Keras loss name (e.g. mse) to train with "
+                              "that loss instead") from None  # fmt: skip
+        try:
+            model = _keras_load(path, compile=False)
+        except Exception as again:  # noqa: BLE001 - as above
+            raise _unloadable(path, again) from None
     if not isinstance(model, keras.Model):
         raise ModelError(f"{path}: holds a {type(model).__name__}, not a keras.Model")
     return model
+
+
+def _keras_load(path: str, compile: bool):
+    import keras
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Keras's notes on unbuilt metrics and the like
+        return keras.models.load_model(path, safe_mode=True, compile=compile)
+
+
+def _unloadable(path: str, exc: Exception) -> ModelError:
+    """Keras's reason in one line: its config dump left out, a long reason cut at a word."""
+    detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+    detail = detail.split(" Full object config:")[0]
+    if len(detail) > 300:
+        detail = detail[:300].rsplit(" ", 1)[0] + " …"
+    return ModelError(f"{path}: Keras cannot load this model for training ({detail}); "
+                      "training runs a model Keras 3 loads, e.g. a .keras file from "
+                      "model.save")  # fmt: skip
 
 
 def _compile(model, config: RunConfig) -> None:

@@ -36,6 +36,8 @@ KINDS = (
     "keras",  # a layer only Keras runs: args config, module, registered_name, call
 )
 RECURRENT = ("lstm", "bidirectional")
+# Keras's recurrent layers: one of kind "keras" runs in Keras, its steps not in the panels
+KERAS_RECURRENT = ("RNN", "SimpleRNN", "GRU", "LSTM", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
 SEQUENCE_KINDS = ("masking", "lstm", "bidirectional", "time_distributed_dense")  # take (T, W)
 MERGE_MODES = ("concat", "sum", "mul", "ave")
 
@@ -302,6 +304,25 @@ def shape_text(shape: Shape) -> str:
 
 
 def class_text(layer: LayerSpec) -> str:
-    """The layer's class as the summary shows it: "Bidirectional(LSTM)" for a wrapper."""
+    """The layer's class as the summary shows it: "Bidirectional(LSTM)" for a wrapper;
+    "GRU (run by Keras; not traced)" for a recurrent layer whose gradients are not in the panels."""
+    if layer.kind == "keras":
+        serialized = layer.args.get("serialized") or {}
+        inner = (serialized.get("config") or {}).get("layer")
+        text = layer.class_name
+        if isinstance(inner, dict) and inner.get("class_name"):
+            text += f"({inner['class_name']})"
+        if _untraced_recurrent(serialized) or (
+            isinstance(inner, dict) and _untraced_recurrent(inner)
+        ):
+            text += " (run by Keras; not traced)"
+        return text
     inner = layer.args.get("layer_class")
     return f"{layer.class_name}({inner})" if inner else layer.class_name
+
+
+def _untraced_recurrent(serialized: dict) -> bool:
+    """Whether a serialized Keras layer ({"module", "class_name", …}) is a built-in recurrent
+    one."""
+    module = str(serialized.get("module") or "keras.layers")
+    return module.startswith("keras") and serialized.get("class_name") in KERAS_RECURRENT

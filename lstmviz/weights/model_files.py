@@ -18,6 +18,7 @@ import json
 import os
 import re
 import tempfile
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,7 +64,10 @@ def spec_from_keras(model) -> ModelSpec:
     if type(model).__module__.startswith("tf_keras"):
         with tempfile.TemporaryDirectory(prefix="lstmviz-") as folder:
             file = Path(folder) / "model.h5"
-            _call(where, lambda: model.save(file))
+            with warnings.catch_warnings():
+                # tf_keras calls .h5 legacy; the file is lstmviz's, read once and deleted
+                warnings.filterwarnings("ignore", "You are saving your model as an HDF5 file")
+                _call(where, lambda: model.save(file))
             try:
                 spec = load_model(file)
             except ModelError as exc:
