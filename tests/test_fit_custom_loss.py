@@ -1,5 +1,6 @@
 """`lstmviz run --mode train --model FILE` on a model compiled with a custom loss (or metric)
-Keras cannot load without its code: `--loss` trains it with that Keras loss and Adam; without
+Keras cannot load without its code: `--loss` trains it with that Keras loss and an optimizer of
+the saved one's settings; without
 `--loss`, one line naming the custom loss; Keras's reason never cut inside its config dump."""
 
 from __future__ import annotations
@@ -39,14 +40,15 @@ def args(w, model: str, *more: str) -> list[str]:
             "--every", "2", "--batch", "20", "--record", str(w / "run.lvz"), "--quiet", *more]
 
 
-def test_a_custom_loss_trains_with_the_loss_given_and_adam(workspace, capsys):
+def test_a_custom_loss_trains_with_the_loss_given_and_the_saved_optimizer(workspace, capsys):
     w = workspace
     assert main(args(w, "m.keras", "--loss", "mse", "--save-model", str(w / "t.keras"))) == 0, (
         capsys.readouterr().err)
     rec = load_recording(w / "run.lvz")
     assert list(rec.step) == [2] and rec.last.config.loss == "mean_squared_error"
     trained = keras.models.load_model(w / "t.keras")
-    assert type(trained.optimizer).__name__ == "Adam"
+    assert type(trained.optimizer).__name__ == "SGD"  # as saved, with its learning rate
+    assert float(trained.optimizer.learning_rate) == pytest.approx(0.01)
     data = np.load(w / "d.npz")
     pred = trained.predict(data["x"], verbose=0)
     # the record at batch 2, the fit's last: the saved model's weights

@@ -88,3 +88,16 @@ def test_a_long_name_not_found_keeps_saying_so(window, qtbot, tmp_path):
     shown = field.edit.text()
     assert shown.startswith("a_very") and shown.endswith(".keras (not found)") and fits(field.edit)
     assert field.edit.toolTip().startswith(f"Not found: {tmp_path / LONG}")
+
+
+def test_a_recorded_models_long_name_keeps_its_tag_in_view(window, qtbot):
+    """A recording's model (no file) in the Model field: its name cut at its end, the tag that
+    says it was recorded always whole (in a narrow dock it was cut to "sequential_5 (record…")."""
+    field = window.params.widgets["model"]
+    window.resizeDocks([window.dock], [300], Qt.Horizontal)
+    qtbot.wait(10)
+    field.set_recorded("sequential_with_a_rather_long_name_12", "tip", end=" (recorded)")
+    shown = field.edit.text()
+    assert shown.startswith("seq") and shown.endswith("… (recorded)") and fits(field.edit)
+    field.set_recorded(None)
+    assert field.edit.text() == ""

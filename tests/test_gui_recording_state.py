@@ -62,7 +62,9 @@ def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
     model, data = params.widgets["model"], params.widgets["inputs"]
     # what is shown: the recording's model and data, by name, and no file behind either
     assert model.path() is None and data.path() is None
-    assert "sequential" in model.edit.text() and "recorded" in model.edit.text()
+    # the name as the field has room for it, the tag whole; the whole name in the tooltip
+    assert model.edit.text().startswith("seq") and model.edit.text().endswith("(recorded)")
+    assert "sequential" in model.edit.toolTip()
     assert model.edit.isReadOnly() and "model.fit" in model.edit.toolTip()
     assert "cannot be re-run" in model.edit.toolTip()
     assert "x [16, 7]" in data.edit.text() and "random" in data.edit.toolTip()

@@ -6,10 +6,10 @@
 
 The model is read by lstmviz's own loader, then loaded with `keras.models.load_model` in safe
 mode (a Keras 3 `.keras` file; a file Keras refuses is named with Keras's reason), and trained
-with its compiled optimizer and loss (Adam and `--loss` when it has none, or a custom loss
-Keras cannot load), `--batch` samples a batch, shuffled, seeded by `--seed`. The records run on
-the first `RECORD_SAMPLES` samples of the data. The final trace is model mode's at the trained
-weights on those samples.
+with its compiled optimizer and loss (Adam and `--loss` when it has none; `--loss` and the
+saved optimizer's settings when its loss is a custom one Keras cannot load), `--batch` samples
+a batch, shuffled, seeded by `--seed`. The records run on the first `RECORD_SAMPLES` samples of
+the data. The final trace is model mode's at the trained weights on those samples.
 """
 
 from __future__ import annotations
@@ -104,8 +104,9 @@ def load_keras_model(path: str, loss: str = ""):
     runs) reads it first and refuses what model mode does not run (Lambda and custom layers
     among them), so Keras deserialises, in safe mode, only layers Keras itself provides.
     A model compiled with a custom loss Keras cannot load here is loaded uncompiled when
-    `loss` (the --loss Keras loss name) is given, for `_compile` to compile with it; without
-    `loss` that is a ConfigError naming the custom loss."""
+    `loss` (the --loss Keras loss name) is given and compiled with it and a fresh optimizer of
+    the saved one's settings (Adam if there is none Keras can make); without `loss` that is a
+    ConfigError naming the custom loss."""
     import keras
 
     from lstmviz.weights.model_files import load_model
@@ -128,9 +129,39 @@ def load_keras_model(path: str, loss: str = ""):
             model = _keras_load(path, compile=False)
         except Exception as again:  # noqa: BLE001 - as above
             raise _unloadable(path, again) from None
+        if isinstance(model, keras.Model):  # the loss given, the optimizer it was saved with
+            model.compile(optimizer=_saved_optimizer(path) or keras.optimizers.Adam(),
+                          loss=_keras_loss(loss))  # fmt: skip
     if not isinstance(model, keras.Model):
         raise ModelError(f"{path}: holds a {type(model).__name__}, not a keras.Model")
     return model
+
+
+def _saved_optimizer(path: str):
+    """A fresh optimizer with the settings the model in `path` (a .keras file) was compiled
+    with, None when the file has none or Keras cannot make it (a custom one)."""
+    import json
+    import zipfile
+
+    import keras
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            compiled = json.loads(archive.read("config.json")).get("compile_config") or {}
+        return keras.optimizers.deserialize(compiled["optimizer"])
+    except Exception:  # noqa: BLE001 - not a .keras file, no optimizer, or one Keras lacks
+        return None
+
+
+def _keras_loss(name: str) -> str:
+    """`name` (--loss) if Keras knows it as a loss, else a ConfigError naming it."""
+    import keras
+
+    try:
+        keras.losses.get(name)
+    except (ValueError, TypeError):
+        raise ConfigError("--loss", f"unknown loss {name!r} (a Keras loss name)") from None
+    return name
 
 
 def _keras_load(path: str, compile: bool):
@@ -163,12 +194,8 @@ def _compile(model, config: RunConfig) -> None:
     if name in LOSSES:
         raise ConfigError("--loss", f"{config.model}: the model has no compiled loss; give --loss "
                           "with a Keras loss name (e.g. binary_crossentropy, mse)")  # fmt: skip
-    try:
-        keras.losses.get(name)
-    except (ValueError, TypeError):
-        raise ConfigError("--loss", f"unknown loss {name!r} (a Keras loss name)") from None
     optimizer = getattr(model, "optimizer", None) or keras.optimizers.Adam()
-    model.compile(optimizer=optimizer, loss=name)
+    model.compile(optimizer=optimizer, loss=_keras_loss(name))
 
 
 def _check_distinct(config: RunConfig) -> None:

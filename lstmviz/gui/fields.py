@@ -78,16 +78,17 @@ class FileField(QWidget):
         """Whether the field names a recording's model or data (`set_recorded`)."""
         return self._recorded
 
-    def set_recorded(self, text: str | None, tip: str = "") -> None:
-        """Show `text` (in italics: not a file) and `tip` in a field with no path; None: back
-        to what the path, or its absence, says. No `changed`: the config is the same."""
+    def set_recorded(self, text: str | None, tip: str = "", end: str = "") -> None:
+        """Show `text` then `end` (in italics: not a file; `text` cut at its end to fit, `end`
+        whole) and `tip` in a field with no path; None: back to what the path, or its
+        absence, says. No `changed`: the config is the same."""
         if (text is not None and self._path is not None) or (text is None and not self._recorded):
             return
         self._recorded = text is not None
         font = self.edit.font()
         font.setItalic(text is not None)
         self.edit.setFont(font)
-        self._say(text or "", how=Qt.ElideRight)
+        self._say(text or "", end if text is not None else "", how=Qt.ElideRight)
         self.edit.setToolTip(tip if text is not None else self.edit.placeholderText())
 
     def _say(self, text: str, end: str = "", how: Qt.TextElideMode = Qt.ElideMiddle) -> None:

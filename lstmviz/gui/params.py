@@ -314,7 +314,7 @@ class ParamsEditor(QWidget):
             "That model was in another process's memory: it cannot be re-run from here. To run\n"
             "it, open its saved file (File → Open model…, Ctrl+M)."
         )
-        model.set_recorded(f"{named[1] if named else model_source} ({tag})", tip)
+        model.set_recorded(named[1] if named else model_source, tip, end=f" ({tag})")
         shapes = inputs_source.partition(": ")[2] or inputs_source
         tip = (
             f"{shown[:1].upper()}{shown[1:]}: {how}, on this data ({inputs_source}).\n"
