@@ -167,15 +167,17 @@ class Curve(pg.PlotDataItem):
     the 2-core test machine. Hidden items are skipped by the first; the second is skipped here
     while empty (`setData` re-sets everything when data come)."""
 
+    holds = True  # whether it holds data; until __init__'s own setData, so that hides it
+
     def setData(self, *args, **kwargs) -> None:  # noqa: N802 (pyqtgraph's name)
-        held = getattr(self, "holds", True)  # True during __init__: hidden at once if empty
+        held = self.holds
         super().setData(*args, **kwargs)
         self.holds = self.xData is not None and len(self.xData) > 0
         if self.holds != held:  # else as it was (a click on its legend sample hides it)
             self.setVisible(self.holds)
 
     def viewRangeChanged(self, *args, **kwargs) -> None:  # noqa: N802
-        if getattr(self, "holds", False):
+        if self.holds:
             super().viewRangeChanged(*args, **kwargs)
 
 
@@ -207,8 +209,7 @@ class NormPanel(Panel):
         self.legend = legend_below(self.plot)
         self.curves = {
             # symbol None: given a symbol size or pen alone, pyqtgraph draws "o" at every point
-            key: Curve(pen=pen, symbol=None, symbolSize=6, symbolPen=pen,
-                                 connect="finite")
+            key: Curve(pen=pen, symbol=None, symbolSize=6, symbolPen=pen, connect="finite")
             for key, (_, pen) in MAIN_CURVES.items()
         }
         for curve in self.curves.values():
@@ -468,4 +469,4 @@ class NormHistoryPanel(NormPanel):
             row[1].setText(text)
 
     def drawn(self) -> bool:
-        return super().drawn() or any(getattr(c, "holds", False) for c in self.history)
+        return super().drawn() or any(c.holds for c in self.history)
