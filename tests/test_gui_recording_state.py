@@ -82,7 +82,7 @@ def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
     assert model.edit.text() == ""  # not the recording's again: Run would not run it
 
     assert window.open_path(str(fitted))  # again; now a model file is opened for a run
-    assert "sequential" in model.edit.text()
+    assert model.edit.text().startswith("seq") and model.edit.text().endswith("(recorded)")
     assert window.open_model(DEMO_MODEL)
     assert model.path() == os.path.abspath(DEMO_MODEL) and "demo_lstm.keras" in model.edit.text()
     assert data.path() is None and data.edit.text() == ""  # "random (seeded)": what Run uses
@@ -92,7 +92,8 @@ def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
     # memory, so the dock names it (not "none", as if no model were shown) and Run says why
     assert window.open_path(str(fitted))
     assert window.open_trace(str(load_recording(fitted).last.save(fitted.parent / "state.npz")))
-    assert "sequential" in model.edit.text() and "in memory" in model.edit.text()
+    assert model.edit.text().startswith("seq") and model.edit.text().endswith("(in memory)")
+    assert "sequential" in model.edit.toolTip()
     assert "x [16, 7]" in data.edit.text() and "cannot be re-run" in model.edit.toolTip()
     assert "state.npz" in params.sources.text() and "run.lvz" not in params.sources.text()
     assert window.start_run() is False
@@ -132,7 +133,8 @@ def test_stop_no_shows_the_recording_again_at_the_record_and_window_chosen(
     norms = area.by_name["record_norms"]
     assert f"step {rec.step[2]}" in norms.title.text() and norms.faded_records == [0, 1]
     assert "t 1–3" in area.by_name["record_map"].title.text()
-    assert "sequential" in window.params.widgets["model"].edit.text()  # the dock: as before
+    shown = window.params.widgets["model"].edit
+    assert shown.text().endswith("(recorded)") and "sequential" in shown.toolTip()  # as before
 
     # the latest record, every timestep: still the latest (it follows new records)
     bar.slider.setValue(bar.slider.maximum())
