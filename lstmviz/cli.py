@@ -162,9 +162,6 @@ def _config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(**values).validate().check_flags()
 
 
-WEIGHTS_SUFFIXES = (".weights.h5", ".npz")  # what `save_trained_weights` writes
-
-
 def _weights_out(args: argparse.Namespace) -> str | None:
     """--save-model of a training run on a task (no --model): where its trained weights go;
     None when not asked, or when a --model fit saves its model itself."""
@@ -221,14 +218,7 @@ def _check_flags(args: argparse.Namespace, config: RunConfig) -> None:
     out = files.check_output(args.out, "--out", files.TRACES, "trace files")
     _check_unread("--out", out, config)
     if (weights := _weights_out(args)) is not None:
-        if not weights:
-            raise ConfigError("--save-model", "empty file name")
-        if files.suffix_of(weights, (".keras",)):
-            raise ConfigError("--save-model", f"{weights}: a task run's trained weights end in "
-                              ".weights.h5 or .npz (a .keras file is the model of --mode "
-                              "train --model FILE)")  # fmt: skip
-        weights = files.check_output(weights, "--save-model", WEIGHTS_SUFFIXES,
-                                     "trained weights")  # fmt: skip
+        weights = files.check_trained_weights_output(weights)
         if weights.resolve() == out.resolve():
             raise ConfigError("--save-model", f"{weights}: the same file as --out")
         _check_unread("--save-model", weights, config)

@@ -213,6 +213,19 @@ def check_suffix(path: str | os.PathLike, flag: str, suffixes: tuple[str, ...], 
     return path
 
 
+def check_trained_weights_output(path: str, flag: str = "--save-model") -> Path:
+    """`path` as the file of a task run's trained weights (`TRAINED_WEIGHTS`), or a ConfigError
+    naming `flag`: an empty name, a `.keras` name (the model of a fit, not these weights), or
+    what `check_output` refuses."""
+    if not path:
+        raise ConfigError(flag, "empty file name")
+    if suffix_of(path, (".keras",)):
+        raise ConfigError(flag, f"{path}: a task run's trained weights end in "
+                          f"{' or '.join(TRAINED_WEIGHTS)} (a .keras file is the model of "
+                          "--mode train --model FILE)")  # fmt: skip
+    return check_output(path, flag, TRAINED_WEIGHTS, "trained weights")
+
+
 def check_output(path: str | os.PathLike, flag: str, suffixes: tuple[str, ...], what: str) -> Path:
     """`path` as a file to write, or a ConfigError naming `flag`: it must end in one of
     `suffixes` ("`what` end in …"), not be a folder or a write-protected file, and sit in a

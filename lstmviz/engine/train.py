@@ -51,9 +51,6 @@ LEARNING_RATE = 0.01  # Adam, Keras's other defaults
 UPDATES_PER_SECOND = 30  # live TraceUpdates at most this often (and after the last step)
 MAX_HISTORY = 50_000_000  # train_steps × steps: norm_h_total_by_step stays below 200 MB
 
-MODEL_SUFFIXES = (".keras",)  # a fitted model's, not a task run's weights
-
-
 def initial_weights(task: Task, hidden: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Keras's initialisers: the LSTM's (`random_weights`), a Glorot-uniform read-out, zero bias."""
     lstm = random_weights(task.input_dim, hidden, rng)
@@ -268,7 +265,8 @@ def train(**params) -> GradientTrace:
         if value is not None and not isinstance(value, str | os.PathLike):
             hint = "a layer name" if name == "layer" else "a file name (np.save an array first)"
             raise ConfigError(name, f"train() takes {hint}, not a {type(value).__name__}")
-    params = {k: _plain(v) for k, v in params.items()}
+    # paths as their text; NumPy numbers RunConfig makes the Python ones they equal
+    params = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in params.items()}
     weights_out = None  # a task run's trained weights: written here, not by the run
     if not params.get("model") and params.get("save_model"):
         weights_out = params.pop("save_model")
@@ -320,23 +318,13 @@ def known_keywords() -> list[str]:
     return sorted(f.name for f in fields(RunConfig) if f.name != "mode")
 
 
-def _plain(value):
-    """A keyword's value as RunConfig takes it: a path as its text, a NumPy integer or boolean
-    (from arithmetic on arrays) as the Python one it equals."""
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value.item() if isinstance(value, np.integer | np.bool_) else value
 
 
 def _check_weights_out(path: str, config: RunConfig) -> None:
     """ConfigError naming `--save-model` when a task run's trained weights cannot be written
     to `path`: not a `.weights.h5` or `.npz` name, no folder to write in, or the file of
     sequences the run reads."""
-    if files.suffix_of(path, MODEL_SUFFIXES):
-        raise ConfigError("--save-model", f"{path}: a task run's trained weights end in "
-                          f"{' or '.join(files.TRAINED_WEIGHTS)} (a .keras file is the model of "
-                          "--mode train --model FILE)")  # fmt: skip
-    out = files.check_output(path, "--save-model", files.TRAINED_WEIGHTS, "trained weights")
+    out = files.check_trained_weights_output(path)
     read = Path(config.inputs) if config.inputs else None
     if read is not None and out.exists() and read.exists() and out.samefile(read):
         raise ConfigError("--save-model", f"{out}: would overwrite the sequences it trains on "
