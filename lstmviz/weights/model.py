@@ -6,7 +6,17 @@ when the model takes any length. Weights are float32 in Keras's layout, by kind:
 
 - lstm: `kernel` [I, 4H], `recurrent_kernel` [H, 4H], `bias` [4H] (absent when use_bias is off);
   gates i, f, c, o.
-- bidirectional: the same three per half, `forward/kernel` … `backward/bias`.
+- gru: `kernel` [I, 3H], `recurrent_kernel` [H, 3H], `bias` [3H] (`reset_after` False) or
+  [2, 3H] (`reset_after` True: row 0 the input bias, row 1 the recurrent one); gates z, r, h̃.
+- simple_rnn: `kernel` [I, H], `recurrent_kernel` [H, H], `bias` [H].
+- bidirectional: the same three per half, `forward/kernel` … `backward/bias`; args `cell` names
+  the halves' kind ("lstm", "gru", "simple_rnn"; absent: "lstm").
+- batch_normalization: `gamma`, `beta`, `moving_mean`, `moving_variance` [W] (gamma/beta absent
+  without scale/center), on the last axis, inference.
+
+Activations (args `activation`, `recurrent_activation`) are Keras's names, computed as Keras 3
+defines them, except "hard_sigmoid_keras2": Keras 2's clip(0.2·x + 0.5, 0, 1), which the file
+readers write for a `hard_sigmoid` saved by Keras 2 (Keras 3's is relu6(x + 3) / 6).
 - embedding: `embeddings` [V, E].
 - dense, time_distributed_dense: `kernel` [W, units], `bias` [units] (absent without a bias).
 - keras: the layer's arrays under the paths Keras 3 stores them (`vars/0`, `cell/vars/1`, …),
@@ -28,11 +38,16 @@ KINDS = (
     "embedding",  # args: input_dim, output_dim, mask_zero
     "masking",  # args: mask_value
     "identity",  # Dropout and the like: identity at inference
-    "lstm",  # args: units, return_sequences, go_backwards, use_bias, zero_output_for_mask, …
+    "lstm",  # args: units, return_sequences, go_backwards, use_bias, zero_output_for_mask,
+    #          activation, recurrent_activation, …
+    "gru",  # the lstm's args, and reset_after
+    "simple_rnn",  # the lstm's args but recurrent_activation
     "bidirectional",  # args: merge_mode, return_sequences, forward {…}, backward {…}
     "dense",  # args: units, activation, use_bias (on the last axis)
     "time_distributed_dense",  # the same on every timestep
     "activation",  # args: activation
+    "batch_normalization",  # args: epsilon (inference: the moving statistics)
+    "flatten",  # (T, W) -> (T·W,)
     "keras",  # a layer only Keras runs: args config, module, registered_name, call
 )
 RECURRENT = ("lstm", "bidirectional")
