@@ -50,10 +50,11 @@ KINDS = (
     "flatten",  # (T, W) -> (T·W,)
     "keras",  # a layer only Keras runs: args config, module, registered_name, call
 )
-RECURRENT = ("lstm", "bidirectional")
+RECURRENT = ("lstm", "gru", "simple_rnn", "bidirectional")
 # Keras's recurrent layers: one of kind "keras" runs in Keras, its steps not in the panels
 KERAS_RECURRENT = ("RNN", "SimpleRNN", "GRU", "LSTM", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
-SEQUENCE_KINDS = ("masking", "lstm", "bidirectional", "time_distributed_dense")  # take (T, W)
+# kinds that take (T, W)
+SEQUENCE_KINDS = ("masking", "lstm", "gru", "simple_rnn", "bidirectional", "time_distributed_dense")
 MERGE_MODES = ("concat", "sum", "mul", "ave")
 
 Shape = tuple  # of int | None
@@ -243,16 +244,18 @@ def infer_output_shape(kind: str, args: dict, weights: dict, input_shape: Shape)
         return (*input_shape, int(args["output_dim"]))
     if kind in ("dense", "time_distributed_dense"):
         return (*input_shape[:-1], int(weights["kernel"].shape[1]))
-    if kind in ("lstm", "bidirectional"):
+    if kind in RECURRENT:
         width = _recurrent_width(kind, args, weights)
         return (input_shape[0], width) if args.get("return_sequences") else (width,)
-    if kind in ("masking", "identity", "activation", "input"):
+    if kind in ("masking", "identity", "activation", "input", "batch_normalization"):
         return tuple(input_shape)
+    if kind == "flatten":  # (T, W) -> (T·W,); a vector stays one
+        return (None if None in input_shape else int(np.prod(input_shape)),)
     raise ModelError(f"the output shape of a {kind!r} layer is not known without Keras")
 
 
 def _recurrent_width(kind: str, args: dict, weights: dict) -> int:
-    if kind == "lstm":
+    if kind != "bidirectional":
         return int(weights["recurrent_kernel"].shape[0])
     forward = int(weights["forward/recurrent_kernel"].shape[0])
     backward = int(weights["backward/recurrent_kernel"].shape[0])
@@ -280,6 +283,9 @@ def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
         raise ModelError(f"layer {layer.label} needs a sequence (T, W) but {gives}")
     widths = {
         "lstm": ("kernel",),
+        "gru": ("kernel",),
+        "simple_rnn": ("kernel",),
+        "batch_normalization": ("moving_mean",),
         "bidirectional": ("forward/kernel", "backward/kernel"),
         "dense": ("kernel",),
         "time_distributed_dense": ("kernel",),
@@ -333,7 +339,26 @@ def class_text(layer: LayerSpec) -> str:
             text += " (run by Keras; not traced)"
         return text
     inner = layer.args.get("layer_class")
-    return f"{layer.class_name}({inner})" if inner else layer.class_name
+    text = f"{layer.class_name}({inner})" if inner else layer.class_name
+    if layer.kind in RECURRENT:
+        return text + cell_note(layer.args.get("forward", layer.args))
+    return text
+
+
+def activation_text(name: str) -> str:
+    """An activation's name for people: "Keras 2 hard_sigmoid" for Keras 2's definition."""
+    return "Keras 2 hard_sigmoid" if name == "hard_sigmoid_keras2" else name
+
+
+def cell_note(args: dict) -> str:
+    """" (relu, sigmoid)" naming a recurrent layer's activations when they are not Keras's
+    defaults (tanh; sigmoid), with "reset_after=False" for such a GRU; "" otherwise."""
+    names = [args.get(key) for key in ("activation", "recurrent_activation") if key in args]
+    parts = [", ".join(map(activation_text, names))] if names[:2] not in (
+        ["tanh", "sigmoid"], ["tanh"]) else []  # fmt: skip
+    if args.get("reset_after") is False:
+        parts.append("reset_after=False")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _untraced_recurrent(serialized: dict) -> bool:
