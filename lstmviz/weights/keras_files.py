@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from lstmviz.weights.found import MAX_VALUES, FoundLayer, numeric
 _MAX_DEPTH = 32
 _MAX_GROUPS = 100_000  # hard links can make cycles: stop walking somewhere
 _ARRAY_NAMES = ("kernel", "recurrent_kernel", "bias")
+_CELL_GROUP = re.compile(r"^(lstm|gru|simple_rnn)_cell")  # Keras 2's group of a layer's cell
 
 
 def read_keras_archive(path: Path) -> tuple[dict, bytes]:
@@ -154,7 +156,7 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
             if "kernel" in names and "recurrent_kernel" in names:
                 cells.append((path, group, names))
         for path, group, names in cells:
-            parts = [p for p in path.split("/") if not p.startswith("lstm_cell")]
+            parts = [p for p in path.split("/") if not _CELL_GROUP.match(p)]
             name = parts[-1]
             arrays = {}
             for key in _ARRAY_NAMES:
