@@ -11,7 +11,8 @@ inference), LSTM (`cell.lstm_sequence`: a masked step carries h and c over; with
 steps its output repeats the last one, or is zero with `zero_output_for_mask`, which a
 Bidirectional sets when it returns sequences), Bidirectional (its backward half's outputs
 reversed back to input order, merged by concat, sum, mul or ave), Dense and TimeDistributed
-(Dense) on the last axis, Activation; a layer of kind "keras" runs through Keras. A mask
+(Dense) on the last axis, Activation, BatchNormalization (inference) and Flatten (layer_ops); a
+layer of kind "keras" runs through Keras. A mask
 passes through a layer unless the layer returns one vector per sample.
 
 Per LSTM direction the forward records (`Direction`) what the trace needs, and the caller's
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.gradients import watch_probes
+from lstmviz.engine.layer_ops import batch_normalization, flatten
 from lstmviz.engine.tfload import tf
 from lstmviz.weights.model import LayerSpec, ModelSpec
 
@@ -135,6 +137,10 @@ class ModelForward:
                 value = _activation(layer.args.get("activation"))(value)
             elif kind == "activation":
                 value = _activation(layer.args.get("activation"))(value)
+            elif kind == "batch_normalization":
+                value = batch_normalization(value, w, layer.args)
+            elif kind == "flatten":
+                value, sequence = flatten(value, sequence, layer.args), False
             elif kind == "keras":
                 value, sequence, mask = self._keras(layer, value, sequence, mask)
                 # its regularization losses (weights, activity), as Keras adds them
