@@ -306,8 +306,7 @@ def test_keras2_files_neither_keras_nor_lstmviz_runs(keras2_files, tmp_path):
     path = tmp_path / "shape.h5"
     shutil.copy(keras2_files["gru"][0], path)
     with h5py.File(path, "r+") as f:
-        group = f["model_weights/gru_1/gru_1"]
-        cell = next(iter(group.values())) if "bias:0" not in group else group
+        cell = f["model_weights/gru_1/gru_1/gru_cell"]
         del cell["bias:0"]
         cell["bias:0"] = np.zeros(7, np.float32)
     with pytest.raises(ModelError, match=r"'gru_1' \(GRU\): bias \[7\] is not \[9\]"):
@@ -321,3 +320,73 @@ def test_keras2_files_neither_keras_nor_lstmviz_runs(keras2_files, tmp_path):
     with pytest.raises(ModelError, match=r"'bn' \(BatchNormalization\) \(axis=1; lstmviz "
                                          r"normalizes the last axis\) is not supported"):
         load_model(path)
+
+
+def test_rnn_of_a_keras_cell_is_that_layer(tmp_path):
+    """RNN(LSTMCell) / RNN(GRUCell) / RNN(SimpleRNNCell) are the LSTM, GRU and SimpleRNN."""
+    import keras
+    import tf_keras as k2
+
+    for lib, suffix in ((keras, "keras"), (k2, "h5")):
+        L = lib.layers
+        model = lib.Sequential([
+            lib.Input((5, 3)),
+            L.RNN(L.GRUCell(3, reset_after=False), return_sequences=True, name="g"),
+            L.RNN(L.SimpleRNNCell(2, activation="relu"), return_sequences=True, name="s"),
+            L.RNN(L.LSTMCell(2), go_backwards=True, name="l"),
+        ])  # fmt: skip
+        randomize(model, 8)
+        model.save(tmp_path / f"rnn.{suffix}")
+        spec = load_model(tmp_path / f"rnn.{suffix}")
+        assert [layer.kind for layer in spec.layers[1:]] == ["gru", "simple_rnn", "lstm"]
+        for spec_layer, keras_layer in zip(spec.layers[1:], model.layers, strict=True):
+            assert_same_weights(spec_layer, keras_weights(keras_layer))
+        g, s, lstm = spec.layers[1:]
+        assert g.args["reset_after"] is False and s.args["activation"] == "relu"
+        assert lstm.args["go_backwards"] is True and g.args["return_sequences"] is True
+        assert "RNN(GRUCell) (reset_after=False)" in spec.summary()
+
+
+def test_cli_refuses_what_neither_keras_nor_lstmviz_runs(keras2_files, tmp_path):
+    """A Keras 2 file with a custom cell, or a GRU whose bias does not fit: exit 2, one line
+    naming the layer and why, nothing written."""
+    import shutil
+    import subprocess
+    import sys
+
+    import tf_keras as k2
+
+    class Twice(k2.layers.Layer):  # a custom cell
+        def __init__(self, units=2, **kwargs):
+            super().__init__(**kwargs)
+            self.units = self.state_size = units
+
+        def call(self, x, states):
+            return 2 * x[:, : self.units] + states[0], [states[0]]
+
+        def get_config(self):
+            return {**super().get_config(), "units": self.units}
+
+    model = k2.Sequential([k2.Input((5, 3)), k2.layers.RNN(Twice(), name="mine"),
+                           k2.layers.Dense(1)])  # fmt: skip
+    model.save(tmp_path / "cell.h5")
+    bad = tmp_path / "bias.h5"
+    shutil.copy(keras2_files["gru"][0], bad)
+    with h5py.File(bad, "r+") as f:
+        cell = f["model_weights/gru_1/gru_1/gru_cell"]
+        del cell["bias:0"]
+        cell["bias:0"] = np.zeros(7, np.float32)
+    out = tmp_path / "t.npz"
+    cases = [
+        (tmp_path / "cell.h5", "layer 'mine' (RNN) has a custom cell 'Twice'"),
+        (bad, "layer 'gru_1' (GRU): bias [7] is not [9] (H=3)"),
+    ]
+    for path, message in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "lstmviz", "run", "--mode", "model", "--model", str(path),
+             "--out", str(out)], capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr
+        assert message in lines[0] and "Traceback" not in done.stderr, (message, lines)
+        assert not out.exists()

@@ -12,7 +12,13 @@ import numpy as np
 
 from lstmviz.errors import ModelError
 from lstmviz.weights.found import cell_shape_problem, numeric
-from lstmviz.weights.keras_config import ConfigLayer, ConfigModel, compiled_loss, loss_label
+from lstmviz.weights.keras_config import (
+    ConfigLayer,
+    ConfigModel,
+    compiled_loss,
+    keras_own,
+    loss_label,
+)
 from lstmviz.weights.keras_files import cudnn_to_keras, h5_child, h5_groups, h5_text, is_cudnn
 from lstmviz.weights.model import LayerSpec, ModelSpec, infer_output_shape
 
@@ -35,6 +41,10 @@ CELL_CLASSES = {
     "SimpleRNN": "simple_rnn",
 }
 CUDNN_CLASSES = ("CuDNNLSTM", "CuDNNGRU")
+RNN_CELLS = {"LSTMCell": "LSTM", "GRUCell": "GRU", "SimpleRNNCell": "SimpleRNN"}  # in RNN(cell)
+KERAS_CELLS = (*RNN_CELLS, "StackedRNNCells")  # the cells Keras itself has
+_RNN_ARGS = ("return_sequences", "return_state", "go_backwards", "time_major",
+             "zero_output_for_mask")  # fmt: skip
 CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda")  # their config holds Python code
 # Keras 3's built-in activations by name (keras.activations.get takes each of them).
 ACTIVATIONS = frozenset(
@@ -224,11 +234,18 @@ class _Builder:
         cls, config = self.layer.class_name, self.layer.config
         if not isinstance(config, dict):
             raise ModelError(f"{self.label} has no config")
+        if cls == "RNN" and _inner(config, "cell")[0] in RNN_CELLS:  # RNN(LSTMCell()) is an LSTM
+            cell_cls, cell = _inner(config, "cell")
+            config = {**cell, **{k: v for k, v in config.items() if k in _RNN_ARGS}}
+            cls = RNN_CELLS[cell_cls]
         if cls in CELL_CLASSES:
             try:
                 kind, (args, weights) = CELL_CLASSES[cls], self._recurrent(config, cls)
             except _Unsupported as exc:
-                return self._keras(config, str(exc))
+                return self._keras(self.layer.config, str(exc))
+            cls = self.layer.class_name
+            if cls == "RNN":
+                args["layer_class"] = _inner(self.layer.config, "cell")[0]
         elif cls == "Bidirectional":
             try:
                 kind, args, weights = "bidirectional", *self._bidirectional(config)
@@ -429,6 +446,11 @@ class _Builder:
             raise ModelError(f"{self.label} holds Python code, which lstmviz does not run")
         if str(layer.module).startswith("keras.src.ops"):
             raise ModelError(f"{self.label} is a Keras operation, not a layer; lstmviz runs layers")
+        cell_cls = _inner(config, "cell")[0]
+        custom = cell_cls and (cell_cls not in KERAS_CELLS or not keras_own(config["cell"]))
+        if custom and not self.allow_keras:  # (Keras 3 runs one registered in this process)
+            raise ModelError(f"{self.label} has a custom cell {cell_cls!r}, whose code a file "
+                             "does not hold; lstmviz runs Keras's own cells")  # fmt: skip
         if not (self.allow_keras and layer.builtin):
             detail = f" ({what})" if what else "" if layer.builtin else " (a custom layer)"
             hint = "" if self.allow_keras else "; a Keras 3 .keras file can run it through Keras"
