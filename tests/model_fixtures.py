@@ -260,7 +260,7 @@ def bad_keras3_models() -> dict:
         keras.Sequential([a, L.GRU(2, return_state=True, name="g")]),
         "'g' \\(GRU\\) has return_state=True",
     )
-    bad["dense_only"] = (keras.Sequential([keras.Input((3,)), L.Dense(2)]), "no LSTM")
+    bad["dense_only"] = (keras.Sequential([keras.Input((3,)), L.Dense(2)]), "no recurrent layer")
 
     x = keras.ops.mean(L.LSTM(2, return_sequences=True)(a), axis=1)
     bad["op"] = (keras.Model(a, L.Dense(1)(x)), "\\(Mean\\) is a Keras operation, not a layer")

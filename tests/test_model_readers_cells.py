@@ -309,7 +309,8 @@ def test_keras2_files_neither_keras_nor_lstmviz_runs(keras2_files, tmp_path):
         cell = f["model_weights/gru_1/gru_1/gru_cell"]
         del cell["bias:0"]
         cell["bias:0"] = np.zeros(7, np.float32)
-    with pytest.raises(ModelError, match=r"'gru_1' \(GRU\): bias \[7\] is not \[9\]"):
+    with pytest.raises(ModelError, match=r"'gru_1' \(GRU\): GRU weights of 3 units do not fit: "
+                                         r"bias \[7\] \(expected \[9\]\)"):
         load_model(path)
 
     path = tmp_path / "bn.h5"
@@ -379,7 +380,7 @@ def test_cli_refuses_what_neither_keras_nor_lstmviz_runs(keras2_files, tmp_path)
     out = tmp_path / "t.npz"
     cases = [
         (tmp_path / "cell.h5", "layer 'mine' (RNN) has a custom cell 'Twice'"),
-        (bad, "layer 'gru_1' (GRU): bias [7] is not [9] (H=3)"),
+        (bad, "layer 'gru_1' (GRU): GRU weights of 3 units do not fit: bias [7] (expected [9])"),
     ]
     for path, message in cases:
         done = subprocess.run(

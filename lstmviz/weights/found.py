@@ -59,28 +59,6 @@ def numeric(name: str, value) -> np.ndarray:
     return array
 
 
-# Gates per kind of recurrent cell: the columns of kernel and recurrent_kernel are G·H.
-CELL_GATES = {"lstm": 4, "gru": 3, "simple_rnn": 1}
-
-
-def cell_shape_problem(kind: str, arrays: dict[str, np.ndarray], reset_after: bool = True) -> str:
-    """Why `arrays` (kernel [I, GH], recurrent_kernel [H, GH], optional bias) are not the
-    weights of a `kind` cell in Keras's layout, or "". A GRU's bias is [2, 3H] with
-    `reset_after`, else [3H]; the others' [GH]."""
-    gates = CELL_GATES[kind]
-    kernel, recurrent = np.shape(arrays.get("kernel")), np.shape(arrays.get("recurrent_kernel"))
-    if len(recurrent) != 2 or recurrent[1] != gates * recurrent[0] or recurrent[0] == 0:
-        return f"recurrent_kernel {list(recurrent)} is not [H, {gates}H]"
-    hidden = recurrent[0]
-    if len(kernel) != 2 or kernel[1] != gates * hidden:
-        return f"kernel {list(kernel)} is not [I, {gates * hidden}] (H={hidden})"
-    if "bias" in arrays:
-        want = (2, 3 * hidden) if kind == "gru" and reset_after else (gates * hidden,)
-        if np.shape(arrays["bias"]) != want:
-            return f"bias {list(np.shape(arrays['bias']))} is not {list(want)} (H={hidden})"
-    return ""
-
-
 def found_kind(layer: FoundLayer) -> str:
     """The kind of cell a found layer holds: its `kind`, else the one whose gate count its
     Keras-layout recurrent_kernel [H, GH] has (4 LSTM, 3 GRU, 1 SimpleRNN; "lstm" when the

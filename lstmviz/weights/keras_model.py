@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 
 from lstmviz.errors import ModelError
-from lstmviz.weights.found import cell_shape_problem, numeric
+from lstmviz.weights.found import numeric
 from lstmviz.weights.keras_config import (
     ConfigLayer,
     ConfigModel,
@@ -20,7 +20,7 @@ from lstmviz.weights.keras_config import (
     loss_label,
 )
 from lstmviz.weights.keras_files import cudnn_to_keras, h5_child, h5_groups, h5_text, is_cudnn
-from lstmviz.weights.model import LayerSpec, ModelSpec, infer_output_shape
+from lstmviz.weights.model import ACTIVATIONS, LayerSpec, ModelSpec, infer_output_shape
 
 IDENTITY = (
     "Dropout",
@@ -46,43 +46,7 @@ KERAS_CELLS = (*RNN_CELLS, "StackedRNNCells")  # the cells Keras itself has
 _RNN_ARGS = ("return_sequences", "return_state", "go_backwards", "time_major",
              "zero_output_for_mask")  # fmt: skip
 CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda")  # their config holds Python code
-# Keras 3's built-in activations by name (keras.activations.get takes each of them).
-ACTIVATIONS = frozenset(
-    (
-        "celu",
-        "elu",
-        "exponential",
-        "gelu",
-        "glu",
-        "hard_shrink",
-        "hard_sigmoid",
-        "hard_silu",
-        "hard_swish",
-        "hard_tanh",
-        "leaky_relu",
-        "linear",
-        "log_sigmoid",
-        "log_softmax",
-        "mish",
-        "relu",
-        "relu6",
-        "selu",
-        "sigmoid",
-        "silu",
-        "soft_shrink",
-        "softmax",
-        "softplus",
-        "softsign",
-        "sparse_plus",
-        "sparse_sigmoid",
-        "sparsemax",
-        "squareplus",
-        "swish",
-        "tanh",
-        "tanh_shrink",
-        "threshold",
-    )  # fmt: skip
-)
+KERAS2_HARD_SIGMOID = "hard_sigmoid_keras2"  # what a Keras 2 file's hard_sigmoid computes
 
 
 class Keras3Weights:
@@ -309,10 +273,7 @@ class _Builder:
             if not is_cudnn(arrays, kind):
                 raise ModelError(f"{self._half(cls)}: weights {_shapes(arrays)} are not {cls}'s")
             arrays = dict(zip(arrays, cudnn_to_keras(**arrays), strict=True))
-        problem = cell_shape_problem(kind, arrays, args.get("reset_after", True))
-        if problem:
-            raise ModelError(f"{self._half(cls)}: {problem}")
-        return args, arrays
+        return args, arrays  # ModelSpec.check checks the shapes against the cell
 
     def _half(self, cls: str) -> str:
         """The layer's label, naming the class inside a wrapper."""
@@ -344,13 +305,6 @@ class _Builder:
             args["reset_after"] = cudnn or bool(config.get("reset_after", not self.keras2))
         args["cudnn"] = cudnn
         return args
-
-    def _cell_act(self, config: dict, key: str) -> str:
-        default = "sigmoid" if key == "recurrent_activation" else "tanh"
-        name = _activation(config.get(key) or default)
-        if name not in ACTIVATIONS:
-            raise _Unsupported(f"{key} {name!r}, not a built-in Keras activation")
-        return "hard_sigmoid_keras2" if self.keras2 and name == "hard_sigmoid" else name
 
     def _batch_normalization(self, config: dict):
         """(args, weights) of a BatchNormalization at inference, on the last axis."""
@@ -433,11 +387,22 @@ class _Builder:
             )
         return args, weights
 
-    def _act(self, config: dict, key: str, default: str = "linear") -> str:
+    def _act(self, config: dict, key: str, default: str = "linear", error=ModelError) -> str:
+        """The activation `config[key]` names, as the ModelSpec names it (Keras 2's
+        hard_sigmoid: KERAS2_HARD_SIGMOID); `error` for one lstmviz does not compute."""
         name = _activation(config.get(key) or default)
-        if name not in ACTIVATIONS:
-            raise ModelError(f"{self.label} uses {key} {name!r}, not a built-in Keras activation")
-        return "hard_sigmoid_keras2" if self.keras2 and name == "hard_sigmoid" else name
+        if name not in ACTIVATIONS or name == KERAS2_HARD_SIGMOID:
+            raise error(f"{self.label} uses {key} {name!r}, not a built-in Keras activation")
+        return KERAS2_HARD_SIGMOID if self.keras2 and name == "hard_sigmoid" else name
+
+    def _cell_act(self, config: dict, key: str) -> str:
+        """A recurrent layer's activation; _Unsupported (Keras may run the layer) for one
+        lstmviz does not compute."""
+        default = "sigmoid" if key == "recurrent_activation" else "tanh"
+        try:
+            return self._act(config, key, default, _Unsupported)
+        except _Unsupported as exc:  # the wrapper's message names the layer
+            raise _Unsupported(str(exc).replace(f"{self.label} uses ", "")) from None
 
     def _keras(self, config: dict, what: str = "") -> LayerSpec:
         """A layer lstmviz does not model, for Keras to run; an error unless allowed."""

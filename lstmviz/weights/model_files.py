@@ -28,7 +28,7 @@ import h5py
 import numpy as np
 
 from lstmviz.errors import LstmvizError, ModelError, WeightsError
-from lstmviz.weights.found import FoundLayer, cell_shape_problem, class_of, found_kind
+from lstmviz.weights.found import FoundLayer, class_of, found_kind
 from lstmviz.weights.keras_config import config_model
 from lstmviz.weights.keras_files import h5_child, h5_text, read_keras_archive
 from lstmviz.weights.keras_model import Keras3Weights, LegacyWeights, spec_from_config
@@ -277,11 +277,11 @@ def _stack_cell(part: FoundLayer, direction: str) -> tuple[dict, dict[str, np.nd
             raise WeightsError(part.problem)
     except LstmvizError as exc:
         raise ModelError(f"layer {part.name or 'lstm'!r}: {one_line(exc)}") from None
-    arrays = dict(part.arrays)
+    arrays = dict(part.arrays)  # ModelSpec.check checks the shapes against the cell
+    if "kernel" not in arrays or "recurrent_kernel" not in arrays:
+        raise ModelError(f"layer {part.name or kind!r}: kernel or recurrent_kernel is missing")
     bias = arrays.get("bias")
     reset_after = bool(part.args.get("reset_after", bias is None or np.ndim(bias) == 2))
-    if problem := cell_shape_problem(kind, arrays, reset_after):
-        raise ModelError(f"layer {part.name or kind!r} ({class_of(part)}): {problem}")
     args = {
         "units": int(np.shape(arrays["recurrent_kernel"])[0]),
         "return_sequences": True,
