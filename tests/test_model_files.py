@@ -589,5 +589,5 @@ def test_model_spec_checks_the_chain(rng):
         chain(replace(lstm("a", 5, 4, True), input_shape=None))
     with pytest.raises(ModelError, match="no Embedding comes first"):
         chain(replace(lstm("a", 3, 4, True), input_shape=None), shape=(7,))
-    with pytest.raises(ModelError, match="no recurrent layer lstmviz traces in the model \\('head' \\(Dense\\)\\)"):
+    with pytest.raises(ModelError, match="no recurrent layer .* \\('head' \\(Dense\\)\\)"):
         chain(dense, shape=(4,))
