@@ -199,3 +199,49 @@ def test_keras_layout_weights_only_gru_by_its_shapes(tmp_path, rng, x):
     assert spec.layers[1].args["reset_after"] is True
     np.testing.assert_allclose(keras_forward(spec, x), np.asarray(model(x.astype(np.float32))),
                                rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+def test_pytorch_gru_and_rnn_stack_end_to_end_against_pytorch_equations(tmp_path, rng):
+    """model mode on a .safetensors of a bidirectional nn.GRU and an nn.RNN(relu) after it:
+    the top h is PyTorch's equations' (NumPy), and the weight gradients of the mean_h loss are
+    float64 finite differences of those equations, element by element of PyTorch's arrays
+    (mapped to Keras's layout: GRU gate blocks r, z, n -> z, r, h̃, transposed)."""
+    from safetensors.numpy import save_file
+
+    from lstmviz import model_gradients
+
+    state = state_dict(rng, 3, [(3, 3)], bidirectional=True, prefix="gru.")
+    state |= state_dict(rng, 1, [(6, 2)], prefix="rnn.")
+    save_file(state, tmp_path / "m.safetensors", metadata={"rnn.nonlinearity": "relu"})
+    x = rng.standard_normal((2, 4, 3))
+
+    def forward(s):
+        hidden = torch_stack(s, torch_gru, 1, x, bidirectional=True, prefix="gru.")
+        return torch_stack(s, torch_rnn, 1, hidden, prefix="rnn.", nonlinearity="relu")
+
+    trace = model_gradients(str(tmp_path / "m.safetensors"), x.astype(np.float32), loss="mean_h")
+    assert list(trace["layer_names"]) == ["gru.l0/forward", "gru.l0/backward", "rnn.l0"]
+    assert list(trace["layer2_cell"].reshape(-1)) == ["simple_rnn"]
+    want = forward({k: v.astype(np.float64) for k, v in state.items()})
+    np.testing.assert_allclose(trace["y_pred"], want, rtol=1e-4, atol=1e-5)
+    assert float(trace.loss) == pytest.approx(want.mean(), rel=1e-5)
+
+    def numeric(key):
+        grad = np.zeros(state[key].shape)
+        for index in np.ndindex(*state[key].shape):
+            up = {k: v.astype(np.float64) for k, v in state.items()}
+            down = {k: v.copy() for k, v in up.items()}
+            up[key][index] += 1e-6
+            down[key][index] -= 1e-6
+            grad[index] = (forward(up).mean() - forward(down).mean()) / 2e-6
+        return grad
+
+    keras_block = [1, 0, 2]  # PyTorch's r, z, n -> Keras's blocks z, r, h̃
+    for k, key in ((0, "gru.weight_hh_l0"), (1, "gru.weight_ih_l0_reverse")):
+        got = trace[f"layer{k}_grad_{'recurrent_kernel' if 'hh' in key else 'kernel'}"]
+        fd = numeric(key)
+        mapped = np.concatenate([fd[3 * keras_block.index(b): 3 * keras_block.index(b) + 3]
+                                 for b in range(3)]).T  # fmt: skip
+        np.testing.assert_allclose(got, mapped, rtol=2e-3, atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(trace["layer2_grad_kernel"], numeric("rnn.weight_ih_l0").T,
+                               rtol=2e-3, atol=1e-6)  # fmt: skip

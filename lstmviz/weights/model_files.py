@@ -137,7 +137,9 @@ def _hdf5_file(path: Path, label: str) -> ModelSpec:
         model = config_model(json.loads(config), keras3=False)
         source = f"{path}: Keras {version} model ({path.suffix})"
         weights = LegacyWeights(f if root is None else root)
-        return spec_from_config(model, weights, source, compiled, keras2=version.startswith("2"))
+        # Keras before 3 (tf_keras too) defined hard_sigmoid as clip(0.2x + 0.5, 0, 1)
+        keras2 = not version.lstrip().startswith(("3", "4", "5"))
+        return spec_from_config(model, weights, source, compiled, keras2=keras2)
 
 
 def _stack(path: Path, label: str, suffix: str) -> ModelSpec:
