@@ -312,8 +312,10 @@ def infer_output_shape(kind: str, args: dict, weights: dict, input_shape: Shape)
     if kind in RECURRENT:
         width = _recurrent_width(kind, args, weights)
         return (input_shape[0], width) if args.get("return_sequences") else (width,)
-    if kind in ("masking", "identity", "activation", "input"):
+    if kind in ("masking", "identity", "activation", "input", "batch_normalization"):
         return tuple(input_shape)
+    if kind == "flatten":  # (T, W) -> (T·W,); a vector stays one
+        return (None if None in input_shape else int(np.prod(input_shape)),)
     raise ModelError(f"the output shape of a {kind!r} layer is not known without Keras")
 
 
@@ -346,6 +348,7 @@ def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
         raise ModelError(f"layer {layer.label} needs a sequence (T, W) but {gives}")
     widths = {
         **{cell: ("kernel",) for cell in CELLS},
+        "batch_normalization": ("moving_mean",),
         "bidirectional": ("forward/kernel", "backward/kernel"),
         "dense": ("kernel",),
         "time_distributed_dense": ("kernel",),
@@ -429,7 +432,26 @@ def class_text(layer: LayerSpec) -> str:
     inner = layer.args.get("layer_class")
     if not inner and layer.kind == "bidirectional":  # its halves' cell
         inner = CELL_CLASSES.get(layer.cell or "lstm")
-    return f"{layer.class_name}({inner})" if inner else layer.class_name
+    text = f"{layer.class_name}({inner})" if inner else layer.class_name
+    if layer.kind in RECURRENT:
+        return text + cell_note(layer.args.get("forward", layer.args))
+    return text
+
+
+def activation_text(name: str) -> str:
+    """An activation's name for people: "Keras 2 hard_sigmoid" for Keras 2's definition."""
+    return "Keras 2 hard_sigmoid" if name == "hard_sigmoid_keras2" else name
+
+
+def cell_note(args: dict) -> str:
+    """" (relu, sigmoid)" naming a recurrent layer's activations when they are not Keras's
+    defaults (tanh; sigmoid), with "reset_after=False" for such a GRU; "" otherwise."""
+    names = [args.get(key) for key in ("activation", "recurrent_activation") if key in args]
+    parts = [", ".join(map(activation_text, names))] if names[:2] not in (
+        ["tanh", "sigmoid"], ["tanh"]) else []  # fmt: skip
+    if args.get("reset_after") is False:
+        parts.append("reset_after=False")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _untraced_recurrent(serialized: dict) -> bool:
