@@ -86,22 +86,25 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
         return CellRun(h, c, gates, _saturation(acts, None, gates))
     gru_after = cell == "gru" and len(bias.shape) == 2
     zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
-    c = None
+    c = gates = None
     if cell == "lstm" or not hand_differentiable(*(a.name for a in acts)):
         step = _STEPS[cell](acts, recurrent, bias[1] if gru_after else None, args)
         h, c, pre = generic_sequence(step, zx, h0, probes, mask, lstm=cell == "lstm")
     elif cell == "gru" and gru_after:
-        h, pre = _gru_loop(acts[2].name, acts[0].name, True)(
+        h, pre, gates = _gru_loop(acts[2].name, acts[0].name, True)(
             zx, h0, recurrent, bias[1], probes[0], *_mask_args(mask))
     elif cell == "gru":
-        h, pre = _gru_loop(acts[2].name, acts[0].name, False)(
+        h, pre, gates = _gru_loop(acts[2].name, acts[0].name, False)(
             zx, h0, recurrent, probes[0], *_mask_args(mask))
     else:
-        h, pre = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0], *_mask_args(mask))
+        h, pre, gates = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0],
+                                                       *_mask_args(mask))  # fmt: skip
     pre = tf.stop_gradient(pre)
-    blocks = tf.split(pre, len(acts), axis=-1)
-    gates = tf.concat([a.fn(b) for a, b in zip(acts, blocks, strict=True)], axis=-1)
-    return CellRun(h, c, tf.stop_gradient(gates), _saturation(acts, pre, gates))
+    if gates is None:
+        blocks = tf.split(pre, len(acts), axis=-1)
+        gates = tf.concat([a.fn(b) for a, b in zip(acts, blocks, strict=True)], axis=-1)
+    gates = tf.stop_gradient(gates)
+    return CellRun(h, c, gates, _saturation(acts, pre, gates))
 
 
 def _mask_args(mask) -> tuple:
@@ -257,7 +260,8 @@ def _backward_loop(step, dh_direct, factors, h0, keep=None):
 def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
     """The GRU's hand-written loops for these activations. Called as
     f(zx [T, B, 3H], h0, recurrent_kernel [H, 3H], (recurrent_bias [3H] with reset_after),
-    probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre [T, B, 3H])."""
+    probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre and gates [T, B, 3H]: the gates'
+    pre-activations and activations z, r, h̃, not differentiated)."""
     act, gate = activation(act_name), activation(gate_name)
 
     def loops(zx, h0, recurrent, recurrent_bias, probe, mask):
@@ -265,19 +269,21 @@ def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
         u_zr, u_h = recurrent[:, : 2 * hidden], recurrent[:, 2 * hidden :]
 
         def step(zx_t, h):
-            """h_t and its row: the pre-activations az, ar, ah (and h U_h + β_h)."""
-            xz, xr, xh = _columns(zx_t, hidden, 3)
+            """h_t and its row: the pre-activations az, ar, ah (and h U_h + β_h). z and r go
+            through their activation together."""
+            x_zr, xh = zx_t[:, : 2 * hidden], zx_t[:, 2 * hidden :]
             if reset_after:
-                mz, mr, mh = _columns(tf.matmul(h, recurrent) + recurrent_bias, hidden, 3)
-                az, ar = xz + mz, xr + mr
-                ah = xh + gate.fn(ar) * mh
-                row = [az, ar, ah, mh]
+                m = tf.matmul(h, recurrent) + recurrent_bias
+                a_zr, mh = x_zr + m[:, : 2 * hidden], m[:, 2 * hidden :]
+                zr = gate.fn(a_zr)
+                ah = xh + zr[:, hidden:] * mh
+                row = [a_zr, ah, mh]
             else:
-                mz, mr = _columns(tf.matmul(h, u_zr), hidden, 2)
-                az, ar = xz + mz, xr + mr
-                ah = xh + tf.matmul(gate.fn(ar) * h, u_h)
-                row = [az, ar, ah]
-            z, hh = gate.fn(az), act.fn(ah)
+                a_zr = x_zr + tf.matmul(h, u_zr)
+                zr = gate.fn(a_zr)
+                ah = xh + tf.matmul(zr[:, hidden:] * h, u_h)
+                row = [a_zr, ah]
+            z, hh = zr[:, :hidden], act.fn(ah)
             return hh + z * (h - hh), tf.concat(row, axis=1)
 
         h_all, rows = _forward_loop(step, zx, h0, mask)
@@ -288,6 +294,7 @@ def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
         # m·z + 1 - m, the share of dh that passes straight to h_{t-1}; a, b times m).
         az, ar, ah = (pre[:, :, k * hidden : (k + 1) * hidden] for k in range(3))
         z, r, hh = gate.fn(az), gate.fn(ar), act.fn(ah)
+        gates = tf.concat([z, r, hh], axis=2)  # the gates panel's activations
         a = (h_prev - hh) * gate.slope(az, z)
         b = (1.0 - z) * act.slope(ah, hh)
         if mask is not None:
@@ -300,7 +307,7 @@ def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
             r_factor = h_prev * gate.slope(ar, r)
             factors = tf.concat([a, b, r_factor, r, z], axis=2)
 
-        def backward(dh_direct, _dpre):
+        def backward(dh_direct, _dpre, _dgates):
             """BPTT; the gradients of zx, h0, the recurrent kernel (and bias), the probe (the
             total dL/dh_t) and None for the mask."""
             u_t = tf.transpose(recurrent if reset_after else u_zr)
@@ -333,7 +340,7 @@ def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
                 grads = (dzx, dh0, tf.concat([du_zr, du_h], axis=1), dh)
             return grads if mask is None else (*grads, None)
 
-        return (h_all[1:], pre), backward
+        return (h_all[1:], pre, gates), backward
 
     if reset_after:
 
@@ -353,7 +360,7 @@ def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
 @functools.cache
 def _simple_rnn_loop(act_name: str) -> Callable:
     """SimpleRNN's hand-written loops for this activation: f(zx [T, B, H], h0, recurrent_kernel
-    [H, H], probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre [T, B, H])."""
+    [H, H], probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre and act(pre) [T, B, H])."""
     act = activation(act_name)
 
     @tf.custom_gradient
@@ -363,13 +370,14 @@ def _simple_rnn_loop(act_name: str) -> Callable:
             return act.fn(pre), pre
 
         h_all, pre = _forward_loop(step, zx, h0, mask)
-        slope = act.slope(pre, act.fn(pre))  # act' at every step (times m_t with a mask)
+        gates = act.fn(pre)
+        slope = act.slope(pre, gates)  # act' at every step (times m_t with a mask)
         keep = None
         if mask is not None:
             _, share, keep = _mask_factors(mask)
             slope *= share
 
-        def backward(dh_direct, _dpre):
+        def backward(dh_direct, _dpre, _dgates):
             u_t = tf.transpose(recurrent)
 
             def step(dh, slope_t):
@@ -380,6 +388,6 @@ def _simple_rnn_loop(act_name: str) -> Callable:
             grads = (g, dh0, tf.einsum("tbh,tbg->hg", h_all[:-1], g), dh)
             return grads if mask is None else (*grads, None)
 
-        return (h_all[1:], pre), backward
+        return (h_all[1:], pre, gates), backward
 
     return run
