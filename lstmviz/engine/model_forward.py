@@ -213,7 +213,8 @@ class ModelForward:
             tape.watch(bias)
         state = tf.zeros([tf.shape(xd)[1], recurrent.shape[0]], xd.dtype)
         if needs_read_probe(spec.cell, spec.args):  # zeros the loop adds to h_t (and c_t)
-            probes = (tf.zeros_like(tf.broadcast_to(state, [tf.shape(xd)[0], *state.shape])),) * 2
+            shape = [tf.shape(xd)[0], tf.shape(state)[0], state.shape[1]]
+            probes = (tf.zeros(shape, xd.dtype), tf.zeros(shape, xd.dtype))  # two tensors
             tape.watch(probes)
         else:
             probes = watch_probes(tape, xd, state)

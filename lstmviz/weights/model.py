@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lstmviz.errors import ModelError
-from lstmviz.schema import CELL_GATES
+from lstmviz.schema import CELL_CLASSES, CELL_GATES
 from lstmviz.weights.core import LSTMWeights
 
 KINDS = (
@@ -393,8 +393,7 @@ def _check_direction(layer: LayerSpec, d: DirectionSpec) -> None:
     wrong = [f"{k} {shape} (expected {wanted[k]})" for k, shape in shapes.items()
              if shape != wanted[k]]  # fmt: skip
     if wrong:
-        cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[d.cell]
-        raise ModelError(f"{where}: {cell} weights of {units} units do not fit: "
+        raise ModelError(f"{where}: {CELL_CLASSES[d.cell]} weights of {units} units do not fit: "
                          f"{', '.join(wrong)}")  # fmt: skip
     for key, name in zip(("activation", "recurrent_activation"), d.activations, strict=True):
         if d.cell == "simple_rnn" and key == "recurrent_activation":
@@ -431,6 +430,8 @@ def class_text(layer: LayerSpec) -> str:
             text += " (run by Keras; not traced)"
         return text
     inner = layer.args.get("layer_class")
+    if not inner and layer.kind == "bidirectional":  # its halves' cell
+        inner = CELL_CLASSES.get(layer.cell or "lstm")
     text = f"{layer.class_name}({inner})" if inner else layer.class_name
     if layer.kind in RECURRENT:
         return text + cell_note(layer.args.get("forward", layer.args))
