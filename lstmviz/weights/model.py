@@ -260,7 +260,7 @@ class ModelSpec:
             else f"features {shape_text((None, *self.input_shape))}"
         )
         if self.stack:
-            loss = "none (a stack of LSTM layers without a head)"
+            loss = "none (a stack of recurrent layers without a head)"
         elif self.loss is None:
             loss = f"{self.unknown_loss} (not a Keras loss)" if self.unknown_loss else (
                 "none in the file")
