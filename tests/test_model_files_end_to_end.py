@@ -59,9 +59,11 @@ def assert_matches_keras(path, model, loss_fn, x, y) -> None:
             n += 1
 
 
-def test_keras2_batch_normalization_and_flatten(tmp_path):
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
+def test_keras2_batch_normalization_and_flatten(tmp_path, data_format):
     """tf_keras: Bidirectional(LSTM) → BatchNormalization → LSTM → SpatialDropout1D →
-    Flatten → Dense(softmax), masked inputs."""
+    Flatten (either data format: channels_first takes the time axis as the channels) →
+    Dense(softmax), masked inputs."""
     import tf_keras as k2
     from tf_keras import layers as L
 
@@ -72,7 +74,7 @@ def test_keras2_batch_normalization_and_flatten(tmp_path):
         L.BatchNormalization(name="bn", epsilon=0.05),
         L.LSTM(2, return_sequences=True, name="top"),
         L.SpatialDropout1D(0.3),
-        L.Flatten(name="flat"),
+        L.Flatten(data_format=data_format, name="flat"),
         L.Dense(3, activation="softmax", name="out"),
     ])  # fmt: skip
     randomize(model, 21)

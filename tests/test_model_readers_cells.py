@@ -187,6 +187,11 @@ def test_keras2_simple_rnn_and_gru_activations(keras2_files):
     assert gru.args["reset_after"] is True  # written by TF 2's Keras: the key is there
     for spec_layer, keras_layer in zip((rnn, gru), model.layers, strict=True):
         assert_same_weights(spec_layer, keras_weights(keras_layer))
+    live = spec_from_keras(model)  # a live tf_keras model: Keras 2's definitions too
+    for got, want in zip(live.layers[1:], (rnn, gru), strict=True):
+        assert (got.kind, got.args) == (want.kind, want.args)
+        assert_same_weights(got, list(want.weights.values()))
+    assert "(tf_keras, in memory)" in live.source
 
 
 def test_keras2_cudnn_gru_is_converted_as_tf_keras_converts_it(keras2_files):
