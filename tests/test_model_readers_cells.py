@@ -329,15 +329,18 @@ def test_rnn_of_a_keras_cell_is_that_layer(tmp_path):
             lib.Input((5, 3)),
             L.RNN(L.GRUCell(3, reset_after=False), return_sequences=True, name="g"),
             L.RNN(L.SimpleRNNCell(2, activation="relu"), return_sequences=True, name="s"),
-            L.RNN(L.LSTMCell(2), go_backwards=True, name="l"),
+            L.RNN(L.LSTMCell(2), go_backwards=True, return_sequences=True, name="l"),
+            L.Bidirectional(L.RNN(L.GRUCell(2)), name="bi"),
         ])  # fmt: skip
         randomize(model, 8)
         model.save(tmp_path / f"rnn.{suffix}")
         spec = load_model(tmp_path / f"rnn.{suffix}")
-        assert [layer.kind for layer in spec.layers[1:]] == ["gru", "simple_rnn", "lstm"]
+        assert [layer.kind for layer in spec.layers[1:]] == ["gru", "simple_rnn", "lstm",
+                                                             "bidirectional"]  # fmt: skip
         for spec_layer, keras_layer in zip(spec.layers[1:], model.layers, strict=True):
             assert_same_weights(spec_layer, keras_weights(keras_layer))
-        g, s, lstm = spec.layers[1:]
+        g, s, lstm, bi = spec.layers[1:]
+        assert bi.args["cell"] == "gru" and bi.args["backward"]["go_backwards"] is True
         assert g.args["reset_after"] is False and s.args["activation"] == "relu"
         assert lstm.args["go_backwards"] is True and g.args["return_sequences"] is True
         assert "RNN(GRUCell) (reset_after=False)" in spec.summary()

@@ -198,10 +198,7 @@ class _Builder:
         cls, config = self.layer.class_name, self.layer.config
         if not isinstance(config, dict):
             raise ModelError(f"{self.label} has no config")
-        if cls == "RNN" and _inner(config, "cell")[0] in RNN_CELLS:  # RNN(LSTMCell()) is an LSTM
-            cell_cls, cell = _inner(config, "cell")
-            config = {**cell, **{k: v for k, v in config.items() if k in _RNN_ARGS}}
-            cls = RNN_CELLS[cell_cls]
+        cls, config = _cell_layer(cls, config)
         if cls in CELL_CLASSES:
             try:
                 kind, (args, weights) = CELL_CLASSES[cls], self._recurrent(config, cls)
@@ -328,7 +325,7 @@ class _Builder:
         return {"epsilon": float(epsilon), "center": center, "scale": scale}, weights
 
     def _bidirectional(self, config: dict):
-        inner_cls, inner = _inner(config)
+        inner_cls, inner = _cell_layer(*_inner(config))
         if inner_cls not in CELL_CLASSES:
             raise _Unsupported(f"Bidirectional({inner_cls})")
         merge = config.get("merge_mode", "concat")
@@ -337,7 +334,7 @@ class _Builder:
                 f"{self.label} has merge_mode={merge!r} (two outputs); lstmviz runs concat, "
                 "sum, mul and ave"
             )
-        back_cls, back = _inner(config, "backward_layer")
+        back_cls, back = _cell_layer(*_inner(config, "backward_layer"))
         if back is None:  # Keras 2 leaves it out: the forward layer, run the other way
             back_cls = inner_cls
             back = {**inner, "go_backwards": not inner.get("go_backwards", False)}
@@ -477,6 +474,15 @@ def _activation(value) -> str:
     if isinstance(value, dict):  # Keras 3 writes a function as {"class_name": "function", …}
         value = value.get("config") if value.get("class_name") == "function" else None
     return value if isinstance(value, str) else repr(value)
+
+
+def _cell_layer(cls: str | None, config: dict | None) -> tuple[str | None, dict | None]:
+    """(class, config) of a recurrent layer: RNN(LSTMCell | GRUCell | SimpleRNNCell) as the
+    LSTM, GRU or SimpleRNN it is (the cell's arguments and the RNN's); others as given."""
+    cell_cls, cell = _inner(config, "cell") if cls == "RNN" and config else (None, None)
+    if cell_cls not in RNN_CELLS:
+        return cls, config
+    return RNN_CELLS[cell_cls], {**cell, **{k: v for k, v in config.items() if k in _RNN_ARGS}}
 
 
 def _shapes(arrays: dict) -> str:
