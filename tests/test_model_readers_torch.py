@@ -140,8 +140,8 @@ def test_rnn_nonlinearity_from_the_file_or_tanh(tmp_path, rng, x, how):
     assert [(layer.kind, layer.class_name) for layer in spec.layers[1:]] == [
         ("simple_rnn", "nn.RNN")] * 2  # fmt: skip
     assert all(layer.args["activation"] == act for layer in spec.layers[1:])
-    said = "PyTorch's default" if how == "default" else "as the file says"
-    assert f"nonlinearity {act} ({said}" in spec.source
+    said = ": PyTorch's default" if how == "default" else ", as the file says"
+    assert f"(nn.RNN nonlinearity {act}{said}" in spec.source
     want = torch_stack(state, torch_rnn, 2, x, prefix="rnn.", nonlinearity=act)
     np.testing.assert_allclose(keras_forward(spec, x), want, rtol=1e-4, atol=1e-5)
 

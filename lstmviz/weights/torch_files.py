@@ -164,9 +164,10 @@ def set_nonlinearity(layer: FoundLayer, settings: dict | None, prefix: str) -> N
     if nonlinearity not in NONLINEARITIES:
         layer.problem = f"nonlinearity {nonlinearity!r} is not tanh or relu"
     layer.args = {"activation": nonlinearity}
-    said = "as the file says" if value is not None else (
-        "PyTorch's default: a state dict does not hold it")  # fmt: skip
-    layer.note = ", ".join(filter(None, [layer.note, f"nonlinearity {nonlinearity} ({said})"]))
+    said = ", as the file says" if value is not None else (
+        ": PyTorch's default, a state dict does not hold it")  # fmt: skip
+    note = f"nn.RNN nonlinearity {nonlinearity}{said}"
+    layer.note = ", ".join(filter(None, [layer.note, note]))
 
 
 def _gates(array: np.ndarray, order: list[int], hidden: int) -> np.ndarray:
