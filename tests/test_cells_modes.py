@@ -16,8 +16,10 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cells_modes")
     model = keras.Sequential([keras.Input((5, 2)), keras.layers.GRU(3, name="gru")])
     model.save(folder / "gru.keras")
-    rnn = {"weight_ih_l0": np.ones((3, 2), np.float32), "weight_hh_l0": np.ones((3, 3), np.float32),
-           "bias_ih_l0": np.zeros(3, np.float32), "bias_hh_l0": np.zeros(3, np.float32)}  # fmt: skip
+    rnn = {"weight_ih_l0": np.ones((3, 2), np.float32),
+           "weight_hh_l0": np.ones((3, 3), np.float32),
+           "bias_ih_l0": np.zeros(3, np.float32),
+           "bias_hh_l0": np.zeros(3, np.float32)}  # fmt: skip
     np.savez(folder / "rnn.npz", **rnn)
     return folder
 
