@@ -214,6 +214,13 @@ def test_keras2_cudnn_gru_is_converted_as_tf_keras_converts_it(keras2_files):
     cg = spec.layers[2].args
     assert (cg["reset_after"], cg["recurrent_activation"], cg["cudnn"]) == (True, "sigmoid", True)
     assert spec.layers[1].args["forward"]["reset_after"] is True
+    # its weights alone (a stack): the same conversion
+    keras2_files["cudnn"][1].save_weights(path.with_suffix(".weights-only.h5"))
+    stack = load_model(path.with_suffix(".weights-only.h5"))
+    assert [layer.kind for layer in stack.layers[1:]] == ["bidirectional", "gru"]
+    assert stack.layers[2].args["cudnn"] is True
+    for spec_layer, keras_layer in zip(stack.layers[1:], twin.layers, strict=True):
+        assert_same_weights(spec_layer, keras_weights(keras_layer))
 
 
 @pytest.fixture(scope="module")

@@ -140,7 +140,8 @@ def _vars_name(group: h5py.Group) -> str | None:
 def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer]:
     """Groups holding `kernel` and `recurrent_kernel` datasets in the legacy h5 layout.
 
-    Keras 2 `CuDNNLSTM` groups (bias [8H]) are converted to `LSTM` weights.
+    Keras 2 `CuDNNLSTM` groups (bias [8H]) are converted to `LSTM` weights, `CuDNNGRU` groups
+    (bias [6H]) to `GRU(reset_after=True)` weights.
     """
     found = []
     halves = _halves(configs)
@@ -175,9 +176,13 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
                 owner = parts[-2] if direction else name
             layer.direction, layer.owner = direction, owner
             layer.note = _direction(direction)
-            if is_cudnn(arrays):
+            cudnn = next((kind for kind in _GATES if is_cudnn(arrays, kind)), "")
+            if cudnn:
                 layer.arrays = dict(zip(_ARRAY_NAMES, cudnn_to_keras(**arrays), strict=True))
-                layer.note = ", ".join(filter(None, [layer.note, "Keras 2 CuDNNLSTM"]))
+                layer.kind = cudnn
+                layer.args = {"reset_after": True} if cudnn == "gru" else {}
+                name = "CuDNNLSTM" if cudnn == "lstm" else "CuDNNGRU"
+                layer.note = ", ".join(filter(None, [layer.note, f"Keras 2 {name}"]))
             owner = layer.owner if layer.direction else ""
             key = name if name in configs else top_name
             layer.problem = _config_problem(key, configs, owner, layer.direction)
