@@ -6,8 +6,10 @@ Every model gets random weights (biases too), so a mixed-up array cannot pass by
 
 from __future__ import annotations
 
+import json
 import os
 
+import h5py
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -179,6 +181,35 @@ def npz_stack(path, rng, sizes: dict, nan: bool = False) -> dict:
         arrays[f"{layer}/bias"] = rng.standard_normal(4 * h)
     np.savez(path, **arrays)
     return arrays
+
+
+# ---- Keras 2 files as older Keras wrote them ---------------------------------------------------
+
+
+def rewrite_config(path, edit, version: str | None = None) -> None:
+    """Edit the model_config of a legacy .h5 in place (as an older Keras would have written
+    it); `version` replaces its keras_version."""
+    with h5py.File(path, "r+") as f:
+        config = json.loads(f.attrs["model_config"])
+        edit(config)
+        f.attrs["model_config"] = np.bytes_(json.dumps(config))  # fixed-length, as Keras 2.0
+        if version:
+            f.attrs["keras_version"] = np.bytes_(version)
+
+
+def drop_key(key: str):
+    """A config edit removing `key` from every layer config in the tree."""
+
+    def walk(node):
+        if isinstance(node, dict):
+            node.pop(key, None)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    return walk
 
 
 # ---- independent forwards ------------------------------------------------------------------

@@ -14,7 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 from lstmviz import model_gradients  # noqa: E402
-from tests.model_fixtures import randomize  # noqa: E402
+from tests.model_fixtures import drop_key, randomize, rewrite_config  # noqa: E402
 
 
 def cells(model) -> list:
@@ -28,12 +28,18 @@ def cells(model) -> list:
     return found
 
 
-def positive_variances(model) -> None:
-    """Moving variances a BatchNormalization can take (randomize draws any sign)."""
+def saved(model, path, seed: int, loss: str | None = None):
+    """Save `model` to `path` with random weights (moving variances a BatchNormalization can
+    take), compiled with `loss` if given; returns the path."""
+    randomize(model, seed)
     for layer in model.layers:
         if "BatchNormalization" in type(layer).__name__:
             *others, variance = layer.get_weights()
             layer.set_weights([*others, np.linspace(0.5, 2.0, variance.shape[0])])
+    if loss:
+        model.compile(loss=loss)
+    model.save(path)
+    return path
 
 
 def assert_matches_keras(path, model, loss_fn, x, y) -> None:
@@ -77,10 +83,7 @@ def test_keras2_batch_normalization_and_flatten(tmp_path, data_format):
         L.Flatten(data_format=data_format, name="flat"),
         L.Dense(3, activation="softmax", name="out"),
     ])  # fmt: skip
-    randomize(model, 21)
-    positive_variances(model)
-    model.compile(loss="categorical_crossentropy")
-    model.save(tmp_path / "bn.h5")
+    saved(model, tmp_path / "bn.h5", 21, "categorical_crossentropy")
     rng = np.random.default_rng(21)
     x = rng.standard_normal((4, 6, 3)).astype(np.float32)
     x[1, 4:] = 0.0  # masked steps
@@ -100,36 +103,11 @@ def test_keras3_batch_normalization_without_scale(tmp_path):
         L.BatchNormalization(center=False, name="bn2"),
         L.Dense(1, name="out"),
     ])  # fmt: skip
-    randomize(model, 22)
-    positive_variances(model)
-    model.compile(loss="mse")
-    model.save(tmp_path / "bn.keras")
+    saved(model, tmp_path / "bn.keras", 22, "mse")
     rng = np.random.default_rng(22)
     x = rng.standard_normal((3, 5, 3)).astype(np.float32)
     y = rng.standard_normal((3, 1)).astype(np.float32)
     assert_matches_keras(tmp_path / "bn.keras", model, keras.losses.mean_squared_error, x, y)
-
-
-def drop_reset_after(path) -> None:
-    """The .h5's config without `reset_after`, as Keras 2.0 wrote GRUs (before the argument)."""
-    import json
-
-    import h5py
-
-    def walk(node):
-        if isinstance(node, dict):
-            node.pop("reset_after", None)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    with h5py.File(path, "r+") as f:
-        config = json.loads(f.attrs["model_config"])
-        walk(config)
-        f.attrs["model_config"] = np.bytes_(json.dumps(config))
-        f.attrs["keras_version"] = np.bytes_("2.0.8")
 
 
 def test_keras21_stacked_bidirectional_hard_sigmoid_lstms_per_timestep_softmax(tmp_path):
@@ -146,10 +124,7 @@ def test_keras21_stacked_bidirectional_hard_sigmoid_lstms_per_timestep_softmax(t
         L.Bidirectional(L.LSTM(2, **hard), merge_mode="sum", name="bi2"),
         L.TimeDistributed(L.Dense(4, activation="softmax"), name="td"),
     ])  # fmt: skip
-    randomize(model, 23)
-    positive_variances(model)
-    model.compile(loss="categorical_crossentropy")
-    model.save(tmp_path / "k21.h5")
+    saved(model, tmp_path / "k21.h5", 23, "categorical_crossentropy")
     rng = np.random.default_rng(23)
     x = (2 * rng.standard_normal((3, 5, 3))).astype(np.float32)  # into hard_sigmoid's clipped tails
     y = np.eye(4, dtype=np.float32)[rng.integers(0, 4, (3, 5))]
@@ -169,10 +144,8 @@ def test_keras20_gru_without_reset_after(tmp_path, bidirectional):
         L.Bidirectional(gru, name="bi") if bidirectional else gru,
         L.Dense(1, activation="sigmoid", name="out"),
     ])  # fmt: skip
-    randomize(model, 24)
-    model.compile(loss="binary_crossentropy")
-    model.save(tmp_path / "gru.h5")
-    drop_reset_after(tmp_path / "gru.h5")
+    saved(model, tmp_path / "gru.h5", 24, "binary_crossentropy")
+    rewrite_config(tmp_path / "gru.h5", drop_key("reset_after"), version="2.0.8")
     rng = np.random.default_rng(24)
     x = rng.integers(1, 9, (4, 6)).astype(np.int32)
     x[0, 4:] = 0  # padding
@@ -191,8 +164,7 @@ def test_keras2_cudnn_gru_runs_as_tf_keras_converts_it(tmp_path):
         L.Bidirectional(k2.src.layers.CuDNNGRU(3, return_sequences=True), name="cbi"),
         k2.src.layers.CuDNNGRU(2, name="cg"),
     ])  # fmt: skip
-    randomize(cudnn, 25)
-    cudnn.save(tmp_path / "cudnn.h5")
+    saved(cudnn, tmp_path / "cudnn.h5", 25)
     twin = k2.Sequential([
         k2.Input((5, 3)),
         L.Bidirectional(L.GRU(3, return_sequences=True), name="cbi"),
@@ -217,9 +189,7 @@ def test_keras2_simple_rnn_relu_and_gru_softsign_without_bias(tmp_path):
         L.GRU(2, activation="softsign", use_bias=False, return_sequences=True, name="gru"),
         L.Dense(2, name="out"),
     ])  # fmt: skip
-    randomize(model, 26)
-    model.compile(loss="mse")
-    model.save(tmp_path / "mixed.h5")
+    saved(model, tmp_path / "mixed.h5", 26, "mse")
     rng = np.random.default_rng(26)
     x = rng.standard_normal((3, 5, 3)).astype(np.float32)
     y = rng.standard_normal((3, 5, 2)).astype(np.float32)

@@ -9,7 +9,6 @@ GRU reset_after=False) and, like files from before GRU had `reset_after`, withou
 
 from __future__ import annotations
 
-import json
 import os
 
 import h5py
@@ -18,35 +17,9 @@ import pytest
 
 from lstmviz.errors import ModelError
 from lstmviz.weights.model_files import load_model, spec_from_keras
-from tests.model_fixtures import randomize
+from tests.model_fixtures import drop_key, randomize, rewrite_config
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-def rewrite_config(path, edit, version: str | None = None) -> None:
-    """Edit the model_config of a legacy .h5 in place (as an older Keras would have written
-    it); `version` replaces its keras_version."""
-    with h5py.File(path, "r+") as f:
-        config = json.loads(f.attrs["model_config"])
-        edit(config)
-        f.attrs["model_config"] = np.bytes_(json.dumps(config))  # fixed-length, as Keras 2.0
-        if version:
-            f.attrs["keras_version"] = np.bytes_(version)
-
-
-def drop_key(key: str):
-    """A config edit removing `key` from every layer config in the tree."""
-
-    def walk(node):
-        if isinstance(node, dict):
-            node.pop(key, None)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    return walk
 
 
 def keras_weights(layer) -> list[np.ndarray]:
