@@ -83,3 +83,8 @@ def test_window_shows_a_gru_trace_with_its_gates(qtbot, window, errors, gru_trac
     assert "h " in gates.readout_at(1, 0.5)
     assert area.by_name["layer_units"].drawn()
     assert "GRU" in window.summary.text.text()
+
+
+def test_notebook_repr_of_a_gru_trace(gru_trace):
+    html = GradientTrace.load(gru_trace)._repr_html_()
+    assert "bi/forward" in html and "GRU" in html

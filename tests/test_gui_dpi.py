@@ -134,9 +134,9 @@ def test_direction_axis_label_fits_a_short_panel(qtbot):
     panel.resize(400, 130)
     panel.show()
     axis = panel.plot.getAxis("left")
-    qtbot.waitUntil(lambda: shown_label(axis) == "direction", timeout=3_000)  # "LSTM directio"
+    qtbot.waitUntil(lambda: shown_label(axis) == "direction", timeout=3_000)  # "recurrent dir…"
     panel.resize(400, 400)
-    qtbot.waitUntil(lambda: shown_label(axis) == "LSTM direction", timeout=3_000)
+    qtbot.waitUntil(lambda: shown_label(axis) == "recurrent direction", timeout=3_000)
 
 
 def tick_texts(axis: pg.AxisItem) -> list[tuple[QRectF, str]]:

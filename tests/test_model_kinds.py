@@ -338,35 +338,35 @@ def test_a_model_ending_in_a_layer_keras_runs_takes_targets_of_its_output(tmp_pa
     assert trace["y"].shape == (trace["x"].shape[1],) and np.isfinite(trace["loss"])
 
 
-def test_summary_marks_the_recurrent_layers_keras_runs_and_lstmviz_does_not_trace(tmp_path, rng):
-    """An RNN(StackedRNNCells) beside the LSTM, GRU and Bidirectional(SimpleRNN) lstmviz traces runs
-    through Keras; its row in the summary (CLI trace, live model) says its gradients are not in
-    the panels, and only its row."""
+def test_a_gru_and_a_bidirectional_simple_rnn_beside_lstms_are_traced(tmp_path, rng):
+    """A GRU and a Bidirectional(SimpleRNN) beside the LSTMs are traced by lstmviz (CLI trace,
+    live model): no row of the summary says "not traced", and every direction names its cell."""
     keras.utils.set_random_seed(7)
     model = keras.Sequential([keras.Input((6, 3)),
                               keras.layers.LSTM(4, return_sequences=True, name="a"),
                               keras.layers.GRU(3, return_sequences=True, name="gru"),
-                              keras.layers.RNN(keras.layers.StackedRNNCells(
-                                  [keras.layers.GRUCell(3)]), return_sequences=True,
-                                  name="stacked"),
                               keras.layers.Bidirectional(
                                   keras.layers.SimpleRNN(2, return_sequences=True), name="bi"),
+                              keras.layers.Conv1D(3, 2, padding="same", name="conv"),
                               keras.layers.LSTM(2, name="b"),
                               keras.layers.Dense(1, name="out")])  # fmt: skip
     model.compile("sgd", "mse")
     model.save(tmp_path / "m.keras")
-    untraced = {"stacked"}
     x = rng.standard_normal((3, 6, 3)).astype(np.float32)
     np.savez(tmp_path / "d.npz", x=x, y=np.zeros((3, 1), np.float32))
     done = cli("--model", str(tmp_path / "m.keras"), "--inputs", str(tmp_path / "d.npz"),
                "--out", str(tmp_path / "t.npz"), "--quiet")  # fmt: skip
     assert done.returncode == 0, done.stderr
     with np.load(tmp_path / "t.npz") as saved:
-        summaries = [str(saved["model_summary"])]
-    summaries.append(str(model_gradients(model, x, np.zeros((3, 1), np.float32))["model_summary"]))
-    for summary in summaries:
+        traces = [{k: saved[k] for k in saved.files}]
+    traces.append(model_gradients(model, x, np.zeros((3, 1), np.float32)).arrays)
+    for arrays in traces:
+        summary = str(arrays["model_summary"])
         rows = {line.split()[0]: line for line in summary.splitlines()[3:-2]}
         assert set(rows) == {layer.name for layer in model.layers} | {"input"}, summary
-        marked = {name for name, row in rows.items() if "(run by Keras; not traced)" in row}
-        assert marked == untraced, summary
+        assert "not traced" not in summary
         assert "Bidirectional(SimpleRNN)" in rows["bi"], summary
+        assert [str(n) for n in arrays["layer_names"]] == ["a", "gru", "bi/forward",
+                                                           "bi/backward", "b"]  # fmt: skip
+        cells = [str(arrays[f"layer{k}_cell"]) for k in range(5)]
+        assert cells == ["lstm", "gru", "simple_rnn", "simple_rnn", "lstm"]

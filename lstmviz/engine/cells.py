@@ -72,6 +72,9 @@ def needs_read_probe(cell: str, args: dict) -> bool:
     return not hand_differentiable(*(a.name for a in cell_activations(cell, args)))
 
 
+# Plain Python over Python values (no tensor-dependent branches): AutoGraph, which a caller's
+# tf.function would otherwise apply to every function called here, only costs tracing time.
+@tf.autograph.experimental.do_not_convert
 def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None) -> CellRun:
     """Run one direction of `cell` over x [T, B, I] from h0 (and c0 = h0 for an LSTM, zeros
     in model mode) with `weights` (kernel, recurrent_kernel, bias: tensors); `probes`

@@ -51,7 +51,7 @@ def line_pen(color, points: int, dashed: bool = False, width: float = 2.0):
 
 
 class LayerBox(QComboBox):
-    """The LSTM direction a panel shows, in its header; refilled only when the names change."""
+    """The direction a panel shows, in its header; refilled only when the names change."""
 
     def __init__(self, tip: str):
         super().__init__(toolTip=tip, sizeAdjustPolicy=QComboBox.AdjustToContents)
@@ -138,7 +138,7 @@ class LegendPanel(Panel):
 
 
 class DirectionCurves(LegendPanel):
-    """A legend panel with a curve per LSTM direction over t: `names` [L] and the values
+    """A legend panel with a curve per recurrent direction over t: `names` [L] and the values
     drawn, `rows` [L, T]; the hover read-out gives every direction's value at t."""
 
     def __init__(self, title: str, tip: str):
@@ -181,15 +181,16 @@ class DirectionCurves(LegendPanel):
 
 
 class LayerNormPanel(DirectionCurves):
-    """‖dL/dh_t‖ per LSTM direction over timesteps: where, by depth, the gradient dies."""
+    """‖dL/dh_t‖ per recurrent direction over timesteps: where, by depth, the gradient dies."""
 
     def __init__(self):
         super().__init__(
             "Gradient norm by layer over timesteps",
-            "Total ‖dL/dh_t‖ (norm over batch and units) of every LSTM direction of the model,\n"
-            "by input position t: one colour per layer, the backward direction of a\n"
-            "Bidirectional dashed. Curves that fall towards small t (or, for a backward\n"
-            "direction, large t) show the gradient vanishing on its way back through time;\n"
+            "Total ‖dL/dh_t‖ (norm over batch and units) of every recurrent direction of the\n"
+            "model (LSTM, GRU, SimpleRNN), by input position t: one colour per layer, the\n"
+            "backward direction of a Bidirectional dashed. Curves that fall towards small t\n"
+            "(or, for a backward direction, large t) show the gradient vanishing on its way\n"
+            "back through time;\n"
             "a layer whose curve sits far below the others shows it vanishing with depth.\n"
             "Steps masked in every sample are left out. Log scale: View menu.",
         )

@@ -1,7 +1,7 @@
 """The heatmaps of a model trace (see `lstmviz.render.layers` for the keys), each with a colour
 bar on the View menu's (log) scale:
 
-- `LayerHeatmap`: LSTM directions × timesteps of the total gradient norm
+- `LayerHeatmap`: recurrent directions × timesteps of the total gradient norm
   (`norm_h_total_by_layer` [L, T]), rows named by `layer_names`;
 - `SaliencyHeatmap`: ‖dL/d input_t‖ per sample × timestep (`saliency` [B, T]) under a row of
   their mean, the token id on hover;
@@ -53,7 +53,7 @@ def label_stride(row_px: float, line_px: float) -> int:
 
 
 class DirectionRows:
-    """For a `HeatmapPanel` with a row per LSTM direction (`names`, row r spanning r…r+1): its
+    """For a `HeatmapPanel` with a row per recurrent direction (`names`, row r spanning r…r+1): its
     colour bar's and left axis's labels, and the directions' names as row labels that fit the
     panel: short forms when the full ones would take more than ROW_LABEL_SHARE of its width,
     and when rows are lower than a line of text, every k-th row named, the others a tick
@@ -71,8 +71,8 @@ class DirectionRows:
 
     def label_direction_rows(self, total: int, normalise: bool) -> None:
         self.label_bar(normalise)
-        self.plot.setLabel("left", "LSTM direction")
-        self.plot.getAxis("left").shorter = {"LSTM direction": ("direction",)}  # a short panel's
+        self.plot.setLabel("left", "recurrent direction")
+        self.plot.getAxis("left").shorter = {"recurrent direction": ("direction",)}  # short panel
         self._row_total = total
         self.fit_row_labels()
 
@@ -93,12 +93,12 @@ class DirectionRows:
 
 
 class LayerHeatmap(DirectionRows, HeatmapPanel):
-    """The total gradient norm by LSTM direction (rows, in model order) and timestep."""
+    """The total gradient norm by recurrent direction (rows, in model order) and timestep."""
 
     def __init__(self):
         super().__init__(
             "Total gradient norm: layers × timesteps",
-            "‖dL/dh_t‖ (norm over batch and units) of every LSTM direction, top to bottom in\n"
+            "‖dL/dh_t‖ (norm over batch and units) of every recurrent direction, top to bottom in\n"
             "model order (the input side first), by input position t: at which depth and\n"
             "how far back the gradient vanishes. Steps masked in every sample are blank.",
             "‖dL/dh_t‖",
@@ -183,7 +183,7 @@ class LayerUnitsHeatmap(LayerChoice, HeatmapPanel):
         super().__init__(
             "Per-unit gradient: units × timesteps",
             "|dL/dh_t,j| averaged over the samples whose step t counts, for every unit j of\n"
-            "the LSTM direction chosen on the right. Rows that stay dark are units the\n"
+            "the direction chosen on the right. Rows that stay dark are units the\n"
             "gradient never reaches (dead or saturated).",
             "mean |dL/dh_t,j|",
         )

@@ -90,8 +90,8 @@ class RecordNormPanel(RecordChoice, DirectionCurves):
     def __init__(self):
         super().__init__(
             "Gradient norm by layer, record by record",
-            "Total ‖dL/dh_t‖ (norm over samples and units) of every LSTM direction over t, at\n"
-            "the record chosen with the slider (bold: a colour per layer, a Bidirectional's\n"
+            "Total ‖dL/dh_t‖ (norm over samples and units) of every recurrent direction over\n"
+            "t, at the record chosen with the slider (bold: a colour per layer, a Bidirectional's\n"
             "backward half dashed), over the same curves at earlier records (faded: the older,\n"
             "the lighter). Curves that sink record after record show the gradient vanishing as\n"
             "training goes. The shaded band is the timestep range of the heatmap; drag it.\n"
@@ -299,8 +299,8 @@ class RecordHeatmap(RecordChoice, DirectionRows, HeatmapPanel):
             "Layers × training step",
             "The total gradient norm ‖dL/dh‖ over the timestep range chosen above the panels\n"
             "(all t, or a window): "
-            "sqrt(Σ_t ‖dL/dh_t‖²) for every LSTM direction (rows, in model order) at every\n"
-            "record (columns, by training step). A row that darkens as training goes is a\n"
+            "sqrt(Σ_t ‖dL/dh_t‖²) for every recurrent direction (rows, in model order) at\n"
+            "every record (columns, by training step). A row that darkens as training goes is a\n"
             "direction whose gradient vanishes; a window over the first steps shows how much\n"
             "of the loss's gradient still reaches the start of the sequence.",
             "‖dL/dh‖",
