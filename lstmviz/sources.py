@@ -36,8 +36,9 @@ def open_source(source, inputs: str | os.PathLike | None = None, loss: str | Non
         return load_recording(path)
     if kind in ("model", "weights"):
         return run_model(path, inputs, loss)
-    raise LstmvizError(f"{path}: {role} must be a trace (.npz), a recording (.lvz) or a model, "
-                       f"not {files.KIND_TEXT.get(kind, kind)} (give data with --inputs)")  # fmt: skip
+    raise LstmvizError(f"{path}: {role} must be a trace (.npz), a recording (.lvz) or a "
+                       f"model, not {files.KIND_TEXT.get(kind, kind)} (give data with "
+                       "--inputs)")  # fmt: skip
 
 
 def run_model(path: Path, inputs, loss: str | None):

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from lstmviz.analysis.decay import lag_profile, profile_decay
-from lstmviz.analysis.diagnosis import diagnose, snr, units_unreached
+from lstmviz.analysis.diagnosis import snr, units_unreached
 from lstmviz.config import RunConfig
 from lstmviz.trace import GradientTrace
 

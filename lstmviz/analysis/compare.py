@@ -89,7 +89,8 @@ class Comparison:
             layers.append(out | {"a": layer.a.to_dict(), "b": layer.b.to_dict()})
         out = {"layers": layers, "only_in_a": list(self.only_in_a),
                "only_in_b": list(self.only_in_b),
-               "config_diff": {k: [_plain(a), _plain(b)] for k, (a, b) in self.config_diff.items()}}  # fmt: skip
+               "config_diff": {k: [_plain(a), _plain(b)]
+                               for k, (a, b) in self.config_diff.items()}}  # fmt: skip
         if self.records_a is not None:
             out["records"] = {"a": _json_records(self.records_a),
                               "b": _json_records(self.records_b)}  # fmt: skip
@@ -220,7 +221,8 @@ def _json(values) -> list:
 def _json_records(records: dict) -> dict:
     return {"step": [int(s) for s in records["step"]], "loss": _json(records["loss"]),
             "reach": {n: _json(v) for n, v in records["reach"].items()},
-            "steps_per_decade": {n: _json(v) for n, v in records["steps_per_decade"].items()}}  # fmt: skip
+            "steps_per_decade": {n: _json(v)
+                                 for n, v in records["steps_per_decade"].items()}}  # fmt: skip
 
 
 def _plain(value):

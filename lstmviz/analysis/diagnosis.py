@@ -102,7 +102,7 @@ class Diagnosis:
                                  f"{decay.reach}/{self.T}" if decay.reach is not None else "–",
                                  decay.trend or "–"))  # fmt: skip
         widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-        lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+        lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                  for r in [head, *rows]]  # fmt: skip
         lines.insert(1, "  ".join("-" * w for w in widths))
         for d in self.layers:
@@ -128,12 +128,13 @@ class RecordingDiagnosis:
     def to_dict(self) -> dict:
         return {"T": self.T, "records": [
             {"step": int(s), "epoch": int(e), "loss": _json_float(loss)} | d.to_dict()
-            for s, e, loss, d in zip(self.step, self.epoch, self.loss, self.records)]}  # fmt: skip
+            for s, e, loss, d in zip(self.step, self.epoch, self.loss, self.records,
+                                     strict=True)]}  # fmt: skip
 
     def series(self) -> dict[str, dict[str, np.ndarray]]:
         """Per direction: `steps_per_decade` and `reach` of ‖dL/dh_t‖ over the records [S]
         (NaN where not defined), with `step` [S]."""
-        return series_of([(int(s), d) for s, d in zip(self.step, self.records)])
+        return series_of([(int(s), d) for s, d in zip(self.step, self.records, strict=True)])
 
     def table(self) -> str:
         """Steps per decade and reach of ‖dL/dh_t‖ per direction, a row per record."""
@@ -142,7 +143,7 @@ class RecordingDiagnosis:
             lines.append(f"{name}: step, steps/decade, reach (of {self.T})")
             lines += [f"  {int(s):>7}  {_num(x, '.3g'):>10}  {_num(r, '.0f'):>5}"
                       for s, x, r in zip(cols["step"], cols["steps_per_decade"],
-                                         cols["reach"])]  # fmt: skip
+                                         cols["reach"], strict=True)]  # fmt: skip
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -225,7 +226,7 @@ def diagnose_direction(d: Direction) -> DirectionDiagnosis:
     out.nonfinite_step = int(bad[0]) if bad.size else None
     if d.rows is not None:
         out.rows = [(int(label), curve_decay(row, span, T))
-                    for label, row in zip(d.row_labels, d.rows)]  # fmt: skip
+                    for label, row in zip(d.row_labels, d.rows, strict=True)]  # fmt: skip
     out.verdict = verdict(out, T)
     return out
 
@@ -260,7 +261,8 @@ def saturation(gates: dict[str, np.ndarray]) -> dict[str, float]:
     out = {}
     for name, a in gates.items():
         a = np.asarray(a)
-        tails = np.abs(a) > 1 - SATURATED if name == "g" else (a < SATURATED) | (a > 1 - SATURATED)
+        sigmoid = (a < SATURATED) | (a > 1 - SATURATED)
+        tails = np.abs(a) > 1 - SATURATED if name == "g" else sigmoid
         out[name] = float(tails.mean())
     return out
 
@@ -337,8 +339,8 @@ def _words(x: Decay, T: int, what: str) -> str:
         return f"vanishing: falls 10× every {every} steps, {reach}"
     where = ""
     if x.exceeds_at is not None:
-        where = (f", exceeds 1000× its value at the loss {x.exceeds_at} steps back" if x.source
-                 != "norms" else f", exceeds 1000× its value at the loss at t={x.exceeds_at}")  # fmt: skip
+        at = f"at t={x.exceeds_at}" if x.source == "norms" else f"{x.exceeds_at} steps back"
+        where = f", exceeds 1000× its value at the loss {at}"
     return f"exploding: grows 10× every {every} steps{where}, {reach}"
 
 

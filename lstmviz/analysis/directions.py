@@ -100,7 +100,8 @@ def _model_direction(a: dict, k: int, name: str) -> Direction:
     names = [str(n) for n in names] if names is not None else list(DEFAULT_GATES.get(cell, ()))
     saturated = a.get(f"layer{k}_gates_saturated")
     if saturated is not None and len(names) == len(saturated):
-        d.gates_saturated = {n: float(np.nanmean(row)) for n, row in zip(names, saturated)}
+        d.gates_saturated = {n: float(np.nanmean(row))
+                             for n, row in zip(names, saturated, strict=True)}
     means = a.get(f"layer{k}_gates_mean")
     if cell == "lstm" and means is not None and "f" in names:
         d.forget_mean = _f32(means[names.index("f")])
@@ -119,7 +120,8 @@ def _batchwise(a: dict) -> Direction:
     d = Direction("lstm", "lstm", joined,
                   None if c_rows is None else _joined(c_rows),
                   None if direct is None else _joined(direct),
-                  _join_batches(a.get("grad_h_total")), _join_batches(a.get("grad_c_total")))  # fmt: skip
+                  _join_batches(a.get("grad_h_total")),
+                  _join_batches(a.get("grad_c_total")))  # fmt: skip
     d.rows, d.row_kind, d.row_labels = rows, "batch", np.arange(1, len(rows) + 1)
     if all(a.get(key) is not None for key in ("x", "h", "h0", "kernel", "recurrent_kernel")):
         per_batch = [lstm_gates(a["x"][n], a["h"][n], a["h0"][n], a["kernel"][n],
@@ -157,7 +159,7 @@ def lstm_gates(x, h, h0, kernel, recurrent_kernel, bias) -> dict[str, np.ndarray
     with np.errstate(over="ignore"):
         act = [1 / (1 + np.exp(-p)) for p in parts]
     act[2] = np.tanh(parts[2])
-    return {g: a.astype(np.float32) for g, a in zip(LSTM_GATES, act)}
+    return {g: a.astype(np.float32) for g, a in zip(LSTM_GATES, act, strict=True)}
 
 
 def record_directions(recording, s: int) -> list[Direction]:

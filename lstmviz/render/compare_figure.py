@@ -157,7 +157,8 @@ class CompareFigure(Figure):
             f"<tr><td><b>{html.escape(layer.name)}</b></td><td>A: {html.escape(layer.a.verdict)}"
             f"<br>B: {html.escape(layer.b.verdict)}</td></tr>" for layer in c.layers)  # fmt: skip
         diff = "".join(f"<li><tt>{html.escape(k)}</tt>: {html.escape(repr(a))} → "
-                       f"{html.escape(repr(b))}</li>" for k, (a, b) in c.config_diff.items())  # fmt: skip
+                       f"{html.escape(repr(b))}</li>"
+                       for k, (a, b) in c.config_diff.items())  # fmt: skip
         only = [f"only in {w}: {', '.join(n)}" for w, n in (("A", c.only_in_a), ("B", c.only_in_b))
                 if n]  # fmt: skip
         notes = "".join(f"<li>{html.escape(line)}</li>" for line in [*c.notes, *only])
