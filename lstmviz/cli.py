@@ -1,4 +1,4 @@
-"""Command line: `lstmviz gui`, `lstmviz run`, `lstmviz export`.
+"""Command line: `lstmviz gui`, `lstmviz run`, `lstmviz export`, `diagnose`, `compare`.
 
 Exit codes: 0 ok, 2 bad input, 130 interrupted.
 """
@@ -23,7 +23,7 @@ try:
 
     import numpy as np
 
-    from lstmviz import cli_export, files, modes
+    from lstmviz import cli_diagnose, cli_export, files, modes
     from lstmviz.config import (
         GENERATORS,
         LOSSES,
@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     cli_export.add_parser(sub)
+    cli_diagnose.add_parsers(sub)
     return parser
 
 
@@ -566,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             screenshot=args.screenshot, layer=args.layer))  # fmt: skip
         if args.command == "export":
             return cli_export.export_command(args, _report)
+        if args.command in ("diagnose", "compare"):
+            return getattr(cli_diagnose, f"{args.command}_command")(args, _report)
         return _run(args)
     except LstmvizError as exc:
         sys.stderr.write(f"lstmviz: error: {exc}\n")

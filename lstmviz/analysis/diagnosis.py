@@ -289,6 +289,25 @@ def unit_timescales(g: np.ndarray) -> np.ndarray:
     return out
 
 
+def diagnosis_lines(diagnosis) -> list[str]:
+    """Plain-text lines for a report: each direction's verdict; a recording's also how its
+    steps per decade and reach moved from the first record to the last."""
+    if isinstance(diagnosis, RecordingDiagnosis):
+        if not diagnosis.records:
+            return []
+        lines = []
+        for name, cols in diagnosis.series().items():
+            steps = cols["step"]
+            lines.append(f"diagnosis · {name}: steps per decade "
+                         f"{_num(cols['steps_per_decade'][0], '.3g')} → "
+                         f"{_num(cols['steps_per_decade'][-1], '.3g')}, reach "
+                         f"{_num(cols['reach'][0], '.0f')} → {_num(cols['reach'][-1], '.0f')} "
+                         f"of {diagnosis.T} steps (training steps {int(steps[0])}–"
+                         f"{int(steps[-1])})")  # fmt: skip
+        return lines + diagnosis_lines(diagnosis.records[-1])
+    return [f"diagnosis · {d.name}: {d.verdict}" for d in diagnosis.layers]
+
+
 def details(d: DirectionDiagnosis) -> list[str]:
     """The lines under a direction's verdict in the table: units unreached, gate saturation,
     the forget gate's timescale beside the measured one, the gradient's SNR."""
