@@ -3,6 +3,8 @@
 log10(‖B‖/‖A‖), directions × timesteps, on a diverging colour map centred on 0 (CET-D1: blue
 where B is smaller, red where it is larger, white where they are equal; grey where the ratio
 is not defined). PNG, SVG and PDF through the offscreen figure (`lstmviz.render.figure`).
+`comparison` is always an `lstmviz.analysis.compare.Comparison` (not imported here: its
+`plot()` imports this module).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 
-from lstmviz.analysis.compare import Comparison
 from lstmviz.atomic import atomic_path
 from lstmviz.render.figure import HEADER_PX, Figure, ensure_app, gui_style
 from lstmviz.render.panel import Panel
@@ -28,7 +29,7 @@ CURVES_SHARE = 0.55  # of the panels' height: the curves on top, the heatmap bel
 class CompareCurvesPanel(Panel):
     """‖dL/dh_t‖ of every direction in both runs over t: A solid, B dashed."""
 
-    def __init__(self, comparison: Comparison):
+    def __init__(self, comparison):
         super().__init__("‖dL/dh_t‖: A solid, B dashed",
                          "each direction's total gradient norm in run A (solid) and run B "
                          "(dashed), aligned at the last step")  # fmt: skip
@@ -66,7 +67,7 @@ class CompareCurvesPanel(Panel):
 class RatioHeatmapPanel(Panel):
     """log10(‖B‖/‖A‖) of dL/dh_t, a row per direction, on a diverging map centred on 0."""
 
-    def __init__(self, comparison: Comparison):
+    def __init__(self, comparison):
         super().__init__("log₁₀(‖B‖/‖A‖) of dL/dh_t",
                          "rows: directions; columns: timesteps; red where B's gradient is "
                          "larger, blue where it is smaller, grey where not defined")  # fmt: skip
@@ -113,7 +114,7 @@ class CompareFigure(Figure):
     """The comparison's two panels with a header (the changes per direction) and, in the
     PDF, both diagnoses and the configuration fields that differ."""
 
-    def __init__(self, comparison: Comparison, log: bool = True):
+    def __init__(self, comparison, log: bool = True):
         self.app = ensure_app()
         self.comparison = comparison
         self.source = None
@@ -167,7 +168,7 @@ class CompareFigure(Figure):
                 f"<ul>{notes}</ul>")  # fmt: skip
 
 
-def write_comparison(comparison: Comparison, path: str | Path, width: int = 1200,
+def write_comparison(comparison, path: str | Path, width: int = 1200,
                      height: int = 800, dpi: float = 96) -> Path:  # fmt: skip
     """Write the comparison's figure to `path` (.png, .svg or .pdf) atomically."""
     path = Path(path)
@@ -184,7 +185,7 @@ def write_comparison(comparison: Comparison, path: str | Path, width: int = 1200
     return path
 
 
-def compare_plot(comparison: Comparison, width: int, height: int, dpi: float):
+def compare_plot(comparison, width: int, height: int, dpi: float):
     """The comparison as a notebook figure (`lstmviz.notebook.Figure`: PNG, shown inline)."""
     import tempfile
 
