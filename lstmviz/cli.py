@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "while it grows), a model, weights or inputs",
     )  # fmt: skip
     gui.add_argument("--run", action="store_true", help="start a run once the files are open")
+    gui.add_argument("--compare", action="store_true", help="FILE A and B: compare them")
     gui.add_argument("--demo", action="store_true", help="start a demo run at once")
     gui.add_argument("--layer", metavar="NAME", help="the LSTM layer of a weights file with "
                      "several (as run --layer; the window otherwise asks)")  # fmt: skip
@@ -561,10 +562,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "gui":
             _check_gui_flags(args)
+            cli_diagnose.check_gui_compare(args)
             from lstmviz.gui.app import main as gui_main
 
             _leave(gui_main(args.files, run=args.run, demo=args.demo,
-                            screenshot=args.screenshot, layer=args.layer))  # fmt: skip
+                            screenshot=args.screenshot, layer=args.layer,
+                            compare=args.compare))  # fmt: skip
         if args.command == "export":
             return cli_export.export_command(args, _report)
         if args.command in ("diagnose", "compare"):

@@ -116,3 +116,16 @@ def _write(comparison, out: Path) -> None:
         write_comparison(comparison, out)
     except ValueError as exc:
         raise ConfigError("--out", str(exc)) from None
+
+
+def check_gui_compare(args: argparse.Namespace) -> None:
+    """`lstmviz gui A B --compare`: two traces or two recordings (ConfigError otherwise)."""
+    if not args.compare:
+        return
+    if len(args.files) != 2 or args.run or args.demo:
+        raise ConfigError("--compare", "give two files, A and B (traces or recordings), and "
+                          "neither --run nor --demo")  # fmt: skip
+    kinds = [files.kind(name) for name in args.files]
+    if any(kind not in ("trace", "recording") for kind in kinds) or kinds[0] != kinds[1]:
+        raise ConfigError("--compare", "the window compares two traces or two recordings (for "
+                          "models: lstmviz compare A B --inputs DATA)")  # fmt: skip

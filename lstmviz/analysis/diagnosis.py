@@ -173,9 +173,10 @@ def row_series(diagnosis: Diagnosis) -> dict[str, dict[str, np.ndarray]]:
             for d in diagnosis.layers if d.rows}  # fmt: skip
 
 
-def diagnose(trace) -> Diagnosis:
-    """The diagnosis of a GradientTrace (any mode)."""
-    return diagnose_directions(trace_directions(trace))
+def diagnose(trace, full: bool = True) -> Diagnosis:
+    """The diagnosis of a GradientTrace (any mode). `full=False`: from the norm curves only
+    (no units unreached, gate saturation, forget-gate timescales nor SNR; quick for any size)."""
+    return diagnose_directions(trace_directions(trace, full))
 
 
 def diagnose_recording(recording) -> RecordingDiagnosis:

@@ -65,18 +65,28 @@ def _c_row(row) -> np.ndarray | None:
     return None if np.isnan(row).all() else row
 
 
-def trace_directions(trace) -> list[Direction]:
-    """The directions of a GradientTrace (see the module's docstring)."""
+def trace_directions(trace, full: bool = True) -> list[Direction]:
+    """The directions of a GradientTrace (see the module's docstring). `full=False`: the norm
+    curves only (no per-unit gradients nor gates: quick for any size)."""
+    out = _trace_directions(trace, full)
+    if not full:
+        for d in out:
+            d.grad_h = d.grad_c = d.gates = None
+    return out
+
+
+def _trace_directions(trace, full: bool) -> list[Direction]:
     a = trace.arrays
     if trace.mode == "model":
         return [_model_direction(a, k, str(name)) for k, name in enumerate(a["layer_names"])]
     if trace.mode == "batchwise":
-        return [_batchwise(a)]
+        return [_batchwise(a, full)]
     d = Direction("lstm", "lstm", _f32(a["norm_h_total"]), _c_row(a.get("norm_c_total")),
                   _opt(a.get("norm_h_direct")), a.get("grad_h_total"),
                   a.get("grad_c_total"))  # fmt: skip
-    d.gates = lstm_gates(a.get("x"), a.get("h"), a.get("h0"), a.get("kernel"),
-                         a.get("recurrent_kernel"), a.get("bias"))  # fmt: skip
+    if full:
+        d.gates = lstm_gates(a.get("x"), a.get("h"), a.get("h0"), a.get("kernel"),
+                             a.get("recurrent_kernel"), a.get("bias"))  # fmt: skip
     d.connectivity = a.get("connectivity")
     if "norm_h_total_by_step" in a:
         d.rows, d.row_kind = _f32(a["norm_h_total_by_step"]), "step"
@@ -111,7 +121,7 @@ def _model_direction(a: dict, k: int, name: str) -> Direction:
     return d
 
 
-def _batchwise(a: dict) -> Direction:
+def _batchwise(a: dict, full: bool) -> Direction:
     """The batches of a per-batch run joined into one batch (see the module's docstring)."""
     rows = _f32(a["norm_h_total_by_batch"])
     joined = np.sqrt((rows.astype(np.float64) ** 2).sum(axis=0)).astype(np.float32)
@@ -123,7 +133,8 @@ def _batchwise(a: dict) -> Direction:
                   _join_batches(a.get("grad_h_total")),
                   _join_batches(a.get("grad_c_total")))  # fmt: skip
     d.rows, d.row_kind, d.row_labels = rows, "batch", np.arange(1, len(rows) + 1)
-    if all(a.get(key) is not None for key in ("x", "h", "h0", "kernel", "recurrent_kernel")):
+    if full and all(a.get(key) is not None for key in ("x", "h", "h0", "kernel",
+                                                        "recurrent_kernel")):
         per_batch = [lstm_gates(a["x"][n], a["h"][n], a["h0"][n], a["kernel"][n],
                                 a["recurrent_kernel"][n], a["bias"][n])
                      for n in range(len(a["x"]))]  # fmt: skip

@@ -157,6 +157,9 @@ def build_menus(window) -> None:
     _action(w, file, "Open &recording…", w.open_recording_dialog, "Ctrl+Shift+O",
             "Show a recording of a training run (.lvz, GradientFlowCallback or lstmviz run "
             "--record) and follow it while fit writes it (also: drop it on the window)")
+    _action(w, file, "&Compare with…", w.compare_with_dialog, None,
+            "Compare the trace or recording shown (A) with another (B): both runs' curves, "
+            "log10(‖B‖/‖A‖) per direction and timestep, both diagnoses")
     w.recent_menu = file.addMenu("Recent files")
     w.recent_menu.menuAction().setStatusTip("Open again a trace or recording opened or saved "
                                             "lately")

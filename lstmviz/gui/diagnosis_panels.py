@@ -1,0 +1,126 @@
+"""The widgets of the window's diagnosis and comparison (`gui.diagnosis_view` shows them):
+the Diagnosis dock's panel and the comparison window. pyqtgraph: imported when first shown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QPlainTextEdit,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from lstmviz.analysis.diagnosis import Diagnosis, details
+from lstmviz.render.style import PALETTE
+
+COLUMNS = ("direction", "cell", "decay/step", "steps/decade", "reach", "trend", "verdict")
+
+
+def _text(value, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+class DiagnosisPanel(QWidget):
+    """A table, a row per direction (of ‖dL/dh_t‖; the cell state's in the tooltip), and for a
+    recording two plots over training steps: steps per decade and reach per direction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.history = QWidget()
+        row = QHBoxLayout(self.history)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.plots = {}
+        for key, label in (("steps_per_decade", "steps per decade"), ("reach", "reach (steps)")):
+            plot = pg.PlotWidget()
+            plot.setLabel("bottom", "training step")
+            plot.setLabel("left", label)
+            plot.addLegend(offset=(-10, 10))
+            self.plots[key] = plot
+            row.addWidget(plot)
+        self.history.hide()
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.table, 3)
+        layout.addWidget(self.history, 2)
+
+    def show_diagnosis(self, diagnosis: Diagnosis) -> None:
+        self.table.setRowCount(len(diagnosis.layers))
+        for r, d in enumerate(diagnosis.layers):
+            x = d.h
+            reach = "–" if x.reach is None else f"{x.reach}/{diagnosis.T}"
+            values = (d.name, d.cell, _text(x.decay_per_step, ".4g"),
+                      _text(x.steps_per_decade, ".3g"), reach, x.trend or "–",
+                      d.verdict)  # fmt: skip
+            tip = "\n".join(details(d))
+            if d.c is not None:
+                tip = (f"cell state ‖dL/dc_t‖: decay {_text(d.c.decay_per_step, '.4g')}, "
+                       f"{_text(d.c.steps_per_decade, '.3g')} steps/decade, reach "
+                       f"{_text(d.c.reach, 'd')}, {d.c.trend or '–'}\n{tip}")  # fmt: skip
+            for c, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setToolTip(tip)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+
+    def show_history(self, series: dict | None) -> None:
+        """Steps per decade and reach [S] per direction over the training steps, or hide."""
+        self.history.setVisible(bool(series))
+        for key, plot in self.plots.items():
+            plot.clear()
+            for n, (name, cols) in enumerate((series or {}).items()):
+                kept = np.isfinite(cols[key])  # not defined at a record: a gap
+                plot.plot(cols["step"][kept], cols[key][kept], name=name, symbol="o",
+                          pen=pg.mkPen(PALETTE[n % len(PALETTE)], width=2),
+                          symbolSize=4)  # fmt: skip
+
+
+class CompareWindow(QWidget):
+    """Two runs compared: the curves (A solid, B dashed), the log-ratio heatmap, one cursor
+    for both, and the text: the change per direction, both verdicts, the configuration
+    fields that differ."""
+
+    def __init__(self, comparison, parent=None) -> None:
+        from lstmviz.render.compare_figure import CompareCurvesPanel, RatioHeatmapPanel
+
+        super().__init__(parent, Qt.Window)
+        self.comparison = comparison
+        a, b = comparison.names
+        self.setWindowTitle(f"Compare {a} (A) with {b} (B) — lstmviz")
+        self.curves, self.ratio = CompareCurvesPanel(comparison), RatioHeatmapPanel(comparison)
+        self.cursors = []
+        for panel in (self.curves, self.ratio):
+            panel.draw({}, None)
+            line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#555", style=Qt.DotLine))
+            panel.plot.addItem(line, ignoreBounds=True)
+            self.cursors.append(line)
+            panel.plot.scene().sigMouseMoved.connect(
+                lambda pos, p=panel: self.move_cursor(p, pos))  # fmt: skip
+        self.text = QPlainTextEdit(comparison.table(), readOnly=True)
+        splitter = QSplitter(Qt.Vertical)
+        for widget in (self.curves, self.ratio, self.text):
+            splitter.addWidget(widget)
+        layout = QVBoxLayout(self)
+        layout.addWidget(splitter)
+        self.resize(1000, 800)
+
+    def move_cursor(self, panel, pos) -> None:
+        """Put the cursor of both panels at the timestep under the mouse in `panel`."""
+        view = panel.plot.getPlotItem().getViewBox()
+        if view.sceneBoundingRect().contains(pos):
+            self.set_cursor(view.mapSceneToView(pos).x())
+
+    def set_cursor(self, t: float) -> None:
+        for line in self.cursors:
+            line.setValue(t)
