@@ -181,3 +181,15 @@ def test_exports_carry_the_diagnosis(files):
         lines = figure.summary_lines()
     assert "diagnosis · lstm: vanishing: falls 10× every 6.46 steps, reaches back 12 of 12 " \
            "steps" in lines  # fmt: skip
+
+
+@pytest.mark.parametrize("names, message", [
+    (["{a}", "{r}"], "two traces or two recordings"),
+    (["{a}"], "give two files"),
+    (["{a}", "{f}/x.keras"], "x.keras: no such file"),
+])  # fmt: skip
+def test_gui_compare_refuses_what_it_cannot_compare(files, capsys, names, message):
+    paths = {"a": files / "a.npz", "r": files / "r1.lvz", "f": files}
+    assert main(["gui", *[n.format(**paths) for n in names], "--compare"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
