@@ -26,6 +26,7 @@ from lstmviz.analysis.diagnosis import (
     DirectionDiagnosis,
     diagnose_directions,
     diagnose_recording,
+    pre_html,
 )
 from lstmviz.analysis.directions import Direction, record_directions, trace_directions
 from lstmviz.errors import InputError
@@ -120,6 +121,9 @@ class Comparison:
 
     def __repr__(self) -> str:
         return f"Comparison({self.names[0]!r} vs {self.names[1]!r})\n{self.table()}"
+
+    def _repr_html_(self) -> str:
+        return pre_html(repr(self))
 
     def plot(self, width: int = 1000, height: int = 700, dpi: float = 96):
         """The curves (A solid, B dashed) and the log-ratio heatmap as a notebook figure

@@ -126,7 +126,7 @@ def profile_decay(values: np.ndarray, full: int) -> Decay:
         decay.note = "fewer than two finite non-zero norms to fit"
         return decay
     slope = float(np.polyfit(n[kept], np.log(values[kept]), 1)[0])
-    decay.decay_per_step = math.exp(slope)
+    decay.decay_per_step = math.exp(min(slope, 700.0))  # float64's range: e^709
     decay.steps_per_decade = math.log(10) / abs(slope) if slope else None
     reached = np.flatnonzero(finite & (values >= REACH_FLOOR * peak))
     farthest = int(reached.max())

@@ -14,6 +14,7 @@ A recording: {"T": T, "records": [{"step", "epoch", "loss", "layers": [...]}]}.
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 
@@ -65,8 +66,9 @@ class DirectionDiagnosis:
         out = {"name": self.name, "cell": self.cell, "h": self.h.to_dict()}
         if self.cell == "lstm":
             out["c"] = None if self.c is None else self.c.to_dict()
-        out |= {"units_unreached": self.units_unreached,
-                "gates_saturated": dict(self.gates_saturated), "verdict": self.verdict}  # fmt: skip
+        out |= {"units_unreached": _json_float(self.units_unreached),
+                "gates_saturated": {g: _json_float(f) for g, f in self.gates_saturated.items()},
+                "verdict": self.verdict}  # fmt: skip
         return out
 
 
@@ -113,6 +115,9 @@ class Diagnosis:
     def __repr__(self) -> str:
         return f"Diagnosis(T={self.T})\n{self.table()}"
 
+    def _repr_html_(self) -> str:
+        return pre_html(repr(self))
+
 
 @dataclass
 class RecordingDiagnosis:
@@ -149,6 +154,14 @@ class RecordingDiagnosis:
     def __repr__(self) -> str:
         last = f"\nlast record:\n{self.records[-1].table()}" if self.records else ""
         return f"RecordingDiagnosis(T={self.T}, {len(self.records)} records)\n{self.table()}{last}"
+
+    def _repr_html_(self) -> str:
+        return pre_html(repr(self))
+
+
+def pre_html(text: str) -> str:
+    """What Jupyter shows of a diagnosis or a comparison: its text, monospaced."""
+    return f"<pre>{html.escape(text)}</pre>"
 
 
 def series_of(points: list[tuple[int, Diagnosis]]) -> dict[str, dict[str, np.ndarray]]:
@@ -375,5 +388,8 @@ def _nan(value) -> float:
 
 
 def _json_float(value) -> float | None:
+    """`value` as a JSON number: None for None, NaN and ±inf (JSON has neither)."""
+    if value is None:
+        return None
     value = float(value)
     return value if math.isfinite(value) else None
