@@ -162,6 +162,7 @@ def test_nonfinite_step_is_named():
     diag = _model_trace([row]).diagnosis
     assert diag.nonfinite == (5, "layer0")
     assert diag.layers[0].verdict.startswith("non-finite from t=5; vanishing")
+    assert diag.table().endswith("first non-finite gradient norm: t=5 in layer0")
 
 
 def test_connectivity_lag_profile_separates_losses_at_every_step():

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+pg = pytest.importorskip("pyqtgraph")
+
 pytest.importorskip("pytestqt")
 
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
@@ -88,3 +90,17 @@ def test_recording_shows_steps_per_decade_and_reach_over_training(idle, qtbot, t
     for curve in curves:
         assert list(curve.getData()[0]) == [5, 10, 15]
         assert list(curve.getData()[1]) == [4, 5, 6]
+
+
+def test_two_recordings_compared_over_training(idle, tmp_path):
+    a, b = tmp_path / "a.lvz", tmp_path / "b.lvz"
+    decaying_recording(a, [0.1, 0.2])
+    decaying_recording(b, [0.2, 0.5, 0.5])
+    assert idle.compare_with(str(b), str(a))
+    shown = idle.compare_windows[-1]
+    loss, reach = (w.getPlotItem() for w in shown.records.findChildren(pg.PlotWidget))
+    names = [c.name() for c in reach.listDataItems()]
+    assert names == ["bi/forward · a.lvz", "bi/backward · a.lvz", "bi/forward · b.lvz",
+                     "bi/backward · b.lvz"]  # fmt: skip
+    assert list(reach.listDataItems()[2].getData()[1]) == [5, 6, 6]
+    assert len(loss.listDataItems()) == 2

@@ -110,6 +110,9 @@ class Diagnosis:
         for d in self.layers:
             lines.append(f"{d.name}: {d.verdict}")
             lines += [f"  {line}" for line in details(d)]
+        if self.nonfinite is not None:
+            lines.append(f"first non-finite gradient norm: t={self.nonfinite[0]} in "
+                         f"{self.nonfinite[1]}")  # fmt: skip
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -109,8 +109,13 @@ class CompareWindow(QWidget):
                 lambda pos, p=panel: self.move_cursor(p, pos))  # fmt: skip
         self.text = QPlainTextEdit(comparison.table(), readOnly=True)
         splitter = QSplitter(Qt.Vertical)
-        for widget in (self.curves, self.ratio, self.text):
+        for widget in (self.curves, self.ratio):
             splitter.addWidget(widget)
+        self.records = None
+        if comparison.records_a is not None:  # recordings: loss and reach over training
+            self.records = records_plots(comparison)
+            splitter.addWidget(self.records)
+        splitter.addWidget(self.text)
         layout = QVBoxLayout(self)
         layout.addWidget(splitter)
         self.resize(1000, 800)
@@ -124,3 +129,30 @@ class CompareWindow(QWidget):
     def set_cursor(self, t: float) -> None:
         for line in self.cursors:
             line.setValue(t)
+
+
+def records_plots(comparison) -> QWidget:
+    """Two recordings over their training steps: the loss on the recorded data, and the reach
+    of each direction, A solid and B dashed."""
+    box = QWidget()
+    row = QHBoxLayout(box)
+    row.setContentsMargins(0, 0, 0, 0)
+    a_name, b_name = comparison.names
+    runs = ((comparison.records_a, Qt.SolidLine, a_name), (comparison.records_b, Qt.DashLine,
+                                                            b_name))  # fmt: skip
+    for key, label in (("loss", "loss"), ("reach", "reach (steps)")):
+        plot = pg.PlotWidget()
+        plot.setLabel("bottom", "training step")
+        plot.setLabel("left", label)
+        plot.addLegend(offset=(-10, 10))
+        for records, style, run in runs:
+            curves = {"": records["loss"]} if key == "loss" else records["reach"]
+            for n, (name, values) in enumerate(curves.items()):
+                values = np.asarray(values, np.float64)
+                kept = np.isfinite(values)
+                plot.plot(np.asarray(records["step"])[kept], values[kept],
+                          pen=pg.mkPen(PALETTE[n % len(PALETTE)], width=2, style=style),
+                          name=f"{name} · {run}" if name else run)  # fmt: skip
+        row.addWidget(plot)
+    return box
+
