@@ -208,3 +208,25 @@ def test_adding_task_reach_grows_as_the_lstm_learns():
     assert np.median(series["reach"][late]) == 30 > np.median(series["reach"][early])
     assert np.median(series["steps_per_decade"][late]) > 3 * np.median(
         series["steps_per_decade"][early])  # fmt: skip
+
+
+def test_batchwise_joins_its_batches_and_multipass_fits_its_last_pass():
+    n = np.arange(10)
+    rows = np.stack([3.0 * 0.5 ** n[::-1], 4.0 * 0.5 ** n[::-1]]).astype(np.float32)
+    direct = np.zeros_like(rows)
+    direct[:, -1] = rows[:, -1]
+    arrays = {"norm_h_total_by_batch": rows, "norm_h_direct_by_batch": direct}
+    d = GradientTrace("batchwise", RunConfig(mode="batchwise", steps=10),
+                      arrays).diagnosis.layers[0]  # fmt: skip
+    assert d.h.decay_per_step == pytest.approx(0.5, rel=1e-6)  # of √(3² + 4²) · 0.5^n
+    assert [label for label, _ in d.rows] == [1, 2]
+    assert [x.decay_per_step for _, x in d.rows] == pytest.approx([0.5, 0.5], rel=1e-6)
+    # three passes of 8 with a loss at each pass's end: the fit covers the last pass only
+    curve = np.concatenate([np.full(8, 1e-9), np.full(8, 1e-9), 0.8 ** np.arange(8)[::-1]])
+    direct = np.zeros(24)
+    direct[[7, 15, 23]] = 1.0
+    arrays = {"norm_h_total": curve.astype(np.float32), "norm_h_direct": direct}
+    d = GradientTrace("multipass", RunConfig(mode="multipass", steps=8, passes=3),
+                      arrays).diagnosis.layers[0]  # fmt: skip
+    assert d.h.span == 8 and d.h.loss_step == 23
+    assert d.h.decay_per_step == pytest.approx(0.8, rel=1e-5) and d.h.reach == 8
