@@ -161,16 +161,21 @@ def lstm_gates(x, h, h0, kernel, recurrent_kernel, bias) -> dict[str, np.ndarray
     g = tanh(z). {gate: [T, B, H]}, or None when an array is missing."""
     if any(v is None for v in (x, h, h0, kernel, recurrent_kernel)):
         return None
-    x, h = np.asarray(x, np.float64), np.asarray(h, np.float64)
-    previous = np.concatenate([np.asarray(h0, np.float64)[None], h[:-1]])
-    z = x @ np.asarray(kernel, np.float64) + previous @ np.asarray(recurrent_kernel, np.float64)
+    x, h = np.asarray(x, np.float32), np.asarray(h, np.float32)
+    T, B, H = h.shape
+    previous = np.concatenate([np.asarray(h0, np.float32)[None], h[:-1]])
+    # as 2-D products: one BLAS call each (a stacked [T, B, ·] product loops over t)
+    z = x.reshape(T * B, -1) @ np.asarray(kernel, np.float32)
+    z += previous.reshape(T * B, H) @ np.asarray(recurrent_kernel, np.float32)
     if bias is not None:
-        z = z + np.asarray(bias, np.float64)
-    parts = np.split(z, 4, axis=-1)
-    with np.errstate(over="ignore"):
-        act = [1 / (1 + np.exp(-p)) for p in parts]
-    act[2] = np.tanh(parts[2])
-    return {g: a.astype(np.float32) for g, a in zip(LSTM_GATES, act, strict=True)}
+        z += np.asarray(bias, np.float32)
+    z = z.reshape(T, B, 4 * H)
+    gates = {}
+    for n, name in enumerate(LSTM_GATES):
+        part = z[..., n * H : (n + 1) * H]
+        with np.errstate(over="ignore"):
+            gates[name] = np.tanh(part) if name == "g" else 1 / (1 + np.exp(-part))
+    return gates
 
 
 def record_directions(recording, s: int) -> list[Direction]:
