@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from lstmviz import files
-from lstmviz.errors import InputError, LstmvizError
+from lstmviz.errors import ConfigError, InputError, LstmvizError
 
 
 def open_source(source, inputs: str | os.PathLike | None = None, loss: str | None = None,
@@ -30,6 +30,10 @@ def open_source(source, inputs: str | os.PathLike | None = None, loss: str | Non
                          f"not {type(source).__name__}")  # fmt: skip
     path = Path(source)
     kind = files.kind(path)
+    if kind in ("trace", "recording") and (inputs is not None or loss):
+        flag = "--inputs" if inputs is not None else "--loss"
+        raise ConfigError(flag, f"{path}: a {kind} is not run again: {flag} is read only for "
+                          "a model")  # fmt: skip
     if kind == "trace":
         return GradientTrace.load(path)
     if kind == "recording":

@@ -127,6 +127,8 @@ def test_cli_compare_prints_json_and_writes_csv_and_png(files, capsys):
     (["compare", "{a}", "{f}/missing.npz", "--out", "{f}/x.png"], "missing.npz"),
     (["diagnose", "{f}/missing.lvz"], "missing.lvz: no such"),
     (["diagnose", "{a}", "--inputs", ""], "--inputs: empty file name"),
+    (["diagnose", "{a}", "--loss", "mse"], "--loss: "),
+    (["compare", "{r}", "{r}", "--inputs", "{a}"], "--inputs: "),
 ])  # fmt: skip
 def test_bad_input_is_one_line_exit_2_and_nothing_written(files, capsys, argv, message):
     before = sorted(p.name for p in files.iterdir())
