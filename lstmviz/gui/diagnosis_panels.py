@@ -1,5 +1,6 @@
-"""The widgets of the window's diagnosis and comparison (`gui.diagnosis_view` shows them):
-the Diagnosis dock's panel and the comparison window. pyqtgraph: imported when first shown.
+"""The pyqtgraph widgets of the window's diagnosis and comparison (`gui.diagnosis_view` shows
+them; imported when first needed): the Diagnosis dock's plots over training steps and the
+comparison window.
 """
 
 from __future__ import annotations
@@ -7,83 +8,34 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QPlainTextEdit,
-    QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QSplitter, QVBoxLayout, QWidget
 
-from lstmviz.analysis.diagnosis import Diagnosis, details
 from lstmviz.render.style import PALETTE
 
-COLUMNS = ("direction", "cell", "decay/step", "steps/decade", "reach", "trend", "verdict")
+
+def history_plots(row) -> dict:
+    """The Diagnosis dock's two plots over training steps (steps per decade, reach), added to
+    the layout `row`: {key: PlotWidget}."""
+    plots = {}
+    for key, label in (("steps_per_decade", "steps per decade"), ("reach", "reach (steps)")):
+        plot = pg.PlotWidget()
+        plot.setLabel("bottom", "training step")
+        plot.setLabel("left", label)
+        plot.addLegend(offset=(-10, 10))
+        plots[key] = plot
+        row.addWidget(plot)
+    return plots
 
 
-def _text(value, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
-
-
-class DiagnosisPanel(QWidget):
-    """A table, a row per direction (of ‖dL/dh_t‖; the cell state's in the tooltip), and for a
-    recording two plots over training steps: steps per decade and reach per direction."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
-        self.history = QWidget()
-        row = QHBoxLayout(self.history)
-        row.setContentsMargins(0, 0, 0, 0)
-        self.plots = {}
-        for key, label in (("steps_per_decade", "steps per decade"), ("reach", "reach (steps)")):
-            plot = pg.PlotWidget()
-            plot.setLabel("bottom", "training step")
-            plot.setLabel("left", label)
-            plot.addLegend(offset=(-10, 10))
-            self.plots[key] = plot
-            row.addWidget(plot)
-        self.history.hide()
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(2, 2, 2, 2)
-        layout.addWidget(self.table, 3)
-        layout.addWidget(self.history, 2)
-
-    def show_diagnosis(self, diagnosis: Diagnosis) -> None:
-        self.table.setRowCount(len(diagnosis.layers))
-        for r, d in enumerate(diagnosis.layers):
-            x = d.h
-            reach = "–" if x.reach is None else f"{x.reach}/{diagnosis.T}"
-            values = (d.name, d.cell, _text(x.decay_per_step, ".4g"),
-                      _text(x.steps_per_decade, ".3g"), reach, x.trend or "–",
-                      d.verdict)  # fmt: skip
-            tip = "\n".join(details(d))
-            if d.c is not None:
-                tip = (f"cell state ‖dL/dc_t‖: decay {_text(d.c.decay_per_step, '.4g')}, "
-                       f"{_text(d.c.steps_per_decade, '.3g')} steps/decade, reach "
-                       f"{_text(d.c.reach, 'd')}, {d.c.trend or '–'}\n{tip}")  # fmt: skip
-            for c, value in enumerate(values):
-                item = QTableWidgetItem(value)
-                item.setToolTip(tip)
-                self.table.setItem(r, c, item)
-        self.table.resizeColumnsToContents()
-
-    def show_history(self, series: dict | None) -> None:
-        """Steps per decade and reach [S] per direction over the training steps, or hide."""
-        self.history.setVisible(bool(series))
-        for key, plot in self.plots.items():
-            plot.clear()
-            for n, (name, cols) in enumerate((series or {}).items()):
-                kept = np.isfinite(cols[key])  # not defined at a record: a gap
-                plot.plot(cols["step"][kept], cols[key][kept], name=name, symbol="o",
-                          pen=pg.mkPen(PALETTE[n % len(PALETTE)], width=2),
-                          symbolSize=4)  # fmt: skip
+def draw_history(plots: dict, series: dict | None) -> None:
+    """Steps per decade and reach [S] per direction over the training steps."""
+    for key, plot in plots.items():
+        plot.clear()
+        for n, (name, cols) in enumerate((series or {}).items()):
+            kept = np.isfinite(cols[key])  # not defined at a record: a gap
+            plot.plot(cols["step"][kept], cols[key][kept], name=name, symbol="o",
+                      pen=pg.mkPen(PALETTE[n % len(PALETTE)], width=2),
+                      symbolSize=4)  # fmt: skip
 
 
 class CompareWindow(QWidget):

@@ -13,12 +13,80 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDockWidget, QFileDialog
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+)
 
+from lstmviz.analysis.diagnosis import details
 from lstmviz.errors import LstmvizError
 
 FULL_LIMIT = 4_000_000  # gradient values above which the window diagnoses from the norms only
 DOCK_HEIGHT = 170  # px: the Diagnosis dock's first height
+
+
+COLUMNS = ("direction", "cell", "decay/step", "steps/decade", "reach", "trend", "verdict")
+
+
+def _text(value, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+class DiagnosisPanel(QWidget):
+    """A table, a row per direction (of ‖dL/dh_t‖; the cell state's in the tooltip), and for a
+    recording two plots over training steps: steps per decade and reach per direction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.history = QWidget()
+        QHBoxLayout(self.history).setContentsMargins(0, 0, 0, 0)
+        self.plots: dict = {}  # made on first use (`diagnosis_panels.history_plots`)
+        self.history.hide()
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.table, 3)
+        layout.addWidget(self.history, 2)
+
+    def show_diagnosis(self, diagnosis) -> None:
+        """A row per direction of `diagnosis` (a Diagnosis)."""
+        self.table.setRowCount(len(diagnosis.layers))
+        for r, d in enumerate(diagnosis.layers):
+            x = d.h
+            reach = "–" if x.reach is None else f"{x.reach}/{diagnosis.T}"
+            values = (d.name, d.cell, _text(x.decay_per_step, ".4g"),
+                      _text(x.steps_per_decade, ".3g"), reach, x.trend or "–",
+                      d.verdict)  # fmt: skip
+            tip = "\n".join(details(d))
+            if d.c is not None:
+                tip = (f"cell state ‖dL/dc_t‖: decay {_text(d.c.decay_per_step, '.4g')}, "
+                       f"{_text(d.c.steps_per_decade, '.3g')} steps/decade, reach "
+                       f"{_text(d.c.reach, 'd')}, {d.c.trend or '–'}\n{tip}")  # fmt: skip
+            for c, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setToolTip(tip)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+
+    def show_history(self, series: dict | None) -> None:
+        """Steps per decade and reach [S] per direction over the training steps, or hide."""
+        if series and not self.plots:
+            from lstmviz.gui.diagnosis_panels import history_plots
+
+            self.plots = history_plots(self.history.layout())
+        self.history.setVisible(bool(series))
+        if self.plots:
+            from lstmviz.gui.diagnosis_panels import draw_history
+
+            draw_history(self.plots, series)
 
 
 class DiagnosisView:
@@ -27,10 +95,13 @@ class DiagnosisView:
     diagnosis_dock = None
     compare_windows: list
 
-    def diagnosis_panel(self):
-        """The Diagnosis dock's panel (`DiagnosisPanel`), made under the panels on first use."""
-        from lstmviz.gui.diagnosis_panels import DiagnosisPanel
+    def build_diagnosis_dock(self) -> None:
+        """The Diagnosis dock under the panels, from the start (appearing later it would take
+        the panels' height in the middle of a run)."""
+        self.diagnosis_panel()
 
+    def diagnosis_panel(self) -> DiagnosisPanel:
+        """The Diagnosis dock's panel."""
         if self.diagnosis_dock is None:
             self.diagnosis_dock = QDockWidget("Diagnosis", self, objectName="diagnosis")
             self.diagnosis_dock.setFeatures(QDockWidget.DockWidgetMovable

@@ -111,6 +111,7 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         layout.addWidget(self.summary)
         self.setCentralWidget(central)
         self._build_dock()
+        self.build_diagnosis_dock()
         self._build_status()
         build_menus(self)
         self.stop_action.installEventFilter(self)  # Esc: `stop_by_key`
