@@ -204,6 +204,10 @@ def build_menus(window) -> None:
     dock = w.dock.toggleViewAction()
     dock.setStatusTip("Show or hide the parameters dock with Run, Pause and Stop")
     view.addAction(dock)
+    diagnosis = w.diagnosis_dock.toggleViewAction()
+    diagnosis.setStatusTip("Show or hide the Diagnosis dock: decay per step, reach and verdict "
+                           "per direction")  # fmt: skip
+    view.addAction(diagnosis)
     for text, name in PANEL_ACTIONS:  # a panel shows when checked and the run has its data
         tip = f"Show or hide “{text}” (it appears when the run, trace or recording has its data)"
         action = QAction(text, w, checkable=True, checked=True, statusTip=tip)
