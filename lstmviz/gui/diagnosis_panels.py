@@ -22,6 +22,8 @@ def history_plots(row) -> dict:
         plot.setLabel("bottom", "training step")
         plot.setLabel("left", label)
         plot.addLegend(offset=(-10, 10))
+        if key == "steps_per_decade":  # near r = 1 it soars: a log axis keeps the rest legible
+            plot.setLogMode(y=True)
         plots[key] = plot
         row.addWidget(plot)
     return plots
