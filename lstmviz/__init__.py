@@ -43,6 +43,8 @@ _API = {
     "Recording": "lstmviz.recording",
     "run": "lstmviz.engine.runner:run_in_python_terms",
     "verify_trace": "lstmviz.verify",
+    "diagnose": "lstmviz.sources",
+    "compare": "lstmviz.sources",
     "plot": "lstmviz.notebook",
     "Figure": "lstmviz.notebook",
     "LstmvizError": "lstmviz.errors",

@@ -1,4 +1,4 @@
-"""Command line: `lstmviz gui`, `lstmviz run`, `lstmviz export`.
+"""Command line: `lstmviz gui`, `lstmviz run`, `lstmviz export`, `diagnose`, `compare`.
 
 Exit codes: 0 ok, 2 bad input, 130 interrupted.
 """
@@ -23,7 +23,7 @@ try:
 
     import numpy as np
 
-    from lstmviz import cli_export, files, modes
+    from lstmviz import cli_diagnose, cli_export, files, modes
     from lstmviz.config import (
         GENERATORS,
         LOSSES,
@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "while it grows), a model, weights or inputs",
     )  # fmt: skip
     gui.add_argument("--run", action="store_true", help="start a run once the files are open")
+    gui.add_argument("--compare", action="store_true", help="FILE A and B: compare them")
     gui.add_argument("--demo", action="store_true", help="start a demo run at once")
     gui.add_argument("--layer", metavar="NAME", help="the LSTM layer of a weights file with "
                      "several (as run --layer; the window otherwise asks)")  # fmt: skip
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     cli_export.add_parser(sub)
+    cli_diagnose.add_parsers(sub)
     return parser
 
 
@@ -560,12 +562,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "gui":
             _check_gui_flags(args)
+            cli_diagnose.check_gui_compare(args)
             from lstmviz.gui.app import main as gui_main
 
             _leave(gui_main(args.files, run=args.run, demo=args.demo,
-                            screenshot=args.screenshot, layer=args.layer))  # fmt: skip
+                            screenshot=args.screenshot, layer=args.layer,
+                            compare=args.compare))  # fmt: skip
         if args.command == "export":
             return cli_export.export_command(args, _report)
+        if args.command in ("diagnose", "compare"):
+            return getattr(cli_diagnose, f"{args.command}_command")(args, _report)
         return _run(args)
     except LstmvizError as exc:
         sys.stderr.write(f"lstmviz: error: {exc}\n")

@@ -30,6 +30,8 @@ header naming each column after the trace key it comes from:
 
 Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`;
 a header with a comma or a quote (Keras allows them in a layer's name) in double quotes.
+Beside `F.csv` goes `F_diagnosis.csv`: the diagnosis, a row per direction and curve (a
+recording: per record; `lstmviz.analysis.tables`, docs/diagnosis.md).
 
 A recording (`.lvz`, `lstmviz.recording`) exports the app's recording panels
 (`lstmviz.render.recording_figure`): ‖dL/dh_t‖ per direction at the last record over earlier
@@ -54,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz import files, schema
+from lstmviz.analysis.tables import diagnosis_csv
 from lstmviz.atomic import atomic_path
 from lstmviz.errors import ConfigError, LstmvizError, TraceError
 from lstmviz.render.layout import (
@@ -203,15 +206,20 @@ def recording_columns(recording) -> list[tuple[str, np.ndarray]]:
     return columns
 
 
+def diagnosis_path(csv_path: Path) -> Path:
+    """Where the diagnosis CSV goes beside the curves' CSV `F.csv`: `F_diagnosis.csv`."""
+    return csv_path.with_name(f"{csv_path.stem}_diagnosis.csv")
+
+
 def csv_text(trace: GradientTrace) -> str:
     """The trace's curves, one row per timestep."""
-    return _csv(csv_columns(trace))
+    return csv_of_columns(csv_columns(trace))
 
 
 CSV_BLOCK = 20_000  # rows formatted between two progress reports
 
 
-def _csv(columns: list[tuple[str, np.ndarray]], step=None) -> str:
+def csv_of_columns(columns: list[tuple[str, np.ndarray]], step=None) -> str:
     """The columns as CSV text: a header, then a row per value; a field with a comma or a
     quote (a Keras layer's name may hold them) quoted as RFC 4180 says. Integers as they are,
     floats with 9 significant digits (`nan`, `inf`, `-inf` as Python writes them). `step`:
@@ -408,11 +416,13 @@ def export(
     stages = [k for k in ("csv", "figure", "png", "svg", "pdf", "npz")
               if k in targets or (k == "figure" and needs_qt)]  # fmt: skip
     step = _Progress(progress, stages)
-    csv_data = None
+    csv_data = beside = None
     if "csv" in targets:
         step("csv")
         columns = recording_columns(trace) if recording else csv_columns(trace)
-        csv_data = _csv(columns, step.part("csv")).encode("utf-8")
+        csv_data = csv_of_columns(columns, step.part("csv")).encode("utf-8")
+        beside = diagnosis_path(targets["csv"])  # the diagnosis, beside the curves
+        diagnosis = diagnosis_csv(trace.diagnosis).encode("utf-8")
     view = {"layer": layer, "record": record, "t_range": t_range}
 
     temps: dict[str, Path] = {}
@@ -427,6 +437,8 @@ def export(
             if csv_data is not None:
                 with _writing("csv", targets["csv"]):
                     temps["csv"].write_bytes(csv_data)
+                with _writing("csv", beside):
+                    stack.enter_context(atomic_path(beside, suffix=".csv")).write_bytes(diagnosis)
             if "npz" in temps:
                 step("npz")
                 with _writing("npz", targets["npz"]):
@@ -435,7 +447,7 @@ def export(
             # leaving the stack renames every temporary file to its target
     except OSError as exc:
         raise ExportError(_rename_error(exc, temps, targets)) from None
-    return list(targets.values())
+    return [*targets.values(), *([beside] if beside is not None else [])]
 
 
 @contextlib.contextmanager

@@ -121,6 +121,14 @@ class Recording:
     def keys(self) -> list[str]:
         return sorted(self.arrays)
 
+    @property
+    def diagnosis(self):
+        """Each record's diagnosis from its norm rows (`lstmviz.analysis.diagnosis.
+        RecordingDiagnosis`; `.series()` steps per decade and reach over training steps)."""
+        from lstmviz.analysis.diagnosis import diagnose_recording
+
+        return diagnose_recording(self)
+
     def __repr__(self) -> str:
         """The file, its records and LSTM directions, whether it is finished; not the rows."""
         count, steps = len(self), np.ravel(self.arrays.get("step", []))

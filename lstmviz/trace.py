@@ -116,6 +116,15 @@ class GradientTrace:
     def keys(self) -> list[str]:
         return sorted(self.arrays)
 
+    @property
+    def diagnosis(self):
+        """Per direction: how far back the gradient reaches, its decay per step, trend and a
+        verdict (`lstmviz.analysis.diagnosis.Diagnosis`; `.to_dict()` the JSON contract,
+        docs/diagnosis.md). Computed on every access, with NumPy."""
+        from lstmviz.analysis.diagnosis import diagnose
+
+        return diagnose(self)
+
     def save(self, path: str | os.PathLike) -> Path:
         """Write to `path` (which must end in `.npz`, as lstmviz knows a trace) atomically
         (temporary file, then rename). Returns the path."""

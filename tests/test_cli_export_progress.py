@@ -78,7 +78,8 @@ def test_a_quick_export_stays_silent(small, capsys):
 
     assert main(["export", str(small), "--csv", str(small.with_suffix(".csv"))]) == 0
     out, err = capsys.readouterr()
-    assert err == "" and out == f"wrote {small.with_suffix('.csv')}\n"
+    beside = small.with_name("t_diagnosis.csv")
+    assert err == "" and out == f"wrote {small.with_suffix('.csv')}, {beside}\n"
 
 
 @pytest.mark.parametrize("quiet", [False, True], ids=["progress", "quiet"])
@@ -92,7 +93,7 @@ def test_a_slow_export_shows_its_progress_unless_quiet(small, capsys, monkeypatc
     assert main(["export", str(small), *outputs, "--width", "640", "--height", "400", "--dpi", "96"]
                 + ["--quiet"] * quiet) == 0  # fmt: skip
     out, err = capsys.readouterr()
-    assert _names(small.parent) == ["t.csv", "t.npz", "t.png"]
+    assert _names(small.parent) == ["t.csv", "t.npz", "t.png", "t_diagnosis.csv"]
     if quiet:
         assert (out, err) == ("", "")
         return

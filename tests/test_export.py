@@ -204,11 +204,13 @@ def test_pdf_is_one_page(traces, tmp_path):
 def test_every_mode_exports_every_format(traces, tmp_path, mode):
     out = {fmt: tmp_path / f"{mode}.{fmt}" for fmt in ("png", "svg", "pdf", "csv")}
     written = export(traces[mode], **out, width=800, height=560, dpi=96)
-    assert written == list(out.values())
+    beside = tmp_path / f"{mode}_diagnosis.csv"  # the diagnosis, beside the curves
+    assert written == [*out.values(), beside]
     assert out["png"].read_bytes().startswith(b"\x89PNG")
     ET.parse(out["svg"])
     assert pdf_pages(out["pdf"].read_bytes()) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in out.values())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in written)
+    assert beside.read_text().startswith("record,direction,cell,of,decay_per_step,")
 
 
 def test_single_panel_and_view_options(traces, tmp_path):

@@ -65,7 +65,7 @@ def test_gui_export_dialog_writes_every_chosen_format(window, tmp_path, monkeypa
     export_every_format(window, monkeypatch, base, 800, 500)
     assert not window.errors_shown, window.errors_shown
     names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("fig"))
-    assert names == ["fig.csv", "fig.npz", "fig.pdf", "fig.png", "fig.svg"]
+    assert names == ["fig.csv", "fig.npz", "fig.pdf", "fig.png", "fig.svg", "fig_diagnosis.csv"]
     header, rows = read_csv(base.with_suffix(".csv"))
     assert header[:3] == ["t", "pass", "t_in_pass"] and len(rows) == P * T
     again = GradientTrace.load(base.with_suffix(".npz"))  # the trace itself, as Save trace

@@ -66,7 +66,8 @@ def test_the_progress_dialog_names_each_step_and_the_files_are_written(window, m
     monkeypatch.setattr("lstmviz.gui.export_dialog.PROGRESS_AFTER_MS", 0)  # shown at once
     labels = watch_progress(window, cancel=False)
     assert export_with(monkeypatch, window, str(out / "fig"), ("png", "svg", "csv")), errors
-    assert sorted(p.name for p in out.iterdir()) == ["fig.csv", "fig.png", "fig.svg"]
+    assert sorted(p.name for p in out.iterdir()) == ["fig.csv", "fig.png", "fig.svg",
+                                                     "fig_diagnosis.csv"]
     steps = list(dict.fromkeys(labels))
     order = ["Writing the CSV…", "Drawing the panels…", "Rendering the PNG…",
              "Rendering the SVG…", "Writing the files…"]  # fmt: skip

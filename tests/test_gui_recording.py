@@ -354,7 +354,7 @@ def test_the_window_exports_the_recording_it_shows(qtbot, window, errors, fitted
     export_every_format(window, monkeypatch, base, 1200, 900)
     assert not errors, errors
     names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("fig"))
-    assert names == ["fig.csv", "fig.npz", "fig.pdf", "fig.png", "fig.svg"]
+    assert names == ["fig.csv", "fig.npz", "fig.pdf", "fig.png", "fig.svg", "fig_diagnosis.csv"]
     texts = " ".join(ET.parse(base.with_suffix(".svg")).getroot().itertext())
     rec = load_recording(fitted)
     for title in (f"Gradient norm by layer at step {rec.step[2]}", "Loss per record",

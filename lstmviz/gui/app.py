@@ -82,13 +82,14 @@ def freeze_long_lived(window) -> None:
 
 def main(
     files: Sequence[str] = (), run: bool = False, demo: bool = False,
-    screenshot: str | None = None, layer: str | None = None,
+    screenshot: str | None = None, layer: str | None = None, compare: bool = False,
 ) -> int:
     """Show the main window, open `files` as if dropped on it (`layer`: the LSTM layer of a
     weights file with several), and start a run (`run`: the parameters shown once the files
     are open; `demo`: the demo). With `screenshot`, save the
     window as PNG once the run is drawn (or, without a run, once the files are shown and
-    TensorFlow is ready) and quit.
+    TensorFlow is ready) and quit. `compare`: `files` are A and B, A is shown and compared
+    with B in a window of its own (File → Compare with…).
 
     Returns 0, or 1 when `screenshot` was asked for and an error occurred or nothing was saved.
     """
@@ -148,7 +149,11 @@ def main(
     def open_files() -> None:
         # in the event loop, so that a dialog these open (a layer picker, an error) leaves
         # the heartbeat and a signal's close working
-        opened = all([window.open_path(str(path), layer) for path in files])
+        if compare:
+            opened = window.open_path(str(files[0])) and window.compare_with(str(files[1]),
+                                                                              str(files[0]))
+        else:
+            opened = all([window.open_path(str(path), layer) for path in files])
         if demo:
             window.start_demo()
         elif run and opened:

@@ -34,6 +34,7 @@ from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.errors import LstmvizError
 from lstmviz.gui import qt_types
+from lstmviz.gui.diagnosis_view import DiagnosisView
 from lstmviz.gui.file_actions import FileActions
 from lstmviz.gui.menus import ESC_ASKS_AFTER, build_menus, show_about
 from lstmviz.gui.params import FieldsArea, ParamsEditor, in_dock_terms
@@ -66,7 +67,7 @@ def demo_config() -> RunConfig:
                      loss="last_mse", random_state=True, seed=7, weights=weights)  # fmt: skip
 
 
-class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
+class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWindow):
     """`settled` fires whenever the window becomes idle with TensorFlow loaded and every
     panel drawn (after a run ends, or at start-up when nothing runs): the screenshot hook.
 
@@ -110,6 +111,7 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         layout.addWidget(self.summary)
         self.setCentralWidget(central)
         self._build_dock()
+        self.build_diagnosis_dock()
         self._build_status()
         build_menus(self)
         self.stop_action.installEventFilter(self)  # Esc: `stop_by_key`
@@ -446,6 +448,7 @@ class MainWindow(FileActions, RecordingActions, RunView, QMainWindow):
         self.dirty = False
         self.area.draw(trace.arrays, trace.config, None, live=False, at_once=at_once)
         self.summary.draw(trace.mode, trace.arrays, trace.config, seconds)
+        self.show_diagnosis(trace)
         self.elapsed.setText(f"{seconds:.2f} s" if seconds is not None else "")
         if seconds is None:  # opened, not run: an earlier run's "done" is not about it
             self.progress.hide()

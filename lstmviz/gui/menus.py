@@ -157,6 +157,9 @@ def build_menus(window) -> None:
     _action(w, file, "Open &recording…", w.open_recording_dialog, "Ctrl+Shift+O",
             "Show a recording of a training run (.lvz, GradientFlowCallback or lstmviz run "
             "--record) and follow it while fit writes it (also: drop it on the window)")
+    _action(w, file, "&Compare with…", w.compare_with_dialog, None,
+            "Compare the trace or recording shown (A) with another (B): both runs' curves, "
+            "log10(‖B‖/‖A‖) per direction and timestep, both diagnoses")
     w.recent_menu = file.addMenu("Recent files")
     w.recent_menu.menuAction().setStatusTip("Open again a trace or recording opened or saved "
                                             "lately")
@@ -201,6 +204,10 @@ def build_menus(window) -> None:
     dock = w.dock.toggleViewAction()
     dock.setStatusTip("Show or hide the parameters dock with Run, Pause and Stop")
     view.addAction(dock)
+    diagnosis = w.diagnosis_dock.toggleViewAction()
+    diagnosis.setStatusTip("Show or hide the Diagnosis dock: decay per step, reach and verdict "
+                           "per direction")  # fmt: skip
+    view.addAction(diagnosis)
     for text, name in PANEL_ACTIONS:  # a panel shows when checked and the run has its data
         tip = f"Show or hide “{text}” (it appears when the run, trace or recording has its data)"
         action = QAction(text, w, checkable=True, checked=True, statusTip=tip)

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import QApplication, QGraphicsItem
 
 import lstmviz
 from lstmviz import display, modes
+from lstmviz.analysis.diagnosis import diagnosis_lines
 from lstmviz.render.curves import NormHistoryPanel
 from lstmviz.render.fitting import fit_axis_labels, folded_legend, plain_head, scaled_pens
 from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
@@ -573,7 +574,7 @@ class Figure:
                     f"{fmt(float(flat[-1]))}" + (f" ({len(flat) // per_pass} passes of "
                                                   f"{per_pass})" if per_pass else "")
                 )  # fmt: skip
-        lines += model_lines(a)
+        lines += model_lines(a) + [escape(x) for x in diagnosis_lines(self.trace.diagnosis)]
         if "max_abs_diff_full_vs_reference" in a:
             lines.append(
                 "full multi-pass gradient vs one pass over the joined sequence: max |Δ| "

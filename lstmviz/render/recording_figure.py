@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
 import lstmviz
+from lstmviz.analysis.diagnosis import diagnosis_lines
 from lstmviz.recording import Recording
 from lstmviz.render.figure import Figure
 from lstmviz.render.layout import RECORDING_PANELS
@@ -102,6 +103,7 @@ class RecordingFigure(Figure):
 
     def summary_lines(self) -> list[str]:
         lines = [self.summary_html(), *evolution_lines(self.view)]
+        lines += [escape(x) for x in diagnosis_lines(self.recording.diagnosis)]
         if self.trace is not None:
             last = record_text(self.view, record_count(self.view) - 1)
             found = model_lines(self.trace.arrays)

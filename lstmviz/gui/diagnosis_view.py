@@ -1,0 +1,218 @@
+"""The window's diagnosis and comparison: a Diagnosis dock (a row per direction: cell, decay
+per step, steps per decade, reach, trend, verdict; for a recording also steps per decade and
+reach per direction over training steps), the reach marked on the norm curves, and File →
+Compare with… (a window with both runs' curves, the log-ratio heatmap, one cursor for both,
+and both diagnoses with the change).
+
+Everything here is NumPy (`lstmviz.analysis`) computed in the window's process: a trace whose
+gradients are large is diagnosed from its norm curves alone (FULL_LIMIT). The widgets
+(`gui.diagnosis_panels`, pyqtgraph) are imported when first shown.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QTableWidget,
+    QTableWidgetItem,
+    QWidget,
+)
+
+from lstmviz.analysis.diagnosis import details
+from lstmviz.errors import LstmvizError
+
+FULL_LIMIT = 4_000_000  # gradient values above which the window diagnoses from the norms only
+DOCK_HEIGHT = 170  # px: the Diagnosis dock's first height
+
+
+COLUMNS = ("direction", "cell", "decay/step", "steps/decade", "reach", "trend", "verdict")
+
+
+def _text(value, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+class DiagnosisPanel(QWidget):
+    """A table, a row per direction (of ‖dL/dh_t‖; the cell state's in the tooltip), and for a
+    recording two plots over training steps: steps per decade and reach per direction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.verticalHeader().hide()
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.history = QWidget()
+        QHBoxLayout(self.history).setContentsMargins(0, 0, 0, 0)
+        self.plots: dict = {}  # made on first use (`diagnosis_panels.history_plots`)
+        self.history.hide()
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.table, 3)
+        layout.addWidget(self.history, 2)
+
+    def show_diagnosis(self, diagnosis) -> None:
+        """A row per direction of `diagnosis` (a Diagnosis)."""
+        self.table.setRowCount(len(diagnosis.layers))
+        for r, d in enumerate(diagnosis.layers):
+            x = d.h
+            reach = "–" if x.reach is None else f"{x.reach}/{diagnosis.T}"
+            values = (d.name, d.cell, _text(x.decay_per_step, ".4g"),
+                      _text(x.steps_per_decade, ".3g"), reach, x.trend or "–",
+                      d.verdict)  # fmt: skip
+            tip = "\n".join(details(d))
+            if d.c is not None:
+                tip = (f"cell state ‖dL/dc_t‖: decay {_text(d.c.decay_per_step, '.4g')}, "
+                       f"{_text(d.c.steps_per_decade, '.3g')} steps/decade, reach "
+                       f"{_text(d.c.reach, 'd')}, {d.c.trend or '–'}\n{tip}")  # fmt: skip
+            for c, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setToolTip(tip)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+
+    def show_history(self, series: dict | None) -> None:
+        """Steps per decade and reach [S] per direction over the training steps, or hide."""
+        if series and not self.plots:
+            from lstmviz.gui.diagnosis_panels import history_plots
+
+            self.plots = history_plots(self.history.layout())
+        self.history.setVisible(bool(series))
+        if self.plots:
+            from lstmviz.gui.diagnosis_panels import draw_history
+
+            draw_history(self.plots, series)
+
+
+class DiagnosisView:
+    """MainWindow's part for the diagnosis and the comparison."""
+
+    diagnosis_dock = None
+    compare_windows: list
+
+    def build_diagnosis_dock(self) -> None:
+        """The Diagnosis dock under the panels, from the start (appearing later it would take
+        the panels' height in the middle of a run)."""
+        self.diagnosis_panel()
+
+    def diagnosis_panel(self) -> DiagnosisPanel:
+        """The Diagnosis dock's panel."""
+        if self.diagnosis_dock is None:
+            self.diagnosis_dock = QDockWidget("Diagnosis", self, objectName="diagnosis")
+            self.diagnosis_dock.setFeatures(QDockWidget.DockWidgetMovable
+                                            | QDockWidget.DockWidgetClosable)  # fmt: skip
+            self.diagnosis_dock.setWidget(DiagnosisPanel())
+            self.addDockWidget(Qt.BottomDockWidgetArea, self.diagnosis_dock)
+            # a strip under the panels: they keep most of the height
+            self.resizeDocks([self.diagnosis_dock], [DOCK_HEIGHT], Qt.Vertical)
+        return self.diagnosis_dock.widget()
+
+    def show_diagnosis(self, trace):
+        """Diagnose `trace` (from its norms alone when its gradients are large) and show it:
+        the dock's rows, and the reach marked on the norm curves. Returns the Diagnosis."""
+        from lstmviz.analysis.diagnosis import diagnose
+
+        try:
+            size = sum(np.size(v) for k, v in trace.arrays.items() if "grad_" in k)
+            diagnosis = diagnose(trace, full=size <= FULL_LIMIT)
+        except (LstmvizError, ValueError, KeyError, IndexError) as exc:
+            self.message.setText(f"no diagnosis: {exc}")
+            return None
+        panel = self.diagnosis_panel()
+        panel.show_diagnosis(diagnosis)
+        recording = getattr(self, "recording", None)
+        panel.show_history(recording.diagnosis.series() if recording is not None else
+                           _rows_series(diagnosis))  # fmt: skip
+        self.mark_reach(diagnosis)
+        return diagnosis
+
+    def mark_reach(self, diagnosis) -> None:
+        """A dotted vertical line per direction on the norm curves at the farthest step its
+        ‖dL/dh_t‖ reaches (`reach` steps back from the loss step)."""
+        import pyqtgraph as pg
+
+        from lstmviz.render.style import PALETTE
+
+        for line in getattr(self, "reach_lines", []):
+            if line.scene() is not None:
+                line.scene().removeItem(line)
+        self.reach_lines = []
+        if self._area is None:
+            return
+        names = ("layers",) if len(diagnosis.layers) > 1 or self.trace.mode == "model" \
+            else ("norm",)  # fmt: skip
+        for name in names:
+            panel = self._area.by_name.get(name)
+            if panel is None:
+                continue
+            for n, d in enumerate(diagnosis.layers):
+                x = d.h
+                if x.reach is None or x.loss_step is None or x.source != "norms":
+                    continue
+                t = x.loss_step + (x.reach - 1) * (1 if d.reverse else -1)
+                line = pg.InfiniteLine(t, angle=90, label=f"reach {d.name}",
+                                       pen=pg.mkPen(PALETTE[n % len(PALETTE)], width=1,
+                                                    style=Qt.DashDotLine),
+                                       labelOpts={"position": 0.9, "color": "#333"})  # fmt: skip
+                panel.plot.addItem(line, ignoreBounds=True)
+                self.reach_lines.append(line)
+
+    def compare_with_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with…", "",
+                                              "Traces and recordings (*.npz *.lvz)")  # fmt: skip
+        if path:
+            self.compare_with(path)
+
+    def compare_with(self, path: str, first: str | None = None) -> bool:
+        """Compare A with the trace or recording at `path` (B) in a window of its own; A is
+        the file `first`, else what the window shows (the recording, else the trace). A model
+        file: compare on the command line (`lstmviz compare A B --inputs DATA`), which runs
+        it. False (after an error dialog) when they cannot be compared."""
+        from lstmviz.analysis.compare import compare
+        from lstmviz.gui.diagnosis_panels import CompareWindow
+
+        try:
+            if first is not None:
+                current, name = _read(first), first.rsplit("/", 1)[-1]
+            else:
+                recording = getattr(self, "recording", None)
+                current = recording if recording is not None else self.trace
+                name = self.shown_file() or "shown"
+                if current is None:
+                    raise LstmvizError("nothing to compare: open or run a trace (or a "
+                                       "recording) first")  # fmt: skip
+            comparison = compare(current, _read(path), (name, path.rsplit("/", 1)[-1]))
+        except LstmvizError as exc:
+            self.show_error("Cannot compare", str(exc))
+            return False
+        window = CompareWindow(comparison, self)
+        self.compare_windows = [*getattr(self, "compare_windows", []), window]
+        window.show()
+        return True
+
+
+def _read(path: str):
+    """The trace or recording at `path` (LstmvizError for anything else)."""
+    from lstmviz import files
+    from lstmviz.recording import load_recording
+    from lstmviz.trace import GradientTrace
+
+    kind = files.kind(path)
+    if kind not in ("trace", "recording"):
+        raise LstmvizError(f"{path}: the window compares traces and recordings; for models: "
+                           "lstmviz compare A B --inputs DATA")  # fmt: skip
+    return GradientTrace.load(path) if kind == "trace" else load_recording(path)
+
+
+def _rows_series(diagnosis) -> dict | None:
+    """A training trace's steps per decade and reach over its steps (None for other traces)."""
+    from lstmviz.analysis.diagnosis import row_series
+
+    series = row_series(diagnosis)
+    rows = [d for d in diagnosis.layers if d.rows]
+    return series if rows and rows[0].row_kind == "step" else None
