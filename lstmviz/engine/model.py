@@ -135,7 +135,10 @@ class ModelGradients:
         self.spec, self.loss = spec, loss
         self.forward = ModelForward(spec)
         self.names = spec.lstm_directions()
-        self._step = tf.function(self._compute, reduce_retracing=True)
+        # autograph=False: the computation is written in TensorFlow ops (its loops are Python
+        # loops over layers, or explicit while loops); converting its code took most of the
+        # first call's time
+        self._step = tf.function(self._compute, reduce_retracing=True, autograph=False)
         self._keras_weights = {layer.name: layer.weights for layer in spec.layers
                                if layer.kind == "keras"}  # what those layers hold  # fmt: skip
 
@@ -208,7 +211,8 @@ class ModelGradients:
 def structure_key(spec: ModelSpec, loss: ModelLoss) -> tuple:
     """What a compiled `ModelGradients` depends on: every field of every layer (kind, class,
     arguments, input and output shapes, the names, shapes and dtypes of its weights in order:
-    not their values), the model's own fields but its name and source text, and the loss."""
+    not their values), the model's own fields but its name and source text, the loss, and
+    the LSTM kernel the graph is built with (native or while-loops)."""
 
     def text(value) -> str:  # nested arguments as one hashable text
         return json.dumps(value, sort_keys=True, default=repr)
@@ -221,7 +225,7 @@ def structure_key(spec: ModelSpec, loss: ModelLoss) -> tuple:
     )  # fmt: skip
     model = tuple(text(getattr(spec, item.name)) for item in fields(spec)
                   if item.name not in ("name", "source", "layers"))  # fmt: skip
-    return layers, model, loss
+    return layers, model, loss, kernel_name()
 
 
 _COMPILED: dict[tuple, ModelGradients] = {}
