@@ -124,3 +124,16 @@ def test_a_live_spec_equals_the_one_from_its_weights_file(conv_model, tmp_path):
         assert list(a.weights) == list(b.weights)
         for key in a.weights:
             np.testing.assert_array_equal(a.weights[key], b.weights[key])
+
+
+def test_a_live_model_changed_in_place_is_read_anew():
+    from lstmviz.weights.model_files import spec_from_keras
+
+    model = keras.Sequential([keras.Input((5, 3)), L.LSTM(4, name="low")])
+    before = spec_from_keras(model)
+    model.add(L.Dense(2, name="head"))
+    after = spec_from_keras(model)
+    assert [layer.name for layer in before.layers] == ["input", "low"]
+    assert [layer.name for layer in after.layers] == ["input", "low", "head"]
+    np.testing.assert_array_equal(after.layers[2].weights["kernel"],
+                                  model.get_layer("head").kernel.numpy())  # fmt: skip

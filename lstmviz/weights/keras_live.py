@@ -11,6 +11,8 @@ only when made.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from lstmviz.weights.found import numeric
@@ -20,19 +22,34 @@ from lstmviz.weights.keras_model import Keras3Weights
 _VARS = "vars"  # the group a weights file holds an object's variables in
 
 
+def _walk(model) -> dict[str, dict[str, object]]:
+    """{path: {"0": variable, "1": …}} ("" the model's own path) as save_weights walks it."""
+    from keras.src.saving import saving_lib  # the walk save_weights makes
+
+    store = saving_lib.NpzIOStore(None, mode="w")  # in memory until closed: never closed
+    saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
+                           visited_saveables=set())  # fmt: skip
+    return {("" if path == "__root__" else path): dict(values)
+            for path, values in store.contents.items() if values}  # fmt: skip
+
+
+# The last walk of each live model, kept while the model lives: (its variables' ids, walk).
+_WALKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class LiveWeights(Keras3Weights):
     """The variables of a built Keras 3 `model` by their weights-file path: `take` and `tree`
     as `Keras3Weights` answers them for the file `model.save_weights` would write."""
 
     def __init__(self, model):
-        from keras.src.saving import saving_lib  # the walk save_weights makes
-
-        store = saving_lib.NpzIOStore(None, mode="w")  # in memory until closed: never closed
-        saving_lib._save_state(model, weights_store=store, assets_store=None, inner_path="",
-                               visited_saveables=set())  # fmt: skip
-        # store path ("__root__" for the model itself) -> {"0": variable, "1": …}
-        self.variables = {("" if path == "__root__" else path): dict(values)
-                          for path, values in store.contents.items() if values}  # fmt: skip
+        # The walk, again only when the model holds other variables (a layer added, removed
+        # or rebuilt): their paths follow from the model's objects, their values are read
+        # anew on every use.
+        held = tuple(map(id, model.variables))
+        walked = _WALKS.get(model)
+        if walked is None or walked[0] != held:
+            walked = _WALKS[model] = (held, _walk(model))
+        self.variables = walked[1]
         super().__init__(None)
 
     def take(self, layer: ConfigLayer, groups: tuple[str, ...], count: int) -> list[np.ndarray]:
