@@ -28,22 +28,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_model, also when loaded by path
+
+from bench_model import build  # noqa: E402 (the model of bench_model.py, any length)
 
 VOCABULARY, EMBED = 1000, 32
-
-
-def build(units: int):
-    import keras
-
-    L = keras.layers
-    keras.utils.set_random_seed(0)
-    inp = keras.Input((None,), dtype="int32")
-    x = L.Embedding(VOCABULARY, EMBED)(inp)
-    x = L.Bidirectional(L.LSTM(units, return_sequences=True))(x)
-    x = L.LSTM(units)(x)
-    model = keras.Model(inp, L.Dense(1, activation="sigmoid")(x))
-    model.compile(loss="binary_crossentropy")
-    return model
 
 
 def _status_bytes(key: str) -> int:
@@ -60,7 +49,7 @@ def probe(steps: int, batch: int, units: int, repeats: int) -> dict:
     from lstmviz.engine.model import model_bytes
     from lstmviz.weights.model_files import spec_from_keras
 
-    model = build(units)
+    model = build(VOCABULARY, EMBED, units, None)
     rng = np.random.default_rng(0)
     x = rng.integers(1, VOCABULARY, (batch, steps)).astype(np.int32)
     y = rng.integers(0, 2, (batch, 1)).astype(np.float32)
