@@ -33,7 +33,7 @@ from lstmviz.errors import ConfigError, InputError
 from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.keras_config import loss_name
-from lstmviz.weights.model import RECURRENT, ModelSpec, shape_text
+from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec, shape_text
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
 
@@ -214,15 +214,18 @@ def structure_key(spec: ModelSpec, loss: ModelLoss) -> tuple:
     not their values), the model's own fields but its name and source text, the loss, and
     the LSTM kernel the graph is built with (native or while-loops)."""
 
-    def text(value) -> str:  # nested arguments as one hashable text
-        return json.dumps(value, sort_keys=True, default=repr)
+    def text(value) -> str:  # nested arguments as one hashable text (NumPy values whole)
+        return json.dumps(value, sort_keys=True,
+                          default=lambda v: v.tolist() if hasattr(v, "tolist") else repr(v))
 
-    layers = tuple(
-        tuple(text([(key, list(array.shape), str(array.dtype)) for key, array in value.items()])
-              if item.name == "weights" else text(value)
-              for item in fields(layer) for value in (getattr(layer, item.name),))
-        for layer in spec.layers
-    )  # fmt: skip
+    def field(layer: LayerSpec, name: str) -> str:
+        value = getattr(layer, name)
+        if name == "weights":  # names, shapes and dtypes in order, not the values
+            value = [(key, list(array.shape), str(array.dtype)) for key, array in value.items()]
+        return text(value)
+
+    layers = tuple(tuple(field(layer, item.name) for item in fields(layer))
+                   for layer in spec.layers)  # fmt: skip
     model = tuple(text(getattr(spec, item.name)) for item in fields(spec)
                   if item.name not in ("name", "source", "layers"))  # fmt: skip
     return layers, model, loss, kernel_name()
