@@ -6,7 +6,8 @@ panels with big data. Not a test; prints a table.
     xvfb-run -a .venv/bin/python bench/bench_gui.py          # a real X server (xcb)
     xvfb-run -a .venv/bin/python bench/bench_gui.py --only life --seconds 6
 
-Options: --only {startup,life,latency,redraw} (repeatable), --startups N, --seconds S.
+Options: --only {startup,life,latency,redraw} (repeatable), --startups N, --seconds S,
+--long-model T (the redraw part also draws a model trace of T steps, B=8, H=128).
 The machine's load (`uptime`) is printed with the figures: timings on a shared machine are noisy.
 
 - start-up: `python main.py --screenshot` in a subprocess with LSTMVIZ_TIMING=1 (the app prints
@@ -466,7 +467,7 @@ def life(seconds: float) -> list[tuple[str, str, str]]:
 # ---- redraw ----------------------------------------------------------------------------------
 
 
-def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
+def redraw(repeats: int = 10, long_steps: int = 0) -> list[tuple[str, str, str]]:
     from lstmviz.config import RunConfig
 
     out = []
@@ -551,6 +552,16 @@ def redraw(repeats: int = 10) -> list[tuple[str, str, str]]:
             panel = window.area.by_name[name]
             timed(f"model: {name} only", panel,
                   lambda i, panel=panel: panel.draw(models[i % 2], model))  # fmt: skip
+        if long_steps:  # a long model trace: more steps than a screen has pixels
+            sizes = {"steps": long_steps, "batch": 8, "hidden": 128}
+            model = RunConfig(mode="model", **sizes)
+            models = [model_arrays(**sizes, seed=2), model_arrays(**sizes, seed=3)]
+            staged(f"model trace (4 × T={long_steps}, B=8, H=128), every model panel",
+                   lambda i: window.area.draw(models[i % 2], model, None, live=False))
+            for name in ("layers", "gates", "layer_map", "saliency", "layer_units"):
+                panel = window.area.by_name[name]
+                timed(f"model T={long_steps}: {name} only", panel,
+                      lambda i, panel=panel: panel.draw(models[i % 2], model))  # fmt: skip
         window.close()
     return out
 
@@ -561,6 +572,8 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=parts)
     parser.add_argument("--startups", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0, help="per latency scenario")
+    parser.add_argument("--long-model", type=int, default=0, metavar="T",
+                        help="redraw also a model trace of T steps (B=8, H=128)")
     parser.add_argument("--life-driver", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -580,7 +593,7 @@ def main() -> None:
     if "latency" in parts:  # before redraw: it runs an engine in this process
         rows += latency(args.seconds)
     if "redraw" in parts:
-        rows += redraw()
+        rows += redraw(long_steps=args.long_model)
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance()

@@ -17,9 +17,10 @@ a loss on its top output h: mean_h, last_mse or seq_mse.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ from lstmviz.errors import ConfigError, InputError
 from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.keras_config import loss_name
-from lstmviz.weights.model import RECURRENT, ModelSpec, shape_text
+from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec, shape_text
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
 
@@ -137,7 +138,25 @@ class ModelGradients:
         self.spec, self.loss = spec, loss
         self.forward = ModelForward(spec)
         self.names = spec.lstm_directions()
-        self._step = tf.function(self._compute, reduce_retracing=True)
+        # autograph=False: the computation is written in TensorFlow ops (its loops are Python
+        # loops over layers, or explicit while loops); converting its code took most of the
+        # first call's time
+        self._step = tf.function(self._compute, reduce_retracing=True, autograph=False)
+        self._keras_weights = {layer.name: layer.weights for layer in spec.layers
+                               if layer.kind == "keras"}  # what those layers hold  # fmt: skip
+
+    def load_keras_weights(self, spec: ModelSpec) -> None:
+        """Give the layers Keras runs the weights of `spec` (a model of the same structure):
+        the compiled function reads their variables. Layers whose weights are the same values
+        are left as they are."""
+        from lstmviz.weights.keras_rebuild import load_layer_weights
+
+        for layer in spec.layers:
+            held = self._keras_weights.get(layer.name)
+            if held is None or all(np.array_equal(held[k], v) for k, v in layer.weights.items()):
+                continue
+            load_layer_weights(self.forward.keras[layer.name], layer)
+            self._keras_weights[layer.name] = layer.weights
 
     def __call__(self, x, y, weights=None, cancelled=bool) -> dict[str, tf.Tensor]:
         """x and y batch-major as Keras takes them (NumPy); weights in `weight_names` order
@@ -199,24 +218,55 @@ class ModelGradients:
         return out
 
 
-_COMPILED: dict[tuple[int, ModelLoss], tuple[ModelSpec, ModelGradients]] = {}
+def structure_key(spec: ModelSpec, loss: ModelLoss) -> tuple:
+    """What a compiled `ModelGradients` depends on: every field of every layer (kind, class,
+    arguments, input and output shapes, the names, shapes and dtypes of its weights in order:
+    not their values), the model's own fields but its name and source text, the loss, and
+    the LSTM kernel the graph is built with (native or while-loops)."""
+
+    def text(value) -> str:  # nested arguments as one hashable text (NumPy values whole)
+        return json.dumps(value, sort_keys=True,
+                          default=lambda v: v.tolist() if hasattr(v, "tolist") else repr(v))
+
+    def field(layer: LayerSpec, name: str) -> str:
+        value = getattr(layer, name)
+        if name == "weights":  # names, shapes and dtypes in order, not the values
+            value = [(key, list(array.shape), str(array.dtype)) for key, array in value.items()]
+        return text(value)
+
+    layers = tuple(tuple(field(layer, item.name) for item in fields(layer))
+                   for layer in spec.layers)  # fmt: skip
+    model = tuple(text(getattr(spec, item.name)) for item in fields(spec)
+                  if item.name not in ("name", "source", "layers"))  # fmt: skip
+    return layers, model, loss, kernel_name()
+
+
+_COMPILED: dict[tuple, ModelGradients] = {}
+_KEPT = 4  # compiled models kept, the most recently used
 
 
 def compiled(spec: ModelSpec, loss: ModelLoss) -> ModelGradients:
-    """One compiled ModelGradients per (model, loss), the four most recent kept."""
-    key = (id(spec), loss)
-    if key not in _COMPILED or _COMPILED[key][0] is not spec:
-        _COMPILED[key] = (spec, ModelGradients(spec, loss))
-        while len(_COMPILED) > 4:
-            del _COMPILED[next(iter(_COMPILED))]
-    return _COMPILED[key][1]
+    """The compiled ModelGradients of `spec`'s structure under `loss` (`structure_key`), made
+    on first use and kept (the `_KEPT` most recently used), its layers of kind "keras" holding
+    `spec`'s weights. The other weights are arguments of every call (`flat_weights(spec)`)."""
+    key = structure_key(spec, loss)
+    gradients = _COMPILED.pop(key, None)
+    if gradients is None:
+        gradients = ModelGradients(spec, loss)
+    else:
+        gradients.load_keras_weights(spec)
+    _COMPILED[key] = gradients  # the most recent last
+    while len(_COMPILED) > _KEPT:
+        del _COMPILED[next(iter(_COMPILED))]
+    return gradients
 
 
 def model_arrays(
     spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y, cancelled: Callable[[], bool] = bool
 ) -> dict[str, np.ndarray]:
     """The trace arrays of one run (docs/model-mode.md) for checked x, y (batch-major)."""
-    return named_arrays(spec, compiled(spec, loss)(x, y, cancelled=cancelled), x, y)
+    named = compiled(spec, loss)(x, y, flat_weights(spec), cancelled=cancelled)
+    return named_arrays(spec, named, x, y)
 
 
 def named_arrays(spec: ModelSpec, named: dict, x: np.ndarray, y) -> dict[str, np.ndarray]:
@@ -358,8 +408,8 @@ _LOADED: dict[tuple, ModelSpec] = {}
 
 
 def _load(path: str) -> ModelSpec:
-    """The model in `path`, the same ModelSpec again while the file is unchanged, so that runs
-    of one model reuse its compiled gradients (`compiled` keys by the spec)."""
+    """The model in `path`, the same ModelSpec again while the file is unchanged (not read
+    again for every run)."""
     from lstmviz.weights.model_files import load_model
 
     try:
@@ -398,7 +448,15 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     (`.keras`, Keras 2 `.h5`, a weights-only stack) or a live `keras.Model`; x, y batch-major as
     Keras takes them (seeded random data of the model's shapes when None); `loss` the loss when
     the model has none compiled (a Keras loss name; mean_h/last_mse/seq_mse for a stack).
-    Returns a GradientTrace with the model-mode keys (README, "Your own model")."""
+    Returns a GradientTrace with the model-mode keys (README, "Your own model").
+
+    The compiled computation is kept and reused across calls, whatever the weights' values
+    (a model trained between calls, another model of the same structure): it is built anew
+    (about a second for a big model) when the model's structure changes (a layer added,
+    removed, renamed or configured otherwise, a weight of another shape or dtype, another
+    input shape), when the loss changes (another loss or its arguments), and on the first
+    call with x or y of a new shape (another batch size or sequence length: TensorFlow
+    traces again). The four most recently used are kept."""
     from lstmviz.weights.model_files import load_model, spec_from_keras
 
     if isinstance(model_or_path, ModelSpec):

@@ -50,6 +50,23 @@ def line_pen(color, points: int, dashed: bool = False, width: float = 2.0):
     return pen
 
 
+def decimate(plot: pg.PlotItem) -> None:
+    """Have `plot` paint its curves with about two points per horizontal pixel: pyqtgraph's
+    "peak" downsampling (each pixel column's least and greatest value, so no spike is lost)
+    of the part in view, for the curves it holds and those added later. A long trace's curves
+    (T = 20,000 on a panel 1,000 px wide) painted every point stalled the window (~150 ms for
+    the gates' eight); their data (`yData`, the readout) stay whole."""
+    plot.setDownsampling(auto=True, mode="peak")
+    plot.setClipToView(True)
+
+
+def one_sample_a_pixel(curve: pg.PlotDataItem) -> pg.PlotDataItem:
+    """`curve`, downsampled (in a `decimate`d plot) to one bin a pixel (pyqtgraph's default
+    is five)."""
+    curve.opts["autoDownsampleFactor"] = 1.0
+    return curve
+
+
 class LayerBox(QComboBox):
     """The direction a panel shows, in its header; refilled only when the names change."""
 
@@ -196,10 +213,11 @@ class LayerNormPanel(DirectionCurves):
         )
         self.curves: list[pg.PlotDataItem] = []
         self._log: bool | None = None
+        decimate(self.plot.getPlotItem())
 
     def _curve(self, k: int) -> pg.PlotDataItem:
         while len(self.curves) <= k:
-            curve = pg.PlotDataItem(connect="finite")
+            curve = one_sample_a_pixel(pg.PlotDataItem(connect="finite"))
             self.plot.addItem(curve)
             self.curves.append(curve)
         return self.curves[k]
@@ -276,6 +294,7 @@ class GatesPanel(LayerChoice, LegendPanel):
         )
         self.add_layer_box()
         item = self.plot.getPlotItem()
+        decimate(item)
         axis = item.getAxis("left")
         axis.shorter = {GATE_AXIS_LABELS[0]: GATE_AXIS_LABELS[1:]}  # a short panel's
         item.setLabel("left", GATE_AXIS_LABELS[0])
@@ -283,7 +302,7 @@ class GatesPanel(LayerChoice, LegendPanel):
         self.saturated: list[pg.PlotDataItem] = []
         for _ in GATES:  # the most gates a cell has (an LSTM's four)
             for group in (self.means, self.saturated):
-                curve = pg.PlotDataItem(connect="finite")
+                curve = one_sample_a_pixel(pg.PlotDataItem(connect="finite"))
                 item.addItem(curve)
                 group.append(curve)
         self.style = pg.PlotDataItem(pen=pg.mkPen("#555", width=1.5, style=Qt.DashLine))

@@ -26,15 +26,22 @@ def keras_layer(spec: LayerSpec):
 
         inputs, outputs = _symbolic(spec)
         model = keras.Model(inputs, outputs, name=f"lstmviz_{spec.name.replace('/', '_')}")
-        with tempfile.TemporaryDirectory(prefix="lstmviz-") as folder:
-            path = Path(folder) / "layer.weights.h5"
-            with h5py.File(path, "w") as f:
-                # Keras's own layout for a functional model of [InputLayer, layer].
-                group = f.create_group(f"layers/{snake_case(spec.class_name)}")
-                for name, value in spec.weights.items():
-                    group[name] = value
-            model.load_weights(path)
-        return model
+    load_layer_weights(model, spec)
+    return model
+
+
+def load_layer_weights(model, spec: LayerSpec) -> None:
+    """Load `spec`'s weights into `model`, a `keras_layer` of a layer of the same class and
+    weight shapes (its variables keep their identity: a compiled function that reads them
+    sees the new values)."""
+    with _rebuilding(spec), tempfile.TemporaryDirectory(prefix="lstmviz-") as folder:
+        path = Path(folder) / "layer.weights.h5"
+        with h5py.File(path, "w") as f:
+            # Keras's own layout for a functional model of [InputLayer, layer].
+            group = f.create_group(f"layers/{snake_case(spec.class_name)}")
+            for name, value in spec.weights.items():
+                group[name] = value
+        model.load_weights(path)
 
 
 def keras_output_shape(spec: LayerSpec) -> tuple:

@@ -81,24 +81,23 @@ def spec_from_keras(model) -> ModelSpec:
         raise ModelError(f"expected a keras.Model, got a {type(model).__name__}")
     if not model.built:
         raise ModelError(f"{where}: not built yet; give it a keras.Input or call it once")
+    from lstmviz.weights.keras_live import LiveWeights
+
     tree = _call(where, lambda: keras.saving.serialize_keras_object(model))
-    with tempfile.TemporaryDirectory(prefix="lstmviz-") as folder:
-        file = Path(folder) / "model.weights.h5"
-        _call(where, lambda: model.save_weights(file))
 
-        def read() -> ModelSpec:
-            with h5py.File(file, "r") as root:
-                spec = spec_from_config(
-                    config_model(tree, keras3=True),
-                    Keras3Weights(root),
-                    f"{where} (Keras 3, in memory)",
-                    live_compile_config(model),
-                    keras2=False,
-                )
-            _check_finite(spec, where)
-            return spec
+    def read() -> ModelSpec:
+        # the variables themselves, where the file model.save_weights writes would hold them
+        spec = spec_from_config(
+            config_model(tree, keras3=True),
+            LiveWeights(model),
+            f"{where} (Keras 3, in memory)",
+            live_compile_config(model),
+            keras2=False,
+        )
+        _check_finite(spec, where)
+        return spec
 
-        return _call(where, read)
+    return _call(where, read)
 
 
 def live_compile_config(model) -> dict:
