@@ -71,7 +71,7 @@ class Unrolled(nn.Module):
                 w = [getattr(m, f"weight_ih{sfx}"), getattr(m, f"weight_hh{sfx}")]
                 w += [getattr(m, f"bias_ih{sfx}"), getattr(m, f"bias_hh{sfx}")] if m.bias else [
                     None, None]
-                hs, cs, lasts_h, lasts_c = [None] * steps, [None] * steps, [], []
+                hs, cs = [None] * steps, [None] * steps
                 for b in range(batch):  # each sequence its own length, as packing does
                     n = int(lengths[b])
                     h, c = h0[k, b : b + 1], c0[k, b : b + 1]
@@ -83,7 +83,7 @@ class Unrolled(nn.Module):
                             c.retain_grad()
                         hs[t] = (hs[t] or {}) | {b: h}
                         cs[t] = (cs[t] or {}) | {b: c}
-                rows_h, rows_c = [], []
+                rows_h = []
                 for t in range(steps):
                     rows_h.append(torch.cat([hs[t][b] if hs[t] and b in hs[t] else
                                              x.new_zeros(1, m.hidden_size)

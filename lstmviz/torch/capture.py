@@ -126,16 +126,15 @@ def kind_of(module: nn.Module) -> tuple[str, str]:
 def keras_weights(module: nn.Module, layer: int, suffix: str) -> dict[str, np.ndarray]:
     """One direction of one layer in Keras's layout (NumPy, the module's dtype)."""
     kind, _ = kind_of(module)
-    w_ih = getattr(module, f"weight_ih_l{layer}{suffix}").detach().cpu().numpy()
-    w_hh = getattr(module, f"weight_hh_l{layer}{suffix}").detach().cpu().numpy()
+    w_ih = _numpy(getattr(module, f"weight_ih_l{layer}{suffix}"))
+    w_hh = _numpy(getattr(module, f"weight_hh_l{layer}{suffix}"))
     out = {"kernel": w_ih.T, "recurrent_kernel": w_hh.T}
-    biases = [getattr(module, f"{b}_l{layer}{suffix}").detach().cpu().numpy()
-              for b in ("bias_ih", "bias_hh")] if module.bias else [np.zeros(len(w_ih), w_ih.dtype)] * 2  # fmt: skip
-    if kind == "lstm":
-        out["bias"] = biases[0] + biases[1]
-    elif kind == "gru":
+    biases = [np.zeros(len(w_ih), w_ih.dtype)] * 2  # bias=False: zeros (their gradient shown)
+    if module.bias:
+        biases = [_numpy(getattr(module, f"{b}_l{layer}{suffix}")) for b in ("bias_ih", "bias_hh")]
+    if kind == "gru":
         out = gru_keras(w_ih, w_hh, *biases)
-    else:
+    else:  # LSTM and RNN: the two biases add
         out["bias"] = biases[0] + biases[1]
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
