@@ -306,7 +306,7 @@ class _LiveModel:
             self.keras_layers = _keras_layer_pairs(spec, layers, self.gradients)
         self.spec, self.x, self.y = spec, x, y
         width = 1 if x.ndim == 2 else int(x.shape[2])
-        hidden = spec.lstm_layers()[0].directions()[0][1].hidden
+        hidden = spec.lstm_layers()[0].directions()[0].hidden
         self.config = RunConfig(mode="model", steps=int(x.shape[1]), batch=int(x.shape[0]),
                                 input_dim=width, hidden=hidden, loss=self.loss.name,
                                 model=None)  # fmt: skip

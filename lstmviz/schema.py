@@ -45,6 +45,9 @@ CURVE, ROWS, UNITS, MAP, SERIES, SCALAR, TEXT, STEPS, DATA = (
 )  # fmt: skip
 LSTM_MODES = frozenset({"taped", "multipass", "batchwise", "train"})  # one LSTM layer
 RECORDING = "recording"  # stands for a mode when checking a recording's arrays
+# A model direction's cell (`layer{k}_cell`) -> its gate blocks (kernel [I, G·H]) as the trace's
+# `layer{k}_gate_names` holds them ("h~" is GRU's candidate h̃); a trace without the key: lstm
+CELL_GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("z", "r", "h~"), "simple_rnn": ("h",)}
 
 
 @dataclass(frozen=True)
@@ -166,25 +169,34 @@ _TRAIN = [
        "NaN or Inf", kinds="iu"),  # fmt: skip
 ]
 _MODEL = [
-    _k("layer_names", ("L",), TEXT, MODEL, "one name per LSTM direction", kinds="U"),
+    _k("layer_names", ("L",), TEXT, MODEL, "one name per recurrent direction", kinds="U"),
+    _k("layer{k}_cell", (), TEXT, MODEL, "the cell of direction k: lstm, gru or simple_rnn",
+       kinds="U"),  # fmt: skip
     _k("layer{k}_h", ("T", "B", "H{k}"), DATA, MODEL, "hidden state of direction k"),
-    _k("layer{k}_c", ("T", "B", "H{k}"), DATA, MODEL, "cell state of direction k"),
+    _k("layer{k}_c", ("T", "B", "H{k}"), DATA, MODEL, "cell state of direction k (LSTM only)"),
     _k("layer{k}_grad_h_total", ("T", "B", "H{k}"), UNITS, MODEL, "dL/dh_t of direction k"),
-    _k("layer{k}_grad_c_total", ("T", "B", "H{k}"), DATA, MODEL, "dL/dc_t of direction k"),
+    _k("layer{k}_grad_c_total", ("T", "B", "H{k}"), DATA, MODEL,
+       "dL/dc_t of direction k (LSTM only)"),  # fmt: skip
     _k("layer{k}_grad_h_direct", ("T", "B", "H{k}"), DATA, MODEL,
        "∂L/∂h_t of direction k through its output only"),  # fmt: skip
-    _k("layer{k}_grad_kernel", ("I{k}", "4H{k}"), DATA, MODEL, "dL/dkernel of direction k"),
-    _k("layer{k}_grad_recurrent_kernel", ("H{k}", "4H{k}"), DATA, MODEL,
+    # W{k}: the width of direction k's gate blocks, G·H{k} (LSTM 4H, GRU 3H, SimpleRNN H)
+    _k("layer{k}_grad_kernel", ("I{k}", "W{k}"), DATA, MODEL, "dL/dkernel of direction k"),
+    _k("layer{k}_grad_recurrent_kernel", ("H{k}", "W{k}"), DATA, MODEL,
        "dL/drecurrent_kernel of direction k"),  # fmt: skip
-    _k("layer{k}_grad_bias", ("4H{k}",), DATA, MODEL, "dL/dbias of direction k"),
-    _k("layer{k}_gates_mean", ("4", "T"), DATA, MODEL, "mean i, f, g, o activation per step"),
-    _k("layer{k}_gates_saturated", ("4", "T"), DATA, MODEL,
+    _k("layer{k}_grad_bias", (("W{k}",), ("2", "W{k}")), DATA, MODEL,
+       "dL/dbias of direction k ([2, 3H]: a GRU's with reset_after)"),  # fmt: skip
+    _k("layer{k}_gate_names", ("G{k}",), TEXT, MODEL,
+       "the gates of direction k: i, f, g, o (LSTM); z, r, h~ (GRU); h (SimpleRNN)",
+       kinds="U"),  # fmt: skip
+    _k("layer{k}_gates_mean", ("G{k}", "T"), DATA, MODEL, "mean activation of each gate per step"),
+    _k("layer{k}_gates_saturated", ("G{k}", "T"), DATA, MODEL,
        "fraction of (b, j) with a saturated gate per step"),  # fmt: skip
     _k("norm_h_total_by_layer", ("L", "T"), ROWS, MODEL, "total ‖dL/dh_t‖ per direction",
        row="layer", heatmap=True),  # fmt: skip
     _k("norm_h_direct_by_layer", ("L", "T"), ROWS, MODEL, "direct ‖∂L/∂h_t‖ per direction",
        row="layer"),  # fmt: skip
-    _k("norm_c_total_by_layer", ("L", "T"), ROWS, MODEL, "cell ‖dL/dc_t‖ per direction",
+    _k("norm_c_total_by_layer", ("L", "T"), ROWS, MODEL, "cell ‖dL/dc_t‖ per direction (NaN "
+       "for a direction without c)",
        row="layer"),  # fmt: skip
     _k("x", (("T", "B"), ("T", "B", "I")), DATA, MODEL, "token ids [T, B] or inputs [T, B, I]",
        kinds="fiu"),  # fmt: skip

@@ -192,6 +192,22 @@ class GradientTrace:
             raise TraceError(f"{path}: {exc}") from None
         return trace
 
+    def _check_gate_widths(self, sizes: dict[str, tuple[int, str]]) -> None:
+        """A model direction's weight gradients are G·H wide, G the gate blocks of its cell
+        (`layer{k}_cell`; an LSTM when a trace has no such key)."""
+        for symbol, (width, key) in sizes.items():
+            index = symbol[1:]
+            if symbol[:1] != "W" or not index.isdigit() or f"H{index}" not in sizes:
+                continue
+            cell = str(self.arrays.get(f"layer{index}_cell", "lstm"))
+            gates = len(schema.CELL_GATES.get(cell, ()))
+            units = sizes[f"H{index}"][0]
+            if gates and width != gates * units:
+                raise TraceError(
+                    f"array {key!r} is {width} wide along its gates (W{index}) but a {cell} "
+                    f"direction of {units} units has {gates}·H{index} = {gates * units}"
+                )
+
     def check(self) -> GradientTrace:
         """Raise TraceError when the arrays cannot belong together; return self when they can.
 
@@ -233,6 +249,7 @@ class GradientTrace:
                         f"array {key!r} has shape {list(value.shape)}: its axis {axis} ({symbol}) "
                         f"is {size} but {expected[1]} says {symbol}={expected[0]}"
                     )
+        self._check_gate_widths(sizes)
         for key in schema.keys_with(schema.STEPS, self.arrays):
             steps = np.asarray(self.arrays[key])
             if steps.ndim != 1 or (steps.size and steps.dtype.kind not in "iu"):

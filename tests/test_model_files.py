@@ -315,7 +315,7 @@ def test_keras2_cudnn_lstm_is_an_lstm_with_summed_biases(k2):
         assert_weights(spec_layer, lstm_model.get_layer(spec_layer.name))
     cud = k2["models"]["k2cudnn"].get_layer("cud").get_weights()
     x = np.random.default_rng(4).standard_normal((3, 5, 8))
-    w = spec.layers[2].directions()[0][1]
+    w = spec.layers[2].directions()[0].lstm_weights()
     h0 = np.zeros((3, 2))
     ours = np_forward(x.transpose(1, 0, 2), w.kernel, w.recurrent_kernel, w.bias, h0, h0)[0][-1]
     np.testing.assert_allclose(ours, cudnn_forward(*cud, x), atol=1e-5)

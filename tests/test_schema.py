@@ -74,9 +74,17 @@ def test_per_layer_keys_have_their_own_widths():
     trace = GradientTrace("model", RunConfig(), arrays)
     trace.check()
     arrays["layer2_grad_kernel"] = np.ones((8, 4 * 4), np.float32)  # H of layer 2 is 3
-    with pytest.raises(TraceError, match=r"layer2_grad_kernel.*4H2"):
+    with pytest.raises(TraceError, match=r"layer2_grad_kernel.*lstm direction of 3 units"):
         trace.check()
+    arrays["layer2_cell"] = np.array("gru")  # a GRU's gate blocks are 3H wide
+    with pytest.raises(TraceError, match=r"layer2_grad_kernel.*gru direction .* 3·H2 = 9"):
+        trace.check()
+    arrays["layer2_grad_kernel"] = np.ones((8, 9), np.float32)
+    arrays["layer2_gates_mean"] = np.ones((3, T), np.float32)
+    trace.check()
     arrays["layer2_grad_kernel"] = np.ones((8, 12), np.float32)
+    del arrays["layer2_cell"]
+    arrays["layer2_gates_mean"] = np.ones((4, T), np.float32)
     arrays["layer1_grad_h_total"] = np.ones((T + 1, B, 4), np.float32)
     with pytest.raises(TraceError, match=r"axis 0 \(T\) is 7"):
         trace.check()

@@ -159,8 +159,11 @@ class ModelGradients:
             value += forward.penalty  # as Keras's loss: the compiled one and the penalties
         sources = {}
         for k, direction in enumerate(forward.directions):
-            sources |= gradient_sources(direction.probes, direction.weights, direction.h,
+            probes = direction.probes if direction.c is not None else None
+            sources |= gradient_sources(probes, direction.weights, direction.h,
                                         prefix=f"layer{k}_")  # fmt: skip
+            if probes is None:  # no cell state: the total gradient at h only
+                sources[f"layer{k}_grad_h_total"] = direction.probes[0]
         if forward.first_input is not None:
             sources["grad_input"] = forward.first_input
         named = named_gradients(tape, value, sources)
@@ -170,13 +173,17 @@ class ModelGradients:
             prefix = f"layer{k}_"
             order = direction.in_input_order
             for key in ("grad_h_total", "grad_c_total", "grad_h_direct"):
-                out[prefix + key] = order(named[prefix + key])
+                if prefix + key in named:
+                    out[prefix + key] = order(named[prefix + key])
             for key in ("grad_kernel", "grad_recurrent_kernel", "grad_bias"):
                 out[prefix + key] = named[prefix + key]
-            out[prefix + "h"], out[prefix + "c"] = order(direction.h), order(direction.c)
+            out[prefix + "h"] = order(direction.h)
+            if direction.c is not None:
+                out[prefix + "c"] = order(direction.c)
             out[prefix + "gates_mean"], out[prefix + "gates_saturated"] = gate_activity(direction)
-            for key, norm in graph_norms(out, prefix).items():
-                norms[key.removeprefix(prefix)].append(norm)
+            found = graph_norms(out, prefix)
+            for key in NORM_KEYS:  # a cell without c: a NaN row of norm_c_total
+                norms[key].append(found.get(prefix + key, tf.fill(tf.shape(x)[:1], np.nan)))
         for key, rows in norms.items():
             out[f"{key}_by_layer"] = tf.stack(rows)
         if "grad_input" in named:
@@ -217,20 +224,27 @@ def named_arrays(spec: ModelSpec, named: dict, x: np.ndarray, y) -> dict[str, np
     arrays["loss"] = np.float32(arrays["loss"])
     for grad, norm in NORMS.items():  # the graph's float32 norms, where they over/underflow
         rows = arrays[f"{norm}_by_layer"]  # [L, T]
-        arrays[f"{norm}_by_layer"] = np.stack(
-            [exact_norm(row, arrays[f"layer{k}_{grad}"]) for k, row in enumerate(rows)]
+        arrays[f"{norm}_by_layer"] = np.stack(  # NaN rows (no c) stay as they are
+            [exact_norm(row, arrays[f"layer{k}_{grad}"]) if f"layer{k}_{grad}" in arrays
+             else row for k, row in enumerate(rows)]  # fmt: skip
         )
     if "mask" in arrays:
         arrays["mask"] = arrays["mask"] > 0
     arrays["layer_names"] = np.array(spec.lstm_directions())
+    cells = spec.cells()
+    for k, direction in enumerate(spec.directions()):
+        arrays[f"layer{k}_cell"] = np.array(direction.cell)
+        arrays[f"layer{k}_gate_names"] = np.array(direction.gates)
     arrays["x"] = np.ascontiguousarray(np.swapaxes(x, 0, 1))  # time-major [T, B(, I)]
     if y is not None:
         arrays["y"] = np.asarray(y)
     arrays["model_summary"] = np.array(spec.summary())
     arrays["lstm_kernel"] = np.array(kernel_name())
     bad = np.zeros(arrays["x"].shape[0], bool)
+    lstm = np.array([cell == "lstm" for cell in cells])
     for key in (f"{k}_by_layer" for k in NORM_KEYS):
-        bad |= ~np.isfinite(arrays[key]).all(axis=0)
+        rows = arrays[key][lstm] if key == "norm_c_total_by_layer" else arrays[key]
+        bad |= ~np.isfinite(rows).all(axis=0)
     arrays["nonfinite_steps"] = np.flatnonzero(bad)
     return arrays
 
@@ -283,7 +297,7 @@ def model_bytes(spec: ModelSpec, steps: int, batch: int) -> int:
     states, gates and gradients, about (I + 30·H) floats per step and sequence (as
     `RunConfig.estimated_bytes`), and the inputs (drawn in float64, kept in float32)."""
     per_step = sum(w.input_dim + 30 * w.hidden
-                   for layer in spec.lstm_layers() for _, w in layer.directions())  # fmt: skip
+                   for layer in spec.lstm_layers() for w in layer.directions())  # fmt: skip
     features = 1 if spec.tokens else spec.input_shape[1]
     return steps * batch * (4 * per_step + 12 * features)
 
@@ -314,7 +328,7 @@ def _check_targets(spec: ModelSpec, loss: ModelLoss, x, y, where: str) -> np.nda
 
 
 def _config(config: RunConfig, x: np.ndarray, spec: ModelSpec, loss: ModelLoss) -> RunConfig:
-    hidden = spec.lstm_layers()[0].directions()[0][1].hidden
+    hidden = spec.lstm_layers()[0].directions()[0].hidden
     width = 1 if x.ndim == 2 else int(x.shape[2])
     return replace(config, mode="model", steps=int(x.shape[1]), batch=int(x.shape[0]),
                    input_dim=width, hidden=hidden, loss=loss.name)  # fmt: skip

@@ -1,4 +1,4 @@
-"""A whole model's forward pass, built from its `ModelSpec`, every LSTM direction probed.
+"""A whole model's forward pass, built from its `ModelSpec`, every recurrent direction probed.
 
 Functional, as Keras's TensorFlow backend: tensors in and out, the weights as arguments (one flat
 list, in `weight_names` order, so one compiled function serves every set of weights). Sequences
@@ -6,17 +6,17 @@ are time-major [T, B, W], x too; the output is batch-major, as Keras gives it.
 
 Keras's semantics, layer by layer: Embedding (a lookup; `mask_zero` masks id 0), Masking (masks
 steps whose features all equal `mask_value`, and zeroes them), Dropout-like layers (identity:
-inference), LSTM (`cell.lstm_sequence`: a masked step carries h and c over; with
-`go_backwards` it reads the sequence backwards and returns its outputs in that order; at masked
-steps its output repeats the last one, or is zero with `zero_output_for_mask`, which a
-Bidirectional sets when it returns sequences), Bidirectional (its backward half's outputs
+inference), LSTM, GRU and SimpleRNN (`cells.cell_sequence`: a masked step carries the state
+over; with `go_backwards` it reads the sequence backwards and returns its outputs in that order;
+at masked steps its output repeats the last one, or is zero with `zero_output_for_mask`, which a
+Bidirectional sets when it returns sequences), Bidirectional of each (its backward half's outputs
 reversed back to input order, merged by concat, sum, mul or ave), Dense and TimeDistributed
 (Dense) on the last axis, Activation; a layer of kind "keras" runs through Keras. A mask
 passes through a layer unless the layer returns one vector per sample.
 
-Per LSTM direction the forward records (`Direction`) what the trace needs, and the caller's
-tape differentiates: its probes (total dL/dh_t, dL/dc_t), its stacked h (the direct partial:
-through its output only), and its weights.
+Per recurrent direction the forward records (`Direction`) what the trace needs, and the
+caller's tape differentiates: its probes (total dL/dh_t, and dL/dc_t for an LSTM), its stacked h
+(the direct partial: through its output only), and its weights.
 """
 
 from __future__ import annotations
@@ -25,28 +25,35 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lstmviz.engine.cell import lstm_sequence
+import numpy as np
+
+from lstmviz.engine.activations import activation
+from lstmviz.engine.cells import cell_sequence, needs_read_probe
 from lstmviz.engine.gradients import watch_probes
 from lstmviz.engine.tfload import tf
-from lstmviz.weights.model import LayerSpec, ModelSpec
-
-GATES = ("i", "f", "g", "o")
+from lstmviz.weights.model import CELL_GATES, CELLS, RECURRENT, DirectionSpec, LayerSpec, ModelSpec
 
 
 @dataclass
 class Direction:
-    """One LSTM direction of one forward pass. Arrays in processing order (`backwards`: the
-    sequence read from its end), [T, B, ·]; `mask` [T, B] float or None."""
+    """One recurrent direction of one forward pass. Arrays in processing order (`backwards`:
+    the sequence read from its end), [T, B, ·]; `mask` [T, B] float or None."""
 
     name: str
+    cell: str  # "lstm", "gru", "simple_rnn"
     backwards: bool
     x: tf.Tensor  # its input [T, B, I]
     h: tf.Tensor
-    c: tf.Tensor
-    probes: tuple[tf.Tensor, tf.Tensor]
+    c: tf.Tensor | None  # an LSTM's cell states, else None
+    probes: tuple  # (probe_h, probe_c) for an LSTM, (probe_h, None) otherwise
     weights: dict[str, tf.Tensor]  # kernel, recurrent_kernel, bias
     mask: tf.Tensor | None
-    gates: tf.Tensor  # activations i, f, g, o [T, B, 4H] (not differentiated)
+    gates: tf.Tensor  # activations of the G gate blocks [T, B, G·H] (not differentiated)
+    saturated: tf.Tensor  # 1.0 where a gate is saturated, else 0.0 [T, B, G·H]
+
+    @property
+    def gate_names(self) -> tuple[str, ...]:
+        return CELL_GATES[self.cell]
 
     def in_input_order(self, value: tf.Tensor) -> tf.Tensor:
         """A [T, …] array of this direction indexed by input position t."""
@@ -80,9 +87,8 @@ def flat_weights(spec: ModelSpec) -> list:
 
 
 def _activation(name: str | None) -> Callable:
-    import keras  # Keras's own activations: the same numbers as the model
-
-    return keras.activations.get(name or "linear")
+    """Keras's activation `name` (Keras 3's definition; "hard_sigmoid_keras2" Keras 2's)."""
+    return activation(name).fn
 
 
 class ModelForward:
@@ -112,7 +118,7 @@ class ModelForward:
         for layer in self.spec.layers[1:]:
             w = by_layer.get(layer.name, {})
             kind = layer.kind
-            if kind in ("lstm", "bidirectional") and first_input is None:
+            if kind in RECURRENT and first_input is None:
                 first_input, input_mask = value, mask
                 tape.watch(first_input)
             if kind == "embedding":
@@ -123,8 +129,8 @@ class ModelForward:
                 keep = tf.reduce_any(tf.not_equal(value, layer.args.get("mask_value", 0.0)), -1)
                 mask = tf.cast(keep, value.dtype)
                 value = value * mask[..., None]
-            elif kind == "lstm":
-                value, sequence = self._lstm(layer, layer.args, w, value, mask, directions, tape)
+            elif kind in CELLS:
+                value, sequence = self._single(layer, w, value, mask, directions, tape)
             elif kind == "bidirectional":
                 value, sequence, halves = self._bidirectional(layer, w, value, mask, directions,
                                                               tape)  # fmt: skip
@@ -183,8 +189,10 @@ class ModelForward:
         kept = None if kept is None else tf.transpose(tf.cast(kept, tf.float32))
         return tf.transpose(out, [1, 0, 2]), True, kept
 
-    def _direction(self, name: str, w: dict, x, mask, tape, backwards: bool) -> Direction:
-        """Run one LSTM direction over x [T, B, I] (read backwards when `backwards`)."""
+    def _direction(self, spec: DirectionSpec, w: dict, x, mask, tape) -> Direction:
+        """Run one direction of `spec.cell` over x [T, B, I] (read backwards when its args say
+        `go_backwards`)."""
+        backwards = bool(spec.args.get("go_backwards"))
         xd = tf.reverse(x, [0]) if backwards else x
         md = None
         if mask is not None:
@@ -192,14 +200,23 @@ class ModelForward:
         recurrent = w["recurrent_kernel"]
         bias = w.get("bias")
         if bias is None:  # use_bias=False: the gradient a bias would get is still shown
-            bias = tf.zeros([4 * recurrent.shape[0]], recurrent.dtype)
+            shape = np.shape(spec.weights["kernel"])[1:]
+            if spec.cell == "gru" and spec.args.get("reset_after"):
+                shape = (2, *shape)
+            bias = tf.zeros(shape, recurrent.dtype)
             tape.watch(bias)
         state = tf.zeros([tf.shape(xd)[1], recurrent.shape[0]], xd.dtype)
-        probes = watch_probes(tape, xd, state)
-        h, c, gates = lstm_sequence(xd, state, state, w["kernel"], recurrent, bias, *probes,
-                                    mask=md, with_gates=True)  # fmt: skip
+        if needs_read_probe(spec.cell, spec.args):  # zeros the loop adds to h_t (and c_t)
+            probes = (tf.zeros_like(tf.broadcast_to(state, [tf.shape(xd)[0], *state.shape])),) * 2
+            tape.watch(probes)
+        else:
+            probes = watch_probes(tape, xd, state)
+        if spec.cell != "lstm":
+            probes = (probes[0], None)
         weights = {"kernel": w["kernel"], "recurrent_kernel": recurrent, "bias": bias}
-        return Direction(name, backwards, xd, h, c, probes, weights, md, gates)
+        run = cell_sequence(spec.cell, spec.args, xd, state, weights, probes, md)
+        return Direction(spec.name, spec.cell, backwards, xd, run.h, run.c, probes, weights, md,
+                         run.gates, run.saturated)  # fmt: skip
 
     def _output(self, direction: Direction, args: dict, sequence: bool):
         """The layer's output from a direction: h in processing order (sequences), zeroed at
@@ -210,24 +227,23 @@ class ModelForward:
             return direction.h * direction.mask[..., None]
         return direction.h
 
-    def _lstm(self, layer: LayerSpec, args: dict, w: dict, x, mask, directions, tape):
-        backwards = bool(args.get("go_backwards"))
-        direction = self._direction(layer.name, w, x, mask, tape, backwards)
+    def _single(self, layer: LayerSpec, w: dict, x, mask, directions, tape):
+        """A recurrent layer of one direction: (its output, whether it is a sequence)."""
+        direction = self._direction(layer.directions()[0], w, x, mask, tape)
         directions.append(direction)
-        sequence = bool(args.get("return_sequences"))
-        return self._output(direction, args, sequence), sequence
+        sequence = bool(layer.args.get("return_sequences"))
+        return self._output(direction, layer.args, sequence), sequence
 
     def _bidirectional(self, layer: LayerSpec, w: dict, x, mask, directions, tape):
         """(the merged output, whether it is a sequence, the halves' outputs by name)."""
         sequence = bool(layer.args.get("return_sequences"))
         outputs = []
-        for half, backwards_default in (("forward", False), ("backward", True)):
-            args = layer.args.get(half, {})
+        for half, spec in zip(("forward", "backward"), layer.directions(), strict=True):
             weights = {k.split("/", 1)[1]: v for k, v in w.items() if k.startswith(half + "/")}
-            backwards = bool(args.get("go_backwards", backwards_default))
-            direction = self._direction(f"{layer.name}/{half}", weights, x, mask, tape, backwards)
+            direction = self._direction(spec, weights, x, mask, tape)
             directions.append(direction)
-            out = self._output(direction, {**args, "zero_output_for_mask": sequence}, sequence)
+            out = self._output(direction, {**spec.args, "zero_output_for_mask": sequence},
+                               sequence)  # fmt: skip
             if sequence and half == "backward":
                 out = tf.reverse(out, [0])  # as Keras: the backward half's outputs flipped
             outputs.append(out)
@@ -243,23 +259,20 @@ class ModelForward:
         return (forward + backward) / 2.0, sequence, halves
 
 
-# Where a gate counts as saturated: a sigmoid gate below 0.01 or above 0.99, |g| above 0.99.
-_CENTRE, _REACH = (0.5, 0.5, 0.0, 0.5), (0.49, 0.49, 0.99, 0.49)
-
-
 def gate_activity(direction: Direction) -> tuple[tf.Tensor, tf.Tensor]:
-    """Mean activation of the gates i, f, g, o and the fraction saturated, over samples and
-    units, at every step: [4, T] each, indexed by input position, over the samples whose step
-    is not masked (0 where all are). From the activations the LSTM computed."""
+    """Mean activation of each of the direction's G gates (LSTM i, f, g, o; GRU z, r, h~;
+    SimpleRNN h) and the fraction saturated (activations.py), over samples and units, at every
+    step: [G, T] each, indexed by input position, over the samples whose step is not masked (0
+    where all are). From the activations the cell computed."""
     steps, batch, units = (tf.shape(direction.h)[k] for k in range(3))
-    acts = tf.reshape(direction.gates, [steps, batch, 4, units])
-    off = tf.abs(acts - tf.constant(_CENTRE)[:, None])
-    saturated = tf.cast(off > tf.constant(_REACH)[:, None], acts.dtype)
-    weight = tf.ones([steps, batch], acts.dtype) if direction.mask is None else direction.mask
-    count = tf.reduce_sum(weight, 1) * tf.cast(units, acts.dtype)  # [T]
+    count_gates = len(direction.gate_names)
+    weight = tf.ones([steps, batch], direction.gates.dtype) if direction.mask is None else (
+        direction.mask)  # fmt: skip
+    count = tf.reduce_sum(weight, 1) * tf.cast(units, weight.dtype)  # [T]
 
-    def mean(values):  # [T, B, 4, H] -> [4, T] (input order), over unmasked (b, j)
+    def mean(values):  # [T, B, G·H] -> [G, T] (input order), over unmasked (b, j)
+        values = tf.reshape(values, [steps, batch, count_gates, units])
         total = tf.einsum("tb,tbgh->tg", weight, values)
         return tf.transpose(direction.in_input_order(tf.math.divide_no_nan(total, count[:, None])))
 
-    return mean(acts), mean(saturated)
+    return mean(direction.gates), mean(direction.saturated)

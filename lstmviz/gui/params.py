@@ -272,7 +272,7 @@ class ParamsEditor(QWidget):
     def set_model(self, path: str, spec: ModelSpec, text: str) -> None:
         """Use the model in `path` (read by the caller): mode "model", its layer table, and the
         sizes it fixes locked (T when the model takes one length; H from its first LSTM)."""
-        sizes = {"hidden": spec.lstm_layers()[0].directions()[0][1].hidden}
+        sizes = {"hidden": spec.lstm_layers()[0].directions()[0].hidden}
         if spec.input_shape[0] is not None:
             sizes["steps"] = int(spec.input_shape[0])
         loss = self.widgets["loss"]

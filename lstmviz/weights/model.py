@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lstmviz.errors import ModelError
+from lstmviz.schema import CELL_GATES
 from lstmviz.weights.core import LSTMWeights
 
 KINDS = (
@@ -50,10 +51,20 @@ KINDS = (
     "flatten",  # (T, W) -> (T·W,)
     "keras",  # a layer only Keras runs: args config, module, registered_name, call
 )
-RECURRENT = ("lstm", "bidirectional")
+RECURRENT = ("lstm", "gru", "simple_rnn", "bidirectional")
+CELLS = ("lstm", "gru", "simple_rnn")  # the kinds of a direction (a Bidirectional's args "cell")
+# Keras's activation names (keras.activations) and Keras 2's hard_sigmoid (see above)
+ACTIVATIONS = (
+    "linear", "tanh", "sigmoid", "hard_sigmoid", "hard_sigmoid_keras2", "relu", "relu6",
+    "leaky_relu", "elu", "selu", "celu", "gelu", "softplus", "softsign", "exponential", "swish",
+    "silu", "hard_silu", "hard_swish", "mish", "log_sigmoid", "hard_tanh", "tanh_shrink",
+    "soft_shrink", "hard_shrink", "squareplus", "sparse_plus", "sparse_sigmoid", "softmax",
+    "log_softmax", "sparsemax",
+)  # fmt: skip
+ACROSS_UNITS = ("softmax", "log_softmax", "sparsemax")  # activations that mix the units
 # Keras's recurrent layers: one of kind "keras" runs in Keras, its steps not in the panels
 KERAS_RECURRENT = ("RNN", "SimpleRNN", "GRU", "LSTM", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D")
-SEQUENCE_KINDS = ("masking", "lstm", "bidirectional", "time_distributed_dense")  # take (T, W)
+SEQUENCE_KINDS = ("masking", *RECURRENT, "time_distributed_dense")  # take (T, W)
 MERGE_MODES = ("concat", "sum", "mul", "ave")
 
 Shape = tuple  # of int | None
@@ -91,20 +102,65 @@ class LayerSpec:
         """`'name' (Class)`, for messages."""
         return f"{self.name!r} ({self.class_name})"
 
-    def directions(self) -> list[tuple[str, LSTMWeights]]:
-        """(direction name, weights) of an LSTM layer: [(name, w)], or a Bidirectional's
-        [(name/forward, w), (name/backward, w)]; [] for other kinds. A missing bias is zeros."""
-        if self.kind == "lstm":
-            return [(self.name, self._lstm(""))]
+    @property
+    def cell(self) -> str | None:
+        """The cell kind of a recurrent layer's directions ("lstm", "gru", "simple_rnn")."""
         if self.kind == "bidirectional":
-            return [(f"{self.name}/{d}", self._lstm(f"{d}/")) for d in ("forward", "backward")]
-        return []
+            return str(self.args.get("cell") or "lstm")
+        return self.kind if self.kind in CELLS else None
 
-    def _lstm(self, prefix: str) -> LSTMWeights:
-        w = self.weights
-        recurrent = w[f"{prefix}recurrent_kernel"]
-        bias = w.get(f"{prefix}bias", np.zeros(recurrent.shape[1], np.float32))
-        return LSTMWeights(w[f"{prefix}kernel"], recurrent, bias)
+    def directions(self) -> list[DirectionSpec]:
+        """The recurrent directions of this layer: [one] for a cell layer, a Bidirectional's
+        [name/forward, name/backward]; [] for other kinds. A missing bias is absent from
+        `weights` (the engine uses zeros and still shows its gradient)."""
+        if self.kind in CELLS:
+            return [DirectionSpec(self.name, self.kind, self.weights, self.args)]
+        if self.kind != "bidirectional":
+            return []
+        out = []
+        for half in ("forward", "backward"):
+            weights = {k.split("/", 1)[1]: v for k, v in self.weights.items()
+                       if k.startswith(half + "/")}  # fmt: skip
+            args = {"go_backwards": half == "backward", **(self.args.get(half) or {})}
+            out.append(DirectionSpec(f"{self.name}/{half}", self.cell, weights, args))
+        return out
+
+
+@dataclass(frozen=True)
+class DirectionSpec:
+    """One recurrent direction: its name ("bi/forward", "top"), cell kind, weights (`kernel`,
+    `recurrent_kernel`, `bias` when the layer has one; Keras's layout) and the layer's (or the
+    half's) args: activation, recurrent_activation, go_backwards, reset_after, …"""
+
+    name: str
+    cell: str
+    weights: dict
+    args: dict
+
+    @property
+    def hidden(self) -> int:
+        return int(self.weights["recurrent_kernel"].shape[0])
+
+    @property
+    def input_dim(self) -> int:
+        return int(self.weights["kernel"].shape[0])
+
+    @property
+    def gates(self) -> tuple[str, ...]:
+        return CELL_GATES[self.cell]
+
+    @property
+    def activations(self) -> tuple[str, str]:
+        """(activation, recurrent_activation), Keras's defaults when not given."""
+        default = "sigmoid" if self.cell != "simple_rnn" else None
+        return (str(self.args.get("activation") or "tanh"),
+                str(self.args.get("recurrent_activation") or default))  # fmt: skip
+
+    def lstm_weights(self) -> LSTMWeights:
+        """An LSTM direction's weights (a missing bias: zeros)."""
+        recurrent = self.weights["recurrent_kernel"]
+        bias = self.weights.get("bias", np.zeros(recurrent.shape[1], np.float32))
+        return LSTMWeights(self.weights["kernel"], recurrent, bias)
 
 
 @dataclass(frozen=True)
@@ -163,12 +219,22 @@ class ModelSpec:
         return sum(layer.params for layer in self.layers)
 
     def lstm_layers(self) -> list[LayerSpec]:
+        """The recurrent layers (of any cell), in model order."""
         return [layer for layer in self.layers if layer.kind in RECURRENT]
 
     def lstm_directions(self) -> list[str]:
         """One name per LSTM direction in model order, forward before backward: e.g.
         ["bi/forward", "bi/backward", "top"] (a trace's `layer_names`)."""
-        return [name for layer in self.lstm_layers() for name, _ in layer.directions()]
+        return [d.name for d in self.directions()]
+
+    def directions(self) -> list[DirectionSpec]:
+        """Every recurrent direction, in `lstm_directions` order."""
+        return [d for layer in self.lstm_layers() for d in layer.directions()]
+
+    def cells(self) -> list[str]:
+        """The cell kind of each direction, in `lstm_directions` order (a trace's
+        `layer{k}_cell`)."""
+        return [d.cell for d in self.directions()]
 
     def __repr__(self) -> str:
         """The summary table, as `model.summary()` shows a Keras model (the weights are many)."""
@@ -216,7 +282,7 @@ class ModelSpec:
             raise ModelError("only the first layer can be an input")
         if not self.lstm_layers():
             found = ", ".join(f"{layer.label}" for layer in layers[1:]) or "no layers"
-            raise ModelError(f"no LSTM layer in the model ({found})")
+            raise ModelError(f"no recurrent layer lstmviz traces in the model ({found})")
         shape = layers[0].output_shape
         if shape is None or len(shape) not in (1, 2):
             raise ModelError(f"the input shape {shape} is neither (T,) token ids nor (T, I)")
@@ -243,7 +309,7 @@ def infer_output_shape(kind: str, args: dict, weights: dict, input_shape: Shape)
         return (*input_shape, int(args["output_dim"]))
     if kind in ("dense", "time_distributed_dense"):
         return (*input_shape[:-1], int(weights["kernel"].shape[1]))
-    if kind in ("lstm", "bidirectional"):
+    if kind in RECURRENT:
         width = _recurrent_width(kind, args, weights)
         return (input_shape[0], width) if args.get("return_sequences") else (width,)
     if kind in ("masking", "identity", "activation", "input"):
@@ -252,7 +318,7 @@ def infer_output_shape(kind: str, args: dict, weights: dict, input_shape: Shape)
 
 
 def _recurrent_width(kind: str, args: dict, weights: dict) -> int:
-    if kind == "lstm":
+    if kind != "bidirectional":
         return int(weights["recurrent_kernel"].shape[0])
     forward = int(weights["forward/recurrent_kernel"].shape[0])
     backward = int(weights["backward/recurrent_kernel"].shape[0])
@@ -279,7 +345,7 @@ def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
     elif kind in SEQUENCE_KINDS and len(received) != 2:
         raise ModelError(f"layer {layer.label} needs a sequence (T, W) but {gives}")
     widths = {
-        "lstm": ("kernel",),
+        **{cell: ("kernel",) for cell in CELLS},
         "bidirectional": ("forward/kernel", "backward/kernel"),
         "dense": ("kernel",),
         "time_distributed_dense": ("kernel",),
@@ -290,6 +356,8 @@ def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
                 f"layer {layer.label} takes inputs of width {w[key].shape[0]} "
                 f"({key} {list(w[key].shape)}) but {gives}"
             )
+    for direction in layer.directions():
+        _check_direction(layer, direction)
     if kind == "bidirectional":
         merge = layer.args.get("merge_mode")
         units = [w[f"{d}/recurrent_kernel"].shape[0] for d in ("forward", "backward")]
@@ -303,6 +371,33 @@ def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
             f"layer {layer.label}: output shape {shape_text(layer.output_shape)} does not "
             f"follow from its input {shape_text(received)} (expected {shape_text(expected)})"
         )
+
+
+def _check_direction(layer: LayerSpec, d: DirectionSpec) -> None:
+    """Raise ModelError unless the direction's weights fit its cell (G gate blocks of H units:
+    kernel [I, G·H], recurrent_kernel [H, G·H], bias [G·H], GRU's with reset_after [2, G·H])
+    and its activations are Keras's."""
+    if d.cell not in CELLS:
+        raise ModelError(f"layer {layer.label}: unknown cell {d.cell!r}")
+    where = f"layer {layer.label}" + (f" ({d.name.rsplit('/', 1)[1]})" if "/" in d.name else "")
+    w, gates = d.weights, len(d.gates)
+    shapes = {k: list(np.shape(w[k])) for k in ("kernel", "recurrent_kernel", "bias") if k in w}
+    units = shapes["recurrent_kernel"][0]
+    wanted = {"kernel": [shapes["kernel"][0], gates * units],
+              "recurrent_kernel": [units, gates * units], "bias": [gates * units]}  # fmt: skip
+    if d.cell == "gru" and d.args.get("reset_after"):
+        wanted["bias"] = [2, gates * units]
+    wrong = [f"{k} {shape} (expected {wanted[k]})" for k, shape in shapes.items()
+             if shape != wanted[k]]  # fmt: skip
+    if wrong:
+        cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[d.cell]
+        raise ModelError(f"{where}: {cell} weights of {units} units do not fit: "
+                         f"{', '.join(wrong)}")  # fmt: skip
+    for key, name in zip(("activation", "recurrent_activation"), d.activations, strict=True):
+        if d.cell == "simple_rnn" and key == "recurrent_activation":
+            continue
+        if name not in ACTIVATIONS:
+            raise ModelError(f"{where}: unknown {key} {name!r} (not a Keras activation)")
 
 
 def _same_shape(a: Shape, b: Shape) -> bool:

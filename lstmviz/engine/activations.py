@@ -1,0 +1,122 @@
+"""Every activation a recurrent cell (or a Dense) may name, by Keras name, in TensorFlow.
+
+`activation(name)` -> `Activation`: `fn(x)` computes it as Keras 3 does (Keras's own function),
+except "hard_sigmoid_keras2", Keras 2's clip(0.2·x + 0.5, 0, 1) (Keras 3's "hard_sigmoid" is
+relu6(x + 3) / 6); the file readers write that name for a hard_sigmoid Keras 2 saved.
+
+`slope(x, y)`: the derivative at pre-activation x with y = fn(x), in closed form, for the
+activations the cells' hand-written BPTT loops (cells.py) take; None for the others, which run
+in a loop TensorFlow differentiates (`generic_sequence`).
+
+Saturation (the gates panel's "saturated" fraction): tanh and sigmoid as the LSTM's gates,
+within 0.01 of their bounds (|y| > 0.99; y < 0.01 or y > 0.99); every other activation where
+its slope is below 1% of its steepest slope (`peak`): exactly the clipped tails of
+hard_sigmoid, relu and relu6, never for linear. Activations that mix units (softmax,
+log_softmax, sparsemax) have no per-unit slope: never saturated. `saturated(x, y)` -> bool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lstmviz.engine.tfload import tf
+from lstmviz.errors import ModelError
+from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
+@dataclass(frozen=True)
+class Activation:
+    name: str
+    fn: Callable
+    slope: Callable | None  # (x, y) -> dy/dx, elementwise
+    peak: float  # the largest slope (saturation: below 1% of it)
+
+    def saturated(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        """bool, elementwise: whether (x, y = fn(x)) lies in a flat tail (module docstring)."""
+        if self.name == "tanh":
+            return tf.abs(y) > 0.99
+        if self.name == "sigmoid":
+            return tf.abs(y - 0.5) > 0.49
+        if self.name in ACROSS_UNITS:
+            return tf.zeros_like(y, tf.bool)
+        return self.slope_of(x, y) < 0.01 * self.peak
+
+    def slope_of(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        """dy/dx elementwise: the closed form, or TensorFlow's derivative of fn (not
+        differentiated further)."""
+        if self.slope is not None:
+            return self.slope(x, y)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out = self.fn(x)
+        return tf.stop_gradient(tape.gradient(out, x))
+
+
+def _between(x, low, high, inside):
+    return tf.where((x > low) & (x < high), tf.cast(inside, x.dtype), tf.zeros_like(x))
+
+
+def _sigmoid_slope(x, y):
+    return y * (1.0 - y)
+
+
+def _swish_slope(x, y):
+    s = tf.sigmoid(x)
+    return s + y * (1.0 - s)
+
+
+# name -> (closed-form slope or None, peak slope)
+_SLOPES: dict[str, tuple[Callable | None, float]] = {
+    "tanh": (lambda x, y: 1.0 - y * y, 1.0),
+    "sigmoid": (_sigmoid_slope, 0.25),
+    "hard_sigmoid": (lambda x, y: _between(x, -3.0, 3.0, 1.0 / 6.0), 1.0 / 6.0),
+    "hard_sigmoid_keras2": (lambda x, y: _between(x, -2.5, 2.5, 0.2), 0.2),
+    "relu": (lambda x, y: tf.cast(x > 0, x.dtype), 1.0),
+    "relu6": (lambda x, y: _between(x, 0.0, 6.0, 1.0), 1.0),
+    "linear": (lambda x, y: tf.ones_like(x), 1.0),
+    "softsign": (lambda x, y: tf.square(1.0 - tf.abs(y)), 1.0),
+    "elu": (lambda x, y: tf.where(x > 0, tf.ones_like(x), y + 1.0), 1.0),
+    "selu": (
+        lambda x, y: tf.where(x > 0, _SELU_SCALE * tf.ones_like(x), y + _SELU_SCALE * _SELU_ALPHA),
+        _SELU_SCALE * _SELU_ALPHA,
+    ),
+    "softplus": (lambda x, y: tf.sigmoid(x), 1.0),
+    "exponential": (lambda x, y: y, 1.0),  # the slope at 0: the left tail is flat
+    "swish": (_swish_slope, 1.0998),
+    "silu": (_swish_slope, 1.0998),
+    "leaky_relu": (lambda x, y: tf.where(x > 0, tf.ones_like(x), 0.2 * tf.ones_like(x)), 1.0),
+    "hard_tanh": (lambda x, y: _between(x, -1.0, 1.0, 1.0), 1.0),
+    "log_sigmoid": (lambda x, y: 1.0 - tf.exp(y), 1.0),
+}
+# the steepest slopes of the activations without a closed form here (saturation only)
+_PEAKS = {"gelu": 1.129, "mish": 1.089, "celu": 1.0, "hard_silu": 1.5, "hard_swish": 1.5,
+          "squareplus": 1.0, "sparse_plus": 1.0, "soft_shrink": 1.0, "hard_shrink": 1.0,
+          "tanh_shrink": 1.0, "sparse_sigmoid": 0.5}  # fmt: skip
+
+
+def _keras2_hard_sigmoid(x):
+    return tf.clip_by_value(0.2 * x + 0.5, 0.0, 1.0)
+
+
+def activation(name: str | None) -> Activation:
+    """The activation Keras calls `name` (None: linear); ModelError for a name Keras has not."""
+    name = name or "linear"
+    if name not in ACTIVATIONS:
+        raise ModelError(f"unknown activation {name!r} (Keras's are {', '.join(ACTIVATIONS)})")
+    if name == "hard_sigmoid_keras2":
+        fn = _keras2_hard_sigmoid
+    else:
+        import keras
+
+        fn = keras.activations.get(name)
+    slope, peak = _SLOPES.get(name, (None, _PEAKS.get(name, 1.0)))
+    return Activation(name, fn, slope, peak)
+
+
+def hand_differentiable(*names: str | None) -> bool:
+    """Whether every named activation has a closed-form slope (the hand-written BPTT loops)."""
+    return all(activation(name).slope is not None for name in names)
+

@@ -1,0 +1,368 @@
+"""Every cell of a recurrent direction, time-major and probed: GRU, SimpleRNN, LSTM of any
+activation (tanh/sigmoid LSTMs run on `cell.lstm_sequence`, the native kernels).
+
+Shapes: x [T, B, I], h0 [B, H], kernel [I, G·H], recurrent_kernel [H, G·H] with G gate blocks
+(LSTM 4: i, f, g, o; GRU 3: z, r, h̃; SimpleRNN 1), bias [G·H] (GRU with reset_after: [2, G·H],
+row 0 the input bias, row 1 the recurrent one). Keras's equations:
+
+- GRU, reset_after: z = σ(x W_z + b_z + h U_z + β_z), r likewise, h̃ = act(x W_h + b_h +
+  r ⊙ (h U_h + β_h)); without reset_after (bias [3H]): h̃ = act(x W_h + b_h + (r ⊙ h) U_h).
+  h_t = z ⊙ h_{t-1} + (1 − z) ⊙ h̃. σ is `recurrent_activation`, act is `activation`.
+- SimpleRNN: h_t = act(x W + h U + b).
+- LSTM: the gates i, f, o = σ(·), g = act(·), c_t = f c + i g, h_t = o act(c_t).
+
+Probes and masks as in cell.py: `probe` [T, B, H] is zeros whose gradient is the total
+dL/dh_t; a step where the mask [T, B] is 0 carries h (and c) over. A backward direction is x
+and the mask reversed by the caller.
+
+GRU and SimpleRNN whose activations have a closed-form slope (activations.py) run in while
+loops with their own backward pass (`tf.custom_gradient`), as the LSTM's: the forward packs per
+step the factors the backward needs, so a backward step is a few multiplications, one concat
+and one matmul on the critical path (GRU without reset_after: two); the input projection
+x W + b is one matmul for all steps before the loop (TensorFlow differentiates it), the
+recurrent weight gradients one matmul over all steps after it. Anything else runs in one
+while loop TensorFlow differentiates (`generic_sequence`: TensorArray reads, never `x[t]`,
+whose gradient is a full-size scatter per step). Each returns the gates' pre-activations, from
+which `CellRun` holds the activations and their saturation for the gates panel.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lstmviz.engine.activations import Activation, activation, hand_differentiable
+from lstmviz.engine.cell import _columns, lstm_sequence
+from lstmviz.engine.tfload import tf
+
+
+@dataclass
+class CellRun:
+    """One direction's run: h (and an LSTM's c) [T, B, H] in processing order, the gates'
+    activations and whether each is saturated (float 0/1) [T, B, G·H], not differentiated."""
+
+    h: tf.Tensor
+    c: tf.Tensor | None
+    gates: tf.Tensor
+    saturated: tf.Tensor
+
+
+def cell_activations(cell: str, args: dict) -> list[Activation]:
+    """The activation of each gate block of `cell` (LSTM i, f, g, o; GRU z, r, h̃; SimpleRNN h)
+    from the layer's args (Keras's defaults when absent)."""
+    act = activation(args.get("activation") or "tanh")
+    if cell == "simple_rnn":
+        return [act]
+    gate = activation(args.get("recurrent_activation") or "sigmoid")
+    return [gate, gate, act, gate] if cell == "lstm" else [gate, gate, act]
+
+
+def fast_lstm(args: dict) -> bool:
+    """Whether an LSTM's activations are the native kernels' (tanh, sigmoid)."""
+    return (args.get("activation") or "tanh", args.get("recurrent_activation") or "sigmoid") == (
+        "tanh", "sigmoid")  # fmt: skip
+
+
+def needs_read_probe(cell: str, args: dict) -> bool:
+    """Whether the direction's h-probe is read as zeros (the generic loop adds it to h_t); the
+    hand-written loops never read it, and accept `native.unread_probes`."""
+    if cell == "lstm":
+        return not fast_lstm(args)
+    return not hand_differentiable(*(a.name for a in cell_activations(cell, args)))
+
+
+def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None) -> CellRun:
+    """Run one direction of `cell` over x [T, B, I] from h0 (and c0 = h0 for an LSTM, zeros
+    in model mode) with `weights` (kernel, recurrent_kernel, bias: tensors); `probes`
+    (probe_h, probe_c) [T, B, H] (probe_c only for an LSTM); `mask` [T, B] 0/1 or None."""
+    kernel, recurrent, bias = weights["kernel"], weights["recurrent_kernel"], weights["bias"]
+    acts = cell_activations(cell, args)
+    if mask is not None:  # exactly 0 or 1 from here on, never differentiated
+        mask = tf.stop_gradient(tf.cast(tf.not_equal(mask, tf.zeros_like(mask)), x.dtype))
+    if cell == "lstm" and fast_lstm(args):
+        h, c, gates = lstm_sequence(x, h0, h0, kernel, recurrent, bias, *probes, mask=mask,
+                                    with_gates=True)  # fmt: skip
+        return CellRun(h, c, gates, _saturation(acts, None, gates))
+    gru_after = cell == "gru" and len(bias.shape) == 2
+    zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
+    c = None
+    if cell == "lstm" or not hand_differentiable(*(a.name for a in acts)):
+        step = _STEPS[cell](acts, recurrent, bias[1] if gru_after else None, args)
+        h, c, pre = generic_sequence(step, zx, h0, probes, mask, lstm=cell == "lstm")
+    elif cell == "gru" and gru_after:
+        h, pre = _gru_loop(acts[2].name, acts[0].name, True)(
+            zx, h0, recurrent, bias[1], probes[0], *_mask_args(mask))
+    elif cell == "gru":
+        h, pre = _gru_loop(acts[2].name, acts[0].name, False)(
+            zx, h0, recurrent, probes[0], *_mask_args(mask))
+    else:
+        h, pre = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0], *_mask_args(mask))
+    pre = tf.stop_gradient(pre)
+    blocks = tf.split(pre, len(acts), axis=-1)
+    gates = tf.concat([a.fn(b) for a, b in zip(acts, blocks, strict=True)], axis=-1)
+    return CellRun(h, c, tf.stop_gradient(gates), _saturation(acts, pre, gates))
+
+
+def _mask_args(mask) -> tuple:
+    return () if mask is None else (mask,)
+
+
+def _saturation(acts: list[Activation], pre, gates) -> tf.Tensor:
+    """[T, B, G·H] float 0/1: each gate's saturation (activations.py) from its pre-activation
+    (None: tanh and sigmoid, told by their values) and activation."""
+    ys = tf.split(gates, len(acts), axis=-1)
+    xs = [None] * len(acts) if pre is None else tf.split(pre, len(acts), axis=-1)
+    flags = [a.saturated(x, y) for a, x, y in zip(acts, xs, ys, strict=True)]
+    return tf.stop_gradient(tf.cast(tf.concat(flags, axis=-1), gates.dtype))
+
+
+# One step of each cell for the generic loop: (zx_t [B, G·H], h, c) -> (h_t, c_t, pre [B, G·H]).
+def _lstm_step(acts, recurrent, _, args) -> Callable:
+    def step(zx, h, c):
+        pre = zx + tf.matmul(h, recurrent)
+        zi, zf, zg, zo = tf.split(pre, 4, axis=1)
+        i, f, g, o = (a.fn(z) for a, z in zip(acts, (zi, zf, zg, zo), strict=True))
+        c = f * c + i * g
+        return o * acts[2].fn(c), c, pre
+
+    return step
+
+
+def _gru_step(acts, recurrent, recurrent_bias, args) -> Callable:
+    gate, act = acts[0], acts[2]
+
+    def step(zx, h, c):
+        xz, xr, xh = tf.split(zx, 3, axis=1)
+        if recurrent_bias is not None:  # reset_after: r multiplies h U_h + β_h
+            mz, mr, mh = tf.split(tf.matmul(h, recurrent) + recurrent_bias, 3, axis=1)
+            az, ar = xz + mz, xr + mr
+            r = gate.fn(ar)
+            ah = xh + r * mh
+        else:
+            u_zr, u_h = tf.split(recurrent, [2 * h.shape[1], h.shape[1]], axis=1)
+            mz, mr = tf.split(tf.matmul(h, u_zr), 2, axis=1)
+            az, ar = xz + mz, xr + mr
+            r = gate.fn(ar)
+            ah = xh + tf.matmul(r * h, u_h)
+        z, hh = gate.fn(az), act.fn(ah)
+        return z * h + (1.0 - z) * hh, c, tf.concat([az, ar, ah], axis=1)
+
+    return step
+
+
+def _simple_rnn_step(acts, recurrent, _, args) -> Callable:
+    def step(zx, h, c):
+        pre = zx + tf.matmul(h, recurrent)
+        return acts[0].fn(pre), c, pre
+
+    return step
+
+
+_STEPS = {"lstm": _lstm_step, "gru": _gru_step, "simple_rnn": _simple_rnn_step}
+
+
+def generic_sequence(step: Callable, zx, h0, probes, mask, lstm: bool = False):
+    """A while loop TensorFlow differentiates: zx [T, B, G·H] (the input projection), h0 [B, H]
+    (c0 = h0 for an LSTM), probes (probe_h, probe_c) added to h_t (c_t) as they leave step t,
+    mask [T, B] 0/1 or None. Returns h [T, B, H], c [T, B, H] or None, pre [T, B, G·H]."""
+    steps = tf.shape(zx)[0]
+
+    def unstacked(value):
+        return tf.TensorArray(value.dtype, size=steps).unstack(value)
+
+    def array():
+        return tf.TensorArray(zx.dtype, size=steps)
+
+    zxs, probe_h = unstacked(zx), unstacked(probes[0])
+    probe_c = unstacked(probes[1]) if lstm else None
+    masks = unstacked(mask[:, :, None] > 0) if mask is not None else None
+
+    def body(t, h, c, hs, cs, pres):
+        h_new, c_new, pre = step(zxs.read(t), h, c)
+        if masks is not None:
+            ran = masks.read(t)
+            h_new = tf.where(ran, h_new, h)
+            c_new = tf.where(ran, c_new, c) if lstm else c
+        h_new = h_new + probe_h.read(t)
+        if lstm:
+            c_new = c_new + probe_c.read(t)
+        return t + 1, h_new, c_new, hs.write(t, h_new), cs.write(t, c_new), pres.write(t, pre)
+
+    _, _, _, hs, cs, pres = tf.while_loop(
+        lambda t, *_: t < steps, body, (0, h0, h0, array(), array(), array())
+    )
+    return hs.stack(), cs.stack() if lstm else None, pres.stack()
+
+
+def _mask_factors(mask):
+    """(ran bool, share, keep) [T, B, 1] from a mask [T, B] of 0/1."""
+    return mask[:, :, None] > 0, mask[:, :, None], 1.0 - mask[:, :, None]
+
+
+@functools.cache
+def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
+    """The GRU's hand-written loops for these activations. Called as
+    f(zx [T, B, 3H], h0, recurrent_kernel [H, 3H], (recurrent_bias [3H] with reset_after),
+    probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre [T, B, 3H])."""
+    act, gate = activation(act_name), activation(gate_name)
+
+    def loops(zx, h0, recurrent, recurrent_bias, probe, mask):
+        steps = tf.shape(zx)[0]
+        hidden = h0.shape[1] or tf.shape(h0)[1]
+        if mask is not None:
+            ran, share, keep = _mask_factors(mask)
+        zxs = tf.TensorArray(zx.dtype, size=steps).unstack(zx)
+        if not reset_after:
+            u_zr, u_h = recurrent[:, : 2 * hidden], recurrent[:, 2 * hidden :]
+
+        def array():
+            return tf.TensorArray(zx.dtype, size=steps)
+
+        # factors[t] [B, 5H]: dh·a = dL/d(z pre-activation), dh·b = dL/d(h̃ pre-activation),
+        # the slope factor of r's pre-activation, r, and z (with a mask: m·z + 1 - m, the share
+        # of dh that passes straight to h_{t-1}). `extra` holds r ⊙ h_{t-1} without reset_after.
+        def forward(t, h, hs, factors, pres, extra):
+            h_prev = h
+            xz, xr, xh = _columns(zxs.read(t), hidden, 3)
+            if reset_after:
+                mz, mr, mh = _columns(tf.matmul(h, recurrent) + recurrent_bias, hidden, 3)
+                az, ar = xz + mz, xr + mr
+                z, r = gate.fn(az), gate.fn(ar)
+                ah = xh + r * mh
+                r_factor = mh * gate.slope(ar, r)
+            else:
+                mz, mr = _columns(tf.matmul(h, u_zr), hidden, 2)
+                az, ar = xz + mz, xr + mr
+                z, r = gate.fn(az), gate.fn(ar)
+                rh = r * h
+                extra = extra.write(t, rh)
+                ah = xh + tf.matmul(rh, u_h)
+                r_factor = h * gate.slope(ar, r)
+            hh = act.fn(ah)
+            h = hh + z * (h_prev - hh)
+            a = (h_prev - hh) * gate.slope(az, z)
+            b = (1.0 - z) * act.slope(ah, hh)
+            if mask is not None:
+                h = tf.where(ran[t], h, h_prev)
+                a, b, z = a * share[t], b * share[t], z * share[t] + keep[t]
+            packed = tf.concat([a, b, r_factor, r, z], axis=1)
+            pre = tf.concat([az, ar, ah], axis=1)
+            hs = hs.write(t + 1, h)
+            return t + 1, h, hs, factors.write(t, packed), pres.write(t, pre), extra
+
+        hs = tf.TensorArray(zx.dtype, size=steps + 1).write(0, h0)
+        _, _, hs, factors, pres, extra = tf.while_loop(
+            lambda t, *_: t < steps, forward, (0, h0, hs, array(), array(), array())
+        )
+        h_all = hs.stack()  # [T+1, B, H], h0 first
+
+        def backward(dh_direct, _dpre):
+            """BPTT: dh_t = direct_t + dh_{t+1}·z' + dm_{t+1}·Uᵀ (reset_after); returns the
+            gradients of zx, h0, the recurrent kernel (and bias), the probe (the total dL/dh_t)
+            and None for the mask."""
+            u_t = tf.transpose(recurrent if reset_after else u_zr)
+            u_h_t = None if reset_after else tf.transpose(u_h)
+
+            def step(t, dh_next, dhs, dzxs, dms):
+                a, b, r_factor, r, z = _columns(factors.read(t), hidden, 5)
+                dh = dh_direct[t] + dh_next
+                gz, gh = dh * a, dh * b
+                if reset_after:
+                    gr = gh * r_factor
+                    dm = tf.concat([gz, gr, gh * r], axis=1)
+                    dh_next = dh * z + tf.matmul(dm, u_t)
+                else:
+                    drh = tf.matmul(gh, u_h_t)
+                    gr = drh * r_factor
+                    dm = tf.concat([gz, gr], axis=1)
+                    dh_next = dh * z + drh * r + tf.matmul(dm, u_t)
+                dzx = tf.concat([gz, gr, gh], axis=1)
+                return t - 1, dh_next, dhs.write(t, dh), dzxs.write(t, dzx), dms.write(t, dm)
+
+            _, dh0, dhs, dzxs, dms = tf.while_loop(
+                lambda t, *_: t >= 0,
+                step,
+                (steps - 1, tf.zeros_like(h0), array(), array(), array()),
+            )
+            dzx, dm = dzxs.stack(), dms.stack()
+            du = tf.einsum("tbh,tbg->hg", h_all[:-1], dm)
+            if reset_after:
+                grads = (dzx, dh0, du, tf.reduce_sum(dm, [0, 1]), dhs.stack())
+            else:
+                du_h = tf.einsum("tbh,tbg->hg", extra.stack(), dzx[:, :, 2 * hidden :])
+                grads = (dzx, dh0, tf.concat([du, du_h], axis=1), dhs.stack())
+            return grads if mask is None else (*grads, None)
+
+        return (h_all[1:], pres.stack()), backward
+
+    if reset_after:
+
+        @tf.custom_gradient
+        def run(zx, h0, recurrent, recurrent_bias, probe, mask=None):
+            return loops(zx, h0, recurrent, recurrent_bias, probe, mask)
+
+    else:
+
+        @tf.custom_gradient
+        def run(zx, h0, recurrent, probe, mask=None):
+            return loops(zx, h0, recurrent, None, probe, mask)
+
+    return run
+
+
+@functools.cache
+def _simple_rnn_loop(act_name: str) -> Callable:
+    """SimpleRNN's hand-written loops for this activation: f(zx [T, B, H], h0, recurrent_kernel
+    [H, H], probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre [T, B, H])."""
+    act = activation(act_name)
+
+    @tf.custom_gradient
+    def run(zx, h0, recurrent, probe, mask=None):
+        steps = tf.shape(zx)[0]
+        if mask is not None:
+            ran, share, keep = _mask_factors(mask)
+        zxs = tf.TensorArray(zx.dtype, size=steps).unstack(zx)
+
+        def array(size=steps):
+            return tf.TensorArray(zx.dtype, size=size)
+
+        def forward(t, h, hs, slopes, pres):  # slopes[t]: act' (times m_t with a mask)
+            h_prev = h
+            pre = zxs.read(t) + tf.matmul(h, recurrent)
+            h = act.fn(pre)
+            slope = act.slope(pre, h)
+            if mask is not None:
+                h = tf.where(ran[t], h, h_prev)
+                slope *= share[t]
+            return t + 1, h, hs.write(t + 1, h), slopes.write(t, slope), pres.write(t, pre)
+
+        _, _, hs, slopes, pres = tf.while_loop(
+            lambda t, *_: t < steps,
+            forward,
+            (0, h0, array(steps + 1).write(0, h0), array(), array()),
+        )
+        h_all = hs.stack()
+
+        def backward(dh_direct, _dpre):
+            u_t = tf.transpose(recurrent)
+
+            def step(t, dh_next, dhs, gs):
+                dh = dh_direct[t] + dh_next
+                g = dh * slopes.read(t)
+                dh_next = tf.matmul(g, u_t)
+                if mask is not None:
+                    dh_next += keep[t] * dh
+                return t - 1, dh_next, dhs.write(t, dh), gs.write(t, g)
+
+            _, dh0, dhs, gs = tf.while_loop(
+                lambda t, *_: t >= 0, step, (steps - 1, tf.zeros_like(h0), array(), array())
+            )
+            g = gs.stack()
+            grads = (g, dh0, tf.einsum("tbh,tbg->hg", h_all[:-1], g), dhs.stack())
+            return grads if mask is None else (*grads, None)
+
+        return (h_all[1:], pres.stack()), backward
+
+    return run
+

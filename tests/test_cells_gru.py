@@ -1,0 +1,143 @@
+"""GRU directions in model mode against Keras 3 (y_pred, loss, weight gradients), an unrolled
+loop over Keras's own GRUCell (total dL/dh_t) and float64 finite differences of a NumPy GRU:
+reset_after both ways, masks, go_backwards, use_bias=False, other activations, every merge
+mode of a Bidirectional GRU."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from cell_reference import check_trace, numpy_direction, spec_of
+
+from lstmviz.engine.cells import cell_sequence
+from lstmviz.engine.model import model_gradients
+from lstmviz.engine.tfload import tf
+from lstmviz.errors import ModelError
+
+L = keras.layers
+
+
+def _randomized(model, seed: int):
+    rng = np.random.default_rng(seed)
+    model.set_weights([0.5 * rng.standard_normal(w.shape) for w in model.get_weights()])
+    return model
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    """Embedding(mask_zero) → Bidirectional(GRU) → GRU(reset_after=False, go_backwards) → Dense,
+    and its data (sample 0 padded: masked steps)."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([
+        keras.Input((6,), dtype="int32"),
+        L.Embedding(30, 4, mask_zero=True, name="emb"),
+        L.Bidirectional(L.GRU(3, return_sequences=True), name="bi"),
+        L.GRU(3, reset_after=False, go_backwards=True, name="top"),
+        L.Dense(1, activation="sigmoid", name="head"),
+    ], name="tokens")  # fmt: skip
+    _randomized(model, 1)
+    rng = np.random.default_rng(2)
+    x = rng.integers(1, 30, (2, 6)).astype(np.int32)
+    x[0, 4:] = 0
+    y = rng.integers(0, 2, (2, 1)).astype(np.float32)
+    return model, x, y
+
+
+def test_gru_model_matches_keras(tokens):
+    model, x, y = tokens
+    arrays = model_gradients(spec_of(model, "binary_crossentropy"), x, y).arrays
+    check_trace(model, arrays, x, y, "binary_crossentropy")
+    assert list(arrays["layer_names"]) == ["bi/forward", "bi/backward", "top"]
+    assert [str(n) for n in arrays["layer0_gate_names"]] == ["z", "r", "h~"]
+    # gate means are activations: z and r of a sigmoid in [0, 1]
+    assert ((arrays["layer2_gates_mean"][:2] >= 0) & (arrays["layer2_gates_mean"][:2] <= 1)).all()
+    assert arrays["nonfinite_steps"].size == 0
+
+
+@pytest.mark.parametrize("merge", ["concat", "sum", "mul", "ave"])
+def test_bidirectional_gru_every_merge_mode(merge):
+    """Features with a Masking layer; no bias and Keras 3's hard_sigmoid / relu in the
+    concat case, so the generic slopes are checked too."""
+    keras.utils.set_random_seed(3)
+    extra = ({"use_bias": False, "recurrent_activation": "hard_sigmoid", "activation": "relu"}
+             if merge == "concat" else {})  # fmt: skip
+    model = _randomized(keras.Sequential([
+        keras.Input((5, 2)),
+        L.Masking(0.0),
+        L.Bidirectional(L.GRU(3, **extra), merge_mode=merge, name="bi"),
+        L.Dense(2, name="head"),
+    ], name=f"merge_{merge}"), 4)  # fmt: skip
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 5, 2)).astype(np.float32)
+    x[1, 3:] = 0.0
+    y = rng.standard_normal((2, 2)).astype(np.float32)
+    arrays = model_gradients(spec_of(model, "mse"), x, y).arrays
+    check_trace(model, arrays, x, y, "mse")
+
+
+def _probe_gradient(cell, args, x, weights, w_out, mask):
+    """The engine's total dL/dh_t [T, B, H] in float64 for L = sum(h ⊙ w_out)."""
+    xt = tf.constant(x)
+    tensors = {k: tf.constant(v) for k, v in weights.items()}
+    steps, batch = x.shape[:2]
+    units = weights["recurrent_kernel"].shape[0]
+    probes = (tf.zeros([steps, batch, units], tf.float64),) * 2
+    with tf.GradientTape() as tape:
+        tape.watch(probes)
+        run = cell_sequence(cell, args, xt, tf.zeros([batch, units], tf.float64), tensors,
+                            probes if cell == "lstm" else (probes[0], None),
+                            None if mask is None else tf.constant(mask, tf.float64))
+        loss = tf.reduce_sum(run.h * w_out)
+    return tape.gradient(loss, probes[0]).numpy()
+
+
+def finite_difference_check(cell, args, weights, seed):
+    """dL/dh_t of the engine (float64) against central differences of the NumPy forward, with
+    a mask that skips a step of one sample."""
+    rng = np.random.default_rng(seed)
+    steps, batch, inputs = 5, 2, 2
+    units = weights["recurrent_kernel"].shape[0]
+    x = rng.standard_normal((steps, batch, inputs))
+    w_out = rng.standard_normal((steps, batch, units))
+    mask = np.ones((steps, batch), bool)
+    mask[2, 1] = False
+    ours = _probe_gradient(cell, args, x, weights, w_out, mask)
+    eps = 1e-6
+    expected = np.zeros_like(ours)
+    for t in range(steps):
+        for b in range(batch):
+            for j in range(units):
+                up, down = (np.sum(numpy_direction(cell, args, x, weights, mask,
+                                                   (t, b, j, s)) * w_out) for s in (eps, -eps))
+                expected[t, b, j] = (up - down) / (2 * eps)
+    np.testing.assert_allclose(ours, expected, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("reset_after", [True, False])
+def test_gru_total_gradient_finite_differences(reset_after):
+    rng = np.random.default_rng(6)
+    units = 3
+    bias_shape = (2, 3 * units) if reset_after else (3 * units,)
+    weights = {"kernel": rng.standard_normal((2, 3 * units)),
+               "recurrent_kernel": rng.standard_normal((units, 3 * units)),
+               "bias": rng.standard_normal(bias_shape)}  # fmt: skip
+    finite_difference_check("gru", {"reset_after": reset_after}, weights, 7)
+
+
+def test_gru_weights_that_do_not_fit_are_named():
+    from lstmviz.weights.model import LayerSpec, ModelSpec
+
+    w = {"kernel": np.zeros((2, 9)), "recurrent_kernel": np.zeros((3, 9)), "bias": np.zeros(9)}
+    layers = (LayerSpec("input", "input", "InputLayer", output_shape=(5, 2)),
+              LayerSpec("g", "gru", "GRU", args={"reset_after": True}, weights=w))  # fmt: skip
+    with pytest.raises(ModelError, match=r"layer 'g' \(GRU\): GRU weights of 3 units .*bias \[9\]"):
+        ModelSpec("m", "test", layers)
+    w = {"kernel": np.zeros((2, 8)), "recurrent_kernel": np.zeros((3, 9))}
+    layers = (layers[0], LayerSpec("g", "gru", "GRU", weights=w))
+    with pytest.raises(ModelError, match=r"kernel \[2, 8\] \(expected \[2, 9\]\)"):
+        ModelSpec("m", "test", layers)
+    w = {"kernel": np.zeros((2, 9)), "recurrent_kernel": np.zeros((3, 9))}
+    layers = (layers[0], LayerSpec("g", "gru", "GRU", args={"activation": "wobbly"}, weights=w))
+    with pytest.raises(ModelError, match="unknown activation 'wobbly'"):
+        ModelSpec("m", "test", layers)
