@@ -172,3 +172,24 @@ def test_a_module_without_recurrent_layers_and_an_unknown_loss_are_refused(data)
         model_gradients(Net(), data[0], data[1], "hinge")
     with pytest.raises(LstmvizError, match="give loss_fn"):
         model_gradients(Net(), data[0], data[1])
+
+
+@pytest.mark.parametrize(
+    "cell, kw",
+    [(nn.GRU, {}), (nn.RNN, {"nonlinearity": "tanh"}), (nn.RNN, {"nonlinearity": "relu"}),
+     (nn.GRU, {"num_layers": 2, "bidirectional": True})],  # fmt: skip
+    ids=["gru", "rnn-tanh", "rnn-relu", "gru-2-bidirectional"],
+)
+def test_gru_and_rnn_cells_equal_the_unrolled_cells(data, cell, kw):
+    torch.manual_seed(6)
+    net = Net(cell, False, **kw)
+    x, y = data
+    x = x.transpose(0, 1).contiguous()
+    lengths = torch.tensor([5, 3, 4])
+    trace = model_gradients(net, (x, lengths), y, mse)
+    mask = (np.arange(T)[:, None] < lengths.numpy()[None]).astype(float)
+    check(trace, reference(net, (x, lengths), y, mse), mask)
+    kind = "gru" if cell is nn.GRU else "simple_rnn"
+    assert str(trace.layer0_cell) == kind and "layer0_c" not in trace
+    assert np.isnan(trace.norm_c_total_by_layer).all()
+    trace.check()

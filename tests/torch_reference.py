@@ -145,13 +145,23 @@ def _direction(module, found: dict) -> dict:
                     result[t, b] = value.detach().numpy()[0]
         return result
 
-    w_ih, w_hh, b_ih, _ = found["w"]
+    w_ih, w_hh, b_ih, b_hh = found["w"]
+    gru = isinstance(module, nn.GRU)
+
+    def keras(grad):  # Keras's gate order: a GRU's rows r, z, n become z, r, n
+        grad = grad.detach().numpy()
+        if not gru:
+            return grad
+        r, z, n = np.split(grad, 3)
+        return np.concatenate([z, r, n])
+
     one = {"grad_h_total": gather(found["hs"], "grad"), "h": gather(found["hs"], "value"),
            "grad_h_direct": out.grad.detach().numpy(),
-           "grad_kernel": w_ih.grad.detach().numpy().T,
-           "grad_recurrent_kernel": w_hh.grad.detach().numpy().T}  # fmt: skip
-    if b_ih is not None:
-        one["grad_bias"] = b_ih.grad.detach().numpy()
+           "grad_kernel": keras(w_ih.grad).T,
+           "grad_recurrent_kernel": keras(w_hh.grad).T}  # fmt: skip
+    if b_ih is not None:  # a GRU's [2, 3H] (input, recurrent); else the biases' one gradient
+        one["grad_bias"] = np.stack([keras(b_ih.grad), keras(b_hh.grad)]) if gru else (
+            b_ih.grad.detach().numpy())  # fmt: skip
     if isinstance(module, nn.LSTM):
         one["grad_c_total"] = gather(found["cs"], "grad")
         one["c"] = gather(found["cs"], "value")

@@ -18,14 +18,16 @@ the initial state over).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from lstmviz.engine.arrays import NORMS
 from lstmviz.engine.cell import lstm_sequence
+from lstmviz.engine.cells import _saturation, cell_activations, cell_sequence
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients, watch_probes
 from lstmviz.engine.model_forward import Direction, gate_activity
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ModelError
 
 PER_DIRECTION = ("h", "c", "grad_h_total", "grad_c_total", "grad_h_direct", "grad_kernel",
                  "grad_recurrent_kernel", "grad_bias", "gates_mean", "gates_saturated",
@@ -37,13 +39,12 @@ _COMPILED: dict[tuple, object] = {}
 def call_gradients(call, d_out: np.ndarray, d_states: list[np.ndarray]) -> tuple[list, np.ndarray]:
     """([one dict of NumPy arrays per direction], dx [T, B, I]) for `call` (capture.Call) under
     the direct gradients d_out [T, B, D·H] and d_states (∂L/∂h_n, and ∂L/∂c_n for an LSTM)."""
-    if call.kind != "lstm":
-        raise ModelError(f"lstmviz.torch: {call.name}: {call.kind} cells are not supported yet")
     lengths = call.layout.lengths()
     dtype = tf.as_dtype(call.x.dtype)
-    key = (call.kind, call.layers, call.directions, lengths is not None, dtype)
+    key = (call.kind, call.activation, call.layers, call.directions, lengths is not None, dtype)
     if key not in _COMPILED:
-        _COMPILED[key] = tf.function(_stack(call.layers, call.directions), reduce_retracing=True)
+        run = _stack(call.kind, call.activation, call.layers, call.directions)
+        _COMPILED[key] = tf.function(run, reduce_retracing=True)
     mask = () if lengths is None else (_mask(lengths, call.layout.steps, call.x.dtype),)
     weights = [w[name] for w in call.weights for name in ("kernel", "recurrent_kernel", "bias")]
     c0 = call.c0 if call.c0 is not None else call.h0
@@ -80,19 +81,33 @@ def _in_float32(direction: Direction) -> Direction:
     if direction.gates.dtype == tf.float32:
         return direction
     mask = None if direction.mask is None else tf.cast(direction.mask, tf.float32)
-    gates = tf.cast(direction.gates, tf.float32)
-    return Direction(direction.name, direction.backwards, direction.x, direction.h, direction.c,
-                     direction.probes, direction.weights, mask, gates)  # fmt: skip
+    gates, saturated = (tf.cast(a, tf.float32) for a in (direction.gates, direction.saturated))
+    return replace(direction, mask=mask, gates=gates, saturated=saturated)
 
 
 def _norms(named: dict) -> dict:
     """The per-step norms [T] of a float64 run, in float64 (`graph_norms` is float32's)."""
     return {norm: tf.sqrt(tf.reduce_sum(tf.square(named[grad]), axis=[1, 2]))
-            for grad, norm in NORMS.items()}  # fmt: skip
+            for grad, norm in NORMS.items() if grad in named}  # fmt: skip
 
 
-def _stack(layers: int, directions: int):
-    """The compiled computation of a module of `layers` layers of `directions` directions."""
+def _direction(kind, args, xd, h0, c0, weights, probes, md, backwards) -> Direction:
+    """One direction run by lstmviz's cell of `kind` (an LSTM from its own c0)."""
+    if kind == "lstm":
+        h, c, gates = lstm_sequence(xd, h0, c0, *weights.values(), *probes, mask=md,
+                                    with_gates=True)  # fmt: skip
+        saturated = _saturation(cell_activations("lstm", args), None, gates)
+    else:
+        probes = (probes[0], None)
+        run = cell_sequence(kind, args, xd, h0, weights, probes, md)
+        h, c, gates, saturated = run.h, None, run.gates, run.saturated
+    return Direction("", kind, backwards, xd, h, c, probes, weights, md, gates, saturated)
+
+
+def _stack(kind: str, activation: str, layers: int, directions: int):
+    """The compiled computation of a module of `layers` layers of `directions` directions of
+    the cell `kind`."""
+    args = {"activation": activation}
 
     def compute(x, h0, c0, weights, d_out, d_h, d_c, mask=None):
         with tf.GradientTape() as tape:
@@ -108,31 +123,36 @@ def _stack(layers: int, directions: int):
                     md = None
                     if mask is not None:
                         md = tf.reverse(mask, [0]) if backwards else mask
-                    kernel, recurrent, bias = weights[3 * k : 3 * k + 3]
+                    w = dict(zip(("kernel", "recurrent_kernel", "bias"),
+                                 weights[3 * k : 3 * k + 3], strict=True))  # fmt: skip
                     probes = _probes(tape, xd, h0[k])
-                    h, c, gates = lstm_sequence(xd, h0[k], c0[k], kernel, recurrent, bias,
-                                                *probes, mask=md, with_gates=True)  # fmt: skip
-                    last = _last(md, h)
-                    surrogate += tf.reduce_sum(tf.reduce_sum(h * last, 0) * d_h[k])
-                    surrogate += tf.reduce_sum(tf.reduce_sum(c * last, 0) * d_c[k])
-                    w = {"kernel": kernel, "recurrent_kernel": recurrent, "bias": bias}
-                    found.append(Direction(f"{k}", backwards, xd, h, c, probes, w, md, gates))
-                    outputs.append(tf.reverse(h, [0]) if backwards else h)
+                    one = _direction(kind, args, xd, h0[k], c0[k], w, probes, md, backwards)
+                    last = _last(md, one.h)
+                    surrogate += tf.reduce_sum(tf.reduce_sum(one.h * last, 0) * d_h[k])
+                    if one.c is not None:
+                        surrogate += tf.reduce_sum(tf.reduce_sum(one.c * last, 0) * d_c[k])
+                    found.append(one)
+                    outputs.append(one.in_input_order(one.h))
                 value = outputs[0] if directions == 1 else tf.concat(outputs, -1)
             surrogate += tf.reduce_sum(value * d_out)
         sources = {"dx": x}
         for k, direction in enumerate(found):
-            sources |= gradient_sources(direction.probes, direction.weights, direction.h,
-                                        prefix=f"{k}_")  # fmt: skip
+            probes = direction.probes if direction.c is not None else (direction.probes[0], None)
+            sources |= gradient_sources(probes, direction.weights, direction.h, prefix=f"{k}_")
+            if direction.c is None:
+                sources.pop(f"{k}_grad_c_total")
         named = named_gradients(tape, surrogate, sources)
         out = []
         for k, direction in enumerate(found):
             order, one = direction.in_input_order, {}
             for key in ("grad_h_total", "grad_c_total", "grad_h_direct"):
-                one[key] = order(named[f"{k}_{key}"])
+                if f"{k}_{key}" in named:
+                    one[key] = order(named[f"{k}_{key}"])
             for key in ("grad_kernel", "grad_recurrent_kernel", "grad_bias"):
                 one[key] = named[f"{k}_{key}"]
-            one["h"], one["c"] = order(direction.h), order(direction.c)
+            one["h"] = order(direction.h)
+            if direction.c is not None:
+                one["c"] = order(direction.c)
             one["gates_mean"], one["gates_saturated"] = gate_activity(_in_float32(direction))
             one |= graph_norms(one) if x.dtype == tf.float32 else _norms(one)
             out.append(one)

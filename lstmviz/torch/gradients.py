@@ -29,6 +29,7 @@ from lstmviz.config import RunConfig
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.native import kernel_name
 from lstmviz.errors import InputError, LstmvizError
+from lstmviz.schema import CELL_GATES
 from lstmviz.torch.capture import WHERE, Call, capture
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
 from lstmviz.trace import GradientTrace
@@ -134,20 +135,25 @@ def _backward(calls: list[Call], value: torch.Tensor) -> tuple[list, np.ndarray]
 
 def _arrays(calls: list[Call], directions: list[dict], grad_input: np.ndarray) -> dict:
     """The model-mode arrays of the directions (norms redone where float32 lost them)."""
-    steps = {call.layout.steps for call in calls}
-    if len(steps) > 1:
+    lengths = {call.layout.steps for call in calls}
+    if len(lengths) > 1:
         raise LstmvizError(f"{WHERE}: the recurrent modules run over different lengths "
-                           f"{sorted(steps)}; lstmviz shows one length T")  # fmt: skip
+                           f"{sorted(lengths)}; lstmviz shows one length T")  # fmt: skip
+    steps = calls[0].layout.steps
     arrays: dict[str, np.ndarray] = {}
     names = [name for call in calls for name in call.direction_names()]
     norms: dict[str, list] = {norm: [] for norm in NORMS.values()}
+    cells = [call.kind for call in calls for _ in call.direction_names()]
     for k, one in enumerate(directions):
+        for grad, norm in NORMS.items():  # a cell without c: a NaN row of norm_c_total
+            row = one.get(norm)
+            norms[norm].append(np.full(steps, np.nan, np.float32) if row is None else
+                               exact_norm(row.astype(np.float32), one[grad]))  # fmt: skip
         for key in PER_DIRECTION:
-            if key in norms:
-                grad = next(g for g, n in NORMS.items() if n == key)
-                norms[key].append(exact_norm(one[key].astype(np.float32), one[grad]))
-            else:
+            if key in one and key not in norms:
                 arrays[f"layer{k}_{key}"] = one[key].astype(np.float32, copy=False)
+        arrays[f"layer{k}_cell"] = np.array(cells[k])
+        arrays[f"layer{k}_gate_names"] = np.array(CELL_GATES[cells[k]])
     for key, rows in norms.items():
         arrays[f"{key}_by_layer"] = np.stack(rows)
     arrays["layer_names"] = np.array(names)
@@ -157,11 +163,13 @@ def _arrays(calls: list[Call], directions: list[dict], grad_input: np.ndarray) -
     arrays["saliency"] = wide.T.astype(np.float32)
     lengths = calls[0].layout.lengths()
     if lengths is not None:
-        arrays["mask"] = np.arange(calls[0].layout.steps)[:, None] < lengths[None, :]
+        arrays["mask"] = np.arange(steps)[:, None] < lengths[None, :]
     arrays["lstm_kernel"] = np.array(kernel_name())
-    bad = np.zeros(calls[0].layout.steps, bool)
+    bad = np.zeros(steps, bool)
+    lstm = np.array([cell == "lstm" for cell in cells])
     for key in norms:
-        bad |= ~np.isfinite(arrays[f"{key}_by_layer"]).all(axis=0)
+        rows = arrays[f"{key}_by_layer"]
+        bad |= ~np.isfinite(rows[lstm] if key == "norm_c_total" else rows).all(axis=0)
     arrays["nonfinite_steps"] = np.flatnonzero(bad)
     return arrays
 
