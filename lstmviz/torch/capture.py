@@ -200,10 +200,11 @@ def handed_on(call: Call):
 def recurrent_modules(module: nn.Module) -> list[tuple[str, nn.Module]]:
     """(name, module) of every recurrent module, in module order; the name is the attribute
     path with "/" (the class name in lower case for the module itself)."""
+    given = getattr(module, "recurrent_names", {})  # a program's (lstmviz.torch.programs)
     found = []
     for path, sub in module.named_modules():
         if isinstance(sub, RECURRENT):
-            name = path.replace(".", "/") or type(sub).__name__.lower()
+            name = given.get(sub) or path.replace(".", "/") or type(sub).__name__.lower()
             _check(sub, name)
             found.append((name, sub))
     return found

@@ -123,7 +123,7 @@ def _backward(calls: list[Call], value: torch.Tensor) -> tuple[list, np.ndarray]
         if not call.source.requires_grad:
             continue
         below = targets[: spans[n][0]] + [first] * wants_first
-        back = call.layout.from_time(torch.as_tensor(dx, dtype=call.source.dtype))
+        back = call.layout.from_time(torch.tensor(dx, dtype=call.source.dtype))
         more = torch.autograd.grad(call.source, below, grad_outputs=back, allow_unused=True,
                                    retain_graph=True)  # fmt: skip
         for k, g in enumerate(more):
@@ -262,16 +262,22 @@ def _model_x(x, first: Call) -> np.ndarray | None:
 def summary(module: nn.Module) -> str:
     """A table of the module's children (name, class, parameters) and the total."""
     rows = [("Layer", "Class", "Params")]
-    for name, child in module.named_children():
+    children = module.named_children()
+    if hasattr(module, "recurrent_names"):  # a program: its recurrent modules by name
+        children = [(name, child) for child, name in module.recurrent_names.items()]
+    for name, child in children:
         rows.append((name, _class_text(child), f"{sum(p.numel() for p in child.parameters()):,}"))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = [f"PyTorch module {type(module).__name__}"]
+    program = hasattr(module, "recurrent_names")
+    lines = ["PyTorch program: its recurrent modules" if program else
+             f"PyTorch module {type(module).__name__}"]  # fmt: skip
     for n, row in enumerate(rows):
         lines.append("  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]),
                                 row[2].rjust(widths[2])]).rstrip())  # fmt: skip
         if n == 0:
             lines.append("-" * len(lines[-1]))
-    lines.append(f"Total params: {sum(p.numel() for p in module.parameters()):,}")
+    if not program:  # a program's weights are its graph's too
+        lines.append(f"Total params: {sum(p.numel() for p in module.parameters()):,}")
     return "\n".join(lines)
 
 
