@@ -193,3 +193,14 @@ def test_gru_and_rnn_cells_equal_the_unrolled_cells(data, cell, kw):
     assert str(trace.layer0_cell) == kind and "layer0_c" not in trace
     assert np.isnan(trace.norm_c_total_by_layer).all()
     trace.check()
+
+
+def test_lstmviz_the_window_and_model_mode_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, lstmviz, lstmviz.files, lstmviz.engine.model, lstmviz.gui.main_window; "
+            "lstmviz.files.torch_program('m.pt2'); print('torch' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.stdout.strip() == "False", done.stderr
