@@ -2,9 +2,11 @@
 
     .venv/bin/python bench/bench_model.py                      # the model of the issue
     .venv/bin/python bench/bench_model.py --steps 200 --batch 64 --units 128 --repeats 5
+    .venv/bin/python bench/bench_model.py --cell gru            # the same model of GRUs
 
 The model: Embedding(20000, 128) → Bidirectional(LSTM(128, return_sequences=True)) → LSTM(128)
-→ Dense(1, sigmoid), binary cross-entropy (compiled with Adam: bench_record.py fits it too).
+→ Dense(1, sigmoid), binary cross-entropy (compiled with Adam: bench_record.py fits it too);
+`--cell gru` / `simple_rnn` puts that cell (Keras's defaults) in place of both LSTMs.
 Keras: `tape.gradient(loss, model.trainable_weights)` in a `tf.function` (its LSTM on the CPU:
 a while loop), the gradients as NumPy. lstmviz: `model_arrays`, the whole trace as NumPy (every
 direction's h, c, total and direct dL/dh_t, dL/dc_t, weight gradients, gates, saliency).
@@ -31,15 +33,16 @@ from lstmviz.engine.tfload import tf  # noqa: E402
 from lstmviz.weights.model_files import spec_from_keras  # noqa: E402
 
 
-def build(vocabulary: int, embed: int, units: int, steps: int):
+def build(vocabulary: int, embed: int, units: int, steps: int, cell: str = "lstm"):
     import keras
 
     L = keras.layers
+    layer = {"lstm": L.LSTM, "gru": L.GRU, "simple_rnn": L.SimpleRNN}[cell]
     keras.utils.set_random_seed(0)
     inp = keras.Input((steps,), dtype="int32")
     x = L.Embedding(vocabulary, embed)(inp)
-    x = L.Bidirectional(L.LSTM(units, return_sequences=True))(x)
-    x = L.LSTM(units)(x)
+    x = L.Bidirectional(layer(units, return_sequences=True))(x)
+    x = layer(units)(x)
     model = keras.Model(inp, L.Dense(1, activation="sigmoid")(x))
     model.compile(loss="binary_crossentropy", optimizer="adam")  # bench_record.py fits it
     return model
@@ -52,10 +55,11 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=128)
     parser.add_argument("--vocabulary", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cell", choices=("lstm", "gru", "simple_rnn"), default="lstm")
     args = parser.parse_args()
     import keras
 
-    model = build(args.vocabulary, args.units, args.units, args.steps)
+    model = build(args.vocabulary, args.units, args.units, args.steps, args.cell)
     rng = np.random.default_rng(0)
     x = rng.integers(1, args.vocabulary, (args.batch, args.steps)).astype(np.int32)
     y = rng.integers(0, 2, (args.batch, 1)).astype(np.float32)
@@ -83,8 +87,9 @@ def main() -> None:
     kernels = native.build_description() if native.library() is not None else info["lstm"]
     print(f"{info['device']} · {os.cpu_count()} cores · TF {info['tensorflow']} · "
           f"{native.cpu_vector_extensions()} · LSTM {kernels}")  # fmt: skip
-    print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional(LSTM({args.units},"
-          f" return_sequences)) → LSTM({args.units}) → Dense(1, sigmoid); T={args.steps} "
+    cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[args.cell]
+    print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional({cell}({args.units},"
+          f" return_sequences)) → {cell}({args.units}) → Dense(1, sigmoid); T={args.steps} "
           f"B={args.batch}; median of {args.repeats}")  # fmt: skip
     keras_ms = statistics.median(times["keras"])
     for name, values in times.items():

@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     option("generator", choices=GENERATORS)
     option(
         "loss", "Model mode: a Keras loss name (e.g. binary_crossentropy), used when the model "
-        f"has no compiled loss ({', '.join(LOSSES)} for a stack of LSTMs)", metavar="NAME",
+        f"has no compiled loss ({', '.join(LOSSES)} for a stack without a head)", metavar="NAME",
     )  # fmt: skip
     option("task", choices=TASKS)
     option("random_state", action="store_true")

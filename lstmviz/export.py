@@ -23,9 +23,10 @@ header naming each column after the trace key it comes from:
   `norm_h_total` is for the final weights). Multi-pass `*_by_pass` arrays are the plain columns
   cut into passes, so they are not repeated.
 - a model trace: with a mask, `unmasked_samples` (how many samples step t counts for; 0: a
-  gap in the figure), then one block of columns per LSTM direction, named by `layer_names`:
-  `<layer>_norm_h_total`, `<layer>_norm_h_direct`, `<layer>_norm_c_total` (e.g.
-  `bi/forward_norm_h_total`), from the `*_by_layer` rows.
+  gap in the figure), then one block of columns per recurrent direction, named by
+  `layer_names`: `<layer>_norm_h_total`, `<layer>_norm_h_direct`, `<layer>_norm_c_total` (e.g.
+  `bi/forward_norm_h_total`), from the `*_by_layer` rows; the last for LSTM directions only
+  (a GRU or SimpleRNN has no cell state).
 
 Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`;
 a header with a comma or a quote (Keras allows them in a layer's name) in double quotes.
@@ -34,9 +35,10 @@ A recording (`.lvz`, `lstmviz.recording`) exports the app's recording panels
 (`lstmviz.render.recording_figure`): ‖dL/dh_t‖ per direction at the last record over earlier
 records faded, the loss per record, and the directions × training steps heatmap; `panels` may
 add the model panels of its last record. Its CSV has one row per record: `step`, `epoch`,
-`loss`, `train_loss`, `record_seconds`, then a block per LSTM direction: the mean, min and max
-over t of each norm (`bi/forward_norm_h_total_mean`, …; the steps padded in every sample
-left out, as the panels leave them blank); `npz` saves its last record's trace.
+`loss`, `train_loss`, `record_seconds`, then a block per recurrent direction: the mean, min and
+max over t of each norm (`bi/forward_norm_h_total_mean`, …; the steps padded in every sample
+left out, as the panels leave them blank; no cell norm for a GRU or SimpleRNN); `npz` saves
+its last record's trace.
 """
 
 from __future__ import annotations
@@ -160,7 +162,16 @@ def _layer_columns(a, keys: list[str], length: int) -> list[tuple[str, np.ndarra
     if len(names) != count:
         names = [f"layer{k + 1}" for k in range(count)]
     return [(f"{name}_{key.rsplit('_by_', 1)[0]}", np.asarray(a[key][k]))
-            for k, name in enumerate(names) for key in shaped]  # fmt: skip
+            for k, name in enumerate(names) for key in shaped
+            if not _without_c(a, key, k)]  # fmt: skip
+
+
+def _without_c(a, key: str, k: int) -> bool:
+    """Whether `key` is the cell norm and direction k has no cell state (a GRU or SimpleRNN):
+    no column for it."""
+    from lstmviz.render.layers import has_cell_state
+
+    return key.startswith("norm_c_total") and not has_cell_state(a, k)
 
 
 RECORD_COLUMNS = ("step", "epoch", "loss", "train_loss", "record_seconds")
@@ -181,6 +192,8 @@ def recording_columns(recording) -> list[tuple[str, np.ndarray]]:
     padded = masked_steps(panel_arrays(recording))  # [T] or None
     for k, name in enumerate(a["layer_names"]):  # a block per direction, as a model trace's
         for key in norms:
+            if _without_c(a, key, k):
+                continue
             base = key.removesuffix("_by_layer")
             rows = np.asarray(a[key][:, k])  # [S, T]
             if padded is not None and padded.shape == rows.shape[1:] and not padded.all():

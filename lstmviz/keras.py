@@ -38,7 +38,7 @@ from lstmviz.engine.model_forward import weight_names
 from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError
 from lstmviz.recording import RecordingWriter, check_replaceable, record_rows
 from lstmviz.trace import GradientTrace
-from lstmviz.weights.model import LayerSpec, ModelSpec
+from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec
 from lstmviz.weights.model_files import live_compile_config, spec_from_keras
 
 WHERE = "GradientFlowCallback"
@@ -334,7 +334,7 @@ def _variable_of(layer, spec: LayerSpec, key: str) -> Callable[[], object]:
     if spec.kind == "bidirectional":
         half, key = key.split("/", 1)
         owner = layer.forward_layer if half == "forward" else layer.backward_layer
-    if spec.kind in ("lstm", "bidirectional"):
+    if spec.kind in RECURRENT:
         owner = owner.cell
     elif spec.kind == "time_distributed_dense":
         owner = layer.layer

@@ -48,6 +48,7 @@ RECORDING = "recording"  # stands for a mode when checking a recording's arrays
 # A model direction's cell (`layer{k}_cell`) -> its gate blocks (kernel [I, G·H]) as the trace's
 # `layer{k}_gate_names` holds them ("h~" is GRU's candidate h̃); a trace without the key: lstm
 CELL_GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("z", "r", "h~"), "simple_rnn": ("h",)}
+CELL_CLASSES = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}  # Keras's class names
 
 
 @dataclass(frozen=True)

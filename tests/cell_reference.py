@@ -50,6 +50,8 @@ def spec_of(model, loss: str | None = None) -> ModelSpec:
     layers = [LayerSpec("input", "input", "InputLayer", output_shape=shape)]
     for layer in model.layers:
         cls = type(layer).__name__
+        if cls == "InputLayer":
+            continue
         out = tuple(layer.output.shape[1:])
         common = {"name": layer.name, "class_name": cls, "output_shape": out,
                   "params": layer.count_params()}  # fmt: skip

@@ -82,7 +82,7 @@ def _probe_gradient(cell, args, x, weights, w_out, mask):
     tensors = {k: tf.constant(v) for k, v in weights.items()}
     steps, batch = x.shape[:2]
     units = weights["recurrent_kernel"].shape[0]
-    probes = (tf.zeros([steps, batch, units], tf.float64),) * 2
+    probes = tuple(tf.zeros([steps, batch, units], tf.float64) for _ in range(2))
     with tf.GradientTape() as tape:
         tape.watch(probes)
         run = cell_sequence(cell, args, xt, tf.zeros([batch, units], tf.float64), tensors,

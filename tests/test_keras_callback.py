@@ -79,7 +79,22 @@ def nested_model():
     return model
 
 
-@pytest.mark.parametrize("build", [tokens_model, nested_model], ids=["tokens", "nested"])
+def gru_model():
+    """Embedding → Bidirectional(GRU) → SimpleRNN → Dense: directions without a cell state."""
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([
+        keras.Input((T,), dtype="int32"),
+        L.Embedding(30, 6, mask_zero=True),
+        L.Bidirectional(L.GRU(5, return_sequences=True)),
+        L.SimpleRNN(4),
+        L.Dense(1, activation="sigmoid"),
+    ])  # fmt: skip
+    model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(0.02))
+    return model
+
+
+@pytest.mark.parametrize("build", [tokens_model, nested_model, gru_model],
+                         ids=["tokens", "nested", "gru"])  # fmt: skip
 def test_the_last_record_is_model_mode_at_the_final_weights(tmp_path, build):
     model = build()
     steps = model.inputs[0].shape[1]
@@ -97,12 +112,23 @@ def test_the_last_record_is_model_mode_at_the_final_weights(tmp_path, build):
     for key in numeric:
         if key == "model_seconds":
             continue
-        if expected[key].dtype.kind == "f":
-            close(rec.last[key], expected[key], 1e-4, key)
+        if expected[key].dtype.kind == "f":  # NaN where a direction has no c, in both
+            ours, theirs = np.asarray(rec.last[key]), expected[key]
+            np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=key)
+            close(np.nan_to_num(ours), np.nan_to_num(theirs), 1e-4, key)
         else:
             np.testing.assert_array_equal(rec.last[key], expected[key], err_msg=key)
     first = rec.norm_h_total_by_layer[0]
     assert not np.allclose(first, rec.norm_h_total_by_layer[-1])  # not the initial weights
+    # a GRU or SimpleRNN direction records a NaN row of the cell norm, an LSTM's is finite
+    lstm = np.array([str(expected[f"layer{k}_cell"]) == "lstm"
+                     for k in range(len(expected["layer_names"]))])  # fmt: skip
+    assert np.isnan(rec.norm_c_total_by_layer[:, ~lstm]).all()
+    assert np.isfinite(rec.norm_c_total_by_layer[:, lstm]).all()
+    from lstmviz.export import recording_columns
+
+    headers = [name for name, _ in recording_columns(rec)]
+    assert sum("norm_c_total" in h for h in headers) == 3 * lstm.sum()  # mean, min, max
 
 
 def test_a_second_fit_goes_on_counting_in_the_same_file(tmp_path):

@@ -10,7 +10,7 @@ in a loop TensorFlow differentiates (`generic_sequence`).
 
 Saturation (the gates panel's "saturated" fraction): tanh and sigmoid as the LSTM's gates,
 within 0.01 of their bounds (|y| > 0.99; y < 0.01 or y > 0.99); every other activation where
-its slope is below 1% of its steepest slope (`peak`): exactly the clipped tails of
+the size of its slope is below 1% of its steepest slope (`peak`): exactly the clipped tails of
 hard_sigmoid, relu and relu6, never for linear. Activations that mix units (softmax,
 log_softmax, sparsemax) have no per-unit slope: never saturated. `saturated(x, y)` -> bool.
 """
@@ -42,7 +42,7 @@ class Activation:
             return tf.abs(y - 0.5) > 0.49
         if self.name in ACROSS_UNITS:
             return tf.zeros_like(y, tf.bool)
-        return self.slope_of(x, y) < 0.01 * self.peak
+        return tf.abs(self.slope_of(x, y)) < 0.01 * self.peak
 
     def slope_of(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         """dy/dx elementwise: the closed form, or TensorFlow's derivative of fn (not

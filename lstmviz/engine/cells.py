@@ -86,22 +86,25 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
         return CellRun(h, c, gates, _saturation(acts, None, gates))
     gru_after = cell == "gru" and len(bias.shape) == 2
     zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
-    c = None
+    c = gates = None
     if cell == "lstm" or not hand_differentiable(*(a.name for a in acts)):
         step = _STEPS[cell](acts, recurrent, bias[1] if gru_after else None, args)
         h, c, pre = generic_sequence(step, zx, h0, probes, mask, lstm=cell == "lstm")
     elif cell == "gru" and gru_after:
-        h, pre = _gru_loop(acts[2].name, acts[0].name, True)(
+        h, pre, gates = _gru_loop(acts[2].name, acts[0].name, True)(
             zx, h0, recurrent, bias[1], probes[0], *_mask_args(mask))
     elif cell == "gru":
-        h, pre = _gru_loop(acts[2].name, acts[0].name, False)(
+        h, pre, gates = _gru_loop(acts[2].name, acts[0].name, False)(
             zx, h0, recurrent, probes[0], *_mask_args(mask))
     else:
-        h, pre = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0], *_mask_args(mask))
+        h, pre, gates = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0],
+                                                       *_mask_args(mask))  # fmt: skip
     pre = tf.stop_gradient(pre)
-    blocks = tf.split(pre, len(acts), axis=-1)
-    gates = tf.concat([a.fn(b) for a, b in zip(acts, blocks, strict=True)], axis=-1)
-    return CellRun(h, c, tf.stop_gradient(gates), _saturation(acts, pre, gates))
+    if gates is None:
+        blocks = tf.split(pre, len(acts), axis=-1)
+        gates = tf.concat([a.fn(b) for a, b in zip(acts, blocks, strict=True)], axis=-1)
+    gates = tf.stop_gradient(gates)
+    return CellRun(h, c, gates, _saturation(acts, pre, gates))
 
 
 def _mask_args(mask) -> tuple:
@@ -200,101 +203,144 @@ def _mask_factors(mask):
     return mask[:, :, None] > 0, mask[:, :, None], 1.0 - mask[:, :, None]
 
 
+def _unstacked(value) -> tf.TensorArray:
+    return tf.TensorArray(value.dtype, size=tf.shape(value)[0]).unstack(value)
+
+
+def _forward_loop(step, zx, h0, mask):
+    """The forward while loop of the hand-written cells: `step(zx_t, h)` -> (h_t, the row
+    [B, ·] the backward needs); a masked step keeps h. Returns h [T+1, B, H] (h0 first) and
+    the rows [T, B, ·]. Only the critical path is in the loop: whatever the backward
+    needs beyond it is computed from the rows for all steps at once afterwards."""
+    steps = tf.shape(zx)[0]
+    zxs = _unstacked(zx)
+    ran = None if mask is None else _unstacked(mask[:, :, None] > 0)
+
+    def forward(t, h, hs, rows):
+        h_new, row = step(zxs.read(t), h)
+        if ran is not None:
+            h_new = tf.where(ran.read(t), h_new, h)
+        return t + 1, h_new, hs.write(t + 1, h_new), rows.write(t, row)
+
+    _, _, hs, rows = tf.while_loop(
+        lambda t, *_: t < steps,
+        forward,
+        (0, h0, tf.TensorArray(zx.dtype, size=steps + 1).write(0, h0),
+         tf.TensorArray(zx.dtype, size=steps)),
+    )  # fmt: skip
+    return hs.stack(), rows.stack()
+
+
+def _backward_loop(step, dh_direct, factors, h0, keep=None):
+    """The backward while loop: from the last step to the first, dh = dh_direct[t] + the
+    gradient from step t+1; `step(dh, factors_t)` -> (the gradient to h_{t-1} through the
+    cell, the row [B, ·] to keep); `keep` [T, B, 1] (1 - mask) passes dh straight to h_{t-1}
+    at masked steps. Returns dL/dh0, every dh [T, B, H] (the total dL/dh_t) and the rows."""
+    steps = tf.shape(dh_direct)[0]
+    directs, parts = _unstacked(dh_direct), _unstacked(factors)
+    keeps = None if keep is None else _unstacked(keep)
+
+    def backward(t, dh_next, dhs, rows):
+        dh = directs.read(t) + dh_next
+        dh_prev, row = step(dh, parts.read(t))
+        if keeps is not None:
+            dh_prev += keeps.read(t) * dh
+        return t - 1, dh_prev, dhs.write(t, dh), rows.write(t, row)
+
+    def array():
+        return tf.TensorArray(dh_direct.dtype, size=steps)
+
+    _, dh0, dhs, rows = tf.while_loop(
+        lambda t, *_: t >= 0, backward, (steps - 1, tf.zeros_like(h0), array(), array())
+    )
+    return dh0, dhs.stack(), rows.stack()
+
+
 @functools.cache
 def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
     """The GRU's hand-written loops for these activations. Called as
     f(zx [T, B, 3H], h0, recurrent_kernel [H, 3H], (recurrent_bias [3H] with reset_after),
-    probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre [T, B, 3H])."""
+    probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre and gates [T, B, 3H]: the gates'
+    pre-activations and activations z, r, h̃, not differentiated)."""
     act, gate = activation(act_name), activation(gate_name)
 
     def loops(zx, h0, recurrent, recurrent_bias, probe, mask):
-        steps = tf.shape(zx)[0]
         hidden = h0.shape[1] or tf.shape(h0)[1]
-        if mask is not None:
-            ran, share, keep = _mask_factors(mask)
-        zxs = tf.TensorArray(zx.dtype, size=steps).unstack(zx)
-        if not reset_after:
-            u_zr, u_h = recurrent[:, : 2 * hidden], recurrent[:, 2 * hidden :]
+        u_zr, u_h = recurrent[:, : 2 * hidden], recurrent[:, 2 * hidden :]
 
-        def array():
-            return tf.TensorArray(zx.dtype, size=steps)
-
-        # factors[t] [B, 5H]: dh·a = dL/d(z pre-activation), dh·b = dL/d(h̃ pre-activation),
-        # the slope factor of r's pre-activation, r, and z (with a mask: m·z + 1 - m, the share
-        # of dh that passes straight to h_{t-1}). `extra` holds r ⊙ h_{t-1} without reset_after.
-        def forward(t, h, hs, factors, pres, extra):
-            h_prev = h
-            xz, xr, xh = _columns(zxs.read(t), hidden, 3)
+        def step(zx_t, h):
+            """h_t and its row: the pre-activations az, ar, ah (and h U_h + β_h). z and r go
+            through their activation together."""
+            x_zr, xh = zx_t[:, : 2 * hidden], zx_t[:, 2 * hidden :]
             if reset_after:
-                mz, mr, mh = _columns(tf.matmul(h, recurrent) + recurrent_bias, hidden, 3)
-                az, ar = xz + mz, xr + mr
-                z, r = gate.fn(az), gate.fn(ar)
-                ah = xh + r * mh
-                r_factor = mh * gate.slope(ar, r)
+                m = tf.matmul(h, recurrent) + recurrent_bias
+                a_zr, mh = x_zr + m[:, : 2 * hidden], m[:, 2 * hidden :]
+                zr = gate.fn(a_zr)
+                ah = xh + zr[:, hidden:] * mh
+                row = [a_zr, ah, mh]
             else:
-                mz, mr = _columns(tf.matmul(h, u_zr), hidden, 2)
-                az, ar = xz + mz, xr + mr
-                z, r = gate.fn(az), gate.fn(ar)
-                rh = r * h
-                extra = extra.write(t, rh)
-                ah = xh + tf.matmul(rh, u_h)
-                r_factor = h * gate.slope(ar, r)
-            hh = act.fn(ah)
-            h = hh + z * (h_prev - hh)
-            a = (h_prev - hh) * gate.slope(az, z)
-            b = (1.0 - z) * act.slope(ah, hh)
-            if mask is not None:
-                h = tf.where(ran[t], h, h_prev)
-                a, b, z = a * share[t], b * share[t], z * share[t] + keep[t]
-            packed = tf.concat([a, b, r_factor, r, z], axis=1)
-            pre = tf.concat([az, ar, ah], axis=1)
-            hs = hs.write(t + 1, h)
-            return t + 1, h, hs, factors.write(t, packed), pres.write(t, pre), extra
+                a_zr = x_zr + tf.matmul(h, u_zr)
+                zr = gate.fn(a_zr)
+                ah = xh + tf.matmul(zr[:, hidden:] * h, u_h)
+                row = [a_zr, ah]
+            z, hh = zr[:, :hidden], act.fn(ah)
+            return hh + z * (h - hh), tf.concat(row, axis=1)
 
-        hs = tf.TensorArray(zx.dtype, size=steps + 1).write(0, h0)
-        _, _, hs, factors, pres, extra = tf.while_loop(
-            lambda t, *_: t < steps, forward, (0, h0, hs, array(), array(), array())
-        )
-        h_all = hs.stack()  # [T+1, B, H], h0 first
+        h_all, rows = _forward_loop(step, zx, h0, mask)
+        pre = rows[:, :, : 3 * hidden]
+        h_prev = h_all[:-1]
+        # What a backward step needs, for all steps at once (the incoming gradient aside):
+        # dL/d(az) = dh·a, dL/d(ah) = dh·b, dL/d(ar) = dh·b·(r's factor), and z (with a mask:
+        # m·z + 1 - m, the share of dh that passes straight to h_{t-1}; a, b times m).
+        az, ar, ah = (pre[:, :, k * hidden : (k + 1) * hidden] for k in range(3))
+        z, r, hh = gate.fn(az), gate.fn(ar), act.fn(ah)
+        gates = tf.concat([z, r, hh], axis=2)  # the gates panel's activations
+        a = (h_prev - hh) * gate.slope(az, z)
+        b = (1.0 - z) * act.slope(ah, hh)
+        if mask is not None:
+            _, share, keep = _mask_factors(mask)
+            a, b, z = a * share, b * share, z * share + keep
+        if reset_after:  # r's factor: (h U_h + β_h)·σ'(ar)
+            r_factor = rows[:, :, 3 * hidden :] * gate.slope(ar, r)
+            factors = tf.concat([a, b * r_factor, b * r, z], axis=2)
+        else:  # r's factor: h_{t-1}·σ'(ar), after dL/d(r ⊙ h) = dh·b·U_hᵀ
+            r_factor = h_prev * gate.slope(ar, r)
+            factors = tf.concat([a, b, r_factor, r, z], axis=2)
 
-        def backward(dh_direct, _dpre):
-            """BPTT: dh_t = direct_t + dh_{t+1}·z' + dm_{t+1}·Uᵀ (reset_after); returns the
-            gradients of zx, h0, the recurrent kernel (and bias), the probe (the total dL/dh_t)
-            and None for the mask."""
+        def backward(dh_direct, _dpre, _dgates):
+            """BPTT; the gradients of zx, h0, the recurrent kernel (and bias), the probe (the
+            total dL/dh_t) and None for the mask."""
             u_t = tf.transpose(recurrent if reset_after else u_zr)
             u_h_t = None if reset_after else tf.transpose(u_h)
 
-            def step(t, dh_next, dhs, dzxs, dms):
-                a, b, r_factor, r, z = _columns(factors.read(t), hidden, 5)
-                dh = dh_direct[t] + dh_next
-                gz, gh = dh * a, dh * b
-                if reset_after:
-                    gr = gh * r_factor
-                    dm = tf.concat([gz, gr, gh * r], axis=1)
-                    dh_next = dh * z + tf.matmul(dm, u_t)
-                else:
-                    drh = tf.matmul(gh, u_h_t)
-                    gr = drh * r_factor
-                    dm = tf.concat([gz, gr], axis=1)
-                    dh_next = dh * z + drh * r + tf.matmul(dm, u_t)
-                dzx = tf.concat([gz, gr, gh], axis=1)
-                return t - 1, dh_next, dhs.write(t, dh), dzxs.write(t, dzx), dms.write(t, dm)
+            def step_after(dh, packed):
+                scale, z_t = packed[:, : 3 * hidden], packed[:, 3 * hidden :]
+                dm = tf.concat([dh, dh, dh], axis=1) * scale  # d(h U + β) = [gz, gr, gh·r]
+                return dh * z_t + tf.matmul(dm, u_t), dm
 
-            _, dh0, dhs, dzxs, dms = tf.while_loop(
-                lambda t, *_: t >= 0,
-                step,
-                (steps - 1, tf.zeros_like(h0), array(), array(), array()),
-            )
-            dzx, dm = dzxs.stack(), dms.stack()
-            du = tf.einsum("tbh,tbg->hg", h_all[:-1], dm)
+            def step_before(dh, packed):
+                a_t, b_t, rf_t, r_t, z_t = _columns(packed, hidden, 5)
+                gz, gh = dh * a_t, dh * b_t
+                drh = tf.matmul(gh, u_h_t)  # dL/d(r ⊙ h_{t-1})
+                dzr = tf.concat([gz, drh * rf_t], axis=1)
+                return dh * z_t + drh * r_t + tf.matmul(dzr, u_t), tf.concat([dzr, gh], 1)
+
+            # (z already holds the share of dh a masked step passes on)
+            dh0, dh, rows_back = _backward_loop(step_after if reset_after else step_before,
+                                                dh_direct, factors, h0)  # fmt: skip
             if reset_after:
-                grads = (dzx, dh0, du, tf.reduce_sum(dm, [0, 1]), dhs.stack())
+                dm = rows_back  # [gz, gr, gh·r]; dzx's last block is gh = dh·b
+                dzx = tf.concat([dm[:, :, : 2 * hidden], dh * b], axis=2)
+                grads = (dzx, dh0, tf.einsum("tbh,tbg->hg", h_prev, dm),
+                         tf.reduce_sum(dm, [0, 1]), dh)  # fmt: skip
             else:
-                du_h = tf.einsum("tbh,tbg->hg", extra.stack(), dzx[:, :, 2 * hidden :])
-                grads = (dzx, dh0, tf.concat([du, du_h], axis=1), dhs.stack())
+                dzx = rows_back  # [gz, gr, gh]
+                du_zr = tf.einsum("tbh,tbg->hg", h_prev, dzx[:, :, : 2 * hidden])
+                du_h = tf.einsum("tbh,tbg->hg", r * h_prev, dzx[:, :, 2 * hidden :])
+                grads = (dzx, dh0, tf.concat([du_zr, du_h], axis=1), dh)
             return grads if mask is None else (*grads, None)
 
-        return (h_all[1:], pres.stack()), backward
+        return (h_all[1:], pre, gates), backward
 
     if reset_after:
 
@@ -314,55 +360,34 @@ def _gru_loop(act_name: str, gate_name: str, reset_after: bool) -> Callable:
 @functools.cache
 def _simple_rnn_loop(act_name: str) -> Callable:
     """SimpleRNN's hand-written loops for this activation: f(zx [T, B, H], h0, recurrent_kernel
-    [H, H], probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre [T, B, H])."""
+    [H, H], probe [T, B, H], (mask [T, B])) -> (h [T, B, H], pre and act(pre) [T, B, H])."""
     act = activation(act_name)
 
     @tf.custom_gradient
     def run(zx, h0, recurrent, probe, mask=None):
-        steps = tf.shape(zx)[0]
+        def step(zx_t, h):
+            pre = zx_t + tf.matmul(h, recurrent)
+            return act.fn(pre), pre
+
+        h_all, pre = _forward_loop(step, zx, h0, mask)
+        gates = act.fn(pre)
+        slope = act.slope(pre, gates)  # act' at every step (times m_t with a mask)
+        keep = None
         if mask is not None:
-            ran, share, keep = _mask_factors(mask)
-        zxs = tf.TensorArray(zx.dtype, size=steps).unstack(zx)
+            _, share, keep = _mask_factors(mask)
+            slope *= share
 
-        def array(size=steps):
-            return tf.TensorArray(zx.dtype, size=size)
-
-        def forward(t, h, hs, slopes, pres):  # slopes[t]: act' (times m_t with a mask)
-            h_prev = h
-            pre = zxs.read(t) + tf.matmul(h, recurrent)
-            h = act.fn(pre)
-            slope = act.slope(pre, h)
-            if mask is not None:
-                h = tf.where(ran[t], h, h_prev)
-                slope *= share[t]
-            return t + 1, h, hs.write(t + 1, h), slopes.write(t, slope), pres.write(t, pre)
-
-        _, _, hs, slopes, pres = tf.while_loop(
-            lambda t, *_: t < steps,
-            forward,
-            (0, h0, array(steps + 1).write(0, h0), array(), array()),
-        )
-        h_all = hs.stack()
-
-        def backward(dh_direct, _dpre):
+        def backward(dh_direct, _dpre, _dgates):
             u_t = tf.transpose(recurrent)
 
-            def step(t, dh_next, dhs, gs):
-                dh = dh_direct[t] + dh_next
-                g = dh * slopes.read(t)
-                dh_next = tf.matmul(g, u_t)
-                if mask is not None:
-                    dh_next += keep[t] * dh
-                return t - 1, dh_next, dhs.write(t, dh), gs.write(t, g)
+            def step(dh, slope_t):
+                g = dh * slope_t
+                return tf.matmul(g, u_t), g
 
-            _, dh0, dhs, gs = tf.while_loop(
-                lambda t, *_: t >= 0, step, (steps - 1, tf.zeros_like(h0), array(), array())
-            )
-            g = gs.stack()
-            grads = (g, dh0, tf.einsum("tbh,tbg->hg", h_all[:-1], g), dhs.stack())
+            dh0, dh, g = _backward_loop(step, dh_direct, slope, h0, keep)
+            grads = (g, dh0, tf.einsum("tbh,tbg->hg", h_all[:-1], g), dh)
             return grads if mask is None else (*grads, None)
 
-        return (h_all[1:], pres.stack()), backward
+        return (h_all[1:], pre, gates), backward
 
     return run
-

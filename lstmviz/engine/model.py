@@ -1,10 +1,13 @@
-"""Model mode: the gradient flow of a user's whole model under its own loss, every LSTM direction.
+"""Model mode: the gradient flow of a user's whole model under its own loss, every recurrent
+direction (LSTM, GRU, SimpleRNN).
 
-One tape over the model's forward (`model_forward.ModelForward`) gives, per LSTM direction k
-(forward before backward, in model order: the trace's `layer_names`): h, c, the total dL/dh_t
-and dL/dc_t (probes), the direct partial through the direction's output, the weight gradients
-and the gates' activity; and dL/d(input of the first LSTM) (the embedding vectors, for token
-ids): the input saliency. Every per-timestep array is indexed by input position t. The loss is
+One tape over the model's forward (`model_forward.ModelForward`) gives, per direction k
+(forward before backward, in model order: the trace's `layer_names`; its cell in
+`layer{k}_cell`): h (an LSTM's c), the total dL/dh_t (dL/dc_t) from the probes, the direct
+partial through the direction's output, the weight gradients and the gates' activity (under
+`layer{k}_gate_names`); and dL/d(input of the first recurrent layer) (the embedding vectors,
+for token ids): the input saliency. A direction without a cell state has a NaN row of
+`norm_c_total_by_layer`. Every per-timestep array is indexed by input position t. The loss is
 the model's compiled Keras loss (or the one given), the mean over the batch as Keras reports
 it (over the unmasked steps of a sequence output); a stack of LSTM layers without a head takes
 a loss on its top output h: mean_h, last_mse or seq_mse.
@@ -294,7 +297,7 @@ def _with_output_shape(spec: ModelSpec) -> ModelSpec:
 
 
 def model_bytes(spec: ModelSpec, steps: int, batch: int) -> int:
-    """Rough peak memory of a model run on B sequences of T steps: each LSTM direction's
+    """Rough peak memory of a model run on B sequences of T steps: each recurrent direction's
     states, gates and gradients, about (I + 30·H) floats per step and sequence (as
     `RunConfig.estimated_bytes`), and the inputs (drawn in float64, kept in float32)."""
     per_step = sum(w.input_dim + 30 * w.hidden
@@ -377,7 +380,8 @@ def _load(path: str) -> ModelSpec:
 
 def _run(spec, loss, x, y, config, source, cancelled=bool, keep=bool):
     directions = spec.lstm_directions()
-    yield TraceUpdate(0, 1, f"{spec.name}: {len(directions)} LSTM directions, loss {loss.name}")
+    yield TraceUpdate(0, 1, f"{spec.name}: {len(directions)} recurrent directions, loss "
+                      f"{loss.name}")  # fmt: skip
     units, results = Units(1, cancelled, keep), []
     start = time.perf_counter()
     for _ in units:

@@ -11,7 +11,8 @@ over; with `go_backwards` it reads the sequence backwards and returns its output
 at masked steps its output repeats the last one, or is zero with `zero_output_for_mask`, which a
 Bidirectional sets when it returns sequences), Bidirectional of each (its backward half's outputs
 reversed back to input order, merged by concat, sum, mul or ave), Dense and TimeDistributed
-(Dense) on the last axis, Activation; a layer of kind "keras" runs through Keras. A mask
+(Dense) on the last axis, Activation, BatchNormalization (inference) and Flatten (layer_ops); a
+layer of kind "keras" runs through Keras. A mask
 passes through a layer unless the layer returns one vector per sample.
 
 Per recurrent direction the forward records (`Direction`) what the trace needs, and the
@@ -30,6 +31,7 @@ import numpy as np
 from lstmviz.engine.activations import activation
 from lstmviz.engine.cells import cell_sequence, needs_read_probe
 from lstmviz.engine.gradients import watch_probes
+from lstmviz.engine.layer_ops import batch_normalization, flatten
 from lstmviz.engine.tfload import tf
 from lstmviz.weights.model import CELL_GATES, CELLS, RECURRENT, DirectionSpec, LayerSpec, ModelSpec
 
@@ -141,6 +143,10 @@ class ModelForward:
                 value = _activation(layer.args.get("activation"))(value)
             elif kind == "activation":
                 value = _activation(layer.args.get("activation"))(value)
+            elif kind == "batch_normalization":
+                value = batch_normalization(value, w, layer.args)
+            elif kind == "flatten":
+                value, sequence = flatten(value, sequence, layer.args), False
             elif kind == "keras":
                 value, sequence, mask = self._keras(layer, value, sequence, mask)
                 # its regularization losses (weights, activity), as Keras adds them
@@ -207,7 +213,8 @@ class ModelForward:
             tape.watch(bias)
         state = tf.zeros([tf.shape(xd)[1], recurrent.shape[0]], xd.dtype)
         if needs_read_probe(spec.cell, spec.args):  # zeros the loop adds to h_t (and c_t)
-            probes = (tf.zeros_like(tf.broadcast_to(state, [tf.shape(xd)[0], *state.shape])),) * 2
+            shape = [tf.shape(xd)[0], tf.shape(state)[0], state.shape[1]]
+            probes = (tf.zeros(shape, xd.dtype), tf.zeros(shape, xd.dtype))  # two tensors
             tape.watch(probes)
         else:
             probes = watch_probes(tape, xd, state)

@@ -1,21 +1,23 @@
-"""The dock's table of a loaded model's layers: name (with the LSTM directions it adds to a
-run: → forward, ← backward), class, output shape, parameters."""
+"""The dock's table of a loaded model's layers: name (with the recurrent directions it adds to
+a run: → forward, ← backward), class (naming the cell: "GRU", "Bidirectional(GRU)"), output
+shape, parameters."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
-from lstmviz.weights.model import ModelSpec, class_text, shape_text
+from lstmviz.schema import CELL_CLASSES
+from lstmviz.weights.model import CELLS, ModelSpec, class_text, shape_text
 
 HEADERS = ("Layer", "Class", "Output shape", "Params")
 MAX_ROWS = 12  # shown at once; a longer model scrolls
 
 
 def direction_marks(layer) -> str:
-    """ "→" for an LSTM, "←" when it reads the sequence backwards, "→ ←" for a Bidirectional
-    (forward and backward halves); "" for other layers."""
-    if layer.kind == "lstm":
+    """ "→" for a recurrent layer (LSTM, GRU, SimpleRNN), "←" when it reads the sequence
+    backwards, "→ ←" for a Bidirectional (forward and backward halves); "" for other layers."""
+    if layer.kind in CELLS:
         return "←" if layer.args.get("go_backwards") else "→"
     if layer.kind == "bidirectional":
         return "→ ←"
@@ -48,8 +50,8 @@ class ModelTable(QTableWidget):
         header.setSectionResizeMode(QHeaderView.ResizeToContents)
         self.verticalHeader().setDefaultSectionSize(18)
         self.setToolTip(
-            "The model's layers as lstmviz runs them; after an LSTM layer's name, the directions\n"
-            "it adds to the panels (→ forward, ← backward: a Bidirectional has both)."
+            "The model's layers as lstmviz runs them; after a recurrent layer's name, the\n"
+            "directions it adds to the panels (→ forward, ← backward: a Bidirectional has both)."
         )
 
     def set_spec(self, spec: ModelSpec | None) -> None:
@@ -62,8 +64,8 @@ class ModelTable(QTableWidget):
                     item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
                 self.setItem(r, c, item)
         if spec is not None:
-            names = ", ".join(spec.lstm_directions())
-            self.setToolTip(f"{spec.summary()}\n\nLSTM directions in the panels: {names}")
+            names = ", ".join(f"{d.name} ({CELL_CLASSES[d.cell]})" for d in spec.directions())
+            self.setToolTip(f"{spec.summary()}\n\nRecurrent directions in the panels: {names}")
         # wide and tall enough for every column and up to MAX_ROWS rows (the dock widens)
         self.resizeColumnsToContents()
         frame = 2 * self.frameWidth()

@@ -1,8 +1,9 @@
 """What the model panels show, computed from a model trace's arrays (NumPy only, no Qt).
 
-A model trace has one entry per LSTM *direction* k (forward before backward, in model order):
-`layer_names` [L], `layer{k}_grad_h_total` [T, B, H_k], `layer{k}_gates_mean` and
-`layer{k}_gates_saturated` [4, T], the rows `norm_h_total_by_layer` [L, T], `saliency` [B, T],
+A model trace has one entry per recurrent *direction* k (forward before backward, in model
+order): `layer_names` [L], `layer{k}_cell` ("lstm", "gru", "simple_rnn"; absent: lstm),
+`layer{k}_grad_h_total` [T, B, H_k], `layer{k}_gates_mean` and `layer{k}_gates_saturated`
+[G, T] with `layer{k}_gate_names` [G], the rows `norm_h_total_by_layer` [L, T], `saliency` [B, T],
 `x` [T, B] token ids or [T, B, I], and `mask` [T, B] (True where a step counts) when the model
 masks. Every per-timestep array is indexed by input position t.
 """
@@ -16,8 +17,10 @@ import numpy as np
 
 from lstmviz.render import values
 from lstmviz.render.values import Arrays
+from lstmviz.schema import CELL_CLASSES, CELL_GATES
 
-GATES = ("i", "f", "g", "o")  # input, forget, candidate, output: the order of `gates_*`
+GATES = CELL_GATES["lstm"]  # input, forget, candidate, output: an LSTM's order of `gates_*`
+CELL_TEXT = CELL_CLASSES  # a cell's name in the panels: Keras's class
 BACKWARD = "/backward"
 SHORT_STEM = 10  # characters of a layer's name kept in a short label (before its "_<n>")
 MIDDLE_MARGIN = 4  # characters kept beyond the fewest that tell names cut in the middle apart
@@ -45,6 +48,32 @@ def layer_names(arrays: Arrays) -> list[str]:
     if "layer_names" in arrays:
         return [str(name) for name in np.ravel(arrays["layer_names"])]
     return [f"layer {k + 1}" for k in range(layer_count(arrays))]
+
+
+def cell_of(arrays: Arrays, k: int) -> str:
+    """Direction k's cell: `layer{k}_cell`, "lstm" for traces without it."""
+    cell = arrays.get(f"layer{k}_cell")
+    return "lstm" if cell is None else str(np.asarray(cell))
+
+
+def gate_names_of(arrays: Arrays, k: int) -> tuple[str, ...]:
+    """Direction k's gate names in the order of its `gates_*` rows."""
+    names = arrays.get(f"layer{k}_gate_names")
+    if names is not None:
+        return tuple(str(n) for n in np.ravel(names))
+    return CELL_GATES.get(cell_of(arrays, k), GATES)
+
+
+def has_cell_state(arrays: Arrays, k: int) -> bool:
+    """Whether direction k has a cell state (an LSTM): by `layer{k}_cell`, else (a recording's
+    rows) unless its row of `norm_c_total_by_layer` is NaN throughout."""
+    if f"layer{k}_cell" in arrays:
+        return cell_of(arrays, k) == "lstm"
+    rows = arrays.get("norm_c_total_by_layer")
+    if rows is None:
+        return True
+    rows = np.asarray(rows)
+    return not bool(np.isnan(rows[:, k] if rows.ndim == 3 else rows[k]).all())
 
 
 def direction_layer(name: str) -> str:
@@ -204,8 +233,8 @@ def _unit_means(g: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
 
 
 def gates_of_layer(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(mean activation, saturated fraction) of direction k's gates i, f, g, o, each [4, T]
-    (float64), NaN at steps masked in every sample; None when the trace has none."""
+    """(mean activation, saturated fraction) of direction k's G gates (`gate_names_of`), each
+    [G, T] (float64), NaN at steps masked in every sample; None when the trace has none."""
     mean, saturated = arrays.get(f"layer{k}_gates_mean"), arrays.get(f"layer{k}_gates_saturated")
     if mean is None or saturated is None:
         return None

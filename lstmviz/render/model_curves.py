@@ -1,9 +1,10 @@
 """The curve panels of a model trace (see `lstmviz.render.layers` for the keys):
 
-- `LayerNormPanel`: ‖dL/dh_t‖ of every LSTM direction over t (`norm_h_total_by_layer` [L, T]),
+- `LayerNormPanel`: ‖dL/dh_t‖ of every recurrent direction over t (`norm_h_total_by_layer` [L, T]),
   one colour per layer, backward directions dashed, the legend naming `layer_names`;
-- `GatesPanel`: for the direction chosen in its combo box, the mean activation of the gates
-  i, f, g, o over t (solid) and the fraction of (sample, unit) saturated (dashed).
+- `GatesPanel`: for the direction chosen in its combo box, the mean activation of its cell's
+  gates over t (LSTM i, f, g, o; GRU z, r, h̃; SimpleRNN h; solid) and the fraction of
+  (sample, unit) saturated (dashed).
 
 Both leave a gap at timesteps masked in every sample.
 """
@@ -17,7 +18,10 @@ from PySide6.QtWidgets import QComboBox
 
 from lstmviz.render.curves import SMOOTH_UP_TO, fit_legend, legend_below, thin
 from lstmviz.render.layers import (
+    CELL_TEXT,
     GATES,
+    cell_of,
+    gate_names_of,
     gates_of_layer,
     layer_groups,
     layer_label,
@@ -33,7 +37,8 @@ from lstmviz.render.values import positive
 GATE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")  # i, f, g, o
 # The gates panel's y label, the longest first that its height has room for.
 GATE_AXIS_LABELS = ("activation / fraction", "act. / fraction", "0 … 1")
-GATE_TEXT = {"i": "input i", "f": "forget f", "g": "candidate g", "o": "output o"}
+GATE_TEXT = {"i": "input i", "f": "forget f", "g": "candidate g", "o": "output o",
+             "z": "update z", "r": "reset r", "h~": "candidate h̃", "h": "h = act(·)"}  # fmt: skip
 
 
 def line_pen(color, points: int, dashed: bool = False, width: float = 2.0):
@@ -227,13 +232,13 @@ class LayerNormPanel(DirectionCurves):
 
 
 class LayerChoice:
-    """For panels that show one LSTM direction, chosen in a combo box in their header
+    """For panels that show one recurrent direction, chosen in a combo box in their header
     (`layer_box`; the window keeps the panels' choices together)."""
 
     layer = 0
 
     def add_layer_box(self) -> None:
-        self.layer_box = LayerBox("Which LSTM direction this panel shows")
+        self.layer_box = LayerBox("Which recurrent direction this panel shows")
         self.layer_box.setMaximumWidth(160)  # a long name elides: the title keeps some room
         self.head.addWidget(self.layer_box)
         self.layer_box.hide()
@@ -259,10 +264,12 @@ class GatesPanel(LayerChoice, LegendPanel):
     def __init__(self):
         super().__init__(
             "Gates",
-            "For the LSTM direction chosen on the right: the mean over samples and units of\n"
-            "each gate's activation at every step (solid): input i, forget f, output o in\n"
-            "(0, 1), candidate g in (−1, 1); and the fraction of (sample, unit) where it is\n"
-            "saturated (dashed): a sigmoid gate below 0.01 or above 0.99, |g| above 0.99.\n"
+            "For the direction chosen on the right: the mean over samples and units of each\n"
+            "gate's activation at every step (solid) and the fraction of (sample, unit) where\n"
+            "it is saturated (dashed). LSTM: input i, forget f, output o, candidate g; GRU:\n"
+            "update z, reset r, candidate h̃; SimpleRNN: its output h. Saturated: a sigmoid\n"
+            "below 0.01 or above 0.99, |tanh| above 0.99, any other activation where its\n"
+            "slope is below 1% of its steepest (hard_sigmoid's and relu's flat parts).\n"
             "A forget gate stuck near 0 cuts the gradient through the cell at every step;\n"
             "saturated gates pass almost no gradient to their inputs.",
         )
@@ -273,7 +280,7 @@ class GatesPanel(LayerChoice, LegendPanel):
         item.setLabel("left", GATE_AXIS_LABELS[0])
         self.means: list[pg.PlotDataItem] = []
         self.saturated: list[pg.PlotDataItem] = []
-        for _ in GATES:
+        for _ in GATES:  # the most gates a cell has (an LSTM's four)
             for group in (self.means, self.saturated):
                 curve = pg.PlotDataItem(connect="finite")
                 item.addItem(curve)
@@ -281,23 +288,33 @@ class GatesPanel(LayerChoice, LegendPanel):
         self.style = pg.PlotDataItem(pen=pg.mkPen("#555", width=1.5, style=Qt.DashLine))
         self.data: tuple[np.ndarray, np.ndarray] | None = None
         self.name = ""
+        self.gates: tuple[str, ...] = GATES
 
     def redraw(self) -> None:
         k, self.name = self.chosen_layer()
         self.data = gates_of_layer(self.arrays, k) if self.name else None
-        self.title.setText(f"<b>Gates of {self.name or '…'}</b>")
+        self.gates = gate_names_of(self.arrays, k)[: len(GATE_COLORS)]
+        cell = CELL_TEXT.get(cell_of(self.arrays, k), "")
+        self.title.setText(f"<b>Gates of {self.name or '…'}</b>" + (
+            f" ({cell})" if self.name and cell != "LSTM" else ""))  # fmt: skip
         legend = []
         mean, saturated = self.data if self.data is not None else (np.zeros((4, 0)),) * 2
         steps = mean.shape[1]
         x = np.arange(steps)
         for g, color in enumerate(GATE_COLORS):
+            shown = g < min(len(self.gates), mean.shape[0])
             for group, values, dashed in ((self.means, mean, False),
                                           (self.saturated, saturated, True)):  # fmt: skip
                 curve = group[g]
                 curve.opts["antialias"] = steps <= SMOOTH_UP_TO
                 curve.setPen(line_pen(color, steps, dashed, width=1.8))
-                curve.setData(x, values[g])
-            legend.append((self.means[g], GATE_TEXT[GATES[g]]))
+                if shown:
+                    curve.setData(x, values[g])
+                else:  # a cell with fewer gates
+                    curve.setData([], [])
+            if shown:
+                gate = self.gates[g]
+                legend.append((self.means[g], GATE_TEXT.get(gate, gate)))
         legend.append((self.style, "saturated fraction (dashed)"))
         self.set_legend(legend)
         self.marks.set_steps(self.arrays.get("nonfinite_steps"))
@@ -310,6 +327,6 @@ class GatesPanel(LayerChoice, LegendPanel):
         if self.data is None or not 0 <= t < self.data[0].shape[1]:
             return ""
         mean, saturated = self.data
-        parts = [f"{GATES[g]} {fmt(mean[g, t])} ({fmt(100 * saturated[g, t])}% sat.)"
-                 for g in range(4)]  # fmt: skip
+        parts = [f"{self.gates[g]} {fmt(mean[g, t])} ({fmt(100 * saturated[g, t])}% sat.)"
+                 for g in range(min(len(self.gates), mean.shape[0]))]  # fmt: skip
         return f"{self.name}, t = {t} · " + " · ".join(parts)

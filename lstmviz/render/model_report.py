@@ -10,7 +10,9 @@ import numpy as np
 
 from lstmviz.render.layers import (
     BACKWARD,
-    GATES,
+    CELL_TEXT,
+    cell_of,
+    gate_names_of,
     gates_of_layer,
     layer_names,
     layer_rows,
@@ -76,7 +78,8 @@ def model_lines(arrays: Arrays) -> list[str]:
         if k is None:
             lines.append(f"… and {len(names) - MAX_LINES} more directions")
             continue
-        name = names[k]
+        cell = cell_of(arrays, k)
+        name = names[k] + (f" ({CELL_TEXT.get(cell, cell)})" if cell != "lstm" else "")
         found = extremes(rows[k])
         if found is None:
             lines.append(f"{html.escape(name)}: no finite ‖dL/dh_t‖")
@@ -88,11 +91,13 @@ def model_lines(arrays: Arrays) -> list[str]:
             if rows[k, hi] > 0
             else f"{html.escape(name)}: ‖dL/dh_t‖ is zero at every step"
         )
-    forget = GATES.index("f")
     stuck = []
     for k in filter(lambda k: k is not None, shown):
         name = names[k]
         gates = gates_of_layer(arrays, k)
+        if "f" not in gate_names_of(arrays, k):  # an LSTM's forget gate; GRU, SimpleRNN none
+            continue
+        forget = gate_names_of(arrays, k).index("f")
         if gates is not None and np.isfinite(gates[1][forget]).any():
             share = float(np.nanmean(gates[1][forget]))
             stuck.append(f"{html.escape(name)} {fmt(100 * share)}%")

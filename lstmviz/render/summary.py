@@ -10,6 +10,7 @@ import numpy as np
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
+from lstmviz.render.layers import CELL_TEXT, cell_of, has_cell_state
 from lstmviz.render.values import Arrays, max_abs, nonfinite_count
 
 _MODEL_STATE = re.compile(r"layer\d+_(h|c|grad_h_total|grad_c_total|grad_h_direct)")
@@ -116,7 +117,8 @@ def _unbroken_shapes(text: str) -> str:
 
 
 def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
-    """The model run's part of the summary line: file, LSTM directions and layers, the loss,
+    """The model run's part of the summary line: file, recurrent directions (by cell: "3 GRU
+    directions", "3 recurrent directions (GRU, LSTM)") and layers, the loss,
     the data (a live run's come from its config, before there are arrays)."""
     parts = []
     source = str(arrays.get("model_source", "")) or (config.model if config else "") or ""
@@ -126,8 +128,11 @@ def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
     if names:
         layers = len({n.rsplit("/", 1)[0] if n.endswith(("/forward", "/backward")) else n
                       for n in names})  # fmt: skip
-        parts.append(f"{len(names)} LSTM direction{'s' * (len(names) != 1)} in {layers} "
-                     f"layer{'s' * (layers != 1)}")  # fmt: skip
+        cells = sorted({CELL_TEXT.get(cell_of(arrays, k), "?") for k in range(len(names))})
+        kind = cells[0] if len(cells) == 1 else "recurrent"
+        mixed = f" ({', '.join(cells)})" if len(cells) > 1 else ""
+        parts.append(f"{len(names)} {kind} direction{'s' * (len(names) != 1)}{mixed} in "
+                     f"{layers} layer{'s' * (layers != 1)}")  # fmt: skip
     if config is not None and arrays:
         parts.append(config.sizes())
     loss = arrays.get("loss")
@@ -167,6 +172,10 @@ def nonfinite_part(arrays: Arrays) -> str:
     # ones again took ~40 ms for a multi-pass trace of 8000 steps).
     checked = "nonfinite_steps" in arrays
     floats = {k: v for k, v in arrays.items() if np.asarray(v).dtype.kind == "f"}
+    if "norm_c_total_by_layer" in floats:  # a GRU's or SimpleRNN's row is NaN: it has no c
+        rows = np.asarray(floats["norm_c_total_by_layer"])
+        kept = [k for k in range(rows.shape[-2]) if has_cell_state(arrays, k)]
+        floats["norm_c_total_by_layer"] = rows[..., kept, :]
     bad = {k: nonfinite_count(v) for k, v in floats.items()
            if not (checked and _has_norm(k, arrays))}  # fmt: skip
     bad = {k: n for k, n in bad.items() if n}

@@ -113,10 +113,7 @@ def _flatten(
             continue
         taken = {layer.name for layer in model.layers}
         module, registered = entry.get("module"), entry.get("registered_name")
-        # Keras 3 names its own layers' module "keras.layers"; Keras 2 names none.
-        builtin = module in (None, "keras.layers") and (
-            registered is None or ">" not in str(registered)
-        )
+        builtin = keras_own(entry)
         hint = hint or _shape(_build_shape(entry))
         model.layers.append(
             ConfigLayer(
@@ -131,6 +128,14 @@ def _flatten(
                 registered,
             )
         )
+
+
+def keras_own(entry: dict) -> bool:
+    """Whether a serialized layer ({"module", "class_name", "registered_name", …}) is one of
+    Keras's own classes: Keras 3 names their module "keras.layers" and a registered custom
+    class "package>Class"; Keras 2 names no module."""
+    module, registered = entry.get("module"), entry.get("registered_name")
+    return module in (None, "keras.layers") and (registered is None or ">" not in str(registered))
 
 
 def _item(entry) -> tuple[str, str, dict, dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from lstmviz.weights.found import MAX_VALUES, FoundLayer, numeric
 _MAX_DEPTH = 32
 _MAX_GROUPS = 100_000  # hard links can make cycles: stop walking somewhere
 _ARRAY_NAMES = ("kernel", "recurrent_kernel", "bias")
+_CELL_GROUP = re.compile(r"^(lstm|gru|simple_rnn)_cell")  # Keras 2's group of a layer's cell
 
 
 def read_keras_archive(path: Path) -> tuple[dict, bytes]:
@@ -154,7 +156,7 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
             if "kernel" in names and "recurrent_kernel" in names:
                 cells.append((path, group, names))
         for path, group, names in cells:
-            parts = [p for p in path.split("/") if not p.startswith("lstm_cell")]
+            parts = [p for p in path.split("/") if not _CELL_GROUP.match(p)]
             name = parts[-1]
             arrays = {}
             for key in _ARRAY_NAMES:
@@ -174,7 +176,7 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
             layer.direction, layer.owner = direction, owner
             layer.note = _direction(direction)
             if is_cudnn(arrays):
-                layer.arrays = dict(zip(_ARRAY_NAMES, cudnn_lstm_to_keras(**arrays), strict=True))
+                layer.arrays = dict(zip(_ARRAY_NAMES, cudnn_to_keras(**arrays), strict=True))
                 layer.note = ", ".join(filter(None, [layer.note, "Keras 2 CuDNNLSTM"]))
             owner = layer.owner if layer.direction else ""
             key = name if name in configs else top_name
@@ -190,27 +192,41 @@ def legacy_layers(root: h5py.Group, configs: dict[str, dict]) -> list[FoundLayer
     return found
 
 
-def is_cudnn(arrays: dict[str, np.ndarray]) -> bool:
-    """Keras 2 CuDNNLSTM weights: kernel [I, 4H], recurrent_kernel [H, 4H], bias [8H]."""
+_GATES = {"lstm": 4, "gru": 3}
+
+
+def is_cudnn(arrays: dict[str, np.ndarray], kind: str = "lstm") -> bool:
+    """Keras 2 CuDNNLSTM / CuDNNGRU weights: kernel [I, GH], recurrent_kernel [H, GH], bias
+    [2GH] (G = 4 gates for an LSTM, 3 for a GRU)."""
+    gates = _GATES.get(kind, 0)
     k, r, b = (np.shape(arrays.get(key, ())) for key in _ARRAY_NAMES)
-    return len(r) == 2 and r[1] == 4 * r[0] and len(k) == 2 and k[1] == r[1] and b == (8 * r[0],)
+    return (gates > 0 and len(r) == 2 and r[1] == gates * r[0] and len(k) == 2 and k[1] == r[1]
+            and b == (2 * gates * r[0],))  # fmt: skip
 
 
-def cudnn_lstm_to_keras(
+def cudnn_to_keras(
     kernel: np.ndarray, recurrent_kernel: np.ndarray, bias: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Keras 2 `CuDNNLSTM` weights as `LSTM` weights (Keras 2's own conversion, in NumPy).
+    """Keras 2 `CuDNNLSTM` / `CuDNNGRU` weights as `LSTM` / `GRU(reset_after=True)` weights
+    (Keras 2's own conversion, in NumPy); the gates keep their order (LSTM i, f, c, o; GRU
+    z, r, h̃).
 
-    CuDNNLSTM hands cuDNN each gate's block of `kernel` [I, H] and `recurrent_kernel` [H, H]
-    flattened row by row, which cuDNN reads as the [H, I] matrix W and the [H, H] matrix R of
-    W x + R h; `LSTM` computes x @ kernel, so its blocks are W.T and R.T. `bias` [8H] holds the
-    input biases, then the recurrent biases: they add. Gates are i, f, c, o in both.
+    The cuDNN layers hand cuDNN each gate's block of `kernel` [I, H] and `recurrent_kernel`
+    [H, H] flattened row by row, which cuDNN reads as the [H, I] matrix W and the [H, H] matrix
+    R of W x + R h; the Keras layers compute x @ kernel, so their blocks are W.T and R.T.
+    `bias` [2GH] holds the input biases, then the recurrent biases: an LSTM adds them, a GRU
+    keeps them as its [2, 3H] bias (row 0 input, row 1 recurrent), as reset_after=True does.
     """
     inputs, hidden = kernel.shape[0], recurrent_kernel.shape[0]
-    blocks = [slice(g * hidden, (g + 1) * hidden) for g in range(4)]
+    gates = recurrent_kernel.shape[1] // hidden
+    blocks = [slice(g * hidden, (g + 1) * hidden) for g in range(gates)]
     keras_kernel = np.concatenate([kernel[:, b].reshape(hidden, inputs).T for b in blocks], axis=1)
     keras_recurrent = np.concatenate([recurrent_kernel[:, b].T for b in blocks], axis=1)
-    keras_bias = bias[: 4 * hidden].astype(np.float64) + bias[4 * hidden :]
+    half = gates * hidden
+    if gates == 4:
+        keras_bias = bias[:half].astype(np.float64) + bias[half:]
+    else:
+        keras_bias = np.stack([bias[:half], bias[half:]])
     return keras_kernel, keras_recurrent, keras_bias
 
 
@@ -302,5 +318,6 @@ def _config_problem(
     for key, value in wanted.items():
         actual = _activation(config.get(key, value))
         if actual != value:
-            return f"it uses {key}={actual!r}; lstmviz's cell has {key}={value!r}"
+            return (f"it uses {key}={actual!r}; this mode's cell has {key}={value!r} "
+                    "(model mode, --mode model, runs it)")  # fmt: skip
     return ""

@@ -12,9 +12,15 @@ import numpy as np
 
 from lstmviz.errors import ModelError
 from lstmviz.weights.found import numeric
-from lstmviz.weights.keras_config import ConfigLayer, ConfigModel, compiled_loss, loss_label
-from lstmviz.weights.keras_files import cudnn_lstm_to_keras, h5_child, h5_groups, h5_text, is_cudnn
-from lstmviz.weights.model import LayerSpec, ModelSpec, infer_output_shape
+from lstmviz.weights.keras_config import (
+    ConfigLayer,
+    ConfigModel,
+    compiled_loss,
+    keras_own,
+    loss_label,
+)
+from lstmviz.weights.keras_files import cudnn_to_keras, h5_child, h5_groups, h5_text, is_cudnn
+from lstmviz.weights.model import ACTIVATIONS, LayerSpec, ModelSpec, infer_output_shape
 
 IDENTITY = (
     "Dropout",
@@ -25,45 +31,22 @@ IDENTITY = (
     "ActivityRegularization",
     "Identity",
 )
-LSTM_CLASSES = ("LSTM", "CuDNNLSTM")
+# Keras's recurrent layers lstmviz computes, by the kind of their cell (Keras 2's cuDNN layers
+# are the same cells: tanh and sigmoid, always a bias, GRU with reset_after=True).
+CELL_CLASSES = {
+    "LSTM": "lstm",
+    "CuDNNLSTM": "lstm",
+    "GRU": "gru",
+    "CuDNNGRU": "gru",
+    "SimpleRNN": "simple_rnn",
+}
+CUDNN_CLASSES = ("CuDNNLSTM", "CuDNNGRU")
+RNN_CELLS = {"LSTMCell": "LSTM", "GRUCell": "GRU", "SimpleRNNCell": "SimpleRNN"}  # in RNN(cell)
+KERAS_CELLS = (*RNN_CELLS, "StackedRNNCells")  # the cells Keras itself has
+_RNN_ARGS = ("return_sequences", "return_state", "go_backwards", "time_major",
+             "zero_output_for_mask")  # fmt: skip
 CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda")  # their config holds Python code
-# Keras 3's built-in activations by name (keras.activations.get takes each of them).
-ACTIVATIONS = frozenset(
-    (
-        "celu",
-        "elu",
-        "exponential",
-        "gelu",
-        "glu",
-        "hard_shrink",
-        "hard_sigmoid",
-        "hard_silu",
-        "hard_swish",
-        "hard_tanh",
-        "leaky_relu",
-        "linear",
-        "log_sigmoid",
-        "log_softmax",
-        "mish",
-        "relu",
-        "relu6",
-        "selu",
-        "sigmoid",
-        "silu",
-        "soft_shrink",
-        "softmax",
-        "softplus",
-        "softsign",
-        "sparse_plus",
-        "sparse_sigmoid",
-        "sparsemax",
-        "squareplus",
-        "swish",
-        "tanh",
-        "tanh_shrink",
-        "threshold",
-    )  # fmt: skip
-)
+KERAS2_HARD_SIGMOID = "hard_sigmoid_keras2"  # what a Keras 2 file's hard_sigmoid computes
 
 
 class Keras3Weights:
@@ -215,8 +198,15 @@ class _Builder:
         cls, config = self.layer.class_name, self.layer.config
         if not isinstance(config, dict):
             raise ModelError(f"{self.label} has no config")
-        if cls in LSTM_CLASSES:
-            kind, args, weights = "lstm", *self._lstm(config, cls)
+        cls, config = _cell_layer(cls, config)
+        if cls in CELL_CLASSES:
+            try:
+                kind, (args, weights) = CELL_CLASSES[cls], self._recurrent(config, cls)
+            except _Unsupported as exc:
+                return self._keras(self.layer.config, str(exc))
+            cls = self.layer.class_name
+            if cls == "RNN":
+                args["layer_class"] = _inner(self.layer.config, "cell")[0]
         elif cls == "Bidirectional":
             try:
                 kind, args, weights = "bidirectional", *self._bidirectional(config)
@@ -237,6 +227,14 @@ class _Builder:
             kind, args, weights = "identity", {"layer_class": _inner(config)[0]}, {}
         elif cls == "Activation":
             kind, args, weights = "activation", {"activation": self._act(config, "activation")}, {}
+        elif cls == "BatchNormalization":
+            try:
+                kind, args, weights = "batch_normalization", *self._batch_normalization(config)
+            except _Unsupported as exc:
+                return self._keras(config, str(exc))
+        elif cls == "Flatten":
+            channels_first = config.get("data_format") == "channels_first"
+            kind, args, weights = "flatten", {"channels_first": channels_first}, {}
         elif cls == "TimeDistributed":
             return self._keras(config, f"TimeDistributed({_inner(config)[0]})")
         else:
@@ -258,48 +256,77 @@ class _Builder:
         self.params += sum(int(a.size) for a in arrays)
         return arrays
 
-    def _lstm(self, config: dict, cls: str, group: str = "cell/vars", bidirectional=False):
-        args = self._lstm_args(config, cls)
+    def _recurrent(self, config: dict, cls: str, group: str = "cell/vars", bidirectional=False):
+        """(args, weights) of an LSTM, GRU or SimpleRNN (`cls`; a Bidirectional's half when
+        `bidirectional`), its weights in Keras's layout (Keras 2 cuDNN layers converted)."""
+        kind = CELL_CLASSES[cls]
+        args = self._cell_args(config, cls)
         if bidirectional:  # Keras makes a Bidirectional's halves output zeros at masked steps
             args["zero_output_for_mask"] = args["return_sequences"]
         count = 3 if args["use_bias"] else 2
         names = ("kernel", "recurrent_kernel", "bias")[:count]
         arrays = dict(zip(names, self._take((group,), count), strict=True))
-        if is_cudnn(arrays):
-            arrays = dict(zip(arrays, cudnn_lstm_to_keras(**arrays), strict=True))
-        return args, arrays
+        if cls in CUDNN_CLASSES or is_cudnn(arrays, kind):
+            if not is_cudnn(arrays, kind):
+                raise ModelError(f"{self._half(cls)}: weights {_shapes(arrays)} are not {cls}'s")
+            arrays = dict(zip(arrays, cudnn_to_keras(**arrays), strict=True))
+        return args, arrays  # ModelSpec.check checks the shapes against the cell
 
-    def _lstm_args(self, config: dict, cls: str) -> dict:
-        label = f"{self.label}{'' if cls == self.layer.class_name else f' ({cls} inside)'}"
-        if cls == "CuDNNLSTM":  # cuDNN's cell: tanh and sigmoid, always a bias
-            activation, recurrent = "tanh", "sigmoid"
-        else:
-            activation = _activation(config.get("activation", "tanh"))
-            recurrent = _activation(config.get("recurrent_activation", "sigmoid"))
-        if (activation, recurrent) != ("tanh", "sigmoid"):
-            raise ModelError(
-                f"{label} uses activation={activation!r}, recurrent_activation={recurrent!r}; "
-                "lstmviz's cell runs tanh and sigmoid"
-            )
+    def _half(self, cls: str) -> str:
+        """The layer's label, naming the class inside a wrapper."""
+        return f"{self.label}{'' if cls == self.layer.class_name else f' ({cls} inside)'}"
+
+    def _cell_args(self, config: dict, cls: str) -> dict:
+        """The arguments of a recurrent layer (see weights/model.py's KINDS); _Unsupported for
+        an activation that is not Keras's (a custom function: Keras may run the layer)."""
+        label, kind = self._half(cls), CELL_CLASSES[cls]
         for flag in ("return_state", "time_major"):
             if config.get(flag):
                 raise ModelError(f"{label} has {flag}=True, which lstmviz does not run")
         if not isinstance(config.get("units"), int):
             raise ModelError(f"{label} has no units")
-        return {
+        cudnn = cls in CUDNN_CLASSES
+        args = {
             "units": int(config["units"]),
             "return_sequences": bool(config.get("return_sequences", False)),
             "go_backwards": bool(config.get("go_backwards", False)),
-            "use_bias": cls == "CuDNNLSTM" or bool(config.get("use_bias", True)),
+            "use_bias": cudnn or bool(config.get("use_bias", True)),
             "zero_output_for_mask": bool(config.get("zero_output_for_mask", False)),
-            "activation": "tanh",
-            "recurrent_activation": "sigmoid",
-            "cudnn": cls == "CuDNNLSTM",
+            "activation": "tanh" if cudnn else self._cell_act(config, "activation"),
         }
+        if kind != "simple_rnn":
+            args["recurrent_activation"] = (
+                "sigmoid" if cudnn else self._cell_act(config, "recurrent_activation")
+            )
+        if kind == "gru":  # a Keras 2 config from before the argument existed: False
+            args["reset_after"] = cudnn or bool(config.get("reset_after", not self.keras2))
+        args["cudnn"] = cudnn
+        return args
+
+    def _batch_normalization(self, config: dict):
+        """(args, weights) of a BatchNormalization at inference, on the last axis."""
+        axis = config.get("axis", -1)
+        axis = axis[0] if isinstance(axis, list) and len(axis) == 1 else axis
+        rank = None if self.received is None else len(self.received) + 1  # with the batch
+        if not isinstance(axis, int) or (axis != -1 and axis != (rank or 0) - 1):
+            raise _Unsupported(f"axis={axis!r}; lstmviz normalizes the last axis")
+        for flag in ("renorm", "virtual_batch_size"):
+            if config.get(flag):
+                raise _Unsupported(f"{flag}={config[flag]!r}")
+        scale, center = bool(config.get("scale", True)), bool(config.get("center", True))
+        names = ["gamma"] * scale + ["beta"] * center + ["moving_mean", "moving_variance"]
+        weights = dict(zip(names, self._take(("vars",), len(names)), strict=True))
+        width = weights["moving_mean"].shape
+        if any(value.shape != width or value.ndim != 1 for value in weights.values()):
+            raise ModelError(f"{self.label}: weights {_shapes(weights)} are not one vector each")
+        epsilon = config.get("epsilon", 1e-3)
+        if not isinstance(epsilon, int | float) or epsilon < 0:
+            raise ModelError(f"{self.label} has epsilon={epsilon!r}")
+        return {"epsilon": float(epsilon), "center": center, "scale": scale}, weights
 
     def _bidirectional(self, config: dict):
-        inner_cls, inner = _inner(config)
-        if inner_cls not in LSTM_CLASSES:
+        inner_cls, inner = _cell_layer(*_inner(config))
+        if inner_cls not in CELL_CLASSES:
             raise _Unsupported(f"Bidirectional({inner_cls})")
         merge = config.get("merge_mode", "concat")
         if merge not in ("concat", "sum", "mul", "ave"):
@@ -307,14 +334,14 @@ class _Builder:
                 f"{self.label} has merge_mode={merge!r} (two outputs); lstmviz runs concat, "
                 "sum, mul and ave"
             )
-        back_cls, back = _inner(config, "backward_layer")
+        back_cls, back = _cell_layer(*_inner(config, "backward_layer"))
         if back is None:  # Keras 2 leaves it out: the forward layer, run the other way
             back_cls = inner_cls
             back = {**inner, "go_backwards": not inner.get("go_backwards", False)}
-        elif back_cls not in LSTM_CLASSES:
+        elif CELL_CLASSES.get(back_cls) != CELL_CLASSES[inner_cls]:
             raise _Unsupported(f"Bidirectional({inner_cls}, backward {back_cls})")
-        forward, fw = self._lstm(inner, inner_cls, "forward_layer/cell/vars", True)
-        backward, bw = self._lstm(back, back_cls, "backward_layer/cell/vars", True)
+        forward, fw = self._recurrent(inner, inner_cls, "forward_layer/cell/vars", True)
+        backward, bw = self._recurrent(back, back_cls, "backward_layer/cell/vars", True)
         weights = {f"forward/{k}": v for k, v in fw.items()}
         weights.update({f"backward/{k}": v for k, v in bw.items()})
         args = {
@@ -322,6 +349,7 @@ class _Builder:
             "return_sequences": forward["return_sequences"],
             "units": forward["units"],
             "layer_class": inner_cls,
+            "cell": CELL_CLASSES[inner_cls],
             "forward": forward,
             "backward": backward,
         }
@@ -356,15 +384,22 @@ class _Builder:
             )
         return args, weights
 
-    def _act(self, config: dict, key: str, default: str = "linear") -> str:
+    def _act(self, config: dict, key: str, default: str = "linear", error=ModelError) -> str:
+        """The activation `config[key]` names, as the ModelSpec names it (Keras 2's
+        hard_sigmoid: KERAS2_HARD_SIGMOID); `error` for one lstmviz does not compute."""
         name = _activation(config.get(key) or default)
-        if name not in ACTIVATIONS:
-            raise ModelError(f"{self.label} uses {key} {name!r}, not a built-in Keras activation")
-        if self.keras2 and name == "hard_sigmoid":
-            raise ModelError(
-                f"{self.label} uses Keras 2's hard_sigmoid, which Keras 3 computes differently"
-            )
-        return name
+        if name not in ACTIVATIONS or name == KERAS2_HARD_SIGMOID:
+            raise error(f"{self.label} uses {key} {name!r}, not a built-in Keras activation")
+        return KERAS2_HARD_SIGMOID if self.keras2 and name == "hard_sigmoid" else name
+
+    def _cell_act(self, config: dict, key: str) -> str:
+        """A recurrent layer's activation; _Unsupported (Keras may run the layer) for one
+        lstmviz does not compute."""
+        default = "sigmoid" if key == "recurrent_activation" else "tanh"
+        try:
+            return self._act(config, key, default, _Unsupported)
+        except _Unsupported as exc:  # the wrapper's message names the layer
+            raise _Unsupported(str(exc).replace(f"{self.label} uses ", "")) from None
 
     def _keras(self, config: dict, what: str = "") -> LayerSpec:
         """A layer lstmviz does not model, for Keras to run; an error unless allowed."""
@@ -373,6 +408,11 @@ class _Builder:
             raise ModelError(f"{self.label} holds Python code, which lstmviz does not run")
         if str(layer.module).startswith("keras.src.ops"):
             raise ModelError(f"{self.label} is a Keras operation, not a layer; lstmviz runs layers")
+        cell_cls = _inner(config, "cell")[0]
+        custom = cell_cls and (cell_cls not in KERAS_CELLS or not keras_own(config["cell"]))
+        if custom and not self.allow_keras:  # (Keras 3 runs one registered in this process)
+            raise ModelError(f"{self.label} has a custom cell {cell_cls!r}, whose code a file "
+                             "does not hold; lstmviz runs Keras's own cells")  # fmt: skip
         if not (self.allow_keras and layer.builtin):
             detail = f" ({what})" if what else "" if layer.builtin else " (a custom layer)"
             hint = "" if self.allow_keras else "; a Keras 3 .keras file can run it through Keras"
@@ -436,12 +476,25 @@ def _activation(value) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
+def _cell_layer(cls: str | None, config: dict | None) -> tuple[str | None, dict | None]:
+    """(class, config) of a recurrent layer: RNN(LSTMCell | GRUCell | SimpleRNNCell) as the
+    LSTM, GRU or SimpleRNN it is (the cell's arguments and the RNN's); others as given."""
+    cell_cls, cell = _inner(config, "cell") if cls == "RNN" and config else (None, None)
+    if cell_cls not in RNN_CELLS:
+        return cls, config
+    return RNN_CELLS[cell_cls], {**cell, **{k: v for k, v in config.items() if k in _RNN_ARGS}}
+
+
+def _shapes(arrays: dict) -> str:
+    return ", ".join(f"{key} {list(value.shape)}" for key, value in arrays.items())
+
+
 def _fits(kind: str, shape) -> bool:
     """Whether infer_output_shape applies (else ModelSpec.check names the mismatch)."""
     if shape is None:
         return False
     if kind == "embedding":
         return len(shape) == 1
-    if kind in ("lstm", "bidirectional", "time_distributed_dense"):
+    if kind in ("lstm", "gru", "simple_rnn", "bidirectional", "time_distributed_dense"):
         return len(shape) == 2
     return True

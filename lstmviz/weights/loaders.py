@@ -19,7 +19,7 @@ import numpy as np
 from lstmviz import files
 from lstmviz.errors import WeightsError
 from lstmviz.weights.core import LSTMWeights
-from lstmviz.weights.found import FoundLayer
+from lstmviz.weights.found import FoundLayer, class_of, found_kind
 from lstmviz.weights.keras_files import h5_layers, keras_zip_layers
 from lstmviz.weights.npz_files import npz_layers
 from lstmviz.weights.torch_files import pt_layers, safetensors_layers
@@ -30,9 +30,9 @@ _FORMATS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
     ".h5": ("Keras HDF5 (.h5)", h5_layers),
     ".hdf5": ("Keras HDF5 (.hdf5)", h5_layers),
     ".npz": ("NumPy (.npz)", npz_layers),
-    ".safetensors": ("PyTorch nn.LSTM state dict (.safetensors)", safetensors_layers),
-    ".pt": ("PyTorch nn.LSTM state dict (.pt)", pt_layers),
-    ".pth": ("PyTorch nn.LSTM state dict (.pth)", pt_layers),
+    ".safetensors": ("PyTorch state dict (.safetensors)", safetensors_layers),
+    ".pt": ("PyTorch state dict (.pt)", pt_layers),
+    ".pth": ("PyTorch state dict (.pth)", pt_layers),
 }
 # In `files.WEIGHTS` order: longest suffix first (`.weights.h5` before `.h5`).
 _READERS = {suffix: _FORMATS[suffix] for suffix in files.WEIGHTS}
@@ -117,6 +117,9 @@ def checked(layer: FoundLayer) -> LSTMWeights:
     """The layer as LSTMWeights, or a WeightsError saying why it is not a usable LSTM."""
     if layer.problem:
         raise WeightsError(layer.problem)
+    if (kind := found_kind(layer)) != "lstm":
+        raise WeightsError(f"not an LSTM but a {class_of(layer)} layer ({kind}); model mode "
+                           "(--mode model) runs it")  # fmt: skip
     arrays = dict(layer.arrays)
     if "kernel" not in arrays or "recurrent_kernel" not in arrays:
         raise WeightsError("kernel or recurrent_kernel is missing")
@@ -125,13 +128,7 @@ def checked(layer: FoundLayer) -> LSTMWeights:
     try:
         return LSTMWeights(**arrays)
     except WeightsError as exc:
-        r = np.shape(arrays["recurrent_kernel"])
-        hint = ""
-        if len(r) == 2 and r[1] == 3 * r[0]:
-            hint = " (3 gates: a GRU?)"
-        elif len(r) == 2 and r[1] == r[0]:
-            hint = " (1 gate: a SimpleRNN?)"
-        raise WeightsError(f"not an LSTM: {exc}{hint}") from None
+        raise WeightsError(f"not an LSTM: {exc}") from None
 
 
 def _usable(found: list[FoundLayer]) -> tuple[list[tuple[FoundLayer, LSTMWeights]], list[str]]:

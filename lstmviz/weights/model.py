@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lstmviz.errors import ModelError
-from lstmviz.schema import CELL_GATES
+from lstmviz.schema import CELL_CLASSES, CELL_GATES
 from lstmviz.weights.core import LSTMWeights
 
 KINDS = (
@@ -260,7 +260,7 @@ class ModelSpec:
             else f"features {shape_text((None, *self.input_shape))}"
         )
         if self.stack:
-            loss = "none (a stack of LSTM layers without a head)"
+            loss = "none (a stack of recurrent layers without a head)"
         elif self.loss is None:
             loss = f"{self.unknown_loss} (not a Keras loss)" if self.unknown_loss else (
                 "none in the file")
@@ -312,8 +312,10 @@ def infer_output_shape(kind: str, args: dict, weights: dict, input_shape: Shape)
     if kind in RECURRENT:
         width = _recurrent_width(kind, args, weights)
         return (input_shape[0], width) if args.get("return_sequences") else (width,)
-    if kind in ("masking", "identity", "activation", "input"):
+    if kind in ("masking", "identity", "activation", "input", "batch_normalization"):
         return tuple(input_shape)
+    if kind == "flatten":  # (T, W) -> (T·W,); a vector stays one
+        return (None if None in input_shape else int(np.prod(input_shape)),)
     raise ModelError(f"the output shape of a {kind!r} layer is not known without Keras")
 
 
@@ -346,6 +348,7 @@ def _check_layer(layer: LayerSpec, received: Shape, before: LayerSpec) -> None:
         raise ModelError(f"layer {layer.label} needs a sequence (T, W) but {gives}")
     widths = {
         **{cell: ("kernel",) for cell in CELLS},
+        "batch_normalization": ("moving_mean",),
         "bidirectional": ("forward/kernel", "backward/kernel"),
         "dense": ("kernel",),
         "time_distributed_dense": ("kernel",),
@@ -390,8 +393,7 @@ def _check_direction(layer: LayerSpec, d: DirectionSpec) -> None:
     wrong = [f"{k} {shape} (expected {wanted[k]})" for k, shape in shapes.items()
              if shape != wanted[k]]  # fmt: skip
     if wrong:
-        cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[d.cell]
-        raise ModelError(f"{where}: {cell} weights of {units} units do not fit: "
+        raise ModelError(f"{where}: {CELL_CLASSES[d.cell]} weights of {units} units do not fit: "
                          f"{', '.join(wrong)}")  # fmt: skip
     for key, name in zip(("activation", "recurrent_activation"), d.activations, strict=True):
         if d.cell == "simple_rnn" and key == "recurrent_activation":
@@ -428,7 +430,28 @@ def class_text(layer: LayerSpec) -> str:
             text += " (run by Keras; not traced)"
         return text
     inner = layer.args.get("layer_class")
-    return f"{layer.class_name}({inner})" if inner else layer.class_name
+    if not inner and layer.kind == "bidirectional":  # its halves' cell
+        inner = CELL_CLASSES.get(layer.cell or "lstm")
+    text = f"{layer.class_name}({inner})" if inner else layer.class_name
+    if layer.kind in RECURRENT:
+        return text + cell_note(layer.args.get("forward", layer.args))
+    return text
+
+
+def activation_text(name: str) -> str:
+    """An activation's name for people: "Keras 2 hard_sigmoid" for Keras 2's definition."""
+    return "Keras 2 hard_sigmoid" if name == "hard_sigmoid_keras2" else name
+
+
+def cell_note(args: dict) -> str:
+    """" (relu, sigmoid)" naming a recurrent layer's activations when they are not Keras's
+    defaults (tanh; sigmoid), with "reset_after=False" for such a GRU; "" otherwise."""
+    names = [args.get(key) for key in ("activation", "recurrent_activation") if key in args]
+    parts = [", ".join(map(activation_text, names))] if names[:2] not in (
+        ["tanh", "sigmoid"], ["tanh"]) else []  # fmt: skip
+    if args.get("reset_after") is False:
+        parts.append("reset_after=False")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _untraced_recurrent(serialized: dict) -> bool:

@@ -3,9 +3,11 @@
 - `.keras` (Keras 3) and full-model `.h5`/`.hdf5` (Keras 2, or Keras 3's legacy writer): the
   config and weights are read with json and h5py, without Keras, so files Keras 3 refuses (a
   Keras 2 `time_major` argument, `batch_input_shape`) load too.
-- Weights-only files (`.weights.h5`, `.h5` without a config, `.npz`, PyTorch `nn.LSTM` state
-  dicts in `.safetensors`/`.pt`): their LSTM layers as a *stack* in the order the model ran them
-  (each returns sequences; a Bidirectional's halves concatenate), with no head.
+- Weights-only files (`.weights.h5`, `.h5` without a config, `.npz`, PyTorch `nn.LSTM`,
+  `nn.GRU`, `nn.RNN` state dicts in `.safetensors`/`.pt`/`.npz`): their recurrent layers (the
+  kind told by the shapes; Keras's default activations, an nn.RNN's as the file says or tanh) as
+  a *stack* in the order the model ran them (each returns sequences; a Bidirectional's halves
+  concatenate), with no head.
 
 Every problem is a ModelError whose one-line message starts with the file (or model) it is about.
 """
@@ -25,8 +27,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from lstmviz.errors import LstmvizError, ModelError
-from lstmviz.weights.found import FoundLayer
+from lstmviz.errors import LstmvizError, ModelError, WeightsError
+from lstmviz.weights.found import FoundLayer, class_of, found_kind
 from lstmviz.weights.keras_config import config_model
 from lstmviz.weights.keras_files import h5_child, h5_text, read_keras_archive
 from lstmviz.weights.keras_model import Keras3Weights, LegacyWeights, spec_from_config
@@ -135,7 +137,9 @@ def _hdf5_file(path: Path, label: str) -> ModelSpec:
         model = config_model(json.loads(config), keras3=False)
         source = f"{path}: Keras {version} model ({path.suffix})"
         weights = LegacyWeights(f if root is None else root)
-        return spec_from_config(model, weights, source, compiled, keras2=version.startswith("2"))
+        # Keras before 3 (tf_keras too) defined hard_sigmoid as clip(0.2x + 0.5, 0, 1)
+        keras2 = not version.lstrip().startswith(("3", "4", "5"))
+        return spec_from_config(model, weights, source, compiled, keras2=keras2)
 
 
 def _stack(path: Path, label: str, suffix: str) -> ModelSpec:
@@ -146,7 +150,6 @@ def _stack(path: Path, label: str, suffix: str) -> ModelSpec:
     owners: dict[str, list[FoundLayer]] = {}
     for layer in sorted(found, key=lambda f: f.order):
         owners.setdefault(layer.owner or layer.name, []).append(layer)
-    torch = suffix in (".safetensors", ".pt", ".pth")
     layers = []
     for owner, parts in owners.items():
         name = owner or "lstm"
@@ -154,7 +157,7 @@ def _stack(path: Path, label: str, suffix: str) -> ModelSpec:
         if len(directions) != len(parts) or set(directions) not in ({""}, {"forward", "backward"}):
             halves = ", ".join(repr(part.name) for part in parts)
             raise ModelError(f"layer {name!r}: {halves} do not make one LSTM or Bidirectional")
-        layers.append(_stack_layer(name, directions, "nn.LSTM" if torch else "LSTM"))
+        layers.append(_stack_layer(name, directions))
     order = ""
     if suffix == ".safetensors":
         layers, order = _module_order(layers)
@@ -175,14 +178,17 @@ def _stack(path: Path, label: str, suffix: str) -> ModelSpec:
         output = infer_output_shape(layer.kind, layer.args, layer.weights, shape)
         chained.append(replace(layer, input_shape=shape, output_shape=output))
     count = len(layers)
-    source = f"{path}: {label}, weights only: a stack of {count} LSTM layer{'s' * (count > 1)}"
-    source += f" ({order})" if order else ""
+    classes = "/".join(dict.fromkeys(layer.args.get("layer_class", layer.class_name)
+                                     for layer in layers))  # fmt: skip
+    source = f"{path}: {label}, weights only: a stack of {count} {classes} layer{'s' * (count > 1)}"
+    notes = dict.fromkeys(part.note for part in found if "nonlinearity" in part.note)
+    source += "".join(f" ({note})" for note in (order, *notes) if note)
     return ModelSpec(path.name.split(".")[0], source, tuple(chained), stack=True)
 
 
 def _module_order(layers: list[LayerSpec]) -> tuple[list[LayerSpec], str]:
-    """The layers of a .safetensors state dict with its nn.LSTM modules in the order a model
-    ran them, and a note saying how that order was chosen ("" for one module).
+    """The layers of a .safetensors state dict with its modules (nn.LSTM, nn.GRU, nn.RNN) in
+    the order a model ran them, and a note saying how that order was chosen ("" for one module).
 
     safetensors stores tensors sorted by name, so the order the modules were registered in
     is lost. Names alike but for their numbers (nn.ModuleList's `layers.0.`, `layers.1.`, …)
@@ -196,7 +202,7 @@ def _module_order(layers: list[LayerSpec]) -> tuple[list[LayerSpec], str]:
     if len(names) < 2:
         return layers, ""
     if len({re.sub(r"\d+", "#", name) for name in names}) == 1:
-        return layers, f"nn.LSTM modules in the order of their numbers: {listed}"
+        return layers, f"modules in the order of their numbers: {listed}"
     ins = {name: _width_in(parts[0]) for name, parts in modules.items()}
     outs = {name: _width_out(parts[-1]) for name, parts in modules.items()}
     chaining = [
@@ -205,12 +211,12 @@ def _module_order(layers: list[LayerSpec]) -> tuple[list[LayerSpec], str]:
     ] if len(names) <= _MAX_PERMUTED else []  # fmt: skip
     if len(chaining) == 1:
         ordered = ", ".join(map(repr, chaining[0]))
-        note = f"nn.LSTM modules in the only order their sizes chain: {ordered}"
+        note = f"modules in the only order their sizes chain: {ordered}"
         return [layer for name in chaining[0] for layer in modules[name]], note
     if not chaining and len(names) <= _MAX_PERMUTED:
         return layers, ""  # no order chains: the caller says where the widths differ
     raise ModelError(
-        f"nn.LSTM modules {listed}: .safetensors does not store the order they run in and "
+        f"modules {listed}: .safetensors does not store the order they run in and "
         f"their sizes do not settle it; use one with --weights FILE --layer NAME (e.g. "
         f"{layers[0].name!r}), or save the state dict with torch.save (.pt keeps the order)"
     )
@@ -230,51 +236,68 @@ def _width_out(layer: LayerSpec) -> int:
 
 
 def _kernel_key(layer: LayerSpec) -> str:
-    return "kernel" if layer.kind == "lstm" else "forward/kernel"
+    return "forward/kernel" if layer.kind == "bidirectional" else "kernel"
 
 
-def _stack_layer(name: str, directions: dict[str, FoundLayer], class_name: str) -> LayerSpec:
-    """One layer of a stack: an LSTM, or a Bidirectional (merge concat) from its two halves."""
-    sets = {}
+def _stack_layer(name: str, directions: dict[str, FoundLayer]) -> LayerSpec:
+    """One layer of a stack: an LSTM, GRU or SimpleRNN, or a Bidirectional (merge concat) of
+    two halves of one kind, with Keras's defaults where the file says nothing."""
+    args_of, weights, params = {}, {}, 0
     for direction in sorted(directions, key=("", "forward", "backward").index):
         part = directions[direction]
-        try:
-            sets[direction] = (checked(part), "bias" in part.arrays)
-        except LstmvizError as exc:
-            raise ModelError(f"layer {part.name or name!r}: {one_line(exc)}") from None
-    args_of = {
-        direction: {
-            "units": w.hidden,
-            "return_sequences": True,
-            "go_backwards": direction == "backward",
-            "use_bias": bias,
-            "zero_output_for_mask": bool(direction),
-            "activation": "tanh",
-            "recurrent_activation": "sigmoid",
-            "cudnn": "CuDNNLSTM" in directions[direction].note,
-        }
-        for direction, (w, bias) in sets.items()
-    }
-    weights, params = {}, 0
-    for direction, (w, bias) in sets.items():
+        args_of[direction], arrays = _stack_cell(part, direction)
         prefix = f"{direction}/" if direction else ""
-        arrays = {"kernel": w.kernel, "recurrent_kernel": w.recurrent_kernel}
-        if bias:
-            arrays["bias"] = w.bias
         weights.update({prefix + key: value for key, value in arrays.items()})
         params += sum(int(a.size) for a in arrays.values())
-    if "" in sets:
-        return LayerSpec(name, "lstm", class_name, args_of[""], weights, params=params)
+    classes = {class_of(part) for part in directions.values()}
+    if len(classes) > 1:
+        raise ModelError(f"layer {name!r}: its halves are {' and '.join(sorted(classes))}")
+    class_name = classes.pop()
+    if "" in args_of:
+        kind = found_kind(directions[""])
+        return LayerSpec(name, kind, class_name, args_of[""], weights, params=params)
     forward = args_of["forward"]
     args = {
         "merge_mode": "concat",
         "return_sequences": True,
         "units": forward["units"],
         "layer_class": class_name,
+        "cell": found_kind(directions["forward"]),
         "forward": forward,
         "backward": args_of["backward"],
     }
     return LayerSpec(name, "bidirectional", "Bidirectional", args, weights, params=params)
+
+
+def _stack_cell(part: FoundLayer, direction: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """(args, Keras-layout weights) of one direction of a stack's layer, or a ModelError."""
+    kind = found_kind(part)
+    try:
+        if kind == "lstm":  # the LSTM check the single-layer modes make
+            checked(part)
+        elif part.problem:
+            raise WeightsError(part.problem)
+    except LstmvizError as exc:
+        raise ModelError(f"layer {part.name or 'lstm'!r}: {one_line(exc)}") from None
+    arrays = dict(part.arrays)  # ModelSpec.check checks the shapes against the cell
+    if "kernel" not in arrays or "recurrent_kernel" not in arrays:
+        raise ModelError(f"layer {part.name or kind!r}: kernel or recurrent_kernel is missing")
+    bias = arrays.get("bias")
+    reset_after = bool(part.args.get("reset_after", bias is None or np.ndim(bias) == 2))
+    args = {
+        "units": int(np.shape(arrays["recurrent_kernel"])[0]),
+        "return_sequences": True,
+        "go_backwards": direction == "backward",
+        "use_bias": bias is not None,
+        "zero_output_for_mask": bool(direction),
+        "activation": part.args.get("activation", "tanh"),
+    }
+    if kind != "simple_rnn":
+        args["recurrent_activation"] = "sigmoid"
+    if kind == "gru":
+        args["reset_after"] = reset_after
+    args["cudnn"] = "CuDNN" in part.note
+    return args, arrays
 
 
 def _check_finite(spec: ModelSpec, where: str) -> None:

@@ -1,9 +1,17 @@
-"""NumPy `.npz` LSTM weights in Keras's layout.
+"""NumPy `.npz` recurrent weights, in Keras's layout or PyTorch's.
 
-One layer: arrays `kernel` [I, 4H], `recurrent_kernel` [H, 4H], `bias` [4H]. Several layers (a
-stack, run in the order the file lists them): `<name>/kernel`, `<name>/recurrent_kernel`,
-`<name>/bias` per layer; the halves of a Bidirectional are `<name>/forward/...` and
-`<name>/backward/...` (the names model mode gives its LSTM directions).
+Keras's layout: one layer as arrays `kernel` [I, GH], `recurrent_kernel` [H, GH], `bias`; several
+layers (a stack, run in the order the file lists them) as `<name>/kernel`,
+`<name>/recurrent_kernel`, `<name>/bias` per layer; the halves of a Bidirectional are
+`<name>/forward/...` and `<name>/backward/...` (the names model mode gives its directions). The
+kind is told by the shapes: G = 4 (LSTM), 3 (GRU; bias [2, 3H] means reset_after=True), 1
+(SimpleRNN, tanh).
+
+PyTorch's layout: a state dict's keys (`weight_ih_l0`, …; see torch_files), or per layer
+`<prefix>w_ih` [GH, I], `<prefix>w_hh` [GH, H], `<prefix>b_ih`, `<prefix>b_hh` [GH] (e.g.
+`enc_w_ih`; the prefix, without a trailing `_`, `.` or `/`, is the layer's name), in the order
+the file lists them. A string array `nonlinearity` or `<prefix>nonlinearity` ("tanh", "relu")
+gives an nn.RNN's.
 """
 
 from __future__ import annotations
@@ -15,15 +23,23 @@ import numpy as np
 
 from lstmviz.errors import WeightsError
 from lstmviz.weights.found import FoundLayer, numeric
+from lstmviz.weights.torch_files import STATE_DICT_KEY, convert, set_nonlinearity, state_dict_layers
 
 _ARRAYS = ("kernel", "recurrent_kernel", "bias")
 _KEY = re.compile(r"^(?:(?P<name>.+)/)?(?P<array>kernel|recurrent_kernel|bias)$")
+_PREFIXED = re.compile(r"^(?P<prefix>.*?)(?P<array>w_ih|w_hh|b_ih|b_hh)$")
 
 
 def npz_layers(path: Path) -> list[FoundLayer]:
     with np.load(path, allow_pickle=False) as data:
         if not hasattr(data, "files"):
             raise WeightsError("holds a single array, not kernel, recurrent_kernel and bias")
+        settings = _texts(data)
+        if any(STATE_DICT_KEY.match(key) for key in data.files):
+            torch = {key: data[key] for key in data.files if STATE_DICT_KEY.match(key)}
+            return state_dict_layers(torch, keeps_order=True, settings=settings)
+        if any(_PREFIXED.match(key) for key in data.files):
+            return _prefixed_layers(data, settings)
         groups: dict[str, dict[str, str]] = {}
         for key in data.files:
             match = _KEY.match(key)
@@ -61,3 +77,33 @@ def npz_layers(path: Path) -> list[FoundLayer]:
                 layer.owner = name
             layers.append(layer)
         return layers
+
+
+def _texts(data) -> dict[str, str]:
+    """The file's string arrays of one value (settings such as `nonlinearity`)."""
+    texts = {}
+    for key in data.files:
+        value = data[key]
+        if value.dtype.kind == "U" and value.size == 1:
+            texts[key] = str(value.reshape(()))
+    return texts
+
+
+def _prefixed_layers(data, settings: dict[str, str]) -> list[FoundLayer]:
+    """Layers named `<prefix>w_ih`, `<prefix>w_hh`, `<prefix>b_ih`, `<prefix>b_hh` (PyTorch's
+    layout), in the order the file lists them."""
+    groups: dict[str, dict[str, np.ndarray]] = {}
+    for key in data.files:
+        match = _PREFIXED.match(key)
+        if match:
+            groups.setdefault(match["prefix"], {})[match["array"]] = numeric(key, data[key])
+    layers = []
+    for position, (prefix, parts) in enumerate(groups.items()):
+        name = prefix.rstrip("_./")
+        layer = FoundLayer(name, order=(position,), owner=name, pytorch=True)
+        convert(layer, parts.get("w_ih"), parts.get("w_hh"), [parts.get("b_ih"), parts.get("b_hh")])
+        if layer.problem:
+            layer.problem = layer.problem.replace("weight_", f"{prefix}w_")
+        set_nonlinearity(layer, settings, prefix)
+        layers.append(layer)
+    return layers

@@ -1,11 +1,23 @@
-"""PyTorch `nn.LSTM` state dicts: `.safetensors` (no code, no pickle) and `.pt` (needs torch).
+"""PyTorch `nn.LSTM`, `nn.GRU` and `nn.RNN` state dicts: `.safetensors` (no code, no pickle),
+`.pt` (needs torch), and the same keys in `.npz`.
 
-Keys are `[prefix]weight_ih_l{k}[_reverse]` [4H, I], `weight_hh_l{k}` [4H, H], `bias_ih_l{k}`,
-`bias_hh_l{k}` [4H]. Keras layout: kernel = weight_ih.T, recurrent_kernel = weight_hh.T,
-bias = bias_ih + bias_hh; the gate order (i, f, g, o) is Keras's (i, f, c, o). Layer names are
-`[prefix]l{k}[_reverse]`, e.g. `lstm.l0`. A `.pt` state dict keeps the order its modules were
-registered in; `.safetensors` stores tensors sorted by name, so its modules are ordered by name
-with numbers compared as numbers (`layers.2.` before `layers.10.`).
+Keys are `[prefix]weight_ih_l{k}[_reverse]` [GH, I], `weight_hh_l{k}` [GH, H], `bias_ih_l{k}`,
+`bias_hh_l{k}` [GH]: G = 4 gates for nn.LSTM, 3 for nn.GRU, 1 for nn.RNN, which is how the
+kind is told (the rows of weight_ih over the columns of weight_hh). Keras layout:
+
+- LSTM: kernel = weight_ih.T, recurrent_kernel = weight_hh.T, bias = bias_ih + bias_hh; the
+  gate order (i, f, g, o) is Keras's (i, f, c, o).
+- GRU: PyTorch's gates r, z, n become Keras's z, r, h̃ (the blocks reordered); PyTorch's
+  n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn)) and h = (1 − z) ⊙ n + z ⊙ h_prev are Keras's
+  GRU with reset_after=True, so bias [2, 3H] = [bias_ih, bias_hh] (reordered).
+- RNN: kernel = weight_ih.T, recurrent_kernel = weight_hh.T, bias = bias_ih + bias_hh. Its
+  `nonlinearity` is not in a state dict: tanh (PyTorch's default) unless the file says relu —
+  the safetensors metadata or an `.npz` string array `nonlinearity` (for every nn.RNN) or
+  `<prefix>nonlinearity` (for the module with that prefix, e.g. `rnn.nonlinearity`).
+
+Layer names are `[prefix]l{k}[_reverse]`, e.g. `lstm.l0`. A `.pt` state dict keeps the order
+its modules were registered in; `.safetensors` stores tensors sorted by name, so its modules are
+ordered by name with numbers compared as numbers (`layers.2.` before `layers.10.`).
 """
 
 from __future__ import annotations
@@ -21,7 +33,10 @@ import numpy as np
 from lstmviz.errors import WeightsError
 from lstmviz.weights.found import FoundLayer, numeric
 
-_KEY = re.compile(
+KINDS_BY_GATES = {4: "lstm", 3: "gru", 1: "simple_rnn"}
+NONLINEARITIES = ("tanh", "relu")  # nn.RNN's
+
+STATE_DICT_KEY = re.compile(
     r"^(?P<prefix>(?:.*\.)?)(?P<kind>weight_ih|weight_hh|bias_ih|bias_hh|weight_hr)"
     r"_l(?P<index>\d+)(?P<reverse>_reverse)?$"
 )
@@ -32,8 +47,9 @@ def safetensors_layers(path: Path) -> list[FoundLayer]:
 
     arrays = {}
     with safe_open(str(path), framework="numpy") as f:
+        metadata = f.metadata() or {}
         for key in f.keys():  # noqa: SIM118 (a safe_open handle is not a dict)
-            if not _KEY.match(key):
+            if not STATE_DICT_KEY.match(key):
                 continue
             dtype = f.get_slice(key).get_dtype()
             if dtype == "BF16":  # NumPy has no bfloat16: read the raw bytes
@@ -43,7 +59,7 @@ def safetensors_layers(path: Path) -> list[FoundLayer]:
             else:
                 arrays[key] = f.get_tensor(key)
     # safetensors writes tensors sorted by name (and dtype), not in the state dict's order.
-    return state_dict_layers(arrays, keeps_order=False)
+    return state_dict_layers(arrays, keeps_order=False, settings=metadata)
 
 
 def _bfloat16(path: Path, key: str) -> np.ndarray:
@@ -86,7 +102,9 @@ def pt_layers(path: Path) -> list[FoundLayer]:
         {
             key: value.detach().float().numpy()
             for key, value in state.items()
-            if isinstance(key, str) and _KEY.match(key) and isinstance(value, torch.Tensor)
+            if isinstance(key, str)
+            and STATE_DICT_KEY.match(key)
+            and isinstance(value, torch.Tensor)
         }
     )
 
@@ -103,15 +121,18 @@ def by_numbers(prefix: str) -> tuple:
                  for part in re.split(r"(\d+)", prefix))  # fmt: skip
 
 
-def state_dict_layers(arrays: dict[str, np.ndarray], keeps_order: bool = True) -> list[FoundLayer]:
-    """Group nn.LSTM keys by layer and convert them to Keras's layout. Layers are ordered by
-    module, then by index; modules in the order of `arrays` (a state dict's: the order they
-    were registered in) when it `keeps_order`, else by name with numbers compared as numbers."""
+def state_dict_layers(
+    arrays: dict[str, np.ndarray], keeps_order: bool = True, settings: dict | None = None
+) -> list[FoundLayer]:
+    """Group nn.LSTM / nn.GRU / nn.RNN keys by layer and convert them to Keras's layout. Layers
+    are ordered by module, then by index; modules in the order of `arrays` (a state dict's:
+    the order they were registered in) when it `keeps_order`, else by name with numbers
+    compared as numbers. `settings`: the file's text entries (`nonlinearity`)."""
     groups: dict[str, dict[str, np.ndarray]] = {}
     indices: dict[str, tuple[str, int]] = {}
     prefixes: list[str] = []
     for key, value in arrays.items():
-        match = _KEY.match(key)
+        match = STATE_DICT_KEY.match(key)
         if match:
             name = f"{match['prefix']}l{match['index']}{match['reverse'] or ''}"
             groups.setdefault(name, {})[match["kind"]] = numeric(key, value)
@@ -123,7 +144,7 @@ def state_dict_layers(arrays: dict[str, np.ndarray], keeps_order: bool = True) -
     orders = {name: (prefixes.index(prefix), k) for name, (prefix, k) in indices.items()}
     found = []
     for name, parts in groups.items():
-        layer = FoundLayer(name, order=orders[name])
+        layer = FoundLayer(name, order=orders[name], pytorch=True)
         layer.owner = name.removesuffix("_reverse")
         if name.endswith("_reverse"):
             layer.note = "reverse direction (PyTorch runs it on the reversed sequence)"
@@ -132,17 +153,69 @@ def state_dict_layers(arrays: dict[str, np.ndarray], keeps_order: bool = True) -
             layer.direction = "forward"
         if "weight_hr" in parts:
             layer.problem = "it has proj_size (weight_hr), which lstmviz does not support"
-        elif "weight_ih" not in parts or "weight_hh" not in parts:
-            layer.problem = "weight_ih or weight_hh is missing"
         else:
-            layer.arrays = {
-                "kernel": parts["weight_ih"].T,
-                "recurrent_kernel": parts["weight_hh"].T,
-            }
-            biases = [parts[k].astype(np.float64) for k in ("bias_ih", "bias_hh") if k in parts]
-            if len({b.shape for b in biases}) > 1:
-                layer.problem = "bias_ih and bias_hh have different shapes"
-            elif biases:
-                layer.arrays["bias"] = sum(biases)
+            biases = [parts.get("bias_ih"), parts.get("bias_hh")]
+            convert(layer, parts.get("weight_ih"), parts.get("weight_hh"), biases)
+            set_nonlinearity(layer, settings, indices[name][0])
         found.append(layer)
     return found
+
+
+def set_nonlinearity(layer: FoundLayer, settings: dict | None, prefix: str) -> None:
+    """An nn.RNN layer's activation: the file's text entry `<prefix>nonlinearity` (its
+    module's), else `nonlinearity` (every module's), else PyTorch's default tanh."""
+    if layer.kind != "simple_rnn":
+        return
+    settings = settings or {}
+    value = settings.get(f"{prefix}nonlinearity", settings.get("nonlinearity"))
+    nonlinearity = str(value).strip().lower() if value is not None else "tanh"
+    if nonlinearity not in NONLINEARITIES:
+        layer.problem = f"nonlinearity {nonlinearity!r} is not tanh or relu"
+    layer.args = {"activation": nonlinearity}
+    said = ", as the file says" if value is not None else (
+        ": PyTorch's default, a state dict does not hold it")  # fmt: skip
+    note = f"nn.RNN nonlinearity {nonlinearity}{said}"
+    layer.note = ", ".join(filter(None, [layer.note, note]))
+
+
+def _gates(array: np.ndarray, order: list[int], hidden: int) -> np.ndarray:
+    """`array` [GH, …] with its gate blocks (H rows each) in `order`."""
+    return np.concatenate([array[g * hidden : (g + 1) * hidden] for g in order])
+
+
+_KERAS_GATES = {"lstm": [0, 1, 2, 3], "gru": [1, 0, 2], "simple_rnn": [0]}  # PyTorch's blocks
+
+
+def convert(layer: FoundLayer, w_ih, w_hh, biases: list) -> None:
+    """Set `layer.kind` and its Keras-layout `arrays` from PyTorch's w_ih [GH, I], w_hh
+    [GH, H] and biases [b_ih, b_hh] (either None when absent), or `layer.problem`."""
+    if w_ih is None or w_hh is None:
+        layer.problem = "weight_ih or weight_hh is missing"
+        return
+    hidden = w_hh.shape[1] if w_hh.ndim == 2 else 0
+    gates = w_ih.shape[0] // hidden if hidden and w_ih.ndim == 2 else 0
+    kind = KINDS_BY_GATES.get(gates)
+    if kind is None or w_ih.shape[0] != gates * hidden or w_hh.shape[0] != gates * hidden:
+        layer.problem = (
+            f"weight_ih {list(w_ih.shape)} and weight_hh {list(w_hh.shape)} are not [GH, I] "
+            "and [GH, H] with G = 4 (nn.LSTM), 3 (nn.GRU) or 1 (nn.RNN)"
+        )
+        return
+    present = [b for b in biases if b is not None]
+    if any(b.shape != (gates * hidden,) for b in present):
+        shapes = ", ".join(str(list(b.shape)) for b in present)
+        layer.problem = f"biases {shapes} are not [{gates * hidden}]"
+        return
+    order = _KERAS_GATES[kind]
+    layer.kind = kind
+    if kind == "gru":  # PyTorch's GRU keeps the recurrent bias inside r ⊙ (·)
+        layer.args = {"reset_after": True}
+    layer.arrays = {"kernel": _gates(w_ih, order, hidden).T,
+                    "recurrent_kernel": _gates(w_hh, order, hidden).T}  # fmt: skip
+    if not present:  # bias=False
+        return
+    full = [np.zeros(gates * hidden) if b is None else b.astype(np.float64) for b in biases]
+    if kind == "gru":
+        layer.arrays["bias"] = np.stack([_gates(b, order, hidden) for b in full])
+    else:
+        layer.arrays["bias"] = full[0] + full[1]
