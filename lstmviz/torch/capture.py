@@ -11,8 +11,9 @@ by layer inside the module, which gives every layer's totals and its dL/d input;
 into the layers below through PyTorch again (`Call.source`: the input as the module got it).
 
 Layouts: PyTorch's `weight_ih_l{k}[_reverse]` [G·H, I] and `weight_hh_l{k}` [G·H, H] become
-Keras's kernel [I, G·H] and recurrent_kernel [H, G·H] (transposes); LSTM's gate order
-(i, f, g, o) is Keras's, and its two biases add into one [4H].
+Keras's kernel [I, G·H] and recurrent_kernel [H, G·H] as for a state dict
+(`weights.torch_files`): LSTM's gate order (i, f, g, o) is Keras's and its two biases add; a
+GRU's blocks r, z, n become z, r, h̃ with reset_after's bias [2, 3H].
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from lstmviz.errors import ModelError
+from lstmviz.weights.found import FoundLayer
+from lstmviz.weights.torch_files import convert
 
 RECURRENT = (nn.LSTM, nn.GRU, nn.RNN)
 WHERE = "lstmviz.torch"
@@ -124,32 +127,16 @@ def kind_of(module: nn.Module) -> tuple[str, str]:
 
 
 def keras_weights(module: nn.Module, layer: int, suffix: str) -> dict[str, np.ndarray]:
-    """One direction of one layer in Keras's layout (NumPy, the module's dtype)."""
-    kind, _ = kind_of(module)
+    """One direction of one layer in Keras's layout (`weights.torch_files.convert`, as for a
+    state dict; NumPy, the module's dtype). Without biases (bias=False) zeros of their shape."""
     w_ih = _numpy(getattr(module, f"weight_ih_l{layer}{suffix}"))
     w_hh = _numpy(getattr(module, f"weight_hh_l{layer}{suffix}"))
-    out = {"kernel": w_ih.T, "recurrent_kernel": w_hh.T}
     biases = [np.zeros(len(w_ih), w_ih.dtype)] * 2  # bias=False: zeros (their gradient shown)
     if module.bias:
         biases = [_numpy(getattr(module, f"{b}_l{layer}{suffix}")) for b in ("bias_ih", "bias_hh")]
-    if kind == "gru":
-        out = gru_keras(w_ih, w_hh, *biases)
-    else:  # LSTM and RNN: the two biases add
-        out["bias"] = biases[0] + biases[1]
-    return {k: np.ascontiguousarray(v) for k, v in out.items()}
-
-
-def gru_keras(w_ih, w_hh, b_ih, b_hh) -> dict[str, np.ndarray]:
-    """A PyTorch GRU direction (gates r, z, n) in Keras's layout with reset_after=True (gates
-    z, r, h̃; bias [2, 3H]: the input bias, then the recurrent one)."""
-    hidden = w_hh.shape[1]
-
-    def keras_order(a):  # rows r, z, n -> z, r, n along the first axis
-        r, z, n = (a[k * hidden : (k + 1) * hidden] for k in range(3))
-        return np.concatenate([z, r, n])
-
-    return {"kernel": keras_order(w_ih).T, "recurrent_kernel": keras_order(w_hh).T,
-            "bias": np.stack([keras_order(b_ih), keras_order(b_hh)])}  # fmt: skip
+    found = FoundLayer(f"l{layer}{suffix}")
+    convert(found, w_ih, w_hh, biases)
+    return {k: np.ascontiguousarray(v, w_ih.dtype) for k, v in found.arrays.items()}
 
 
 def _check(module: nn.Module, name: str) -> None:
