@@ -159,6 +159,15 @@ def test_total_gradients_equal_float64_finite_differences():
                 assert ours == pytest.approx(numeric, rel=1e-6, abs=1e-10), (which, t, b, j)
 
 
+def test_a_trace_of_a_lambda_loss_saves_and_loads(tmp_path, data):
+    torch.manual_seed(7)
+    trace = model_gradients(Net(nn.RNN, nonlinearity="relu"), data[0], data[1],
+                            lambda out, y: ((out - y) ** 2).sum())  # fmt: skip
+    loaded = type(trace).load(trace.save(tmp_path / "t.npz"))
+    assert loaded.config.loss == "custom_loss"
+    np.testing.assert_array_equal(loaded.layer0_grad_h_total, trace.layer0_grad_h_total)
+
+
 def test_proj_size_is_refused_in_one_line(data):
     net = Net(nn.LSTM, True, proj_size=2)
     with pytest.raises(LstmvizError, match="proj_size=2, which lstmviz does not support"):

@@ -123,7 +123,8 @@ def _backward(calls: list[Call], value: torch.Tensor) -> tuple[list, np.ndarray]
         if not call.source.requires_grad:
             continue
         below = targets[: spans[n][0]] + [first] * wants_first
-        back = call.layout.from_time(torch.tensor(dx, dtype=call.source.dtype))
+        back = call.layout.from_time(torch.tensor(dx, dtype=call.source.dtype,
+                                                   device=call.source.device))
         more = torch.autograd.grad(call.source, below, grad_outputs=back, allow_unused=True,
                                    retain_graph=True)  # fmt: skip
         for k, g in enumerate(more):
@@ -208,7 +209,8 @@ def _loss(loss_fn, has_targets: bool):
             raise LstmvizError(f"{WHERE}: loss_fn must return a scalar tensor")
         return value.reshape(()), None
 
-    return given, getattr(loss_fn, "__name__", type(loss_fn).__name__)
+    name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+    return given, name if name.replace("_", "").isalnum() else "custom_loss"  # not "<lambda>"
 
 
 def _tensor(value, module: nn.Module) -> torch.Tensor:

@@ -198,7 +198,9 @@ def run_program(
     elif config.targets:
         raise ConfigError("--targets", "give the inputs too (--inputs X.npy)")
     loss = program_loss(config.loss, y is not None)
-    arguments = None if x is None else torch.as_tensor(x)
+    arguments = None
+    if x is not None:  # floats as PyTorch's default float32 (an .npz often holds float64)
+        arguments = torch.as_tensor(x.astype(np.float32) if x.dtype.kind == "f" else x)
     program, example = load_program(path, arguments)
     if arguments is None:
         if example is None:
