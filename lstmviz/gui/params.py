@@ -317,6 +317,8 @@ class ParamsEditor(QWidget):
         user sets up a run of their own: another mode, or a file opened or cleared."""
         model_source = str(arrays.get("model_source", "")) or "a Keras model"
         inputs_source = str(arrays.get("inputs_source", "")) or "data in memory"
+        if model_source.startswith("PyTorch") and how.endswith("model.fit"):
+            how = "recorded during training"  # lstmviz.torch.GradientFlowRecorder's
         self.drop_recorded()
         model, data = self.widgets["model"], self.widgets["inputs"]
         if not self.model_mode() or model.path() is not None:
