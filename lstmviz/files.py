@@ -26,13 +26,16 @@ WEIGHTS = (".keras", ".weights.h5", ".h5", ".hdf5", ".npz", ".safetensors", ".pt
 # A training run's trained LSTM and read-out (`lstmviz.engine.trained.save_trained_weights`).
 TRAINED_WEIGHTS = (".weights.h5", ".npz")
 
-# Model files: a whole model (`lstmviz.weights.model_files.load_model`); weights-only files of
-# stacked LSTM layers open as a model too when asked to (File → Open model…).
-MODELS = WEIGHTS
+# PyTorch programs (`torch_program`): TorchScript .pt/.pth, torch.export .pt2 (lstmviz.torch).
+TORCH_PROGRAMS = (".pt2", ".pt", ".pth")
+# Model files: a whole model (`lstmviz.weights.model_files.load_model`, or a PyTorch program);
+# weights-only files of stacked LSTM layers open as a model too when asked to (File → Open
+# model…).
+MODELS = (*WEIGHTS, ".pt2")
 KIND_TEXT = {"trace": "a trace (.npz)", "recording": "a recording (.lvz)",
              "inputs": "inputs (.npy, .npz with x)",
              "weights": f"weights ({', '.join(WEIGHTS)})",
-             "model": "a model (.keras, .h5)"}  # fmt: skip
+             "model": "a model (.keras, .h5, TorchScript .pt, torch.export .pt2)"}  # fmt: skip
 # Layer classes a weights file may hold; a Keras config with any other layer is a model's.
 _LSTM_CLASSES = frozenset({"InputLayer", "LSTM", "CuDNNLSTM", "Bidirectional"})
 
@@ -52,7 +55,8 @@ _CONTENT_TEXT = {
 _SUFFIX_CONTENT = {".keras": ("zip",), ".npz": ("zip",), ".npy": ("npy",),
                    ".weights.h5": ("hdf5",), ".h5": ("hdf5",), ".hdf5": ("hdf5",),
                    ".lvz": ("hdf5",), ".safetensors": ("safetensors",),
-                   ".pt": ("zip", "pickle"), ".pth": ("zip", "pickle")}  # fmt: skip
+                   ".pt": ("zip", "pickle"), ".pth": ("zip", "pickle"),
+                   ".pt2": ("zip",)}  # fmt: skip
 
 
 def missing(path: str | os.PathLike) -> str | None:
@@ -179,6 +183,22 @@ def is_model(path: str | os.PathLike) -> bool:
     return config is not None and bool(set(layer_classes(config)) - _LSTM_CLASSES)
 
 
+def torch_program(path: str | os.PathLike) -> str | None:
+    """"torchscript" for a TorchScript archive (a .pt or .pth zip holding TorchScript code/),
+    "export" for a torch.export program (.pt2), else None. Reads the zip's directory only."""
+    suffix = suffix_of(path, TORCH_PROGRAMS)
+    if suffix is None:
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
+    if suffix == ".pt2":
+        return "export"
+    return "torchscript" if any("/code/" in name for name in names) else None
+
+
 def kind(path: str | os.PathLike) -> str:
     """What `path` is: "trace", "recording", "inputs", "model" or "weights". Raises
     LstmvizError naming the file when it does not exist, has an unknown suffix, or is an
@@ -198,6 +218,8 @@ def kind(path: str | os.PathLike) -> str:
         return "recording"
     if suffix_of(path, INPUTS):
         return "inputs"
+    if torch_program(path):
+        return "model"
     if suffix_of(path, WEIGHTS):
         return "model" if is_model(path) else "weights"
     expected = ", ".join(KIND_TEXT.values())

@@ -36,7 +36,7 @@ from lstmviz.config import RunConfig, in_python_terms
 from lstmviz.engine.model import ModelGradients, named_arrays, prepare
 from lstmviz.engine.model_forward import weight_names
 from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError
-from lstmviz.recording import RecordingError, RecordingWriter, load_recording, record_rows
+from lstmviz.recording import RecordingWriter, check_replaceable, record_rows
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec
 from lstmviz.weights.model_files import live_compile_config, spec_from_keras
@@ -224,27 +224,6 @@ class GradientFlowCallback(keras.callbacks.Callback):
             if replica is not None and int(replica) != 0:
                 return False
         return bool(self.model.distribute_strategy.extended.should_checkpoint)
-
-
-def check_replaceable(path: Path, flag: str) -> None:
-    """A ConfigError naming `flag` when a file at `path` is not a recording: a new recording
-    replaces an earlier one (a run recorded again), never a file that only has the name. An
-    empty file, holding nothing, is replaced too."""
-    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
-        return
-    try:
-        load_recording(path, trace=False)
-        return
-    except RecordingError as exc:
-        reason = str(exc).removeprefix(f"{path}: ")
-    if not path.is_file():
-        reason = "it is not a regular file"
-    elif files.content(path) != "hdf5":
-        reason = files.wrong_content(path) or "it is not an HDF5 file"
-    elif reason.startswith(("not a recording", "not an lstmviz recording")):
-        reason = "it is an HDF5 file of another kind (a Keras .h5?)"
-    raise ConfigError(flag, f"{path}: is there already and is not a recording lstmviz may "
-                      f"replace ({reason}); move it away or give another path")  # fmt: skip
 
 
 def _compiled_loss_key(model) -> str:

@@ -60,7 +60,7 @@ import numpy as np
 from lstmviz import files, schema
 from lstmviz.atomic import atomic_path
 from lstmviz.config import RunConfig
-from lstmviz.errors import LstmvizError, TraceError
+from lstmviz.errors import ConfigError, LstmvizError, TraceError
 from lstmviz.recording_hdf5 import WRITE_ERRORS, access, divert, open_file
 from lstmviz.trace import GradientTrace
 
@@ -580,3 +580,24 @@ def _config(text: str) -> RunConfig:
         return RunConfig.from_dict(json.loads(text)).validate()
     except (ValueError, TypeError, LstmvizError) as exc:
         raise TraceError(f"config_json: {_one_line(exc)}") from None
+
+
+def check_replaceable(path: Path, flag: str) -> None:
+    """A ConfigError naming `flag` when a file at `path` is not a recording: a new recording
+    replaces an earlier one (a run recorded again), never a file that only has the name. An
+    empty file, holding nothing, is replaced too."""
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return
+    try:
+        load_recording(path, trace=False)
+        return
+    except RecordingError as exc:
+        reason = str(exc).removeprefix(f"{path}: ")
+    if not path.is_file():
+        reason = "it is not a regular file"
+    elif files.content(path) != "hdf5":
+        reason = files.wrong_content(path) or "it is not an HDF5 file"
+    elif reason.startswith(("not a recording", "not an lstmviz recording")):
+        reason = "it is an HDF5 file of another kind (a Keras .h5?)"
+    raise ConfigError(flag, f"{path}: is there already and is not a recording lstmviz may "
+                      f"replace ({reason}); move it away or give another path")  # fmt: skip

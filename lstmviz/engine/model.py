@@ -33,6 +33,7 @@ from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import ConfigError, InputError
+from lstmviz.files import torch_program
 from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.keras_config import loss_name
@@ -395,6 +396,10 @@ def run_model(
     a cancel before or during it ends the run without a trace."""
     if not config.model:
         raise ConfigError("--model", "model mode needs a model file: --model FILE")
+    if torch_program(config.model):  # TorchScript, torch.export: PyTorch runs them
+        from lstmviz.torch.programs import run_program
+
+        return run_program(config, cancelled, keep)
     spec = _load(config.model)
     loss, x, y, source = prepare(spec, config)
     if config.inputs:  # all of it at once (random data was checked before it was drawn)

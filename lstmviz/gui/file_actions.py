@@ -214,6 +214,12 @@ class FileActions:
         is let go (with a message). A bad file: a dialog naming the file and the problem
         (an unsupported layer: its name and class), and nothing changes."""
         path = absolute(path)
+        if program := files.torch_program(path):  # PyTorch reads it in the computing process
+            what = {"export": "torch.export program", "torchscript": "TorchScript model"}[program]
+            self.params.set_program(path, f"{Path(path).name} ({what})")
+            if not quiet:
+                self.message.setText(f"{what} {Path(path).name} (Run: Ctrl+R)")
+            return True
         try:
             spec = load_model(path)  # NumPy and h5py: no TensorFlow
         except LstmvizError as exc:

@@ -295,6 +295,19 @@ class ParamsEditor(QWidget):
         loss.lineEdit().setPlaceholderText(
             "" if spec.loss or spec.stack else f"choose: {spec.no_loss}")
 
+    def set_program(self, path: str, text: str) -> None:
+        """Use the PyTorch program in `path` (TorchScript, torch.export): mode "model". The
+        window does not read it (PyTorch does, in the computing process): no layer table, no
+        sizes fixed, the loss the user's."""
+        mode = self.widgets["mode"]
+        mode.setCurrentIndex(mode.findData("model"))
+        self.loaded.pop("model", None)
+        self.model_spec, self.compiled_loss = None, None
+        self.widgets["model"].set_path(path)
+        self.loaded["model"] = (path, {}, text)
+        self.model_table.set_spec(None)
+        self._apply_locks()
+
     def show_recorded(self, shown: str, arrays, how: str = "recorded during model.fit",
                       tag: str = "recorded") -> None:
         """The dock shows `shown` ("recording run.lvz", "trace t.npz") in model mode, made
@@ -304,6 +317,8 @@ class ParamsEditor(QWidget):
         user sets up a run of their own: another mode, or a file opened or cleared."""
         model_source = str(arrays.get("model_source", "")) or "a Keras model"
         inputs_source = str(arrays.get("inputs_source", "")) or "data in memory"
+        if model_source.startswith("PyTorch") and how.endswith("model.fit"):
+            how = "recorded during training"  # lstmviz.torch.GradientFlowRecorder's
         self.drop_recorded()
         model, data = self.widgets["model"], self.widgets["inputs"]
         if not self.model_mode() or model.path() is not None:

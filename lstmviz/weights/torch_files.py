@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import pickle
 import re
 from pathlib import Path
 
@@ -85,7 +86,14 @@ def pt_layers(path: Path) -> list[FoundLayer]:
         )
     import torch
 
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise WeightsError(
+            "holds pickled Python objects (a whole module saved with torch.save(model)?), "
+            "which lstmviz does not load: unpickling runs code; save model.state_dict(), or "
+            "the model with torch.jit.save or torch.export.save (.pt2)"
+        ) from None
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict):

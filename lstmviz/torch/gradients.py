@@ -1,0 +1,291 @@
+"""Model mode for a PyTorch module: `model_gradients(module, x, y, loss_fn)`.
+
+One forward of the module under `capture` (eval mode; its recurrent modules run PyTorch's own
+fused ops and hand leaves on), the loss, one `torch.autograd.grad` of it with respect to those
+leaves (the direct ∂L/∂output of each recurrent module, from the layers above), then, from the
+last module that ran to the first: lstmviz's backward recurrences of the module
+(`engine.call_gradients`, every layer and direction, the totals dL/dh_t and dL/dc_t by probes)
+and its dL/d input passed back through PyTorch to the modules below. The parameters' `.grad`
+are never touched (nothing is differentiated with respect to them in PyTorch).
+
+Keys are model mode's (docs/pytorch.md): one entry per layer and direction, named
+`{attribute path}/l{k}[/forward|/backward]`, every per-step array indexed by input position t.
+Weight gradients are in Keras's layout: grad_kernel = (∂L/∂weight_ih)ᵀ [I, G·H],
+grad_recurrent_kernel = (∂L/∂weight_hh)ᵀ, grad_bias = ∂L/∂bias_ih (= ∂L/∂bias_hh for an LSTM,
+whose two biases add).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lstmviz.config import RunConfig
+from lstmviz.engine.arrays import NORMS, exact_norm
+from lstmviz.engine.native import kernel_name
+from lstmviz.errors import InputError, LstmvizError
+from lstmviz.schema import CELL_GATES
+from lstmviz.torch.capture import WHERE, Call, capture
+from lstmviz.torch.engine import PER_DIRECTION, call_gradients
+from lstmviz.trace import GradientTrace
+
+# name -> (loss, per-sample loss with reduction="none" reduced to [B])
+LOSSES: dict[str, Callable] = {
+    "mse": F.mse_loss,
+    "l1": F.l1_loss,
+    "cross_entropy": F.cross_entropy,
+    "nll": F.nll_loss,
+    "bce_with_logits": F.binary_cross_entropy_with_logits,
+    "bce": F.binary_cross_entropy,
+}
+
+
+def model_gradients(module: nn.Module, x, y=None, loss_fn=None) -> GradientTrace:
+    """The gradient flow of `module` under its loss on x (and y): a GradientTrace with the
+    model-mode keys. `x` a tensor (or NumPy array) the module takes, or a tuple of its
+    arguments; `loss_fn` a callable (y_pred, y) -> scalar tensor, or a name: mse, l1,
+    cross_entropy, nll, bce_with_logits, bce (mean reduction), or "mean" (the mean of the
+    output; the default when y is None). The module is left as it was."""
+    return Tracer(module, loss_fn, y is not None).trace(x, y)
+
+
+class Tracer:
+    """model_gradients for one module and loss, called again with new data or weights (the
+    recorder's: TensorFlow's compiled graphs are kept between calls)."""
+
+    def __init__(self, module: nn.Module, loss_fn=None, has_targets: bool = True):
+        if not isinstance(module, nn.Module):
+            raise LstmvizError(f"{WHERE}: expects a torch.nn.Module, got {type(module).__name__}")
+        self.module = module
+        self.loss, self.loss_name = _loss(loss_fn, has_targets)
+
+    def trace(self, x, y=None, source: str = "") -> GradientTrace:
+        start = time.perf_counter()
+        args = _arguments(self.module, x)
+        y = _tensor(y, self.module) if y is not None else None
+        with capture(self.module) as calls:
+            output = self.module(*args)
+            y_pred = _first_tensor(output)
+            value, per_sample = self.loss(output, y, y_pred)
+            directions, grad_input = _backward(calls, value)
+        arrays = _arrays(calls, directions, grad_input)
+        arrays["loss"] = np.float32(value.detach().cpu())
+        if per_sample is not None:
+            arrays["loss_by_sample"] = _numpy(per_sample).astype(np.float32)
+        arrays["y_pred"] = _numpy(y_pred)
+        if y is not None:
+            arrays["y"] = _numpy(y)
+        model_x = _model_x(args[0], calls[0])
+        if model_x is not None:
+            arrays["x"] = model_x
+        arrays["model_summary"] = np.array(summary(self.module))
+        arrays["model_source"] = np.array(f"PyTorch module {type(self.module).__name__}")
+        if source:
+            arrays["inputs_source"] = np.array(source)
+        arrays["model_seconds"] = np.float32(time.perf_counter() - start)
+        first = calls[0]
+        config = RunConfig(mode="model", steps=first.layout.steps, batch=first.layout.batch,
+                           input_dim=int(first.x.shape[2]), hidden=first.hidden,
+                           loss=self.loss_name, model=None)  # fmt: skip
+        return GradientTrace("model", config, arrays)
+
+
+def _backward(calls: list[Call], value: torch.Tensor) -> tuple[list, np.ndarray]:
+    """Every direction's arrays (in call order, layer-major) and dL/d(first module's input)
+    [T, B, I], from the loss `value`."""
+    first = calls[0].source
+    targets = [t for call in calls for t in call.outputs]
+    wants_first = first.requires_grad
+    found = torch.autograd.grad(value, targets + [first] * wants_first, allow_unused=True,
+                                retain_graph=True)  # fmt: skip
+    grads = [torch.zeros_like(t) if g is None else g for t, g in zip(targets + [first] *
+             wants_first, found, strict=True)]  # fmt: skip
+    spans, at = [], 0
+    for call in calls:
+        spans.append((at, at + len(call.outputs)))
+        at += len(call.outputs)
+    results: list = [None] * len(calls)
+    saliency = None
+    for n in range(len(calls) - 1, -1, -1):
+        call = calls[n]
+        start, end = spans[n]
+        d_out = call.layout.to_time(grads[start])
+        d_states = [_numpy(g) for g in grads[start + 1 : end]]
+        results[n], dx = call_gradients(call, _numpy(d_out), d_states)
+        if n == 0:
+            saliency = dx + (_numpy(call.layout.to_time(grads[-1])) if wants_first else 0)
+            break
+        if not call.source.requires_grad:
+            continue
+        below = targets[: spans[n][0]] + [first] * wants_first
+        back = call.layout.from_time(torch.tensor(dx, dtype=call.source.dtype,
+                                                   device=call.source.device))
+        more = torch.autograd.grad(call.source, below, grad_outputs=back, allow_unused=True,
+                                   retain_graph=True)  # fmt: skip
+        for k, g in enumerate(more):
+            at = -1 if k == spans[n][0] else k  # the last of `below` is the first input
+            if g is not None:
+                grads[at] = grads[at] + g
+    return [d for result in results for d in result], saliency
+
+
+def _arrays(calls: list[Call], directions: list[dict], grad_input: np.ndarray) -> dict:
+    """The model-mode arrays of the directions (norms redone where float32 lost them)."""
+    lengths = {call.layout.steps for call in calls}
+    if len(lengths) > 1:
+        raise LstmvizError(f"{WHERE}: the recurrent modules run over different lengths "
+                           f"{sorted(lengths)}; lstmviz shows one length T")  # fmt: skip
+    steps = calls[0].layout.steps
+    arrays: dict[str, np.ndarray] = {}
+    names = [name for call in calls for name in call.direction_names()]
+    norms: dict[str, list] = {norm: [] for norm in NORMS.values()}
+    cells = [call.kind for call in calls for _ in call.direction_names()]
+    for k, one in enumerate(directions):
+        for grad, norm in NORMS.items():  # a cell without c: a NaN row of norm_c_total
+            row = one.get(norm)
+            norms[norm].append(np.full(steps, np.nan, np.float32) if row is None else
+                               exact_norm(row.astype(np.float32), one[grad]))  # fmt: skip
+        for key in PER_DIRECTION:
+            if key in one and key not in norms:
+                arrays[f"layer{k}_{key}"] = one[key].astype(np.float32, copy=False)
+        arrays[f"layer{k}_cell"] = np.array(cells[k])
+        arrays[f"layer{k}_gate_names"] = np.array(CELL_GATES[cells[k]])
+    for key, rows in norms.items():
+        arrays[f"{key}_by_layer"] = np.stack(rows)
+    arrays["layer_names"] = np.array(names)
+    arrays["grad_input"] = grad_input.astype(np.float32, copy=False)
+    # [B, T], in float64: float32 squares of a vanishing gradient (< 1e-19) flush to 0
+    wide = np.sqrt(np.square(grad_input.astype(np.float64)).sum(-1))
+    arrays["saliency"] = wide.T.astype(np.float32)
+    lengths = calls[0].layout.lengths()
+    if lengths is not None:
+        arrays["mask"] = np.arange(steps)[:, None] < lengths[None, :]
+    arrays["lstm_kernel"] = np.array(kernel_name())
+    bad = np.zeros(steps, bool)
+    lstm = np.array([cell == "lstm" for cell in cells])
+    for key in norms:
+        rows = arrays[f"{key}_by_layer"]
+        bad |= ~np.isfinite(rows[lstm] if key == "norm_c_total" else rows).all(axis=0)
+    arrays["nonfinite_steps"] = np.flatnonzero(bad)
+    return arrays
+
+
+def _loss(loss_fn, has_targets: bool):
+    """(loss(output, y, y_pred) -> (value, per-sample [B] or None), its name)."""
+    if loss_fn is None and has_targets:
+        raise LstmvizError(f"{WHERE}: give loss_fn: a callable (y_pred, y) -> loss, or a name "
+                           f"({', '.join(LOSSES)})")  # fmt: skip
+    if loss_fn is None or loss_fn == "mean":
+        return (lambda output, y, y_pred: (y_pred.mean(), None)), "mean"
+    if isinstance(loss_fn, str):
+        if loss_fn not in LOSSES:
+            raise LstmvizError(f"{WHERE}: unknown loss {loss_fn!r}; give a callable (y_pred, y) "
+                               f"-> loss, or one of {', '.join(['mean', *LOSSES])}")  # fmt: skip
+        named = LOSSES[loss_fn]
+
+        def by_name(output, y, y_pred):
+            if y is None:
+                raise InputError(f"{WHERE}: the loss {loss_fn} needs targets y")
+            if loss_fn in ("cross_entropy", "nll") and y.is_floating_point() is False:
+                y = y.long()
+            elif y.dtype != y_pred.dtype and y.is_floating_point() is False:
+                y = y.to(y_pred.dtype)
+            each = named(y_pred, y, reduction="none")
+            per_sample = each.reshape(len(each), -1).mean(1) if each.dim() else None
+            return each.mean(), per_sample
+
+        return by_name, loss_fn
+    if not callable(loss_fn):
+        raise LstmvizError(f"{WHERE}: loss_fn must be a callable or a loss name")
+
+    def given(output, y, y_pred):
+        value = loss_fn(output, y)
+        if not torch.is_tensor(value) or value.numel() != 1:
+            raise LstmvizError(f"{WHERE}: loss_fn must return a scalar tensor")
+        return value.reshape(()), None
+
+    name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+    return given, name if name.replace("_", "").isalnum() else "custom_loss"  # not "<lambda>"
+
+
+def _tensor(value, module: nn.Module) -> torch.Tensor:
+    """`value` as a tensor: NumPy floats in the module's dtype, integers as int64."""
+    if torch.is_tensor(value):
+        return value
+    array = np.asarray(value)
+    if array.dtype.kind == "f":
+        dtype = next((p.dtype for p in module.parameters()), torch.float32)
+        return torch.as_tensor(array, dtype=dtype)
+    if array.dtype.kind in "iu":
+        return torch.as_tensor(array.astype(np.int64))
+    return torch.as_tensor(array)
+
+
+def _arguments(module: nn.Module, x) -> tuple:
+    if isinstance(x, tuple | list):
+        return tuple(_tensor(a, module) if isinstance(a, np.ndarray) else a for a in x)
+    return (x if not isinstance(x, np.ndarray) else _tensor(x, module),)
+
+
+def _first_tensor(output) -> torch.Tensor:
+    if torch.is_tensor(output):
+        return output
+    if isinstance(output, tuple | list):
+        for item in output:
+            if torch.is_tensor(item):
+                return item
+    raise LstmvizError(f"{WHERE}: the module returned {type(output).__name__}, not a tensor")
+
+
+def _numpy(value: torch.Tensor) -> np.ndarray:
+    return value.detach().cpu().numpy()
+
+
+def _model_x(x, first: Call) -> np.ndarray | None:
+    """The model's input x time-major ([T, B] or [T, B, I]) when it is a tensor of the first
+    recurrent module's T and B (batch-major when that module is batch_first), else None."""
+    if not torch.is_tensor(x) or x.dim() not in (2, 3):
+        return None
+    steps, batch = first.layout.steps, first.layout.batch
+    if first.layout.batch_first and tuple(x.shape[:2]) == (batch, steps):
+        return np.ascontiguousarray(_numpy(x.transpose(0, 1)))
+    if tuple(x.shape[:2]) == (steps, batch):
+        return _numpy(x)
+    if tuple(x.shape[:2]) == (batch, steps):
+        return np.ascontiguousarray(_numpy(x.transpose(0, 1)))
+    return None
+
+
+def summary(module: nn.Module) -> str:
+    """A table of the module's children (name, class, parameters) and the total."""
+    rows = [("Layer", "Class", "Params")]
+    children = module.named_children()
+    if hasattr(module, "recurrent_names"):  # a program: its recurrent modules by name
+        children = [(name, child) for child, name in module.recurrent_names.items()]
+    for name, child in children:
+        rows.append((name, _class_text(child), f"{sum(p.numel() for p in child.parameters()):,}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    program = hasattr(module, "recurrent_names")
+    lines = ["PyTorch program: its recurrent modules" if program else
+             f"PyTorch module {type(module).__name__}"]  # fmt: skip
+    for n, row in enumerate(rows):
+        lines.append("  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]),
+                                row[2].rjust(widths[2])]).rstrip())  # fmt: skip
+        if n == 0:
+            lines.append("-" * len(lines[-1]))
+    if not program:  # a program's weights are its graph's too
+        lines.append(f"Total params: {sum(p.numel() for p in module.parameters()):,}")
+    return "\n".join(lines)
+
+
+def _class_text(child: nn.Module) -> str:
+    if isinstance(child, nn.LSTM | nn.GRU | nn.RNN):
+        extra = [f"layers={child.num_layers}"] * (child.num_layers > 1)
+        extra += ["bidirectional"] * child.bidirectional
+        return f"{type(child).__name__}({child.hidden_size}{''.join(', ' + e for e in extra)})"
+    return type(child).__name__
