@@ -1,4 +1,7 @@
+import contextlib
+import fcntl
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +24,43 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+# ---- parallel runs (pytest-xdist, `make test`) ------------------------------------------------
+
+# A test marked `serial` measures how quickly something happens (a stop within a second, a
+# window's thread never blocked): with `-n` it runs while the other workers wait, so that their
+# load does not make it fail. Two lock files shared by the workers: every test holds `main`
+# shared; a serial test takes `gate` exclusively first, so that no new test starts, then `main`
+# exclusively once the running ones have ended.
+
+
+@contextlib.contextmanager
+def _locked(path, mode: int):
+    with open(path, "a") as file:
+        fcntl.flock(file, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, every test's set-up, call and tear-down (of module fixtures too) hold the
+    locks above: shared, or exclusively for a `serial` test."""
+    basetemp = getattr(item.config.option, "basetemp", None)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not basetemp:
+        return (yield)
+    shared = Path(basetemp).parent  # the session's folder; each worker's basetemp is in it
+    gate, main = shared / "serial-gate.lock", shared / "serial-main.lock"
+    if item.get_closest_marker("serial"):
+        with _locked(gate, fcntl.LOCK_EX), _locked(main, fcntl.LOCK_EX):
+            return (yield)
+    with contextlib.ExitStack() as held:
+        with _locked(gate, fcntl.LOCK_SH):
+            held.enter_context(_locked(main, fcntl.LOCK_SH))
+        return (yield)
 
 
 @pytest.fixture

@@ -88,6 +88,7 @@ def stop_while_stuck(qtbot, window, tmp_path, polls: bool) -> tuple[int, float, 
     return first, ended[0] - start, beats
 
 
+@pytest.mark.serial  # times the stop: alone under xdist
 def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
     qtbot, window, tmp_path
 ):
@@ -108,6 +109,7 @@ def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
     assert window.trace.grad_h_total.shape == (10, 2, 4)
 
 
+@pytest.mark.serial  # times the stop: alone under xdist
 def test_stop_between_units_stops_the_run_and_keeps_the_process(qtbot, window, tmp_path,
                                                                 monkeypatch):
     # a generous grace, so that a busy machine does not turn the polite stop into a kill.
