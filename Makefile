@@ -25,13 +25,14 @@ run: install
 	$(PY) main.py --demo
 
 # The tests in TEST_WORKERS processes (pytest-xdist), each test file in one of them (its module
-# fixtures made once); tests marked `serial` run while the others wait (tests/conftest.py).
+# fixtures made once), the heaviest files first; tests marked `serial` run while the others
+# wait (tests/conftest.py).
 # Many tests wait for a subprocess, a computing process or Qt: one worker more than cores.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
 test: install
 	QT_QPA_PLATFORM=offscreen $(PY) -m ruff check lstmviz tests bench main.py
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: install
 	$(PY) -m ruff check lstmviz tests bench main.py

@@ -338,6 +338,7 @@ def test_the_reader_cancels_flags_and_stops_the_kernels_of_the_run_in_progress_o
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+@pytest.mark.slow
 def test_quitting_mid_run_exits_0_and_leaves_no_process(tmp_path, how):
     app = App(tmp_path, "--demo")
     try:
@@ -402,6 +403,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow
 def test_the_window_process_never_imports_tensorflow_through_a_run(tmp_path):
     shot = tmp_path / "shot.png"
     app = App(tmp_path, str(shot), code=REPORT)

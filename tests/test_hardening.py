@@ -378,6 +378,7 @@ def test_ctrl_c_stops_training_and_writes_nothing(tmp_path):
     assert _files(tmp_path) == set()
 
 
+@pytest.mark.slow
 def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
     run = _Run([*TRAIN, "--keep-partial", "--out", "t.npz"], tmp_path)
     run.wait_for("[train] 1")
@@ -394,6 +395,7 @@ def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
     assert np.isfinite(trace.loss_by_step).all() and "grad_h_total" in trace
 
 
+@pytest.mark.slow
 def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
     """Multi-pass, interrupted after some of 1000 passes: the kept trace is the multi-pass
     trace of the passes done, as the API gives for those passes of the same arrays."""
