@@ -41,6 +41,7 @@ def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_in_a_one_unit_run_with_keep_partial_stops_it_and_keeps_nothing(
     tmp_path, monkeypatch
 ):
