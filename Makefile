@@ -24,9 +24,15 @@ $(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc lstmviz/engine/step_norms.cc 
 run: install
 	$(PY) main.py --demo
 
+# The tests in TEST_WORKERS processes (pytest-xdist), each test file in one of them (its module
+# fixtures made once), the heaviest files first; tests marked `serial` run while the others
+# wait (tests/conftest.py).
+# Many tests wait for a subprocess, a computing process or Qt: one worker more than cores.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+
 test: install
 	QT_QPA_PLATFORM=offscreen $(PY) -m ruff check lstmviz tests bench main.py
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: install
 	$(PY) -m ruff check lstmviz tests bench main.py

@@ -1,4 +1,7 @@
+import contextlib
+import fcntl
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +24,62 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the files' order is the plan's
+        items[:] = heaviest_files_first(items)
+
+
+def heaviest_files_first(items: list) -> list:
+    """The tests, each file's together in its order, the files by their estimated cost (the
+    heaviest first): a test 1, one with the computing process (`window`) 10, a `slow` one 30.
+    With `--dist loadfile --no-loadscope-reorder` (make test) the long files start first and
+    the short ones fill in at the end, instead of a long file starting last."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+
+    def cost(tests: list) -> int:
+        slow = sum(1 for test in tests if test.get_closest_marker("slow"))
+        window = sum(1 for test in tests if "window" in getattr(test, "fixturenames", ()))
+        return len(tests) + 9 * window + 29 * slow
+
+    return [item for tests in sorted(files.values(), key=cost, reverse=True) for item in tests]
+
+
+# ---- parallel runs (pytest-xdist, `make test`) ------------------------------------------------
+
+# A test marked `serial` measures how quickly something happens (a stop within a second, a
+# window's thread never blocked): with `-n` it runs while the other workers wait, so that their
+# load does not make it fail. Two lock files shared by the workers: every test holds `main`
+# shared; a serial test takes `gate` exclusively first, so that no new test starts, then `main`
+# exclusively once the running ones have ended.
+
+
+@contextlib.contextmanager
+def _locked(path, mode: int):
+    with open(path, "a") as file:
+        fcntl.flock(file, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, every test's set-up, call and tear-down (of module fixtures too) hold the
+    locks above: shared, or exclusively for a `serial` test."""
+    basetemp = getattr(item.config.option, "basetemp", None)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not basetemp:
+        return (yield)
+    shared = Path(basetemp).parent  # the session's folder; each worker's basetemp is in it
+    gate, main = shared / "serial-gate.lock", shared / "serial-main.lock"
+    if item.get_closest_marker("serial"):
+        with _locked(gate, fcntl.LOCK_EX), _locked(main, fcntl.LOCK_EX):
+            return (yield)
+    with contextlib.ExitStack() as held:
+        with _locked(gate, fcntl.LOCK_SH):
+            held.enter_context(_locked(main, fcntl.LOCK_SH))
+        return (yield)
 
 
 @pytest.fixture

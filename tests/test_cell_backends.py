@@ -387,6 +387,7 @@ def _cpu_flags() -> set[str]:
         return set()
 
 
+@pytest.mark.slow
 def test_the_avx2_build_matches_numpy_bptt():
     """LSTMVIZ_NATIVE_ARCH=haswell builds the AVX2 code path, which AVX-512 CPUs run too: its
     kernels pass this file's and tests/test_mask.py's native tests, in a process of their own

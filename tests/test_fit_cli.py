@@ -205,6 +205,7 @@ class _Fit:
 
 
 @pytest.mark.parametrize("keep", [False, True], ids=["plain", "keep-partial"])
+@pytest.mark.slow
 def test_ctrl_c_stops_fit_and_the_recording_keeps_its_records(workspace, keep):
     """While fit runs, another process (this one) reads the growing recording; Ctrl-C then
     stops fit after its batch: exit 130, the records made are kept (the file closed as
@@ -244,6 +245,7 @@ def test_ctrl_c_stops_fit_and_the_recording_keeps_its_records(workspace, keep):
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("records", [0, 3], ids=["first-record", "fourth-record"])
+@pytest.mark.slow
 def test_a_full_disk_ends_the_fit_at_once_in_one_line(workspace, records):
     """The disk fills up in the middle of record `records` + 1 (every HDF5 write of the
     recording fails with ENOSPC from then on; tests/test_recording.py): exit 2 promptly with

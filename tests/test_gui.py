@@ -115,6 +115,7 @@ def test_a_run_leaves_the_panels_their_size_from_its_start_to_its_end(qtbot, win
     assert heights == {before}
 
 
+@pytest.mark.serial  # times the stop: alone under xdist
 def test_stop_cancels_a_long_run_within_a_second(qtbot, window):
     window.worker.engine = fake_multipass(delay=0.3)
     window.run_button.click()

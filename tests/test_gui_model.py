@@ -161,6 +161,7 @@ def test_a_model_run_fills_the_model_panels(qtbot, window, errors, models):
     assert window.trace.x.shape == (7, window.params.config().batch)
 
 
+@pytest.mark.serial  # times the stop: alone under xdist
 def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, tmp_path):
     """The run's one unit of work is the model's forward and backward: Stop interrupts the
     native kernels inside it. The computing process reads the model once (so the second run

@@ -88,6 +88,7 @@ def stop_while_stuck(qtbot, window, tmp_path, polls: bool) -> tuple[int, float, 
     return first, ended[0] - start, beats
 
 
+@pytest.mark.serial  # times the stop: alone under xdist
 def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
     qtbot, window, tmp_path
 ):
@@ -108,6 +109,7 @@ def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
     assert window.trace.grad_h_total.shape == (10, 2, 4)
 
 
+@pytest.mark.serial  # times the stop: alone under xdist
 def test_stop_between_units_stops_the_run_and_keeps_the_process(qtbot, window, tmp_path,
                                                                 monkeypatch):
     # a generous grace, so that a busy machine does not turn the polite stop into a kill.
@@ -336,6 +338,7 @@ def test_the_reader_cancels_flags_and_stops_the_kernels_of_the_run_in_progress_o
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+@pytest.mark.slow
 def test_quitting_mid_run_exits_0_and_leaves_no_process(tmp_path, how):
     app = App(tmp_path, "--demo")
     try:
@@ -400,6 +403,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow
 def test_the_window_process_never_imports_tensorflow_through_a_run(tmp_path):
     shot = tmp_path / "shot.png"
     app = App(tmp_path, str(shot), code=REPORT)

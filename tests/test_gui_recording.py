@@ -261,6 +261,7 @@ writer.close()
 """
 
 
+@pytest.mark.serial  # times the window's thread: alone under xdist
 def test_a_growing_recording_is_followed_without_blocking_the_window(
     qtbot, window, errors, tmp_path, monkeypatch
 ):

@@ -113,6 +113,7 @@ LONG_RUNS = {  # the real engine; far more units than the test waits for
 }
 
 
+@pytest.mark.serial  # times the stop: alone under xdist
 @pytest.mark.parametrize("mode", sorted(LONG_RUNS))
 def test_stop_cancels_a_long_multi_unit_run_within_a_second(qtbot, window, monkeypatch, mode):
     monkeypatch.setattr(window, "ask_keep", lambda done: QMessageBox.No)  # train asks

@@ -368,6 +368,7 @@ TRAIN = ["--mode", "train", "--task", "sine", "--steps", "20", "--batch", "4", "
          "--train-steps", "100000"]  # fmt: skip
 
 
+@pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_stops_training_and_writes_nothing(tmp_path):
     run = _Run([*TRAIN, "--out", "t.npz"], tmp_path)
     run.wait_for("[train] 1")  # the first step has run: TensorFlow is busy training
@@ -378,6 +379,8 @@ def test_ctrl_c_stops_training_and_writes_nothing(tmp_path):
     assert _files(tmp_path) == set()
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
     run = _Run([*TRAIN, "--keep-partial", "--out", "t.npz"], tmp_path)
     run.wait_for("[train] 1")
@@ -394,6 +397,8 @@ def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
     assert np.isfinite(trace.loss_by_step).all() and "grad_h_total" in trace
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
     """Multi-pass, interrupted after some of 1000 passes: the kept trace is the multi-pass
     trace of the passes done, as the API gives for those passes of the same arrays."""
@@ -422,6 +427,7 @@ def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
         np.testing.assert_allclose(trace[key], again[key], rtol=1e-5, atol=1e-8, err_msg=key)
 
 
+@pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_during_one_long_tensorflow_call_exits_promptly(tmp_path):
     # A single taped call of several seconds: TensorFlow cannot be interrupted inside it, so
     # the CLI runs it in a worker thread and leaves without it (measured ~1.1 s here).

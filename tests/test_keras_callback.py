@@ -141,6 +141,7 @@ def test_a_second_fit_goes_on_counting_in_the_same_file(tmp_path):
     assert list(rec.step) == [2, 4, 6, 8, 10] and rec.finished
 
 
+@pytest.mark.slow
 def test_a_model_compiled_again_between_fits_is_recorded_with_its_new_loss(tmp_path):
     """The second fit recorded the loss the model was first compiled with (model mode built
     once, for the first compile); the same compile still reuses what was built."""
@@ -494,6 +495,7 @@ UNCHANGED = """
 """
 
 
+@pytest.mark.slow
 def test_training_is_exactly_the_same_with_the_callback(tmp_path):
     """Same seed, deterministic ops: the final weights, the optimizer's state and the global
     random streams after fit are bit-identical with and without recording."""
@@ -539,6 +541,7 @@ MIRRORED = """
 """
 
 
+@pytest.mark.slow
 def test_under_mirrored_strategy_one_file_gets_one_record_per_n_batches(tmp_path):
     result = run_script(MIRRORED, tmp_path)
     assert result["replicas"] == 2
@@ -573,6 +576,7 @@ FULL_DISK = """
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.slow
 def test_a_full_disk_stops_fit_with_a_recording_error_and_the_process_goes_on(tmp_path):
     """The disk fills up in the middle of a record (tests/test_recording.py): fit stops at
     that batch with one RecordingError saying what the file keeps, fit with the callback again

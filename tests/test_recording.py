@@ -149,6 +149,7 @@ writer.close()
 """
 
 
+@pytest.mark.slow
 def test_a_reader_never_sees_half_a_record_while_another_process_writes(tmp_path):
     """A writer process appends 400 records, one every millisecond (far faster than any
     `model.fit` records); this process reads all the while. Every read holds complete

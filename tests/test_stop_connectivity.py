@@ -93,6 +93,8 @@ LONG_MAP = ["--mode", "taped", "--steps", "3000", "--batch", "8", "--hidden", "3
             "--connectivity"]  # fmt: skip
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_during_the_map_keeps_the_trace_without_it_at_once(tmp_path):
     run = _Run([*LONG_MAP, "--keep-partial", "--out", "t.npz"], tmp_path)
     run.wait_for("computing the connectivity map")
@@ -112,6 +114,8 @@ def test_ctrl_c_during_the_map_keeps_the_trace_without_it_at_once(tmp_path):
     assert trace.grad_h_total.shape == (3000, 8, 32)
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_during_the_map_without_keep_stops_it_and_writes_nothing(tmp_path):
     run = _Run([*LONG_MAP, "--out", "t.npz"], tmp_path)
     run.wait_for("computing the connectivity map")

@@ -19,6 +19,7 @@ from tests.test_gui_process import alive, ended_at, run_to_end  # noqa: E402
 LONG_MAP = RunConfig(mode="taped", steps=2500, batch=8, input_dim=4, hidden=32, connectivity=True)
 
 
+@pytest.mark.serial  # times the stop: alone under xdist
 def test_stop_during_the_map_ends_the_run_without_ending_the_process(qtbot, window, monkeypatch):
     # a grace far longer than a chunk of the map: ending the process would take this long, and
     # a map that never looked at the cancel would be ended only that way

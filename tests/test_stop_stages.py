@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.test_hardening import ROOT, _env, _files, _Run
 
 # A SIGINT delivered while `lstmviz.cli` imports its modules (as a Ctrl-C pressed right after
@@ -38,6 +40,8 @@ def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(tmp_path)
     assert _files(tmp_path) == set()
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_in_a_one_unit_run_with_keep_partial_stops_it_and_keeps_nothing(
     tmp_path, monkeypatch
 ):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
@@ -25,6 +26,7 @@ def test_the_progress_line_names_the_implementation_the_trace_records():
     assert first.message == EXPECTED[str(trace["lstm_kernel"])]
 
 
+@pytest.mark.slow
 def test_the_command_line_says_while_loop_only_where_it_runs(tmp_path):
     """Both implementations, each in a process of its own (the choice is made once a process)."""
     argv = [sys.executable, "-m", "lstmviz", "run", "--mode", "taped", "--steps", "6", "--batch",

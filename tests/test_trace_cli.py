@@ -67,6 +67,7 @@ def test_pickled_arrays_are_refused(tmp_path):
         GradientTrace.load(path)
 
 
+@pytest.mark.slow
 def test_cli_trace_matches_independent_bptt_in_a_fresh_process(tmp_path):
     out = tmp_path / "t.npz"
     cmd = [sys.executable, "-m", "lstmviz", "run", "--mode", "taped", "--steps", "37", "--batch",

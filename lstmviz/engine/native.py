@@ -112,33 +112,48 @@ def build(verbose: bool = False) -> Path:
     if compiler is None:
         raise RuntimeError("no C++ compiler (g++) on PATH")
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Written under a temporary name, then renamed: a concurrent build or an interrupted one
-    # never leaves a half-written library where a loader would find it.
-    fd, partial = tempfile.mkstemp(suffix=".so.part", dir=target.parent)
-    os.close(fd)
-    command = [
-        compiler, *map(str, SOURCES), "-o", partial, *_flags(),
-        *tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags(),
-    ]  # fmt: skip
-    if verbose:
-        print(" ".join(command), file=sys.stderr)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
-            errors = [line for line in lines if "error" in line.lower()]
-            raise RuntimeError(f"{compiler} failed: {(errors or lines[-1:])[0]}")
+    # Each source compiled by a g++ of its own, at once (most of the time is parsing
+    # TensorFlow's headers, once per source), then linked under a temporary name and renamed:
+    # a concurrent build or an interrupted one never leaves a half-written library where a
+    # loader would find it.
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as work:
+        partial = Path(work) / target.name
+        objects = [Path(work) / f"{source.stem}.o" for source in SOURCES]
+        compiles = [
+            [compiler, "-c", str(source), "-o", str(obj), *_flags(),
+             *tf.sysconfig.get_compile_flags()]
+            for source, obj in zip(SOURCES, objects, strict=True)
+        ]  # fmt: skip
+        link = [compiler, *map(str, objects), "-o", str(partial), *_flags(),
+                *tf.sysconfig.get_link_flags()]  # fmt: skip
+        if verbose:
+            print("\n".join(" ".join(command) for command in (*compiles, link)), file=sys.stderr)
+        _run(compiler, compiles, Path(work))
+        _run(compiler, [link], Path(work))
         os.replace(partial, target)
-        # Other sources or TensorFlow versions for this -march; other -march builds stay, so
-        # that switching LSTMVIZ_NATIVE_ARCH does not rebuild.
-        legacy = target.parent.glob("lstm_kernels-" + "?" * 16 + ".so")  # names without -march
-        for old in [*target.parent.glob(f"lstm_kernels-{arch()}-*.so"), *legacy]:
-            if old != target:
-                old.unlink(missing_ok=True)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
+    # Other sources or TensorFlow versions for this -march; other -march builds stay, so
+    # that switching LSTMVIZ_NATIVE_ARCH does not rebuild.
+    legacy = target.parent.glob("lstm_kernels-" + "?" * 16 + ".so")  # names without -march
+    for old in [*target.parent.glob(f"lstm_kernels-{arch()}-*.so"), *legacy]:
+        if old != target:
+            old.unlink(missing_ok=True)
     return target
+
+
+def _run(compiler: str, commands: list[list[str]], work: Path) -> None:
+    """Run the compiler's `commands` at once and wait for all; RuntimeError naming the first
+    error if any failed."""
+    running = []
+    for n, command in enumerate(commands):
+        with open(work / f"{n}.err", "w+b") as errors:
+            running.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors))
+    codes = [process.wait() for process in running]
+    for n, code in enumerate(codes):
+        if code != 0:
+            lines = (work / f"{n}.err").read_text(errors="replace").strip().splitlines()
+            errors = [line for line in lines if "error" in line.lower()]
+            first = (errors or lines[-1:] or [f"exit code {code}"])[0]
+            raise RuntimeError(f"{compiler} failed: {first}")
 
 
 def library():
