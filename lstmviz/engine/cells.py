@@ -16,9 +16,10 @@ dL/dh_t; a step where the mask [T, B] is 0 carries h (and c) over. A backward di
 and the mask reversed by the caller.
 
 GRU and SimpleRNN whose activations have a closed-form slope (activations.py) run in while
-loops with their own backward pass (`tf.custom_gradient`), as the LSTM's: the forward packs per
-step the factors the backward needs, so a backward step is a few multiplications, one concat
-and one matmul on the critical path (GRU without reset_after: two); the input projection
+loops with their own backward pass (`tf.custom_gradient`), as the LSTM's: the forward loop
+writes h and the pre-activations per step, the factors the backward needs are computed from them
+for all steps at once after it, so a backward step is a few multiplications, one concat and one
+matmul on the critical path (GRU without reset_after: two); the input projection
 x W + b is one matmul for all steps before the loop (TensorFlow differentiates it), the
 recurrent weight gradients one matmul over all steps after it. Anything else runs in one
 while loop TensorFlow differentiates (`generic_sequence`: TensorArray reads, never `x[t]`,
