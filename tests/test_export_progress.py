@@ -40,7 +40,8 @@ def test_progress_rises_through_every_format_to_the_end(tmp_path, monkeypatch):
     assert "Saving the trace" in whats
     assert sum(w == "Writing the CSV" for _, w in seen) == 1 + 3  # its start, each block
     assert sum(w == "Rendering the SVG" for _, w in seen) >= 1 + 2  # its start, each plot
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"fig.{f}" for f in FORMATS)
+    written = [f"fig.{f}" for f in FORMATS] + ["fig_diagnosis.csv"]  # the CSV's diagnosis beside
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(written)
 
 
 @pytest.mark.parametrize("stop_at", ["Writing the CSV", "Rendering the SVG", "Rendering the PDF",

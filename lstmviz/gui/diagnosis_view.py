@@ -107,6 +107,9 @@ class DiagnosisView:
             self.diagnosis_dock.setFeatures(QDockWidget.DockWidgetMovable
                                             | QDockWidget.DockWidgetClosable)  # fmt: skip
             self.diagnosis_dock.setWidget(DiagnosisPanel())
+            # the Parameters dock keeps the whole left side: under it the strip would cut
+            # its height (a scroll bar, narrower fields)
+            self.setCorner(Qt.BottomLeftCorner, Qt.LeftDockWidgetArea)
             self.addDockWidget(Qt.BottomDockWidgetArea, self.diagnosis_dock)
             # a strip under the panels: they keep most of the height
             self.resizeDocks([self.diagnosis_dock], [DOCK_HEIGHT], Qt.Vertical)
