@@ -48,6 +48,9 @@ RECORDING = "recording"  # stands for a mode when checking a recording's arrays
 # A model direction's cell (`layer{k}_cell`) -> its gate blocks (kernel [I, G·H]) as the trace's
 # `layer{k}_gate_names` holds them ("h~" is GRU's candidate h̃); a trace without the key: lstm
 CELL_GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("z", "r", "h~"), "simple_rnn": ("h",)}
+# The diagnosis's gate saturation: a sigmoid gate below this or above 1 - this, a tanh one
+# |g| > 1 - this (`layer{k}_gates_saturated_diagnosis`; other activations: activations.py)
+GATE_SATURATION_DIAGNOSIS = 0.05
 CELL_CLASSES = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}  # Keras's class names
 
 
@@ -192,6 +195,10 @@ _MODEL = [
     _k("layer{k}_gates_mean", ("G{k}", "T"), DATA, MODEL, "mean activation of each gate per step"),
     _k("layer{k}_gates_saturated", ("G{k}", "T"), DATA, MODEL,
        "fraction of (b, j) with a saturated gate per step"),  # fmt: skip
+    _k("layer{k}_gates_unit_mean", ("G{k}", "H{k}"), DATA, MODEL,
+       "mean activation of each gate per unit over the unmasked (t, b)"),  # fmt: skip
+    _k("layer{k}_gates_saturated_diagnosis", ("G{k}",), DATA, MODEL,
+       "fraction of the unmasked (t, b, j) with a gate within 0.05 of a bound"),  # fmt: skip
     _k("norm_h_total_by_layer", ("L", "T"), ROWS, MODEL, "total ‖dL/dh_t‖ per direction",
        row="layer", heatmap=True),  # fmt: skip
     _k("norm_h_direct_by_layer", ("L", "T"), ROWS, MODEL, "direct ‖∂L/∂h_t‖ per direction",

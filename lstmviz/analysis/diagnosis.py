@@ -29,8 +29,10 @@ from lstmviz.analysis.decay import (
     span_of,
 )
 from lstmviz.analysis.directions import Direction, record_directions, trace_directions
+from lstmviz.schema import GATE_SATURATION_DIAGNOSIS
 
-SATURATED = 0.05  # a sigmoid gate below this or above 1 - this (tanh: |g| > 1 - this)
+SATURATED = GATE_SATURATION_DIAGNOSIS  # a sigmoid gate below this or above 1 - this (tanh:
+# |g| > 1 - this); model mode records the same fraction (`layer{k}_gates_saturated_diagnosis`)
 UNREACHED = 1e-6  # a unit is unreached below this fraction of the largest per-unit gradient
 FARTHEST = 0.1  # ... measured over this farthest fraction of the span
 
@@ -40,11 +42,11 @@ class DirectionDiagnosis:
     """One direction's diagnosis. Contract fields: `name`, `cell`, `h`, `c` (Decay; c None
     for a cell without one), `units_unreached` (fraction, None without per-unit gradients),
     `gates_saturated` {gate: fraction}, `verdict`. Details: `reverse` (processes t = T-1 → 0),
-    `forget_timescale` [H] −1/ln f̄_j per unit (steps; model traces: one value, averaged over
-    the units), `measured_timescale` [H] −1/ln r_j of each unit's mean |dL/dc_t,j|, `snr` [T]
-    the gradient's signal-to-noise ratio across the batch per step, `nonfinite_step` the first
-    input position whose norm is NaN or Inf, `rows` [(label, Decay)] per batch or training
-    step, `notes`."""
+    `forget_timescale` [H] −1/ln f̄_j per unit (steps; model traces without
+    `layer{k}_gates_unit_mean`: one value, averaged over the units), `measured_timescale`
+    [H] −1/ln r_j of each unit's mean |dL/dc_t,j|, `snr` [T] the gradient's signal-to-noise
+    ratio across the batch per step, `nonfinite_step` the first input position whose norm is
+    NaN or Inf, `rows` [(label, Decay)] per batch or training step, `notes`."""
 
     name: str
     cell: str
@@ -234,6 +236,8 @@ def diagnose_direction(d: Direction) -> DirectionDiagnosis:
             out.forget_timescale = timescale(d.gates["f"].mean(axis=(0, 1)))
     elif d.gates_saturated is not None:
         out.gates_saturated = dict(d.gates_saturated)
+    if out.forget_timescale is None and d.forget_unit_mean is not None:
+        out.forget_timescale = timescale(d.forget_unit_mean)
     if out.forget_timescale is None and d.forget_mean is not None:
         out.forget_timescale = timescale(np.array([np.nanmean(d.forget_mean)]))
     if d.grad_c is not None and span.size >= 2:

@@ -27,10 +27,12 @@ DEFAULT_GATES = {"lstm": LSTM_GATES, "gru": ("z", "r", "h~"), "simple_rnn": ("ac
 class Direction:
     """One recurrent direction. Norms [T] indexed by input position; `grad_h`, `grad_c`
     [T, B, H] and `gates` {name: [T, B, H]} where the trace holds what they need;
-    `gates_saturated` {name: fraction} where only a per-step summary exists (model mode's
-    `layer{k}_gates_saturated`, thresholds 0.01 / 0.99); `forget_mean` [T] the forget gate's
-    mean over (b, j) per step (model mode's `gates_mean`); `rows` {label: [R, T]} per-row norms
-    (batches, training steps) and `row_labels` [R]."""
+    `gates_saturated` {name: fraction} where a model trace holds only the fractions (its
+    `layer{k}_gates_saturated_diagnosis`, thresholds 0.05 / 0.95; without it, the mean over t
+    of `layer{k}_gates_saturated`, thresholds 0.01 / 0.99); `forget_unit_mean` [H] the forget
+    gate's mean per unit over (t, b) (model mode's `gates_unit_mean`); `forget_mean` [T] its
+    mean over (b, j) per step (model mode's `gates_mean`, where `gates_unit_mean` is missing);
+    `rows` {label: [R, T]} per-row norms (batches, training steps) and `row_labels` [R]."""
 
     name: str
     cell: str
@@ -41,6 +43,7 @@ class Direction:
     grad_c: np.ndarray | None = None
     gates: dict[str, np.ndarray] | None = None
     gates_saturated: dict[str, float] | None = None
+    forget_unit_mean: np.ndarray | None = None
     forget_mean: np.ndarray | None = None
     connectivity: np.ndarray | None = None
     rows: np.ndarray | None = None  # [R, T] ‖dL/dh_t‖ per batch or training step
@@ -108,16 +111,26 @@ def _model_direction(a: dict, k: int, name: str) -> Direction:
         d.norm_c = d.grad_c = None
     names = a.get(f"layer{k}_gate_names")
     names = [str(n) for n in names] if names is not None else list(DEFAULT_GATES.get(cell, ()))
+    # Traces written before model mode recorded the per-unit means and the diagnosis's
+    # saturation (and PyTorch traces of older versions) fall back to the per-step summaries.
+    fractions = a.get(f"layer{k}_gates_saturated_diagnosis")
     saturated = a.get(f"layer{k}_gates_saturated")
-    if saturated is not None and len(names) == len(saturated):
+    if fractions is not None and len(names) == len(fractions):
+        d.gates_saturated = {n: float(f) for n, f in zip(names, fractions, strict=True)}
+    elif saturated is not None and len(names) == len(saturated):
         d.gates_saturated = {n: float(np.nanmean(row))
                              for n, row in zip(names, saturated, strict=True)}
+        d.notes.append(f"gate saturation as model mode records it per step (< 0.01 or > 0.99; "
+                       f"|g| > 0.99): the trace has no layer{k}_gates_saturated_diagnosis")
+    unit_means = a.get(f"layer{k}_gates_unit_mean")
     means = a.get(f"layer{k}_gates_mean")
-    if cell == "lstm" and means is not None and "f" in names:
-        d.forget_mean = _f32(means[names.index("f")])
-    d.notes.append("gate saturation as model mode records it (< 0.01 or > 0.99; |g| > 0.99); "
-                   "per-unit forget gates need the layer's weights, which a model trace does "
-                   "not hold")  # fmt: skip
+    if cell == "lstm" and "f" in names:
+        if unit_means is not None and len(unit_means) == len(names):
+            d.forget_unit_mean = _f32(unit_means[names.index("f")])
+        elif means is not None:
+            d.forget_mean = _f32(means[names.index("f")])
+            d.notes.append(f"one forget-gate timescale for the direction (its mean over the "
+                           f"units): the trace has no layer{k}_gates_unit_mean")  # fmt: skip
     return d
 
 

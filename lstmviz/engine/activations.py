@@ -9,10 +9,12 @@ activations the cells' hand-written BPTT loops (cells.py) take; None for the oth
 in a loop TensorFlow differentiates (`generic_sequence`).
 
 Saturation (the gates panel's "saturated" fraction): tanh and sigmoid as the LSTM's gates,
-within 0.01 of their bounds (|y| > 0.99; y < 0.01 or y > 0.99); every other activation where
-the size of its slope is below 1% of its steepest slope (`peak`): exactly the clipped tails of
-hard_sigmoid, relu and relu6, never for linear. Activations that mix units (softmax,
-log_softmax, sparsemax) have no per-unit slope: never saturated. `saturated(x, y)` -> bool.
+within `margin` of their bounds (0.01, `SATURATION`: |y| > 0.99; y < 0.01 or y > 0.99; the
+diagnosis's fraction takes 0.05, `schema.GATE_SATURATION_DIAGNOSIS`); every other activation
+where the size of its slope is below 1% of its steepest slope (`peak`), whatever the margin:
+exactly the clipped tails of hard_sigmoid, relu and relu6, never for linear. Activations that
+mix units (softmax, log_softmax, sparsemax) have no per-unit slope: never saturated.
+`saturated(x, y, margin)` -> bool.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from lstmviz.engine.tfload import tf
 from lstmviz.errors import ModelError
 from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS
 
+SATURATION = 0.01  # the gates panel's margin (module docstring)
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
 
@@ -34,12 +37,13 @@ class Activation:
     slope: Callable | None  # (x, y) -> dy/dx, elementwise
     peak: float  # the largest slope (saturation: below 1% of it)
 
-    def saturated(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        """bool, elementwise: whether (x, y = fn(x)) lies in a flat tail (module docstring)."""
+    def saturated(self, x: tf.Tensor, y: tf.Tensor, margin: float = SATURATION) -> tf.Tensor:
+        """bool, elementwise: whether (x, y = fn(x)) lies in a flat tail: tanh and sigmoid
+        within `margin` of a bound (module docstring)."""
         if self.name == "tanh":
-            return tf.abs(y) > 0.99
+            return tf.abs(y) > 1.0 - margin
         if self.name == "sigmoid":
-            return tf.abs(y - 0.5) > 0.49
+            return tf.abs(y - 0.5) > 0.5 - margin
         if self.name in ACROSS_UNITS:
             return tf.zeros_like(y, tf.bool)
         return tf.abs(self.slope_of(x, y)) < 0.01 * self.peak

@@ -33,20 +33,24 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lstmviz.engine.activations import Activation, activation, hand_differentiable
+from lstmviz.engine.activations import SATURATION, Activation, activation, hand_differentiable
 from lstmviz.engine.cell import _columns, lstm_sequence
 from lstmviz.engine.tfload import tf
+from lstmviz.schema import GATE_SATURATION_DIAGNOSIS
 
 
 @dataclass
 class CellRun:
     """One direction's run: h (and an LSTM's c) [T, B, H] in processing order, the gates'
-    activations and whether each is saturated (float 0/1) [T, B, G·H], not differentiated."""
+    activations and whether each is saturated (float 0/1) [T, B, G·H], not differentiated:
+    `saturated` by the gates panel's margin, `saturated_diagnosis` by the diagnosis's
+    (activations.py)."""
 
     h: tf.Tensor
     c: tf.Tensor | None
     gates: tf.Tensor
     saturated: tf.Tensor
+    saturated_diagnosis: tf.Tensor
 
 
 def cell_activations(cell: str, args: dict) -> list[Activation]:
@@ -87,7 +91,7 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     if cell == "lstm" and fast_lstm(args):
         h, c, gates = lstm_sequence(x, h0, h0, kernel, recurrent, bias, *probes, mask=mask,
                                     with_gates=True)  # fmt: skip
-        return CellRun(h, c, gates, _saturation(acts, None, gates))
+        return CellRun(h, c, gates, *saturations(acts, None, gates))
     gru_after = cell == "gru" and len(bias.shape) == 2
     zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
     c = gates = None
@@ -108,20 +112,27 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
         blocks = tf.split(pre, len(acts), axis=-1)
         gates = tf.concat([a.fn(b) for a, b in zip(acts, blocks, strict=True)], axis=-1)
     gates = tf.stop_gradient(gates)
-    return CellRun(h, c, gates, _saturation(acts, pre, gates))
+    return CellRun(h, c, gates, *saturations(acts, pre, gates))
 
 
 def _mask_args(mask) -> tuple:
     return () if mask is None else (mask,)
 
 
-def _saturation(acts: list[Activation], pre, gates) -> tf.Tensor:
-    """[T, B, G·H] float 0/1: each gate's saturation (activations.py) from its pre-activation
-    (None: tanh and sigmoid, told by their values) and activation."""
+def _saturation(acts: list[Activation], pre, gates, margin: float = SATURATION) -> tf.Tensor:
+    """[T, B, G·H] float 0/1: each gate's saturation (activations.py, tanh and sigmoid within
+    `margin` of a bound) from its pre-activation (None: tanh and sigmoid, told by their values)
+    and activation."""
     ys = tf.split(gates, len(acts), axis=-1)
     xs = [None] * len(acts) if pre is None else tf.split(pre, len(acts), axis=-1)
-    flags = [a.saturated(x, y) for a, x, y in zip(acts, xs, ys, strict=True)]
+    flags = [a.saturated(x, y, margin) for a, x, y in zip(acts, xs, ys, strict=True)]
     return tf.stop_gradient(tf.cast(tf.concat(flags, axis=-1), gates.dtype))
+
+
+def saturations(acts: list[Activation], pre, gates) -> tuple[tf.Tensor, tf.Tensor]:
+    """(the gates panel's, the diagnosis's) `_saturation` of the gates [T, B, G·H] each."""
+    return (_saturation(acts, pre, gates),
+            _saturation(acts, pre, gates, GATE_SATURATION_DIAGNOSIS))  # fmt: skip
 
 
 # One step of each cell for the generic loop: (zx_t [B, G·H], h, c) -> (h_t, c_t, pre [B, G·H]).

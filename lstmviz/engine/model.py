@@ -203,7 +203,7 @@ class ModelGradients:
             out[prefix + "h"] = order(direction.h)
             if direction.c is not None:
                 out[prefix + "c"] = order(direction.c)
-            out[prefix + "gates_mean"], out[prefix + "gates_saturated"] = gate_activity(direction)
+            out |= {prefix + key: value for key, value in gate_activity(direction).items()}
             found = graph_norms(out, prefix)
             for key in NORM_KEYS:  # a cell without c: a NaN row of norm_c_total
                 norms[key].append(found.get(prefix + key, tf.fill(tf.shape(x)[:1], np.nan)))

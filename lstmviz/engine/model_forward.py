@@ -52,6 +52,7 @@ class Direction:
     mask: tf.Tensor | None
     gates: tf.Tensor  # activations of the G gate blocks [T, B, G·H] (not differentiated)
     saturated: tf.Tensor  # 1.0 where a gate is saturated, else 0.0 [T, B, G·H]
+    saturated_diagnosis: tf.Tensor | None = None  # the same by the diagnosis's margin
 
     @property
     def gate_names(self) -> tuple[str, ...]:
@@ -223,7 +224,7 @@ class ModelForward:
         weights = {"kernel": w["kernel"], "recurrent_kernel": recurrent, "bias": bias}
         run = cell_sequence(spec.cell, spec.args, xd, state, weights, probes, md)
         return Direction(spec.name, spec.cell, backwards, xd, run.h, run.c, probes, weights, md,
-                         run.gates, run.saturated)  # fmt: skip
+                         run.gates, run.saturated, run.saturated_diagnosis)  # fmt: skip
 
     def _output(self, direction: Direction, args: dict, sequence: bool):
         """The layer's output from a direction: h in processing order (sequences), zeroed at
@@ -266,20 +267,33 @@ class ModelForward:
         return (forward + backward) / 2.0, sequence, halves
 
 
-def gate_activity(direction: Direction) -> tuple[tf.Tensor, tf.Tensor]:
-    """Mean activation of each of the direction's G gates (LSTM i, f, g, o; GRU z, r, h~;
-    SimpleRNN h) and the fraction saturated (activations.py), over samples and units, at every
-    step: [G, T] each, indexed by input position, over the samples whose step is not masked (0
-    where all are). From the activations the cell computed."""
+def gate_activity(direction: Direction) -> dict[str, tf.Tensor]:
+    """The direction's G gates (LSTM i, f, g, o; GRU z, r, h~; SimpleRNN h) summarized from
+    the activations the cell computed, over the unmasked (t, b) (0 where all are masked):
+    `gates_mean` and `gates_saturated` [G, T] (indexed by input position) each gate's mean
+    activation and the fraction saturated (activations.py) over samples and units at every
+    step; `gates_unit_mean` [G, H] each gate's mean per unit over (t, b);
+    `gates_saturated_diagnosis` [G] the fraction of (t, b, j) saturated by the diagnosis's
+    margin (when the direction holds it)."""
     steps, batch, units = (tf.shape(direction.h)[k] for k in range(3))
     count_gates = len(direction.gate_names)
     weight = tf.ones([steps, batch], direction.gates.dtype) if direction.mask is None else (
         direction.mask)  # fmt: skip
     count = tf.reduce_sum(weight, 1) * tf.cast(units, weight.dtype)  # [T]
 
+    def blocks(values):  # [T, B, G·H] -> [T, B, G, H]
+        return tf.reshape(values, [steps, batch, count_gates, units])
+
     def mean(values):  # [T, B, G·H] -> [G, T] (input order), over unmasked (b, j)
-        values = tf.reshape(values, [steps, batch, count_gates, units])
-        total = tf.einsum("tb,tbgh->tg", weight, values)
+        total = tf.einsum("tb,tbgh->tg", weight, blocks(values))
         return tf.transpose(direction.in_input_order(tf.math.divide_no_nan(total, count[:, None])))
 
-    return mean(direction.gates), mean(direction.saturated)
+    samples = tf.reduce_sum(weight)  # the unmasked (t, b)
+    out = {"gates_mean": mean(direction.gates), "gates_saturated": mean(direction.saturated),
+           "gates_unit_mean": tf.math.divide_no_nan(
+               tf.einsum("tb,tbgh->gh", weight, blocks(direction.gates)), samples)}  # fmt: skip
+    if direction.saturated_diagnosis is not None:
+        total = tf.einsum("tb,tbgh->g", weight, blocks(direction.saturated_diagnosis))
+        out["gates_saturated_diagnosis"] = tf.math.divide_no_nan(
+            total, samples * tf.cast(units, weight.dtype))  # fmt: skip
+    return out

@@ -24,13 +24,14 @@ import numpy as np
 
 from lstmviz.engine.arrays import NORMS
 from lstmviz.engine.cell import lstm_sequence
-from lstmviz.engine.cells import _saturation, cell_activations, cell_sequence
+from lstmviz.engine.cells import cell_activations, cell_sequence, saturations
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients, watch_probes
 from lstmviz.engine.model_forward import Direction, gate_activity
 from lstmviz.engine.tfload import tf
 
 PER_DIRECTION = ("h", "c", "grad_h_total", "grad_c_total", "grad_h_direct", "grad_kernel",
                  "grad_recurrent_kernel", "grad_bias", "gates_mean", "gates_saturated",
+                 "gates_unit_mean", "gates_saturated_diagnosis",
                  "norm_h_total", "norm_h_direct", "norm_c_total")  # fmt: skip
 
 _COMPILED: dict[tuple, object] = {}
@@ -81,8 +82,11 @@ def _in_float32(direction: Direction) -> Direction:
     if direction.gates.dtype == tf.float32:
         return direction
     mask = None if direction.mask is None else tf.cast(direction.mask, tf.float32)
-    gates, saturated = (tf.cast(a, tf.float32) for a in (direction.gates, direction.saturated))
-    return replace(direction, mask=mask, gates=gates, saturated=saturated)
+    gates, saturated, diagnosis = (
+        None if a is None else tf.cast(a, tf.float32)
+        for a in (direction.gates, direction.saturated, direction.saturated_diagnosis))
+    return replace(direction, mask=mask, gates=gates, saturated=saturated,
+                   saturated_diagnosis=diagnosis)  # fmt: skip
 
 
 def _norms(named: dict) -> dict:
@@ -96,12 +100,13 @@ def _direction(kind, args, xd, h0, c0, weights, probes, md, backwards) -> Direct
     if kind == "lstm":
         h, c, gates = lstm_sequence(xd, h0, c0, *weights.values(), *probes, mask=md,
                                     with_gates=True)  # fmt: skip
-        saturated = _saturation(cell_activations("lstm", args), None, gates)
+        saturated = saturations(cell_activations("lstm", args), None, gates)
     else:
         probes = (probes[0], None)
         run = cell_sequence(kind, args, xd, h0, weights, probes, md)
-        h, c, gates, saturated = run.h, None, run.gates, run.saturated
-    return Direction("", kind, backwards, xd, h, c, probes, weights, md, gates, saturated)
+        h, c, gates = run.h, None, run.gates
+        saturated = (run.saturated, run.saturated_diagnosis)
+    return Direction("", kind, backwards, xd, h, c, probes, weights, md, gates, *saturated)
 
 
 def _stack(kind: str, activation: str, layers: int, directions: int):
@@ -153,7 +158,7 @@ def _stack(kind: str, activation: str, layers: int, directions: int):
             one["h"] = order(direction.h)
             if direction.c is not None:
                 one["c"] = order(direction.c)
-            one["gates_mean"], one["gates_saturated"] = gate_activity(_in_float32(direction))
+            one |= gate_activity(_in_float32(direction))
             one |= graph_norms(one) if x.dtype == tf.float32 else _norms(one)
             out.append(one)
         return out, named["dx"]
