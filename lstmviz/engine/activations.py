@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from lstmviz.engine.tfload import tf
 from lstmviz.errors import ModelError
-from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS
+from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS, KERAS2_HARD_SIGMOID
 
 SATURATION = 0.01  # the gates panel's margin (module docstring)
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
@@ -77,7 +77,7 @@ _SLOPES: dict[str, tuple[Callable | None, float]] = {
     "tanh": (lambda x, y: 1.0 - y * y, 1.0),
     "sigmoid": (_sigmoid_slope, 0.25),
     "hard_sigmoid": (lambda x, y: _between(x, -3.0, 3.0, 1.0 / 6.0), 1.0 / 6.0),
-    "hard_sigmoid_keras2": (lambda x, y: _between(x, -2.5, 2.5, 0.2), 0.2),
+    KERAS2_HARD_SIGMOID: (lambda x, y: _between(x, -2.5, 2.5, 0.2), 0.2),
     "relu": (lambda x, y: tf.cast(x > 0, x.dtype), 1.0),
     "relu6": (lambda x, y: _between(x, 0.0, 6.0, 1.0), 1.0),
     "linear": (lambda x, y: tf.ones_like(x), 1.0),
@@ -110,7 +110,7 @@ def activation(name: str | None) -> Activation:
     name = name or "linear"
     if name not in ACTIVATIONS:
         raise ModelError(f"unknown activation {name!r} (Keras's are {', '.join(ACTIVATIONS)})")
-    if name == "hard_sigmoid_keras2":
+    if name == KERAS2_HARD_SIGMOID:
         fn = _keras2_hard_sigmoid
     else:
         import keras

@@ -20,7 +20,13 @@ from lstmviz.weights.keras_config import (
     loss_label,
 )
 from lstmviz.weights.keras_files import cudnn_to_keras, h5_child, h5_groups, h5_text, is_cudnn
-from lstmviz.weights.model import ACTIVATIONS, LayerSpec, ModelSpec, infer_output_shape
+from lstmviz.weights.model import (
+    ACTIVATIONS,
+    KERAS2_HARD_SIGMOID,
+    LayerSpec,
+    ModelSpec,
+    infer_output_shape,
+)
 
 IDENTITY = (
     "Dropout",
@@ -46,7 +52,6 @@ KERAS_CELLS = (*RNN_CELLS, "StackedRNNCells")  # the cells Keras itself has
 _RNN_ARGS = ("return_sequences", "return_state", "go_backwards", "time_major",
              "zero_output_for_mask")  # fmt: skip
 CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda")  # their config holds Python code
-KERAS2_HARD_SIGMOID = "hard_sigmoid_keras2"  # what a Keras 2 file's hard_sigmoid computes
 
 
 class Keras3Weights:

@@ -54,8 +54,9 @@ KINDS = (
 RECURRENT = ("lstm", "gru", "simple_rnn", "bidirectional")
 CELLS = ("lstm", "gru", "simple_rnn")  # the kinds of a direction (a Bidirectional's args "cell")
 # Keras's activation names (keras.activations) and Keras 2's hard_sigmoid (see above)
+KERAS2_HARD_SIGMOID = "hard_sigmoid_keras2"  # Keras 2's hard_sigmoid (module docstring)
 ACTIVATIONS = (
-    "linear", "tanh", "sigmoid", "hard_sigmoid", "hard_sigmoid_keras2", "relu", "relu6",
+    "linear", "tanh", "sigmoid", "hard_sigmoid", KERAS2_HARD_SIGMOID, "relu", "relu6",
     "leaky_relu", "elu", "selu", "celu", "gelu", "softplus", "softsign", "exponential", "swish",
     "silu", "hard_silu", "hard_swish", "mish", "log_sigmoid", "hard_tanh", "tanh_shrink",
     "soft_shrink", "hard_shrink", "squareplus", "sparse_plus", "sparse_sigmoid", "softmax",
@@ -440,7 +441,7 @@ def class_text(layer: LayerSpec) -> str:
 
 def activation_text(name: str) -> str:
     """An activation's name for people: "Keras 2 hard_sigmoid" for Keras 2's definition."""
-    return "Keras 2 hard_sigmoid" if name == "hard_sigmoid_keras2" else name
+    return "Keras 2 hard_sigmoid" if name == KERAS2_HARD_SIGMOID else name
 
 
 def cell_note(args: dict) -> str:
