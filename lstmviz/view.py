@@ -1,0 +1,25 @@
+"""How a trace or a recording is drawn: one value the window, the exports, `lstmviz.plot` and
+the figures share instead of long argument lists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """`log`: log10 axes for the norms (View → Log scale). `normalise`: each pass's curve divided
+    by its largest value (View → Normalise per pass). `layer`: the direction a model trace's gates
+    and per-unit panels show (an index into `layer_names`). `record`: a recording's record (from
+    0, negative from the end; None: the last). `t_range`: the timesteps [start, stop) a
+    recording's heatmap shows (None: every t)."""
+
+    log: bool = True
+    normalise: bool = False
+    layer: int = 0
+    record: int | None = None
+    t_range: tuple[int, int] | None = None
+
+    def but(self, **changes) -> ViewOptions:
+        """A copy with `changes` (field=value) applied."""
+        return replace(self, **changes)
