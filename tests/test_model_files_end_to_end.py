@@ -111,7 +111,7 @@ def test_keras3_batch_normalization_without_scale(tmp_path):
 
 
 def test_keras21_stacked_bidirectional_hard_sigmoid_lstms_per_timestep_softmax(tmp_path):
-    """The issue's Keras 2.1 model (of three; two here): Bidirectional LSTMs with Keras 2's
+    """A Keras 2.1 model as such files come: three stacked Bidirectional LSTMs with Keras 2's
     hard_sigmoid, BatchNormalization between them, a softmax per timestep."""
     import tf_keras as k2
     from tf_keras import layers as L
@@ -122,6 +122,8 @@ def test_keras21_stacked_bidirectional_hard_sigmoid_lstms_per_timestep_softmax(t
         L.Bidirectional(L.LSTM(3, **hard), name="bi1"),
         L.BatchNormalization(name="bn1"),
         L.Bidirectional(L.LSTM(2, **hard), merge_mode="sum", name="bi2"),
+        L.BatchNormalization(name="bn2"),
+        L.Bidirectional(L.LSTM(2, **hard), merge_mode="mul", name="bi3"),
         L.TimeDistributed(L.Dense(4, activation="softmax"), name="td"),
     ])  # fmt: skip
     saved(model, tmp_path / "k21.h5", 23, "categorical_crossentropy")
