@@ -285,8 +285,8 @@ def test_compile_options_of_the_loss_are_keras_s(case, tmp_path, rng):
 
 
 def test_regularization_penalties_are_in_the_loss_as_keras_adds_them(tmp_path, rng):
-    """Weight regularizers (LSTM, Bidirectional halves, Embedding, Dense) and activity
-    regularizers (a layer's, a Bidirectional's halves') add to the loss and the weight
+    """Weight regularizers (LSTM, Bidirectional halves, Embedding, BatchNormalization, Dense)
+    and activity regularizers (a layer's, a Bidirectional's halves') add to the loss and the weight
     gradients, as in Keras's loss (they were left out: a loss on another scale than the
     training's); live, .keras and Keras 3's .h5."""
     keras.utils.set_random_seed(4)
@@ -297,6 +297,7 @@ def test_regularization_penalties_are_in_the_loss_as_keras_adds_them(tmp_path, r
         keras.layers.LSTM(5, return_sequences=True, kernel_regularizer=r.L2(0.1),
                           recurrent_regularizer=r.L1(0.05), bias_regularizer=r.L1L2(0.1, 0.2),
                           activity_regularizer=r.L2(0.3)),
+        keras.layers.BatchNormalization(gamma_regularizer=r.L2(0.2), beta_regularizer=r.L1(0.3)),
         keras.layers.Bidirectional(keras.layers.LSTM(3, kernel_regularizer=r.L1(0.02),
                                                      activity_regularizer=r.L2(0.4))),
         keras.layers.Dense(1, kernel_regularizer=r.L2(0.5)),

@@ -445,6 +445,8 @@ _WEIGHT_REGULARIZERS = {
     "recurrent_regularizer": "recurrent_kernel",
     "bias_regularizer": "bias",
     "embeddings_regularizer": "embeddings",
+    "gamma_regularizer": "gamma",
+    "beta_regularizer": "beta",
 }
 
 
