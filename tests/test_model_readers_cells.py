@@ -271,6 +271,21 @@ def test_layers_lstmviz_does_not_compute_run_in_keras_when_keras_can(tmp_path):
     summary = spec.summary()
     assert "ConvLSTM1D (run by Keras; not traced)" in summary
     assert "GRU (run by Keras; not traced)" in summary
+    # run: the Reshape after the ConvLSTM1D has no recorded input shape; Keras's loss and the
+    # traced LSTM's kernel gradient come out as Keras computes them
+    import tensorflow as tf
+
+    from lstmviz import model_gradients
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 5, 6)).astype(np.float32)
+    y = rng.standard_normal((3, 2)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(keras.losses.mean_squared_error(y, model(x)))
+    want = tape.gradient(loss, model.get_layer("plain").cell.kernel)
+    trace = model_gradients(tmp_path / "m.keras", x, y, loss="mse")
+    assert float(trace.loss) == pytest.approx(float(loss), rel=1e-5)
+    np.testing.assert_allclose(trace["layer0_grad_kernel"], want, rtol=1e-4, atol=1e-7)
 
 
 def test_keras2_files_neither_keras_nor_lstmviz_runs(keras2_files, tmp_path):

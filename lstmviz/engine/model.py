@@ -28,7 +28,7 @@ import numpy as np
 from lstmviz.config import LOSSES, RunConfig, check_fits, in_python_terms
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
-from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity
+from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity, with_shapes
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
@@ -307,7 +307,7 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
     """(loss, x, y, data description) for a run of `spec`: x and y checked (given or read from
     config.inputs / config.targets), or seeded random data of the model's input shape."""
     loss = resolve_loss(spec, config.loss)
-    spec = _with_output_shape(spec)
+    spec = with_shapes(spec)
     source = ""
     if x is None and config.inputs:
         x, y, source = load_data(config.inputs, config.targets)
@@ -332,18 +332,6 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
         raise InputError(f"{where}: the loss {loss.name} needs targets y (in the .npz, or "
                          "--targets Y.npy)")  # fmt: skip
     return loss, x, y, source
-
-
-def _with_output_shape(spec: ModelSpec) -> ModelSpec:
-    """`spec` with its output shape: a file's config does not give the output of a last layer
-    that Keras runs (lstmviz does not model it), so Keras computes it."""
-    last = spec.layers[-1]
-    if last.kind != "keras" or last.output_shape is not None:
-        return spec
-    from lstmviz.weights.keras_rebuild import keras_output_shape
-
-    last = replace(last, output_shape=keras_output_shape(last))
-    return replace(spec, layers=(*spec.layers[:-1], last))
 
 
 def model_bytes(spec: ModelSpec, steps: int, batch: int) -> int:

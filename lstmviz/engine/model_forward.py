@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -94,6 +94,25 @@ def _activation(name: str | None) -> Callable:
     return activation(name).fn
 
 
+def with_shapes(spec: ModelSpec) -> ModelSpec:
+    """`spec` with the shapes a file's config leaves out around layers Keras runs (lstmviz does
+    not model them): such a layer without a recorded input shape takes the output of the layer
+    before it, and Keras computes its output shape from that."""
+    from lstmviz.weights.keras_rebuild import keras_output_shape
+
+    layers = list(spec.layers)
+    for i, layer in enumerate(layers):
+        if layer.kind != "keras":
+            continue
+        if layer.input_shape is None and i and layers[i - 1].output_shape is not None:
+            layer = replace(layer, input_shape=layers[i - 1].output_shape)
+        if layer.output_shape is None and layer.input_shape is not None:
+            layer = replace(layer, output_shape=keras_output_shape(layer))
+        layers[i] = layer
+    same = all(a is b for a, b in zip(layers, spec.layers, strict=True))
+    return spec if same else replace(spec, layers=tuple(layers))
+
+
 class ModelForward:
     """The forward of `spec` (built once: layers of kind "keras" are rebuilt in Keras here)."""
 
@@ -102,7 +121,7 @@ class ModelForward:
 
         self.spec = spec
         self.names = weight_names(spec)
-        self.keras = {layer.name: keras_layer(layer) for layer in spec.layers
+        self.keras = {layer.name: keras_layer(layer) for layer in with_shapes(spec).layers
                       if layer.kind == "keras"}  # fmt: skip
 
     def __call__(self, x: tf.Tensor, weights: list[tf.Tensor], tape: tf.GradientTape) -> Forward:
