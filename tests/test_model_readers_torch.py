@@ -162,6 +162,11 @@ def test_npz_arrays_named_with_a_prefix_chain_as_a_stack(tmp_path, rng, x):
     want = torch_rnn(hidden, *(rnn[f"{n}_l0"] for n in ("weight_ih", "weight_hh", "bias_ih",
                                                         "bias_hh")))  # fmt: skip
     np.testing.assert_allclose(keras_forward(spec, x), want, rtol=1e-4, atol=1e-5)
+    # listed the other way round (dec_ first), they chain only as enc -> dec
+    np.savez(tmp_path / "q.npz", **dict(sorted(arrays.items())))
+    spec = load_model(tmp_path / "q.npz")
+    assert [layer.name for layer in spec.layers[1:]] == ["enc", "dec"]
+    np.testing.assert_allclose(keras_forward(spec, x), want, rtol=1e-4, atol=1e-5)
     # the single-layer modes run LSTMs: a GRU is named, with the mode that runs it
     with pytest.raises(WeightsError, match=r"'enc': not an LSTM but a nn.GRU layer \(gru\); "
                                            r"model mode \(--mode model\) runs it"):

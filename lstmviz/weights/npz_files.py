@@ -10,12 +10,13 @@ kind is told by the shapes: G = 4 (LSTM), 3 (GRU; bias [2, 3H] means reset_after
 PyTorch's layout: a state dict's keys (`weight_ih_l0`, …; see torch_files), or per layer
 `<prefix>w_ih` [GH, I], `<prefix>w_hh` [GH, H], `<prefix>b_ih`, `<prefix>b_hh` [GH] (e.g.
 `enc_w_ih`; the prefix, without a trailing `_`, `.` or `/`, is the layer's name), in the order
-the file lists them. A string array `nonlinearity` or `<prefix>nonlinearity` ("tanh", "relu")
-gives an nn.RNN's.
+the file lists them or the one order in which they chain. A string array `nonlinearity` or
+`<prefix>nonlinearity` ("tanh", "relu") gives an nn.RNN's.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -91,7 +92,8 @@ def _texts(data) -> dict[str, str]:
 
 def _prefixed_layers(data, settings: dict[str, str]) -> list[FoundLayer]:
     """Layers named `<prefix>w_ih`, `<prefix>w_hh`, `<prefix>b_ih`, `<prefix>b_hh` (PyTorch's
-    layout), in the order the file lists them."""
+    layout), in the order the file lists them, or the one order in which they chain (each
+    layer's input width the hidden width of the one before) when the file's does not."""
     groups: dict[str, dict[str, np.ndarray]] = {}
     for key in data.files:
         match = _PREFIXED.match(key)
@@ -106,4 +108,26 @@ def _prefixed_layers(data, settings: dict[str, str]) -> list[FoundLayer]:
             layer.problem = layer.problem.replace("weight_", f"{prefix}w_")
         set_nonlinearity(layer, settings, prefix)
         layers.append(layer)
-    return layers
+    order = _chain_order(layers)
+    for position, index in enumerate(order):
+        layers[index].order = (position,)
+    return [layers[index] for index in order]
+
+
+def _chain_order(layers: list[FoundLayer]) -> list[int]:
+    """Indices of `layers` in the file's order when it chains or nothing does; else the only
+    order that chains (several small layers: every order is tried)."""
+    widths = []
+    for layer in layers:
+        kernel, recurrent = (np.shape(layer.arrays.get(k)) for k in ("kernel", "recurrent_kernel"))
+        widths.append((kernel[0], recurrent[0]) if len(kernel) == len(recurrent) == 2 else None)
+
+    def chains(order) -> bool:
+        pairs = [widths[i] for i in order]
+        return None not in pairs and all(a[1] == b[0] for a, b in itertools.pairwise(pairs))
+
+    in_file = list(range(len(layers)))
+    if chains(in_file) or not 1 < len(layers) <= 6:
+        return in_file
+    found = [list(order) for order in itertools.permutations(in_file) if chains(order)]
+    return found[0] if len(found) == 1 else in_file
