@@ -1,4 +1,4 @@
-"""The window's computing process (issue 19): TensorFlow runs only there; Stop ends a computation
+"""The window's computing process: TensorFlow runs only there; Stop ends a computation
 within 100 ms wherever it is; a process that crashes or is killed from outside gives a dialog,
 the window stays as it was and the next run works; quitting mid-run exits 0 and leaves no
 process; a run's arrays cross as memory-mapped files, removed with the trace."""

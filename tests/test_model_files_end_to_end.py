@@ -111,8 +111,9 @@ def test_keras3_batch_normalization_without_scale(tmp_path):
 
 
 def test_keras21_stacked_bidirectional_hard_sigmoid_lstms_per_timestep_softmax(tmp_path):
-    """The issue's Keras 2.1 model (of three; two here): Bidirectional LSTMs with Keras 2's
-    hard_sigmoid, BatchNormalization between them, a softmax per timestep."""
+    """A Keras 2.1 model as users have them (three layers there; two here): Bidirectional
+    LSTMs with Keras 2's hard_sigmoid, BatchNormalization between them, a softmax per
+    timestep."""
     import tf_keras as k2
     from tf_keras import layers as L
 
@@ -133,7 +134,7 @@ def test_keras21_stacked_bidirectional_hard_sigmoid_lstms_per_timestep_softmax(t
 
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_keras20_gru_without_reset_after(tmp_path, bidirectional):
-    """The issue's Keras 2.0 models: a GRU, and a Bidirectional GRU (reset_after=False, Keras
+    """Keras 2.0 models as users have them: a GRU, and a Bidirectional GRU (reset_after=False, Keras
     2's hard_sigmoid; the key absent from the file)."""
     import tf_keras as k2
     from tf_keras import layers as L
