@@ -1,6 +1,6 @@
-"""GUI responsiveness (issues 8 and 19): start-up time, the main thread's lateness over the
-window's whole life and while runs stream updates into the panels, and the time to redraw the
-panels with big data. Not a test; prints a table.
+"""GUI responsiveness: start-up time, the main thread's lateness over the window's whole life
+and while runs stream updates into the panels, and the time to redraw the panels with big data.
+Not a test; prints a table.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/bench_gui.py
     xvfb-run -a .venv/bin/python bench/bench_gui.py          # a real X server (xcb)

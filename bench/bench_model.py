@@ -1,7 +1,7 @@
 """The public `lstmviz.model_gradients(model, x, y)` next to Keras's own gradient of the same
 model, in one process.
 
-    .venv/bin/python bench/bench_model.py                      # the model of the issue
+    .venv/bin/python bench/bench_model.py                      # the reference model (below)
     .venv/bin/python bench/bench_model.py --steps 200 --batch 64 --units 128 --repeats 7
     .venv/bin/python bench/bench_model.py --cell gru            # the same model of GRUs
     LSTMVIZ_NATIVE_ARCH=haswell ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python bench/bench_model.py

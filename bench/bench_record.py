@@ -1,6 +1,6 @@
 """What GradientFlowCallback costs model.fit per record.
 
-    .venv/bin/python bench/bench_record.py                  # the shape of the issue
+    .venv/bin/python bench/bench_record.py                  # the reference shape (below)
     .venv/bin/python bench/bench_record.py --batches 12 --repeats 3
 
 The model: Embedding(20000, 128) → Bidirectional(LSTM(128, return_sequences)) → LSTM(128) →

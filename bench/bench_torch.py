@@ -1,7 +1,7 @@
 """lstmviz.torch.model_gradients next to PyTorch's own forward + loss.backward() of the same
 module, and the unrolled reference people write to get dL/dh_t (LSTMCell steps, retain_grad).
 
-    .venv/bin/python bench/bench_torch.py                      # the model of the issue
+    .venv/bin/python bench/bench_torch.py                      # the reference model (below)
     .venv/bin/python bench/bench_torch.py --steps 200 --batch 64 --units 128 --repeats 5
 
 The module: Embedding(20000, 128) → LSTM(128, bidirectional) → LSTM(128) → Linear(2), cross

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 
-# Ctrl-C while the command starts (these imports take ~0.2 s) ends it as it would later: no
-# traceback, exit 130, nothing written
+# Ctrl-C while the command starts (during these imports, which are slow) ends it as it would
+# later: no traceback, exit 130, nothing written
 try:
     import argparse
     import contextlib

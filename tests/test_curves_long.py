@@ -1,6 +1,6 @@
 """The norm panel with a long sequence: the first draw of its curves builds no scatter spots
 (pyqtgraph gives a curve made with a symbol size or pen the symbol "o", which the panel turns
-off only after the data are set: a spot per timestep, ~36 ms a curve at T=20000)."""
+off only after the data are set: a spot per timestep, slow for a long curve)."""
 
 from __future__ import annotations
 

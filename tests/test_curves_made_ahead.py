@@ -86,7 +86,7 @@ def test_the_auto_range_ignores_empty_curves(panel):
 
 def test_idle_turns_make_the_faded_curves_before_a_training_run(qtbot, bare_window):
     """`PanelArea.prepare` makes every faded curve; a training run's live draw then adds no
-    item to the norm panel's plot (made during live draws they cost ~2 ms each)."""
+    item to the norm panel's plot (made during live draws they would lengthen them)."""
     win = bare_window
     qtbot.waitUntil(lambda: not win.area.preparing and not win.area.busy(), timeout=20_000)
     norm = win.area.norm
@@ -146,7 +146,7 @@ def test_a_changed_legend_keeps_its_rows_and_matches_a_fresh_one(qtbot):
 def test_faded_curves_keep_their_steps_as_a_live_run_grows(panel, monkeypatch):
     """Each shown earlier step's curve holds that step's row (the oldest lightest) at every
     live update; when the stride doubles only the curves of steps not shown before are
-    re-set (re-setting all 24 took ~25 ms of one draw)."""
+    re-set (re-setting all 24 would stall one draw)."""
     from lstmviz.render.curves import HISTORY_COLOR
 
     rows = norms(8, (80, 30))

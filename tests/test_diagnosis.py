@@ -194,7 +194,7 @@ def test_units_unreached_and_snr():
 
 
 def test_adding_task_reach_grows_as_the_lstm_learns():
-    """The adding task at T=30 (seed 0, 400 Adam steps, B=32, H=16; ~10 s on 2 cores, CPU
+    """The adding task at T=30 (seed 0, 400 Adam steps, B=32, H=16: the fewest that learn; CPU
     deterministic): once it learns (loss from ~0.17, predicting the mean, to < 0.02), its
     gradient falls far more slowly and reaches every step. The per-step rows are the
     training trace's `norm_h_total_by_step` (`Diagnosis.layers[0].rows`)."""

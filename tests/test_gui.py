@@ -241,7 +241,7 @@ def test_gui_modules_do_not_import_tensorflow():
 
 
 def test_the_window_and_its_worker_come_before_pyqtgraph():
-    """What the window needs for its first paint does not import pyqtgraph (~0.1 s here): the
+    """What the window needs for its first paint does not import pyqtgraph (slow to import): the
     panels' modules come after it (`MainWindow.prepare_panels`)."""
     code = (
         "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker;"
@@ -252,9 +252,9 @@ def test_the_window_and_its_worker_come_before_pyqtgraph():
 
 def test_long_curves_are_drawn_aliased_then_thin_on_screen(qtbot):
     """On screen the norm panel's curves keep their pens' width and antialiasing up to
-    SMOOTH_UP_TO points and drop antialiasing above (a wide antialiased pen on a long curve took
-    5-8 ms per paint); dashed curves drop to 1 px there too (their dashes, 12.6 ms against
-    1.6 ms), solid ones above THIN_ABOVE. The model panels' pens follow the same rule."""
+    SMOOTH_UP_TO points and drop antialiasing above (a wide antialiased pen on a long curve is
+    slow to paint); dashed curves drop to 1 px there too (wider dashes are stroked as a path),
+    solid ones above THIN_ABOVE. The model panels' pens follow the same rule."""
     from lstmviz.render.curves import MAIN_CURVES, SMOOTH_UP_TO, THIN_ABOVE, NormPanel
     from lstmviz.render.model_curves import line_pen
 
@@ -308,7 +308,7 @@ def test_panels_are_made_from_the_parts_made_ahead_in_earlier_turns(qtbot, monke
 
 def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
     """The norm panel's axes give pyqtgraph's translucent grid colours pre-blended with the
-    background (same pixels on the plain background, ~20× cheaper to stroke) and sit below
+    background (same pixels on the plain background, far cheaper to stroke) and sit below
     the ViewBox, so curves are drawn over the grid."""
     import pyqtgraph as pg
     from PySide6.QtGui import QPainter

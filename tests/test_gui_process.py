@@ -1,4 +1,4 @@
-"""The window's computing process (issue 19): TensorFlow runs only there; Stop ends a computation
+"""The window's computing process: TensorFlow runs only there; Stop ends a computation
 within 100 ms wherever it is; a process that crashes or is killed from outside gives a dialog,
 the window stays as it was and the next run works; quitting mid-run exits 0 and leaves no
 process; a run's arrays cross as memory-mapped files, removed with the trace."""
@@ -95,7 +95,8 @@ def test_stop_ends_a_computation_that_never_looks_at_the_cancel_within_100_ms(
     """Like TensorFlow tracing a function: the process is ended; the next run starts a new
     one, warm."""
     first, seconds, beats = stop_while_stuck(qtbot, window, tmp_path, polls=False)
-    # `GRACE` and the kill take ~0.06 s on an idle machine; the bound leaves room for a busy one
+    # `GRACE` and the kill take a fraction of this on an idle machine; the bound leaves room
+    # for a busy one
     assert seconds < 1.0
     qtbot.waitUntil(lambda: not alive(first), timeout=5_000)
     count = gui_fakes.beats(beats)

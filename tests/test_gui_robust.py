@@ -1,7 +1,7 @@
-"""Hardening of the desktop app (issue 9): clean exit in every situation, Stop on multi-unit
+"""Hardening of the desktop app: clean exit in every situation, Stop on multi-unit
 runs, dialogs for bad fields. Subprocess tests run the real app (`python main.py`) offscreen and
 read the `LSTMVIZ_TIMING` stamps it prints on stdout to know when the window is up or a run
-has started; no wall-clock asserts except the bounds the issue asks for (Stop within 1 s)."""
+has started; no wall-clock asserts except the bounds the app promises (Stop within 1 s)."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_a_bad_file_is_refused_before_any_work(qtbot, window, errors, tmp_path):
 
 
 def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
-    """Issue 9: a real trace with NaN in x (taped engine) opened in the window: the NaN steps
+    """A real trace with NaN in x (taped engine) opened in the window: the NaN steps
     are marked on the norm curves, the summary lists them, nothing non-finite is plotted."""
     import lstmviz
     from lstmviz.weights import random_weights

@@ -90,7 +90,7 @@ def test_panels_paint_in_the_turn_after_their_draw(qtbot, shown):
 def test_the_windows_long_lived_objects_are_left_out_of_full_collections(qtbot, shown):
     """`gui.app.freeze_long_lived`: what exists when the window is shown, and what was made
     until it first settles, is frozen (a full collection as the panels were made stalled the
-    window 22-54 ms); objects made later are collected as usual."""
+    window); objects made later are collected as usual."""
     import gc
 
     from PySide6.QtCore import QObject

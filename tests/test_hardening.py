@@ -31,7 +31,7 @@ def test_oversized_run_is_refused_quickly_naming_memory(tmp_path):
     line = done.stderr.strip()
     assert len(line.splitlines()) == 1 and "GiB" in line and "memory" in line, line
     assert not out.exists()
-    assert elapsed < 30  # generous: a cold interpreter on a loaded machine; typically < 1 s
+    assert elapsed < 30  # generous: a cold interpreter on a loaded machine
 
 
 def test_the_memory_refusal_says_how_much_a_run_may_use():
@@ -374,7 +374,7 @@ def test_ctrl_c_stops_training_and_writes_nothing(tmp_path):
     run.wait_for("[train] 1")  # the first step has run: TensorFlow is busy training
     code, elapsed = run.interrupt()
     assert code == 130, run.text()
-    assert elapsed < 10, elapsed  # generous for a loaded machine; measured ~0.7 s
+    assert elapsed < 10, elapsed  # generous for a loaded machine
     assert "nothing written" in run.text() and "Traceback" not in run.text()
     assert _files(tmp_path) == set()
 
@@ -430,7 +430,7 @@ def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
 @pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_during_one_long_tensorflow_call_exits_promptly(tmp_path):
     # A single taped call of several seconds: TensorFlow cannot be interrupted inside it, so
-    # the CLI runs it in a worker thread and leaves without it (measured ~1.1 s here).
+    # the CLI runs it in a worker thread and leaves without it, well before the call ends.
     run = _Run(["--steps", "3000", "--batch", "16", "--hidden", "128", "--out", "t.npz"], tmp_path)
     run.wait_for("[taped] 0/1")
     time.sleep(0.5)  # inside the compiled call by now

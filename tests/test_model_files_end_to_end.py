@@ -135,7 +135,7 @@ def test_keras21_stacked_bidirectional_hard_sigmoid_lstms_per_timestep_softmax(t
 
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_keras20_gru_without_reset_after(tmp_path, bidirectional):
-    """The issue's Keras 2.0 models: a GRU, and a Bidirectional GRU (reset_after=False, Keras
+    """Keras 2.0 models as users have them: a GRU, and a Bidirectional GRU (reset_after=False, Keras
     2's hard_sigmoid; the key absent from the file)."""
     import tf_keras as k2
     from tf_keras import layers as L

@@ -35,7 +35,7 @@ def assert_same_weights(spec_layer, arrays) -> None:
 
 @pytest.fixture(scope="module")
 def keras2_files(tmp_path_factory):
-    """name -> (path, tf_keras model) of Keras 2 files shaped like the issue's."""
+    """name -> (path, tf_keras model) of Keras 2 files shaped like users' models."""
     import tf_keras as k2
     import tf_keras.src.layers  # noqa: F401  (the cuDNN layers live there)
     from tf_keras import layers as L

@@ -230,7 +230,8 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, flags, messa
 
 
 def test_cli_trace_matches_independent_bptt(tmp_path):
-    """The issue's own command: full and reference uncut, truncated cut at passes, to 1e-4."""
+    """The README's multi-pass command: full and reference uncut, truncated cut at passes, to
+    1e-4."""
     code, out = _cli(tmp_path, "--passes", "3", "--steps", "12", "--loss", "last_mse",
                      "--seed", "5")  # fmt: skip
     assert code == 0

@@ -88,7 +88,7 @@ def test_a_map_not_cancelled_runs_every_chunk_to_the_end(monkeypatch):
 
 # --- the command line: Ctrl-C during a map of minutes -----------------------------------------
 
-# the whole map: about two minutes on 2 cores (T=3000 B=4 H=16 took 14 s)
+# the whole map: minutes on 2 cores, far longer than the test waits
 LONG_MAP = ["--mode", "taped", "--steps", "3000", "--batch", "8", "--hidden", "32",
             "--connectivity"]  # fmt: skip
 
@@ -102,7 +102,7 @@ def test_ctrl_c_during_the_map_keeps_the_trace_without_it_at_once(tmp_path):
     code, elapsed = run.interrupt()
     text = run.text()
     assert code == 130, text
-    # measured ~0.1 s from the signal to the message and ~2 s to the exit on a busy machine
+    # the bound leaves room for a busy machine's exit
     assert elapsed < 10, (elapsed, text)
     assert "lstmviz: stopping (keeping the trace without its connectivity map); press " in text
     assert "lstmviz: interrupted during the connectivity map; kept the trace without the map " \

@@ -31,7 +31,7 @@ def test_stop_during_the_map_ends_the_run_without_ending_the_process(qtbot, wind
     first = window.worker.pid
     assert window.start_run(LONG_MAP)
     qtbot.waitUntil(lambda: "computing the connectivity map…" in messages, timeout=120_000)
-    time.sleep(4.0)  # past the tracing of the map's chunk (1.4–3 s on a busy machine)
+    time.sleep(4.0)  # past the tracing of the map's chunk, also on a busy machine
     start = time.perf_counter()
     window.stop_action.trigger()
     assert not window.state.running and window.run_button.isEnabled()

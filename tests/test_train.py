@@ -92,7 +92,7 @@ def test_step0_and_final_gradients_match_numpy_bptt(task, task_loss):
 
 
 def test_cli_training_learns_and_saved_weights_load_into_keras(tmp_path):
-    """The issue's command: the loss of the last ten steps < 0.7 × the first ten."""
+    """The README's training command: the loss of the last ten steps < 0.7 × the first ten."""
     out = tmp_path / "t.npz"
     argv = ["run", "--mode", "train", "--task", "adding", "--train-steps", "150", "--steps",
             "30", "--batch", "32", "--hidden", "16", "--seed", "2", "--quiet",

@@ -192,7 +192,7 @@ def batchwise_gradients(
     x [N, T, B, I] (each batch time-major); `weights`: N LSTMWeights, one per batch (recorded as
     the `files` generator), or a Hypernetwork called on each batch. target [N, ...] (each batch's
     target as `loss` needs it), h0 and c0 [N, B, H] (zeros when None). backend: "auto", "cudnn"
-    or "while_loop". The trace's arrays are per batch, [N, ...] (see the README).
+    or "while_loop". The trace's arrays are per batch, [N, ...] (docs/traces.md).
     """
     check_order(x, "x", "batchwise_gradients", (Hypernetwork,))
     x = float32_copy(x, "x")

@@ -26,8 +26,8 @@ needs (all that does not depend on the incoming gradient) packed in one tensor, 
 step is a few multiplications, one concat and one matmul on the critical path; the weight
 gradients accumulate in the same loop. Intermediates move through TensorArrays (writes and reads
 share buffers); the custom backward never differentiates a read or a `tensor[t]` slice (whose
-gradient is a full-size scatter per step, quadratic in T). Measurements and what was tried:
-README, "Performance".
+gradient is a full-size scatter per step, quadratic in T). Why, and how to measure it:
+docs/performance.md and bench/bench.py (LSTMVIZ_NATIVE=0 runs these loops).
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def input_projection(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Ten
 
 def _columns(a: tf.Tensor, width, count: int) -> list[tf.Tensor]:
     """a [B, count·width] -> count blocks [B, width] by strided slices. On the loops' critical
-    path these cost less than tf.split (README, "Performance"), but differentiating them costs
-    more (a full-size scatter per block), so only code that is never differentiated uses them."""
+    path these cost less than tf.split (bench/bench.py, LSTMVIZ_NATIVE=0), but differentiating
+    them costs more (a full-size scatter per block), so only code that is never differentiated
+    uses them."""
     return [a[:, k * width : (k + 1) * width] for k in range(count)]
 
 
@@ -157,7 +158,7 @@ def _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, 
     # factors[t] [B, 6H] packs what a backward step needs and the incoming gradient does not
     # change: the dz/dc (dz/dh for the output gate) of each gate, g·i(1-i), c_prev·f(1-f),
     # i(1-g²), tanh(c)·o(1-o), then f and dc/dh = o(1-tanh²c). One write and one read per step
-    # instead of six of each is most of what a step saves (README, "Performance"). With a mask
+    # instead of six of each is most of what a step saves (bench/bench.py). With a mask
     # they are multiplied by m_t, the cell's share of the gradient (none at masked steps).
     def forward(t, h, c, hs, cs, factors):
         h_prev, c_prev = h, c

@@ -112,8 +112,8 @@ def _release_soon(folder: Path, maps: list) -> None:
     """Remove `folder` and unmap its files in a thread of its own, each map once the window
     holds no array of it (`maps` holds the mmap objects, so the window's last array of one
     going does not unmap it). A trace is dropped when the window starts the next run:
-    unlinking a multi-pass trace's files there made the window's event loop late by up to
-    91 ms, and unmapping them when its last panel redrew by ~15 ms; CPython unmaps without
+    unlinking a big trace's files there, or unmapping them when its last panel redrew,
+    stalled the window's event loop (bench/bench_gui.py --only life); CPython unmaps without
     the GIL, so here it costs the window nothing."""
 
     def release() -> None:

@@ -15,9 +15,8 @@ exactly ∂L_t/∂h_t: the map needs the forward states and those partials only.
 Cost: one reverse while-loop carries the deltas of every L_t with t ≥ s at once, stacked along
 the batch dimension, and at step s backpropagates them through the cell (re-run on the tiled
 state, so `lstm_step` is reused and differentiated by TensorFlow). Work grows like T²/2 backward
-steps at batch B, memory like T·B·H, never T²·B·H. Measured on the 2-core CPU (I=8): T=100 B=16
-H=32 0.17 s (a taped run 0.09 s); T=200 B=32 H=64 1.9 s (taped 0.33 s). `tape.jacobian` of the T
-losses with pfor took 0.35 s and 2.8 s there and holds the whole [T, T, B, H] Jacobian.
+steps at batch B, memory like T·B·H, never T²·B·H; `tape.jacobian` of the T losses with pfor
+is slower and holds the whole [T, T, B, H] Jacobian (bench/bench.py --modes connectivity).
 
 Stopping: a long map (T in the thousands: minutes) runs in chunks of consecutive steps s, the
 loop's carried deltas handed from one chunk to the next, each chunk about CHUNK_SECONDS of

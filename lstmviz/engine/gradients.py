@@ -83,8 +83,8 @@ def signature(
     """Input specs (x, kernel, recurrent_kernel, bias, h0, c0, target) of a compiled step.
 
     T is always free; B, I and H are free when None. Fixed B, I, H give the loops static
-    shapes, which TensorFlow turns into cheaper slicing (~5% at T=500 B=64 H=128); a new B, I
-    or H then traces again (~0.7 s), a new T does not.
+    shapes, which TensorFlow turns into cheaper slicing (bench/bench.py); a new B, I or H
+    then traces again, a new T does not.
     """
     gates = None if hidden is None else 4 * hidden
     return (

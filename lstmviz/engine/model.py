@@ -140,8 +140,8 @@ class ModelGradients:
         self.forward = ModelForward(spec)
         self.names = spec.lstm_directions()
         # autograph=False: the computation is written in TensorFlow ops (its loops are Python
-        # loops over layers, or explicit while loops); converting its code took most of the
-        # first call's time
+        # loops over layers, or explicit while loops); converting its code would be most of
+        # the first call's time (bench/bench_model.py)
         self._step = tf.function(self._compute, reduce_retracing=True, autograph=False)
         self._keras_weights = {layer.name: layer.weights for layer in spec.layers
                                if layer.kind == "keras"}  # what those layers hold  # fmt: skip
@@ -441,7 +441,7 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     (`.keras`, Keras 2 `.h5`, a weights-only stack) or a live `keras.Model`; x, y batch-major as
     Keras takes them (seeded random data of the model's shapes when None); `loss` the loss when
     the model has none compiled (a Keras loss name; mean_h/last_mse/seq_mse for a stack).
-    Returns a GradientTrace with the model-mode keys (README, "Your own model").
+    Returns a GradientTrace with the model-mode keys (docs/model-mode.md).
 
     The compiled computation is kept and reused across calls, whatever the weights' values
     (a model trained between calls, another model of the same structure): it is built anew

@@ -1,11 +1,11 @@
 """The native whole-sequence LSTM kernels (`lstm_kernels.cc`): build, load, differentiate.
 
 On the CPU the taped engine's cost is TensorFlow dispatching some 40 small ops per step of its
-while-loops; the two kernels run the forward recurrence and its BPTT as one op each (README,
-"Performance"). They are compiled once per machine, TensorFlow version and source by
-`python -m lstmviz.engine.native` (`make install` runs it) with the g++ found on PATH, into
-`lstmviz/engine/_native/` or, when the package is not writable, `~/.cache/lstmviz`. Nothing is
-compiled at run time: when the library is missing, fails to load, a GPU is visible, or
+while-loops; the two kernels run the forward recurrence and its BPTT as one op each
+(docs/performance.md; bench/bench.py). They are compiled once per machine, TensorFlow version
+and source by `python -m lstmviz.engine.native` (`make install` runs it) with the g++ found on
+PATH, into `lstmviz/engine/_native/` or, when the package is not writable, `~/.cache/lstmviz`.
+Nothing is compiled at run time: when the library is missing, fails to load, a GPU is visible, or
 LSTMVIZ_NATIVE=0, `library()` is None and `cell.lstm_sequence` uses its while-loops, which
 compute the same (tests/test_cell_backends.py checks both against NumPy BPTT).
 

@@ -58,7 +58,7 @@ def spend_native_notices() -> None:
     """oneDNN's graph rewrite logs an error-level line, once per process, the first time a
     graph holds a boolean op it could take ("oneDNN supports DT_BOOL only on platforms with
     AVX-512 …"; TensorFlow's own kernel then runs): a masked model's fit and gradient do. One
-    such graph here (~40 ms), filtered, spends it. Runs ops, so TensorFlow's runtime is set up
+    such graph here (a small one), filtered, spends it. Runs ops, so TensorFlow's runtime is set up
     after it (threads, devices): called by `runner.run`, never at import (a notebook may still
     configure TensorFlow after importing lstmviz.keras)."""
     with _quiet_fd2():

@@ -51,10 +51,10 @@ def _report_timing(app, window) -> None:
 
 def use_small_pages() -> None:
     """Back this process's new NumPy arrays with ordinary pages. NumPy asks the kernel for
-    transparent huge pages on every array of 4 MB or more; on the virtual machines measured
-    (docs/performance.md, "Huge pages") the first write to such memory sometimes cost ~10 ms
-    per MB (64 MB: 11 ms in one process, 497 ms in the next), against ~0.5 ms per MB every
-    time with ordinary pages: a stall of the window where it draws a big image."""
+    transparent huge pages on every array of 4 MB or more; on virtual machines the first
+    write to such memory is sometimes many times slower than with ordinary pages, and
+    unpredictably so: a stall of the window where it draws a big image (bench/bench_gui.py
+    --only life)."""
     try:
         from numpy._core.multiarray import _set_madvise_hugepage
     except ImportError:  # a NumPy without it: NUMPY_MADVISE_HUGEPAGE=0 does the same
@@ -65,8 +65,8 @@ def use_small_pages() -> None:
 def freeze_long_lived(window) -> None:
     """Leave the objects made so far out of the garbage collector's full collections, now
     and once the window first settles (panels made, TensorFlow ready). They live as long as
-    the window, and a full collection walks every tracked object on the window's thread: the
-    first one, as the panels were made, took 22-54 ms (docs/performance.md)."""
+    the window, and a full collection walks every tracked object on the window's thread, a
+    stall while the panels are made (bench/bench_gui.py --only life)."""
     import gc
 
     gc.freeze()

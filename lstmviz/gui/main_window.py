@@ -48,7 +48,7 @@ from lstmviz.trace import GradientTrace
 
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
 NOT_LOADED = "TensorFlow: not loaded"  # the device label when the computing process failed
-# What the panels need (pyqtgraph: 0.3-0.5 s to import), imported after the window's first
+# What the panels need (pyqtgraph is slow to import), imported after the window's first
 # paint in a thread of their own (`MainWindow.prepare_panels`).
 ALL_MADE = object()  # the end of `qt_types.making`
 PANEL_MODULES = ("pyqtgraph", "lstmviz.gui.panel_area", "lstmviz.render.style",
@@ -230,7 +230,7 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
 
     def _prepare_model_panels(self, model: bool) -> None:
         """Model mode chosen, or a model run starting (`model`): make its panels in idle turns
-        now (all five in the turn that shows the first model trace took 0.13 s)."""
+        now, not all five in the turn that shows the first model trace (a stall)."""
         if model and self._area is not None:
             from lstmviz.render.layout import MODEL_PANELS
 

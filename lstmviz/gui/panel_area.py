@@ -41,8 +41,8 @@ MIN_PANEL_LINES = (10, 7)
 RECORDING_ROW_HEIGHTS = (330, 250, 250)
 # One staged call per this many ms: Qt paints what a call changed after its own 5 ms timer
 # (QT_QPA_UPDATE_IDLE_TIME), so with 0 ms the calls that are quick (empty panels at a run's
-# start) all ran first and their panels were painted together, 50-60 ms in one event-loop turn
-# on the test machine (bench/bench_gui.py --only life).
+# start) all ran first and their panels were painted together, in one event-loop turn
+# (bench/bench_gui.py --only life).
 STAGE_MS = 6
 
 
@@ -55,11 +55,11 @@ class PanelArea(QWidget):
     panels that show one LSTM direction of a model share its choice (`layer`, their combo
     boxes); those of a recording its record and timestep range (`set_record_view`).
 
-    A panel is made when first needed (each takes 10-30 ms; all of them at once would stall
-    the window's start); `prepare` makes the usual ones one per event-loop turn.
+    A panel is made when first needed (all of them at once would stall the window's start);
+    `prepare` makes the usual ones one per event-loop turn.
 
     `draw` shows arrays in every panel, the first at once and the others one per event-loop
-    turn (all at once, a new finished trace took 40-60 ms: see docs/performance.md), each
+    turn (all at once they would stall the window: bench/bench_gui.py --only redraw), each
     panel's repaint in the turn after its draw; `drawn` fires when the last has repainted."""
 
     drawn = Signal()
@@ -195,7 +195,7 @@ class PanelArea(QWidget):
 
     def _freeze(self, panels: list[Panel]) -> None:
         """Resized panels that show a plot repaint one per event-loop turn (`turn`), after the
-        first: repainted together they took 40-70 ms in one turn. Until its turn a panel shows
+        first: repainted together they stall one turn. Until its turn a panel shows
         what was there (Qt does not paint a widget whose updates are off)."""
         plots = [p for p in panels if p.isVisibleTo(self) and p.stack.currentWidget() is p.plot]
         for panel in plots[1:]:
@@ -231,8 +231,8 @@ class PanelArea(QWidget):
     def _paint_next(self, panel: Panel, draw: Callable[[], None]) -> None:
         """`draw`, the panel's plot painted in the next turn (`turn`): Qt painted it right
         after the draw, in the same event-loop turn, and a draw that moves the range has the
-        paint redo the axes and every curve (the norm panel's first draw of a multi-pass run
-        ~15-25 ms, then its paint 10-14 ms, on the 2-core test machine)."""
+        paint redo the axes and every curve: the two in one turn stalled it
+        (bench/bench_gui.py --only life)."""
         view = panel.plot.viewport()  # hidden behind the placeholder until the first draw
         if not panel.isVisibleTo(self) or view in self.frozen:
             draw()

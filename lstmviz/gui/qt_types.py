@@ -6,8 +6,8 @@ enums), so the other thread runs in the middle of it, and both change PySide's t
 types still to make. The panels' modules are imported in a thread of their own after the
 first paint (`MainWindow.prepare_panels`), and pyqtgraph's import asks for every type of the
 Qt modules it uses (`from PySide6.QtCore import *`), while the GUI thread makes the types its
-events need. So the GUI thread makes them all first, a few milliseconds per event-loop turn
-(~150 ms in all), and the thread starts after: it then finds every type made.
+events need. So the GUI thread makes them all first, a few milliseconds per event-loop turn,
+and the thread starts after: it then finds every type made.
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ class RunView:
         self.progress.setValue(1)
         self.progress.setFormat("done")
         # the first panel in a turn of its own: drawn and painted after this turn's
-        # bookkeeping, with no tick of the event loop between them, it stalled it ~25 ms
+        # bookkeeping, with no tick of the event loop between them, it stalled it
         self.show_trace(trace, seconds, at_once=False)
         what = "done"
         if stopped_early(trace.arrays):

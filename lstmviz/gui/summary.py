@@ -27,7 +27,7 @@ class SummaryPanel(QWidget):
         self.text.setTextInteractionFlags(Qt.TextSelectableByMouse)
         # Two lines high whatever the text: when a run's one-line summary at its start became
         # two lines at its end, every panel above was resized, and so repainted, in one
-        # event-loop turn (40-70 ms: docs/performance.md, "The window's whole life").
+        # event-loop turn, a stall (bench/bench_gui.py --only life).
         self.text.setMinimumHeight(2 * self.text.fontMetrics().lineSpacing())
         self.verify_button = QPushButton("Verify")
         self.verify_button.setToolTip(VERIFY_TIP)

@@ -15,8 +15,8 @@ from lstmviz.errors import LstmvizError
 from lstmviz.render import prepare
 from lstmviz.trace import GradientTrace
 
-# A trace file this big is read in a thread (~0.5 s a 400 MB trace on the 2-core test
-# machine); a smaller one at once, which lets its opener say at once whether it opened.
+# A trace file this big is read in a thread (reading it would stall the window); a smaller
+# one at once, which lets its opener say at once whether it opened.
 IN_THREAD_BYTES = 64 << 20
 
 

@@ -165,9 +165,9 @@ class OpaqueLineAxis(pg.AxisItem):
     """An axis whose tick and grid lines are opaque, their colour blended with the background
     beforehand, and which sits under the view (z below the ViewBox's -100), so the curves are
     drawn over the grid. On the plain background the pixels are those of pyqtgraph's
-    translucent lines; but Qt's raster engine strokes a translucent line ~20× slower than an
-    opaque one (~0.1 ms against ~6 µs for a line across the plot), and the ~50 grid lines were
-    most of the norm panel's repaint (bench/bench_gui.py).
+    translucent lines; but Qt's raster engine strokes a translucent line far more slowly than
+    an opaque one, and the grid lines were most of the norm panel's repaint
+    (bench/bench_gui.py --only redraw).
 
     On a log scale the ticks come from `log_ticks`: decades labelled, minor ticks labelled only
     where their labels have room, never overlapping."""

@@ -26,22 +26,22 @@ from lstmviz.render.values import (
 
 # Per-row curves in the norm panel; the rows heatmap shows every row. Passes sit side by side
 # on the time axis; batches overlap, so they get one colour each (the palette's ten): more
-# overlapping curves are unreadable, and each costs ~0.5 ms to paint at T=2000.
+# overlapping curves are unreadable, and each adds to the paint (bench/bench_gui.py --only redraw).
 MAX_ROW_CURVES = {"pass": 20, "batch": len(PALETTE)}
 # Curves with more points than this are drawn with 1-pixel pens: Qt strokes a wide antialiased
-# pen on a long jagged path slowly (~0.2 s per 2000-point curve on the 2-core test machine,
-# against ~1 ms at width 1; bench/bench_gui.py), and at that density the width is not seen.
+# pen on a long jagged path far more slowly than a 1-pixel one (bench/bench_gui.py --only
+# redraw), and at that density the width is not seen.
 THIN_ABOVE = 400
-# On screen, curves with more points than this are drawn without antialiasing: a 400-point
-# curve with a 1.5-2.5 px antialiased pen takes 5-8 ms to stroke (dashed the most), without
-# ~1 ms, and at that density the steps of an aliased line hardly show. Exports antialias all.
+# On screen, curves with more points than this are drawn without antialiasing: a wider
+# antialiased pen costs several times as much to stroke (dashed the most), and at that density
+# the steps of an aliased line hardly show. Exports antialias all.
 SMOOTH_UP_TO = 200
 
 
 def thin(points: int, dashed: bool) -> bool:
     """Whether a curve of `points` points gets a 1-pixel pen: above THIN_ABOVE, or dashed and
-    aliased (above SMOOTH_UP_TO). Qt strokes the dashes of a wider aliased pen as a path: three
-    jagged 400-point curves, 1.5 px dashed, took 12.6 ms to paint, 1 px 1.6 ms."""
+    aliased (above SMOOTH_UP_TO). Qt strokes the dashes of a wider aliased pen as a path, many
+    times slower than at 1 px (bench/bench_gui.py --only life)."""
     return points > (SMOOTH_UP_TO if dashed else THIN_ABOVE)
 
 
@@ -86,9 +86,8 @@ def legend_below(plot: pg.PlotWidget) -> pg.LegendItem:
 
 def set_legend(legend: pg.LegendItem, rows: list[tuple[pg.GraphicsObject, str]]) -> None:
     """Give `legend` these rows (item, text), in order, changing its rows in place and adding
-    or removing only the difference: each new row makes two graphics widgets (~1-2 ms a row
-    on the 2-core test machine; a multi-pass legend of 9 rows, replaced at a run's end, took
-    ~10 ms of one event-loop turn). Call `fit_legend` after."""
+    or removing only the difference: each new row makes two graphics widgets, so replacing
+    a whole legend at a run's end would stall one event-loop turn. Call `fit_legend` after."""
     for (sample, label), (item, text) in zip(legend.items, rows, strict=False):
         if sample.item is not item:
             sample.item = item
@@ -163,8 +162,8 @@ class Curve(pg.PlotDataItem):
     """A PlotDataItem hidden while it holds no data: the norm panel keeps up to 67 curves made
     ahead (per pass or batch, earlier training steps), most of them empty. Shown, each is asked
     for its bounds at every auto range (twice a draw) and re-sets its data at every change of
-    the y range (pyqtgraph's dynamic range limit): ~2 ms a draw for the empty ones alone on
-    the 2-core test machine. Hidden items are skipped by the first; the second is skipped here
+    the y range (pyqtgraph's dynamic range limit), a cost in every draw for the empty ones
+    alone. Hidden items are skipped by the first; the second is skipped here
     while empty (`setData` re-sets everything when data come)."""
 
     holds = True  # whether it holds data; until __init__'s own setData, so that hides it
@@ -240,8 +239,8 @@ class NormPanel(Panel):
 
     def make_row_curves(self, count: int) -> None:
         """Make up to `count` more of the per-row curve pairs ahead of the draws that need
-        them (the window's idle turns): all 20 made in the first draw of a multi-pass run took
-        ~40 ms."""
+        them (the window's idle turns): all 20 made in the first draw of a multi-pass run
+        would stall it."""
         wanted = min(len(self.row_curves) + count, max(MAX_ROW_CURVES.values()))
         if wanted > len(self.row_curves):
             self._row_pair(wanted - 1)
@@ -400,8 +399,8 @@ class NormHistoryPanel(NormPanel):
 
     def make_history_curves(self, count: int) -> None:
         """Make up to `count` more of the faded curves ahead of the live draws that need them
-        (the window's idle turns): made during a training run's live draws, ~2 ms each on the
-        2-core test machine, they took 4-8 ms of some draws."""
+        (the window's idle turns), not during a training run's live draws, which they would
+        lengthen."""
         wanted = min(len(self.history) + count, MAX_HISTORY_CURVES)
         if wanted > len(self.history):
             self._history_curve(wanted - 1)
@@ -427,7 +426,7 @@ class NormHistoryPanel(NormPanel):
         count = len(self.history_steps)
         run = (id(self.config), self.log, self.normalise)
         # a live run's curves keep their steps: when the stride doubles, half the steps stay
-        # and only the curves of the others are re-set (all re-set took ~25 ms of one draw)
+        # and only the curves of the others are re-set (re-setting all would stall a draw)
         live = self.rows_total is not None
         holding = {drawn[1]: i for i, drawn in enumerate(self._history_drawn)
                    if live and drawn[:1] == (run,)}  # fmt: skip
@@ -440,8 +439,8 @@ class NormHistoryPanel(NormPanel):
             alpha = int(25 + 110 * rank / max(count - 1, 1))  # older: lighter
             drawn = self._history_drawn[i]
             if drawn[:1] != (run,) or drawn[2:] != (alpha,):
-                # the line's pen only: PlotDataItem.setPen would re-set its data too (~0.2 ms
-                # a curve, all of them whenever the count, and so every fading, changes)
+                # the line's pen only: PlotDataItem.setPen would re-set its data too (for
+                # every curve whenever the count, and so every fading, changes)
                 curve.opts["pen"] = pen = pg.mkPen(*HISTORY_COLOR, alpha, width=1)
                 curve.curve.setPen(pen)
             if drawn[:2] != (run, s) or not live:

@@ -75,8 +75,8 @@ def scaled_pens(panels: Sequence[Panel], scale: float) -> Iterator[None]:
     (a curve's own units are its data's), as wide in device pixels whatever the painter's
     scale, and at 288 dpi a curve came out a third as thick as at 96. Curves of more than
     THIN_ABOVE points, which the window draws 1 px wide, keep 1 device pixel: Qt strokes a
-    wider pen along a long jagged path very slowly (18 curves of 3000 points at 3 px took
-    over a minute). (Symbols scale already: the exporters pass their scale.)"""
+    wider pen along a long jagged path very slowly (an export of many long curves would take
+    minutes). (Symbols scale already: the exporters pass their scale.)"""
     saved = []
     for panel in panels if abs(scale - 1.0) > 0.01 else ():
         for item in panel.plot.scene().items():  # a data item's pen: its legend's too

@@ -224,8 +224,8 @@ def _unit_means(g: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         weight = np.ones(g.shape[:2], g.dtype)
     else:
         weight = np.asarray(mask, g.dtype)
-    # one matrix product per step (BLAS): ~4× faster than a float64 mean over B at
-    # T=2000, B=32, H=128 (bench/bench_gui.py); a float32 sum of B values is exact enough
+    # one matrix product per step (BLAS): faster than a float64 mean over B (bench/bench_gui.py
+    # --only redraw); a float32 sum of B values is exact enough
     sums = np.einsum("tbh,tb->th", g, weight, optimize=True)
     count = weight.sum(axis=1, dtype=np.float64)  # [T]
     with np.errstate(invalid="ignore", divide="ignore"):

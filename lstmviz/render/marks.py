@@ -5,7 +5,7 @@ where a trace holds NaN or Inf)."""
 from __future__ import annotations
 
 import numpy as np
-import numpy.ma  # noqa: F401 (np.unique imports it on first use: 20 ms inside a panel's draw)
+import numpy.ma  # noqa: F401 (np.unique imports it on first use: a stall inside a panel's draw)
 import pyqtgraph as pg
 from PySide6.QtCore import QLineF, QRectF, Qt
 
@@ -38,7 +38,7 @@ class FullHeight(pg.GraphicsObject):
 
 
 class PassBoundaries(FullHeight):
-    """Dotted lines between passes (P=400 as 399 InfiniteLines cost ~180 ms to draw)."""
+    """Dotted lines between passes, one item (P=400 as 399 InfiniteLines stalled the window)."""
 
     def __init__(self):
         super().__init__()

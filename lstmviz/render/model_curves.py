@@ -54,8 +54,9 @@ def decimate(plot: pg.PlotItem) -> None:
     """Have `plot` paint its curves with about two points per horizontal pixel: pyqtgraph's
     "peak" downsampling (each pixel column's least and greatest value, so no spike is lost)
     of the part in view, for the curves it holds and those added later. A long trace's curves
-    (T = 20,000 on a panel 1,000 px wide) painted every point stalled the window (~150 ms for
-    the gates' eight); their data (`yData`, the readout) stay whole."""
+    (T = 20,000 on a panel 1,000 px wide) painted every point stalled the window
+    (bench/bench_gui.py --only redraw --long-model 20000); their data (`yData`, the readout)
+    stay whole."""
     plot.setDownsampling(auto=True, mode="peak")
     plot.setClipToView(True)
 

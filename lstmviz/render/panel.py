@@ -39,7 +39,7 @@ def set_symbol_and_data(curve: pg.PlotDataItem, symbol: str | None,
                         set_data: Callable[[], None]) -> None:  # fmt: skip
     """Give `curve` its `symbol` (None: none) and its new data (`set_data()`) in the order that
     draws no symbol where none will show: pyqtgraph makes a scatter spot for every point a
-    curve holds while it has a symbol (~36 ms a curve of 20 000), when the data are set or the
+    curve holds while it has a symbol (slow for a long curve), when the data are set or the
     symbol is."""
     if symbol is None and curve.opts["symbol"] is not None:
         curve.setSymbol(None)
@@ -55,8 +55,8 @@ def _colours() -> tuple[str, ...]:
 
 class Spares:
     """Parts of panels made ahead, one per event-loop turn (`PanelArea.prepare`), which the
-    panels take when they are made: a heatmap panel made whole took 15-40 ms in one turn (plot
-    and colour bar ~40% each), longer than the window may stall. A part is taken only under
+    panels take when they are made: a heatmap panel made whole in one turn (plot and colour
+    bar the most of it) stalls the window longer than it may. A part is taken only under
     the colours it was made with: an export (its own style) took a window's spare, and its
     plot kept that window's background."""
 
@@ -161,7 +161,7 @@ class Panel(QWidget):
     def cache_axes(self) -> None:
         """Keep each axis (ticks, labels and its grid lines, which span the whole plot) as a
         pixmap redrawn only when the axis changes: otherwise every curve update repaints the
-        grid, ~10 ms per axis offscreen on the 2-core test machine (bench/bench_gui.py). On
+        grid (bench/bench_gui.py --only redraw). On
         screen only: exports render fresh panels, so their SVG stays vector."""
         for side in SIDES:
             self.plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -179,8 +179,8 @@ class Panel(QWidget):
 
     # Curve panels with a grid: during a live run the y range only grows, in steps with
     # headroom, instead of following the data on every update. The grid lines belong to the
-    # left axis, which is repainted whenever its range changes (~8-15 ms offscreen for a log
-    # axis on the 2-core test machine, ~2 of 3 updates in a training run; bench/bench_gui.py).
+    # left axis, which is repainted whenever its range changes (most updates of a training
+    # run otherwise; bench/bench_gui.py --only latency).
     HOLD_Y = False
     HEADROOM = 0.25  # of the data's span (view units: decades on a log axis), each side
 

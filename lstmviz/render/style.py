@@ -24,7 +24,7 @@ def colour(shown: np.ndarray, levels: tuple[float, float], out: np.ndarray | Non
     """RGBA (uint8, [..., 4]) of display values, the colours pyqtgraph gives a float image
     with `levels` and the colour map's 256-entry table: index ⌊(v − lo)·256/(hi − lo)⌋ clipped
     to 0..255; NaN fully transparent. The heatmaps upload this, so a redraw does not
-    re-colour the whole image (pyqtgraph does, ~10 ms for 5000 × 100)."""
+    re-colour the whole image (pyqtgraph does; bench/bench_gui.py --only latency)."""
     lo, hi = levels
     scale = 256.0 / ((hi - lo) or 1.0)
     index = np.subtract(shown, lo, dtype=np.float32)
@@ -35,8 +35,8 @@ def colour(shown: np.ndarray, levels: tuple[float, float], out: np.ndarray | Non
     if out is None:
         out = np.empty((*np.shape(shown), 4), np.uint8)
     packed = out.view(np.uint32).reshape(np.shape(shown))
-    # mode="clip" (indices are 0..255 anyway): with the default, NumPy buffers `out`, and the
-    # first call on a big image took seconds
+    # mode="clip" (indices are 0..255 anyway): with the default, NumPy buffers `out`, and a
+    # first call on a big image is very slow
     np.take(_TABLE32, index.astype(np.uint8), out=packed, mode="clip")
     if nan.any():
         packed[nan] = 0
@@ -55,8 +55,8 @@ def finished_image(matrix: np.ndarray, log: bool, normalise: bool):
     blank; read-only), their finite (min, max), the colour levels and the RGBA image
     ([R, T, 4] uint8), as `HeatmapPanel` shows them. Kept with `matrix` while it lives:
     `render.prepare` makes them in the window's worker thread, so the window's thread does not
-    allocate and fill ~7 arrays of the image's size (their first writes alone took 50-250 ms
-    for 64 × 8000 at the end of a run on the test machine: each new page faults)."""
+    allocate and fill ~7 arrays of the image's size (each new page faults on its first write,
+    slowly while the computing process writes a trace: bench/bench_gui.py --only life)."""
 
     def make(m: np.ndarray):
         shown = display_values(m, log, normalise, np.float32)
@@ -70,7 +70,7 @@ def finished_image(matrix: np.ndarray, log: bool, normalise: bool):
 
 def opaque(pen: QPen, background: QColor) -> QPen:
     """pen with its translucent colour replaced by that colour composed over `background`:
-    the same pixels on that background, but Qt strokes an opaque line ~20× faster (grid lines;
+    the same pixels on that background, but Qt strokes an opaque line much faster (grid lines;
     long noisy curves: the loss, the faded history)."""
     color = pen.color()
     alpha = color.alphaF()

@@ -169,7 +169,7 @@ def nonfinite_part(arrays: Arrays) -> str:
     """The summary's NaN/Inf check ("" before a run's first results: nothing to vouch for)."""
     # An engine's trace lists the steps where a state or a gradient with a norm is NaN or Inf
     # (`nonfinite_steps`); only the other float arrays need a look (scanning the big [T, B, H]
-    # ones again took ~40 ms for a multi-pass trace of 8000 steps).
+    # ones again would stall the window for a long multi-pass trace).
     checked = "nonfinite_steps" in arrays
     floats = {k: v for k, v in arrays.items() if np.asarray(v).dtype.kind == "f"}
     if "norm_c_total_by_layer" in floats:  # a GRU's or SimpleRNN's row is NaN: it has no c

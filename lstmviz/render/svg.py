@@ -27,7 +27,8 @@ def _svg_module():
 @contextlib.contextmanager
 def closed_path_fix() -> Iterator[None]:
     """pyqtgraph 0.14's SVG exporter cannot parse the closing "Z" that Qt 6.12 writes at the end
-    of a path (pyqtgraph issue #3495; the ViewBox's clip rectangle has one): hide it from the
+    of a path (github.com/pyqtgraph/pyqtgraph/issues/3495; the ViewBox's clip rectangle has
+    one): hide it from the
     parser and put it back."""
     module = _svg_module()
     original = module.correctCoordinates

@@ -34,8 +34,8 @@ def rows_source(arrays: Arrays) -> tuple[np.ndarray, str] | None:
 # Reductions of a trace's big arrays (the heatmaps' matrices of `grad_h_total`, up to ~1 GB;
 # the summary's NaN/Inf counts and scale), kept while the array lives: `render.prepare`
 # computes them off the window's thread (NumPy releases the GIL in the reductions) so that the
-# first draw of a finished trace finds them (10-60 ms each on the window's thread for
-# [8000, 16, 64]).
+# first draw of a finished trace finds them instead of stalling the window's thread
+# (bench/bench_gui.py --only life).
 _REDUCED: dict[tuple[int, str], tuple[weakref.ref, np.ndarray]] = {}
 WARM_SIZE = 100_000  # arrays at least this big get their reductions kept
 
@@ -160,7 +160,8 @@ def positive(y: np.ndarray) -> np.ndarray:
 
 def display_values(data: np.ndarray, log: bool, normalise: bool, dtype=np.float64) -> np.ndarray:
     """Rows divided by their maximum (normalise) and/or log10 with non-positive values hidden.
-    The heatmaps ask for float32 (what they colour; ~8× faster than float64 for 200 × 2000)."""
+    The heatmaps ask for float32 (what they colour, and faster; bench/bench_gui.py --only
+    redraw)."""
     data = np.array(data, dtype)
     if not np.isfinite(data).all():  # NaN/Inf are blank, never a colour or a line
         data[~np.isfinite(data)] = np.nan

@@ -5,7 +5,7 @@ Keras's weights file (`model.save_weights`) holds each object's variables at `<p
 the paths those of Keras's own saving walk. `LiveWeights` makes the same walk into Keras's
 in-memory store, so it finds the same variables at the same paths and gives them to
 `spec_from_config` as `Keras3Weights` gives a file's: the ModelSpec is the same, without the
-file written and read back (for a 10 MB model, ~30 ms instead of ~100–160 ms). Imports Keras
+file written and read back (several times faster: bench/bench_model.py). Imports Keras
 only when made.
 """
 
