@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 from lstmviz.config import RunConfig  # noqa: E402
 from lstmviz.gui import main_window  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
+from lstmviz.gui.run_state import Outcome  # noqa: E402
 from lstmviz.trace import GradientTrace, TraceUpdate, step_norm  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -284,7 +285,7 @@ def test_menu_items_are_enabled_when_they_can_act(win):
 
 def test_tab_goes_down_the_dock_to_run_pause_and_stop(qtbot, win):
     win.state.start(RunConfig())  # Pause and Stop take the focus only while a run goes
-    win.state._end("stopped", "stopped", restore=False)
+    win.state._end("stopped", Outcome.STOPPED, restore=False)
     win.params.widgets["mode"].setFocus()
     order, tops = [], []
     for _ in range(40):

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLabel, QMessageBox
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
+from lstmviz.gui.run_state import Stop
 from lstmviz.render.records import TimeRange
 from lstmviz.render.summary import stopped_early
 from lstmviz.trace import GradientTrace
@@ -70,7 +71,7 @@ class RunView:
         a second (`Worker.cancel`). A run with passes, batches or training steps done asks
         whether to keep them as a complete trace: No (or a run with none done) shows again
         what was shown before the run; Cancel lets it go on."""
-        if self.state.stop() != "ask":
+        if self.state.stop() is not Stop.ASK:
             return
         answer = self.ask_keep(self.state.done)
         if not self.state.running:  # it ended while the question was open
@@ -85,7 +86,7 @@ class RunView:
     def ask_keep(self, done: int) -> QMessageBox.StandardButton:
         """Yes: keep the units done as a trace; No: discard them; Cancel: go on."""
         units = modes.plural(self.state.mode().unit)
-        shown = self.state.before[0] is not None
+        shown = self.state.before.trace is not None
         again = " and show the trace from before this run again" if shown else ""
         return QMessageBox.question(
             self,
@@ -166,7 +167,7 @@ class RunView:
         if self.progress.maximum() == 0:  # busy: nothing counted
             self.progress.setRange(0, 1)
             self.progress.setValue(0)
-        self.progress.setFormat(self.state.outcome)  # "stopped", "failed" at the count reached
+        self.progress.setFormat(self.state.outcome.value)  # "stopped", "failed" at the count
         self._show_before()
         self._idle(message)
 
