@@ -37,7 +37,7 @@ def test_trained_weights_are_offered_under_what_they_trained_on(window, monkeypa
     asked = []
     monkeypatch.setattr(QFileDialog, "getSaveFileName",
                         lambda parent, title, name, wanted: asked.append(name) or ("", ""))
-    window.save_weights_dialog()
+    window.files.save_weights_dialog()
     assert asked == [proposed]
 
 

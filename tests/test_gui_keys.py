@@ -209,7 +209,8 @@ def test_esc_asks_before_throwing_away_a_long_run_with_nothing_to_keep(qtbot, wi
 
 def test_esc_on_a_run_with_passes_done_asks_to_keep_them_and_esc_goes_on(qtbot, win, monkeypatch):
     asked = []
-    monkeypatch.setattr(win, "ask_keep", lambda done: asked.append(done) or QMessageBox.Cancel)
+    monkeypatch.setattr(win.run_view, "ask_keep",
+                        lambda done: asked.append(done) or QMessageBox.Cancel)
     start(qtbot, win, "multipass")
     win.state._on_progress(win.state.active, TraceUpdate(1, 3, "pass 1/3", {}))
     press(qtbot, win, "Esc")
