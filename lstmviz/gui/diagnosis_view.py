@@ -11,8 +11,6 @@ gradients are large is diagnosed from its norm curves alone (FULL_LIMIT). The wi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import (
@@ -20,6 +18,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
+    QMainWindow,
     QTableWidget,
     QTableWidgetItem,
     QWidget,
@@ -28,9 +27,6 @@ from PySide6.QtWidgets import (
 from lstmviz.analysis.diagnosis import details
 from lstmviz.errors import LstmvizError
 from lstmviz.gui.shown import Shown
-
-if TYPE_CHECKING:
-    from lstmviz.gui.main_window import MainWindow
 
 FULL_LIMIT = 4_000_000  # gradient values above which the window diagnoses from the norms only
 DOCK_HEIGHT = 170  # px: the Diagnosis dock's first height
@@ -102,7 +98,7 @@ class DiagnosisView(QObject):
     window's norm panels, and File → Compare with…, of what `shown` holds. Problems go to the
     status line (`message`) or, through the window's `show_error`, to a dialog."""
 
-    def __init__(self, window: MainWindow, shown: Shown, message: QLabel) -> None:
+    def __init__(self, window: QMainWindow, shown: Shown, message: QLabel) -> None:
         super().__init__(window)
         self.window, self.shown, self.message = window, shown, message
         self.compare_windows: list = []

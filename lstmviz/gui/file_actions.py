@@ -10,10 +10,9 @@ import itertools
 import os
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMenu
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu
 
 from lstmviz import files, modes
 from lstmviz.config import RunConfig
@@ -37,9 +36,6 @@ from lstmviz.render.summary import trained_on
 from lstmviz.trace import GradientTrace
 from lstmviz.weights.loaders import LayerInfo, WeightsFile, bidirectional_pick, weight_files
 from lstmviz.weights.model_files import load_model
-
-if TYPE_CHECKING:
-    from lstmviz.gui.main_window import MainWindow
 
 MAX_RECENT = 8
 
@@ -69,7 +65,7 @@ class FileActions(QObject):
 
     failed_in_thread = Signal()
 
-    def __init__(self, window: MainWindow, params: ParamsEditor, dock: QDockWidget,
+    def __init__(self, window: QMainWindow, params: ParamsEditor, dock: QDockWidget,
                  settings: QSettings, message: QLabel, shown: Shown, state: RunState,
                  worker, recordings: RecordingActions) -> None:  # fmt: skip
         super().__init__(window)

@@ -7,10 +7,9 @@ read in a thread, never in the window's). A part the window owns (`MainWindow.re
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
-from PySide6.QtWidgets import QLabel, QVBoxLayout
+from PySide6.QtWidgets import QLabel, QMainWindow, QVBoxLayout
 
 from lstmviz import files
 from lstmviz.errors import LstmvizError
@@ -21,9 +20,6 @@ from lstmviz.gui.recording_follow import RecordingFollower
 from lstmviz.gui.shown import Shown
 from lstmviz.recording import Recording, load_recording
 from lstmviz.render.records import TimeRange, panel_arrays, record_text
-
-if TYPE_CHECKING:
-    from lstmviz.gui.main_window import MainWindow
 
 
 class RecordingActions(QObject):
@@ -36,7 +32,7 @@ class RecordingActions(QObject):
 
     opened = Signal(str)
 
-    def __init__(self, window: MainWindow, params: ParamsEditor, shown: Shown, message: QLabel,
+    def __init__(self, window: QMainWindow, params: ParamsEditor, shown: Shown, message: QLabel,
                  central: QVBoxLayout) -> None:  # fmt: skip
         super().__init__(window)
         self.window, self.params, self.shown, self.message = window, params, shown, message

@@ -9,11 +9,9 @@ empty panels."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QObject, QSignalBlocker, QSize, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QPainter
-from PySide6.QtWidgets import QLabel, QMessageBox, QProgressBar, QPushButton
+from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
@@ -23,9 +21,6 @@ from lstmviz.gui.summary import SummaryPanel
 from lstmviz.render.records import TimeRange
 from lstmviz.render.summary import stopped_early
 from lstmviz.trace import GradientTrace
-
-if TYPE_CHECKING:
-    from lstmviz.gui.main_window import MainWindow
 
 LOADING = "loading TensorFlow…"  # the status line until the computing process is ready
 # The summary line when a run ended with nothing kept and nothing was shown before it.
@@ -69,7 +64,7 @@ class RunView(QObject):
     recording shown (`recordings`), showing it again when the run keeps nothing. `window` is
     the dialogs' parent; its `show_trace`, `settle`, `set_title` and `sync` show the rest."""
 
-    def __init__(self, window: MainWindow, state: RunState, recordings: RecordingActions,
+    def __init__(self, window: QMainWindow, state: RunState, recordings: RecordingActions,
                  summary: SummaryPanel, message: StatusLine, progress: QProgressBar,
                  elapsed: QLabel, pause_button: QPushButton,
                  pause_action: QAction) -> None:  # fmt: skip
