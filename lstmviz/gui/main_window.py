@@ -74,6 +74,12 @@ class MainWindow(QMainWindow):
     """`settled` fires whenever the window becomes idle with TensorFlow loaded and every
     panel drawn (after a run ends, or at start-up when nothing runs): the screenshot hook.
 
+    What it holds: `shown` (what is shown), `state` (the run) and `worker`; its parts `files`,
+    `recordings`, `run_view`, `diagnosis` and `verifier`; the dock (`params`), the panels
+    (`area`), the summary and the status bar. It shows a trace (`show_trace`), keeps the
+    title and the enabled controls in step (`set_title`, `sync`) and reports errors
+    (`show_error`) for its parts.
+
     The panels (`area`) come after the first paint: their modules are imported in a thread,
     then the panels are made one per event-loop turn (`prepare_panels`); whatever needs them
     before that makes them at once. `styled`: pyqtgraph takes `render.style.STYLE` first (the
