@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 )
 
 from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.gui import main_window  # noqa: E402
+from lstmviz.gui import run_view  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from lstmviz.gui.run_state import Outcome  # noqa: E402
 from lstmviz.trace import GradientTrace, TraceUpdate, step_norm  # noqa: E402
@@ -182,7 +182,7 @@ def test_run_pause_resume_and_stop_from_the_keyboard(qtbot, win):
 def test_esc_asks_before_throwing_away_a_long_run_with_nothing_to_keep(qtbot, win, monkeypatch):
     """A stray Esc (closing a tooltip, a notebook's habit) never loses a long run: Esc asks,
     Esc again goes on; the Stop button and Run → Stop do not ask."""
-    monkeypatch.setattr(main_window, "ESC_ASKS_AFTER", 0.0)
+    monkeypatch.setattr(run_view, "ESC_ASKS_AFTER", 0.0)
     asked = []
 
     def question(parent, title, text, buttons, default):
@@ -201,7 +201,7 @@ def test_esc_asks_before_throwing_away_a_long_run_with_nothing_to_keep(qtbot, wi
         start(qtbot, win)
         stop()
         assert not win.state.running and len(asked) == 2
-    monkeypatch.setattr(main_window, "ESC_ASKS_AFTER", 3600.0)
+    monkeypatch.setattr(run_view, "ESC_ASKS_AFTER", 3600.0)
     start(qtbot, win)
     press(qtbot, win, "Esc")  # a run just begun: stopped at once
     assert not win.state.running and len(asked) == 2

@@ -37,7 +37,7 @@ from lstmviz.errors import LstmvizError
 from lstmviz.gui import qt_types
 from lstmviz.gui.diagnosis_view import DiagnosisView
 from lstmviz.gui.file_actions import FileActions
-from lstmviz.gui.menus import ESC_ASKS_AFTER, build_menus, show_about
+from lstmviz.gui.menus import build_menus, show_about
 from lstmviz.gui.params import FieldsArea, ParamsEditor, in_dock_terms
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState
@@ -126,7 +126,7 @@ class MainWindow(QMainWindow):
                                 self.progress, self.elapsed, self.pause_button,
                                 self.pause_action)  # fmt: skip
         self._wire_parts()
-        self.stop_action.installEventFilter(self)  # Esc: `stop_by_key`
+        self.stop_action.installEventFilter(self)  # Esc: `RunView.stop_by_key`
         self.refocus = None  # the dock's widget that had the keyboard focus when a run started
         self.setAcceptDrops(True)
         self._fit_to_screen()
@@ -403,27 +403,9 @@ class MainWindow(QMainWindow):
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
         if watched is self.stop_action and event.type() == QEvent.Type.Shortcut:
-            self.stop_by_key()
+            self.run_view.stop_by_key()
             return True
         return super().eventFilter(watched, event)
-
-    def stop_by_key(self) -> None:
-        """Esc: Stop, except that a run that has computed `ESC_ASKS_AFTER` seconds with
-        nothing Stop could keep asks first (Enter: stop; Esc again: go on). Runs with units
-        done ask anyway (`stop`)."""
-        state = self.state
-        if not state.running or state.finishing:
-            return
-        if not state.keepable() and state.elapsed() >= ESC_ASKS_AFTER:
-            answer = QMessageBox.question(
-                self, "Stop the run",
-                f"Stop the run? Nothing of its {state.elapsed():.0f} s so far can be kept.\n\n"
-                "Yes (Enter): stop it. Cancel (Esc): go on.",
-                QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Yes,
-            )  # fmt: skip
-            if answer != QMessageBox.Yes or not state.running:  # or it ended meanwhile
-                return
-        self.run_view.stop()
 
     @Slot(object)
     def _on_ready(self, device: dict) -> None:

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QP
 
 from lstmviz import modes
 from lstmviz.config import RunConfig
+from lstmviz.gui.menus import ESC_ASKS_AFTER
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState, Stop
 from lstmviz.gui.summary import SummaryPanel
@@ -97,6 +98,24 @@ class RunView(QObject):
             self.state.discard()
         else:
             self.state.go_on()
+
+    def stop_by_key(self) -> None:
+        """Esc: Stop, except that a run that has computed `ESC_ASKS_AFTER` seconds with
+        nothing Stop could keep asks first (Enter: stop; Esc again: go on). Runs with units
+        done ask anyway (`stop`)."""
+        state = self.state
+        if not state.running or state.finishing:
+            return
+        if not state.keepable() and state.elapsed() >= ESC_ASKS_AFTER:
+            answer = QMessageBox.question(
+                self.window, "Stop the run",
+                f"Stop the run? Nothing of its {state.elapsed():.0f} s so far can be kept.\n\n"
+                "Yes (Enter): stop it. Cancel (Esc): go on.",
+                QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Yes,
+            )  # fmt: skip
+            if answer != QMessageBox.Yes or not state.running:  # or it ended meanwhile
+                return
+        self.stop()
 
     def ask_keep(self, done: int) -> QMessageBox.StandardButton:
         """Yes: keep the units done as a trace; No: discard them; Cancel: go on."""
