@@ -295,7 +295,7 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
         app, window = make_window(tmp)
         from PySide6.QtWidgets import QMessageBox
 
-        window.ask_keep = lambda done: QMessageBox.No  # Stop in training asks; don't keep
+        window.run_view.ask_keep = lambda done: QMessageBox.No  # Stop in training asks; don't keep
         probe = LatencyProbe()
 
         def measure(name: str, config: RunConfig | None, engine=None):
@@ -317,7 +317,7 @@ def latency(seconds: float) -> list[tuple[str, str, str]]:
                 app.processEvents()
                 time.sleep(0.0005)
             probe.stop()
-            window.stop()
+            window.run_view.stop()
             if config is not None:
                 window.worker.progress.disconnect(count)
             wait_until(app, lambda: not window.area.stages, 10)  # panels left to draw (`_draw`)
@@ -395,8 +395,8 @@ def life_driver(seconds: float) -> None:
         phases.append([name, time.time(), None])
         window.start_run(RunConfig(**config))
         run_id = window.state.last_id
-        QTimer.singleShot(int(seconds * 1000),
-                          lambda: window.state.active == run_id and window.stop())  # fmt: skip
+        QTimer.singleShot(int(seconds * 1000), lambda: window.state.active == run_id
+                          and window.run_view.stop())  # fmt: skip
 
     def settled() -> None:  # idle, every panel drawn (the demo: once it has its trace)
         name, _, end = phases[-1]
@@ -407,7 +407,7 @@ def life_driver(seconds: float) -> None:
     def found() -> None:
         nonlocal window
         window = next(w for w in app.topLevelWidgets() if isinstance(w, MainWindow))
-        window.ask_keep = lambda done: QMessageBox.No
+        window.run_view.ask_keep = lambda done: QMessageBox.No
         window.settled.connect(settled)
 
     QTimer.singleShot(0, found)

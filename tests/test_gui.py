@@ -74,7 +74,7 @@ def test_live_multipass_updates_fill_rows_and_mark_passes(qtbot, window, monkeyp
     window.worker.progress.connect(lambda _id, update: seen.append(update.done))
     window.run_button.click()
     qtbot.waitUntil(lambda: window.state.pending.get("norm_h_total_by_pass", []).__len__() == 2)
-    window._flush()
+    window.run_view.flush()
     while window.area.busy():  # the panels draw one per event-loop turn: the others now
         window.area.turn()
     assert window.area.rows.data.shape == (PASSES, TP)  # rows not computed yet are blank (NaN)
@@ -150,10 +150,10 @@ def test_open_a_saved_trace_and_a_corrupt_one(qtbot, window, errors, tmp_path):
     norm = window.area.norm
     np.testing.assert_allclose(norm.row_curves[0][0].yData, trace.norm_h_total_by_pass[0])
     assert window.params.config().steps == PASSES * TP
-    assert window.recent()[0] == str(path.resolve())
+    assert window.files.recent()[0] == str(path.resolve())
     assert "loaded from file" in window.summary.text.text()
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
-    window.open_trace(str(tmp_path / "bad.npz"))
+    window.files.open_trace(str(tmp_path / "bad.npz"))
     assert errors[-1].startswith(str(tmp_path / "bad.npz"))
     window.open_path(str(tmp_path / "w.h5"))  # a weights file that is not there: refused
     assert errors[-1].startswith(str(tmp_path / "w.h5")) and "no such file" in errors[-1]
@@ -382,12 +382,12 @@ def test_a_trace_opened_over_loaded_weights_shows_its_own_sizes(qtbot, window, t
     from lstmviz.gui.main_window import demo_config
 
     window.params.set_config(demo_config())
-    window._reload_sources()
+    window.files.reload_sources()
     widgets = window.params.widgets
     assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (2, 16)
     assert not widgets["hidden"].isEnabled()  # fixed by the weights file
     config = RunConfig(mode="taped", steps=PASSES * TP, batch=3, input_dim=5, hidden=7)
     trace = next(item for item in gui_fakes.multipass(config) if isinstance(item, GradientTrace))
-    window.open_trace(str(trace.save(tmp_path / "t.npz")))
+    window.files.open_trace(str(trace.save(tmp_path / "t.npz")))
     assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (5, 7)
     assert widgets["hidden"].isEnabled() and window.params.config().weights is None

@@ -206,13 +206,13 @@ def test_a_recent_trace_that_is_gone_leaves_the_menu(shown, tmp_path, errors):
     gone = small_trace(2).save(tmp_path / "gone.npz")
     assert shown.open_path(str(gone)) and shown.open_path(str(kept))
     Path(gone).unlink()
-    names = [a.text() for a in shown.recent_menu.actions()]
+    names = [a.text() for a in shown.files.recent_menu.actions()]
     assert names == [str(Path(kept).resolve()), str(Path(gone).resolve())]
-    shown.recent_menu.actions()[1].trigger()
+    shown.files.recent_menu.actions()[1].trigger()
     assert "gone.npz" in errors[-1]
-    assert [a.text() for a in shown.recent_menu.actions()] == [str(Path(kept).resolve())]
-    shown.recent_menu.actions()[0].trigger()  # one that is there stays, first
-    assert shown.recent() == [str(Path(kept).resolve())]
+    assert [a.text() for a in shown.files.recent_menu.actions()] == [str(Path(kept).resolve())]
+    shown.files.recent_menu.actions()[0].trigger()  # one that is there stays, first
+    assert shown.files.recent() == [str(Path(kept).resolve())]
 
 
 @pytest.mark.skipif(not DEMO_WEIGHTS.is_file(), reason="no demo model")
@@ -220,6 +220,6 @@ def test_a_model_opened_over_inputs_it_cannot_take_says_it_let_them_go(shown, tm
     x = tmp_path / "x.npy"
     np.save(x, np.zeros((4, 12, 5), np.float32))  # the demo model takes I=2
     assert shown.open_path(str(x))
-    assert shown.open_model(str(DEMO_WEIGHTS))
+    assert shown.files.open_model(str(DEMO_WEIGHTS))
     assert shown.params.widgets["inputs"].path() is None
     assert "x.npy let go" in shown.message.text()

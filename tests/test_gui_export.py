@@ -70,7 +70,7 @@ def test_gui_export_dialog_writes_every_chosen_format(window, tmp_path, monkeypa
     assert header[:3] == ["t", "pass", "t_in_pass"] and len(rows) == P * T
     again = GradientTrace.load(base.with_suffix(".npz"))  # the trace itself, as Save trace
     np.testing.assert_array_equal(again.norm_h_total, window.trace.norm_h_total)
-    assert window.recent()[0] == str(base.with_suffix(".npz").resolve())
+    assert window.files.recent()[0] == str(base.with_suffix(".npz").resolve())
 
     def unwritable(dialog):
         dialog.base.setText(str(tmp_path / "missing" / "fig"))

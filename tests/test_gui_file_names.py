@@ -12,7 +12,6 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from lstmviz.trace import GradientTrace  # noqa: E402
 
 
@@ -33,11 +32,11 @@ def test_trained_weights_are_offered_under_what_they_trained_on(window, monkeypa
     config = RunConfig(mode="train", inputs=inputs, task=task, steps=4, batch=2, hidden=3)
     arrays = {"readout_kernel": np.zeros((3, 1), np.float32)}
     trace = GradientTrace("train", config, arrays)
-    monkeypatch.setattr(MainWindow, "trace", property(lambda self: trace))
+    window.shown.show_trace(trace)  # shown, not drawn
     asked = []
     monkeypatch.setattr(QFileDialog, "getSaveFileName",
                         lambda parent, title, name, wanted: asked.append(name) or ("", ""))
-    window.save_weights_dialog()
+    window.files.save_weights_dialog()
     assert asked == [proposed]
 
 

@@ -24,7 +24,7 @@ def test_an_npy_reads_as_series_in_training_and_as_x_elsewhere(window, tmp_path)
     np.save(path, np.random.default_rng(0).standard_normal((8, 7, 2)))
     x, y = read_task_file(path)  # what training takes: 8 sequences of 6 steps
     assert x.shape == (8, 6, 2) and y.shape == (8, 6, 2)
-    assert window.open_inputs(str(path))
+    assert window.files.open_inputs(str(path))
     assert "x [T, B, I] = [7, 8, 2]" in _caption(window)
     _mode(window, "train")
     text = _caption(window)
@@ -42,11 +42,11 @@ def test_an_npz_reads_as_x_and_y_in_training_and_says_when_y_is_missing(window, 
     np.savez(alone, x=rng.standard_normal((5, 4, 3)))
     assert read_task_file(both)[0].shape == (5, 4, 3)
     _mode(window, "train")
-    assert window.open_inputs(str(both))
+    assert window.files.open_inputs(str(both))
     text = _caption(window)
     assert "x [N, T, I] = [5, 4, 3] with y" in text and "[T, B, I]" not in text, text
     assert "x [N, T, I] = [5, 4, 3] with y" in window.message.text()  # the status line too
-    assert window.open_inputs(str(alone))
+    assert window.files.open_inputs(str(alone))
     assert "x [N, T, I] = [5, 4, 3]; no y: training needs x and y" in _caption(window)
     _mode(window, "taped")
     assert "x [T, B, I] = [4, 5, 3]" in _caption(window)
@@ -57,7 +57,7 @@ def test_time_major_inputs_are_still_series_to_training(window, tmp_path):
     path = tmp_path / "tm.npy"
     np.save(path, np.zeros((9, 4, 2)))
     window.params.widgets["time_major"].setChecked(True)
-    assert window.open_inputs(str(path))
+    assert window.files.open_inputs(str(path))
     assert "x [T, B, I] = [9, 4, 2]" in _caption(window)
     _mode(window, "train")
     assert "series [N, T+1, I] = [9, 4, 2]" in _caption(window)

@@ -47,7 +47,7 @@ def sizes(window) -> tuple[int, int, int]:
 def test_mode_switches_do_not_read_an_unchanged_inputs_file_again(window, reads, tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, np.zeros((3, 5, 2), np.float32))  # batch-major [B, T, I]
-    assert window.open_inputs(str(path))
+    assert window.files.open_inputs(str(path))
     assert reads == {"inputs": 1, "data": 0} and sizes(window) == (5, 3, 2)
     for mode in ("multipass", "taped", "train", "batchwise", "model", "taped", "model", "taped"):
         switch(window, mode)
@@ -61,7 +61,7 @@ def test_mode_switches_do_not_read_an_unchanged_inputs_file_again(window, reads,
 def test_an_inputs_file_changed_on_disk_is_read_again(window, reads, tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, np.zeros((3, 5, 2), np.float32))
-    assert window.open_inputs(str(path))
+    assert window.files.open_inputs(str(path))
     before = os.stat(path).st_mtime_ns
     np.save(path, np.ones((4, 6, 2), np.float32))  # the same name, other sequences
     os.utime(path, ns=(before + 10**9, before + 10**9))  # even on a coarse-clock file system
@@ -73,6 +73,6 @@ def test_an_inputs_file_changed_on_disk_is_read_again(window, reads, tmp_path):
 def test_the_inputs_layout_ticked_reads_the_file_the_other_way(window, reads, tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, np.zeros((3, 5, 2), np.float32))
-    assert window.open_inputs(str(path))
+    assert window.files.open_inputs(str(path))
     window.params.widgets["time_major"].setChecked(True)  # the file is [T, B, I]
     assert reads["inputs"] == 2 and sizes(window) == (3, 5, 2)

@@ -24,8 +24,9 @@ from PySide6.QtWidgets import (  # noqa: E402
 )
 
 from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.gui import main_window  # noqa: E402
+from lstmviz.gui import run_view  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
+from lstmviz.gui.run_state import Outcome  # noqa: E402
 from lstmviz.trace import GradientTrace, TraceUpdate, step_norm  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -181,7 +182,7 @@ def test_run_pause_resume_and_stop_from_the_keyboard(qtbot, win):
 def test_esc_asks_before_throwing_away_a_long_run_with_nothing_to_keep(qtbot, win, monkeypatch):
     """A stray Esc (closing a tooltip, a notebook's habit) never loses a long run: Esc asks,
     Esc again goes on; the Stop button and Run → Stop do not ask."""
-    monkeypatch.setattr(main_window, "ESC_ASKS_AFTER", 0.0)
+    monkeypatch.setattr(run_view, "ESC_ASKS_AFTER", 0.0)
     asked = []
 
     def question(parent, title, text, buttons, default):
@@ -200,7 +201,7 @@ def test_esc_asks_before_throwing_away_a_long_run_with_nothing_to_keep(qtbot, wi
         start(qtbot, win)
         stop()
         assert not win.state.running and len(asked) == 2
-    monkeypatch.setattr(main_window, "ESC_ASKS_AFTER", 3600.0)
+    monkeypatch.setattr(run_view, "ESC_ASKS_AFTER", 3600.0)
     start(qtbot, win)
     press(qtbot, win, "Esc")  # a run just begun: stopped at once
     assert not win.state.running and len(asked) == 2
@@ -208,7 +209,8 @@ def test_esc_asks_before_throwing_away_a_long_run_with_nothing_to_keep(qtbot, wi
 
 def test_esc_on_a_run_with_passes_done_asks_to_keep_them_and_esc_goes_on(qtbot, win, monkeypatch):
     asked = []
-    monkeypatch.setattr(win, "ask_keep", lambda done: asked.append(done) or QMessageBox.Cancel)
+    monkeypatch.setattr(win.run_view, "ask_keep",
+                        lambda done: asked.append(done) or QMessageBox.Cancel)
     start(qtbot, win, "multipass")
     win.state._on_progress(win.state.active, TraceUpdate(1, 3, "pass 1/3", {}))
     press(qtbot, win, "Esc")
@@ -284,7 +286,7 @@ def test_menu_items_are_enabled_when_they_can_act(win):
 
 def test_tab_goes_down_the_dock_to_run_pause_and_stop(qtbot, win):
     win.state.start(RunConfig())  # Pause and Stop take the focus only while a run goes
-    win.state._end("stopped", "stopped", restore=False)
+    win.state._end("stopped", Outcome.STOPPED, restore=False)
     win.params.widgets["mode"].setFocus()
     order, tops = [], []
     for _ in range(40):

@@ -79,8 +79,9 @@ def test_the_layer_field_lists_the_files_layers_and_reloads_the_one_picked(
     path = str(folder / f"m1{suffix}")
     infos = list_lstm_layers(path)
     asked = []
-    window.pick_layer = lambda p, layers: asked.append(layers) or layers[2]  # the dialog: "top"
-    assert window.open_weights(path)
+    # the dialog: "top"
+    window.files.pick_layer = lambda p, layers: asked.append(layers) or layers[2]
+    assert window.files.open_weights(path)
     field = window.params.widgets["layer"]
     names = [field.itemText(k) for k in range(field.count())]
     assert names == [info.name for info in infos] and names[2] == "top" and len(asked) == 1
@@ -107,7 +108,7 @@ def test_the_layer_field_lists_the_files_layers_and_reloads_the_one_picked(
 def test_a_typed_name_is_read_and_a_wrong_one_changes_nothing(qtbot, window, errors, keras_pair):
     folder, (model, _) = keras_pair
     path = str(folder / "m1.keras")
-    assert window.open_weights(path, "top")
+    assert window.files.open_weights(path, "top")
     field = window.params.widgets["layer"]
     _type(qtbot, field, "bi")  # the Bidirectional's own name: its forward half
     assert window.params.config().layer == "bi" and not errors
@@ -133,7 +134,7 @@ def test_a_file_of_one_layer_needs_no_choice(qtbot, window, errors, tmp_path, rn
     sizes in the placeholder. Nobody is asked."""
     from safetensors.numpy import save_file
 
-    window.pick_layer = lambda *args: pytest.fail("asked for a layer of a one-layer file")
+    window.files.pick_layer = lambda *args: pytest.fail("asked for a layer of a one-layer file")
     shapes = {"weight_ih_l0": (8, 3), "weight_hh_l0": (8, 2), "bias_ih_l0": (8,),
               "bias_hh_l0": (8,)}  # fmt: skip
     save_file({k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()},
@@ -164,11 +165,11 @@ def test_opening_weights_reads_the_file_once(window, keras_pair, monkeypatch):
         return real(suffix)
 
     monkeypatch.setattr(loaders, "layer_reader", counted)
-    window.pick_layer = lambda p, layers: layers[0]
-    assert window.open_weights(str(folder / "m1.keras"))
+    window.files.pick_layer = lambda p, layers: layers[0]
+    assert window.files.open_weights(str(folder / "m1.keras"))
     assert reads == [".keras"]
     reads.clear()
-    assert window.choose_layer("top")
+    assert window.files.choose_layer("top")
     assert reads == [".keras"]
 
 
@@ -180,9 +181,9 @@ def test_per_batch_files_use_the_layer_picked(qtbot, window, errors, keras_pair)
     mode.setCurrentIndex(mode.findData("batchwise"))
     generator = window.params.widgets["generator"]
     generator.setCurrentIndex(generator.findData("files"))
-    window.pick_layer = lambda p, layers: layers[2]
+    window.files.pick_layer = lambda p, layers: layers[2]
     paths = [str(folder / "m1.keras"), str(folder / "m2.keras")]
-    assert window.open_batch_weights(paths) and not errors
+    assert window.files.open_batch_weights(paths) and not errors
     field = window.params.widgets["layer"]
     assert field.currentText() == "top" and _sizes(window) == (6, 5)
     _type(qtbot, field, "bi")
@@ -209,11 +210,11 @@ def test_a_config_naming_a_layer_lists_the_files_layers_again(window, errors, ke
     folder, _ = keras_pair
     config = replace(window.params.config(), weights=str(folder / "m1.h5"), layer="bi")
     window.params.set_config(config)
-    window._reload_sources()  # as the window does after set_config
+    window.files.reload_sources()  # as the window does after set_config
     field = window.params.widgets["layer"]
     assert field.count() == 3 and field.currentText() == "bi" and _sizes(window) == (4, 3)
     window.params.set_config(replace(config, weights=str(folder / "gone.keras"), layer="top"))
-    window._reload_sources()
+    window.files.reload_sources()
     assert field.count() == 0 and field.currentText() == "top" and not errors
 
 

@@ -211,7 +211,7 @@ def test_batchwise_files_take_one_weights_file_per_batch_from_the_dialog(
         widgets[name].setValue(value)
     chosen = [str(tmp_path / "b.npz"), str(tmp_path / "a.npz")]
     monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: (chosen, ""))
-    window.open_weights_dialog()
+    window.files.open_weights_dialog()
     assert window.params.config().weights == ",".join(sorted(chosen)) and not errors
     assert widgets["batches"].value() == 2 and "2 files" in window.params.sources.text()
     assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (2, 3)
@@ -240,7 +240,7 @@ def test_batchwise_weights_named_by_a_folder_are_read_again_as_its_files(window,
     config = RunConfig(mode="batchwise", generator="files", weights=str(tmp_path), batches=2,
                        input_dim=1, hidden=1)  # fmt: skip
     window.params.set_config(config)
-    window._reload_sources()
+    window.files.reload_sources()
     widgets = window.params.widgets
     assert (widgets["input_dim"].value(), widgets["hidden"].value()) == (3, 4)
     assert not widgets["hidden"].isEnabled()

@@ -68,10 +68,10 @@ def test_each_model_file_kind_opens_in_model_mode(qtbot, window, errors, models)
     assert [r[0] for r in params.model_table.rows()][-2:] == ["top →", "head"]
 
     params.widgets["mode"].setCurrentIndex(params.widgets["mode"].findData("taped"))
-    window.pick_layer = lambda path, layers: layers[1]  # the layer picker's choice
+    window.files.pick_layer = lambda path, layers: layers[1]  # the layer picker's choice
     assert window.open_path(models["stack"])  # outside model mode: LSTM weights (a layer)
     assert params.config().weights == models["stack"] and params.config().mode == "taped"
-    window.open_model(models["stack"])  # File → Open model…: a stack of LSTM layers
+    window.files.open_model(models["stack"])  # File → Open model…: a stack of LSTM layers
     config = params.config()
     assert config.mode == "model" and config.model == models["stack"]
     assert [r[0] for r in params.model_table.rows()] == ["input", "first →", "second →"]
@@ -117,7 +117,7 @@ def test_data_of_the_wrong_shape_gets_a_dialog_and_nothing_changes(qtbot, window
     before = window.params.config()
     assert before.inputs == models["data"] and window.params.widgets["batch"].value() == 5
     assert not window.params.widgets["batch"].isEnabled()
-    window.open_data(models["long"])
+    window.files.open_data(models["long"])
     assert len(errors) == 1 and errors[0].startswith(models["long"])
     assert "x has shape [5, 8], the model takes (None, 7) token ids" in errors[0]
     assert window.params.config() == before
@@ -178,7 +178,7 @@ def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, tmp_pat
     model.compile(loss="mse")
     model.save(tmp_path / "long.keras")
     window.worker.engine = same_model
-    window.open_model(str(tmp_path / "long.keras"))
+    window.files.open_model(str(tmp_path / "long.keras"))
     window.params.widgets["batch"].setValue(32)
     with qtbot.waitSignal(window.settled, timeout=120_000):
         window.run_button.click()  # compiles, then computes

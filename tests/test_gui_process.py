@@ -21,7 +21,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.engine import child  # noqa: E402
+from lstmviz.engine import child, messages  # noqa: E402
 from lstmviz.gui import worker as worker_module  # noqa: E402
 from lstmviz.gui.worker import exit_text  # noqa: E402
 from tests import gui_fakes  # noqa: E402
@@ -289,7 +289,8 @@ def test_a_dropped_traces_files_are_unmapped_in_a_thread_once_the_window_lets_go
 
     rng = np.random.default_rng(1)
     arrays = {"big": rng.standard_normal((300, 300)).astype(np.float32), "loss": np.float32(1)}
-    trace = child.received_trace("taped", RunConfig(), child.pack(arrays, tmp_path / "run"),
+    trace = child.received_trace(messages.PackedTrace("taped", RunConfig(),
+                                                      child.pack(arrays, tmp_path / "run")),
                                  tmp_path / "run")  # fmt: skip
     held = trace.big  # a panel's reference
     mapping = weakref.ref(held.base)
@@ -326,9 +327,9 @@ def test_the_reader_cancels_flags_and_stops_the_kernels_of_the_run_in_progress_o
     flags = child._Flags()
     flags.current = 4
     requests: queue.Queue = queue.Queue()
-    run = ("run", 8, SMALL, None, "folder")
-    script = [("cancel", 3), ("cancel", 4), ("finish", 5), ("pause", 6), ("resume", 6),
-              ("pause", 7), run, ("close",)]  # fmt: skip
+    run = messages.Run(8, SMALL, None, "folder")
+    script = [messages.Cancel(3), messages.Cancel(4), messages.Finish(5), messages.Pause(6),
+              messages.Resume(6), messages.Pause(7), run, messages.Close()]  # fmt: skip
     child._read(Script(script), requests, flags)
     assert calls == ["stop"]  # run 4 only: 3 and 5 are not computing
     assert flags.cancelled == {3, 4, 5} and flags.finish == {5} and flags.paused == {7}

@@ -63,9 +63,10 @@ def test_a_finished_recording_opens_whole(qtbot, window, errors, fitted):
     count, last = len(rec), rec.last
     assert count == 7 and not errors
     assert shown_panels(window) == RECORDING_PANELS | MODEL_PANELS
-    assert window.recording is not None and not window.follower.following  # finished: no polls
-    assert window.recent()[0] == str(fitted.resolve())  # File → Recent files lists it
-    bar = window.recording_bar
+    # finished: no polls
+    assert window.recording is not None and not window.recordings.follower.following
+    assert window.files.recent()[0] == str(fitted.resolve())  # File → Recent files lists it
+    bar = window.recordings.bar
     assert bar.isVisibleTo(window) and bar.slider.maximum() == count - 1
     assert bar.slider.value() == count - 1 and bar.record() is None
     assert "finished" in bar.header.text() and "7 records every 2 batches" in bar.header.text()
@@ -122,9 +123,9 @@ def test_a_finished_recording_opens_whole(qtbot, window, errors, fitted):
     drain(window)
     assert (bar.first.value(), bar.last.value()) == (1, 3) and area.t_range == (1, 3)
 
-    window.open_trace(str(last.save(fitted.parent / "last.npz")))  # another file: view closed
+    window.files.open_trace(str(last.save(fitted.parent / "last.npz")))  # another file: view closed
     drain(window)
-    assert window.recording is None and window.follower is None
+    assert window.recording is None and window.recordings.follower is None
     assert not bar.isVisibleTo(window) and not shown_panels(window) & RECORDING_PANELS
     assert not bar.summary_window.isVisible()
 
@@ -238,7 +239,7 @@ def test_corrupt_or_truncated_recordings_get_a_dialog(qtbot, window, errors, fit
         text = errors[-1]
         assert text.startswith(str(path)) and "\n" not in text, text
     assert "truncated" in errors[0] and "not a recording" in errors[1]
-    assert window.recording is None and window.trace is None and window.recording_bar is None
+    assert window.recording is None and window.trace is None and window.recordings.bar is None
 
 
 WRITER = """
@@ -285,10 +286,11 @@ def test_a_growing_recording_is_followed_without_blocking_the_window(
     writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline().strip() == "first"
-        assert window.open_recording(str(path))
-        assert window.follower.following and "following" in window.recording_bar.header.text()
+        assert window.recordings.open_recording(str(path))
+        assert window.recordings.follower.following
+        assert "following" in window.recordings.bar.header.text()
         seen: list[tuple[int, float]] = []
-        window.follower.read.connect(lambda rec: seen.append((len(rec), time.time())))
+        window.recordings.follower.read.connect(lambda rec: seen.append((len(rec), time.time())))
         ticks: list[float] = []
         timer = QTimer(interval=10)
         timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
@@ -300,7 +302,7 @@ def test_a_growing_recording_is_followed_without_blocking_the_window(
         writer.kill()
     late = np.diff(ticks).max() - 0.010
     assert late < 0.25, f"the window's thread was blocked for {late * 1000:.0f} ms"
-    threads = window.follower.reading_threads
+    threads = window.recordings.follower.reading_threads
     assert threads and all(name.startswith("lstmviz-recording") for name in threads), threads
 
     written = dict(line.split() for line in log.read_text().splitlines())
@@ -310,14 +312,14 @@ def test_a_growing_recording_is_followed_without_blocking_the_window(
     assert len(seen) >= 4  # it did follow the file as it grew
     drain(window)
     rec = window.recording
-    assert len(rec) == count and not window.follower.following
+    assert len(rec) == count and not window.recordings.follower.following
     np.testing.assert_array_equal(rec.step, 2 * np.arange(1, count + 1))
     np.testing.assert_array_equal(rec.last.layer1_grad_h_total, load_recording(path).last
                                   .layer1_grad_h_total)  # fmt: skip
-    assert window.recording_bar.slider.maximum() == count - 1
-    assert window.recording_bar.record() is None  # at the end: it followed the new records
+    assert window.recordings.bar.slider.maximum() == count - 1
+    assert window.recordings.bar.record() is None  # at the end: it followed the new records
     assert window.area.by_name["record_map"].data.shape[1] == count
-    assert "finished" in window.recording_bar.header.text() and not errors
+    assert "finished" in window.recordings.bar.header.text() and not errors
 
     ticks.clear()  # the measure can fail: the same slow read in the window's thread
     timer.start()
@@ -334,7 +336,7 @@ def test_a_recording_that_goes_bad_while_followed_gets_a_dialog(qtbot, window, e
         trace = model_trace(n)
         writer.append(rows_of(trace, 5 * n, 0), trace)
     try:
-        assert window.open_recording(str(path)) and window.follower.following
+        assert window.recordings.open_recording(str(path)) and window.recordings.follower.following
         broken = tmp_path / "broken"
         broken.write_bytes(path.read_bytes()[:3000])
         os.replace(broken, path)  # what a copy over it, or a damaged disk, leaves
@@ -342,7 +344,8 @@ def test_a_recording_that_goes_bad_while_followed_gets_a_dialog(qtbot, window, e
     finally:
         writer.close()
     assert errors[-1].startswith(str(path)) and "\n" not in errors[-1]
-    assert not window.follower.following and "not followed" in window.recording_bar.header.text()
+    assert not window.recordings.follower.following
+    assert "not followed" in window.recordings.bar.header.text()
     assert len(window.recording) == 2 and window.area.by_name["record_map"].drawn()
 
 
@@ -350,7 +353,7 @@ def test_the_window_exports_the_recording_it_shows(qtbot, window, errors, fitted
                                                   monkeypatch):  # fmt: skip
     assert window.open_path(str(fitted))
     drain(window)
-    window.recording_bar.slider.setValue(2)
+    window.recordings.bar.slider.setValue(2)
     base = tmp_path / "fig"
     export_every_format(window, monkeypatch, base, 1200, 900)
     assert not errors, errors

@@ -45,7 +45,7 @@ def stop_a_run(qtbot, window) -> None:
     try:
         assert window.start_run(RunConfig(mode="multipass", steps=10, passes=4))
         qtbot.waitUntil(lambda: window.state.done >= 1, timeout=60_000)
-        window.stop()
+        window.run_view.stop()
         drain(window)
     finally:
         window.worker.engine = None
@@ -83,7 +83,7 @@ def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
 
     assert window.open_path(str(fitted))  # again; now a model file is opened for a run
     assert model.edit.text().startswith("seq") and model.edit.text().endswith("(recorded)")
-    assert window.open_model(DEMO_MODEL)
+    assert window.files.open_model(DEMO_MODEL)
     assert model.path() == os.path.abspath(DEMO_MODEL) and "demo_lstm.keras" in model.edit.text()
     assert data.path() is None and data.edit.text() == ""  # "random (seeded)": what Run uses
     assert "run.lvz" not in params.sources.text()
@@ -91,7 +91,8 @@ def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
     # a trace of the recording's last record: its model too was in the training process's
     # memory, so the dock names it (not "none", as if no model were shown) and Run says why
     assert window.open_path(str(fitted))
-    assert window.open_trace(str(load_recording(fitted).last.save(fitted.parent / "state.npz")))
+    saved = load_recording(fitted).last.save(fitted.parent / "state.npz")
+    assert window.files.open_trace(str(saved))
     assert model.edit.text().startswith("seq") and model.edit.text().endswith("(in memory)")
     assert "sequential" in model.edit.toolTip()
     assert "x [16, 7]" in data.edit.text() and "cannot be re-run" in model.edit.toolTip()
@@ -102,7 +103,7 @@ def test_the_dock_says_the_recording_cannot_be_rerun_and_run_says_so(
     assert not window.state.running and not calls
     # a model trace run from a model file opens with that file in the dock, nothing marked
     params.widgets["mode"].setCurrentIndex(params.widgets["mode"].findData("model"))
-    assert window.open_model(DEMO_MODEL) and window.open_trace(
+    assert window.files.open_model(DEMO_MODEL) and window.files.open_trace(
         str(load_recording(fitted).last.save(fitted.parent / "again.npz"))
     )
     assert "in memory" in model.edit.text()  # that trace names no file either
@@ -115,13 +116,14 @@ def test_stop_no_shows_the_recording_again_at_the_record_and_window_chosen(
 
     assert window.open_path(str(fitted))
     drain(window)
-    bar, area = window.recording_bar, window.area
+    bar, area = window.recordings.bar, window.area
     bar.slider.setValue(2)
     choose_window(qtbot, bar, 1, 3)
     drain(window)
     assert (bar.record(), bar.t_range(), area.record, area.t_range) == (2, (1, 3), 2, (1, 3))
     asked = []
-    monkeypatch.setattr(window, "ask_keep", lambda done: asked.append(done) or QMessageBox.No)
+    monkeypatch.setattr(window.run_view, "ask_keep",
+                        lambda done: asked.append(done) or QMessageBox.No)
     stop_a_run(qtbot, window)
     assert asked and not window.state.running and not errors
     assert window.recording is not None and window.recording.path == fitted

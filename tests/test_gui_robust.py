@@ -116,7 +116,7 @@ LONG_RUNS = {  # the real engine; far more units than the test waits for
 @pytest.mark.serial  # times the stop: alone under xdist
 @pytest.mark.parametrize("mode", sorted(LONG_RUNS))
 def test_stop_cancels_a_long_multi_unit_run_within_a_second(qtbot, window, monkeypatch, mode):
-    monkeypatch.setattr(window, "ask_keep", lambda done: QMessageBox.No)  # train asks
+    monkeypatch.setattr(window.run_view, "ask_keep", lambda done: QMessageBox.No)  # train asks
     updates = []
     window.worker.progress.connect(lambda run_id, update: updates.append(update.done))
     assert window.start_run(LONG_RUNS[mode])
@@ -196,7 +196,7 @@ def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
     win = MainWindow(settings=settings, quiet_errors=True)
     qtbot.addWidget(win)
     win.show()
-    assert win.open_trace(str(path)) and win.errors == 0
+    assert win.files.open_trace(str(path)) and win.errors == 0
     qtbot.waitUntil(lambda: not win.area.stages)  # the panels draw one per event-loop turn
     np.testing.assert_array_equal(win.area.norm.marks.steps, np.unique(bad))
     assert win.area.norm.marks.spans and not win.area.norm.marks.boundingRect().isEmpty()
@@ -331,7 +331,7 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
     np.testing.assert_array_equal(norm.curves["norm_h_total"].yData, traces[0].norm_h_total)
     win.show_trace(traces[1], None)
     with qtbot.waitSignal(win.settled, timeout=5_000):
-        win._settle()  # as when a run ends: the signal waits for the panels left to draw
+        win.settle()  # as when a run ends: the signal waits for the panels left to draw
         assert win.area.stages
     assert not win.area.stages
     newest = traces[1]
@@ -407,7 +407,7 @@ def test_panels_resized_by_a_new_panel_set_repaint_one_per_turn(qtbot, tmp_path)
     config = RunConfig(steps=16, batch=3, hidden=4)
     with qtbot.waitSignal(win.settled, timeout=5_000):
         win.show_trace(GradientTrace("taped", config, wide), None)
-        win._settle()
+        win.settle()
     assert {"loss", "connectivity"} <= set(win.area.shown)
 
     painted: list[tuple[str, bool]] = []  # (panel, frozen when it painted)
@@ -426,7 +426,7 @@ def test_panels_resized_by_a_new_panel_set_repaint_one_per_turn(qtbot, tmp_path)
         win.show_trace(GradientTrace("taped", config, arrays), None)
         frozen = [w for w in win.area.frozen if w in win.area.panels]  # besides plots
         assert len(frozen) == 2 and not any(p.updatesEnabled() for p in frozen)
-        win._settle()
+        win.settle()
     assert set(win.area.shown) == {"norm", "rows", "units"} and not win.area.frozen
     assert all(p.updatesEnabled() for p in win.area.panels)
     assert {name for name, _ in painted} == {"norm", "rows", "units"}

@@ -48,7 +48,7 @@ def test_a_damaged_settings_file_starts_the_window_with_defaults(qtbot, tmp_path
     assert win.params.config().batch == RunConfig().batch
     win.show()
     assert win.isVisible() and win.width() > 300
-    win.recent_menu.aboutToShow.emit()
+    win.files.recent_menu.aboutToShow.emit()
     win.close()
     # what the window wrote over them is read back as written
     again = idle_window(qtbot, QSettings(str(path), QSettings.Format.IniFormat))
@@ -68,27 +68,28 @@ def test_file_dialogs_start_in_the_folder_last_used_also_after_a_restart(
 
     monkeypatch.setattr(QFileDialog, "getOpenFileName", opened)
     win = idle_window(qtbot, settings)
-    win.open_trace_dialog()
+    win.files.open_trace_dialog()
     assert win.trace is not None
     win.close()
 
     again = idle_window(qtbot, settings)
-    for dialog in (again.open_trace_dialog, again.open_model_dialog, again.open_inputs_dialog,
-                   again.open_recording_dialog):  # fmt: skip
+    for dialog in (again.files.open_trace_dialog, again.files.open_model_dialog,
+                   again.files.open_inputs_dialog,
+                   again.recordings.open_recording_dialog):  # fmt: skip
         monkeypatch.setattr(QFileDialog, "getOpenFileName",
                             lambda p, t, folder, w: (asked.append(folder), ("", ""))[1])
         dialog()
         assert Path(asked[-1]) == first.parent, dialog.__name__
     # a trace saved elsewhere: the next dialog starts there, and the save offers that folder
-    again.open_trace(str(first))
+    again.files.open_trace(str(first))
     other = tmp_path / "saved" / "mine.npz"
     other.parent.mkdir()
     offered = []
     monkeypatch.setattr(QFileDialog, "getSaveFileName",
                         lambda p, t, start, w: (offered.append(start), (str(other), w))[1])
-    again.save_trace_dialog()
+    again.files.save_trace_dialog()
     assert other.is_file() and Path(offered[-1]).parent == first.parent
-    again.save_trace_dialog()
+    again.files.save_trace_dialog()
     assert Path(offered[-1]).parent == other.parent
     again.close()
 
@@ -97,9 +98,9 @@ def test_a_folder_since_removed_is_not_offered(qtbot, settings, tmp_path, monkey
     gone = tmp_path / "gone"
     path = saved_trace(gone)
     win = idle_window(qtbot, settings)
-    win.open_trace(str(path))
+    win.files.open_trace(str(path))
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda p, t, f, w: (str(path), w))
-    win.open_trace_dialog()
+    win.files.open_trace_dialog()
     win.close()
     path.unlink()
     gone.rmdir()
@@ -107,7 +108,7 @@ def test_a_folder_since_removed_is_not_offered(qtbot, settings, tmp_path, monkey
     again = idle_window(qtbot, settings)
     monkeypatch.setattr(QFileDialog, "getOpenFileName",
                         lambda p, t, folder, w: (asked.append(folder), ("", ""))[1])
-    again.open_trace_dialog()
+    again.files.open_trace_dialog()
     assert asked == [""]  # Qt's own choice (the working folder), not a missing one
     again.close()
 

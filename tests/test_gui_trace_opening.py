@@ -55,12 +55,12 @@ def test_a_big_trace_is_read_off_the_windows_thread_and_shown(qtbot, idle, error
                                                               tmp_path):  # fmt: skip
     path = saved_trace(tmp_path / "t.npz")
     assert idle.open_path(str(path))
-    assert idle.opening() and "opening" in idle.message.text()
+    assert idle.files.opening() and "opening" in idle.message.text()
     qtbot.waitUntil(lambda: idle.trace is not None, timeout=10_000)
     assert threaded and threaded[0] is not threading.main_thread()
     expected = np.load(path)["norm_h_total_by_pass"]
     np.testing.assert_array_equal(idle.trace.norm_h_total_by_pass, expected)
-    assert not idle.opening() and "opened" in idle.message.text() and not errors
+    assert not idle.files.opening() and "opened" in idle.message.text() and not errors
 
 
 def test_a_bad_big_file_gets_its_dialog_when_read(qtbot, idle, errors, threaded, tmp_path):
@@ -70,7 +70,7 @@ def test_a_bad_big_file_gets_its_dialog_when_read(qtbot, idle, errors, threaded,
     np.savez(path, **arrays)
     assert idle.open_path(str(path))
     qtbot.waitUntil(lambda: bool(errors), timeout=10_000)
-    assert str(path) in errors[0] and idle.trace is None and not idle.opening()
+    assert str(path) in errors[0] and idle.trace is None and not idle.files.opening()
 
 
 def test_the_file_opened_last_wins_over_a_slower_one(qtbot, idle, errors, threaded, tmp_path):
@@ -88,6 +88,6 @@ def test_a_run_started_while_reading_drops_the_file(qtbot, idle, errors, threade
     monkeypatch.setattr(idle.state, "start", lambda config: True)  # no computing process
     assert idle.open_path(str(slow))
     assert idle.start_run()
-    assert not idle.opening() and "not opened" in idle.message.text()
+    assert not idle.files.opening() and "not opened" in idle.message.text()
     qtbot.wait(800)
     assert idle.trace is None and not errors

@@ -153,7 +153,7 @@ def test_open_keras_with_two_lstms_picks_a_layer_and_locks_sizes(
 
     monkeypatch.setattr(LayerPickerDialog, "exec", choose_second)
     # File → Open weights… (with its Dense head the file is a model: a drop opens model mode)
-    window.open_weights(str(path))
+    window.files.open_weights(str(path))
     assert shown == [[["lstm_a", "3", "5", ""], ["lstm_b", "5", "4", ""]]]
     widgets = window.params.widgets
     assert widgets["layer"].text() == "lstm_b"
@@ -178,7 +178,7 @@ def test_open_keras_with_two_lstms_picks_a_layer_and_locks_sizes(
     widgets["weights"].set_path(None)  # ✕: back to seeded weights, H editable again
     assert widgets["hidden"].isEnabled() and not widgets["input_dim"].isEnabled()
     (tmp_path / "bad.keras").write_bytes(b"not a zip file")
-    assert window.open_weights(str(tmp_path / "bad.keras")) is False
+    assert window.files.open_weights(str(tmp_path / "bad.keras")) is False
     assert errors[-1].startswith(str(tmp_path / "bad.keras"))
     assert window.params.config().weights is None
 

@@ -120,20 +120,20 @@ def test_updates_faster_than_the_panels_draw_still_reach_every_panel(qtbot, show
     each live redraw waits for the last one's panels instead of restarting them, so the panel
     last in the order (the training loss) fills in during the run, not only at its end."""
     win, rng = shown, np.random.default_rng(6)
-    win.state.config = RunConfig(mode="train", steps=12, batch=2, hidden=3, train_steps=400)
+    win.shown.show_run(RunConfig(mode="train", steps=12, batch=2, hidden=3, train_steps=400))
     drawn_while_streaming = []
     for n in range(1, 80):
         norms = rng.uniform(0.1, 1.0, (n, 12)).astype(np.float32)
         win.state.pending = {"loss_by_step": rng.uniform(size=n).astype(np.float32),
                              "norm_h_total_by_step": norms, "norm_h_total": norms[-1]}  # fmt: skip
-        win.dirty = True
-        win._flush()
+        win.run_view.dirty = True
+        win.run_view.flush()
         qtbot.wait(3)  # the next update comes before a stage turn (STAGE_MS) is due
         loss = win.area.by_name.get("loss")
         drawn_while_streaming.append(loss is not None and loss.loss.size > 0)
     assert any(drawn_while_streaming)
     qtbot.waitUntil(lambda: not win.area.busy(), timeout=5_000)
-    win._flush()  # the last update, drawn once the panels are free
+    win.run_view.flush()  # the last update, drawn once the panels are free
     qtbot.waitUntil(lambda: not win.area.busy(), timeout=5_000)
     np.testing.assert_array_equal(win.area.by_name["loss"].loss, win.state.pending["loss_by_step"])
 

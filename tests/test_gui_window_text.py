@@ -53,7 +53,7 @@ def wait_drawn(qtbot, win) -> None:
 
 def test_the_title_names_the_trace_file_shown_until_a_run_replaces_it(qtbot, win, tmp_path):
     path = saved_trace(tmp_path / "my_run.npz")
-    assert win.open_trace(str(path))
+    assert win.files.open_trace(str(path))
     wait_drawn(qtbot, win)
     assert win.windowTitle().startswith("my_run.npz — lstmviz")
     assert "taped" in win.windowTitle()
@@ -62,10 +62,10 @@ def test_the_title_names_the_trace_file_shown_until_a_run_replaces_it(qtbot, win
 
 
 def test_the_title_names_the_trace_again_after_a_run_that_kept_nothing(qtbot, win, tmp_path):
-    assert win.open_trace(str(saved_trace(tmp_path / "kept.npz")))
+    assert win.files.open_trace(str(saved_trace(tmp_path / "kept.npz")))
     wait_drawn(qtbot, win)
     assert win.start_run(RunConfig(mode="taped", steps=4, batch=1, input_dim=1, hidden=2))
-    win.stop()  # nothing done: the trace from before is shown again
+    win.run_view.stop()  # nothing done: the trace from before is shown again
     qtbot.waitUntil(lambda: not win.state.running)
     assert win.trace is not None and win.windowTitle().startswith("kept.npz — lstmviz")
 
@@ -74,7 +74,7 @@ def test_the_title_names_the_recording_shown(qtbot, win, tmp_path):
     path = tmp_path / "fit_run.lvz"
     with gzip.open(RECORDING) as packed:
         path.write_bytes(packed.read())
-    assert win.open_recording(str(path))
+    assert win.recordings.open_recording(str(path))
     wait_drawn(qtbot, win)
     assert win.windowTitle().startswith("fit_run.lvz — lstmviz")
     assert win.start_run(RunConfig(mode="taped", steps=4, batch=1, input_dim=1, hidden=2))
@@ -125,7 +125,7 @@ def test_every_view_menu_item_and_the_recent_files_menu_have_a_status_tip(win):
     assert len(items) >= 17
     plain = [a.text() for a in items if not a.statusTip() or a.statusTip() == a.text()]
     assert not plain
-    assert win.recent_menu.menuAction().statusTip()
+    assert win.files.recent_menu.menuAction().statusTip()
 
 
 def test_verify_button_names_its_shortcut(win):
@@ -146,7 +146,7 @@ def test_an_opened_trace_leaves_no_done_of_an_earlier_run_in_the_status_bar(qtbo
     win.progress.setValue(1)
     win.progress.setFormat("done")  # as an earlier run left it
     win.progress.show()
-    assert win.open_trace(str(saved_trace(tmp_path / "t.npz")))
+    assert win.files.open_trace(str(saved_trace(tmp_path / "t.npz")))
     wait_drawn(qtbot, win)
     assert not win.progress.isVisible()
 

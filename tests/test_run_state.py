@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import QObject, Signal
 
 from lstmviz.config import RunConfig
-from lstmviz.gui.run_state import RunState
+from lstmviz.gui.run_state import Outcome, Phase, RunState, Stop
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 
@@ -97,7 +97,7 @@ def test_time_paused_or_held_by_the_keep_question_is_not_run_time(state, monkeyp
     state.set_paused(False)
     clock[0] += 1.0
     state.worker.progress.emit(run_id, TraceUpdate(1, 3, "pass 1/3", rows(1)))
-    assert state.stop() == "ask"
+    assert state.stop() is Stop.ASK
     clock[0] += 20.0  # the question is open
     state.go_on()
     clock[0] += 0.5
@@ -110,11 +110,11 @@ def test_stop_keep_ends_with_the_trace_of_the_units_done(state):
     state.start(RunConfig(mode="batchwise", batches=5))
     run_id = state.active
     state.worker.progress.emit(run_id, TraceUpdate(2, 5, "batch 2/5"))
-    assert state.stop() == "ask" and state.running
+    assert state.stop() is Stop.ASK and state.running
     state.keep()
     assert state.finishing and state.worker.calls[1:] == [("pause", run_id),
                                                           ("finish_early", run_id)]  # fmt: skip
-    assert state.stop() == ""  # a second Stop while the trace is built does nothing
+    assert state.stop() is Stop.NOTHING  # a second Stop while the trace is built does nothing
     kept = GradientTrace("batchwise", RunConfig(mode="batchwise", batches=2), {})
     state.worker.finished_run.emit(run_id, kept)
     assert state.trace is kept and not state.running and not state.finishing
@@ -124,12 +124,12 @@ def test_stop_discard_and_go_on(state):
     state.start(RunConfig(mode="train"))
     run_id = state.active
     state.worker.progress.emit(run_id, TraceUpdate(3, 10, "loss 0.5"))
-    assert state.stop() == "ask"
+    assert state.stop() is Stop.ASK
     state.go_on()
     assert state.running and state.worker.calls[-1] == ("resume", run_id)
     ended = []
     state.ended.connect(ended.append)
-    assert state.stop() == "ask"
+    assert state.stop() is Stop.ASK
     state.discard()
     assert not state.running and state.worker.calls[-1] == ("cancel", run_id)
     assert ended and ended[0].startswith("stopped after")
@@ -140,10 +140,10 @@ def test_stop_discard_and_go_on(state):
 
 def test_a_run_with_nothing_done_or_no_units_stops_at_once(state):
     state.start(RunConfig(mode="multipass"))
-    assert state.stop() == "stopped" and not state.running  # no pass done yet
+    assert state.stop() is Stop.STOPPED and not state.running  # no pass done yet
     state.start(RunConfig(mode="taped"))
     state.worker.progress.emit(state.active, TraceUpdate(1, 1, "done"))
-    assert state.stop() == "stopped"  # one unit: nothing to keep
+    assert state.stop() is Stop.STOPPED  # one unit: nothing to keep
 
 
 def test_failure_goes_to_a_dialog(state):
@@ -177,7 +177,7 @@ def test_a_run_that_ends_without_a_trace_leaves_the_one_before(state, how):
     assert state.trace is None and state.config is other and state.seconds is None
     state.worker.progress.emit(state.active, TraceUpdate(3, 50, "loss 0.5", {"loss": np.ones(3)}))
     if how == "discard":
-        assert state.stop() == "ask"
+        assert state.stop() is Stop.ASK
         state.discard()
     elif how == "stop_now":
         state.stop_now()
@@ -188,11 +188,11 @@ def test_a_run_that_ends_without_a_trace_leaves_the_one_before(state, how):
     assert not state.running and state.restored
     assert state.trace is before and state.config is config and state.seconds == seconds
     assert state.pending == {} and state.rows_total is None
-    assert state.outcome == ("failed" if how == "failed" else "stopped")
+    assert state.outcome is (Outcome.FAILED if how == "failed" else Outcome.STOPPED)
     assert len(ended) == 1 and "the trace from before is shown again" in ended[0]
     # the next run to finish replaces it; one after that that fails leaves the new one
     newer = finished(state, other)
-    assert state.trace is newer and not state.restored and state.outcome == "done"
+    assert state.trace is newer and not state.restored and state.outcome is Outcome.DONE
     state.start(config)
     state.stop_now()
     assert state.trace is newer
@@ -226,8 +226,25 @@ def test_keep_says_that_the_trace_is_being_built(state):
     state.updated.connect(lambda: messages.append(state.message))
     state.start(RunConfig(mode="batchwise", batches=5))
     state.worker.progress.emit(state.active, TraceUpdate(2, 5, "batch 2/5"))
-    assert state.stop() == "ask"
+    assert state.stop() is Stop.ASK
     state.keep()
     assert messages[-1].startswith("stopping: building the trace")
     state.worker.finished_run.emit(state.active, GradientTrace("batchwise", state.config, {}))
-    assert state.outcome == "kept"
+    assert state.outcome is Outcome.KEPT
+
+
+def test_a_run_paused_by_the_user_stays_paused_after_the_keep_question(state):
+    """Pause, Stop (the question), Cancel: the run is held by the user still, and nothing
+    resumes it; Pause off then resumes it."""
+    state.start(RunConfig(mode="train"))
+    run_id = state.active
+    state.worker.progress.emit(run_id, TraceUpdate(3, 10, "loss 0.5"))
+    state.set_paused(True)
+    assert state.phase is Phase.PAUSED and state.stop() is Stop.ASK
+    assert state.phase is Phase.ASKING and state.paused
+    state.go_on()
+    assert state.phase is Phase.PAUSED and state.worker.calls[-1] == ("pause", run_id)
+    state.set_paused(False)
+    assert state.phase is Phase.RUNNING and state.worker.calls[-1] == ("resume", run_id)
+    state.stop_now()
+    assert state.phase is Phase.IDLE and state.outcome is Outcome.STOPPED

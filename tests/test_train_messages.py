@@ -7,6 +7,7 @@ import pytest
 from lstmviz.cli import main
 from lstmviz.config import RunConfig
 from lstmviz.engine.child import _save, describe
+from lstmviz.engine.messages import PackedTrace, Save, Saved
 from lstmviz.engine.train import run_train, train
 from lstmviz.engine.trained import save_trained_weights
 from lstmviz.errors import LstmvizError
@@ -48,9 +49,11 @@ def test_the_apps_save_request_answers_in_one_line(tmp_path, trace):
     """The app's Save trained weights… shows the computing process's answer in a dialog."""
     sent = []
     path = tmp_path / "gone" / "adding-trained.weights.h5"
-    _save(sent.append, None, 7, (trace.mode, trace.config, dict(trace.arrays)), str(path))
-    [(kind, request_id, written, error)] = sent
-    assert (kind, request_id, written) == ("saved", 7, "")
+    packed = PackedTrace(trace.mode, trace.config, dict(trace.arrays))
+    _save(sent.append, None, Save(7, packed, str(path)))
+    [answer] = sent
+    assert isinstance(answer, Saved) and (answer.request_id, answer.path) == (7, "")
+    error = answer.error
     assert error == f"{path}: cannot write trained weights (No such file or directory)"
     assert "Traceback" not in describe(LstmvizError(error))
 

@@ -2,22 +2,8 @@
 
 `gui.worker.Worker` starts this process (multiprocessing, "spawn") with `serve` as its target
 and one duplex connection. Importing this module imports neither TensorFlow nor Qt: the window
-uses `pack`/`unpack` and the message names; `serve` imports TensorFlow in the child.
-
-Messages are tuples, a verb first. To the child:
-
-    ("run", run_id, RunConfig, engine, folder)   engine: None (`runner.run`) or a picklable
-                                                 function with its signature
-    ("verify", request_id, packed trace)         → ("verified", id, Verification or message)
-    ("save", request_id, packed trace, path)     → ("saved", id, path written or "", error or "")
-    ("cancel" | "finish" | "pause" | "resume", run_id)
-    ("close",)
-
-From the child, besides the answers above: ("ready", device_description()) once TensorFlow
-is imported, or ("broken", message) when it cannot be; per run ("started", run_id), then
-("progress", run_id, TraceUpdate) and ("paused", run_id, units done) any number of times, and
-one of ("finished", run_id, mode, RunConfig, packed arrays), ("cancelled", run_id),
-("failed", run_id, message).
+uses `pack`/`unpack`; `serve` imports TensorFlow in the child. The messages both ends exchange
+are the dataclasses of `engine/messages.py`.
 
 A run's final arrays cross as `.npy` files in the run's `folder` (given by the window, which
 maps them read-only and removes the folder once the trace is dropped); arrays up to
@@ -52,6 +38,27 @@ from pathlib import Path
 
 import numpy as np
 
+from lstmviz.engine.messages import (
+    Broken,
+    Cancel,
+    Cancelled,
+    Close,
+    Failed,
+    Finish,
+    Finished,
+    PackedTrace,
+    Pause,
+    Paused,
+    Progress,
+    Ready,
+    Resume,
+    Run,
+    Save,
+    Saved,
+    Started,
+    Verified,
+    Verify,
+)
 from lstmviz.errors import LstmvizError
 from lstmviz.trace import GradientTrace
 
@@ -129,10 +136,10 @@ def _release_soon(folder: Path, maps: list) -> None:
     threading.Thread(target=release, name="lstmviz-release", daemon=True).start()
 
 
-def received_trace(mode: str, config, packed: dict, folder: Path) -> GradientTrace:
+def received_trace(sent: PackedTrace, folder: Path) -> GradientTrace:
     """The trace a run sent: its files mapped; `folder` is removed and the files unmapped
     once the trace is dropped (`_release_soon`)."""
-    trace = GradientTrace(mode, config, unpack(packed))
+    trace = GradientTrace(sent.mode, sent.config, unpack(sent.arrays))
     maps = [a.base for a in trace.arrays.values() if isinstance(getattr(a, "base", None),
                                                                  mmap.mmap)]  # fmt: skip
     weakref.finalize(trace, _release_soon, folder, maps)
@@ -157,7 +164,7 @@ class _Flags:
 
 
 def serve(connection, folder: str, stop=None) -> None:
-    """The child's main: read requests from `connection` until ("close",) or the window's
+    """The child's main: read requests from `connection` until `Close` or the window's
     process is gone, run them one at a time, answer on `connection`. `folder` is where the
     runs' files go (each run names its own folder inside). `stop`: a shared integer
     (multiprocessing.RawValue "q") holding the id of a run the window has cancelled."""
@@ -175,14 +182,13 @@ def serve(connection, folder: str, stop=None) -> None:
     try:
         from lstmviz.engine.device import device_description
 
-        send(("ready", device_description()))
+        send(Ready(device_description()))
     except Exception as exc:
-        send(("broken", describe(exc)))
+        send(Broken(describe(exc)))
         os._exit(0)
+    handlers = {Run: _run, Verify: _verify, Save: _save}
     while (request := requests.get()) is not None:
-        verb, request_id, *payload = request
-        handler = {"run": _run, "verify": _verify, "save": _save}[verb]
-        handler(send, flags, request_id, *payload)
+        handlers[type(request)](send, flags, request)
     # TensorFlow's threads can abort the interpreter's teardown: nothing is left to save
     os._exit(0)
 
@@ -196,13 +202,12 @@ def _read(connection, requests: queue.Queue, flags: _Flags) -> None:
             message = connection.recv()
         except (EOFError, OSError):
             os._exit(0)  # the window's process is gone
-        verb = message[0]
-        if verb == "close":
+        if isinstance(message, Close):
             requests.put(None)
             return
-        if verb in ("cancel", "finish"):
-            run_id = message[1]
-            if verb == "finish":
+        if isinstance(message, (Cancel, Finish)):
+            run_id = message.run_id
+            if isinstance(message, Finish):
                 flags.finish.add(run_id)
             if run_id == flags.current:  # flag and interrupt as one step (interrupt.settle)
                 cancel_run(lambda run_id=run_id: flags.cancelled.add(run_id))
@@ -210,16 +215,18 @@ def _read(connection, requests: queue.Queue, flags: _Flags) -> None:
                 flags.cancelled.add(run_id)
                 if run_id == flags.current:  # it started meanwhile
                     interrupt()
-        elif verb == "pause":
-            flags.paused.add(message[1])
-        elif verb == "resume":
-            flags.paused.discard(message[1])
+        elif isinstance(message, Pause):
+            flags.paused.add(message.run_id)
+        elif isinstance(message, Resume):
+            flags.paused.discard(message.run_id)
         else:
             requests.put(message)
 
 
-def _run(send, flags: _Flags, run_id: int, config, engine, folder: str) -> None:
+def _run(send, flags: _Flags, request: Run) -> None:
     from lstmviz.engine import runner
+
+    run_id = request.run_id
 
     def cancelled() -> bool:
         return flags.is_cancelled(run_id)
@@ -228,21 +235,21 @@ def _run(send, flags: _Flags, run_id: int, config, engine, folder: str) -> None:
         return run_id in flags.finish
 
     flags.current = run_id
-    send(("started", run_id))
+    send(Started(run_id))
     try:
         if not cancelled():
-            for item in (engine or runner.run)(config, cancelled, keep):
+            for item in (request.engine or runner.run)(request.config, cancelled, keep):
                 if isinstance(item, GradientTrace):
-                    packed = pack(item.arrays, Path(folder))
-                    send(("finished", run_id, item.mode, item.config, packed))
+                    packed = pack(item.arrays, Path(request.folder))
+                    send(Finished(run_id, PackedTrace(item.mode, item.config, packed)))
                     return
-                send(("progress", run_id, item))
+                send(Progress(run_id, item))
                 _hold(send, flags, run_id, item.done, cancelled)
                 if cancelled() and not keep():
                     break
-        send(("cancelled", run_id))
+        send(Cancelled(run_id))
     except Exception as exc:
-        send(("failed", run_id, describe(exc)))
+        send(Failed(run_id, describe(exc)))
     finally:
         flags.current = None
         for held in (flags.cancelled, flags.paused, flags.finish):
@@ -254,30 +261,29 @@ def _hold(send, flags: _Flags, run_id: int, done: int, cancelled: Callable[[], b
     nor finishing)."""
     if run_id not in flags.paused or run_id in flags.finish:
         return
-    send(("paused", run_id, done))
+    send(Paused(run_id, done))
     while run_id in flags.paused and run_id not in flags.finish and not cancelled():
         time.sleep(HOLD_POLL)
 
 
-def _verify(send, flags: _Flags, request_id: int, trace: tuple) -> None:
+def _verify(send, flags: _Flags, request: Verify) -> None:
     from lstmviz.verify import verify_trace
 
     try:
-        send(("verified", request_id, verify_trace(_trace(trace))))
+        send(Verified(request.request_id, verify_trace(_trace(request.trace))))
     except Exception as exc:
-        send(("verified", request_id, describe(exc)))
+        send(Verified(request.request_id, describe(exc)))
 
 
-def _save(send, flags: _Flags, request_id: int, trace: tuple, path: str) -> None:
+def _save(send, flags: _Flags, request: Save) -> None:
     from lstmviz.engine.trained import save_trained_weights
 
     try:
-        written = save_trained_weights(_trace(trace), path)
-        send(("saved", request_id, str(written), ""))
+        written = save_trained_weights(_trace(request.trace), request.path)
+        send(Saved(request.request_id, str(written), ""))
     except Exception as exc:
-        send(("saved", request_id, "", describe(exc)))
+        send(Saved(request.request_id, "", describe(exc)))
 
 
-def _trace(sent: tuple) -> GradientTrace:
-    mode, config, packed = sent
-    return GradientTrace(mode, config, unpack(packed))
+def _trace(sent: PackedTrace) -> GradientTrace:
+    return GradientTrace(sent.mode, sent.config, unpack(sent.arrays))

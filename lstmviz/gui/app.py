@@ -150,8 +150,8 @@ def main(
         # in the event loop, so that a dialog these open (a layer picker, an error) leaves
         # the heartbeat and a signal's close working
         if compare:
-            opened = window.open_path(str(files[0])) and window.compare_with(str(files[1]),
-                                                                              str(files[0]))
+            opened = window.open_path(str(files[0])) and window.diagnosis.compare_with(
+                str(files[1]), str(files[0]))
         else:
             opened = all([window.open_path(str(path), layer) for path in files])
         if demo:

@@ -12,11 +12,13 @@ gradients are large is diagnosed from its norm curves alone (FULL_LIMIT). The wi
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
     QHBoxLayout,
+    QLabel,
+    QMainWindow,
     QTableWidget,
     QTableWidgetItem,
     QWidget,
@@ -24,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from lstmviz.analysis.diagnosis import details
 from lstmviz.errors import LstmvizError
+from lstmviz.gui.shown import Shown
 
 FULL_LIMIT = 4_000_000  # gradient values above which the window diagnoses from the norms only
 DOCK_HEIGHT = 170  # px: the Diagnosis dock's first height
@@ -89,31 +92,27 @@ class DiagnosisPanel(QWidget):
             draw_history(self.plots, series)
 
 
-class DiagnosisView:
-    """MainWindow's part for the diagnosis and the comparison."""
+class DiagnosisView(QObject):
+    """The Diagnosis dock of `window` (made here, under the panels from the start: appearing
+    later it would take the panels' height in the middle of a run), the reach marked on the
+    window's norm panels, and File → Compare with…, of what `shown` holds. Problems go to the
+    status line (`message`) or, through the window's `show_error`, to a dialog."""
 
-    diagnosis_dock = None
-    compare_windows: list
-
-    def build_diagnosis_dock(self) -> None:
-        """The Diagnosis dock under the panels, from the start (appearing later it would take
-        the panels' height in the middle of a run)."""
-        self.diagnosis_panel()
-
-    def diagnosis_panel(self) -> DiagnosisPanel:
-        """The Diagnosis dock's panel."""
-        if self.diagnosis_dock is None:
-            self.diagnosis_dock = QDockWidget("Diagnosis", self, objectName="diagnosis")
-            self.diagnosis_dock.setFeatures(QDockWidget.DockWidgetMovable
-                                            | QDockWidget.DockWidgetClosable)  # fmt: skip
-            self.diagnosis_dock.setWidget(DiagnosisPanel())
-            # the Parameters dock keeps the whole left side: under it the strip would cut
-            # its height (a scroll bar, narrower fields)
-            self.setCorner(Qt.BottomLeftCorner, Qt.LeftDockWidgetArea)
-            self.addDockWidget(Qt.BottomDockWidgetArea, self.diagnosis_dock)
-            # a strip under the panels: they keep most of the height
-            self.resizeDocks([self.diagnosis_dock], [DOCK_HEIGHT], Qt.Vertical)
-        return self.diagnosis_dock.widget()
+    def __init__(self, window: QMainWindow, shown: Shown, message: QLabel) -> None:
+        super().__init__(window)
+        self.window, self.shown, self.message = window, shown, message
+        self.compare_windows: list = []
+        self.reach_lines: list = []
+        self.dock = QDockWidget("Diagnosis", window, objectName="diagnosis")
+        self.dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable)
+        self.panel = DiagnosisPanel()
+        self.dock.setWidget(self.panel)
+        # the Parameters dock keeps the whole left side: under it the strip would cut its
+        # height (a scroll bar, narrower fields)
+        window.setCorner(Qt.BottomLeftCorner, Qt.LeftDockWidgetArea)
+        window.addDockWidget(Qt.BottomDockWidgetArea, self.dock)
+        # a strip under the panels: they keep most of the height
+        window.resizeDocks([self.dock], [DOCK_HEIGHT], Qt.Vertical)
 
     def show_diagnosis(self, trace):
         """Diagnose `trace` (from its norms alone when its gradients are large) and show it:
@@ -126,9 +125,9 @@ class DiagnosisView:
         except (LstmvizError, ValueError, KeyError, IndexError) as exc:
             self.message.setText(f"no diagnosis: {exc}")
             return None
-        panel = self.diagnosis_panel()
+        panel = self.panel
         panel.show_diagnosis(diagnosis)
-        recording = getattr(self, "recording", None)
+        recording = self.shown.recording
         panel.show_history(recording.diagnosis.series() if recording is not None else
                            _rows_series(diagnosis))  # fmt: skip
         self.mark_reach(diagnosis)
@@ -141,16 +140,17 @@ class DiagnosisView:
 
         from lstmviz.render.style import PALETTE
 
-        for line in getattr(self, "reach_lines", []):
+        for line in self.reach_lines:
             if line.scene() is not None:
                 line.scene().removeItem(line)
         self.reach_lines = []
-        if self._area is None:
+        area = self.window.made_area
+        if area is None:
             return
-        names = ("layers",) if len(diagnosis.layers) > 1 or self.trace.mode == "model" \
+        names = ("layers",) if len(diagnosis.layers) > 1 or self.shown.trace.mode == "model" \
             else ("norm",)  # fmt: skip
         for name in names:
-            panel = self._area.by_name.get(name)
+            panel = area.by_name.get(name)
             if panel is None:
                 continue
             for n, d in enumerate(diagnosis.layers):
@@ -166,7 +166,7 @@ class DiagnosisView:
                 self.reach_lines.append(line)
 
     def compare_with_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Compare with…", "",
+        path, _ = QFileDialog.getOpenFileName(self.window, "Compare with…", "",
                                               "Traces and recordings (*.npz *.lvz)")  # fmt: skip
         if path:
             self.compare_with(path)
@@ -183,18 +183,17 @@ class DiagnosisView:
             if first is not None:
                 current, name = _read(first), first.rsplit("/", 1)[-1]
             else:
-                recording = getattr(self, "recording", None)
-                current = recording if recording is not None else self.trace
-                name = self.shown_file() or "shown"
+                current = self.shown.current()
+                name = self.shown.file_name() or "shown"
                 if current is None:
                     raise LstmvizError("nothing to compare: open or run a trace (or a "
                                        "recording) first")  # fmt: skip
             comparison = compare(current, _read(path), (name, path.rsplit("/", 1)[-1]))
         except LstmvizError as exc:
-            self.show_error("Cannot compare", str(exc))
+            self.window.show_error("Cannot compare", str(exc))
             return False
-        window = CompareWindow(comparison, self)
-        self.compare_windows = [*getattr(self, "compare_windows", []), window]
+        window = CompareWindow(comparison, self.window)
+        self.compare_windows.append(window)
         window.show()
         return True
 

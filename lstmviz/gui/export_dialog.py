@@ -171,7 +171,7 @@ def _write(window, targets: dict[str, str], remember_name: bool = True, **option
         window.show_error("Cannot export", in_dialog_terms(str(exc)))
         return False
     if "npz" in targets:
-        window._add_recent(str(Path(targets["npz"]).resolve()))
+        window.files.add_recent(str(Path(targets["npz"]).resolve()))
     _remember(window, written[0], remember_name)
     window.message.setText("exported " + ", ".join(str(p) for p in written))
     return True

@@ -1,16 +1,18 @@
 """The window's file actions: open traces, weights, inputs, models and their data (menus, drops,
 the command line; recordings open in gui/recording_actions.py), save traces and trained
-weights, the recent-files menu. A mixin of `MainWindow`. Files are read here with NumPy and
-h5py (no TensorFlow): a bad one gets a dialog naming it and the problem, and nothing changes."""
+weights, the recent-files menu. A part the window owns (`MainWindow.files`). Files are read
+here with NumPy and h5py (no TensorFlow): a bad one gets a dialog naming it and the problem,
+and nothing changes."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import zipfile
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Slot
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu
 
 from lstmviz import files, modes
 from lstmviz.config import RunConfig
@@ -24,7 +26,10 @@ from lstmviz.gui.dialogs import (
     pick_layer,
     remember_folder,
 )
-from lstmviz.gui.params import FILE_WIDGETS
+from lstmviz.gui.params import FILE_WIDGETS, ParamsEditor
+from lstmviz.gui.recording_actions import RecordingActions
+from lstmviz.gui.run_state import RunState
+from lstmviz.gui.shown import Shown
 from lstmviz.inputs import TRACE_KEY, describe_inputs, describe_training, load_inputs
 from lstmviz.model_data import check_data, load_data
 from lstmviz.render.summary import trained_on
@@ -47,19 +52,34 @@ def _stamp(path: str | None) -> tuple | None:
     return path, stat.st_size, stat.st_mtime_ns
 
 
-class FileActions:
-    """Needs the window's `params`, `dock`, `settings`, `message`, `recent_menu`, `worker`,
-    `state`, `settle_when_drawn` and its `show_trace`, `stop`, `show_error`, `start_worker`,
-    `open_recording`, `close_recording`, `_drawn`. Files opened are named by their absolute
-    paths: the settings and the traces keep them, and another working folder must not find
-    another file by the same name."""
+class FileActions(QObject):
+    """Opens files into the dock (`params`: weights, inputs, a model and its data) or into
+    `shown` (traces; recordings through `recordings`), saves the trace shown and its trained
+    weights (through `worker`), and keeps the recent files in `settings` and `recent_menu`.
+    `window` is the dialogs' parent; its `show_trace`, `show_error`, `set_title` and
+    `start_worker` show what was opened. Files opened are named by their absolute paths: the
+    settings and the traces keep them, and another working folder must not find another file
+    by the same name.
 
-    _quiet_notes: list[str] | None = None  # while files are re-read: what could not be
-    _trace_loader: trace_loading.TraceLoader | None = None
-    # What the inputs file gave when read last, as sequences ("inputs") and as a model's data
-    # ("data"): {kind: (key, result)}. A mode switch reads it the other way; reading a big file
-    # again (0.5 GB: seconds) would block the window each time, for the same result.
-    _inputs_read: dict[str, tuple] | None = None
+    `failed_in_thread`: a trace file read in a thread could not be opened (nothing to draw)."""
+
+    failed_in_thread = Signal()
+
+    def __init__(self, window: QMainWindow, params: ParamsEditor, dock: QDockWidget,
+                 settings: QSettings, message: QLabel, shown: Shown, state: RunState,
+                 worker, recordings: RecordingActions) -> None:  # fmt: skip
+        super().__init__(window)
+        self.window, self.params, self.dock, self.settings = window, params, dock, settings
+        self.message, self.shown, self.state, self.worker = message, shown, state, worker
+        self.recordings = recordings
+        self.recent_menu = QMenu("Recent files", window)
+        self.requests = itertools.count(1)  # ids of save requests
+        self._quiet_notes: list[str] | None = None  # while files are re-read: what could not be
+        self._trace_loader: trace_loading.TraceLoader | None = None
+        # What the inputs file gave when read last, as sequences ("inputs") and as a model's
+        # data ("data"): {kind: (key, result)}. A mode switch reads it the other way; reading a
+        # big file again (0.5 GB: seconds) would block the window each time, for the same result.
+        self._inputs_read: dict[str, tuple] | None = None
 
     def _read_before(self, kind: str, key: tuple | None):
         """The result kept for reading the inputs file as `kind` with `key` (the file's
@@ -78,12 +98,17 @@ class FileActions:
         # a list; anything else is a settings file edited by hand: no recent files
         return [str(path) for path in value] if isinstance(value, (list, tuple)) else []
 
-    def _add_recent(self, path: str) -> None:
+    def add_recent(self, path: str) -> None:
+        """File → Recent files takes `path`, a file just opened or saved: the trace shown
+        came from it or went to it, and the title names it."""
         paths = [path] + [p for p in self.recent() if p != path]
         self.settings.setValue("recent", paths[:MAX_RECENT])
-        self._fill_recent()
+        self.fill_recent()
+        if self.shown.trace is not None and not self.state.running:
+            self.shown.name_file(path)
+            self.window.set_title()
 
-    def _fill_recent(self) -> None:
+    def fill_recent(self) -> None:
         self.recent_menu.clear()
         for path in self.recent():
             action = self.recent_menu.addAction(path)
@@ -97,13 +122,13 @@ class FileActions:
             return True
         if not Path(path).exists():
             self.settings.setValue("recent", [p for p in self.recent() if p != path])
-            self._fill_recent()
+            self.fill_recent()
         return False
 
     @property
     def trace_loader(self) -> trace_loading.TraceLoader:
         if self._trace_loader is None:  # made in the window's thread, on first use
-            self._trace_loader = trace_loading.TraceLoader(self)
+            self._trace_loader = trace_loading.TraceLoader(self.window)
             self._trace_loader.loaded.connect(self._trace_loaded)
         return self._trace_loader
 
@@ -116,13 +141,13 @@ class FileActions:
         except OSError:
             size = 0  # `load` says what is wrong
         if size >= trace_loading.IN_THREAD_BYTES:
-            self.trace_loader.start(path, self.worker.view)
+            self.trace_loader.start(path, (self.shown.view.log, self.shown.view.normalise))
             self.message.setText(f"opening {path} ({size / 2**20:.0f} MB)…")
             return True
         try:
             trace = GradientTrace.load(path)
         except LstmvizError as exc:
-            self.show_error("Cannot open trace", str(exc))
+            self.window.show_error("Cannot open trace", str(exc))
             return False
         return self._show_opened(path, trace)
 
@@ -130,28 +155,34 @@ class FileActions:
         """Whether a trace file is being read in a thread."""
         return self._trace_loader is not None and self._trace_loader.pending is not None
 
+    def drop_opening(self) -> None:
+        """A run started: the trace file being read (if any) is not shown when it arrives."""
+        if self.opening():
+            self.trace_loader.drop()
+            self.message.setText("not opened: a run started while the trace file was read")
+
     @Slot(int, str, object, str)
     def _trace_loaded(self, ticket: int, path: str, trace, error: str) -> None:
         if not self.trace_loader.take(ticket):
             return  # another file was opened, or a run started, meanwhile
         if error:
             self.message.setText(f"not opened: {path}")
-            self.show_error("Cannot open trace", error)
+            self.window.show_error("Cannot open trace", error)
         else:
             self._show_opened(path, trace)
-        if self.settle_when_drawn and trace is None:
-            self._drawn()  # nothing to draw: `settled` now
+        if trace is None:
+            self.failed_in_thread.emit()  # nothing to draw
 
     def _show_opened(self, path: str, trace: GradientTrace) -> bool:
-        self.close_recording()
+        self.recordings.close_recording()
         self.params.set_config(trace.config)
-        problems = self._reload_sources()
+        problems = self.reload_sources()
         if trace.mode == "model" and trace.config.model is None:  # a keras.Model in memory
             how = "computed from a model in memory (a notebook or model.fit)"
             self.params.show_recorded(f"trace {Path(path).name}", trace.arrays, how, "in memory")
-        self.show_trace(trace, None)
+        self.window.show_trace(trace, None)
         self.message.setText(" · ".join([f"opened {path}", *problems]))
-        self._add_recent(str(Path(path).resolve()))
+        self.add_recent(str(Path(path).resolve()))
         return True
 
     def open_path(self, path: str, layer: str | None = None) -> bool:
@@ -163,7 +194,7 @@ class FileActions:
         try:
             kind = files.kind(path)
         except LstmvizError as exc:
-            self.show_error("Cannot open file", str(exc))
+            self.window.show_error("Cannot open file", str(exc))
             return False
         if layer is not None and kind in ("weights", "model"):
             return self._open_layer(path, layer)
@@ -171,7 +202,7 @@ class FileActions:
             kind = {"weights": "model", "inputs": "data"}.get(kind, kind)
         if kind == "weights":
             return self.open_weights(path, layer)
-        opener = {"trace": self.open_trace, "recording": self.open_recording,
+        opener = {"trace": self.open_trace, "recording": self.recordings.open_recording,
                   "inputs": self.open_inputs, "data": self.open_data,
                   "model": self.open_model}[kind]  # fmt: skip
         return opener(path)
@@ -188,14 +219,15 @@ class FileActions:
         return True
 
     def open_model_dialog(self) -> None:
-        ask_to_open(self, "Open model", f"Models ({files.pattern(files.MODELS)})", self.open_model)
+        wanted = f"Models ({files.pattern(files.MODELS)})"
+        ask_to_open(self.window, "Open model", wanted, self.open_model)
 
     def open_data_dialog(self) -> None:
         wanted = f"Data: x (and y) ({files.pattern(files.INPUTS)})"
-        ask_to_open(self, "Open data", wanted, self.open_data)
+        ask_to_open(self.window, "Open data", wanted, self.open_data)
 
     def open_targets_dialog(self) -> None:
-        ask_to_open(self, "Open targets y", "Targets (*.npy)", self.open_targets)
+        ask_to_open(self.window, "Open targets y", "Targets (*.npy)", self.open_targets)
 
     def _not_opened(self, what: str, exc: LstmvizError, quiet: bool) -> bool:
         """A file that cannot be opened: a dialog naming the problem, or when `quiet` (files
@@ -205,7 +237,7 @@ class FileActions:
             if self._quiet_notes is not None:
                 self._quiet_notes.append(self.message.text())
         else:
-            self.show_error(f"Cannot open {what}", str(exc))
+            self.window.show_error(f"Cannot open {what}", str(exc))
         return False
 
     def open_model(self, path: str, quiet: bool = False) -> bool:
@@ -227,7 +259,7 @@ class FileActions:
         self.params.set_model(path, spec, spec.source)
         needed = self.dock.widget().minimumSizeHint().width()
         if self.dock.width() < needed:  # room for the layer table
-            self.resizeDocks([self.dock], [needed], Qt.Horizontal)
+            self.window.resizeDocks([self.dock], [needed], Qt.Horizontal)
         data, let_go = self.params.widgets["inputs"].path(), ""
         if data and not self.open_data(data, quiet=True):
             self.params.set_path("inputs", None)
@@ -274,17 +306,19 @@ class FileActions:
         """Targets y from a .npy, for the x of the data file already loaded."""
         data = self.params.widgets["inputs"].path()
         if not data:
-            self.show_error("Cannot open targets", "open the data x first (File → Open data…)")
+            self.window.show_error("Cannot open targets",
+                                   "open the data x first (File → Open data…)")
             return False
         return self.open_data(data, targets=path)
 
     def open_trace_dialog(self) -> None:
-        ask_to_open(self, "Open trace", "lstmviz traces (*.npz)", self.open_trace)
+        ask_to_open(self.window, "Open trace", "lstmviz traces (*.npz)", self.open_trace)
 
     def save_trace_dialog(self) -> None:
-        if self.trace is None:
+        trace = self.shown.trace
+        if trace is None:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Save trace",
+        path, _ = QFileDialog.getSaveFileName(self.window, "Save trace",
                                               in_last_folder(self.settings, "trace.npz"),
                                               "Traces (*.npz)")  # fmt: skip
         if not path:
@@ -292,12 +326,12 @@ class FileActions:
         remember_folder(self.settings, path)
         path = path if path.endswith(".npz") else path + ".npz"
         try:
-            self.trace.save(path)
+            trace.save(path)
         except (LstmvizError, OSError) as exc:
-            self.show_error("Cannot save trace", str(exc))
+            self.window.show_error("Cannot save trace", str(exc))
             return
         self.message.setText(f"saved {path}")
-        self._add_recent(str(Path(path).resolve()))
+        self.add_recent(str(Path(path).resolve()))
 
     def open_weights_dialog(self) -> None:
         """Open one weights file; in batchwise mode with the files generator, one per batch
@@ -305,10 +339,11 @@ class FileActions:
         wanted = f"Weights ({files.pattern(files.WEIGHTS)})"
         config = self.params.config()
         if config.mode != "batchwise" or config.generator != "files":
-            ask_to_open(self, "Open weights", wanted, self.open_weights)
+            ask_to_open(self.window, "Open weights", wanted, self.open_weights)
             return
         title = f"Open weights: one file per batch ({config.batches} for Batches N)"
-        paths, _ = QFileDialog.getOpenFileNames(self, title, last_folder(self.settings), wanted)
+        paths, _ = QFileDialog.getOpenFileNames(self.window, title, last_folder(self.settings),
+                                                wanted)
         if paths:
             remember_folder(self.settings, paths[0])
             self.open_batch_weights(paths)
@@ -351,7 +386,7 @@ class FileActions:
 
     def open_inputs_dialog(self) -> None:
         wanted = f"Arrays ({files.pattern(files.INPUTS)})"
-        ask_to_open(self, "Open inputs", wanted, self.open_inputs)
+        ask_to_open(self.window, "Open inputs", wanted, self.open_inputs)
 
     def open_weights(self, path: str, layer: str | None = None, quiet: bool = False) -> bool:
         """Use the LSTM weights in `path` (asking which layer when it holds several and
@@ -384,7 +419,7 @@ class FileActions:
             return layers[0].name or None
         if not layers or quiet:
             return None  # no LSTM, or several and nobody asked: reading says why
-        if self.quiet_errors:  # nobody to ask
+        if self.window.quiet_errors:  # nobody to ask
             names = ", ".join(repr(info.name) for info in layers)
             raise LstmvizError(f"{path}: holds {len(layers)} LSTMs ({names}); name one with "
                                "--layer, or open it in the window (no --screenshot) to pick "
@@ -409,7 +444,7 @@ class FileActions:
 
     def pick_layer(self, path: str, layers):
         """The layer picker dialog (tests replace it); None if cancelled."""
-        return pick_layer(self, path, layers)
+        return pick_layer(self.window, path, layers)
 
     def open_inputs(self, path: str, quiet: bool = False) -> bool:
         """Use the input sequence in `path`: T, B and I follow it (locked while loaded)."""
@@ -438,7 +473,7 @@ class FileActions:
             self.message.setText(f"inputs: {training if training_mode else description}")
         return True
 
-    def _reload_sources(self) -> list[str]:
+    def reload_sources(self) -> list[str]:
         """Re-read the weights, model and inputs files the parameters name (settings, a
         reopened trace, a layout change) so the sizes they fix are shown and locked. Files
         not there are marked in their fields (a run refuses them). Returns what could not be
@@ -473,9 +508,9 @@ class FileActions:
                 self.open_batch_weights(listed, config.layer or None, quiet=True)
         if config.model and Path(config.model).is_file() and config.mode == "model":
             self.open_model(config.model, quiet=True)
-        self._reread_inputs()
+        self.reread_inputs()
 
-    def _reread_inputs(self) -> None:
+    def reread_inputs(self) -> None:
         """Read the inputs file again as the mode shown takes it: a model's data (x, y) in
         model mode, an input sequence otherwise (the sizes it fixes differ)."""
         config = self.params.config()
@@ -492,12 +527,14 @@ class FileActions:
     def save_weights_dialog(self) -> None:
         """Save the trained weights of the current training trace (written by the computing
         process: `.weights.h5` needs Keras)."""
-        if self.trace is None or "readout_kernel" not in self.trace:
+        trace = self.shown.trace
+        if trace is None or "readout_kernel" not in trace:
             return
         keras, numpy = "Keras weights (*.weights.h5)", "NumPy arrays (*.npz)"
-        name = f"{trained_on(self.trace.config, stem=True)}-trained.weights.h5"
+        name = f"{trained_on(trace.config, stem=True)}-trained.weights.h5"
         path, chosen = QFileDialog.getSaveFileName(
-            self, "Save trained weights", in_last_folder(self.settings, name), f"{keras};;{numpy}"
+            self.window, "Save trained weights", in_last_folder(self.settings, name),
+            f"{keras};;{numpy}"
         )
         if not path:
             return
@@ -505,24 +542,15 @@ class FileActions:
         if not path.endswith((".weights.h5", ".npz")):
             path += ".npz" if chosen == numpy else ".weights.h5"
         self.message.setText(f"saving trained weights to {path}…")
-        self.worker.request_save_weights(next(self.requests), self.trace, path)
-        self.start_worker()
+        self.worker.request_save_weights(next(self.requests), trace, path)
+        self.window.start_worker()
 
     @Slot(int, str, str)
-    def _on_saved(self, request_id: int, path: str, error: str) -> None:
+    def on_saved(self, request_id: int, path: str, error: str) -> None:
+        """The worker's answer to a save request."""
         if error:
             self.message.setText("trained weights not saved")
-            self.show_error("Cannot save trained weights", error)
+            self.window.show_error("Cannot save trained weights", error)
         else:
             self.message.setText(f"saved trained weights: {path}")
-
-    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
-        if any(url.isLocalFile() for url in event.mimeData().urls()):
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:  # noqa: N802
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                self.open_path(url.toLocalFile())
-                break
 

@@ -1,16 +1,17 @@
 """The main window: the parameter dock, the panels, the summary line, menus and status bar.
 
-A view: the run's state lives in `RunState` (gui/run_state.py), which drives the `Worker`
-thread (gui/worker.py); a run's view (Stop, Pause, progress) is in gui/run_view.py, file
-actions in gui/file_actions.py, a recording's view in gui/recording_actions.py, menus in
-gui/menus.py.
+A view that holds its parts, each handed what it needs when made: what is shown lives in
+`Shown` (gui/shown.py); the run's state in `RunState` (gui/run_state.py), which drives the
+`Worker` thread (gui/worker.py); `files` (gui/file_actions.py) opens and saves files,
+`recordings` (gui/recording_actions.py) shows a recording, `run_view` (gui/run_view.py) a run's
+life (Stop, Pause, progress, live redraws), `diagnosis` (gui/diagnosis_view.py) the Diagnosis
+dock and Compare with…. The window wires its menus (gui/menus.py) and signals to them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import itertools
 import sys
 import threading
 from collections.abc import Iterator
@@ -36,14 +37,16 @@ from lstmviz.errors import LstmvizError
 from lstmviz.gui import qt_types
 from lstmviz.gui.diagnosis_view import DiagnosisView
 from lstmviz.gui.file_actions import FileActions
-from lstmviz.gui.menus import ESC_ASKS_AFTER, build_menus, show_about
+from lstmviz.gui.menus import build_menus, show_about
 from lstmviz.gui.params import FieldsArea, ParamsEditor, in_dock_terms
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState
 from lstmviz.gui.run_view import LOADING, RunView, StatusLine
-from lstmviz.gui.summary import SummaryPanel
+from lstmviz.gui.shown import Shown
+from lstmviz.gui.summary import SummaryPanel, Verifier
 from lstmviz.gui.worker import Worker
-from lstmviz.render.summary import LSTM_KERNEL_TEXT, WARNING_STYLE
+from lstmviz.recording import Recording
+from lstmviz.render.summary import LSTM_KERNEL_TEXT
 from lstmviz.trace import GradientTrace
 
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
@@ -67,9 +70,15 @@ def demo_config() -> RunConfig:
                      loss="last_mse", random_state=True, seed=7, weights=weights)  # fmt: skip
 
 
-class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWindow):
+class MainWindow(QMainWindow):
     """`settled` fires whenever the window becomes idle with TensorFlow loaded and every
     panel drawn (after a run ends, or at start-up when nothing runs): the screenshot hook.
+
+    What it holds: `shown` (what is shown), `state` (the run) and `worker`; its parts `files`,
+    `recordings`, `run_view`, `diagnosis` and `verifier`; the dock (`params`), the panels
+    (`area`), the summary and the status bar. It shows a trace (`show_trace`), keeps the
+    title and the enabled controls in step (`set_title`, `sync`) and reports errors
+    (`show_error`) for its parts.
 
     The panels (`area`) come after the first paint: their modules are imported in a thread,
     then the panels are made one per event-loop turn (`prepare_panels`); whatever needs them
@@ -87,15 +96,10 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         self.quiet_errors = quiet_errors  # errors go to stderr instead of a dialog
         self.errors = 0
         self.device: dict | None = None
-        self.requests = itertools.count(1)  # ids of verify and save requests
         self.worker = Worker()
-        self.state = RunState(self.worker)
-        self.dirty = False  # live arrays arrived since the last redraw
-        # (trace, file name): the file the trace shown was opened from or saved to (the title)
-        self.trace_file: tuple[GradientTrace, str] | None = None
+        self.shown = Shown()
+        self.state = RunState(self.worker, self.shown)
         self.settle_when_drawn = False
-        self.tick = QTimer(self, interval=33)  # live redraws at most ~30 times a second
-        self.tick.timeout.connect(self._flush)
 
         self._area = None  # the PanelArea, once made
         self.hidden_panels: set[str] = set()  # turned off in the View menu
@@ -103,7 +107,6 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         self.making_types: Iterator[None] | None = None  # `qt_types.making`, before the import
         self.imported.connect(self._make_area, Qt.QueuedConnection)
         self.summary = SummaryPanel()
-        self.summary.verify_button.clicked.connect(self.verify)
         central = QWidget()
         self.central_layout = layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -111,37 +114,56 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         layout.addWidget(self.summary)
         self.setCentralWidget(central)
         self._build_dock()
-        self.build_diagnosis_dock()
         self._build_status()
+        # the parts, each handed the state and the widgets it works with
+        self.recordings = RecordingActions(self, self.params, self.shown, self.message, layout)
+        self.files = FileActions(self, self.params, self.dock, self.settings, self.message,
+                                 self.shown, self.state, self.worker, self.recordings)  # fmt: skip
+        self.diagnosis = DiagnosisView(self, self.shown, self.message)
+        self.verifier = Verifier(self.summary, self.shown, self.worker, self)
         build_menus(self)
-        self.stop_action.installEventFilter(self)  # Esc: `stop_by_key`
+        self.run_view = RunView(self, self.state, self.recordings, self.summary, self.message,
+                                self.progress, self.elapsed, self.pause_button,
+                                self.pause_action)  # fmt: skip
+        self._wire_parts()
+        self.stop_action.installEventFilter(self)  # Esc: `RunView.stop_by_key`
         self.refocus = None  # the dock's widget that had the keyboard focus when a run started
         self.setAcceptDrops(True)
         self._fit_to_screen()
         self._restore()
-        self._set_title()
+        self.set_title()
 
         self.worker.ready.connect(self._on_ready)
         self.worker.failed.connect(self._on_worker_failed)
         self.worker.crashed.connect(lambda text: self.show_error("Computing process ended", text))
-        self.worker.verified.connect(self._on_verified)
-        self.worker.saved.connect(self._on_saved)
+        self.worker.verified.connect(self.verifier.on_verified)
+        self.worker.saved.connect(self.files.on_saved)
+        self.state.started.connect(self.run_view.on_started)
         self.state.started.connect(self._on_started)
-        self.state.updated.connect(self._on_updated)
-        self.state.finished.connect(self._on_finished)
-        self.state.ended.connect(self._on_ended)
+        self.state.updated.connect(self.run_view.on_updated)
+        self.state.finished.connect(self.run_view.on_finished)
+        self.state.ended.connect(self.run_view.on_ended)
         # the engine's messages name CLI flags: the dock's names for the fields instead
         self.state.failed.connect(lambda text: self.show_error("Run failed", in_dock_terms(text)))
-        self.state.changed.connect(self._sync)
+        self.state.changed.connect(self.sync)
         # The worker starts the computing process, which imports TensorFlow: after the window's
         # first paint (or when a run is asked for), so starting it takes nothing from the paint.
         self.worker_started = False
-        self._sync()
+        self.sync()
 
     @property
     def trace(self) -> GradientTrace | None:
         """The trace shown (the last finished or opened one; None during a run)."""
-        return self.state.trace
+        return self.shown.trace
+
+    @property
+    def recording(self) -> Recording | None:
+        """The recording shown (None: none)."""
+        return self.shown.recording
+
+    def open_path(self, path: str, layer: str | None = None) -> bool:
+        """Open a file as if dropped on the window (`FileActions.open_path`)."""
+        return self.files.open_path(path, layer)
 
     def start_worker(self) -> None:
         """Start the worker thread (it starts the computing process, then serves requests);
@@ -161,6 +183,11 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         if not self.worker_started:  # after this paint has reached the screen
             QTimer.singleShot(0, self.start_worker)
             QTimer.singleShot(0, self.prepare_panels)
+
+    @property
+    def made_area(self):
+        """The panels (`gui.panel_area.PanelArea`) if they are made, else None."""
+        return self._area
 
     @property
     def area(self):
@@ -218,7 +245,9 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         area = PanelArea()
         area.drawn.connect(self._drawn)
         area.created.connect(self._wire_panel)
-        area.log, area.normalise = self.log_action.isChecked(), self.normalise_action.isChecked()
+        area.log, area.normalise = self.shown.view.log, self.shown.view.normalise
+        area.layer = self.shown.view.layer
+        area.layer_chosen.connect(self._layer_chosen)
         area.hidden = set(self.hidden_panels)
         if isinstance(splitter := self.settings.value("panels"), QByteArray):
             area.splitter.restoreState(splitter)  # the heights the user gave the rows
@@ -251,26 +280,10 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         )
         for button in (self.run_button, self.stop_button, self.pause_button):
             button.setAutoDefault(True)  # Enter presses it when it has the focus (as Space)
-        self.run_button.clicked.connect(lambda: self.start_run())
-        self.stop_button.clicked.connect(self.stop)
-        self.pause_button.toggled.connect(self.set_paused)
         self.save_weights_button = QPushButton("Save trained weights…")
         self.save_weights_button.setToolTip(
             "Write a training run's final weights as Keras .weights.h5 or NumPy .npz"
         )
-        self.save_weights_button.clicked.connect(self.save_weights_dialog)
-        self.params.widgets["time_major"].toggled.connect(self._reload_sources)
-        # the inputs file is a model's data (x, y) in model mode: read it again as the mode takes it
-        self.params.widgets["mode"].currentIndexChanged.connect(self._reread_inputs)
-        self.params.widgets["mode"].currentIndexChanged.connect(
-            lambda: self._prepare_model_panels(self.params.model_mode()))
-        browse = {"model": self.open_model_dialog, "weights": self.open_weights_dialog,
-                  "targets": self.open_targets_dialog,
-                  "inputs": lambda: (self.open_data_dialog if self.params.model_mode()
-                                     else self.open_inputs_dialog)()}  # fmt: skip
-        for name, dialog in browse.items():
-            self.params.widgets[name].browse.connect(dialog)
-        self.params.widgets["layer"].picked.connect(self.choose_layer)  # another layer: read it
         buttons = QHBoxLayout()
         for button in (self.run_button, self.pause_button, self.stop_button):
             buttons.addWidget(button)
@@ -284,6 +297,31 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         self.dock.setWidget(box)
         # no fixed minimum: the fields' own (FieldsArea), which a restored state cannot undercut
         self.addDockWidget(Qt.LeftDockWidgetArea, self.dock)
+
+    def _wire_parts(self) -> None:
+        """The dock's buttons and fields to the parts that act on them."""
+        files, widgets = self.files, self.params.widgets
+        self.run_button.clicked.connect(lambda: self.start_run())
+        self.stop_button.clicked.connect(self.run_view.stop)
+        self.pause_button.toggled.connect(self.run_view.set_paused)
+        self.save_weights_button.clicked.connect(files.save_weights_dialog)
+        widgets["time_major"].toggled.connect(files.reload_sources)
+        # the inputs file is a model's data (x, y) in model mode: read it again as the mode takes it
+        widgets["mode"].currentIndexChanged.connect(files.reread_inputs)
+        widgets["mode"].currentIndexChanged.connect(
+            lambda: self._prepare_model_panels(self.params.model_mode()))
+        browse = {"model": files.open_model_dialog, "weights": files.open_weights_dialog,
+                  "targets": files.open_targets_dialog,
+                  "inputs": lambda: (files.open_data_dialog if self.params.model_mode()
+                                     else files.open_inputs_dialog)()}  # fmt: skip
+        for name, dialog in browse.items():
+            widgets[name].browse.connect(dialog)
+        widgets["layer"].picked.connect(files.choose_layer)  # another layer: read it
+        self.summary.verify_button.clicked.connect(self.verifier.verify)
+        self.verifier.asked.connect(self.start_worker)
+        self.verifier.answered.connect(self.sync)
+        files.failed_in_thread.connect(self._drawn)  # nothing to draw: `settled` now if waited
+        self.recordings.opened.connect(files.add_recent)
 
     def _build_status(self) -> None:
         self.message = StatusLine(LOADING)
@@ -324,11 +362,11 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
                 self.params.set_config(RunConfig.from_json(str(text)))
             except (ValueError, TypeError, AttributeError, OverflowError):
                 self.params.set_config(RunConfig())  # none of it half-applied
-            self._reload_sources()
+            self.files.reload_sources()
         self.log_action.setChecked(s.value("view/log", "true") == "true")
         self.normalise_action.setChecked(s.value("view/normalise", "false") == "true")
         self.view_changed()
-        self._fill_recent()
+        self.files.fill_recent()
 
     def _save_settings(self) -> None:
         s = self.settings
@@ -352,9 +390,7 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         except LstmvizError as exc:
             self.show_error("Invalid parameter", str(exc))
             return False
-        if self.opening():  # the run's trace is the one to show
-            self.trace_loader.drop()
-            self.message.setText("not opened: a run started while the trace file was read")
+        self.files.drop_opening()  # the run's trace is the one to show
         self.start_worker()
         self._prepare_model_panels(config.mode == "model")
         return self.state.start(config)
@@ -362,32 +398,14 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
     def start_demo(self) -> None:
         config = demo_config()
         self.params.set_config(config)
-        self._reload_sources()
+        self.files.reload_sources()
         self.start_run(config)
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
         if watched is self.stop_action and event.type() == QEvent.Type.Shortcut:
-            self.stop_by_key()
+            self.run_view.stop_by_key()
             return True
         return super().eventFilter(watched, event)
-
-    def stop_by_key(self) -> None:
-        """Esc: Stop, except that a run that has computed `ESC_ASKS_AFTER` seconds with
-        nothing Stop could keep asks first (Enter: stop; Esc again: go on). Runs with units
-        done ask anyway (`stop`)."""
-        state = self.state
-        if not state.running or state.finishing:
-            return
-        if not state.keepable() and state.elapsed() >= ESC_ASKS_AFTER:
-            answer = QMessageBox.question(
-                self, "Stop the run",
-                f"Stop the run? Nothing of its {state.elapsed():.0f} s so far can be kept.\n\n"
-                "Yes (Enter): stop it. Cancel (Esc): go on.",
-                QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Yes,
-            )  # fmt: skip
-            if answer != QMessageBox.Yes or not state.running:  # or it ended meanwhile
-                return
-        self.stop()
 
     @Slot(object)
     def _on_ready(self, device: dict) -> None:
@@ -397,40 +415,35 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
             f"TensorFlow {device['tensorflow']}"
         )
         self.device_label.setToolTip(f"LSTM implementation: {device['lstm_detail']}")
-        self._set_title()
+        self.set_title()
         if self.state.running:
-            self._show_message()
+            self.run_view.show_message()
         else:
             if self.message.text() == LOADING:  # else it says what was opened meanwhile
                 self.message.setText("ready: set parameters and press Run (Ctrl+R)")
-            self._settle()
+            self.settle()
 
     @Slot(int, str)
     def _on_worker_failed(self, run_id: int, message: str) -> None:
         if run_id == 0:  # the worker's start
             self.message.setText("TensorFlow did not load: runs are unavailable")
             self.device_label.setText(NOT_LOADED)
-            self._set_title()
+            self.set_title()
             self.show_error("TensorFlow did not load", message)
 
     # ---- drawing ---------------------------------------------------------------------------
 
-    def _flush(self) -> None:
-        """Draw what arrived since the last tick (called ~30 times a second while running),
-        once the panels are made and the last redraw's are all drawn: restarted every tick, it
-        left those late in its order (training's loss) undrawn until the run ended."""
-        state, area = self.state, self._area
-        if state.running:
-            self.elapsed.setText(f"{state.elapsed():.1f} s")
-        if self.dirty and area is not None and not area.preparing and not area.busy():
-            self.dirty = False
-            if state.trace is None:
-                area.draw(state.pending, state.config, state.rows_total, live=state.running)
+    @Slot(object)
+    def _on_started(self, config: RunConfig) -> None:
+        """A run started (after `RunView.on_started`): it settles when it ends."""
+        self.settle_when_drawn = False
+        self.set_title()
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Emit `settled` now, or once the panels left to draw are drawn (or made), and a
         trace file being read is shown."""
-        self.settle_when_drawn = self._area is None or self._area.busy() or self.opening()
+        self.settle_when_drawn = (self._area is None or self._area.busy()
+                                  or self.files.opening())  # fmt: skip
         if not self.settle_when_drawn:
             self.settled.emit()
 
@@ -445,15 +458,15 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         first panel now, or in the next turn (not `at_once`)."""
         if self.state.trace is not trace:
             self.state.show(trace)
-        self.dirty = False
+        self.run_view.dirty = False
         self.area.draw(trace.arrays, trace.config, None, live=False, at_once=at_once)
         self.summary.draw(trace.mode, trace.arrays, trace.config, seconds)
-        self.show_diagnosis(trace)
+        self.diagnosis.show_diagnosis(trace)
         self.elapsed.setText(f"{seconds:.2f} s" if seconds is not None else "")
         if seconds is None:  # opened, not run: an earlier run's "done" is not about it
             self.progress.hide()
-        self._set_title()
-        self._sync()
+        self.set_title()
+        self.sync()
 
     @Slot(object)
     def _wire_panel(self, panel) -> None:
@@ -466,10 +479,17 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         panel.export_action.setEnabled(self.trace is not None)
 
     def view_changed(self) -> None:
-        view = self.log_action.isChecked(), self.normalise_action.isChecked()
-        self.worker.view = view  # a finished trace's heatmap images are made for these
+        """View → Log scale or Normalise per pass changed."""
+        log, normalise = self.log_action.isChecked(), self.normalise_action.isChecked()
+        self.shown.view = self.shown.view.but(log=log, normalise=normalise)
+        self.worker.view = (log, normalise)  # a finished trace's heatmap images are made so
         if self._area is not None:  # otherwise the panels take the options when made
-            self._area.set_options(*view)
+            self._area.set_options(log, normalise)
+
+    @Slot(int)
+    def _layer_chosen(self, k: int) -> None:
+        """A panel's choice of the model direction its gates and units show."""
+        self.shown.view = self.shown.view.but(layer=k)
 
     def set_panel_hidden(self, name: str, hidden: bool) -> None:
         (self.hidden_panels.add if hidden else self.hidden_panels.discard)(name)
@@ -478,29 +498,6 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         state = self.state
         arrays = state.trace.arrays if state.trace is not None else state.pending
         self._area.set_hidden(name, hidden, arrays, state.config, live=state.running)
-
-    # ---- verify ----------------------------------------------------------------------------
-
-    def verify(self) -> None:
-        if self.trace is None:
-            return
-        self.summary.verify_button.setEnabled(False)
-        self.summary.verify_result.setText("checking by finite differences…")
-        self.worker.request_verify(next(self.requests), self.trace)
-        self.start_worker()
-
-    @Slot(int, object)
-    def _on_verified(self, request_id: int, result) -> None:
-        if isinstance(result, str):
-            text = f"<span style='color:#a60'>{result}</span>"
-        else:
-            mark = "✓" if result.ok else f"<span style='{WARNING_STYLE}'>✗</span>"
-            text = (
-                f"{mark} finite differences: worst |Δ| {result.worst_abs:.1e} "
-                f"(rel. {result.worst_rel:.1e}) over {len(result.entries)} entries"
-            )
-        self.summary.verify_result.setText(text)
-        self._sync()
 
     # ---- misc ------------------------------------------------------------------------------
 
@@ -517,25 +514,7 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
     def about(self) -> None:
         show_about(self)
 
-    def _add_recent(self, path: str) -> None:
-        """File → Recent files takes `path`, a file just opened or saved: the trace shown
-        came from it or went to it, and the title names it."""
-        super()._add_recent(path)
-        if self.state.trace is not None and not self.state.running:
-            self.trace_file = (self.state.trace, Path(path).name)
-            self._set_title()
-
-    def shown_file(self) -> str | None:
-        """The name of the file whose contents the panels show (a recording, or the trace
-        opened or saved), None for a run's own trace or nothing shown."""
-        if self.recording is not None:
-            return self.recording.path.name
-        trace, named = self.state.trace, self.trace_file
-        if trace is not None and named is not None and named[0] is not trace:
-            self.trace_file = named = None  # another trace replaced it: let it go (memory)
-        return named[1] if trace is not None and named is not None else None
-
-    def _set_title(self) -> None:
+    def set_title(self) -> None:
         """"[file — ]lstmviz[ — mode] · device · TF version": the mode of the run or trace
         shown (none while nothing is), or whether TensorFlow loads."""
         config = self.state.config
@@ -546,10 +525,10 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
             parts.append("TensorFlow not loaded")
         else:
             parts.append(LOADING)
-        name = self.shown_file()
+        name = self.shown.file_name()
         self.setWindowTitle(f"{name} — " * (name is not None) + " · ".join(parts))
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         """Enable what makes sense now."""
         running, finishing = self.state.running, self.state.finishing
         for widget in (self.run_button, self.run_action):
@@ -577,9 +556,9 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
     def shutdown(self, timeout_ms: int = 1500) -> bool:
         """Stop the run, the computing process and the worker thread; True if the thread
         ended within `timeout_ms`."""
-        self.closing = True
-        self.tick.stop()
-        self.close_recording()
+        self.run_view.closing = True
+        self.run_view.tick.stop()
+        self.recordings.close_recording()
         self.state.stop_now()
         self.worker.close()
         if self.importing is not None:  # a thread importing at the interpreter's exit crashes
@@ -590,3 +569,13 @@ class MainWindow(FileActions, RecordingActions, DiagnosisView, RunView, QMainWin
         self._save_settings()
         self.shutdown()
         event.accept()
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if any(url.isLocalFile() for url in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_path(url.toLocalFile())
+                break

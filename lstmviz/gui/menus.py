@@ -137,16 +137,17 @@ def show_about(window) -> None:
 
 
 def build_menus(window) -> None:
-    """Add the menus to `window` (a MainWindow) and keep the actions it enables as its
-    attributes: save_action, export_action, export_panel_action, recent_menu,
-    save_weights_action, run_action, pause_action, stop_action, verify_action, log_action,
-    normalise_action."""
+    """Add the menus to `window` (a MainWindow, its parts made but the run view: its items
+    are wired to the parts) and keep the actions it enables as its attributes: save_action,
+    export_action, export_panel_action, save_weights_action, run_action, pause_action,
+    stop_action, verify_action, log_action, normalise_action."""
     w, bar = window, window.menuBar()
     w.window_keys = WindowKeys(w)
     file = bar.addMenu("&File")
-    _action(w, file, "&Open trace…", w.open_trace_dialog, QKeySequence.Open,
+    files = w.files
+    _action(w, file, "&Open trace…", files.open_trace_dialog, QKeySequence.Open,
             "Open a .npz trace saved by lstmviz (also: drop it on the window)")
-    w.save_action = _action(w, file, "&Save trace…", w.save_trace_dialog, QKeySequence.Save,
+    w.save_action = _action(w, file, "&Save trace…", files.save_trace_dialog, QKeySequence.Save,
                             "Save the current trace as .npz")
     w.export_action = _action(w, file, "&Export…", lambda: _export("export_dialog", w),
                               "Ctrl+E", "Export the plots as PNG, SVG, a PDF report or CSV "
@@ -154,28 +155,28 @@ def build_menus(window) -> None:
     w.export_panel_action = _action(
         w, file, "Export &panel under cursor…", lambda: _export("export_under_cursor", w),
         "Ctrl+Shift+E", "Export the panel the mouse points at (also: right-click a panel)")
-    _action(w, file, "Open &recording…", w.open_recording_dialog, "Ctrl+Shift+O",
+    _action(w, file, "Open &recording…", w.recordings.open_recording_dialog, "Ctrl+Shift+O",
             "Show a recording of a training run (.lvz, GradientFlowCallback or lstmviz run "
             "--record) and follow it while fit writes it (also: drop it on the window)")
-    _action(w, file, "&Compare with…", w.compare_with_dialog, None,
+    _action(w, file, "&Compare with…", w.diagnosis.compare_with_dialog, None,
             "Compare the trace or recording shown (A) with another (B): both runs' curves, "
             "log10(‖B‖/‖A‖) per direction and timestep, both diagnoses")
-    w.recent_menu = file.addMenu("Recent files")
-    w.recent_menu.menuAction().setStatusTip("Open again a trace or recording opened or saved "
-                                            "lately")
+    file.addMenu(files.recent_menu)
+    files.recent_menu.menuAction().setStatusTip("Open again a trace or recording opened or "
+                                                "saved lately")
     file.addSeparator()
-    _action(w, file, "Open &model…", w.open_model_dialog, "Ctrl+M",
+    _action(w, file, "Open &model…", files.open_model_dialog, "Ctrl+M",
             "Run a whole saved model (.keras, Keras 2 .h5, or a weights-only stack of LSTM "
             "layers) under its own loss: model mode (also: drop it on the window)")
-    _action(w, file, "Open &data…", w.open_data_dialog, None,
+    _action(w, file, "Open &data…", files.open_data_dialog, None,
             "The model's data: .npz with x (and y), or x as .npy (model mode)")
-    _action(w, file, "Open &weights…", w.open_weights_dialog, None,
+    _action(w, file, "Open &weights…", files.open_weights_dialog, None,
             "Use LSTM weights from a file instead of seeded random ones")
-    _action(w, file, "Open &inputs…", w.open_inputs_dialog, None,
+    _action(w, file, "Open &inputs…", files.open_inputs_dialog, None,
             "Use an input sequence from a .npy/.npz file")
-    w.save_weights_action = _action(w, file, "Save trained weigh&ts…", w.save_weights_dialog,
-                                    None, "Write a training run's final weights as "
-                                    ".weights.h5 or .npz")
+    w.save_weights_action = _action(w, file, "Save trained weigh&ts…",
+                                    files.save_weights_dialog, None, "Write a training run's "
+                                    "final weights as .weights.h5 or .npz")
     file.addSeparator()
     # Ctrl+Q on every platform (QKeySequence.Quit has no key on Windows nor without a desktop theme)
     _action(w, file, "&Quit", w.close, "Ctrl+Q", "Close the window (a run is stopped first)")
@@ -185,10 +186,10 @@ def build_menus(window) -> None:
                            "Start a run with the parameters in the dock")
     w.pause_action = _action(w, run, "&Pause", lambda: w.pause_button.toggle(), "Ctrl+P",
                              "Hold the run after its current step; again to resume")
-    w.stop_action = _action(w, run, "&Stop", w.stop, "Esc",
+    w.stop_action = _action(w, run, "&Stop", lambda: w.run_view.stop(), "Esc",
                             "Stop the run (keeping the passes, batches or steps done, if "
                             "you like)")
-    w.verify_action = _action(w, run, "&Verify gradients", w.verify, "Ctrl+Shift+V",
+    w.verify_action = _action(w, run, "&Verify gradients", w.verifier.verify, "Ctrl+Shift+V",
                               "Check dL/dh_t by finite differences")
 
     view = bar.addMenu("&View")
@@ -204,7 +205,7 @@ def build_menus(window) -> None:
     dock = w.dock.toggleViewAction()
     dock.setStatusTip("Show or hide the parameters dock with Run, Pause and Stop")
     view.addAction(dock)
-    diagnosis = w.diagnosis_dock.toggleViewAction()
+    diagnosis = w.diagnosis.dock.toggleViewAction()
     diagnosis.setStatusTip("Show or hide the Diagnosis dock: decay per step, reach and verdict "
                            "per direction")  # fmt: skip
     view.addAction(diagnosis)

@@ -65,6 +65,7 @@ class PanelArea(QWidget):
     drawn = Signal()
     created = Signal(object)  # a panel just made
     range_moved = Signal(object)  # (t0, t1): the user dragged a recording's timestep range
+    layer_chosen = Signal(int)  # the LSTM direction the choosing panels show (`set_layer`)
 
     def __init__(self) -> None:
         super().__init__()
@@ -277,6 +278,7 @@ class PanelArea(QWidget):
         # after any draws still staged (a new trace's), not instead of them
         self.stages += [lambda p=panel: p.set_layer(k) for panel in choosing]
         self.draw_stage()
+        self.layer_chosen.emit(k)
 
     def set_options(self, log: bool, normalise: bool) -> None:
         """View → Log scale / Normalise per pass, in every panel."""

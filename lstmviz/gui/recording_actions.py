@@ -2,35 +2,53 @@
 recording of a training run (`.lvz`) in its own panels above the model panels of its last
 record, with a bar to scrub through the records and choose the heatmap's timesteps
 (gui/recording_bar.py), and follows the file while `model.fit` writes it (gui/recording_follow.py:
-read in a thread, never in the window's). A mixin of `MainWindow`."""
+read in a thread, never in the window's). A part the window owns (`MainWindow.recordings`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtWidgets import QLabel, QMainWindow, QVBoxLayout
 
 from lstmviz import files
 from lstmviz.errors import LstmvizError
 from lstmviz.gui.dialogs import ask_to_open
+from lstmviz.gui.params import ParamsEditor
 from lstmviz.gui.recording_bar import RecordingBar
 from lstmviz.gui.recording_follow import RecordingFollower
+from lstmviz.gui.shown import Shown
 from lstmviz.recording import Recording, load_recording
 from lstmviz.render.records import TimeRange, panel_arrays, record_text
 
 
-class RecordingActions:
-    """Needs the window's `area`, `message`, `params`, `show_trace`, `show_error`, `_add_recent`
-    and a central widget with a box layout (the bar goes on top of it)."""
+class RecordingActions(QObject):
+    """Shows a recording in `shown.recording` (its panels in the window's `area`, its bar on top
+    of `central`, the window's central layout), names its model and data in the dock
+    (`params`), follows its file, and keeps the record and timesteps chosen in `shown.view`.
+    `window` is the dialogs' parent; its `show_trace` and `show_error` show the recording's
+    last trace or what went wrong. `opened`: the path of a recording just shown (the recent
+    files take it)."""
 
-    recording: Recording | None = None  # the recording shown (rows, and the last trace)
-    follower: RecordingFollower | None = None
-    recording_bar: RecordingBar | None = None  # made on first use
-    _dock_set = False  # the dock shows the recording's first trace's parameters
+    opened = Signal(str)
+
+    def __init__(self, window: QMainWindow, params: ParamsEditor, shown: Shown, message: QLabel,
+                 central: QVBoxLayout) -> None:  # fmt: skip
+        super().__init__(window)
+        self.window, self.params, self.shown, self.message = window, params, shown, message
+        self.central = central
+        self.follower: RecordingFollower | None = None
+        self.bar: RecordingBar | None = None  # made on first use
+        self._dock_set = False  # the dock shows the recording's first trace's parameters
+
+    @property
+    def recording(self) -> Recording | None:
+        """The recording shown (rows, and the last trace)."""
+        return self.shown.recording
 
     def open_recording_dialog(self) -> None:
         wanted = f"Recordings of a training run ({files.pattern(files.RECORDINGS)})"
-        ask_to_open(self, "Open recording", wanted, self.open_recording)
+        ask_to_open(self.window, "Open recording", wanted, self.open_recording)
 
     def open_recording(self, path: str, keep_dock: bool = False) -> bool:
         """Show the recording in `path` (ending any run, as an opened trace does), and follow
@@ -40,18 +58,19 @@ class RecordingActions:
         try:
             recording = load_recording(path)  # h5py: no TensorFlow
         except LstmvizError as exc:
-            self.show_error("Cannot open recording", str(exc))
+            self.window.show_error("Cannot open recording", str(exc))
             return False
         self.close_recording()
         bar = self._recording_bar()
         bar.reset()
-        self.area.set_record_view(None, None)
-        self.follower = RecordingFollower(path, recording, self)
+        self.window.area.set_record_view(None, None)
+        self.shown.view = self.shown.view.but(record=None, t_range=None)
+        self.follower = RecordingFollower(path, recording, self.window)
         self.follower.read.connect(self._on_recording_read)
         self.follower.waiting.connect(self._on_recording_waiting)
         self.follower.failed.connect(self._on_recording_failed)
         self.follower.start()
-        self.recording = recording
+        self.shown.recording = recording
         self._dock_set = keep_dock
         self._show_recording(recording, trace_changed=True)
         # the model and data the records were made of lived in the training process: the dock
@@ -61,7 +80,7 @@ class RecordingActions:
         what = "following it while fit writes it" if self.follower.following else "finished"
         self.message.setText(f"recording {Path(path).name}: {count} record"
                              f"{'s' * (count != 1)}, {what}")  # fmt: skip
-        self._add_recent(str(Path(path).resolve()))
+        self.opened.emit(str(Path(path).resolve()))
         return True
 
     def close_recording(self) -> None:
@@ -73,31 +92,32 @@ class RecordingActions:
             self.follower.deleteLater()
             self.follower = None
         if self.recording is not None:
-            self.recording = None
-            self.area.set_recording(None)
-            self.recording_bar.hide()
+            self.shown.recording = None
+            self.shown.view = self.shown.view.but(record=None, t_range=None)
+            self.window.area.set_recording(None)
+            self.bar.hide()
             self.params.drop_recorded()
 
     def recording_view(self) -> tuple[int | None, TimeRange]:
         """The record and timestep range chosen in the bar (None, None: the last, every t)."""
-        bar = self.recording_bar
+        bar = self.bar
         return (None, None) if self.recording is None else (bar.record(), bar.t_range())
 
     def set_recording_view(self, record: int | None, t_range: TimeRange) -> None:
         """Choose `record` and `t_range` as the user would in the bar (`recording_view`)."""
         if self.recording is not None:
-            self.recording_bar.set_record(record)
-            self.recording_bar.set_range(t_range)
+            self.bar.set_record(record)
+            self.bar.set_range(t_range)
             self._recording_view_changed()
 
     def _recording_bar(self) -> RecordingBar:
-        if self.recording_bar is None:
-            bar = self.recording_bar = RecordingBar()
+        if self.bar is None:
+            bar = self.bar = RecordingBar()
             bar.record_chosen.connect(self._recording_view_changed)
             bar.range_chosen.connect(self._recording_view_changed)
-            self.area.range_moved.connect(self._recording_range_moved)
-            self.centralWidget().layout().insertWidget(0, bar)
-        return self.recording_bar
+            self.window.area.range_moved.connect(self._recording_range_moved)
+            self.central.insertWidget(0, bar)
+        return self.bar
 
     def _show_recording(self, recording: Recording, trace_changed: bool) -> None:
         """Draw `recording`: its bar and panels, and, when its last record is a new one, that
@@ -105,18 +125,18 @@ class RecordingActions:
         following = self.follower is not None and self.follower.following
         status = "following" if following else "finished" if recording.finished else "stopped"
         arrays = panel_arrays(recording)
-        self.recording_bar.show_recording(arrays, str(recording.path), status)
-        self.recording_bar.show()
-        self.area.set_recording(arrays)
+        self.bar.show_recording(arrays, str(recording.path), status)
+        self.bar.show()
+        self.window.area.set_recording(arrays)
         if trace_changed and recording.last is not None and not self._dock_set:
             # as an opened trace: the dock shows what made the records, once (later records
             # leave what the user changes there alone)
             self.params.set_config(recording.last.config)
             self._dock_set = True
         if trace_changed:
-            self.show_trace(recording.last, None)  # draws the recording's panels too
+            self.window.show_trace(recording.last, None)  # draws the recording's panels too
         else:
-            self.area.draw_recording()
+            self.window.area.draw_recording()
 
     @Slot(object)
     def _on_recording_read(self, recording: Recording) -> None:
@@ -125,7 +145,7 @@ class RecordingActions:
         trace_changed = recording.last is not None
         if not trace_changed:  # the same last record: its trace as read before
             recording.last = self.recording.last
-        self.recording = recording
+        self.shown.recording = recording
         self._show_recording(recording, trace_changed)
         count = len(recording)
         last = record_text(recording.arrays, count - 1)
@@ -141,17 +161,19 @@ class RecordingActions:
     def _on_recording_failed(self, message: str) -> None:
         if self.recording is None:
             return
-        self.recording_bar.set_status(str(self.recording.path), "stopped")
+        self.bar.set_status(str(self.recording.path), "stopped")
         self.message.setText("stopped following the recording: it cannot be read")
-        self.show_error("Cannot follow recording", message)
+        self.window.show_error("Cannot follow recording", message)
 
     @Slot(object)
     def _recording_view_changed(self, _=None) -> None:
-        bar = self.recording_bar
-        self.area.set_record_view(bar.record(), bar.t_range())
+        bar = self.bar
+        record, t_range = bar.record(), bar.t_range()
+        self.shown.view = self.shown.view.but(record=record, t_range=t_range)
+        self.window.area.set_record_view(record, t_range)
 
     @Slot(object)
     def _recording_range_moved(self, t_range) -> None:
-        if self.recording_bar is not None:
-            self.recording_bar.set_range(t_range)
+        if self.bar is not None:
+            self.bar.set_range(t_range)
             self._recording_view_changed()

@@ -6,60 +6,88 @@ has sent and the finished trace, and tells its views through signals. It needs n
 no TensorFlow: the tests drive it with a fake worker.
 
 Stopping: a run whose mode works in units (passes, batches, training steps: the registry's
-`Mode.unit`) and has finished some can keep them: `stop()` says so ("ask"), the view asks the
-user while the run is held, then calls `keep()` (the runner yields the complete trace of the
-units done), `discard()`, or `go_on()`.
+`Mode.unit`) and has finished some can keep them: `stop()` says so (`Stop.ASK`), the view
+asks the user while the run is held, then calls `keep()` (the runner yields the complete trace
+of the units done), `discard()`, or `go_on()`.
 
 Nothing is lost: a run that ends without a trace (stopped, discarded, failed) leaves the trace
-shown before it (`trace`, `config`, `seconds`) as it was, and `restored` tells the views to show
-it again; only a finished run or an opened trace replaces it.
+shown before it (`Shown.showing`: trace, config, seconds, file) as it was, and `restored` tells
+the views to show it again; only a finished run or an opened trace replaces it.
 """
 
 from __future__ import annotations
 
 import time
+from enum import Enum
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal, Slot
 
 from lstmviz import modes, schema
 from lstmviz.config import RunConfig
+from lstmviz.gui.shown import Showing, Shown
 from lstmviz.trace import GradientTrace, TraceUpdate
 
 
+class Phase(Enum):
+    """Where the run is in its life."""
+
+    IDLE = "idle"  # no run
+    RUNNING = "running"
+    PAUSED = "paused"  # held by the user (Pause)
+    ASKING = "asking"  # held while the view asks whether to keep the units done
+    FINISHING = "finishing"  # stopped: the trace of the units done is being built
+
+
+class Outcome(Enum):
+    """How the last run ended (its `value`: the progress bar's words)."""
+
+    NONE = ""  # no run has ended since the last start
+    DONE = "done"
+    KEPT = "kept"  # stopped, the units done kept as a trace
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class Stop(Enum):
+    """What `RunState.stop` did."""
+
+    NOTHING = "nothing"  # no run, or it is finishing already
+    ASK = "ask"  # held: the view asks whether to keep the units done
+    STOPPED = "stopped"  # cancelled, nothing to keep
+
+
 class RunState(QObject):
-    """States: idle (no run), running, paused (held by the user), finishing (stopped, the
-    trace of the units done is being built). Signals carry what the views need."""
+    """The run's `phase` (a `Phase`) and the last run's `outcome`; what is shown is `shown`'s
+    (one made here when none is given). Signals carry what the views need."""
 
     started = Signal(object)  # RunConfig
     updated = Signal()  # new partial arrays (`pending`) or progress
     finished = Signal(object, float)  # the GradientTrace, seconds since start
     ended = Signal(str)  # idle again without a new trace: what happened, in a few words
     failed = Signal(str)  # the run failed: the message for a dialog
-    changed = Signal()  # running/paused/finishing changed: enable or disable controls
+    changed = Signal()  # the phase changed: enable or disable controls
 
-    def __init__(self, worker) -> None:
+    def __init__(self, worker, shown: Shown | None = None) -> None:
         super().__init__()
         self.worker = worker
+        self.shown = shown if shown is not None else Shown()
         self.active: int | None = None  # id of the run in progress
         self.last_id = 0
-        self.config: RunConfig | None = None
-        self.trace: GradientTrace | None = None
-        self.seconds: float | None = None  # the run time of `trace` (None: opened from a file)
-        # (trace, config, seconds) shown when the run in progress started: shown again if it
-        # ends without a trace of its own
-        self.before: tuple[GradientTrace | None, RunConfig | None, float | None]
-        self.before = (None, None, None)
+        self.phase = Phase.IDLE
+        # RUNNING or PAUSED: what the user chose (Pause) while ASKING or FINISHING, the phase
+        # a run held by the keep question goes back to
+        self._chosen = Phase.RUNNING
+        # what was shown when the run in progress started: shown again if it ends without a
+        # trace of its own
+        self.before = Showing()
         self.restored = False  # the last run ended without a trace: `before` is back
-        self.outcome = ""  # how the last run ended: "done", "kept", "stopped", "failed"
+        self.outcome = Outcome.NONE
         self.pending: dict[str, np.ndarray] = {}
         self.rows_total: int | None = None  # rows a live run's row arrays will reach
         self.done = 0
         self.total = 0
         self.message = ""
-        self.paused = False
-        self.finishing = False
-        self._held = False  # held while the view asks whether to keep the units done
         self._started = 0.0  # moved on by the time the run was held: that is not run time
         self._held_since: float | None = None
         worker.progress.connect(self._on_progress)
@@ -71,8 +99,35 @@ class RunState(QObject):
     # ---- what the views read ---------------------------------------------------------------
 
     @property
+    def trace(self) -> GradientTrace | None:
+        """The trace shown (None during a run)."""
+        return self.shown.trace
+
+    @property
+    def config(self) -> RunConfig | None:
+        """The run's configuration, or the trace's shown."""
+        return self.shown.config
+
+    @property
+    def seconds(self) -> float | None:
+        """The run time of `trace` (None: opened from a file)."""
+        return self.shown.seconds
+
+    @property
     def running(self) -> bool:
         return self.active is not None
+
+    @property
+    def paused(self) -> bool:
+        """Held by the user (Pause), also while the keep question is asked or the trace of
+        the units done is built."""
+        return self.phase is Phase.PAUSED or (
+            self.phase in (Phase.ASKING, Phase.FINISHING) and self._chosen is Phase.PAUSED
+        )
+
+    @property
+    def finishing(self) -> bool:
+        return self.phase is Phase.FINISHING
 
     def elapsed(self) -> float:
         """Seconds the run has run: paused or held by the keep question does not count."""
@@ -96,11 +151,12 @@ class RunState(QObject):
         if self.running:
             return False
         self.last_id += 1
-        self.before = (self.trace, self.config, self.seconds)
-        self.active, self.config, self.trace, self.seconds = self.last_id, config, None, None
-        self.restored, self.outcome = False, ""
+        self.before = self.shown.showing
+        self.active = self.last_id
+        self.shown.show_run(config)
+        self.restored, self.outcome = False, Outcome.NONE
         self.pending, self.rows_total, self.done, self.total = {}, None, 0, 0
-        self.paused = self.finishing = self._held = False
+        self.phase, self._chosen = Phase.RUNNING, Phase.RUNNING
         self.message = "starting…"
         self._started, self._held_since = time.monotonic(), None
         self.worker.request_run(self.active, config)
@@ -113,39 +169,46 @@ class RunState(QObject):
         replaces what was shown before it."""
         if self.running:
             self.worker.cancel(self.active)
-            self._end(f"stopped after {self.elapsed():.1f} s", "stopped", restore=False)
-        self.trace, self.config, self.seconds = trace, trace.config, None
+            self._end(f"stopped after {self.elapsed():.1f} s", Outcome.STOPPED, restore=False)
+        self.shown.show_trace(trace)
         self.pending, self.rows_total = {}, None
 
     def set_paused(self, paused: bool) -> None:
         """Hold the run after its current unit of work, or let it go on."""
         if not self.running or self.finishing or paused == self.paused:
             return
-        self.paused = paused
+        to = Phase.PAUSED if paused else Phase.RUNNING
+        if self.phase is Phase.ASKING:
+            self._chosen = to
+        else:
+            self.phase = to
         self._clock()
         (self.worker.pause if paused else self.worker.resume)(self.active)
         self.message = "pausing…" if paused else "running…"
         self.changed.emit()
 
-    def stop(self) -> str:
-        """Stop the run. Returns "ask" when it has units of work done that could be kept (the
-        run is held until `keep()`, `discard()` or `go_on()`), "stopped" when it was
-        cancelled, "" when nothing runs."""
+    def stop(self) -> Stop:
+        """Stop the run. Returns `Stop.ASK` when it has units of work done that could be kept
+        (the run is held until `keep()`, `discard()` or `go_on()`), `Stop.STOPPED` when it was
+        cancelled, `Stop.NOTHING` when nothing runs (or it is finishing)."""
         if not self.running or self.finishing:
-            return ""
+            return Stop.NOTHING
         if self.keepable():
-            self._held = True
+            if self.phase is not Phase.ASKING:
+                self._chosen, self.phase = self.phase, Phase.ASKING
             self._clock()
             self.worker.pause(self.active)
-            return "ask"
+            return Stop.ASK
         self.stop_now()
-        return "stopped"
+        return Stop.STOPPED
 
     def keep(self) -> None:
         """End the held run with the complete trace of the units done (`finished` follows)."""
         if not self.running:
             return
-        self._held, self.finishing = False, True
+        if self.phase is not Phase.ASKING:
+            self._chosen = self.phase
+        self.phase = Phase.FINISHING
         self._clock()
         self.message = "stopping: building the trace of the finished work…"
         self.worker.finish_early(self.active)
@@ -154,15 +217,14 @@ class RunState(QObject):
 
     def discard(self) -> None:
         """End the held run keeping nothing: the trace shown before it is back."""
-        self._held = False
         self.stop_now()
 
     def go_on(self) -> None:
         """The user changed their mind: the held run goes on (unless paused by them)."""
-        if self.running and self._held:
-            self._held = False
+        if self.running and self.phase is Phase.ASKING:
+            self.phase = self._chosen
             self._clock()
-            if not self.paused:
+            if self.phase is Phase.RUNNING:
                 self.worker.resume(self.active)
 
     def stop_now(self) -> None:
@@ -171,11 +233,11 @@ class RunState(QObject):
         if not self.running:
             return
         self.worker.cancel(self.active)
-        self._end(f"stopped after {self.elapsed():.1f} s", "stopped")
+        self._end(f"stopped after {self.elapsed():.1f} s", Outcome.STOPPED)
 
     def _clock(self) -> None:
         """Stop the run's clock while it is paused or held, and start it again after."""
-        holding, now = self.paused or self._held, time.monotonic()
+        holding, now = self.paused or self.phase is Phase.ASKING, time.monotonic()
         if holding and self._held_since is None:
             self._held_since = now
         elif not holding and self._held_since is not None:
@@ -200,7 +262,7 @@ class RunState(QObject):
         mode = self.config.mode
         if any(schema.role(key, mode) == schema.ROWS for key in update.arrays):
             self.rows_total = update.total
-        if not (self.paused or self.finishing or self._held):
+        if self.phase is Phase.RUNNING:
             self.message = update.message
         self.updated.emit()
 
@@ -218,38 +280,38 @@ class RunState(QObject):
         if run_id != self.active:
             return
         seconds = self.elapsed()
-        self.trace, self.config, self.seconds = trace, trace.config, seconds
-        self.before = (None, None, None)
-        self.outcome = "kept" if self.finishing else "done"
+        self.shown.show_trace(trace, seconds)
+        self.before = Showing()
+        self.outcome = Outcome.KEPT if self.finishing else Outcome.DONE
         self._idle()
         self.finished.emit(trace, seconds)
 
     @Slot(int)
     def _on_cancelled(self, run_id: int) -> None:
         if run_id == self.active:
-            self._end("stopped", "stopped")
+            self._end("stopped", Outcome.STOPPED)
 
     @Slot(int, str)
     def _on_failed(self, run_id: int, message: str) -> None:
         if run_id != self.active:
             return
-        self._end("run failed", "failed")
+        self._end("run failed", Outcome.FAILED)
         self.failed.emit(message)
 
-    def _end(self, message: str, outcome: str, restore: bool = True) -> None:
-        """The run ends without a trace (`outcome`: "stopped" or "failed"): idle, and with
+    def _end(self, message: str, outcome: Outcome, restore: bool = True) -> None:
+        """The run ends without a trace (`outcome`: STOPPED or FAILED): idle, and with
         `restore` the trace shown before it is shown again (`ended` says so)."""
         self.pending, self.rows_total = {}, None
         self.outcome, self.restored = outcome, restore
         if restore:
-            self.trace, self.config, self.seconds = self.before
+            self.shown.showing = self.before
             if self.trace is not None:
                 message += " · nothing kept: the trace from before is shown again"
-        self.before = (None, None, None)
+        self.before = Showing()
         self._idle()
         self.ended.emit(message)
 
     def _idle(self) -> None:
         self.active = None
-        self.paused = self.finishing = self._held = False
+        self.phase = Phase.IDLE
         self.changed.emit()

@@ -1,12 +1,16 @@
-"""The summary line under the panels, with the Verify button and its result."""
+"""The summary line under the panels, with the Verify button and its result; `Verifier`, the
+part of the window that asks the computing process to verify the trace shown."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+import itertools
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from lstmviz.config import RunConfig
-from lstmviz.render.summary import summary_text, summary_tip
+from lstmviz.gui.shown import Shown
+from lstmviz.render.summary import WARNING_STYLE, summary_text, summary_tip
 from lstmviz.render.values import Arrays
 from lstmviz.trace import GradientTrace
 from lstmviz.verify import VERIFIABLE_MODES
@@ -60,3 +64,40 @@ class SummaryPanel(QWidget):
         self.text.setText(summary_text(mode, arrays, config, seconds))
         self.text.setToolTip(summary_tip(arrays))
         self.verify_result.clear()
+
+
+class Verifier(QObject):
+    """Verify (the summary's button, Run → Verify gradients): the trace `shown` checked by
+    finite differences in the computing process (`worker`), the result in `summary`.
+    `asked`: a check was sent (the worker must be started); `answered`: its result is shown."""
+
+    asked = Signal()
+    answered = Signal()
+
+    def __init__(self, summary: SummaryPanel, shown: Shown, worker, parent: QObject) -> None:
+        super().__init__(parent)
+        self.summary, self.shown, self.worker = summary, shown, worker
+        self.requests = itertools.count(1)  # ids of verify requests
+
+    def verify(self) -> None:
+        trace = self.shown.trace
+        if trace is None:
+            return
+        self.summary.verify_button.setEnabled(False)
+        self.summary.verify_result.setText("checking by finite differences…")
+        self.worker.request_verify(next(self.requests), trace)
+        self.asked.emit()
+
+    @Slot(int, object)
+    def on_verified(self, request_id: int, result) -> None:
+        """The worker's answer: a `verify.Verification`, or why there is none (str)."""
+        if isinstance(result, str):
+            text = f"<span style='color:#a60'>{result}</span>"
+        else:
+            mark = "✓" if result.ok else f"<span style='{WARNING_STYLE}'>✗</span>"
+            text = (
+                f"{mark} finite differences: worst |Δ| {result.worst_abs:.1e} "
+                f"(rel. {result.worst_rel:.1e}) over {len(result.entries)} entries"
+            )
+        self.summary.verify_result.setText(text)
+        self.answered.emit()

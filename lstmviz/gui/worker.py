@@ -33,12 +33,14 @@ import tempfile
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
 
 from lstmviz.config import RunConfig
+from lstmviz.engine import messages as m
 from lstmviz.engine.child import describe, pack, received_trace, serve
 from lstmviz.render import prepare
 from lstmviz.trace import GradientTrace
@@ -94,7 +96,8 @@ class Worker(QThread):
         self.folder: Path | None = None  # this session's runs and requests, removed at the end
         self.process = None  # the computing process (multiprocessing.Process)
         self._connection = None
-        self._inflight: dict[tuple[str, int], tuple] = {}  # (verb, id) → sent, not answered
+        # (request class, id) → the request sent, not answered yet
+        self._inflight: dict[tuple[type, int], m.Request] = {}
         self._running: int | None = None  # the run the process has started
         self._stopping: tuple[int, float] | None = None  # a cancelled run, the time to kill it
         self._loaded = False  # the process has TensorFlow
@@ -109,38 +112,42 @@ class Worker(QThread):
 
     # ---- requests (any thread) -----------------------------------------------------------
 
+    # The thread's inbox holds the messages of `engine/messages.py` as the process will get
+    # them, except that a Run's folder is not named yet and a Verify's or Save's trace is the
+    # GradientTrace itself: the thread packs it (`_request`).
+
     def request_run(self, run_id: int, config: RunConfig) -> None:
-        self._post(("run", run_id, config, self.engine))
+        self._post(m.Run(run_id, config, self.engine, ""))
 
     def request_verify(self, request_id: int, trace: GradientTrace) -> None:
-        self._post(("verify", request_id, trace))
+        self._post(m.Verify(request_id, trace))
 
     def request_save_weights(self, request_id: int, trace: GradientTrace, path: str) -> None:
         """Write a training trace's final weights (`.weights.h5` needs Keras: the process)."""
-        self._post(("save", request_id, trace, path))
+        self._post(m.Save(request_id, trace, path))
 
     def cancel(self, run_id: int) -> None:
         """Stop run `run_id` (or never start it): `cancelled` follows within `GRACE` seconds
         plus the time to end the process."""
-        self._post(("cancel", run_id))
+        self._post(m.Cancel(run_id))
 
     def pause(self, run_id: int) -> None:
         """Hold run `run_id` at its next yield until `resume`, `cancel` or `finish_early`."""
-        self._post(("pause", run_id))
+        self._post(m.Pause(run_id))
 
     def resume(self, run_id: int) -> None:
-        self._post(("resume", run_id))
+        self._post(m.Resume(run_id))
 
     def finish_early(self, run_id: int) -> None:
         """Cancel run `run_id`, keeping the units it has done as a complete trace."""
-        self._post(("finish", run_id))
+        self._post(m.Finish(run_id))
 
     def close(self) -> None:
         """End the process (whatever it computes) and the thread; drop waiting requests."""
         self._closing = True
-        self._post(("close",))
+        self._post(m.Close())
 
-    def _post(self, message: tuple) -> None:
+    def _post(self, message) -> None:
         self._inbox.put(message)
         with contextlib.suppress(BlockingIOError):  # full: the thread has wake-ups waiting
             os.write(self._wake_write, b"\0")
@@ -182,56 +189,57 @@ class Worker(QThread):
                 message = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            verb = message[0]
-            if verb == "close":
+            if isinstance(message, m.Close):
                 self._closing = True
-            elif verb in ("run", "verify", "save"):
+            elif isinstance(message, (m.Run, m.Verify, m.Save)):
                 self._request(message)
-            elif verb == "cancel":
-                self._cancel(message[1])
-            elif self.process is not None:  # pause, resume, finish
+            elif isinstance(message, m.Cancel):
+                self._cancel(message.run_id)
+            elif self.process is not None:  # Pause, Resume, Finish
                 self._send(message)
 
-    def _request(self, message: tuple) -> None:
+    def _request(self, message: m.Request) -> None:
         """Send a run, verify or save request to the process (starting one if there is none);
         traces go as `pack` gives them, in a folder of their own."""
-        verb, request_id, payload, *rest = message
-        if verb == "run":
-            sent = ("run", request_id, payload, rest[0], str(self._folder(verb, request_id)))
+        kind, request_id = _key(message)
+        folder = self._folder(kind, request_id)
+        if isinstance(message, m.Run):
+            sent = replace(message, folder=str(folder))
         else:
-            trace = payload
-            packed = pack(trace.arrays, self._folder(verb, request_id))
-            sent = (verb, request_id, (trace.mode, trace.config, packed), *rest)
+            trace = message.trace
+            sent = replace(message, trace=m.PackedTrace(trace.mode, trace.config,
+                                                         pack(trace.arrays, folder)))
         if self.process is None and not self._start():
-            self._answer(verb, request_id, "the computing process did not start")
+            self._answer(kind, request_id, "the computing process did not start")
             return
-        self._inflight[(verb, request_id)] = sent
+        self._inflight[(kind, request_id)] = sent
         self._send(sent)
 
-    def _answer(self, verb: str, request_id: int, message: str) -> bool:
-        """End request `request_id` with an error `message` (its signal); True for a run or
-        a save (they show a dialog)."""
-        shutil.rmtree(self._folder(verb, request_id), ignore_errors=True)
-        if verb == "run":
+    def _answer(self, kind: type, request_id: int, message: str) -> bool:
+        """End request `request_id` (of class `kind`) with an error `message` (its signal);
+        True for a run or a save (they show a dialog)."""
+        shutil.rmtree(self._folder(kind, request_id), ignore_errors=True)
+        if kind is m.Run:
             self.failed.emit(request_id, message)
-        elif verb == "verify":
+        elif kind is m.Verify:
             self.verified.emit(request_id, message)
         else:
             self.saved.emit(request_id, "", message)
-        return verb != "verify"
+        return kind is not m.Verify
 
-    def _folder(self, verb: str, request_id: int) -> Path:
-        return self.folder / f"{verb}-{request_id}"
+    def _folder(self, kind: type, request_id: int) -> Path:
+        """Where request `request_id`'s files go: "run-3", "verify-2", "save-1"."""
+        return self.folder / f"{kind.__name__.lower()}-{request_id}"
 
-    def _send(self, message: tuple) -> None:
+    def _send(self, message) -> None:
         with contextlib.suppress(OSError):  # the process has ended: `_lost` reports it
             self._connection.send(message)
 
     def _cancel(self, run_id: int) -> None:
-        if ("run", run_id) not in self._inflight:
+        if (m.Run, run_id) not in self._inflight:
             return  # ended (its answer is on its way) or never sent
         self._stop.value = run_id
-        self._send(("cancel", run_id))
+        self._send(m.Cancel(run_id))
         self._stopping = (run_id, time.monotonic() + GRACE)
 
     def _kill_stopped(self) -> None:
@@ -239,16 +247,16 @@ class Worker(QThread):
         run_id, _ = self._stopping
         self._stopping = None
         self._receive()  # it may have ended just now
-        if ("run", run_id) not in self._inflight or self._running != run_id:
+        if (m.Run, run_id) not in self._inflight or self._running != run_id:
             return  # ended, or still queued behind a request: it never starts
-        others = [m for key, m in self._inflight.items() if key != ("run", run_id)]
+        others = [sent for key, sent in self._inflight.items() if key != (m.Run, run_id)]
         self.process.kill()  # nothing runs in it from here on (the kernel frees it after)
         self.cancelled.emit(run_id)
         self._end()
-        shutil.rmtree(self._folder("run", run_id), ignore_errors=True)
+        shutil.rmtree(self._folder(m.Run, run_id), ignore_errors=True)
         self._start()
         for message in others:  # not answered by the ended process: the new one answers
-            self._inflight[(message[0], message[1])] = message
+            self._inflight[_key(message)] = message
             self._send(message)
 
     def _receive(self) -> None:
@@ -261,46 +269,48 @@ class Worker(QThread):
                 return
             self._handle(message)
 
-    def _handle(self, message: tuple) -> None:
-        verb, *args = message
-        if verb == "ready":
+    def _handle(self, message) -> None:
+        if isinstance(message, m.Ready):
             self._loaded = True
             if not self._announced:
                 self._announced = True
-                self.ready.emit(args[0])
-        elif verb == "broken":
-            self._broken = args[0]
-        elif verb == "started":
-            self._running = args[0]
-        elif verb == "progress":
-            self.progress.emit(*args)
-        elif verb == "paused":
-            self.paused.emit(*args)
-        elif verb in ("finished", "cancelled", "failed"):
-            self._run_ended(verb, *args)
-        elif verb in ("verified", "saved"):
-            kind = "verify" if verb == "verified" else "save"
-            self._inflight.pop((kind, args[0]), None)
-            shutil.rmtree(self._folder(kind, args[0]), ignore_errors=True)
-            (self.verified if verb == "verified" else self.saved).emit(*args)
+                self.ready.emit(message.device)
+        elif isinstance(message, m.Broken):
+            self._broken = message.message
+        elif isinstance(message, m.Started):
+            self._running = message.run_id
+        elif isinstance(message, m.Progress):
+            self.progress.emit(message.run_id, message.update)
+        elif isinstance(message, m.Paused):
+            self.paused.emit(message.run_id, message.done)
+        elif isinstance(message, (m.Finished, m.Cancelled, m.Failed)):
+            self._run_ended(message)
+        elif isinstance(message, (m.Verified, m.Saved)):
+            kind = m.Verify if isinstance(message, m.Verified) else m.Save
+            self._inflight.pop((kind, message.request_id), None)
+            shutil.rmtree(self._folder(kind, message.request_id), ignore_errors=True)
+            if isinstance(message, m.Verified):
+                self.verified.emit(message.request_id, message.result)
+            else:
+                self.saved.emit(message.request_id, message.path, message.error)
 
-    def _run_ended(self, verb: str, run_id: int, *args) -> None:
-        self._inflight.pop(("run", run_id), None)
+    def _run_ended(self, message: m.RunEnd) -> None:
+        run_id = message.run_id
+        self._inflight.pop((m.Run, run_id), None)
         self._running = None
         if self._stopping is not None and self._stopping[0] == run_id:
             self._stopping = None
-        folder = self._folder("run", run_id)
-        if verb == "finished":
-            mode, config, packed = args
-            trace = received_trace(mode, config, packed, folder)
+        folder = self._folder(m.Run, run_id)
+        if isinstance(message, m.Finished):
+            trace = received_trace(message.trace, folder)
             prepare.warm(trace.arrays, *self.view)  # here, not in the window's first draw
             self.finished_run.emit(run_id, trace)
             return
         shutil.rmtree(folder, ignore_errors=True)
-        if verb == "cancelled":
+        if isinstance(message, m.Cancelled):
             self.cancelled.emit(run_id)
         else:
-            self.failed.emit(run_id, args[0])
+            self.failed.emit(run_id, message.message)
 
     def _lost(self) -> None:
         """The process ended by itself: fail what it had in flight, start a new one."""
@@ -314,8 +324,8 @@ class Worker(QThread):
             message = (f"The computing process (TensorFlow) ended unexpectedly: "
                        f"{exit_text(code)}. The next run starts a new one.")  # fmt: skip
         reported = False
-        for verb, request_id in inflight:
-            reported = self._answer(verb, request_id, message) or reported
+        for kind, request_id in inflight:
+            reported = self._answer(kind, request_id, message) or reported
         if broken and not self._announced:
             self.failed.emit(0, message)
         elif not reported:
@@ -355,3 +365,8 @@ class Worker(QThread):
         self.process = self._connection = None
         self._inflight.clear()
         self._running = self._stopping = None
+
+
+def _key(request: m.Request) -> tuple[type, int]:
+    """(its class, its id): how `Worker._inflight` knows a request."""
+    return type(request), request.run_id if isinstance(request, m.Run) else request.request_id
