@@ -33,6 +33,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lstmviz.engine import native
 from lstmviz.engine.activations import SATURATION, Activation, activation, hand_differentiable
 from lstmviz.engine.cell import _columns, lstm_sequence
 from lstmviz.engine.tfload import tf
@@ -98,6 +99,10 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     if cell == "lstm" or not hand_differentiable(*(a.name for a in acts)):
         step = _STEPS[cell](acts, recurrent, bias[1] if gru_after else None, args)
         h, c, pre = generic_sequence(step, zx, h0, probes, mask, lstm=cell == "lstm")
+    elif cell == "gru" and native.gru_native(acts[0].name, acts[2].name, x.dtype):
+        h, gates = native.gru_sequence(zx, h0, recurrent, bias[1] if gru_after else None,
+                                       probes[0], mask, acts[0].name, acts[2].name)  # fmt: skip
+        return CellRun(h, None, gates, *saturations(acts, None, gates))
     elif cell == "gru" and gru_after:
         h, pre, gates = _gru_loop(acts[2].name, acts[0].name, True)(
             zx, h0, recurrent, bias[1], probes[0], *_mask_args(mask))
