@@ -324,7 +324,7 @@ class GruForward : public OpKernel {
           });
         }
       }
-    });
+    }, "GRU");
   }
 
   // Without reset_after: z, r from h_{t-1}·U_zr, then h̃ from (r ⊙ h_{t-1})·U_h.
@@ -373,7 +373,7 @@ class GruForward : public OpKernel {
           });
         }
       }
-    });
+    }, "GRU");
   }
 
   Activations kinds_;
@@ -564,7 +564,7 @@ class GruBackward : public OpKernel {
       for (int64_t r = 0; r < n; ++r) {
         std::copy_n(dh_next.data() + r * width, H, b.dh0 + (r0 + r) * H);
       }
-    });
+    }, "GRU");
     if (!ctx->status().ok()) return;
     SumPartials(partials, 0, H, 3 * H, gradient_width, du, 3 * H);
     SumPartials(partials, H, 1, 3 * H, gradient_width, dbeta, 3 * H);
@@ -654,7 +654,7 @@ class GruBackward : public OpKernel {
       for (int64_t r = 0; r < n; ++r) {
         std::copy_n(dh_next.data() + r * width, H, b.dh0 + (r0 + r) * H);
       }
-    });
+    }, "GRU");
     if (!ctx->status().ok()) return;
     const int64_t ld = width_zr + width_h;
     for (int64_t m = 0; m < H; ++m) {

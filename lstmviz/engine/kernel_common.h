@@ -34,9 +34,10 @@ inline int64_t RowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch) {
 }
 
 // Calls fn(block, first_row, end_row, stop) for the RowBlocks contiguous blocks of [0, batch),
-// in parallel; fn polls stop() once per step. The op fails with Cancelled when
-// lstmviz_interrupt() was called meanwhile.
-inline void ForRowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch, const RowBlockFn& fn) {
+// in parallel; fn polls stop() once per step. The op fails with Cancelled ("<cell> run
+// interrupted") when lstmviz_interrupt() was called meanwhile.
+inline void ForRowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch, const RowBlockFn& fn,
+                         const char* cell = "LSTM") {
   const int64_t epoch = interrupts.load();
   const std::function<bool()> stop = [epoch] { return interrupts.load() != epoch; };
   const int64_t blocks = RowBlocks(ctx, batch);
@@ -48,7 +49,7 @@ inline void ForRowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch, const 
           fn(k, batch * k / blocks, batch * (k + 1) / blocks, stop);
         }
       });
-  OP_REQUIRES(ctx, !stop(), tensorflow::errors::Cancelled("run interrupted"));
+  OP_REQUIRES(ctx, !stop(), tensorflow::errors::Cancelled(cell, " run interrupted"));
 }
 
 // An optional input (a list of zero or one tensors of `shape`): its values, or nullptr when

@@ -85,7 +85,7 @@ EIGEN_ALWAYS_INLINE P NewCell(const P& i, const P& f, const P& g, const P& c_pre
 
 }  // namespace
 
-// Stops every native LSTM op running in this process at its next step (they fail with
+// Stops every native op (LSTM, GRU) running in this process at its next step (they fail with
 // Cancelled); ops started afterwards run normally. Safe from any thread; called through
 // ctypes (lstmviz/engine/interrupt.py), so the GUI thread never runs TensorFlow for it.
 extern "C" void lstmviz_interrupt() { lstmviz::interrupts.fetch_add(1); }
