@@ -34,9 +34,9 @@ from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
 # compiled into one library: the LSTM's kernels, the GRU's (gru_kernels.cc), the step norms
-SOURCES = [SOURCE, *(Path(__file__).with_name(name) for name in ("gru_kernels.cc", "step_norms.cc"))]
+SOURCES = [SOURCE, *(SOURCE.with_name(name) for name in ("gru_kernels.cc", "step_norms.cc"))]
 # included by the sources: part of the key
-HEADERS = [Path(__file__).with_name(name) for name in ("panel_gemm.h", "kernel_common.h")]
+HEADERS = [SOURCE.with_name(name) for name in ("panel_gemm.h", "kernel_common.h")]
 # -ffp-contract=off: the backward recomputes the forward's tanh(c_t) from the same floats and
 # must get the same values, so g++ may not fuse a multiply and an add in one place only.
 _FLAGS = ["-O3", "-ffp-contract=off", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
