@@ -15,7 +15,10 @@ Probes and masks as in cell.py: `probe` [T, B, H] is zeros whose gradient is the
 dL/dh_t; a step where the mask [T, B] is 0 carries h (and c) over. A backward direction is x
 and the mask reversed by the caller.
 
-GRU and SimpleRNN whose activations have a closed-form slope (activations.py) run in while
+A GRU on the CPU in float32 whose gate is sigmoid or a hard sigmoid and whose candidate is
+tanh runs on the native kernels (`native.gru_sequence`, gru_kernels.cc: the forward and its
+BPTT one op each, the input projection x W + b one matmul before them). Other GRUs and
+SimpleRNNs whose activations have a closed-form slope (activations.py) run in while
 loops with their own backward pass (`tf.custom_gradient`), as the LSTM's: the forward loop
 writes h and the pre-activations per step, the factors the backward needs are computed from them
 for all steps at once after it, so a backward step is a few multiplications, one concat and one

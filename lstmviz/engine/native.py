@@ -1,13 +1,16 @@
-"""The native whole-sequence LSTM kernels (`lstm_kernels.cc`): build, load, differentiate.
+"""The native whole-sequence kernels, LSTM (`lstm_kernels.cc`) and GRU (`gru_kernels.cc`):
+build, load, differentiate.
 
 On the CPU the taped engine's cost is TensorFlow dispatching some 40 small ops per step of its
-while-loops; the two kernels run the forward recurrence and its BPTT as one op each (README,
-"Performance"). They are compiled once per machine, TensorFlow version and source by
+while-loops (a GRU's some 20); each cell's two kernels run the forward recurrence and its BPTT
+as one op each (README, "Performance"). They are compiled once per machine, TensorFlow version and source by
 `python -m lstmviz.engine.native` (`make install` runs it) with the g++ found on PATH, into
 `lstmviz/engine/_native/` or, when the package is not writable, `~/.cache/lstmviz`. Nothing is
 compiled at run time: when the library is missing, fails to load, a GPU is visible, or
 LSTMVIZ_NATIVE=0, `library()` is None and `cell.lstm_sequence` uses its while-loops, which
-compute the same (tests/test_cell_backends.py checks both against NumPy BPTT).
+compute the same (tests/test_cell_backends.py checks both against NumPy BPTT); so does
+`cells.cell_sequence` for a GRU, and for a GRU of activations the kernels do not compute
+(`gru_native`; tests/test_cells_gru_native.py checks both against Keras).
 
 They are built for this CPU (-march=native) unless LSTMVIZ_NATIVE_ARCH names another g++
 -march (e.g. "haswell": the AVX2 code path on an AVX-512 machine); each -march is a library
