@@ -10,13 +10,14 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-from cell_reference import check_trace, numpy_direction, spec_of
+from cell_reference import check_trace, finite_differences, numpy_direction, spec_of
 
 from lstmviz.engine import model as model_module
 from lstmviz.engine import native
 from lstmviz.engine.cells import cell_sequence
 from lstmviz.engine.model import model_gradients
 from lstmviz.engine.tfload import tf
+from tests.reference import interrupted_outcome
 
 L = keras.layers
 
@@ -110,14 +111,7 @@ def test_native_total_gradient_finite_differences(counted, gate, reset_after):
     assert len(counted) == 1
     np.testing.assert_allclose(run.h.numpy(), numpy_direction("gru", args, x, weights, mask),
                                atol=2e-5)  # fmt: skip
-    eps = 1e-6
-    expected = np.zeros_like(ours)
-    for t in range(steps):
-        for b in range(batch):
-            for j in range(units):
-                up, down = (np.sum(numpy_direction("gru", args, x, weights, mask,
-                                                   (t, b, j, s)) * w_out) for s in (eps, -eps))
-                expected[t, b, j] = (up - down) / (2 * eps)
+    expected = finite_differences("gru", args, x, weights, mask, w_out)
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -167,27 +161,9 @@ def test_native_gru_keras2_hard_sigmoid_matches_tf_keras(counted, reset_after):
 
 def test_interrupt_stops_a_running_gru_op():
     """`interrupt.interrupt()` stops the GRU's forward too ("GRU run interrupted")."""
-    import threading
-    import time
-
-    from lstmviz.engine import interrupt
-
     steps, hidden = 1_000_000, 4  # long enough to outlast one 5 ms interrupt interval
     zx, h0 = tf.ones((steps, 1, 3 * hidden)), tf.zeros((1, hidden))
     recurrent, probe = tf.fill((hidden, 3 * hidden), 0.1), tf.zeros((steps, 1, hidden))
-    outcome = {}
-
-    def run():
-        try:
-            native.gru_sequence(zx, h0, recurrent, None, probe, None, "sigmoid", "tanh")
-            outcome["result"] = "finished"
-        except tf.errors.CancelledError as error:
-            outcome["result"] = str(error)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    while thread.is_alive():  # the op may not have started at the first call: repeat
-        interrupt.interrupt()
-        time.sleep(0.005)
-    thread.join()
-    assert "GRU run interrupted" in outcome["result"]
+    outcome = interrupted_outcome(lambda: native.gru_sequence(
+        zx, h0, recurrent, None, probe, None, "sigmoid", "tanh"))  # fmt: skip
+    assert "GRU run interrupted" in outcome
