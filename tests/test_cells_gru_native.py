@@ -1,9 +1,10 @@
-"""The native GRU kernels (gru_kernels.cc) against independent computations: Keras 3 GRU layers
-and their tape.gradient (y_pred, loss, weight gradients) with an unrolled loop over Keras's
-GRUCell (total dL/dh_t), tf_keras (Keras 2's hard_sigmoid), and float64 finite differences of
-a NumPy GRU; reset_after both ways, masks, go_backwards, a Bidirectional. Each test asserts the
-kernels ran (it would fail on a silent fall-back to the while-loops), and the while-loops,
-which run where the kernels do not, are checked against Keras on the same model."""
+"""The native GRU and SimpleRNN kernels (gru_kernels.cc) against independent computations:
+Keras 3 layers and their tape.gradient (y_pred, loss, weight gradients) with an unrolled loop
+over Keras's cells (total dL/dh_t), tf_keras (Keras 2's hard_sigmoid), and float64 finite
+differences of a NumPy forward; reset_after both ways, masks, go_backwards, Bidirectionals.
+Each test asserts the kernels ran (it would fail on a silent fall-back to the while-loops), and
+the while-loops, which run where the kernels do not, are checked against Keras on the same
+model."""
 
 from __future__ import annotations
 
@@ -30,15 +31,19 @@ def kernels():
 
 @pytest.fixture
 def counted(monkeypatch):
-    """How many GRU directions the native forward ran (compiled models made afresh)."""
+    """The activations of every direction the native forwards ran, GRU (gate, candidate) and
+    SimpleRNN (activation,) (compiled models made afresh)."""
     calls = []
-    run = native.gru_sequence
 
-    def counting(*args, **kwargs):
-        calls.append(args[-2:])
-        return run(*args, **kwargs)
+    def counted_run(run, take: slice):
+        def counting(*args, **kwargs):
+            calls.append(args[take])
+            return run(*args, **kwargs)
 
-    monkeypatch.setattr(native, "gru_sequence", counting)
+        return counting
+
+    monkeypatch.setattr(native, "gru_sequence", counted_run(native.gru_sequence, slice(-2, None)))
+    monkeypatch.setattr(native, "rnn_sequence", counted_run(native.rnn_sequence, slice(-1, None)))
     monkeypatch.setattr(model_module, "_COMPILED", {})
     return calls
 
@@ -67,15 +72,16 @@ def test_native_gru_model_matches_keras(counted, gate):
     model, x, y = _model(gate)
     arrays = model_gradients(spec_of(model, "binary_crossentropy"), x, y).arrays
     check_trace(model, arrays, x, y, "binary_crossentropy")
-    assert [name for name, _ in counted] == [gate] * 3 and len(counted) == 3
+    assert counted == [(gate, "tanh")] * 3
 
 
-def test_while_loop_gru_model_matches_keras(counted, monkeypatch):
-    """Without the kernels (as LSTMVIZ_NATIVE=0) the while-loops compute the same model."""
+@pytest.mark.parametrize("cell", ["gru", "simple_rnn"])
+def test_while_loop_models_match_keras(counted, monkeypatch, cell):
+    """Without the kernels (as LSTMVIZ_NATIVE=0) the while-loops compute the same models."""
     monkeypatch.setattr(native, "library", lambda: None)
-    model, x, y = _model("sigmoid")
-    arrays = model_gradients(spec_of(model, "binary_crossentropy"), x, y).arrays
-    check_trace(model, arrays, x, y, "binary_crossentropy")
+    model, x, y = _model("sigmoid") if cell == "gru" else _rnn_model()
+    loss = "binary_crossentropy" if cell == "gru" else "mse"
+    check_trace(model, model_gradients(spec_of(model, loss), x, y).arrays, x, y, loss)
     assert not counted
 
 
@@ -167,3 +173,56 @@ def test_interrupt_stops_a_running_gru_op():
     outcome = interrupted_outcome(lambda: native.gru_sequence(
         zx, h0, recurrent, None, probe, None, "sigmoid", "tanh"))  # fmt: skip
     assert "GRU run interrupted" in outcome
+
+
+def _rnn_model():
+    """Masking → Bidirectional(SimpleRNN relu, go_backwards half) → SimpleRNN(tanh) → Dense,
+    and its data (sample 1 padded)."""
+    keras.utils.set_random_seed(2)
+    model = keras.Sequential([
+        keras.Input((5, 2)),
+        L.Masking(0.0),
+        L.Bidirectional(L.SimpleRNN(4, activation="relu", return_sequences=True), name="bi"),
+        L.SimpleRNN(4, name="top"),
+        L.Dense(2, name="head"),
+    ], name="native_simple_rnn")  # fmt: skip
+    rng = np.random.default_rng(3)
+    model.set_weights([0.7 * rng.standard_normal(w.shape) for w in model.get_weights()])
+    x = rng.standard_normal((3, 5, 2)).astype(np.float32)
+    x[1, 3:] = 0.0
+    return model, x, rng.standard_normal((3, 2)).astype(np.float32)
+
+
+def test_native_simple_rnn_model_matches_keras(counted):
+    model, x, y = _rnn_model()
+    arrays = model_gradients(spec_of(model, "mse"), x, y).arrays
+    check_trace(model, arrays, x, y, "mse")
+    assert counted == [("relu",), ("relu",), ("tanh",)]
+    assert 0 < arrays["layer0_gates_saturated"].mean() < 1  # relu's flat tail, from its values
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "sigmoid"])
+def test_native_simple_rnn_total_gradient_finite_differences(counted, activation):
+    """dL/dh_t of the SimpleRNN kernels (float32) against float64 central differences."""
+    rng = np.random.default_rng(9)
+    steps, batch, inputs, units = 5, 3, 2, 4
+    weights = {"kernel": rng.standard_normal((inputs, units)),
+               "recurrent_kernel": 0.8 * rng.standard_normal((units, units)),
+               "bias": rng.standard_normal(units)}  # fmt: skip
+    args = {"activation": activation}
+    x = rng.standard_normal((steps, batch, inputs))
+    w_out = rng.standard_normal((steps, batch, units))
+    mask = np.ones((steps, batch), bool)
+    mask[2, 1] = mask[0, 2] = False
+    probe = tf.zeros([steps, batch, units])
+    with tf.GradientTape() as tape:
+        tape.watch(probe)
+        run = cell_sequence("simple_rnn", args, tf.constant(x, tf.float32),
+                            tf.zeros([batch, units]),
+                            {k: tf.constant(v, tf.float32) for k, v in weights.items()},
+                            (probe, None), tf.constant(mask, tf.float32))  # fmt: skip
+        loss = tf.reduce_sum(run.h * w_out)
+    ours = tape.gradient(loss, probe).numpy()
+    assert counted == [(activation,)]
+    expected = finite_differences("simple_rnn", args, x, weights, mask, w_out)
+    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)

@@ -14,8 +14,8 @@ diagnosis's fraction takes 0.05, `schema.GATE_SATURATION_DIAGNOSIS`); every othe
 where the size of its slope is below 1% of its steepest slope (`peak`), whatever the margin:
 exactly the clipped tails of hard_sigmoid, relu and relu6, never for linear. Activations that
 mix units (softmax, log_softmax, sparsemax) have no per-unit slope: never saturated.
-`saturated(x, y, margin)` -> bool; x may be None for tanh, sigmoid and the hard sigmoids
-(told by y alone: a hard sigmoid is flat exactly where y is 0 or 1).
+`saturated(x, y, margin)` -> bool; x may be None for tanh, sigmoid, relu and the hard
+sigmoids (told by y alone: a hard sigmoid is flat exactly where y is 0 or 1, relu where 0).
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ class Activation:
             return tf.zeros_like(y, tf.bool)
         if x is None and self.name in _UNIT_CLIPPED:  # told by the values, as tanh's
             return (y <= 0.0) | (y >= 1.0)
+        if x is None and self.name == "relu":
+            return y <= 0.0
         return tf.abs(self.slope_of(x, y)) < 0.01 * self.peak
 
     def slope_of(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:

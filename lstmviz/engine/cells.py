@@ -17,8 +17,9 @@ and the mask reversed by the caller.
 
 A GRU on the CPU in float32 whose gate is sigmoid or a hard sigmoid and whose candidate is
 tanh runs on the native kernels (`native.gru_sequence`, gru_kernels.cc: the forward and its
-BPTT one op each, the input projection x W + b one matmul before them). Other GRUs and
-SimpleRNNs whose activations have a closed-form slope (activations.py) run in while
+BPTT one op each, the input projection x W + b one matmul before them); so does a SimpleRNN
+of tanh, relu or sigmoid (`native.rnn_sequence`). Other GRUs and SimpleRNNs whose
+activations have a closed-form slope (activations.py) run in while
 loops with their own backward pass (`tf.custom_gradient`), as the LSTM's: the forward loop
 writes h and the pre-activations per step, the factors the backward needs are computed from them
 for all steps at once after it, so a backward step is a few multiplications, one concat and one
@@ -112,6 +113,9 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     elif cell == "gru":
         h, pre, gates = _gru_loop(acts[2].name, acts[0].name, False)(
             zx, h0, recurrent, probes[0], *_mask_args(mask))
+    elif cell == "simple_rnn" and native.rnn_native(acts[0].name, x.dtype):
+        h, gates = native.rnn_sequence(zx, h0, recurrent, probes[0], mask, acts[0].name)
+        return CellRun(h, None, gates, *saturations(acts, None, gates))
     else:
         h, pre, gates = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0],
                                                        *_mask_args(mask))  # fmt: skip

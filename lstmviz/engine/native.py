@@ -2,15 +2,17 @@
 build, load, differentiate.
 
 On the CPU the taped engine's cost is TensorFlow dispatching some 40 small ops per step of its
-while-loops (a GRU's some 20); each cell's two kernels run the forward recurrence and its BPTT
-as one op each (README, "Performance"). They are compiled once per machine, TensorFlow version and source by
+while-loops (a GRU's some 20); each cell's two kernels (SimpleRNN's too, in gru_kernels.cc) run
+the forward recurrence and its BPTT as one op each (README, "Performance"). They are compiled
+once per machine, TensorFlow version and source by
 `python -m lstmviz.engine.native` (`make install` runs it) with the g++ found on PATH, into
 `lstmviz/engine/_native/` or, when the package is not writable, `~/.cache/lstmviz`. Nothing is
 compiled at run time: when the library is missing, fails to load, a GPU is visible, or
 LSTMVIZ_NATIVE=0, `library()` is None and `cell.lstm_sequence` uses its while-loops, which
 compute the same (tests/test_cell_backends.py checks both against NumPy BPTT); so does
 `cells.cell_sequence` for a GRU, and for a GRU of activations the kernels do not compute
-(`gru_native`; tests/test_cells_gru_native.py checks both against Keras).
+(`gru_native`; tests/test_cells_gru_native.py checks both against Keras), and for a
+SimpleRNN (`rnn_native`, `rnn_sequence`).
 
 They are built for this CPU (-march=native) unless LSTMVIZ_NATIVE_ARCH names another g++
 -march (e.g. "haswell": the AVX2 code path on an AVX-512 machine); each -march is a library
@@ -229,7 +231,8 @@ def _sequence_gradient(op, dh_direct, dc_direct, _dgates):
 # Per backward op: {output index: its column of the norms}, the norms' output, the input
 # index of the direct gradient and that norm's column.
 _NORMED = {"LstmvizSequenceBackward": ({1: 0, 2: 1}, 8, 7, 2),
-           "LstmvizGruBackward": ({1: 0}, 5, 5, 1)}  # fmt: skip
+           "LstmvizGruBackward": ({1: 0}, 5, 5, 1),
+           "LstmvizRnnBackward": ({1: 0}, 4, 4, 1)}  # fmt: skip
 
 
 def backward_norms(g):
@@ -340,6 +343,35 @@ def _gru_gradient(op, dh_direct, _dgates, _drecurrent_h):
         gate=op.get_attr("gate"), activation=op.get_attr("activation"),
     )  # fmt: skip
     return dzx, dh0, d_recurrent, *([d_bias] if after else []), dh, *[None] * len(mask)
+
+
+# The SimpleRNN kernels' activations (gru_kernels.cc, `WithKind`).
+RNN_ACTIVATIONS = ("tanh", "relu", "sigmoid")
+
+
+def rnn_native(name: str, dtype) -> bool:
+    """Whether the native SimpleRNN kernels run a SimpleRNN of this activation on `dtype`."""
+    return library() is not None and tf.as_dtype(dtype) == tf.float32 and name in RNN_ACTIVATIONS
+
+
+def rnn_sequence(zx, h0, recurrent, probe, mask, name: str):
+    """The SimpleRNN's forward kernel: zx [T, B, H] (x·kernel + bias), h0 [B, H], recurrent
+    [H, H], probe and mask as `gru_sequence`'s, the activation by Keras name (`rnn_native`).
+    Returns h [T, B, H] and act's output at every step [T, B, H] (not differentiated)."""
+    masks = [] if mask is None else [mask]
+    h, gates = library().lstmviz_rnn_forward(zx, h0, recurrent, probe, masks, activation=name)
+    return h, tf.stop_gradient(gates)
+
+
+@tf.RegisterGradient("LstmvizRnnForward")
+def _rnn_gradient(op, dh_direct, _dgates):
+    """BPTT for the SimpleRNN's forward op: gradients for (zx, h0, recurrent, the probe: the
+    total dL/dh_t, the mask when there is one: None)."""
+    _, h0, recurrent, _, *mask = op.inputs
+    h, gates = op.outputs
+    dzx, dh, dh0, d_recurrent, _ = library().lstmviz_rnn_backward(
+        recurrent, h0, h, gates, _given(dh_direct), mask, activation=op.get_attr("activation"))
+    return dzx, dh0, d_recurrent, dh, *[None] * len(mask)
 
 
 def main() -> None:
