@@ -92,33 +92,38 @@ def _weights(rng, units: int, inputs: int, reset_after: bool) -> dict:
             "bias": rng.standard_normal(bias_shape)}  # fmt: skip
 
 
-@pytest.mark.parametrize("gate", ["sigmoid", "hard_sigmoid", "hard_sigmoid_keras2"])
-@pytest.mark.parametrize("reset_after", [True, False])
-def test_native_total_gradient_finite_differences(counted, gate, reset_after):
+def _check_total_gradient(cell: str, args: dict, weights: dict, x):
     """dL/dh_t of the kernels (float32) for L = Σ h ⊙ w against float64 central differences
-    of the NumPy GRU, with a mask that skips steps of two samples; read backwards, as a
-    go_backwards direction is (the caller reverses x and the mask)."""
-    rng = np.random.default_rng(7)
-    steps, batch, inputs, units = 5, 3, 2, 4
-    weights = _weights(rng, units, inputs, reset_after)
-    args = {"reset_after": reset_after, "recurrent_activation": gate}
-    x = rng.standard_normal((steps, batch, inputs))[::-1].copy()
+    of the NumPy forward, with a mask that skips steps of two samples; and h itself."""
+    rng = np.random.default_rng(10)
+    steps, batch = x.shape[:2]
+    units = weights["recurrent_kernel"].shape[0]
     w_out = rng.standard_normal((steps, batch, units))
     mask = np.ones((steps, batch), bool)
     mask[2, 1] = mask[0, 2] = False
     probe = tf.zeros([steps, batch, units])
     with tf.GradientTape() as tape:
         tape.watch(probe)
-        run = cell_sequence("gru", args, tf.constant(x, tf.float32), tf.zeros([batch, units]),
+        run = cell_sequence(cell, args, tf.constant(x, tf.float32), tf.zeros([batch, units]),
                             {k: tf.constant(v, tf.float32) for k, v in weights.items()},
                             (probe, None), tf.constant(mask, tf.float32))  # fmt: skip
         loss = tf.reduce_sum(run.h * w_out)
     ours = tape.gradient(loss, probe).numpy()
-    assert len(counted) == 1
-    np.testing.assert_allclose(run.h.numpy(), numpy_direction("gru", args, x, weights, mask),
+    np.testing.assert_allclose(run.h.numpy(), numpy_direction(cell, args, x, weights, mask),
                                atol=2e-5)  # fmt: skip
-    expected = finite_differences("gru", args, x, weights, mask, w_out)
+    expected = finite_differences(cell, args, x, weights, mask, w_out)
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("gate", ["sigmoid", "hard_sigmoid", "hard_sigmoid_keras2"])
+@pytest.mark.parametrize("reset_after", [True, False])
+def test_native_gru_total_gradient_finite_differences(counted, gate, reset_after):
+    """Read backwards, as a go_backwards direction is (the caller reverses x and the mask)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 3, 2))[::-1].copy()
+    args = {"reset_after": reset_after, "recurrent_activation": gate}
+    _check_total_gradient("gru", args, _weights(rng, 4, 2, reset_after), x)
+    assert counted == [(gate, "tanh")]
 
 
 @pytest.mark.parametrize("reset_after", [True, False])
@@ -203,26 +208,10 @@ def test_native_simple_rnn_model_matches_keras(counted):
 
 @pytest.mark.parametrize("activation", ["tanh", "relu", "sigmoid"])
 def test_native_simple_rnn_total_gradient_finite_differences(counted, activation):
-    """dL/dh_t of the SimpleRNN kernels (float32) against float64 central differences."""
     rng = np.random.default_rng(9)
-    steps, batch, inputs, units = 5, 3, 2, 4
-    weights = {"kernel": rng.standard_normal((inputs, units)),
-               "recurrent_kernel": 0.8 * rng.standard_normal((units, units)),
-               "bias": rng.standard_normal(units)}  # fmt: skip
-    args = {"activation": activation}
-    x = rng.standard_normal((steps, batch, inputs))
-    w_out = rng.standard_normal((steps, batch, units))
-    mask = np.ones((steps, batch), bool)
-    mask[2, 1] = mask[0, 2] = False
-    probe = tf.zeros([steps, batch, units])
-    with tf.GradientTape() as tape:
-        tape.watch(probe)
-        run = cell_sequence("simple_rnn", args, tf.constant(x, tf.float32),
-                            tf.zeros([batch, units]),
-                            {k: tf.constant(v, tf.float32) for k, v in weights.items()},
-                            (probe, None), tf.constant(mask, tf.float32))  # fmt: skip
-        loss = tf.reduce_sum(run.h * w_out)
-    ours = tape.gradient(loss, probe).numpy()
+    weights = {"kernel": rng.standard_normal((2, 4)),
+               "recurrent_kernel": 0.8 * rng.standard_normal((4, 4)),
+               "bias": rng.standard_normal(4)}  # fmt: skip
+    x = rng.standard_normal((5, 3, 2))
+    _check_total_gradient("simple_rnn", {"activation": activation}, weights, x)
     assert counted == [(activation,)]
-    expected = finite_differences("simple_rnn", args, x, weights, mask, w_out)
-    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)

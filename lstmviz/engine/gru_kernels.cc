@@ -183,6 +183,24 @@ struct Activations {
   }
 };
 
+// The start of a backward step's row at `at` ([T·B·H] offset): dh_t = the recurrent part
+// (dh_in) + the direct gradient (when given), written to dhs and its squares (and the
+// direct's) summed into square[0] (square[1]); returns dh_t.
+template <typename P>
+EIGEN_ALWAYS_INLINE P TotalGradient(const float* direct, float* dhs, int64_t at,
+                                    const float* dh_in, int64_t j, Packet (&square)[2],
+                                    float (&tail)[2]) {
+  P dh = Load<P>(dh_in + j);
+  if (direct != nullptr) {
+    const P given = Load<P>(direct + at + j);
+    AddSquare(square[1], tail[1], given);
+    dh = dh + given;
+  }
+  Store(dhs + at + j, dh);
+  AddSquare(square[0], tail[0], dh);
+  return dh;
+}
+
 // The mask's pair (share, keep) = (m, 1 − m) of a row, (1, 0) without a mask.
 struct Share {
   float share, keep;
@@ -438,7 +456,7 @@ class GruBackward : public OpKernel {
               dzx_out->flat<float>().data(),
               dh_out->flat<float>().data(),
               dh0_out->flat<float>().data(),
-              std::vector<double>(blocks * T * 2, 0.0)};
+              lstmviz::StepSquares(blocks, T, 2)};
     float *du = du_out->flat<float>().data(), *dbeta = dbeta_out->flat<float>().data();
     OP_REQUIRES_OK(ctx, WithKinds(kinds_.gate, kinds_.act, [&](auto gate, auto act) {
       if (kinds_.reset_after) {
@@ -448,12 +466,7 @@ class GruBackward : public OpKernel {
       }
     }));
     if (!ctx->status().ok()) return;
-    float* norms = norms_out->flat<float>().data();
-    for (int64_t k = 0; k < T * 2; ++k) {
-      double sum = 0.0;
-      for (int64_t block = 0; block < blocks; ++block) sum += b.squares[block * T * 2 + k];
-      norms[k] = static_cast<float>(std::sqrt(sum));
-    }
+    b.squares.Write(norms_out->flat<float>().data());
   }
 
  private:
@@ -465,32 +478,8 @@ class GruBackward : public OpKernel {
     int64_t T, B, H;
     const float *recurrent, *h0, *hs, *gates, *extra, *direct, *mask;
     float *dzx, *dhs, *dh0;
-    std::vector<double> squares;  // [blocks, T, 2]: Σ dh_t², Σ direct_t² per block
+    lstmviz::StepSquares squares;  // ‖dh_t‖, ‖direct_t‖
   };
-
-  // The start of a backward step's row r: dh_t = the recurrent part (dh_in) + the direct
-  // gradient, written out and its squares (and the direct's) summed; returns dh_t.
-  template <typename P>
-  static EIGEN_ALWAYS_INLINE P TotalGradient(const Buffers& b, int64_t at, const float* dh_in,
-                                             int64_t j, Packet (&square)[2], float (&tail)[2]) {
-    P dh = Load<P>(dh_in + j);
-    if (b.direct != nullptr) {
-      const P direct = Load<P>(b.direct + at + j);
-      AddSquare(square[1], tail[1], direct);
-      dh = dh + direct;
-    }
-    Store(b.dhs + at + j, dh);
-    AddSquare(square[0], tail[0], dh);
-    return dh;
-  }
-
-  static void AddSquares(Buffers& b, int64_t block, int64_t t, Packet (&square)[2],
-                         float (&tail)[2]) {
-    for (int k = 0; k < 2; ++k) {
-      b.squares[(block * b.T + t) * 2 + k] +=
-          static_cast<double>(ei::predux(square[k])) + static_cast<double>(tail[k]);
-    }
-  }
 
   // Σ over blocks, in block order, of rows [0, rows) of the partials [·, ld] into out [rows,
   // columns] with row stride out_ld, at column offset `column`.
@@ -538,7 +527,7 @@ class GruBackward : public OpKernel {
           const Share s(b.mask, row + r);
           ForUnits(H, [&](int64_t j, auto lanes) {
             using P = decltype(lanes);
-            const P dh = TotalGradient<P>(b, at, dh_in, j, square, tail);
+            const P dh = TotalGradient<P>(b.direct, b.dhs, at, dh_in, j, square, tail);
             const P one = ei::pset1<P>(1.0f), share = ei::pset1<P>(s.share),
                     z = Load<P>(g + j), rr = Load<P>(g + H + j), hh = Load<P>(g + 2 * H + j),
                     to_cell = share * dh, gz = to_cell * ((Load<P>(hp + j) - hh) * Slope<G>(z)),
@@ -554,7 +543,7 @@ class GruBackward : public OpKernel {
           });
           std::copy_n(hp, H, chunk.data() + (chunked * n + r) * wide);
         }
-        AddSquares(b, block, t, square, tail);
+        b.squares.Add(block, t, square, tail);
         lstmviz::Prefetch next;
         if (t > 0) {
           const int64_t before = row - B;
@@ -619,7 +608,7 @@ class GruBackward : public OpKernel {
           const Share s(b.mask, row + r);
           ForUnits(H, [&](int64_t j, auto lanes) {
             using P = decltype(lanes);
-            const P dh = TotalGradient<P>(b, at, dh_in, j, square, tail);
+            const P dh = TotalGradient<P>(b.direct, b.dhs, at, dh_in, j, square, tail);
             const P one = ei::pset1<P>(1.0f), share = ei::pset1<P>(s.share),
                     z = Load<P>(g + j), hh = Load<P>(g + 2 * H + j), to_cell = share * dh;
             Store(dzx + j, to_cell * ((Load<P>(hp + j) - hh) * Slope<G>(z)));
@@ -627,7 +616,7 @@ class GruBackward : public OpKernel {
             Store(dh_in + j, dh * (share * z + ei::pset1<P>(s.keep)));
           });
         }
-        AddSquares(b, block, t, square, tail);
+        b.squares.Add(block, t, square, tail);
         u_h_t.Multiply(n, {{dzx_step + 2 * H, 3 * H, 1, H}}, drh.data(), width_h);
         for (int64_t r = 0; r < n; ++r) {
           const float *hp = h_prev + r * H, *g = b.gates + (row + r) * 3 * H,
@@ -861,7 +850,7 @@ class RnnBackward : public OpKernel {
     constexpr int64_t kChunkDepth = 128;  // as the GRU's
     const int64_t blocks = lstmviz::RowBlocks(ctx, B), gradient_width = Panels::PaddedColumns(H);
     std::vector<Eigen::ArrayXf> partials(blocks);
-    std::vector<double> squares(blocks * T * 2, 0.0);
+    lstmviz::StepSquares squares(blocks, T, 2);  // ‖dh_t‖, ‖direct_t‖
     OP_REQUIRES_OK(ctx, WithKind(act_, [&](auto act) {
       constexpr Kind A = decltype(act)::value;
       ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
@@ -883,22 +872,12 @@ class RnnBackward : public OpKernel {
             const Share s(mask, row + r);
             ForUnits(H, [&](int64_t j, auto lanes) {
               using P = decltype(lanes);
-              P dh = Load<P>(dh_in + j);
-              if (direct != nullptr) {
-                const P given = Load<P>(direct + at + j);
-                AddSquare(square[1], tail[1], given);
-                dh = dh + given;
-              }
-              Store(dhs + at + j, dh);
-              AddSquare(square[0], tail[0], dh);
+              const P dh = TotalGradient<P>(direct, dhs, at, dh_in, j, square, tail);
               Store(dzxs + at + j, ei::pset1<P>(s.share) * dh * Slope<A>(Load<P>(ys + at + j)));
               Store(dh_in + j, ei::pset1<P>(s.keep) * dh);
             });
           }
-          for (int k = 0; k < 2; ++k) {
-            squares[(block * T + t) * 2 + k] +=
-                static_cast<double>(ei::predux(square[k])) + static_cast<double>(tail[k]);
-          }
+          squares.Add(block, t, square, tail);
           std::copy_n(h_prev, n * H, chunk.data() + chunked * n * H);
           lstmviz::Prefetch next;
           if (t > 0) {
@@ -924,12 +903,7 @@ class RnnBackward : public OpKernel {
       }, "SimpleRNN");
     }));
     if (!ctx->status().ok()) return;
-    float* norms = norms_out->flat<float>().data();
-    for (int64_t k = 0; k < T * 2; ++k) {
-      double sum = 0.0;
-      for (int64_t block = 0; block < blocks; ++block) sum += squares[block * T * 2 + k];
-      norms[k] = static_cast<float>(std::sqrt(sum));
-    }
+    squares.Write(norms_out->flat<float>().data());
     float* du = du_out->flat<float>().data();
     for (int64_t m = 0; m < H; ++m) {
       ArrayMap sum(du + m * H, H);

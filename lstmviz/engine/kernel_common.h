@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -147,6 +148,39 @@ EIGEN_ALWAYS_INLINE void AddSquare(Packet& packets, float& floats, const P& v) {
     packets = packets + v * v;
   }
 }
+
+// The per-step norms of the gradients a backward op writes ([T, columns]): each block adds,
+// per step, the squares it summed in packets along its rows (and the tail's floats); the
+// blocks' sums are added in double, in block order, so the result does not depend on which
+// thread finished first.
+class StepSquares {
+ public:
+  StepSquares(int64_t blocks, int64_t steps, int columns)
+      : steps_(steps), columns_(columns), sums_(blocks * steps * columns, 0.0) {}
+
+  void Add(int64_t block, int64_t t, const Packet* packets, const float* floats) {
+    for (int k = 0; k < columns_; ++k) {
+      sums_[(block * steps_ + t) * columns_ + k] +=
+          static_cast<double>(ei::predux(packets[k])) + static_cast<double>(floats[k]);
+    }
+  }
+
+  // norms [T, columns] = sqrt of the sums over the blocks.
+  void Write(float* norms) const {
+    const int64_t per_block = steps_ * columns_;
+    const int64_t blocks = static_cast<int64_t>(sums_.size()) / std::max<int64_t>(per_block, 1);
+    for (int64_t k = 0; k < per_block; ++k) {
+      double sum = 0.0;
+      for (int64_t block = 0; block < blocks; ++block) sum += sums_[block * per_block + k];
+      norms[k] = static_cast<float>(std::sqrt(sum));
+    }
+  }
+
+ private:
+  int64_t steps_;
+  int columns_;
+  std::vector<double> sums_;
+};
 
 }  // namespace lstmviz
 

@@ -340,7 +340,7 @@ class SequenceBackward : public OpKernel {
     // The per-step norms of dh, dc and dh_direct, from the values the gate pass has in
     // registers (gradients.graph_step_norm uses them rather than read the arrays again): the
     // squares summed in packets along a row, the rows' sums in double, per block [T, 3].
-    std::vector<double> squares(blocks * T * 3, 0.0);
+    lstmviz::StepSquares squares(blocks, T, 3);
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).
     // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t, the carried
@@ -411,10 +411,7 @@ class SequenceBackward : public OpKernel {
               Store(dz + 3 * H + j, dz_o);
               Store(carry + j, carried);
             });
-            for (int k = 0; k < 3; ++k) {
-              squares[(block * T + t) * 3 + k] += static_cast<double>(ei::predux(square[k])) +
-                                                  static_cast<double>(square_tail[k]);
-            }
+            squares.Add(block, t, square, square_tail);
             float* chunk_row = chunk.data() + (chunked * n + r) * wide;
             std::copy_n(xs + (row + r) * I, I, chunk_row);
             std::copy_n(t == 0 ? h_init + (r0 + r) * H : hs + at - B * H, H, chunk_row + I);
@@ -461,12 +458,7 @@ class SequenceBackward : public OpKernel {
       run(Masked{});
     }
     if (!ctx->status().ok()) return;
-    float* norms = norms_out->flat<float>().data();
-    for (int64_t k = 0; k < T * 3; ++k) {
-      double sum = 0.0;
-      for (int64_t block = 0; block < blocks; ++block) sum += squares[block * T * 3 + k];
-      norms[k] = static_cast<float>(std::sqrt(sum));
-    }
+    squares.Write(norms_out->flat<float>().data());
     // [d_kernel; d_recurrent; d_bias] = Σ over blocks of their partials [I+H+1, 4H].
     float* sums[] = {dk_out->flat<float>().data(), du_out->flat<float>().data(),
                      db_out->flat<float>().data()};
