@@ -2,7 +2,7 @@
 build, load, differentiate.
 
 On the CPU the taped engine's cost is TensorFlow dispatching some 40 small ops per step of its
-while-loops (a GRU's some 20); each cell's two kernels (SimpleRNN's too, in gru_kernels.cc) run
+while-loops (a GRU's some 20); each cell's two kernels (SimpleRNN's too, `rnn_kernels.cc`) run
 the forward recurrence and its BPTT as one op each (README, "Performance"). They are compiled
 once per machine, TensorFlow version and source by
 `python -m lstmviz.engine.native` (`make install` runs it) with the g++ found on PATH, into
@@ -38,10 +38,12 @@ from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
-# compiled into one library: the LSTM's kernels, the GRU's (gru_kernels.cc), the step norms
-SOURCES = [SOURCE, *(SOURCE.with_name(name) for name in ("gru_kernels.cc", "step_norms.cc"))]
+# compiled into one library: the LSTM's kernels, the GRU's, the SimpleRNN's, the step norms
+SOURCES = [SOURCE, *(SOURCE.with_name(name) for name in (
+    "gru_kernels.cc", "rnn_kernels.cc", "step_norms.cc"))]  # fmt: skip
 # included by the sources: part of the key
-HEADERS = [SOURCE.with_name(name) for name in ("panel_gemm.h", "kernel_common.h")]
+HEADERS = [SOURCE.with_name(name)
+           for name in ("panel_gemm.h", "kernel_common.h", "cell_activations.h")]  # fmt: skip
 # -ffp-contract=off: the backward recomputes the forward's tanh(c_t) from the same floats and
 # must get the same values, so g++ may not fuse a multiply and an add in one place only.
 _FLAGS = ["-O3", "-ffp-contract=off", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
@@ -345,7 +347,7 @@ def _gru_gradient(op, dh_direct, _dgates, _drecurrent_h):
     return dzx, dh0, d_recurrent, *([d_bias] if after else []), dh, *[None] * len(mask)
 
 
-# The SimpleRNN kernels' activations (gru_kernels.cc, `WithKind`).
+# The SimpleRNN kernels' activations (rnn_kernels.cc, `WithKind`).
 RNN_ACTIVATIONS = ("tanh", "relu", "sigmoid")
 
 
@@ -380,10 +382,10 @@ def main() -> None:
     try:
         path = build(verbose="-v" in sys.argv)
     except RuntimeError as error:
-        print(f"lstmviz: native LSTM kernels not built ({error}); the TensorFlow while-loops "
+        print(f"lstmviz: native kernels not built ({error}); the TensorFlow while-loops "
               "will run instead (slower, same results)")  # fmt: skip
         return
-    print(f"lstmviz: native LSTM kernels ready ({path}, {time.perf_counter() - start:.1f} s)")
+    print(f"lstmviz: native kernels ready ({path}, {time.perf_counter() - start:.1f} s)")
 
 
 if __name__ == "__main__":
