@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-# The native LSTM kernels (~35 s of g++); without a compiler the app uses TensorFlow's loops.
-$(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc lstmviz/engine/step_norms.cc lstmviz/engine/panel_gemm.h \
+# The native LSTM, GRU and SimpleRNN kernels (~60 s of g++); without a compiler the app uses
+# TensorFlow's loops.
+$(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc lstmviz/engine/gru_kernels.cc \
+		lstmviz/engine/rnn_kernels.cc lstmviz/engine/step_norms.cc lstmviz/engine/panel_gemm.h \
+		lstmviz/engine/kernel_common.h lstmviz/engine/cell_activations.h \
 		lstmviz/engine/native.py
 	$(PY) -m lstmviz.engine.native
 	touch $(NATIVE)

@@ -232,6 +232,16 @@ def numpy_direction(cell, args, x, weights, mask=None, nudge=None):
     return np.stack(out)
 
 
+def finite_differences(cell, args, x, weights, mask, w_out, eps: float = 1e-6) -> np.ndarray:
+    """d(Σ h ⊙ w_out)/dh_t [T, B, H] of `numpy_direction` by central differences (float64)."""
+    expected = np.zeros(w_out.shape)
+    for t, b, j in np.ndindex(*w_out.shape):
+        up, down = (np.sum(numpy_direction(cell, args, x, weights, mask, (t, b, j, s)) * w_out)
+                    for s in (eps, -eps))  # fmt: skip
+        expected[t, b, j] = (up - down) / (2 * eps)
+    return expected
+
+
 def recurrent_layers(model) -> list:
     """The Keras recurrent layers of `model`, one per direction, in lstmviz's order."""
     found = []

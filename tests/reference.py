@@ -135,3 +135,31 @@ def assert_close(actual, expected, rtol=1e-4, atol_scale=1e-5, what=""):
     scale = max(np.max(np.abs(expected)), 1e-12)
     err = np.max(np.abs(actual - expected)) if actual.size else 0.0
     assert err <= rtol * scale + atol_scale * scale, f"{what}: max err {err:.3g}, scale {scale:.3g}"
+
+
+def interrupted_outcome(run) -> str:
+    """Call `run()` in a thread and `interrupt.interrupt()` every 5 ms until it returns:
+    "finished", or the message of the CancelledError it raised."""
+    import threading
+    import time
+
+    import tensorflow as tf
+
+    from lstmviz.engine import interrupt
+
+    outcome = {}
+
+    def call():
+        try:
+            run()
+            outcome["result"] = "finished"
+        except tf.errors.CancelledError as error:
+            outcome["result"] = str(error)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    while thread.is_alive():  # the op may not have started at the first call: repeat
+        interrupt.interrupt()
+        time.sleep(0.005)
+    thread.join()
+    return outcome["result"]

@@ -18,7 +18,7 @@ from lstmviz.engine import cell, native
 from lstmviz.engine.gradients import graph_step_norm
 from lstmviz.engine.tfload import gpu_visible, tf
 from lstmviz.trace import step_norm
-from tests.reference import assert_close, np_bptt, np_forward
+from tests.reference import assert_close, interrupted_outcome, np_bptt, np_forward
 
 
 def test_native_kernels_build_and_load():
@@ -282,33 +282,15 @@ def test_traces_record_which_kernel_ran_and_the_summary_says_so(rng, tmp_path):
 def test_interrupt_stops_a_running_native_op_and_later_runs_are_unaffected():
     """`interrupt.interrupt()` (ctypes, any thread) makes a running kernel fail with
     CancelledError at its next step; the next call runs to the end."""
-    import threading
-    import time
-
-    from lstmviz.engine import interrupt
-
     if native.library() is None:
         pytest.skip(native.status())
     steps, hidden = 1_000_000, 4  # long enough to outlast one 5 ms interrupt interval
     x = tf.ones((steps, 1, 1))
     weights = (tf.fill((1, 4 * hidden), 0.1), tf.fill((hidden, 4 * hidden), 0.1), tf.zeros(16))
     zeros, probes = tf.zeros((1, hidden)), tf.zeros((steps, 1, hidden))
-    outcome = {}
-
-    def run():
-        try:
-            native.sequence(x, zeros, zeros, *weights, probes, probes)
-            outcome["result"] = "finished"
-        except tf.errors.CancelledError as error:
-            outcome["result"] = str(error)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    while thread.is_alive():  # the op may not have started at the first call: repeat
-        interrupt.interrupt()
-        time.sleep(0.005)
-    thread.join()
-    assert "LSTM run interrupted" in outcome["result"]
+    outcome = interrupted_outcome(
+        lambda: native.sequence(x, zeros, zeros, *weights, probes, probes))  # fmt: skip
+    assert "LSTM run interrupted" in outcome
     h, _ = native.sequence(x[:10], zeros, zeros, *weights, probes[:10], probes[:10])
     assert np.isfinite(h).all()
 

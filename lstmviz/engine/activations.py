@@ -14,7 +14,8 @@ diagnosis's fraction takes 0.05, `schema.GATE_SATURATION_DIAGNOSIS`); every othe
 where the size of its slope is below 1% of its steepest slope (`peak`), whatever the margin:
 exactly the clipped tails of hard_sigmoid, relu and relu6, never for linear. Activations that
 mix units (softmax, log_softmax, sparsemax) have no per-unit slope: never saturated.
-`saturated(x, y, margin)` -> bool.
+`saturated(x, y, margin)` -> bool; x may be None for tanh, sigmoid, relu and the hard
+sigmoids (told by y alone: a hard sigmoid is flat exactly where y is 0 or 1, relu where 0).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from lstmviz.errors import ModelError
 from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS, KERAS2_HARD_SIGMOID
 
 SATURATION = 0.01  # the gates panel's margin (module docstring)
+_UNIT_CLIPPED = ("hard_sigmoid", KERAS2_HARD_SIGMOID)  # flat exactly where y is 0 or 1
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
 
@@ -37,7 +39,7 @@ class Activation:
     slope: Callable | None  # (x, y) -> dy/dx, elementwise
     peak: float  # the largest slope (saturation: below 1% of it)
 
-    def saturated(self, x: tf.Tensor, y: tf.Tensor, margin: float = SATURATION) -> tf.Tensor:
+    def saturated(self, x: tf.Tensor | None, y: tf.Tensor, margin: float = SATURATION) -> tf.Tensor:
         """bool, elementwise: whether (x, y = fn(x)) lies in a flat tail: tanh and sigmoid
         within `margin` of a bound (module docstring)."""
         if self.name == "tanh":
@@ -46,6 +48,10 @@ class Activation:
             return tf.abs(y - 0.5) > 0.5 - margin
         if self.name in ACROSS_UNITS:
             return tf.zeros_like(y, tf.bool)
+        if x is None and self.name in _UNIT_CLIPPED:  # told by the values, as tanh's
+            return (y <= 0.0) | (y >= 1.0)
+        if x is None and self.name == "relu":
+            return y <= 0.0
         return tf.abs(self.slope_of(x, y)) < 0.01 * self.peak
 
     def slope_of(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:

@@ -15,7 +15,11 @@ Probes and masks as in cell.py: `probe` [T, B, H] is zeros whose gradient is the
 dL/dh_t; a step where the mask [T, B] is 0 carries h (and c) over. A backward direction is x
 and the mask reversed by the caller.
 
-GRU and SimpleRNN whose activations have a closed-form slope (activations.py) run in while
+A GRU on the CPU in float32 whose gate is sigmoid or a hard sigmoid and whose candidate is
+tanh runs on the native kernels (`native.gru_sequence`, gru_kernels.cc: the forward and its
+BPTT one op each, the input projection x W + b one matmul before them); so does a SimpleRNN
+of tanh, relu or sigmoid (`native.rnn_sequence`). Other GRUs and SimpleRNNs whose
+activations have a closed-form slope (activations.py) run in while
 loops with their own backward pass (`tf.custom_gradient`), as the LSTM's: the forward loop
 writes h and the pre-activations per step, the factors the backward needs are computed from them
 for all steps at once after it, so a backward step is a few multiplications, one concat and one
@@ -33,6 +37,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lstmviz.engine import native
 from lstmviz.engine.activations import SATURATION, Activation, activation, hand_differentiable
 from lstmviz.engine.cell import _columns, lstm_sequence
 from lstmviz.engine.tfload import tf
@@ -98,12 +103,19 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     if cell == "lstm" or not hand_differentiable(*(a.name for a in acts)):
         step = _STEPS[cell](acts, recurrent, bias[1] if gru_after else None, args)
         h, c, pre = generic_sequence(step, zx, h0, probes, mask, lstm=cell == "lstm")
+    elif cell == "gru" and native.gru_native(acts[0].name, acts[2].name, x.dtype):
+        h, gates = native.gru_sequence(zx, h0, recurrent, bias[1] if gru_after else None,
+                                       probes[0], mask, acts[0].name, acts[2].name)  # fmt: skip
+        return CellRun(h, None, gates, *saturations(acts, None, gates))
     elif cell == "gru" and gru_after:
         h, pre, gates = _gru_loop(acts[2].name, acts[0].name, True)(
             zx, h0, recurrent, bias[1], probes[0], *_mask_args(mask))
     elif cell == "gru":
         h, pre, gates = _gru_loop(acts[2].name, acts[0].name, False)(
             zx, h0, recurrent, probes[0], *_mask_args(mask))
+    elif cell == "simple_rnn" and native.rnn_native(acts[0].name, x.dtype):
+        h, gates = native.rnn_sequence(zx, h0, recurrent, probes[0], mask, acts[0].name)
+        return CellRun(h, None, gates, *saturations(acts, None, gates))
     else:
         h, pre, gates = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0],
                                                        *_mask_args(mask))  # fmt: skip
@@ -129,10 +141,30 @@ def _saturation(acts: list[Activation], pre, gates, margin: float = SATURATION) 
     return tf.stop_gradient(tf.cast(tf.concat(flags, axis=-1), gates.dtype))
 
 
+# tanh and sigmoid: saturated where |y − center| > half-width − margin (activations.py)
+_BOUNDED = {"tanh": (0.0, 1.0), "sigmoid": (0.5, 0.5)}
+
+
 def saturations(acts: list[Activation], pre, gates) -> tuple[tf.Tensor, tf.Tensor]:
-    """(the gates panel's, the diagnosis's) `_saturation` of the gates [T, B, G·H] each."""
-    return (_saturation(acts, pre, gates),
-            _saturation(acts, pre, gates, GATE_SATURATION_DIAGNOSIS))  # fmt: skip
+    """(the gates panel's, the diagnosis's) `_saturation` of the gates [T, B, G·H] each.
+    When every gate is tanh or sigmoid, both from one |y − center| over all the gates at once
+    (per-column centers and thresholds): the same flags, in a third of the passes over
+    [T, B, G·H] that cutting the gates apart takes."""
+    if not all(a.name in _BOUNDED for a in acts):
+        return (_saturation(acts, pre, gates),
+                _saturation(acts, pre, gates, GATE_SATURATION_DIAGNOSIS))  # fmt: skip
+    units = gates.shape[-1] // len(acts)
+
+    def columns(values):  # one value per gate -> [G·H]
+        return tf.repeat(tf.constant(values, gates.dtype), units)
+
+    center = columns([_BOUNDED[a.name][0] for a in acts])
+    distance = tf.abs(gates - center)
+    return tuple(
+        tf.stop_gradient(tf.cast(distance > columns([_BOUNDED[a.name][1] - margin for a in acts]),
+                                 gates.dtype))
+        for margin in (SATURATION, GATE_SATURATION_DIAGNOSIS)
+    )  # fmt: skip
 
 
 # One step of each cell for the generic loop: (zx_t [B, G·H], h, c) -> (h_t, c_t, pre [B, G·H]).

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "kernel_common.h"
 #include "panel_gemm.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -43,10 +44,21 @@
 namespace {
 
 namespace ei = Eigen::internal;
+using lstmviz::AddSquare;
+using lstmviz::AtMostOne;
+using lstmviz::ForRowBlocks;
+using lstmviz::ForUnits;
 using lstmviz::kInstructions;
 using lstmviz::kLanes;
 using lstmviz::kPanel;
 using lstmviz::kTileRows;
+using lstmviz::Load;
+using lstmviz::Optional;
+using lstmviz::OptionalMask;
+using lstmviz::RowBlocks;
+using lstmviz::Sigmoid;
+using lstmviz::Store;
+using lstmviz::Tanh;
 using lstmviz::Packet;
 using lstmviz::Panels;
 using tensorflow::OpKernel;
@@ -63,126 +75,6 @@ using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 using Masked = std::true_type;
 using Unmasked = std::false_type;
 
-// Bumped by lstmviz_interrupt(); a running op that sees it change stops at its next step.
-std::atomic<int64_t> interrupts{0};
-
-using RowBlockFn = std::function<void(int64_t, int64_t, int64_t, const std::function<bool()>&)>;
-
-// How many blocks ForRowBlocks cuts a batch into: one per intra-op thread, at most one per row.
-int64_t RowBlocks(OpKernelContext* ctx, int64_t batch) {
-  const int64_t threads = ctx->device()->tensorflow_cpu_worker_threads()->workers->NumThreads();
-  return std::max<int64_t>(1, std::min<int64_t>(threads, batch));
-}
-
-// Calls fn(block, first_row, end_row, stop) for the RowBlocks contiguous blocks of [0, batch),
-// in parallel; fn polls stop() once per step. The op fails with Cancelled when
-// lstmviz_interrupt() was called meanwhile.
-void ForRowBlocks(OpKernelContext* ctx, int64_t batch, const RowBlockFn& fn) {
-  const int64_t epoch = interrupts.load();
-  const std::function<bool()> stop = [epoch] { return interrupts.load() != epoch; };
-  const int64_t blocks = RowBlocks(ctx, batch);
-  using Pool = tensorflow::thread::ThreadPool;
-  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-      blocks, Pool::SchedulingParams(Pool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1),
-      [&](int64_t first, int64_t last) {
-        for (int64_t k = first; k < last; ++k) {
-          fn(k, batch * k / blocks, batch * (k + 1) / blocks, stop);
-        }
-      });
-  OP_REQUIRES(ctx, !stop(), tensorflow::errors::Cancelled("LSTM run interrupted"));
-}
-
-// An optional input (a list of zero or one tensors of `shape`): its values, or nullptr when
-// it is absent.
-absl::Status Optional(OpKernelContext* ctx, const char* name, const TensorShape& shape,
-                      const float** values) {
-  tensorflow::OpInputList given;
-  TF_RETURN_IF_ERROR(ctx->input_list(name, &given));
-  *values = nullptr;
-  if (given.size() > 1) return InvalidArgument("at most one ", name, ", got ", given.size());
-  if (given.size() == 0) return absl::OkStatus();
-  if (given[0].shape() != shape) {
-    return InvalidArgument(name, " must be ", shape.DebugString(), ", got ",
-                           given[0].shape().DebugString());
-  }
-  *values = given[0].flat<float>().data();
-  return absl::OkStatus();
-}
-
-// The optional mask [T, B], named as the Python side states it.
-absl::Status OptionalMask(OpKernelContext* ctx, int64_t T, int64_t B, const float** values) {
-  tensorflow::OpInputList masks;
-  TF_RETURN_IF_ERROR(ctx->input_list("mask", &masks));
-  if (masks.size() == 1 && masks[0].shape() != TensorShape({T, B})) {
-    return InvalidArgument("mask must be [T, B] = [", T, ", ", B, "], got ",
-                           masks[0].shape().DebugString());
-  }
-  return Optional(ctx, "mask", TensorShape({T, B}), values);
-}
-
-// Shape function check: each named list holds zero or one tensor.
-absl::Status AtMostOne(InferenceContext* ctx, std::initializer_list<const char*> names) {
-  for (const char* name : names) {
-    std::vector<tensorflow::shape_inference::ShapeHandle> given;
-    TF_RETURN_IF_ERROR(ctx->input(name, &given));
-    if (given.size() > 1) return InvalidArgument("at most one ", name, ", got ", given.size());
-  }
-  return absl::OkStatus();
-}
-
-// ---- A row of a step, in registers ------------------------------------------------------------
-//
-// The elementwise part of a step runs over a row's units in packets of kLanes (P = Packet) and
-// the last H mod kLanes units one at a time (P = float): one pass over the row's memory, every
-// intermediate in registers. Packets are GCC vector types, so + - * apply to both kinds; the
-// build's -ffp-contract=off keeps each product and sum rounded as written.
-
-template <typename P>
-EIGEN_ALWAYS_INLINE P Load(const float* from) {
-  return ei::ploadu<P>(from);
-}
-
-template <typename P>
-EIGEN_ALWAYS_INLINE void Store(float* to, const P& value) {
-  ei::pstoreu(to, value);
-}
-
-template <typename P>
-EIGEN_ALWAYS_INLINE P Sigmoid(const P& x) {  // Eigen's logistic(), as ArrayXf::logistic()
-  if constexpr (std::is_same_v<P, float>) {
-    return ei::scalar_logistic_op<float>()(x);
-  } else {
-    return ei::scalar_logistic_op<float>().packetOp(x);
-  }
-}
-
-template <typename P>
-EIGEN_ALWAYS_INLINE P Tanh(const P& x) {  // Eigen's tanh(), as ArrayXf::tanh()
-  if constexpr (std::is_same_v<P, float>) {
-    return ei::scalar_tanh_op<float>()(x);
-  } else {
-    return ei::ptanh(x);
-  }
-}
-
-// fn(j, P{}) for the units j of a row: packets of kLanes, then single floats.
-template <typename Fn>
-EIGEN_ALWAYS_INLINE void ForUnits(int64_t H, Fn&& fn) {
-  int64_t j = 0;
-  for (; j + kLanes <= H; j += kLanes) fn(j, Packet{});
-  for (; j < H; ++j) fn(j, 0.0f);
-}
-
-// sum += v² (lane-wise for a packet).
-template <typename P>
-EIGEN_ALWAYS_INLINE void AddSquare(Packet& packets, float& floats, const P& v) {
-  if constexpr (std::is_same_v<P, float>) {
-    floats += v * v;
-  } else {
-    packets = packets + v * v;
-  }
-}
-
 // The cell's new state ĉ = f·c_prev + i·g. The forward and the backward both compute it, and
 // tanh(ĉ), with this code on the same floats and the same split into packets: the backward's
 // values are the forward's, bit for bit.
@@ -193,10 +85,10 @@ EIGEN_ALWAYS_INLINE P NewCell(const P& i, const P& f, const P& g, const P& c_pre
 
 }  // namespace
 
-// Stops every native LSTM op running in this process at its next step (they fail with
+// Stops every native op (LSTM, GRU) running in this process at its next step (they fail with
 // Cancelled); ops started afterwards run normally. Safe from any thread; called through
 // ctypes (lstmviz/engine/interrupt.py), so the GUI thread never runs TensorFlow for it.
-extern "C" void lstmviz_interrupt() { interrupts.fetch_add(1); }
+extern "C" void lstmviz_interrupt() { lstmviz::interrupts.fetch_add(1); }
 
 // What this build computes with, for the benchmark's header (native.py reads it by ctypes):
 // the instruction set Eigen's packets use, and the register tile of the products.
@@ -448,7 +340,7 @@ class SequenceBackward : public OpKernel {
     // The per-step norms of dh, dc and dh_direct, from the values the gate pass has in
     // registers (gradients.graph_step_norm uses them rather than read the arrays again): the
     // squares summed in packets along a row, the rows' sums in double, per block [T, 3].
-    std::vector<double> squares(blocks * T * 3, 0.0);
+    lstmviz::StepSquares squares(blocks, T, 3);
 
     // dh_t = direct_t + dz_{t+1}·Uᵀ;  dc_t = direct_t + dc_{t+1}·f_{t+1} + dh_t·o_t(1-tanh²c_t).
     // Masked, with m = m_t and m' = m_{t+1}: the cell gets m·dh_t and m·dc_t, the carried
@@ -519,10 +411,7 @@ class SequenceBackward : public OpKernel {
               Store(dz + 3 * H + j, dz_o);
               Store(carry + j, carried);
             });
-            for (int k = 0; k < 3; ++k) {
-              squares[(block * T + t) * 3 + k] += static_cast<double>(ei::predux(square[k])) +
-                                                  static_cast<double>(square_tail[k]);
-            }
+            squares.Add(block, t, square, square_tail);
             float* chunk_row = chunk.data() + (chunked * n + r) * wide;
             std::copy_n(xs + (row + r) * I, I, chunk_row);
             std::copy_n(t == 0 ? h_init + (r0 + r) * H : hs + at - B * H, H, chunk_row + I);
@@ -569,12 +458,7 @@ class SequenceBackward : public OpKernel {
       run(Masked{});
     }
     if (!ctx->status().ok()) return;
-    float* norms = norms_out->flat<float>().data();
-    for (int64_t k = 0; k < T * 3; ++k) {
-      double sum = 0.0;
-      for (int64_t block = 0; block < blocks; ++block) sum += squares[block * T * 3 + k];
-      norms[k] = static_cast<float>(std::sqrt(sum));
-    }
+    squares.Write(norms_out->flat<float>().data());
     // [d_kernel; d_recurrent; d_bias] = Σ over blocks of their partials [I+H+1, 4H].
     float* sums[] = {dk_out->flat<float>().data(), du_out->flat<float>().data(),
                      db_out->flat<float>().data()};

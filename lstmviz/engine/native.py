@@ -1,13 +1,18 @@
-"""The native whole-sequence LSTM kernels (`lstm_kernels.cc`): build, load, differentiate.
+"""The native whole-sequence kernels, LSTM (`lstm_kernels.cc`) and GRU (`gru_kernels.cc`):
+build, load, differentiate.
 
 On the CPU the taped engine's cost is TensorFlow dispatching some 40 small ops per step of its
-while-loops; the two kernels run the forward recurrence and its BPTT as one op each
-(docs/performance.md; bench/bench.py). They are compiled once per machine, TensorFlow version
-and source by `python -m lstmviz.engine.native` (`make install` runs it) with the g++ found on
-PATH, into `lstmviz/engine/_native/` or, when the package is not writable, `~/.cache/lstmviz`.
-Nothing is compiled at run time: when the library is missing, fails to load, a GPU is visible, or
+while-loops (a GRU's some 20); each cell's two kernels (SimpleRNN's too, `rnn_kernels.cc`) run
+the forward recurrence and its BPTT as one op each (docs/performance.md; bench/bench.py). They
+are compiled once per machine, TensorFlow version and source by
+`python -m lstmviz.engine.native` (`make install` runs it) with the g++ found on PATH, into
+`lstmviz/engine/_native/` or, when the package is not writable, `~/.cache/lstmviz`. Nothing is
+compiled at run time: when the library is missing, fails to load, a GPU is visible, or
 LSTMVIZ_NATIVE=0, `library()` is None and `cell.lstm_sequence` uses its while-loops, which
-compute the same (tests/test_cell_backends.py checks both against NumPy BPTT).
+compute the same (tests/test_cell_backends.py checks both against NumPy BPTT); so does
+`cells.cell_sequence` for a GRU, and for a GRU of activations the kernels do not compute
+(`gru_native`; tests/test_cells_gru_native.py checks both against Keras), and for a
+SimpleRNN (`rnn_native`, `rnn_sequence`).
 
 They are built for this CPU (-march=native) unless LSTMVIZ_NATIVE_ARCH names another g++
 -march (e.g. "haswell": the AVX2 code path on an AVX-512 machine); each -march is a library
@@ -33,8 +38,12 @@ from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
-SOURCES = [SOURCE, Path(__file__).with_name("step_norms.cc")]  # compiled into one library
-HEADERS = [Path(__file__).with_name("panel_gemm.h")]  # included by SOURCE: part of the key
+# compiled into one library: the LSTM's kernels, the GRU's, the SimpleRNN's, the step norms
+SOURCES = [SOURCE, *(SOURCE.with_name(name) for name in (
+    "gru_kernels.cc", "rnn_kernels.cc", "step_norms.cc"))]  # fmt: skip
+# included by the sources: part of the key
+HEADERS = [SOURCE.with_name(name)
+           for name in ("panel_gemm.h", "kernel_common.h", "cell_activations.h")]  # fmt: skip
 # -ffp-contract=off: the backward recomputes the forward's tanh(c_t) from the same floats and
 # must get the same values, so g++ may not fuse a multiply and an add in one place only.
 _FLAGS = ["-O3", "-ffp-contract=off", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
@@ -221,18 +230,29 @@ def _sequence_gradient(op, dh_direct, dc_direct, _dgates):
     return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
 
 
+# Per backward op: {output index: its column of the norms}, the norms' output, the input
+# index of the direct gradient and that norm's column.
+_NORMED = {"LstmvizSequenceBackward": ({1: 0, 2: 1}, 8, 7, 2),
+           "LstmvizGruBackward": ({1: 0}, 5, 5, 1),
+           "LstmvizRnnBackward": ({1: 0}, 4, 4, 1)}  # fmt: skip
+
+
 def backward_norms(g):
-    """The per-step norms [T] of g that the backward op computed as it wrote g, when g (in a
-    compiled graph) is its dL/dh_t or dL/dc_t or the direct ∂L/∂h_t it was given; else
-    None. Cheaper than reading the [T, B, H] array again."""
+    """The per-step norms [T] of g that a backward op (LSTM or GRU) computed as it wrote g,
+    when g (in a compiled graph) is its dL/dh_t (or dL/dc_t) or the direct ∂L/∂h_t it was
+    given; else None. Cheaper than reading the [T, B, H] array again."""
     if tf.executing_eagerly() or not isinstance(getattr(g, "op", None), tf.Operation):
         return None
-    if g.op.type == "LstmvizSequenceBackward" and g.value_index in (1, 2):
-        return g.op.outputs[8][:, g.value_index - 1]
-    for op in g.consumers():  # the direct gradient is the backward's input 7 when given
-        given = op.type == "LstmvizSequenceBackward" and op.get_attr("dh_given") == 1
-        if given and op.inputs[7].name == g.name:
-            return op.outputs[8][:, 2]
+    written = _NORMED.get(g.op.type)
+    if written is not None and g.value_index in written[0]:
+        return g.op.outputs[written[1]][:, written[0][g.value_index]]
+    for op in g.consumers():
+        normed = _NORMED.get(op.type)
+        if normed is None or op.get_attr("dh_given") != 1:
+            continue
+        _, norms, direct, column = normed
+        if op.inputs[direct].name == g.name:
+            return op.outputs[norms][:, column]
     return None
 
 
@@ -287,16 +307,85 @@ def sequence(
     return (h, c, tf.stop_gradient(gates)) if with_gates else (h, c)
 
 
+# The GRU kernels' activations (gru_kernels.cc, `WithKinds`): the gate's, the candidate's.
+GRU_GATES = ("sigmoid", "hard_sigmoid", "hard_sigmoid_keras2")
+GRU_CANDIDATES = ("tanh",)
+
+
+def gru_native(gate: str, candidate: str, dtype) -> bool:
+    """Whether the native GRU kernels run a GRU of these activations on values of `dtype`."""
+    return (library() is not None and tf.as_dtype(dtype) == tf.float32
+            and gate in GRU_GATES and candidate in GRU_CANDIDATES)  # fmt: skip
+
+
+def gru_sequence(zx, h0, recurrent, recurrent_bias, probe, mask, gate: str, candidate: str):
+    """The GRU's forward kernel: zx [T, B, 3H] (x·kernel + the input bias), h0 [B, H],
+    recurrent [H, 3H], recurrent_bias [3H] with reset_after or None, probe [T, B, H] (never
+    read: its gradient is the total dL/dh_t), mask float [T, B] of 0/1 or None; activations
+    by Keras name (`gru_native`). Returns h [T, B, H] and the gates z, r, h̃ [T, B, 3H] (not
+    differentiated); differentiable through `_gru_gradient` (not with respect to the mask)."""
+    h, gates, _ = library().lstmviz_gru_forward(
+        zx, h0, recurrent, [] if recurrent_bias is None else [recurrent_bias], probe,
+        [] if mask is None else [mask], reset_after=recurrent_bias is not None, gate=gate,
+        activation=candidate,
+    )  # fmt: skip
+    return h, tf.stop_gradient(gates)
+
+
+@tf.RegisterGradient("LstmvizGruForward")
+def _gru_gradient(op, dh_direct, _dgates, _drecurrent_h):
+    """BPTT for the GRU's forward op: gradients for (zx, h0, recurrent, the recurrent bias when
+    there is one, the probe: the total dL/dh_t, the mask when there is one: None)."""
+    _, h0, recurrent, *rest = op.inputs
+    after = op.get_attr("reset_after")
+    mask = rest[2:] if after else rest[1:]
+    h, gates, recurrent_h = op.outputs
+    dzx, dh, dh0, d_recurrent, d_bias, _ = library().lstmviz_gru_backward(
+        recurrent, h0, h, gates, recurrent_h, _given(dh_direct), mask, reset_after=after,
+        gate=op.get_attr("gate"), activation=op.get_attr("activation"),
+    )  # fmt: skip
+    return dzx, dh0, d_recurrent, *([d_bias] if after else []), dh, *[None] * len(mask)
+
+
+# The SimpleRNN kernels' activations (rnn_kernels.cc, `WithKind`).
+RNN_ACTIVATIONS = ("tanh", "relu", "sigmoid")
+
+
+def rnn_native(name: str, dtype) -> bool:
+    """Whether the native SimpleRNN kernels run a SimpleRNN of this activation on `dtype`."""
+    return library() is not None and tf.as_dtype(dtype) == tf.float32 and name in RNN_ACTIVATIONS
+
+
+def rnn_sequence(zx, h0, recurrent, probe, mask, name: str):
+    """The SimpleRNN's forward kernel: zx [T, B, H] (x·kernel + bias), h0 [B, H], recurrent
+    [H, H], probe and mask as `gru_sequence`'s, the activation by Keras name (`rnn_native`).
+    Returns h [T, B, H] and act's output at every step [T, B, H] (not differentiated)."""
+    masks = [] if mask is None else [mask]
+    h, gates = library().lstmviz_rnn_forward(zx, h0, recurrent, probe, masks, activation=name)
+    return h, tf.stop_gradient(gates)
+
+
+@tf.RegisterGradient("LstmvizRnnForward")
+def _rnn_gradient(op, dh_direct, _dgates):
+    """BPTT for the SimpleRNN's forward op: gradients for (zx, h0, recurrent, the probe: the
+    total dL/dh_t, the mask when there is one: None)."""
+    _, h0, recurrent, _, *mask = op.inputs
+    h, gates = op.outputs
+    dzx, dh, dh0, d_recurrent, _ = library().lstmviz_rnn_backward(
+        recurrent, h0, h, gates, _given(dh_direct), mask, activation=op.get_attr("activation"))
+    return dzx, dh0, d_recurrent, dh, *[None] * len(mask)
+
+
 def main() -> None:
     """`python -m lstmviz.engine.native`: build the kernels (if needed) and say what runs."""
     start = time.perf_counter()
     try:
         path = build(verbose="-v" in sys.argv)
     except RuntimeError as error:
-        print(f"lstmviz: native LSTM kernels not built ({error}); the TensorFlow while-loops "
+        print(f"lstmviz: native kernels not built ({error}); the TensorFlow while-loops "
               "will run instead (slower, same results)")  # fmt: skip
         return
-    print(f"lstmviz: native LSTM kernels ready ({path}, {time.perf_counter() - start:.1f} s)")
+    print(f"lstmviz: native kernels ready ({path}, {time.perf_counter() - start:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,187 @@
+// What every native sequence kernel shares (lstm_kernels.cc, gru_kernels.cc): the interrupt
+// counter, the split of a batch into one block of rows per intra-op thread, the optional
+// inputs (a mask, a given gradient) and the elementwise helpers of a row's units in registers.
+#ifndef LSTMVIZ_ENGINE_KERNEL_COMMON_H_
+#define LSTMVIZ_ENGINE_KERNEL_COMMON_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "Eigen/Core"
+#include "panel_gemm.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace lstmviz {
+
+// Bumped by lstmviz_interrupt() (lstm_kernels.cc); a running op that sees it change stops at
+// its next step. One counter for the whole library (an inline variable).
+inline std::atomic<int64_t> interrupts{0};
+
+using RowBlockFn = std::function<void(int64_t, int64_t, int64_t, const std::function<bool()>&)>;
+
+// How many blocks ForRowBlocks cuts a batch into: one per intra-op thread, at most one per row.
+inline int64_t RowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch) {
+  const int64_t threads = ctx->device()->tensorflow_cpu_worker_threads()->workers->NumThreads();
+  return std::max<int64_t>(1, std::min<int64_t>(threads, batch));
+}
+
+// Calls fn(block, first_row, end_row, stop) for the RowBlocks contiguous blocks of [0, batch),
+// in parallel; fn polls stop() once per step. The op fails with Cancelled ("<cell> run
+// interrupted") when lstmviz_interrupt() was called meanwhile.
+inline void ForRowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch, const RowBlockFn& fn,
+                         const char* cell = "LSTM") {
+  const int64_t epoch = interrupts.load();
+  const std::function<bool()> stop = [epoch] { return interrupts.load() != epoch; };
+  const int64_t blocks = RowBlocks(ctx, batch);
+  using Pool = tensorflow::thread::ThreadPool;
+  ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      blocks, Pool::SchedulingParams(Pool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1),
+      [&](int64_t first, int64_t last) {
+        for (int64_t k = first; k < last; ++k) {
+          fn(k, batch * k / blocks, batch * (k + 1) / blocks, stop);
+        }
+      });
+  OP_REQUIRES(ctx, !stop(), tensorflow::errors::Cancelled(cell, " run interrupted"));
+}
+
+// An optional input (a list of zero or one tensors of `shape`): its values, or nullptr when
+// it is absent.
+inline absl::Status Optional(tensorflow::OpKernelContext* ctx, const char* name,
+                             const tensorflow::TensorShape& shape, const float** values) {
+  using tensorflow::errors::InvalidArgument;
+  tensorflow::OpInputList given;
+  TF_RETURN_IF_ERROR(ctx->input_list(name, &given));
+  *values = nullptr;
+  if (given.size() > 1) return InvalidArgument("at most one ", name, ", got ", given.size());
+  if (given.size() == 0) return absl::OkStatus();
+  if (given[0].shape() != shape) {
+    return InvalidArgument(name, " must be ", shape.DebugString(), ", got ",
+                           given[0].shape().DebugString());
+  }
+  *values = given[0].flat<float>().data();
+  return absl::OkStatus();
+}
+
+// The optional mask [T, B], named as the Python side states it.
+inline absl::Status OptionalMask(tensorflow::OpKernelContext* ctx, int64_t T, int64_t B,
+                                 const float** values) {
+  tensorflow::OpInputList masks;
+  TF_RETURN_IF_ERROR(ctx->input_list("mask", &masks));
+  if (masks.size() == 1 && masks[0].shape() != tensorflow::TensorShape({T, B})) {
+    return tensorflow::errors::InvalidArgument("mask must be [T, B] = [", T, ", ", B, "], got ",
+                                               masks[0].shape().DebugString());
+  }
+  return Optional(ctx, "mask", tensorflow::TensorShape({T, B}), values);
+}
+
+// Shape function check: each named list holds zero or one tensor.
+inline absl::Status AtMostOne(tensorflow::shape_inference::InferenceContext* ctx,
+                              std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    std::vector<tensorflow::shape_inference::ShapeHandle> given;
+    TF_RETURN_IF_ERROR(ctx->input(name, &given));
+    if (given.size() > 1) {
+      return tensorflow::errors::InvalidArgument("at most one ", name, ", got ", given.size());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- A row of a step, in registers ------------------------------------------------------------
+//
+// The elementwise part of a step runs over a row's units in packets of kLanes (P = Packet) and
+// the last H mod kLanes units one at a time (P = float): one pass over the row's memory, every
+// intermediate in registers. Packets are GCC vector types, so + - * apply to both kinds; the
+// build's -ffp-contract=off keeps each product and sum rounded as written.
+
+template <typename P>
+EIGEN_ALWAYS_INLINE P Load(const float* from) {
+  return ei::ploadu<P>(from);
+}
+
+template <typename P>
+EIGEN_ALWAYS_INLINE void Store(float* to, const P& value) {
+  ei::pstoreu(to, value);
+}
+
+template <typename P>
+EIGEN_ALWAYS_INLINE P Sigmoid(const P& x) {  // Eigen's logistic(), as ArrayXf::logistic()
+  if constexpr (std::is_same_v<P, float>) {
+    return ei::scalar_logistic_op<float>()(x);
+  } else {
+    return ei::scalar_logistic_op<float>().packetOp(x);
+  }
+}
+
+template <typename P>
+EIGEN_ALWAYS_INLINE P Tanh(const P& x) {  // Eigen's tanh(), as ArrayXf::tanh()
+  if constexpr (std::is_same_v<P, float>) {
+    return ei::scalar_tanh_op<float>()(x);
+  } else {
+    return ei::ptanh(x);
+  }
+}
+
+// fn(j, P{}) for the units j of a row: packets of kLanes, then single floats.
+template <typename Fn>
+EIGEN_ALWAYS_INLINE void ForUnits(int64_t H, Fn&& fn) {
+  int64_t j = 0;
+  for (; j + kLanes <= H; j += kLanes) fn(j, Packet{});
+  for (; j < H; ++j) fn(j, 0.0f);
+}
+
+// sum += v² (lane-wise for a packet).
+template <typename P>
+EIGEN_ALWAYS_INLINE void AddSquare(Packet& packets, float& floats, const P& v) {
+  if constexpr (std::is_same_v<P, float>) {
+    floats += v * v;
+  } else {
+    packets = packets + v * v;
+  }
+}
+
+// The per-step norms of the gradients a backward op writes ([T, columns]): each block adds,
+// per step, the squares it summed in packets along its rows (and the tail's floats); the
+// blocks' sums are added in double, in block order, so the result does not depend on which
+// thread finished first.
+class StepSquares {
+ public:
+  StepSquares(int64_t blocks, int64_t steps, int columns)
+      : steps_(steps), columns_(columns), sums_(blocks * steps * columns, 0.0) {}
+
+  void Add(int64_t block, int64_t t, const Packet* packets, const float* floats) {
+    for (int k = 0; k < columns_; ++k) {
+      sums_[(block * steps_ + t) * columns_ + k] +=
+          static_cast<double>(ei::predux(packets[k])) + static_cast<double>(floats[k]);
+    }
+  }
+
+  // norms [T, columns] = sqrt of the sums over the blocks.
+  void Write(float* norms) const {
+    const int64_t per_block = steps_ * columns_;
+    const int64_t blocks = static_cast<int64_t>(sums_.size()) / std::max<int64_t>(per_block, 1);
+    for (int64_t k = 0; k < per_block; ++k) {
+      double sum = 0.0;
+      for (int64_t block = 0; block < blocks; ++block) sum += sums_[block * per_block + k];
+      norms[k] = static_cast<float>(std::sqrt(sum));
+    }
+  }
+
+ private:
+  int64_t steps_;
+  int columns_;
+  std::vector<double> sums_;
+};
+
+}  // namespace lstmviz
+
+#endif  // LSTMVIZ_ENGINE_KERNEL_COMMON_H_
