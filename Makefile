@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The native LSTM kernels (~35 s of g++); without a compiler the app uses TensorFlow's loops.
-$(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc lstmviz/engine/step_norms.cc lstmviz/engine/panel_gemm.h \
+$(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc lstmviz/engine/step_norms.cc \
+		lstmviz/engine/gate_stats.cc lstmviz/engine/panel_gemm.h lstmviz/engine/op_inputs.h \
 		lstmviz/engine/native.py
 	$(PY) -m lstmviz.engine.native
 	touch $(NATIVE)

@@ -33,8 +33,8 @@ from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
-SOURCES = [SOURCE, Path(__file__).with_name("step_norms.cc")]  # compiled into one library
-HEADERS = [Path(__file__).with_name("panel_gemm.h")]  # included by SOURCE: part of the key
+SOURCES = [SOURCE, *(SOURCE.with_name(name) for name in ("step_norms.cc", "gate_stats.cc"))]
+HEADERS = [SOURCE.with_name(name) for name in ("panel_gemm.h", "op_inputs.h")]  # in the key
 # -ffp-contract=off: the backward recomputes the forward's tanh(c_t) from the same floats and
 # must get the same values, so g++ may not fuse a multiply and an add in one place only.
 _FLAGS = ["-O3", "-ffp-contract=off", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
@@ -214,10 +214,11 @@ def _sequence_gradient(op, dh_direct, dc_direct, _dgates):
     gradients over all steps (dz_t is zero at masked steps, so they need no mask)."""
     x, kernel, recurrent, _, h0, c0, _, _, *mask = op.inputs
     h, c, gates = op.outputs
-    dz, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _ = library().lstmviz_sequence_backward(
-        x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask
-    )
-    dx = tf.einsum("tbg,ig->tbi", dz, kernel)  # pruned from compiled graphs unless asked for
+    _, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _, dx = (
+        library().lstmviz_sequence_backward(
+            x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask, kernel
+        )
+    )  # dx (dz_t·kernelᵀ, in the same products as dh_{t-1}) pruned from graphs unless asked for
     return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
 
 
