@@ -383,9 +383,9 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
     Tensor *dz_out = nullptr, *dx_out = nullptr, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out,
            *du_out, *db_out, *norms_out;
-    // dz is an output only for dL/dx, which compiled graphs prune when nothing asks for it:
-    // then each step's dz stays in a block's scratch rows, and the gates, only read, are not
-    // written back to memory. Kept, it takes the gates' buffer when nothing else holds it.
+    // dz is an output only when something reads it (not the gradient function, which takes dx:
+    // compiled graphs prune it): then each step's dz stays in a block's scratch rows, and the
+    // gates, only read, are not written back. Kept, it takes the gates' buffer when it can.
     const bool keep_dz = ctx->output_required(0);
     if (keep_dz) {
       OP_REQUIRES_OK(ctx,
@@ -423,7 +423,7 @@ class SequenceBackward : public OpKernel {
     // kChunkDepth or more rather than one per step of depth n, which few rows would make
     // load-bound. Each block sums into its own partial; the partials are added in block order,
     // so the result does not depend on which thread finished first.
-    constexpr int64_t kChunkDepth = 128;
+    constexpr int64_t kChunkDepth = 256;
     const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B);
     const int64_t gradient_width = Panels::PaddedColumns(4 * H);
     std::vector<Eigen::ArrayXf> partials(blocks);
