@@ -323,17 +323,17 @@ _CENTRES = {"tanh": (0.0, 1.0), "sigmoid": (0.5, 0.5)}  # name -> (centre, bound
 
 def _fused_sums(direction: Direction) -> tuple[tf.Tensor, tf.Tensor] | None:
     """(sums [T, 3, G], unit_sums [G·H]) of `LstmvizGateStats` for the direction's gates, or
-    None where it does not apply (eagerly, without the native library, another activation,
-    or a direction that does not name its activations)."""
+    None where it does not apply (eagerly, without the native library, gates not float32,
+    another activation, or a direction that does not name its activations)."""
     kernels = native.library()
     acts = direction.activations
-    if kernels is None or tf.executing_eagerly() or not acts or any(
-            name not in _CENTRES for name in acts):  # fmt: skip
+    if kernels is None or tf.executing_eagerly() or direction.gates.dtype != tf.float32 or (
+            not acts or any(name not in _CENTRES for name in acts)):  # fmt: skip
         return None
     centres = [_CENTRES[name][0] for name in acts]
     bounds = [_CENTRES[name][1] - SATURATION for name in acts]
     diagnosis = [_CENTRES[name][1] - GATE_SATURATION_DIAGNOSIS for name in acts]
     mask = [] if direction.mask is None else [tf.cast(direction.mask, tf.float32)]
-    return kernels.lstmviz_gate_stats(tf.cast(direction.gates, tf.float32), mask,
+    return kernels.lstmviz_gate_stats(direction.gates, mask,
                                       centres=centres, bounds=bounds,
                                       diagnosis_bounds=diagnosis)  # fmt: skip
