@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 # The native LSTM, GRU and SimpleRNN kernels (~60 s of g++); without a compiler the app uses
 # TensorFlow's loops.
 $(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc lstmviz/engine/gru_kernels.cc \
-		lstmviz/engine/rnn_kernels.cc lstmviz/engine/step_norms.cc lstmviz/engine/panel_gemm.h \
-		lstmviz/engine/kernel_common.h lstmviz/engine/cell_activations.h \
+		lstmviz/engine/rnn_kernels.cc lstmviz/engine/step_norms.cc lstmviz/engine/gate_stats.cc \
+		lstmviz/engine/panel_gemm.h lstmviz/engine/kernel_common.h lstmviz/engine/cell_activations.h \
 		lstmviz/engine/native.py
 	$(PY) -m lstmviz.engine.native
 	touch $(NATIVE)

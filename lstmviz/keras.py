@@ -33,7 +33,7 @@ import numpy as np
 
 from lstmviz import files
 from lstmviz.config import RunConfig, in_python_terms
-from lstmviz.engine.model import ModelGradients, named_arrays, prepare
+from lstmviz.engine.model import ModelGradients, compiled, named_arrays, prepare
 from lstmviz.engine.model_forward import weight_names
 from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError
 from lstmviz.recording import RecordingWriter, check_replaceable, record_rows
@@ -277,7 +277,8 @@ class _LiveModel:
                 raise in_python_terms(LstmvizError(f"{WHERE}: {text}"), PYTHON_TERMS) from None
             except InputError as exc:
                 raise in_python_terms(exc, PYTHON_TERMS) from None
-            self.gradients = ModelGradients(spec, self.loss)
+            # the compiled computation model_gradients keeps for this structure and loss
+            self.gradients = compiled(spec, self.loss)
             args = ", ".join(f"{key}={value!r}" for key, value in self.loss.args)
             self.loss_text = f"{self.loss.name}({args})" if args else self.loss.name
             layers = _live_layers(model)
@@ -297,6 +298,8 @@ class _LiveModel:
         start = time.perf_counter()
         for ours, theirs in self.keras_layers:
             ours.assign(tf.convert_to_tensor(theirs))
+        if self.keras_layers:
+            self.gradients.forget_keras_weights()
         weights = [tf.cast(read(), tf.float32) for read in self.weights]
         arrays = self._arrays(self.gradients(self.x, self.y, weights))
         arrays["model_seconds"] = np.float32(time.perf_counter() - start)

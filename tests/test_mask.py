@@ -145,7 +145,7 @@ def test_the_native_ops_check_their_mask():
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"mask must be \[T, B\] = \[3, 2\]"):
         lib.lstmviz_sequence_backward(
             x, weights[1], zeros, zeros, probes, probes, tf.zeros((3, 2, 20)), [probes], [],
-            [tf.ones((3, 1))],
+            [tf.ones((3, 1))], weights[0],
         )  # fmt: skip
 
 

@@ -137,3 +137,25 @@ def test_a_live_model_changed_in_place_is_read_anew():
     assert [layer.name for layer in after.layers] == ["input", "low", "head"]
     np.testing.assert_array_equal(after.layers[2].weights["kernel"],
                                   model.get_layer("head").kernel.numpy())  # fmt: skip
+
+
+def test_the_recording_callback_shares_the_compiled_function(conv_model, fresh, tmp_path):
+    """The callback records with model_gradients's compiled computation (no trace of its own);
+    the Conv1D weights it gives that computation during training do not stay: the model's
+    weights set back to those of an earlier call give that call's gradients again."""
+    from lstmviz.keras import GradientFlowCallback
+
+    model, x, y = conv_model
+    original = model.get_weights()
+    try:
+        lstmviz.model_gradients(model, x, y)
+        model.compile(loss="mse", optimizer=keras.optimizers.SGD(0.5))
+        callback = GradientFlowCallback((x, y), tmp_path / "run.lvz", every=1)
+        model.fit(x, y, batch_size=4, epochs=1, callbacks=[callback], verbose=0)
+        assert callback.records == 1
+        assert len(engine._COMPILED) == 1 and traces() == 1
+        model.set_weights(original)
+        check_against_keras(lstmviz.model_gradients(model, x, y), model, x, y)
+    finally:
+        model.set_weights(original)
+        model.compile(loss="mse")

@@ -84,6 +84,22 @@ def test_saturation_beyond_005(run):
     np.testing.assert_allclose([d.gates_saturated[g] for g in "ifgo"], expected, atol=1e-6)
 
 
+def test_step_means_and_saturation_within_001(run):
+    """The per-step statistics (with the native library, one op over the activations:
+    gate_stats.cc) against the NumPy gates: each gate's mean over the unmasked (b, j) at every
+    step, and the fraction within 0.01 of a bound (0 where a step is all masked)."""
+    trace, gates, keep = run
+    saturated = (gates < 0.01) | (gates > 0.99)
+    saturated[:, :, 2] = np.abs(gates[:, :, 2]) > 0.99  # the candidate, a tanh
+    weight = keep[:, :, None, None].astype(np.float64)  # [T, B, 1, 1]
+    count = np.maximum(weight.sum(axis=1) * H, 1)  # [T, 1, 1]
+    for key, values in (("gates_mean", gates), ("gates_saturated", saturated)):
+        expected = ((values * weight).sum(axis=(1, 3)) / count[:, :, 0]).T  # [4, T]
+        np.testing.assert_allclose(trace[f"layer0_{key}"], expected, atol=2e-6, err_msg=key)
+    fraction = trace["layer0_gates_saturated"]
+    assert fraction.max() > 0 and fraction.min() < 1  # a test that can fail
+
+
 def test_per_unit_forget_timescale(run):
     trace, gates, keep = run
     forget = gates[keep][:, 1].mean(axis=0)  # [H]

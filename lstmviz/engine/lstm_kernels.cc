@@ -137,6 +137,7 @@ REGISTER_OP("LstmvizSequenceBackward")
     .Input("dh_direct: dh_given * float")  // none (zero), or [T, B, H]: ∂L/∂h_t
     .Input("dc_direct: dc_given * float")  // none (zero), or [T, B, H]: ∂L/∂c_t
     .Input("mask: masks * float")          // the forward's mask (none, or [T, B])
+    .Input("kernel: float")                // [I, 4H], for dx
     .Attr("dh_given: int >= 0")
     .Attr("dc_given: int >= 0")
     .Attr("masks: int >= 0")
@@ -149,6 +150,7 @@ REGISTER_OP("LstmvizSequenceBackward")
     .Output("d_recurrent: float")   // [H, 4H] = Σ_t h_{t-1}ᵀ·dz_t
     .Output("d_bias: float")        // [4H] = Σ_t Σ_b dz_t[b]
     .Output("norms: float")         // [T, 3]: per step ‖dh_t‖, ‖dc_t‖, ‖dh_direct_t‖ (0 if none)
+    .Output("dx: float")            // [T, B, I] = dz_t·kernelᵀ
     .SetShapeFn([](InferenceContext* ctx) {
       DimensionHandle steps = ctx->Dim(ctx->input(5), 0), batch = ctx->Dim(ctx->input(5), 1),
                       hidden = ctx->Dim(ctx->input(5), 2), inputs = ctx->Dim(ctx->input(0), 2),
@@ -163,6 +165,7 @@ REGISTER_OP("LstmvizSequenceBackward")
       ctx->set_output(6, ctx->MakeShape({hidden, four}));
       ctx->set_output(7, ctx->MakeShape({four}));
       ctx->set_output(8, ctx->MakeShape({steps, 3}));
+      ctx->set_output(9, ctx->input(0));
       return AtMostOne(ctx, {"dh_direct", "dc_direct", "mask"});
     });
 
@@ -296,15 +299,19 @@ class SequenceBackward : public OpKernel {
                                 ", c ", c_in.shape().DebugString(), ", gates ",
                                 gates_in.shape().DebugString(), ", h0 ",
                                 h0.shape().DebugString()));
+    const Tensor* kernel;
+    OP_REQUIRES_OK(ctx, ctx->input("kernel", &kernel));
+    OP_REQUIRES(ctx, kernel->shape() == TensorShape({I, 4 * H}),
+                InvalidArgument("kernel must be [I, 4H], got ", kernel->shape().DebugString()));
     const float *dh_d, *dc_d, *mask;
     OP_REQUIRES_OK(ctx, Optional(ctx, "dh_direct", c_in.shape(), &dh_d));
     OP_REQUIRES_OK(ctx, Optional(ctx, "dc_direct", c_in.shape(), &dc_d));
     OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
-    Tensor *dz_out = nullptr, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out, *du_out, *db_out,
-           *norms_out;
-    // dz is an output only for dL/dx, which compiled graphs prune when nothing asks for it:
-    // then each step's dz stays in a block's scratch rows, and the gates, only read, are not
-    // written back to memory. Kept, it takes the gates' buffer when nothing else holds it.
+    Tensor *dz_out = nullptr, *dx_out = nullptr, *dh_out, *dc_out, *dh0_out, *dc0_out, *dk_out,
+           *du_out, *db_out, *norms_out;
+    // dz is an output only when something reads it (not the gradient function, which takes dx:
+    // compiled graphs prune it): then each step's dz stays in a block's scratch rows, and the
+    // gates, only read, are not written back. Kept, it takes the gates' buffer when it can.
     const bool keep_dz = ctx->output_required(0);
     if (keep_dz) {
       OP_REQUIRES_OK(ctx,
@@ -318,22 +325,31 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(6, TensorShape({H, 4 * H}), &du_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(7, TensorShape({4 * H}), &db_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(8, TensorShape({T, 3}), &norms_out));
+    // dx likewise only when asked for: each step's product gives it beside dh_{t-1}.
+    const int64_t dx_width = ctx->output_required(9) ? I : 0;
+    if (dx_width > 0) OP_REQUIRES_OK(ctx, ctx->allocate_output(9, x.shape(), &dx_out));
     const float *xs = x.flat<float>().data(), *gates = gates_in.flat<float>().data(),
                 *hs = h_in.flat<float>().data(), *cs = c_in.flat<float>().data(),
                 *h_init = h0.flat<float>().data(), *c_init = c0.flat<float>().data();
     float *dzs = keep_dz ? dz_out->flat<float>().data() : nullptr,
+          *dxs = dx_out != nullptr ? dx_out->flat<float>().data() : nullptr,
           *dhs = dh_out->flat<float>().data(),
           *dcs = dc_out->flat<float>().data(), *dh0 = dh0_out->flat<float>().data(),
           *dc0 = dc0_out->flat<float>().data();
-    // dh_{t-1}'s recurrent part dz_t·Uᵀ, Uᵀ [4H, H] packed once.
-    Panels recurrent_t(H, 4 * H);
-    recurrent_t.Append(recurrent.flat<float>().data(), 4 * H, 1, 4 * H);
+    // dh_{t-1}'s recurrent part dz_t·Uᵀ (and dx_t = dz_t·kernelᵀ beside it: one product of
+    // [U; kernel]ᵀ [4H, H + I]), packed once.
+    std::vector<float> joined(recurrent.flat<float>().data(),
+                              recurrent.flat<float>().data() + H * 4 * H);
+    joined.insert(joined.end(), kernel->flat<float>().data(),
+                  kernel->flat<float>().data() + dx_width * 4 * H);
+    Panels recurrent_t(H + dx_width, 4 * H);
+    recurrent_t.Append(joined.data(), 4 * H, 1, 4 * H);
     // The weight gradients [x_t | h_{t-1} | 1]ᵀ·dz_t [I+H+1, 4H] (the last row: the bias's)
     // accumulate per block over chunks of steps, dz packed as B: one product of depth
     // kChunkDepth or more rather than one per step of depth n, which few rows would make
     // load-bound. Each block sums into its own partial; the partials are added in block order,
     // so the result does not depend on which thread finished first.
-    constexpr int64_t kChunkDepth = 128;
+    constexpr int64_t kChunkDepth = 256;
     const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B);
     const int64_t gradient_width = Panels::PaddedColumns(4 * H);
     std::vector<Eigen::ArrayXf> partials(blocks);
@@ -430,6 +446,7 @@ class SequenceBackward : public OpKernel {
             next.Add(dhs + before * H, n * H, true);
             next.Add(dcs + before * H, n * H, true);
           }
+          if (dxs != nullptr) next.Add(dxs + row * I, n * I, true);
           dz_chunk.Append(dz_step, n, 4 * H, 1);
           if (++chunked == chunk_steps || t == 0) {
             dz_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}},
@@ -439,6 +456,9 @@ class SequenceBackward : public OpKernel {
           }
           recurrent_t.Multiply(n, {{dz_step, 4 * H, 1, 4 * H}}, dh_next.data(), width,
                                &next);
+          for (int64_t r = 0; dxs != nullptr && r < n; ++r) {
+            std::copy_n(dh_next.data() + r * width + H, I, dxs + (row + r) * I);
+          }
           if constexpr (kMasked) {  // the carried part, row r scaled by 1 - m_t[r]
             for (int64_t r = 0; r < n; ++r) {
               ArrayMap(dh_next.data() + r * width, H) +=

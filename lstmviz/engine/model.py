@@ -153,11 +153,19 @@ class ModelGradients:
         from lstmviz.weights.keras_rebuild import load_layer_weights
 
         for layer in spec.layers:
-            held = self._keras_weights.get(layer.name)
-            if held is None or all(np.array_equal(held[k], v) for k, v in layer.weights.items()):
+            if layer.name not in self._keras_weights:
+                continue
+            held = self._keras_weights[layer.name]
+            if held is not None and all(np.array_equal(held[k], v)
+                                        for k, v in layer.weights.items()):  # fmt: skip
                 continue
             load_layer_weights(self.forward.keras[layer.name], layer)
             self._keras_weights[layer.name] = layer.weights
+
+    def forget_keras_weights(self) -> None:
+        """Say that the layers Keras runs were given other weights (assigned directly): the
+        next `load_keras_weights` loads every one of them."""
+        self._keras_weights = dict.fromkeys(self._keras_weights)
 
     def __call__(self, x, y, weights=None, cancelled=bool) -> dict[str, tf.Tensor]:
         """x and y batch-major as Keras takes them (NumPy); weights in `weight_names` order

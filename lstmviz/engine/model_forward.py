@@ -28,11 +28,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from lstmviz.engine.activations import activation
-from lstmviz.engine.cells import cell_sequence, needs_read_probe
+from lstmviz.engine import native
+from lstmviz.engine.activations import SATURATION, activation
+from lstmviz.engine.cells import cell_activations, cell_sequence, needs_read_probe
 from lstmviz.engine.gradients import watch_probes
 from lstmviz.engine.layer_ops import batch_normalization, flatten
 from lstmviz.engine.tfload import tf
+from lstmviz.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.weights.model import CELL_GATES, CELLS, RECURRENT, DirectionSpec, LayerSpec, ModelSpec
 
 
@@ -53,6 +55,7 @@ class Direction:
     gates: tf.Tensor  # activations of the G gate blocks [T, B, G·H] (not differentiated)
     saturated: tf.Tensor  # 1.0 where a gate is saturated, else 0.0 [T, B, G·H]
     saturated_diagnosis: tf.Tensor | None = None  # the same by the diagnosis's margin
+    activations: tuple[str, ...] = ()  # each gate block's activation (names, as `gate_names`)
 
     @property
     def gate_names(self) -> tuple[str, ...]:
@@ -242,8 +245,9 @@ class ModelForward:
             probes = (probes[0], None)
         weights = {"kernel": w["kernel"], "recurrent_kernel": recurrent, "bias": bias}
         run = cell_sequence(spec.cell, spec.args, xd, state, weights, probes, md)
+        acts = tuple(act.name for act in cell_activations(spec.cell, spec.args))
         return Direction(spec.name, spec.cell, backwards, xd, run.h, run.c, probes, weights, md,
-                         run.gates, run.saturated, run.saturated_diagnosis)  # fmt: skip
+                         run.gates, run.saturated, run.saturated_diagnosis, acts)  # fmt: skip
 
     def _output(self, direction: Direction, args: dict, sequence: bool):
         """The layer's output from a direction: h in processing order (sequences), zeroed at
@@ -293,21 +297,34 @@ def gate_activity(direction: Direction) -> dict[str, tf.Tensor]:
     activation and the fraction saturated (activations.py) over samples and units at every
     step; `gates_unit_mean` [G, H] each gate's mean per unit over (t, b);
     `gates_saturated_diagnosis` [G] the fraction of (t, b, j) saturated by the diagnosis's
-    margin (when the direction holds it)."""
+    margin (when the direction holds it). Gates of tanh and sigmoid only, in a graph with the
+    native library: one pass of `gate_stats.cc` over the activations (`_fused_sums`)."""
     steps, batch, units = (tf.shape(direction.h)[k] for k in range(3))
     count_gates = len(direction.gate_names)
     weight = tf.ones([steps, batch], direction.gates.dtype) if direction.mask is None else (
         direction.mask)  # fmt: skip
     count = tf.reduce_sum(weight, 1) * tf.cast(units, weight.dtype)  # [T]
+    samples = tf.reduce_sum(weight)  # the unmasked (t, b)
+
+    def per_step(total):  # [T, G] sums -> [G, T] (input order) means over unmasked (b, j)
+        return tf.transpose(direction.in_input_order(tf.math.divide_no_nan(total, count[:, None])))
+
+    fused = _fused_sums(direction)
+    if fused is not None:
+        sums, unit_sums = fused  # [T, 3, G], [G·H]
+        cells = samples * tf.cast(units, weight.dtype)  # the unmasked (t, b, j)
+        return {"gates_mean": per_step(sums[:, 0]), "gates_saturated": per_step(sums[:, 1]),
+                "gates_unit_mean": tf.math.divide_no_nan(
+                    tf.reshape(unit_sums, [count_gates, units]), samples),
+                "gates_saturated_diagnosis": tf.math.divide_no_nan(
+                    tf.reduce_sum(sums[:, 2], 0), cells)}  # fmt: skip
 
     def blocks(values):  # [T, B, G·H] -> [T, B, G, H]
         return tf.reshape(values, [steps, batch, count_gates, units])
 
     def mean(values):  # [T, B, G·H] -> [G, T] (input order), over unmasked (b, j)
-        total = tf.einsum("tb,tbgh->tg", weight, blocks(values))
-        return tf.transpose(direction.in_input_order(tf.math.divide_no_nan(total, count[:, None])))
+        return per_step(tf.einsum("tb,tbgh->tg", weight, blocks(values)))
 
-    samples = tf.reduce_sum(weight)  # the unmasked (t, b)
     out = {"gates_mean": mean(direction.gates), "gates_saturated": mean(direction.saturated),
            "gates_unit_mean": tf.math.divide_no_nan(
                tf.einsum("tb,tbgh->gh", weight, blocks(direction.gates)), samples)}  # fmt: skip
@@ -316,3 +333,26 @@ def gate_activity(direction: Direction) -> dict[str, tf.Tensor]:
         out["gates_saturated_diagnosis"] = tf.math.divide_no_nan(
             total, samples * tf.cast(units, weight.dtype))  # fmt: skip
     return out
+
+
+# Saturation of the activations gate_stats.cc handles: |y - centre| > bound, as
+# `Activation.saturated` computes it (tanh |y| > 1 - margin, sigmoid |y - 0.5| > 0.5 - margin).
+_CENTRES = {"tanh": (0.0, 1.0), "sigmoid": (0.5, 0.5)}  # name -> (centre, bound + margin)
+
+
+def _fused_sums(direction: Direction) -> tuple[tf.Tensor, tf.Tensor] | None:
+    """(sums [T, 3, G], unit_sums [G·H]) of `LstmvizGateStats` for the direction's gates, or
+    None where it does not apply (eagerly, without the native library, gates not float32,
+    another activation, or a direction that does not name its activations)."""
+    kernels = native.library()
+    acts = direction.activations
+    if kernels is None or tf.executing_eagerly() or direction.gates.dtype != tf.float32 or (
+            not acts or any(name not in _CENTRES for name in acts)):  # fmt: skip
+        return None
+    centres = [_CENTRES[name][0] for name in acts]
+    bounds = [_CENTRES[name][1] - SATURATION for name in acts]
+    diagnosis = [_CENTRES[name][1] - GATE_SATURATION_DIAGNOSIS for name in acts]
+    mask = [] if direction.mask is None else [tf.cast(direction.mask, tf.float32)]
+    return kernels.lstmviz_gate_stats(direction.gates, mask,
+                                      centres=centres, bounds=bounds,
+                                      diagnosis_bounds=diagnosis)  # fmt: skip

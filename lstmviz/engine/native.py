@@ -38,9 +38,10 @@ from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
-# compiled into one library: the LSTM's kernels, the GRU's, the SimpleRNN's, the step norms
+# compiled into one library: the LSTM's kernels, the GRU's, the SimpleRNN's, the step norms,
+# the gate statistics
 SOURCES = [SOURCE, *(SOURCE.with_name(name) for name in (
-    "gru_kernels.cc", "rnn_kernels.cc", "step_norms.cc"))]  # fmt: skip
+    "gru_kernels.cc", "rnn_kernels.cc", "step_norms.cc", "gate_stats.cc"))]  # fmt: skip
 # included by the sources: part of the key
 HEADERS = [SOURCE.with_name(name)
            for name in ("panel_gemm.h", "kernel_common.h", "cell_activations.h")]  # fmt: skip
@@ -223,10 +224,11 @@ def _sequence_gradient(op, dh_direct, dc_direct, _dgates):
     gradients over all steps (dz_t is zero at masked steps, so they need no mask)."""
     x, kernel, recurrent, _, h0, c0, _, _, *mask = op.inputs
     h, c, gates = op.outputs
-    dz, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _ = library().lstmviz_sequence_backward(
-        x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask
-    )
-    dx = tf.einsum("tbg,ig->tbi", dz, kernel)  # pruned from compiled graphs unless asked for
+    _, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _, dx = (
+        library().lstmviz_sequence_backward(
+            x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask, kernel
+        )
+    )  # dx (dz_t·kernelᵀ, in the same products as dh_{t-1}) pruned from graphs unless asked for
     return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
 
 
