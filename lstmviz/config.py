@@ -151,6 +151,11 @@ class RunConfig:
         """Whether this run trains a user's model: a mode that can (`Mode.fit`), given one."""
         return bool(self.model) and bool(modes.get(self.mode).fit)
 
+    def weight_files_listed(self) -> bool:
+        """Whether `weights` names one file per unit (a comma list or a folder): a mode that
+        lists weight files (`Mode.lists_weight_files`), with generator "files"."""
+        return modes.get(self.mode).lists_weight_files and self.generator == "files"
+
     def validate(self, limits: bool = True) -> RunConfig:
         """Raise ConfigError naming the first bad parameter; return self when all are fine.
 
@@ -211,7 +216,7 @@ class RunConfig:
             raise ConfigError("--layer", "only applies together with --weights FILE")
         if self.time_major and not self.inputs:
             raise ConfigError("--time-major", "only applies together with --inputs FILE")
-        if self.mode == "batchwise" and self.weights and self.generator != "files":
+        if mode.lists_weight_files and self.weights and self.generator != "files":
             raise ConfigError("--weights", "in batchwise mode weights files need --generator files")
         if self.targets and not self.inputs:
             raise ConfigError("--targets", "only applies together with --inputs FILE")
@@ -226,7 +231,7 @@ class RunConfig:
             value = getattr(self, name)
             if value is None:
                 continue
-            listed = name == "weights" and self.mode == "batchwise"
+            listed = name == "weights" and modes.get(self.mode).lists_weight_files
             entries = value.split(",") if listed else [value]
             if not all(entry.strip() for entry in entries):
                 what = "layer name" if name == "layer" else "file name"
@@ -239,15 +244,16 @@ class RunConfig:
         mode, fitting = modes.get(self.mode), self.fitting()
         unused = {name: getattr(RunConfig, name) for name in OPTIONAL
                   if not mode.uses(name, fitting)}  # fmt: skip
-        if self.mode == "train" and not self.inputs and not fitting:  # the task fixes I
+        if mode.trains and not self.inputs and not fitting:  # the task fixes I
             unused["input_dim"] = TASK_INPUT_DIMS.get(self.task, self.input_dim)
         return replace(self, **unused)
 
     def estimated_bytes(self) -> int:
         """Rough peak memory of the run: every stored [T, B, ·] array plus TensorFlow's
         working set (gate activations, gradients), about (I + 30·H) floats per step and sample."""
-        steps = self.steps * {"multipass": self.passes, "batchwise": self.batches}.get(self.mode, 1)
-        copies = 2 if self.mode == "multipass" else 1  # full, truncated and reference
+        mode = modes.get(self.mode)
+        steps = self.steps * (getattr(self, mode.count) if mode.steps_per_unit else 1)
+        copies = mode.copies  # multipass: full and truncated
         per_step = self.batch * (self.input_dim + 30 * self.hidden) * 4
         weights = (self.input_dim + self.hidden) * 4 * self.hidden * 4 * 4
         # seeded weights, before the run: the orthogonal recurrent kernel is the QR of a [4H, H]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from lstmviz import modes
 from lstmviz.config import LOSSES, RunConfig
 from lstmviz.engine.losses import check_target, target_shape
 from lstmviz.errors import ConfigError, InputError, WeightsError
@@ -180,7 +181,8 @@ def loaded_problem(config: RunConfig) -> tuple[RunConfig, Problem, dict[str, str
 
     sources: dict[str, str] = {}
     sizes: dict[str, int] = {}
-    passes = config.passes if config.mode == "multipass" else None
+    mode = modes.get(config.mode)
+    passes = getattr(config, mode.count) if mode.steps_per_unit else None
     weights = x = None
     if config.weights:
         weights, sources["weights_source"] = read_weights(config.weights, config.layer)

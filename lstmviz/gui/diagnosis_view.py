@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from lstmviz import modes
 from lstmviz.analysis.diagnosis import details
 from lstmviz.errors import LstmvizError
 
@@ -147,8 +148,8 @@ class DiagnosisView:
         self.reach_lines = []
         if self._area is None:
             return
-        names = ("layers",) if len(diagnosis.layers) > 1 or self.trace.mode == "model" \
-            else ("norm",)  # fmt: skip
+        whole_model = modes.find(self.trace.mode).whole_model
+        names = ("layers",) if len(diagnosis.layers) > 1 or whole_model else ("norm",)
         for name in names:
             panel = self._area.by_name.get(name)
             if panel is None:

@@ -233,7 +233,7 @@ class ParamsEditor(QWidget):
             for name in FILE_WIDGETS:
                 path = getattr(config, name)
                 listed = [path] if path else []
-                if name == "weights" and path and config.mode == "batchwise":
+                if name == "weights" and path and mode.lists_weight_files:
                     from lstmviz.engine.generators import weight_paths  # no TensorFlow
 
                     listed = weight_paths(path, config.batches)  # one file per batch
@@ -350,17 +350,23 @@ class ParamsEditor(QWidget):
         self._apply_locks()
 
     def model_mode(self) -> bool:
-        return self.widgets["mode"].currentData() == "model"
+        """Whether the mode shown runs a whole model."""
+        return modes.get(self.widgets["mode"].currentData()).whole_model
 
     def _mode_changed(self) -> None:
-        mode = self.widgets["mode"].currentData()
-        self.cudnn_note.setVisible(mode == "batchwise")
-        self._loss_choices(mode == "model")
+        mode = modes.get(self.widgets["mode"].currentData())
+        self.cudnn_note.setVisible(mode.uses("generator"))
+        self._loss_choices(mode.any_loss)
         label = self.form.labelForField(self.widgets["inputs"])
-        label.setText("Data" if mode == "model" else LABELS["inputs"])
-        if mode != "model":  # a run of another mode reads neither the model nor the data
+        label.setText(self._label("inputs", mode))
+        if not mode.whole_model:  # a run of another mode reads neither the model nor the data
             self.drop_recorded()
         self._apply_locks()
+
+    @staticmethod
+    def _label(name: str, mode: modes.Mode) -> str:
+        """The dock's label of field `name` while `mode` is shown."""
+        return "Data" if name == "inputs" and mode.whole_model else LABELS[name]
 
     def _loss_choices(self, model: bool) -> None:
         """Model mode: any Keras loss name (typed, or one of MODEL_LOSSES; a stack of LSTM
@@ -398,20 +404,20 @@ class ParamsEditor(QWidget):
         if not hasattr(self, "loaded"):  # still building
             return
         mode = modes.get(self.widgets["mode"].currentData())
-        passes = self.widgets["passes"].value()
+        units = self.widgets[mode.count].value() if mode.steps_per_unit else 1
         fixed: dict[str, tuple[int, str]] = {}
         for name, (path, sizes, _) in self.loaded.items():
             # Training reads its own task sequences from an inputs file (the engine checks
             # them); a file the mode does not read fixes nothing.
-            if not mode.uses(name) or (name == "inputs" and mode.name == "train"):
+            if not mode.uses(name) or (name == "inputs" and mode.trains):
                 continue
             for field, value in sizes.items():
-                if field == "steps" and mode.name == "multipass":
-                    if value % passes:
-                        continue  # the run will say that T does not split into passes
-                    value //= passes
+                if field == "steps" and mode.steps_per_unit:
+                    if value % units:
+                        continue  # the run will say that T does not split into its units
+                    value //= units
                 fixed[field] = (value, path)
-        spec = self.model_spec if mode.name == "model" else None
+        spec = self.model_spec if mode.whole_model else None
         if spec is not None and spec.loss is not None and not spec.stack:
             fixed["loss"] = (spec.loss, self.loaded["model"][0])  # compiled into the model
             self.widgets["loss"].setCurrentText(spec.loss)
@@ -427,7 +433,7 @@ class ParamsEditor(QWidget):
             widget.setEnabled(enabled)
             # a model run reads few fields: the others make room for its layer table (the
             # one-LSTM modes keep theirs in view, greyed out where unused)
-            self.form.setRowVisible(widget, mode.name != "model" or mode.uses(name))
+            self.form.setRowVisible(widget, not mode.whole_model or mode.uses(name))
         for field in SIZE_FIELDS:
             widget = self.widgets[field]
             if field in fixed:
@@ -444,7 +450,7 @@ class ParamsEditor(QWidget):
                 for name, (path, sizes, text) in used.items()}  # fmt: skip
         for name, (path, _, text) in used.items():  # a file the mode ignores is not listed
             shown = text.replace(str(path), Path(path).name, 1)
-            label = "Data" if name == "inputs" and mode.name == "model" else LABELS[name]
+            label = self._label(name, mode)
             lines.append(f"<b>{label}:</b> {html.escape(shown)}")
         tips = [text for _, _, text in used.values()]
         if self.recorded_from is not None:
