@@ -67,6 +67,7 @@ from lstmviz.render.layout import (
     panels_for,
 )
 from lstmviz.trace import GradientTrace
+from lstmviz.view import ViewOptions
 
 FORMATS = ("png", "svg", "pdf", "csv")
 # The names each output may have: (suffixes, what files of it are called in a refusal).
@@ -348,6 +349,7 @@ def export(
     record: int | None = None,
     t_range: tuple[int, int] | None = None,
     progress=None,
+    view: ViewOptions | None = None,
 ) -> list[Path]:
     """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
     file, or a recording (a `Recording` or an `.lvz`). PNG is `width` × `height`
@@ -360,7 +362,8 @@ def export(
     direction a model trace's gates and per-unit panels show (index into `layer_names`).
     `record`, `t_range`: a recording's record its curves show (from 0, negative from the
     end; None: the last) and the timestep range of its heatmap (None: every t), as the
-    window's slider and range.
+    window's slider and range. `view`: a `ViewOptions` holding those five at once (the
+    keywords given besides it override its fields).
     `npz` saves the trace itself (a recording's last record's).
     `progress`: None, or `progress(fraction done in [0, 1], what: str)`, called between the
     steps of the work (each format; each plot; blocks of CSV rows): returning False cancels,
@@ -370,6 +373,8 @@ def export(
     must have something to draw. Raises ExportError (or TraceError, RecordingError for an
     unreadable file) naming the path or the flag; then nothing is written.
     """
+    view = ViewOptions.given(view, log=log, normalise=normalise, layer=layer, record=record,
+                             t_range=t_range)  # fmt: skip
     outputs = {"png": png, "svg": svg, "pdf": pdf, "csv": csv, "npz": npz}
     targets = {fmt: Path(p) for fmt, p in outputs.items() if p is not None and str(p) != ""}
     if not targets:
@@ -410,7 +415,7 @@ def export(
                                   f"{', '.join(fitting)})")  # fmt: skip
     if needs_qt:
         width, height, dpi = _size(width, height, dpi)
-        record = _record(trace, record, t_range)
+        view = view.but(record=_record(trace, view.record, view.t_range))
     if "npz" in targets and recording and trace.last is None:
         raise ExportError(f"--npz: {source}: the recording's last trace was not read")
     stages = [k for k in ("csv", "figure", "png", "svg", "pdf", "npz")
@@ -423,7 +428,6 @@ def export(
         csv_data = csv_of_columns(columns, step.part("csv")).encode("utf-8")
         beside = diagnosis_path(targets["csv"])  # the diagnosis, beside the curves
         diagnosis = diagnosis_csv(trace.diagnosis).encode("utf-8")
-    view = {"layer": layer, "record": record, "t_range": t_range}
 
     temps: dict[str, Path] = {}
     try:
@@ -432,8 +436,8 @@ def export(
                 with _writing(fmt, path):
                     temps[fmt] = stack.enter_context(atomic_path(path, suffix="." + fmt))
             if needs_qt:
-                _render(trace, source, temps, targets, width, height, dpi, panels, log,
-                        normalise, view, step)  # fmt: skip
+                _render(trace, source, temps, targets, (width, height, dpi), panels, view,
+                        step)  # fmt: skip
             if csv_data is not None:
                 with _writing("csv", targets["csv"]):
                     temps["csv"].write_bytes(csv_data)
@@ -470,23 +474,22 @@ def _rename_error(exc: OSError, temps: dict[str, Path], targets: dict[str, Path]
     return f"{where}cannot write ({_os_message(exc)})"
 
 
-def _render(trace, source, temps, targets, width, height, dpi, panels, log, normalise,
-            view, step) -> None:  # fmt: skip
+def _render(trace, source, temps, targets, size, panels, view: ViewOptions, step) -> None:
     """Draw the figure of `trace` (a GradientTrace or a Recording) into the temporary files
-    `temps` of `targets` (messages name the targets, not the temporary files). `view`: the LSTM
-    direction shown (`layer`), and a recording's `record` and `t_range`; `step`: `_Progress`."""
+    `temps` of `targets` (messages name the targets, not the temporary files). `size`: (width,
+    height, dpi); `view`: how it is drawn (a recording: its record and t_range checked);
+    `step`: `_Progress`."""
+    width, height, dpi = size
     step("figure")
     try:
         if isinstance(trace, GradientTrace):
             from lstmviz.render.figure import Figure
 
-            figure = Figure(trace, panels, log=log, normalise=normalise, source=source,
-                            layer=view["layer"])  # fmt: skip
+            figure = Figure(trace, panels, view, source=source)
         else:
             from lstmviz.render.recording_figure import RecordingFigure
 
-            figure = RecordingFigure(trace, panels, log=log, normalise=normalise, source=source,
-                                     **view)  # fmt: skip
+            figure = RecordingFigure(trace, panels, view, source=source)
     except ValueError as exc:
         _check_drawn(trace, panels, drawn=[])
         raise ExportError(str(exc)) from None

@@ -36,6 +36,7 @@ from lstmviz.export import (
 )
 from lstmviz.render.figure import panel_name
 from lstmviz.render.panel import Panel, panel_title
+from lstmviz.view import ViewOptions
 
 FORMATS = {  # key: (check box text, suffix, file-dialog filter)
     "png": ("PNG image", ".png", "PNG image (*.png)"),
@@ -61,15 +62,15 @@ def window_panels(window) -> list[Panel]:
     return [p for p in window.findChildren(Panel) if not p.isHidden()]
 
 
-def _view_options(window) -> dict:
-    options = {
-        "log": window.log_action.isChecked(),
-        "normalise": window.normalise_action.isChecked(),
-        "layer": window.area.layer,  # the LSTM direction a model's gates and units panels show
-    }
-    if window.recording is not None:  # the record and the timesteps its panels show
-        options |= {"record": window.area.record, "t_range": window.area.t_range}
-    return options
+def _view_options(window) -> ViewOptions:
+    """How the window draws what it shows: View's log scale and normalising, the LSTM
+    direction a model's gates and units panels show, a recording's record and timesteps."""
+    view = ViewOptions(log=window.log_action.isChecked(),
+                       normalise=window.normalise_action.isChecked(),
+                       layer=window.area.layer)  # fmt: skip
+    if window.recording is not None:
+        view = view.but(record=window.area.record, t_range=window.area.t_range)
+    return view
 
 
 def _subject(window):
@@ -160,7 +161,7 @@ def _write(window, targets: dict[str, str], remember_name: bool = True, **option
     progress = ExportProgress(window)
     try:
         try:
-            written = export(_subject(window), **targets, **_view_options(window), **options,
+            written = export(_subject(window), **targets, view=_view_options(window), **options,
                              progress=progress.report)  # fmt: skip
         finally:
             progress.close()  # before an error dialog
