@@ -22,10 +22,6 @@ from lstmviz.errors import LstmvizError
 from lstmviz.view import ViewOptions
 
 WIDTH, HEIGHT, DPI = 1200, 750, 96  # a notebook's column; Jupyter shows PNGs at their pixel size
-# export's flags that are other words here (the rest become keywords: "--width: …" -> "width: …")
-_RENAMES = (("--width/--height", "width/height"), ("--panel", "panels"), ("--dpi", "dpi"),
-            ("--mode train", "mode='train'"), ("--mode model", "mode='model'"),
-            ("--connectivity", "connectivity=True"))  # fmt: skip
 
 
 class Figure:
@@ -84,11 +80,11 @@ def plot(
     try:
         check_layer(load_subject(trace, full=False)[0], view.layer)
     except LstmvizError as exc:
-        raise in_python_terms(exc, _RENAMES) from None
+        raise in_python_terms(exc) from None
     with tempfile.TemporaryDirectory(prefix="lstmviz-plot-") as folder:
         path = Path(folder) / "plot.png"
         try:
             export(trace, png=path, width=width, height=height, dpi=dpi, panels=panels, view=view)
         except LstmvizError as exc:
-            raise in_python_terms(exc, _RENAMES) from None
+            raise in_python_terms(exc) from None
         return Figure(path.read_bytes())

@@ -242,7 +242,8 @@ def _run(send, flags: _Flags, run_id: int, config, engine, folder: str) -> None:
                     break
         send(("cancelled", run_id))
     except Exception as exc:
-        send(("failed", run_id, describe(exc)))
+        # an input error keeps its fields marked: the window names them as the dock does
+        send(("failed", run_id, exc.marked if isinstance(exc, LstmvizError) else describe(exc)))
     finally:
         flags.current = None
         for held in (flags.cancelled, flags.paused, flags.finish):

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from lstmviz.errors import LstmvizError
+from lstmviz.errors import LstmvizError, cli_term
 from lstmviz.export import (
     DEFAULT_DPI,
     DEFAULT_HEIGHT,
@@ -115,16 +115,22 @@ def _remember(window, path: Path, name: bool = True) -> None:
         window.settings.setValue("export/name", path.stem)
 
 
-# `lstmviz export`'s flags, as the dialog names what they set
-DIALOG_TERMS = {"--width/--height": "Image size", "--width": "width", "--height": "height",
-                "--dpi": "dpi", **{f"--{key}": key.upper() for key in FORMATS}}  # fmt: skip
+# The export's arguments, as the dialog names what they set
+DIALOG_TERMS = {"size": "Image size", "width": "width", "height": "height", "dpi": "dpi",
+                **{key: key.upper() for key in FORMATS}}  # fmt: skip
 
 
-def in_dialog_terms(message: str) -> str:
-    """An export error in the dialog's words: "--png /x.png: …" -> "PNG /x.png: …"."""
-    for flag, term in DIALOG_TERMS.items():
-        message = message.replace(flag, term)
-    return message
+def dialog_term(name: str, value: str | None = None) -> str:
+    """The dialog's words for export argument `name` (`errors.Term`): "PNG /x.png", "Image
+    size"; an argument it has no field for, as the command line names it."""
+    if name not in DIALOG_TERMS:
+        return cli_term(name, value)
+    return f"{DIALOG_TERMS[name]} {value}" if value else DIALOG_TERMS[name]
+
+
+def in_dialog_terms(exc: Exception) -> str:
+    """An export's error in the dialog's words: "--png /x.png: …" -> "PNG /x.png: …"."""
+    return str(exc.worded(dialog_term) if isinstance(exc, LstmvizError) else exc)
 
 
 PROGRESS_STEPS = 1000
@@ -169,7 +175,7 @@ def _write(window, targets: dict[str, str], remember_name: bool = True, **option
         window.message.setText("export cancelled: nothing written")
         return False
     except (LstmvizError, OSError) as exc:
-        window.show_error("Cannot export", in_dialog_terms(str(exc)))
+        window.show_error("Cannot export", in_dialog_terms(exc))
         return False
     if "npz" in targets:
         window._add_recent(str(Path(targets["npz"]).resolve()))

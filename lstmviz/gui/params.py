@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from lstmviz import modes
-from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, flag, help_for
-from lstmviz.errors import ConfigError
+from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
+from lstmviz.errors import ConfigError, cli_term, render
 from lstmviz.gui.fields import FileField, LayerField
 from lstmviz.gui.model_table import ModelTable
 from lstmviz.weights.loaders import LayerInfo
@@ -68,14 +68,22 @@ LABELS = {
 }
 
 
+def dock_term(name: str, value: str | None = None) -> str:
+    """The dock's words for field `name` (`errors.Term`): its label ("Steps T", "Inputs
+    layout"), "a Weights file" for a file it names; a field the dock has no row for, as the
+    command line names it."""
+    if name not in LABELS:
+        return cli_term(name, value)
+    label = LABELS[name]
+    if value == "FILE":
+        return f"{'an' if label[0] in 'AEIOU' else 'a'} {label} file"
+    return f"{label} {value}" if value else label
+
+
 def in_dock_terms(text: str) -> str:
-    """A message about CLI flags in the dock's words: "--weights FILE" -> "a Weights file",
-    "--time-major" -> "Inputs layout"."""
-    for name, label in LABELS.items():
-        article = "an" if label[0] in "AEIOU" else "a"
-        text = text.replace(f"{flag(name)} FILE", f"{article} {label} file")
-        text = re.sub(re.escape(flag(name)) + r"\b(?!-)", label, text)
-    return text
+    """A message (an error's, as `LstmvizError.marked` keeps it: the computing process sends
+    them so) in the dock's words (`dock_term`)."""
+    return render(text, dock_term)
 
 
 class FieldsArea(QScrollArea):
@@ -213,22 +221,11 @@ class ParamsEditor(QWidget):
     def validated(self) -> RunConfig:
         """The config a run of the shown mode gets (the fields the mode does not read are
         cleared), checked as the CLI checks it: values, combinations, files that exist, and a
-        run that fits in memory. Raises ConfigError naming the field."""
+        run that fits in memory. Raises ConfigError naming the field as the dock does."""
         config = self.config().for_mode()
         mode = modes.get(config.mode)
-        for name in (n for n in mode.requires if not getattr(config, n)):
-            how = FILE_WIDGETS[name][0].split(": ", 1)[-1]
-            if self.widgets[name].recorded():
-                raise ConfigError(LABELS[name], f"the {name} of {self.recorded_from} was "
-                                  f"{self.recorded_how}, in another process: it cannot be re-run "
-                                  f"from here. To run it, open its saved {name} file: {how}; or "
-                                  "choose another mode")  # fmt: skip
-            raise ConfigError(LABELS[name], f"{mode.label} mode needs a {name} file: {how}, "
-                              "or drop the file on the window")  # fmt: skip
-        if mode.any_loss and not config.loss:
-            raise ConfigError(LABELS["loss"], "the model has no compiled loss: choose "
-                              "one (mse, binary_crossentropy, …) or type a Keras loss name")
         try:
+            self._check_needed(config, mode)
             config.validate().check_flags()
             for name in FILE_WIDGETS:
                 path = getattr(config, name)
@@ -238,11 +235,26 @@ class ParamsEditor(QWidget):
 
                     listed = weight_paths(path, config.batches)  # one file per batch
                 for one in (p for p in listed if not Path(p).is_file()):
-                    raise ConfigError(LABELS[name], f"{one}: no such file")
+                    raise ConfigError(name, f"{one}: no such file")
             return config.check_memory()
         except ConfigError as exc:  # the dock's names for the fields, not the CLI's flags
-            raise ConfigError(in_dock_terms(exc.flag), in_dock_terms(
-                str(exc).removeprefix(f"{exc.flag}: "))) from None  # fmt: skip
+            raise exc.worded(dock_term) from None
+
+    def _check_needed(self, config: RunConfig, mode: modes.Mode) -> None:
+        """ConfigError for a file the mode cannot run without (a model) or a loss the model
+        does not give, in the dock's words: how to give it here."""
+        for name in (n for n in mode.requires if not getattr(config, n)):
+            how = FILE_WIDGETS[name][0].split(": ", 1)[-1]
+            if self.widgets[name].recorded():
+                raise ConfigError(name, f"the {name} of {self.recorded_from} was "
+                                  f"{self.recorded_how}, in another process: it cannot be re-run "
+                                  f"from here. To run it, open its saved {name} file: {how}; or "
+                                  "choose another mode")  # fmt: skip
+            raise ConfigError(name, f"{mode.label} mode needs a {name} file: {how}, "
+                              "or drop the file on the window")  # fmt: skip
+        if mode.any_loss and not config.loss:
+            raise ConfigError("loss", "the model has no compiled loss: choose "
+                              "one (mse, binary_crossentropy, …) or type a Keras loss name")
 
     def set_path(self, name: str, path: str | None) -> None:
         self.widgets[name].set_path(path)
