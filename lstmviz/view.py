@@ -33,8 +33,14 @@ class ViewOptions:
             raise TypeError(f"view takes a lstmviz.ViewOptions, not a {type(view).__name__}")
         default = cls()
         changed = {name: value for name, value in keywords.items()
-                   if value is not getattr(default, name) and value != getattr(default, name)}
+                   if not _same(value, getattr(default, name))}  # fmt: skip
         return replace(view or default, **changed)
+
+
+def _same(value, default) -> bool:
+    """Whether `value` is the default itself (not merely equal to it: an array compares
+    element by element)."""
+    return value is default or (type(value) is type(default) and value == default)
 
 
 DEFAULT_VIEW = ViewOptions()  # how a trace is drawn when nothing else is asked
