@@ -47,6 +47,7 @@ _API = {
     "compare": "lstmviz.sources",
     "plot": "lstmviz.notebook",
     "Figure": "lstmviz.notebook",
+    "ViewOptions": "lstmviz.view",
     "LstmvizError": "lstmviz.errors",
     "ConfigError": "lstmviz.errors",
     "InputError": "lstmviz.errors",

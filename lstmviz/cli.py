@@ -156,8 +156,9 @@ def _config_from_args(args: argparse.Namespace) -> RunConfig:
     refused (`RunConfig.check_flags`)."""
     skip = ("command", "out", "quiet", "keep_partial")
     values = {k: v for k, v in vars(args).items() if k not in skip}
-    if args.save_model is not None and args.mode != "train":
-        raise ConfigError("--save-model", "only applies to --mode train (a task's trained "
+    if args.save_model is not None and not modes.get(args.mode).trains:
+        training = ", ".join(m for m in modes.names() if modes.get(m).trains)
+        raise ConfigError("--save-model", f"only applies to --mode {training} (a task's trained "
                           "weights, or the model of --model FILE)")  # fmt: skip
     if _weights_out(args) is not None:
         values["save_model"] = None  # not the fit's model: `_save_weights` writes them
@@ -167,7 +168,7 @@ def _config_from_args(args: argparse.Namespace) -> RunConfig:
 def _weights_out(args: argparse.Namespace) -> str | None:
     """--save-model of a training run on a task (no --model): where its trained weights go;
     None when not asked, or when a --model fit saves its model itself."""
-    if args.mode == "train" and not args.model and args.save_model is not None:
+    if modes.get(args.mode).trains and not args.model and args.save_model is not None:
         return args.save_model
     return None
 
@@ -236,14 +237,15 @@ def _check_unread(option: str, out: Path, config: RunConfig) -> None:
 
 def _read_files(config: RunConfig) -> list[tuple[str, Path]]:
     """(flag, path) for every file the run reads: inputs, targets, the model, the weights
-    (batchwise: each file of the list, or of the folder, as the files generator finds them)."""
+    (per-batch weights: each file of the list, or of the folder, as the files generator finds
+    them)."""
     from lstmviz.engine.generators import weight_paths  # no TensorFlow
 
     found = [(flag(name), Path(getattr(config, name)))
              for name in ("inputs", "targets", "model") if getattr(config, name)]  # fmt: skip
     if config.weights:
-        batchwise = config.mode == "batchwise"
-        paths = weight_paths(config.weights, config.batches) if batchwise else [config.weights]
+        listed = modes.get(config.mode).lists_weight_files
+        paths = weight_paths(config.weights, config.batches) if listed else [config.weights]
         found += [("--weights", Path(path)) for path in paths]
     return found
 

@@ -78,6 +78,7 @@ def export_command(args: argparse.Namespace, report: Callable[[str], None]) -> i
     if not display or not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from lstmviz.export import ExportCancelled, ExportError, export
+    from lstmviz.view import ViewOptions
 
     check_flags(args)
     if not any((args.png, args.svg, args.pdf, args.csv)):
@@ -111,8 +112,7 @@ def export_command(args: argparse.Namespace, report: Callable[[str], None]) -> i
             height=args.height,
             dpi=args.dpi,
             panels=args.panel,
-            log=not args.linear,
-            normalise=args.normalise,
+            view=ViewOptions(log=not args.linear, normalise=args.normalise),
             progress=step,
         )
     except (ExportCancelled, KeyboardInterrupt) as exc:

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
 from lstmviz import modes
-from lstmviz.errors import ConfigError, LstmvizError
+from lstmviz.errors import ConfigError, LstmvizError, cli_term, ref
 
 LOSSES = ("mean_h", "last_mse", "seq_mse")
 GENERATORS = ("random", "hypernetwork", "files")
@@ -92,8 +90,8 @@ def help_for(name: str) -> str:
 
 
 def flag(name: str) -> str:
-    """The CLI flag of RunConfig field `name`, for messages that name it."""
-    return "--" + name.replace("_", "-")
+    """The CLI flag of RunConfig field `name` ("--train-steps")."""
+    return cli_term(name)
 
 
 # Optional fields a mode may not read: given to a mode that does not, they are refused.
@@ -151,6 +149,11 @@ class RunConfig:
         """Whether this run trains a user's model: a mode that can (`Mode.fit`), given one."""
         return bool(self.model) and bool(modes.get(self.mode).fit)
 
+    def weight_files_listed(self) -> bool:
+        """Whether `weights` names one file per unit (a comma list or a folder): a mode that
+        lists weight files (`Mode.lists_weight_files`), with generator "files"."""
+        return modes.get(self.mode).lists_weight_files and self.generator == "files"
+
     def validate(self, limits: bool = True) -> RunConfig:
         """Raise ConfigError naming the first bad parameter; return self when all are fine.
 
@@ -167,25 +170,25 @@ class RunConfig:
             value = getattr(self, name)
             if name == "loss" and (modes.get(self.mode).any_loss or self.fitting()):
                 if not isinstance(value, str) or not value.replace("_", "").isalnum():
-                    raise ConfigError("--loss", f"{value!r} is not a loss name")
+                    raise ConfigError("loss", f"{value!r} is not a loss name")
                 continue  # a Keras loss name, checked when the run starts
             if value not in allowed:
                 raise ConfigError(
-                    flag(name), f"unknown value {value!r} (choose from {', '.join(allowed)})"
+                    name, f"unknown value {value!r} (choose from {', '.join(allowed)})"
                 )
         for name, (lo, hi) in RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(flag(name), f"must be an integer, got {value!r}")
+                raise ConfigError(name, f"must be an integer, got {value!r}")
             if value < lo or (limits and value > hi):
-                raise ConfigError(flag(name), f"{value} is out of range [{lo}, {hi}]")
+                raise ConfigError(name, f"{value} is out of range [{lo}, {hi}]")
         for name in SWITCHES:
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(flag(name), "must be true or false")
+                raise ConfigError(name, "must be true or false")
         for name in NAME_FIELDS:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise ConfigError(flag(name), f"must be a file name or layer name, got {value!r}")
+                raise ConfigError(name, f"must be a file name or layer name, got {value!r}")
         return self
 
     def check_flags(self) -> RunConfig:
@@ -197,24 +200,27 @@ class RunConfig:
         mode, fitting = modes.get(self.mode), self.fitting()
         for name in mode.requires:
             if not getattr(self, name):
-                raise ConfigError(flag(name), f"--mode {self.mode} needs {flag(name)} FILE")
+                raise ConfigError(name, f"{ref('mode', self.mode)} needs {ref(name, 'FILE')}")
         for name in OPTIONAL:
             if getattr(self, name) and not mode.uses(name, fitting):
-                raise ConfigError(flag(name), _refusal(mode, name, fitting))
+                raise ConfigError(name, _refusal(mode, name, fitting))
         if fitting:
-            for name, what in (("inputs", "DATA (.npz with x and y, or X.npy with --targets)"),
-                               ("record", "REC.lvz")):  # fmt: skip
+            for name, what, more in (
+                ("inputs", "DATA", f" (.npz with x and y, or X.npy with {ref('targets')})"),
+                ("record", "REC.lvz", ""),
+            ):
                 if not getattr(self, name):
-                    raise ConfigError(flag(name), f"training a model (--mode {self.mode} "
-                                      f"--model FILE) needs {flag(name)} {what}")  # fmt: skip
+                    raise ConfigError(name, f"training a model ({ref('mode', self.mode)} "
+                                      f"{ref('model', 'FILE')}) needs {ref(name, what)}{more}")
         if self.layer and not self.weights:
-            raise ConfigError("--layer", "only applies together with --weights FILE")
+            raise ConfigError("layer", f"only applies together with {ref('weights', 'FILE')}")
         if self.time_major and not self.inputs:
-            raise ConfigError("--time-major", "only applies together with --inputs FILE")
-        if self.mode == "batchwise" and self.weights and self.generator != "files":
-            raise ConfigError("--weights", "in batchwise mode weights files need --generator files")
+            raise ConfigError("time_major", f"only applies together with {ref('inputs', 'FILE')}")
+        if mode.lists_weight_files and self.weights and self.generator != "files":
+            raise ConfigError("weights", f"in {self.mode} mode weights files need "
+                              f"{ref('generator', 'files')}")  # fmt: skip
         if self.targets and not self.inputs:
-            raise ConfigError("--targets", "only applies together with --inputs FILE")
+            raise ConfigError("targets", f"only applies together with {ref('inputs', 'FILE')}")
         return self
 
     def _check_names(self) -> None:
@@ -226,12 +232,12 @@ class RunConfig:
             value = getattr(self, name)
             if value is None:
                 continue
-            listed = name == "weights" and self.mode == "batchwise"
+            listed = name == "weights" and modes.get(self.mode).lists_weight_files
             entries = value.split(",") if listed else [value]
             if not all(entry.strip() for entry in entries):
                 what = "layer name" if name == "layer" else "file name"
                 where = f" in the list {value!r}" if len(entries) > 1 else ""
-                raise ConfigError(flag(name), f"empty {what}{where}")
+                raise ConfigError(name, f"empty {what}{where}")
 
     def for_mode(self) -> RunConfig:
         """A copy with the optional fields its mode does not read cleared (the GUI keeps every
@@ -239,15 +245,16 @@ class RunConfig:
         mode, fitting = modes.get(self.mode), self.fitting()
         unused = {name: getattr(RunConfig, name) for name in OPTIONAL
                   if not mode.uses(name, fitting)}  # fmt: skip
-        if self.mode == "train" and not self.inputs and not fitting:  # the task fixes I
+        if mode.trains and not self.inputs and not fitting:  # the task fixes I
             unused["input_dim"] = TASK_INPUT_DIMS.get(self.task, self.input_dim)
         return replace(self, **unused)
 
     def estimated_bytes(self) -> int:
         """Rough peak memory of the run: every stored [T, B, ·] array plus TensorFlow's
         working set (gate activations, gradients), about (I + 30·H) floats per step and sample."""
-        steps = self.steps * {"multipass": self.passes, "batchwise": self.batches}.get(self.mode, 1)
-        copies = 2 if self.mode == "multipass" else 1  # full, truncated and reference
+        mode = modes.get(self.mode)
+        steps = self.steps * (getattr(self, mode.count) if mode.steps_per_unit else 1)
+        copies = mode.copies  # multipass: full and truncated
         per_step = self.batch * (self.input_dim + 30 * self.hidden) * 4
         weights = (self.input_dim + self.hidden) * 4 * self.hidden * 4 * 4
         # seeded weights, before the run: the orthogonal recurrent kernel is the QR of a [4H, H]
@@ -261,8 +268,8 @@ class RunConfig:
         data's sizes are known (`engine.model.run_model`)."""
         if not self.model:
             run = self.for_mode()  # the sizes the run has (training a task: the task's I)
-            check_fits(run.estimated_bytes(), run.sizes(), "--steps, --batch or --hidden",
-                       available)  # fmt: skip
+            check_fits(run.estimated_bytes(), run.sizes(),
+                       f"{ref('steps')}, {ref('batch')} or {ref('hidden')}", available)
         return self
 
     def task_loss(self) -> str:
@@ -288,47 +295,30 @@ class RunConfig:
 
 
 # The fields a flag sets without a value ("--time-major") and those whose flag takes a word of
-# a fixed list ("--mode model"; "--loss" takes Keras's names too), as `in_python_terms` turns
-# them into keyword arguments
+# a fixed list ("--mode model"; "--loss" takes Keras's names too), as `keyword` writes them
 SWITCHES = tuple(f.name for f in fields(RunConfig) if f.type == "bool")
 WORD_CHOICES = ("mode", "generator", "task")
+# Export and plot arguments whose keywords are not their field's name
+_KEYWORDS = {"size": "width/height"}
 
 
-# A flag and what follows it: ":" (the flag names the error), a number or a metavar (FILE), a
-# lowercase word (a choice's value, or the sentence going on), or nothing; not inside a word (a
-# file name with "--" in it).
-_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)(:|=| (?:-?\d[\w.]*|[A-Z][A-Z0-9_.]*)\b"
-                   r"| [a-z][a-z0-9_]*(?![\w-]))?")  # fmt: skip
+def keyword(name: str, value: str | None = None) -> str:
+    """The Python API's words for field `name` (`errors.Term`): the field an error is about
+    as itself ("train_steps: …"), one mentioned as its keyword argument: "steps=5",
+    "inputs=FILE", "give loss=", "mode='model'", "with time_major=True"."""
+    name = _KEYWORDS.get(name, name)
+    if value is None:
+        return name
+    if name in WORD_CHOICES and value:
+        return f"{name}=" + ", ".join(repr(word) for word in value.split(", "))
+    if name in SWITCHES and not value:
+        return f"{name}=True"
+    return f"{name}={value}"
 
 
-def in_python_terms(exc: LstmvizError, renames: Sequence[tuple[str, str]] = ()) -> LstmvizError:
-    """`exc` (its class and attributes) with its message in a Python caller's words: first each
-    (command line, Python) pair of `renames`, then every flag left as its keyword argument:
-    "--train-steps: 0 is out of range" -> "train_steps: …", "--steps 5" -> "steps=5",
-    "give --loss" -> "give loss=", "--inputs FILE" -> "inputs=FILE", "--mode model" ->
-    "mode='model'", "with --time-major" -> "with time_major=True"."""
-    def keyword(m: re.Match) -> str:
-        name, after = m[1].replace("-", "_"), (m[2] or "")
-        if after == ":":
-            return name + ":"
-        value, rest = after.strip(" ="), ""
-        if after.startswith(" ") and value[:1].isalpha() and value.islower():
-            if name in WORD_CHOICES:
-                return f"{name}={value!r}"
-            value, rest = "", after  # the sentence goes on
-        if name in SWITCHES and not value:
-            return f"{name}=True{rest}"
-        return f"{name}={value}{rest}"
-
-    text = str(exc)
-    for cli, python in renames:
-        text = text.replace(cli, python)
-    translated = Exception.__new__(type(exc))
-    Exception.__init__(translated, _FLAG.sub(keyword, text))
-    translated.__dict__.update(exc.__dict__)
-    if isinstance(getattr(exc, "flag", None), str):
-        translated.flag = _FLAG.sub(lambda m: m[1].replace("-", "_") + (m[2] or ""), exc.flag)
-    return translated
+def in_python_terms(exc: LstmvizError) -> LstmvizError:
+    """`exc` (its class and attributes) worded for a Python caller (`keyword`)."""
+    return exc.worded(keyword)
 
 
 def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:
@@ -336,10 +326,10 @@ def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:
     if name in mode.refuses:
         return mode.refuses[name]
     if fitting and mode.uses(name):
-        return "does not apply when training a model (--model FILE)"
+        return f"does not apply when training a model ({ref('model', 'FILE')})"
     plain = [m for m in modes.names() if modes.get(m).uses(name)]
-    where = [f"--mode {', '.join(plain)}"] if plain else []
-    where += [f"--mode {m} --model FILE" for m in modes.names()
+    where = [ref("mode", ", ".join(plain))] if plain else []
+    where += [f"{ref('mode', m)} {ref('model', 'FILE')}" for m in modes.names()
               if m not in plain and modes.get(m).uses(name, True)]  # fmt: skip
     return f"only applies to {' or '.join(where)}"
 

@@ -58,7 +58,7 @@ import numpy as np
 from lstmviz import files, schema
 from lstmviz.analysis.tables import diagnosis_csv
 from lstmviz.atomic import atomic_path
-from lstmviz.errors import ConfigError, LstmvizError, TraceError
+from lstmviz.errors import ConfigError, LstmvizError, TraceError, ref
 from lstmviz.render.layout import (
     LSTM_PANELS,
     MODEL_PANELS,
@@ -67,6 +67,7 @@ from lstmviz.render.layout import (
     panels_for,
 )
 from lstmviz.trace import GradientTrace
+from lstmviz.view import ViewOptions
 
 FORMATS = ("png", "svg", "pdf", "csv")
 # The names each output may have: (suffixes, what files of it are called in a refusal).
@@ -75,9 +76,9 @@ SUFFIXES = {"png": ((".png",), "PNG images"), "svg": ((".svg",), "SVG images"),
             "npz": (files.TRACES, "trace files")}  # fmt: skip
 # What a trace lacks when a panel asked for has nothing to draw, and how to get it.
 PANEL_DATA = {
-    "loss": "training loss (a --mode train run)",
-    "connectivity": "connectivity map (run with --connectivity)",
-    **{name: "model layers (a --mode model run)" for name in MODEL_PANELS},
+    "loss": f"training loss (a {ref('mode', 'train')} run)",
+    "connectivity": f"connectivity map (run with {ref('connectivity')})",
+    **{name: f"model layers (a {ref('mode', 'model')} run)" for name in MODEL_PANELS},
 }
 DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_DPI = 1600, 1000, 144
 MAX_PIXELS = 20_000  # per side
@@ -247,9 +248,9 @@ def _check_target(path: Path, fmt: str) -> None:
     without its format's suffix (`--png a.jpg` would be a PNG under another name), a folder,
     a folder that does not exist or cannot be written, a write-protected file."""
     try:
-        files.check_output(path, f"--{fmt}", *SUFFIXES[fmt])
+        files.check_output(path, fmt, *SUFFIXES[fmt])
     except ConfigError as exc:
-        raise ExportError(str(exc)) from None
+        raise ExportError(exc.template, exc.field) from None
 
 
 def _os_message(exc: OSError) -> str:
@@ -281,17 +282,17 @@ def _integer(value) -> bool:
 
 
 def _size(width: int, height: int, dpi: float) -> tuple[int, int, float]:
-    for flag, value in (("--width", width), ("--height", height)):
+    for name, value in (("width", width), ("height", height)):
         if not _integer(value):
-            raise ExportError(f"{flag}: must be an integer number of pixels, got {value!r}")
+            raise ExportError(f"must be an integer number of pixels, got {value!r}", name)
         if not 16 <= value <= MAX_PIXELS:
-            raise ExportError(f"{flag}: {value} is out of range [16, {MAX_PIXELS}]")
+            raise ExportError(f"{value} is out of range [16, {MAX_PIXELS}]", name)
     if not (isinstance(dpi, (int, float, np.integer, np.floating)) and 24 <= dpi <= 2400):
-        raise ExportError(f"--dpi: {dpi!r} is out of range [24, 2400]")
+        raise ExportError(f"{dpi!r} is out of range [24, 2400]", "dpi")
     if width * LOGICAL_DPI / dpi < 200 or height * LOGICAL_DPI / dpi < 150:
         raise ExportError(
-            f"--width/--height: {width}×{height} px at {dpi:g} dpi leaves no room for the plots "
-            "(at least 200×150 px at 96 dpi); lower --dpi or enlarge the image"
+            f"{width}×{height} px at {dpi:g} dpi leaves no room for the plots (at least "
+            f"200×150 px at 96 dpi); lower {ref('dpi')} or enlarge the image", "size"
         )
     return int(width), int(height), float(dpi)
 
@@ -348,6 +349,7 @@ def export(
     record: int | None = None,
     t_range: tuple[int, int] | None = None,
     progress=None,
+    view: ViewOptions | None = None,
 ) -> list[Path]:
     """Write the outputs asked for; return their paths. `trace` is a GradientTrace or a trace
     file, or a recording (a `Recording` or an `.lvz`). PNG is `width` × `height`
@@ -360,7 +362,8 @@ def export(
     direction a model trace's gates and per-unit panels show (index into `layer_names`).
     `record`, `t_range`: a recording's record its curves show (from 0, negative from the
     end; None: the last) and the timestep range of its heatmap (None: every t), as the
-    window's slider and range.
+    window's slider and range. `view`: a `ViewOptions` holding those five at once (the
+    keywords given besides it override its fields).
     `npz` saves the trace itself (a recording's last record's).
     `progress`: None, or `progress(fraction done in [0, 1], what: str)`, called between the
     steps of the work (each format; each plot; blocks of CSV rows): returning False cancels,
@@ -370,10 +373,13 @@ def export(
     must have something to draw. Raises ExportError (or TraceError, RecordingError for an
     unreadable file) naming the path or the flag; then nothing is written.
     """
+    view = ViewOptions.given(view, log=log, normalise=normalise, layer=layer, record=record,
+                             t_range=t_range)  # fmt: skip
     outputs = {"png": png, "svg": svg, "pdf": pdf, "csv": csv, "npz": npz}
     targets = {fmt: Path(p) for fmt, p in outputs.items() if p is not None and str(p) != ""}
     if not targets:
-        raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
+        raise ExportError("nothing to export: give at least one of "
+                          + ", ".join(ref(fmt) for fmt in FORMATS))
     needs_qt = any(fmt in targets for fmt in ("png", "svg", "pdf"))
     # a recording with its last trace: figures and npz draw or save it, the CSV takes its mask
     trace, source = load_subject(trace, full=True)
@@ -383,9 +389,9 @@ def export(
     for fmt, path in targets.items():
         key = path.resolve()
         if key in seen:
-            raise ExportError(f"--{fmt} {path}: the same file as --{seen[key]}")
+            raise ExportError(f"{ref(fmt, path)}: the same file as {ref(seen[key])}")
         if source is not None and key == Path(source).resolve():
-            raise ExportError(f"--{fmt} {path}: would overwrite the {what} being exported")
+            raise ExportError(f"{ref(fmt, path)}: would overwrite the {what} being exported")
         _check_target(path, fmt)
         seen[key] = fmt
     if isinstance(panels, str):  # one name: not its letters
@@ -393,26 +399,26 @@ def export(
     if panels is not None:
         panels = list(panels)
         if not panels:
-            raise ExportError("--panel: no panel given (leave it out for the panels the window "
-                              "shows)")  # fmt: skip
+            raise ExportError("no panel given (leave it out for the panels the window shows)",
+                              "panels")  # fmt: skip
         for entry in panels:
             # names, or the window's panel classes (`lstmviz.render.figure` checks those)
             if not isinstance(entry, type) and not (isinstance(entry, str)
                                                     and entry in PANEL_NAMES):  # fmt: skip
                 raise ExportError(
-                    f"--panel: unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})"
+                    f"unknown panel {entry!r} (choose from {', '.join(PANEL_NAMES)})", "panels"
                 )
         # a recording's panels draw its rows, the others a trace (for a recording, its last)
         fitting = RECORDING_PANELS + MODEL_PANELS if recording else LSTM_PANELS + MODEL_PANELS
         for entry in panels:
             if isinstance(entry, str) and entry not in fitting:
-                raise ExportError(f"--panel {entry}: not a panel of a {what} (a {what} has "
-                                  f"{', '.join(fitting)})")  # fmt: skip
+                raise ExportError(f"{ref('panels', entry)}: not a panel of a {what} (a {what} "
+                                  f"has {', '.join(fitting)})")  # fmt: skip
     if needs_qt:
         width, height, dpi = _size(width, height, dpi)
-        record = _record(trace, record, t_range)
+        view = view.but(record=_record(trace, view.record, view.t_range))
     if "npz" in targets and recording and trace.last is None:
-        raise ExportError(f"--npz: {source}: the recording's last trace was not read")
+        raise ExportError(f"{source}: the recording's last trace was not read", "npz")
     stages = [k for k in ("csv", "figure", "png", "svg", "pdf", "npz")
               if k in targets or (k == "figure" and needs_qt)]  # fmt: skip
     step = _Progress(progress, stages)
@@ -423,7 +429,6 @@ def export(
         csv_data = csv_of_columns(columns, step.part("csv")).encode("utf-8")
         beside = diagnosis_path(targets["csv"])  # the diagnosis, beside the curves
         diagnosis = diagnosis_csv(trace.diagnosis).encode("utf-8")
-    view = {"layer": layer, "record": record, "t_range": t_range}
 
     temps: dict[str, Path] = {}
     try:
@@ -432,8 +437,8 @@ def export(
                 with _writing(fmt, path):
                     temps[fmt] = stack.enter_context(atomic_path(path, suffix="." + fmt))
             if needs_qt:
-                _render(trace, source, temps, targets, width, height, dpi, panels, log,
-                        normalise, view, step)  # fmt: skip
+                _render(trace, source, temps, targets, (width, height, dpi), panels, view,
+                        step)  # fmt: skip
             if csv_data is not None:
                 with _writing("csv", targets["csv"]):
                     temps["csv"].write_bytes(csv_data)
@@ -457,7 +462,7 @@ def _writing(fmt: str, path: Path):
     try:
         yield
     except OSError as exc:
-        raise ExportError(f"--{fmt} {path}: cannot write ({_os_message(exc)})") from None
+        raise ExportError(f"{ref(fmt, path)}: cannot write ({_os_message(exc)})") from None
 
 
 def _rename_error(exc: OSError, temps: dict[str, Path], targets: dict[str, Path]) -> str:
@@ -466,27 +471,26 @@ def _rename_error(exc: OSError, temps: dict[str, Path], targets: dict[str, Path]
     names = {str(name) for name in (exc.filename, exc.filename2) if name is not None}
     fmt = next((f for f in targets if str(temps.get(f)) in names or str(targets[f]) in names),
                None)  # fmt: skip
-    where = f"--{fmt} {targets[fmt]}: " if fmt else ""
+    where = f"{ref(fmt, targets[fmt])}: " if fmt else ""
     return f"{where}cannot write ({_os_message(exc)})"
 
 
-def _render(trace, source, temps, targets, width, height, dpi, panels, log, normalise,
-            view, step) -> None:  # fmt: skip
+def _render(trace, source, temps, targets, size, panels, view: ViewOptions, step) -> None:
     """Draw the figure of `trace` (a GradientTrace or a Recording) into the temporary files
-    `temps` of `targets` (messages name the targets, not the temporary files). `view`: the LSTM
-    direction shown (`layer`), and a recording's `record` and `t_range`; `step`: `_Progress`."""
+    `temps` of `targets` (messages name the targets, not the temporary files). `size`: (width,
+    height, dpi); `view`: how it is drawn (a recording: its record and t_range checked);
+    `step`: `_Progress`."""
+    width, height, dpi = size
     step("figure")
     try:
         if isinstance(trace, GradientTrace):
             from lstmviz.render.figure import Figure
 
-            figure = Figure(trace, panels, log=log, normalise=normalise, source=source,
-                            layer=view["layer"])  # fmt: skip
+            figure = Figure(trace, panels, view, source=source)
         else:
             from lstmviz.render.recording_figure import RecordingFigure
 
-            figure = RecordingFigure(trace, panels, log=log, normalise=normalise, source=source,
-                                     **view)  # fmt: skip
+            figure = RecordingFigure(trace, panels, view, source=source)
     except ValueError as exc:
         _check_drawn(trace, panels, drawn=[])
         raise ExportError(str(exc)) from None
@@ -507,7 +511,7 @@ def _render(trace, source, temps, targets, width, height, dpi, panels, log, norm
             with _writing("pdf", targets["pdf"]):
                 figure.pdf(str(temps["pdf"]), step.part("pdf"))
                 if not _complete_pdf(temps["pdf"]):
-                    raise ExportError(f"--pdf {targets['pdf']}: Qt could not write the PDF "
+                    raise ExportError(f"{ref('pdf', targets['pdf'])}: Qt could not write the PDF "
                                       "(is the disk full?)")  # fmt: skip
 
 
@@ -527,7 +531,7 @@ def _png(image, path: Path) -> bytes:
     buffer = QBuffer()
     buffer.open(QIODevice.WriteOnly)
     if not image.save(buffer, "PNG"):
-        raise ExportError(f"--png {path}: Qt could not encode the image")
+        raise ExportError(f"{ref('png', path)}: Qt could not encode the image")
     return bytes(buffer.data())
 
 
@@ -540,15 +544,16 @@ def _check_drawn(trace, panels, drawn: list[str]) -> None:
         return
     name = missing[0]
     if not isinstance(trace, GradientTrace) and trace.last is None and name in MODEL_PANELS:
-        raise ExportError(f"--panel {name}: the recording was read without its last record's "
-                          "trace (load_recording(path) reads it)")  # fmt: skip
+        raise ExportError(f"{ref('panels', name)}: the recording was read without its last "
+                          "record's trace (load_recording(path) reads it)")  # fmt: skip
     if isinstance(trace, GradientTrace):
         what, has = "trace", panels_for(trace.arrays, trace.config)
     else:
         last = [] if trace.last is None else panels_for(trace.last.arrays, trace.last.config)
         what, has = "recording", [*RECORDING_PANELS, *(p for p in last if p in MODEL_PANELS)]
     lacks = PANEL_DATA.get(name, f"data for the {name} panel")
-    raise ExportError(f"--panel {name}: this {what} has no {lacks}; it has: {', '.join(has)}")
+    raise ExportError(f"{ref('panels', name)}: this {what} has no {lacks}; it has: "
+                      f"{', '.join(has)}")  # fmt: skip
 
 
 def export_png(trace, path, width=DEFAULT_WIDTH, height=DEFAULT_HEIGHT, dpi=DEFAULT_DPI, **kw):

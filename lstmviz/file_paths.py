@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from lstmviz import modes
 from lstmviz.config import FILE_FIELDS
 
 
@@ -17,14 +18,14 @@ def absolute(path: str) -> str:
 
 
 def listed_weights(config, name: str) -> bool:
-    """Whether field `name` of `config` may list several files, comma-separated: a batchwise
-    run's weights (one file per batch)."""
-    return name == "weights" and config.mode == "batchwise"
+    """Whether field `name` of `config` may list several files, comma-separated: the weights
+    of a mode that reads one file per unit (`Mode.lists_weight_files`)."""
+    return name == "weights" and modes.find(config.mode).lists_weight_files
 
 
 def absolute_config(config):
     """A copy of the RunConfig `config` whose file fields are absolute paths (a per-batch
-    weights list, comma-separated in batchwise mode: each file of it)."""
+    weights list, comma-separated in per-batch mode: each file of it)."""
     changed = {}
     for name in FILE_FIELDS:
         value = getattr(config, name)

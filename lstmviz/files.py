@@ -16,7 +16,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from lstmviz.errors import ConfigError, LstmvizError
+from lstmviz.errors import ConfigError, LstmvizError, ref
 
 TRACES = (".npz",)
 RECORDINGS = (".lvz",)  # a training run's recording (lstmviz.recording)
@@ -235,7 +235,7 @@ def check_suffix(path: str | os.PathLike, flag: str, suffixes: tuple[str, ...], 
     return path
 
 
-def check_trained_weights_output(path: str, flag: str = "--save-model") -> Path:
+def check_trained_weights_output(path: str, flag: str = "save_model") -> Path:
     """`path` as the file of a task run's trained weights (`TRAINED_WEIGHTS`), or a ConfigError
     naming `flag`: an empty name, a `.keras` name (the model of a fit, not these weights), or
     what `check_output` refuses."""
@@ -244,7 +244,7 @@ def check_trained_weights_output(path: str, flag: str = "--save-model") -> Path:
     if suffix_of(path, (".keras",)):
         raise ConfigError(flag, f"{path}: a task run's trained weights end in "
                           f"{' or '.join(TRAINED_WEIGHTS)} (a .keras file is the model of "
-                          "--mode train --model FILE)")  # fmt: skip
+                          f"{ref('mode', 'train')} {ref('model', 'FILE')})")  # fmt: skip
     return check_output(path, flag, TRAINED_WEIGHTS, "trained weights")
 
 

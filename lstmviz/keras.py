@@ -42,14 +42,6 @@ from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec
 from lstmviz.weights.model_files import live_compile_config, spec_from_keras
 
 WHERE = "GradientFlowCallback"
-# The command line's words in the messages model mode shares with it, as the callback's
-# arguments name them.
-PYTHON_TERMS = (
-    ("give --loss", "pass loss="),
-    ("--loss is for a model without a compiled loss",
-     "loss= is for a model compiled with a loss lstmviz does not know"),
-    (" (in the .npz, or --targets Y.npy)", " (data = (x, y))"),
-)  # fmt: skip
 
 
 class GradientFlowCallback(keras.callbacks.Callback):
@@ -271,12 +263,12 @@ class _LiveModel:
             spec = spec_from_keras(model)
             config = RunConfig(mode="model", loss=loss or "mean_h", model=None)
             try:
-                self.loss, x, y, _ = prepare(spec, config, x, y, where=f"{WHERE} data")
-            except ConfigError as exc:
-                text = str(exc).removeprefix(f"{exc.flag}: ")
-                raise in_python_terms(LstmvizError(f"{WHERE}: {text}"), PYTHON_TERMS) from None
+                self.loss, x, y, _ = prepare(spec, config, x, y, where=f"{WHERE} data",
+                                             give_y="data = (x, y)")  # fmt: skip
+            except ConfigError as exc:  # about the callback's `loss`, not a flag
+                raise in_python_terms(LstmvizError(f"{WHERE}: {exc.template}")) from None
             except InputError as exc:
-                raise in_python_terms(exc, PYTHON_TERMS) from None
+                raise in_python_terms(exc) from None
             # the compiled computation model_gradients keeps for this structure and loss
             self.gradients = compiled(spec, self.loss)
             args = ", ".join(f"{key}={value!r}" for key, value in self.loss.args)

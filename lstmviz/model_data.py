@@ -46,7 +46,7 @@ def load_data(
     described = f"{path}: x {list(x.shape)}" + (" (a trace's x, batch-major)" if trace else "")
     if targets is not None:
         if y is not None:
-            raise InputError(f"--targets: {path} already holds y; give one or the other")
+            raise InputError(f"{path} already holds y; give one or the other", field="targets")
         y = _read(Path(targets), "targets", keys=())
         if isinstance(y, dict):
             raise InputError(f"{targets}: targets must be one .npy array")

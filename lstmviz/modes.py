@@ -39,6 +39,20 @@ class Mode:
       ("N",); see `lstmviz.schema`);
     - `fit`: the RunConfig fields it reads in place of `params` when given a `model`: it then
       trains that Keras model (`lstmviz.engine.fit`), and `loss` may name any Keras loss.
+
+    What a mode is, for the rules the config, the front ends and the panels apply (each rule
+    reads one of these, never a mode's name):
+
+    - `whole_model`: it runs a whole model, every recurrent direction of it (per-layer keys,
+      the model panels; the dock shows the model's layer table and calls the inputs "Data");
+    - `trains`: a training run (the loss over steps; a task's read-out loss; `save_model`
+      writes what it trained; an inputs file holds its training sequences and fixes no size);
+    - `lists_weight_files`: `weights` may name one file per unit, comma-separated or a
+      folder, read with generator "files" (any other generator draws its own weights);
+    - `steps_per_unit`: `steps` counts one unit's timesteps: the run holds `count` × `steps`
+      (an inputs file's T splits into those units);
+    - `copies`: how many [T, B, ·] sets of arrays a run keeps at once (the memory estimate);
+    - `verifiable`: `lstmviz.verify` can rebuild its loss and check its gradients.
     """
 
     name: str
@@ -55,6 +69,12 @@ class Mode:
     requires: tuple[str, ...] = ()  # RunConfig fields a run of this mode cannot do without
     refuses: Mapping[str, str] = field(default_factory=dict)
     fit: frozenset[str] = frozenset()
+    whole_model: bool = False
+    trains: bool = False
+    lists_weight_files: bool = False
+    steps_per_unit: bool = False
+    copies: int = 1
+    verifiable: bool = False
 
     def uses(self, param: str, fitting: bool = False) -> bool:
         """Whether a run reads RunConfig field `param` (`fitting`: one training a model)."""
@@ -82,6 +102,12 @@ def unregister(name: str) -> None:
 def get(name: str) -> Mode:
     """The mode called `name`; KeyError for an unknown one (callers name the flag)."""
     return _MODES[name]
+
+
+def find(name: str) -> Mode:
+    """The mode called `name`, or for a mode this version does not know (a newer trace's) a
+    mode of that name with no rules: not a model, no training, no leading axes."""
+    return _MODES.get(name) or Mode(name, name, "", frozenset(), run="")
 
 
 def names() -> tuple[str, ...]:
@@ -118,6 +144,7 @@ register(
         params=_FILES | {"input_dim", "loss", "random_state", "connectivity"},
         run="lstmviz.engine.taped:run_taped",
         problem=True,
+        verifiable=True,
     )
 )
 register(
@@ -132,6 +159,9 @@ register(
         unit="pass",
         count="passes",
         sizes="P={passes} × T={steps} B={batch} I={input_dim} H={hidden}",
+        steps_per_unit=True,
+        copies=2,  # full and truncated
+        verifiable=True,
     )
 )
 register(
@@ -147,6 +177,8 @@ register(
         count="batches",
         sizes="T={steps} N={batches} B={batch} I={input_dim} H={hidden}",
         lead=("N",),
+        lists_weight_files=True,
+        steps_per_unit=True,
     )
 )
 register(
@@ -159,6 +191,8 @@ register(
         run="lstmviz.engine.fit:run_training",
         unit="training step",
         count="train_steps",
+        trains=True,
+        verifiable=True,
         refuses={
             "weights": "training starts from seeded weights in this version (or from a whole "
             "model: --model FILE)",
@@ -178,6 +212,7 @@ register(
         run="lstmviz.engine.model:run_model",
         sizes="T={steps} B={batch}",
         any_loss=True,
+        whole_model=True,
         requires=("model",),
         refuses={
             "layer": "model mode runs every LSTM direction of the model (both halves of a "

@@ -19,12 +19,9 @@ from pathlib import Path
 
 from lstmviz.config import in_python_terms
 from lstmviz.errors import LstmvizError
+from lstmviz.view import ViewOptions
 
 WIDTH, HEIGHT, DPI = 1200, 750, 96  # a notebook's column; Jupyter shows PNGs at their pixel size
-# export's flags that are other words here (the rest become keywords: "--width: …" -> "width: …")
-_RENAMES = (("--width/--height", "width/height"), ("--panel", "panels"), ("--dpi", "dpi"),
-            ("--mode train", "mode='train'"), ("--mode model", "mode='model'"),
-            ("--connectivity", "connectivity=True"))  # fmt: skip
 
 
 class Figure:
@@ -63,26 +60,31 @@ def plot(
     layer: int = 0,
     record: int | None = None,
     t_range: tuple[int, int] | None = None,
+    view: ViewOptions | None = None,
 ) -> Figure:
     """The panels of `trace` (a GradientTrace, a Recording, or a path to a trace `.npz` or a
     recording `.lvz`) as a Figure. The arguments are `lstmviz.export.export`'s: `panels` names
     from `lstmviz.export.PANEL_NAMES` (default: those the app shows for the trace), `log` and
     `normalise` as View → Log scale / Normalise per pass, `layer` the LSTM direction of a model
-    trace, `record` and `t_range` a recording's record and timestep range. Raises
+    trace, `record` and `t_range` a recording's record and timestep range; `view` a
+    `lstmviz.ViewOptions` holding those five (the keywords given besides it override its
+    fields). Raises
     LstmvizError (ExportError, TraceError, RecordingError) naming what is wrong."""
     from lstmviz.export import check_layer, export, load_subject
+
+    view = ViewOptions.given(view, log=log, normalise=normalise, layer=layer, record=record,
+                             t_range=t_range)  # fmt: skip
 
     # `export` draws the first direction for a layer the trace lacks (the window's choice
     # may outlive the trace it was made for); asked for here, it is an error
     try:
-        check_layer(load_subject(trace, full=False)[0], layer)
+        check_layer(load_subject(trace, full=False)[0], view.layer)
     except LstmvizError as exc:
-        raise in_python_terms(exc, _RENAMES) from None
+        raise in_python_terms(exc) from None
     with tempfile.TemporaryDirectory(prefix="lstmviz-plot-") as folder:
         path = Path(folder) / "plot.png"
         try:
-            export(trace, png=path, width=width, height=height, dpi=dpi, panels=panels, log=log,
-                   normalise=normalise, layer=layer, record=record, t_range=t_range)  # fmt: skip
+            export(trace, png=path, width=width, height=height, dpi=dpi, panels=panels, view=view)
         except LstmvizError as exc:
-            raise in_python_terms(exc, _RENAMES) from None
+            raise in_python_terms(exc) from None
         return Figure(path.read_bytes())

@@ -208,7 +208,7 @@ def _text_details(arrays) -> str:
 def _dims(keys: list[str], arrays, mode: str) -> str:
     """The axes a group's keys share, as the schema names them ("T, B, H"; a model's per-
     direction H0, H1 … as H); "" when the keys disagree or the schema allows them any shape."""
-    lead = modes.get(mode).lead if mode in modes.names() else ()
+    lead = modes.find(mode).lead
     found = set()
     for key in keys:
         try:

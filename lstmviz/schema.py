@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lstmviz import modes
+
 CURVE, ROWS, UNITS, MAP, SERIES, SCALAR, TEXT, STEPS, DATA = (
     "curve", "rows", "units", "map", "series", "scalar", "text", "steps", "data",
 )  # fmt: skip
@@ -377,7 +379,7 @@ def migrate(mode: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Traces written by earlier versions, in today's keys (in place; returns `arrays`):
     per-batch traces kept their norms [N, T] under the plain keys, training traces counted
     their steps in `steps_done` / `steps_requested`."""
-    if mode == "batchwise":
+    if "N" in modes.find(mode).lead:  # one row per batch
         for name in ("norm_h_total", "norm_h_direct", "norm_c_total"):
             if np.ndim(arrays.get(name)) == 2:
                 arrays[f"{name}_by_batch"] = arrays.pop(name)

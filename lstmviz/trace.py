@@ -99,7 +99,7 @@ class GradientTrace:
         scalars = [f"{key}={_scalar_text(value)}" if value.ndim == 0
                    else f"{key}={[str(v) for v in value]}" for key, value in shown]  # fmt: skip
         # a training run on a task trains under the task's loss, not the config's `loss`
-        tasked = self.mode == "train" and not self.config.model
+        tasked = modes.find(self.mode).trains and not self.config.model
         loss = self.config.task_loss() if tasked else self.config.loss
         lines = [f"GradientTrace(mode={self.mode!r}, loss={loss!r}, "
                  f"{len(self.arrays)} arrays)"]  # fmt: skip
@@ -224,7 +224,7 @@ class GradientTrace:
         consistent size for every dimension symbol across the keys (T, B, I, H, P, Tp, N, S,
         each layer's width…); step lists must hold steps of the run.
         """
-        lead = modes.get(self.mode).lead if self.mode in modes.names() else ()
+        lead = modes.find(self.mode).lead
         sizes: dict[str, tuple[int, str]] = {}  # symbol -> (size, key that fixed it)
         for key in sorted(self.arrays, key=schema.order):
             value, found = self.arrays[key], schema.lookup(key, self.mode)

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lstmviz import modes
 from lstmviz.errors import InputError
 from lstmviz.trace import GradientTrace
 
-# Modes whose loss this rebuilds: `config.loss` on the LSTM's own h, or training's on a dense
-# read-out (batchwise runs have a set of weights per batch, model runs a whole model).
-VERIFIABLE_MODES = ("taped", "multipass", "train")
+# This rebuilds the loss of the modes the registry calls `verifiable`: `config.loss` on the
+# LSTM's own h, or training's on a dense read-out (batchwise runs have a set of weights per
+# batch, model runs a whole model).
 _NEEDED = ("x", "kernel", "recurrent_kernel", "bias", "h0", "c0", "grad_h_total")
 
 
@@ -59,14 +60,14 @@ def verify_trace(
 ) -> Verification:
     """Compare `samples` random entries of grad_h_total (plus its largest one) with central
     differences of the loss. `trace`: a GradientTrace or a trace file of a taped, multi-pass
-    or training run (VERIFIABLE_MODES). Raises InputError when the trace is of another mode or
+    or training run (`Mode.verifiable`). Raises InputError when the trace is of another mode or
     lacks what this needs."""
     if isinstance(trace, str | os.PathLike):
         trace = GradientTrace.load(trace)
     if not isinstance(trace, GradientTrace):
         raise InputError(f"verify_trace takes a GradientTrace or a trace file, not a "
                          f"{type(trace).__name__}")  # fmt: skip
-    if trace.mode not in VERIFIABLE_MODES:
+    if not modes.find(trace.mode).verifiable:
         raise InputError(f"a {trace.mode} trace cannot be verified (this check rebuilds the "
                          "loss of taped, multi-pass and training runs only)")  # fmt: skip
     if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 0:
@@ -83,7 +84,7 @@ def verify_trace(
     target = np.asarray(a["target"], np.float64) if "target" in a else None
     steps, batch, hidden = grad.shape
     loss = trace.config.loss
-    if trace.mode == "train":
+    if modes.find(trace.mode).trains:
         row_loss = _readout_row_loss(trace, target)
     else:
         row_loss = _hidden_row_loss(loss, target, grad.shape)

@@ -23,3 +23,24 @@ class ViewOptions:
     def but(self, **changes) -> ViewOptions:
         """A copy with `changes` (field=value) applied."""
         return replace(self, **changes)
+
+    @classmethod
+    def given(cls, view: ViewOptions | None = None, **keywords) -> ViewOptions:
+        """`view` (default: ViewOptions()) with the `keywords` (log=…, layer=…) that differ
+        from the defaults applied: what a function taking both `view=` and the separate
+        keywords draws. Anything but a ViewOptions as `view` is a TypeError."""
+        if view is not None and not isinstance(view, ViewOptions):
+            raise TypeError(f"view takes a lstmviz.ViewOptions, not a {type(view).__name__}")
+        default = cls()
+        changed = {name: value for name, value in keywords.items()
+                   if not _same(value, getattr(default, name))}  # fmt: skip
+        return replace(view or default, **changed)
+
+
+def _same(value, default) -> bool:
+    """Whether `value` is the default itself (not merely equal to it: an array compares
+    element by element)."""
+    return value is default or (type(value) is type(default) and value == default)
+
+
+DEFAULT_VIEW = ViewOptions()  # how a trace is drawn when nothing else is asked

@@ -4,63 +4,84 @@ import numpy as np
 import pytest
 
 from lstmviz.config import in_python_terms
-from lstmviz.errors import ConfigError, InputError
+from lstmviz.errors import ConfigError, InputError, ref
 
 
 @pytest.mark.parametrize(
-    ("cli", "python"),
+    ("message", "cli", "python"),
     [
-        ("--steps: 0 is out of range [1, 10]", "steps: 0 is out of range [1, 10]"),
-        ("reduce --steps, --batch or --hidden", "reduce steps=, batch= or hidden="),
-        ("cannot be split into --passes 3 equal passes", "cannot be split into passes=3 equal "
-         "passes"),  # fmt: skip
-        ("--layer: only applies together with --weights FILE",
+        (ConfigError("steps", "0 is out of range [1, 10]"), "--steps: 0 is out of range [1, 10]",
+         "steps: 0 is out of range [1, 10]"),  # fmt: skip
+        (InputError(f"reduce {ref('steps')}, {ref('batch')} or {ref('hidden')}"),
+         "reduce --steps, --batch or --hidden", "reduce steps=, batch= or hidden="),
+        (InputError(f"cannot be split into {ref('passes', 3)} equal passes"),
+         "cannot be split into --passes 3 equal passes",
+         "cannot be split into passes=3 equal passes"),  # fmt: skip
+        (ConfigError("layer", f"only applies together with {ref('weights', 'FILE')}"),
+         "--layer: only applies together with --weights FILE",
          "layer: only applies together with weights=FILE"),  # fmt: skip
-        ("--layer: only applies to --mode taped, multipass, batchwise",
-         "layer: only applies to mode='taped', multipass, batchwise"),  # fmt: skip
-        ("--mode model needs --model FILE", "mode='model' needs model=FILE"),
-        ("weights files need --generator files", "weights files need generator='files'"),
-        ("give --loss with a Keras loss name", "give loss= with a Keras loss name"),
-        ("only with --time-major", "only with time_major=True"),
-        ("give --time-major and --steps 1e3", "give time_major=True and steps=1e3"),
-        ("--time-major: only applies together with --inputs FILE",
+        (ConfigError("layer", f"only applies to {ref('mode', 'taped, multipass, batchwise')}"),
+         "--layer: only applies to --mode taped, multipass, batchwise",
+         "layer: only applies to mode='taped', 'multipass', 'batchwise'"),  # fmt: skip
+        (InputError(f"{ref('mode', 'model')} needs {ref('model', 'FILE')}"),
+         "--mode model needs --model FILE", "mode='model' needs model=FILE"),
+        (InputError(f"weights files need {ref('generator', 'files')}"),
+         "weights files need --generator files", "weights files need generator='files'"),
+        (InputError(f"give {ref('loss')} with a Keras loss name"),
+         "give --loss with a Keras loss name", "give loss= with a Keras loss name"),
+        (InputError(f"only with {ref('time_major')}"), "only with --time-major",
+         "only with time_major=True"),
+        (ConfigError("time_major", f"only applies together with {ref('inputs', 'FILE')}"),
+         "--time-major: only applies together with --inputs FILE",
          "time_major: only applies together with inputs=FILE"),  # fmt: skip
+        (ConfigError("memory", f"reduce {ref('steps')}"), "memory: reduce --steps",
+         "memory: reduce steps="),  # a subject, not a field: as it is
     ],
 )
-def test_flags_become_keywords_with_their_values(cli, python):
-    """A flag followed by one of its choices ("--mode model") is that keyword's value: it had
-    become "mode= model"; a switch without a value is its keyword set to True."""
-    translated = in_python_terms(InputError(cli))
-    assert str(translated) == python
-    assert type(translated) is InputError
+def test_each_front_end_names_the_fields_its_own_way(message, cli, python):
+    """An error names its fields once; the command line words them as flags ("--mode model"
+    with its choice, a switch alone), the Python API as keyword arguments (a choice quoted, a
+    switch set to True)."""
+    translated = in_python_terms(message)
+    assert str(message) == cli and str(translated) == python
+    assert type(translated) is type(message)
 
 
 @pytest.mark.parametrize("name", ["random_state", "time_major", "connectivity"])
 def test_every_switch_of_run_config_becomes_true(name):
-    """Each of RunConfig's bool fields, named as a flag without a value, is that keyword set to
-    True (the fields listed here independently of the module's own reading)."""
+    """Each of RunConfig's bool fields, named without a value, is that keyword set to True
+    (the fields listed here independently of the module's own reading)."""
     from dataclasses import fields
 
     from lstmviz.config import RunConfig
 
     assert {f.name for f in fields(RunConfig) if f.type == "bool"} == {
         "random_state", "time_major", "connectivity"}  # fmt: skip
-    flag = "--" + name.replace("_", "-")
-    assert str(in_python_terms(InputError(f"only with {flag} here"))) == (
+    assert str(in_python_terms(InputError(f"only with {ref(name)} here"))) == (
         f"only with {name}=True here")  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "word"), [("mode", "model"), ("generator", "files"),
                                             ("task", "copy")])  # fmt: skip
 def test_every_choice_flag_takes_its_word(name, word):
-    assert str(in_python_terms(InputError(f"--{name} {word} needs more"))) == (
-        f"{name}={word!r} needs more")  # fmt: skip
+    message = InputError(f"{ref(name, word)} needs more")
+    assert str(message) == f"--{name} {word} needs more"
+    assert str(in_python_terms(message)) == f"{name}={word!r} needs more"
 
 
 def test_the_flag_of_a_config_error_becomes_its_keyword():
-    translated = in_python_terms(ConfigError("--time-major", "only with --inputs FILE"))
-    assert translated.flag == "time_major"
+    translated = in_python_terms(ConfigError("time_major", f"only with {ref('inputs', 'FILE')}"))
+    assert translated.flag == "time_major" and translated.field == "time_major"
     assert str(translated) == "time_major: only with inputs=FILE"
+
+
+def test_an_error_keeps_its_fields_across_processes():
+    """The computing process pickles errors to the window: their fields stay marked."""
+    import pickle
+
+    sent = pickle.loads(pickle.dumps(ConfigError("layer", f"needs {ref('weights', 'FILE')}")))
+    assert str(sent) == "--layer: needs --weights FILE" and sent.field == "layer"
+    assert str(in_python_terms(sent)) == "layer: needs weights=FILE"
 
 
 @pytest.mark.parametrize(

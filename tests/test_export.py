@@ -16,6 +16,7 @@ from lstmviz.cli import main
 from lstmviz.config import RunConfig
 from lstmviz.export import ExportError, export, export_csv, export_pdf, export_png
 from lstmviz.trace import GradientTrace
+from lstmviz.view import ViewOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 SVG = "{http://www.w3.org/2000/svg}"
@@ -220,6 +221,11 @@ def test_single_panel_and_view_options(traces, tmp_path):
     assert "log₁₀" not in texts  # a linear colour bar
     with pytest.raises(ExportError, match="--panel: unknown panel 'bogus'"):
         export(traces["taped"], png=tmp_path / "x.png", panels=["bogus"])
+    # the same view as one ViewOptions: the same SVG
+    again = export(traces["multipass"], svg=tmp_path / "v.svg", panels=["rows"],
+                   view=ViewOptions(log=False))[0]  # fmt: skip
+    assert again.read_bytes() == path.read_bytes()
+    assert ViewOptions.given(ViewOptions(layer=2), log=False) == ViewOptions(False, layer=2)
 
 
 def _rgb(path) -> np.ndarray:

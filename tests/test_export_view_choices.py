@@ -126,6 +126,6 @@ def test_model_panels_of_a_recording_read_without_its_last_trace_say_so(recordin
 
 
 def test_plot_names_the_run_a_panel_needs_in_python_terms(trace_file):
-    with pytest.raises(LstmvizError, match=r"^panels loss: this trace has no training loss "
+    with pytest.raises(LstmvizError, match=r"^panels=loss: this trace has no training loss "
                        r"\(a mode='train' run\)"):  # fmt: skip
         lstmviz.plot(trace_file, panels=["loss"])

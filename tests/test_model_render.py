@@ -13,6 +13,7 @@ from lstmviz.cli import main
 from lstmviz.config import RunConfig
 from lstmviz.render.layout import MODEL_PANELS, panels_for
 from lstmviz.trace import GradientTrace
+from lstmviz.view import ViewOptions
 from tests.model_fixtures import keras3_models, npz_stack
 
 pytest.importorskip("pytestqt")
@@ -167,7 +168,7 @@ def test_export_of_a_model_trace_names_every_direction_and_writes_a_block_per_la
 def test_the_pdf_report_lists_the_model_summary_table(trace):
     from lstmviz.render.figure import Figure
 
-    with Figure(trace, layer=1) as figure:
+    with Figure(trace, view=ViewOptions(layer=1)) as figure:
         assert figure.names == list(MODEL_PANELS)
         report = figure.report_html()
         panel = dict(figure.named)["gates"]

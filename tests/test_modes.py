@@ -63,3 +63,38 @@ def test_unknown_modes_are_refused_by_name():
     with pytest.raises(ConfigError, match="--mode: unknown value 'toy'"):
         RunConfig(mode="toy").validate()
     assert modes.label("toy") == "toy"  # a trace of a mode this version lacks still shows
+
+
+def test_the_rules_a_mode_follows_are_its_attributes(tmp_path):
+    """Every rule reads what the registry says a mode is, never its name: a toy mode that
+    lists weight files, counts its steps per unit, keeps two copies, trains and runs a whole
+    model gets each of those rules."""
+    from lstmviz.file_paths import listed_weights
+    from lstmviz.render.layout import panels_for
+    from lstmviz.trace import GradientTrace
+    from lstmviz.verify import verify_trace
+
+    plain = dict(name="toy", label="toy", help="", run="tests.test_modes:toy_run", unit="half",
+                 count="batches", params=frozenset({"weights", "generator", "batches"}))
+    modes.register(modes.Mode(**plain))
+    try:
+        one = RunConfig(mode="toy", weights="a.npz", batches=3)
+        assert not listed_weights(one, "weights") and not one.weight_files_listed()
+        base = one.estimated_bytes()
+        modes.register(modes.Mode(**plain, lists_weight_files=True, steps_per_unit=True,
+                                  copies=2, trains=True, whole_model=True))  # fmt: skip
+        listed = RunConfig(mode="toy", weights="a.npz,b.npz", batches=3, generator="files")
+        assert listed_weights(listed, "weights") and listed.weight_files_listed()
+        with pytest.raises(ConfigError, match="--weights: empty file name in the list"):
+            RunConfig(mode="toy", weights="a.npz,", generator="files").check_flags()
+        with pytest.raises(ConfigError, match="weights files need --generator files"):
+            RunConfig(mode="toy", weights="a.npz,b.npz").check_flags()
+        assert listed.estimated_bytes() > 5 * base  # 3 units' steps, twice (seeding aside)
+        assert panels_for({}, listed)[0] == "layers"  # a whole model: the model panels
+        trace = GradientTrace("toy", listed, {"norm_h_total": np.ones(3, np.float32)})
+        with pytest.raises(Exception, match="cannot be verified"):
+            verify_trace(trace)  # not `verifiable`
+        assert "loss='mse'" in repr(trace)  # training on a task: the task's loss
+    finally:
+        modes.unregister("toy")
+    assert modes.find("toy").lead == () and not modes.find("toy").whole_model

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lstmviz import modes
+
 LSTM_GATES = ("i", "f", "g", "o")
 DEFAULT_GATES = {"lstm": LSTM_GATES, "gru": ("z", "r", "h~"), "simple_rnn": ("act",)}
 
@@ -80,9 +82,10 @@ def trace_directions(trace, full: bool = True) -> list[Direction]:
 
 def _trace_directions(trace, full: bool) -> list[Direction]:
     a = trace.arrays
-    if trace.mode == "model":
+    mode = modes.find(trace.mode)
+    if mode.whole_model:
         return [_model_direction(a, k, str(name)) for k, name in enumerate(a["layer_names"])]
-    if trace.mode == "batchwise":
+    if mode.lead:  # every batch's arrays stacked
         return [_batchwise(a, full)]
     d = Direction("lstm", "lstm", _f32(a["norm_h_total"]), _c_row(a.get("norm_c_total")),
                   _opt(a.get("norm_h_direct")), a.get("grad_h_total"),

@@ -249,7 +249,8 @@ def _run(send, flags: _Flags, request: Run) -> None:
                     break
         send(Cancelled(run_id))
     except Exception as exc:
-        send(Failed(run_id, describe(exc)))
+        # an input error keeps its fields marked: the window names them as the dock does
+        send(Failed(run_id, exc.marked if isinstance(exc, LstmvizError) else describe(exc)))
     finally:
         flags.current = None
         for held in (flags.cancelled, flags.paused, flags.finish):

@@ -27,9 +27,9 @@ from lstmviz import files, modes
 from lstmviz.atomic import atomic_path
 from lstmviz.config import LOSSES, RunConfig
 from lstmviz.engine import interrupt
-from lstmviz.engine.model import prepare
+from lstmviz.engine.model import GIVE_Y, prepare
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError
+from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError, ref
 from lstmviz.model_data import load_data
 from lstmviz.recording import RecordingError
 from lstmviz.trace import GradientTrace, TraceUpdate
@@ -67,19 +67,18 @@ def run_fit(
     import keras
 
     config.validate().check_flags()
-    record = files.check_output(config.record, "--record", files.RECORDINGS, "recordings")
+    record = files.check_output(config.record, "record", files.RECORDINGS, "recordings")
     if config.save_model:
-        files.check_output(config.save_model, "--save-model", (MODEL_SUFFIX,), "saved models")
+        files.check_output(config.save_model, "save_model", (MODEL_SUFFIX,), "saved models")
     _check_distinct(config)
     from lstmviz.keras import check_replaceable
 
-    check_replaceable(record, "--record")
+    check_replaceable(record, "record")
     keras.utils.set_random_seed(config.seed)
     model = load_keras_model(config.model, "" if config.loss in LOSSES else config.loss)
     x, y, _ = load_data(config.inputs, config.targets)
     if y is None:
-        raise InputError(f"{config.inputs}: training needs targets y (in the .npz, or "
-                         "--targets Y.npy)")  # fmt: skip
+        raise InputError(f"{config.inputs}: training needs targets y ({GIVE_Y})")
     _compile(model, config)
     from lstmviz.keras import GradientFlowCallback
     from lstmviz.weights.model_files import spec_from_keras
@@ -89,10 +88,10 @@ def run_fit(
     _, x, y, _ = prepare(spec, config, x, y, where=config.inputs)
     batches = -(-len(x) // config.batch) * config.epochs
     if batches < config.every:
-        raise ConfigError("--every", f"the fit runs {batches} batch{'es' * (batches != 1)} "
-                          f"({len(x)} samples, --batch {config.batch}, --epochs "
-                          f"{config.epochs}), fewer than --every {config.every}: no record "
-                          "would be written")  # fmt: skip
+        raise ConfigError("every", f"the fit runs {batches} batch{'es' * (batches != 1)} "
+                          f"({len(x)} samples, {ref('batch', config.batch)}, "
+                          f"{ref('epochs', config.epochs)}), fewer than "
+                          f"{ref('every', config.every)}: no record would be written")  # fmt: skip
     data = (x[:RECORD_SAMPLES], y[:RECORD_SAMPLES])
     callback = GradientFlowCallback(data, record, every=config.every, loss=config.loss)
     return _fit(model, x, y, config, callback, cancelled, keep)
@@ -121,9 +120,9 @@ def load_keras_model(path: str, loss: str = ""):
         if not spec.unknown_loss:
             raise _unloadable(path, exc) from None
         if not loss:
-            raise ConfigError("--loss", f"{path}: the model is compiled with the custom loss "
+            raise ConfigError("loss", f"{path}: the model is compiled with the custom loss "
                               f"{spec.unknown_loss!r}, which Keras cannot load without its code; "
-                              "give --loss with a Keras loss name (e.g. mse) to train with "
+                              f"give {ref('loss')} with a Keras loss name (e.g. mse) to train with "
                               "that loss instead") from None  # fmt: skip
         try:
             model = _keras_load(path, compile=False)
@@ -160,7 +159,7 @@ def _keras_loss(name: str) -> str:
     try:
         keras.losses.get(name)
     except (ValueError, TypeError):
-        raise ConfigError("--loss", f"unknown loss {name!r} (a Keras loss name)") from None
+        raise ConfigError("loss", f"unknown loss {name!r} (a Keras loss name)") from None
     return name
 
 
@@ -192,22 +191,23 @@ def _compile(model, config: RunConfig) -> None:
         return
     name = config.loss
     if name in LOSSES:
-        raise ConfigError("--loss", f"{config.model}: the model has no compiled loss; give --loss "
-                          "with a Keras loss name (e.g. binary_crossentropy, mse)")  # fmt: skip
+        raise ConfigError("loss", f"{config.model}: the model has no compiled loss; give "
+                          f"{ref('loss')} with a Keras loss name (e.g. binary_crossentropy, "
+                          "mse)")  # fmt: skip
     optimizer = getattr(model, "optimizer", None) or keras.optimizers.Adam()
     model.compile(optimizer=optimizer, loss=_keras_loss(name))
 
 
 def _check_distinct(config: RunConfig) -> None:
     """No file written over a file read (or over another one written)."""
-    read = [("--model", config.model), ("--inputs", config.inputs), ("--targets", config.targets)]
-    written = [("--record", config.record), ("--save-model", config.save_model)]
-    for n, (flag, name) in enumerate(written):
+    read = [(field, getattr(config, field)) for field in ("model", "inputs", "targets")]
+    written = [(field, getattr(config, field)) for field in ("record", "save_model")]
+    for n, (field, name) in enumerate(written):
         if not name:
             continue
         for other, source in read + written[:n]:
             if source and Path(name).resolve() == Path(source).resolve():
-                raise ConfigError(flag, f"{name}: the same file as {other}")
+                raise ConfigError(field, f"{name}: the same file as {ref(other)}")
 
 
 def save_model(model, path: str) -> None:
@@ -216,7 +216,7 @@ def save_model(model, path: str) -> None:
         with atomic_path(path, suffix=MODEL_SUFFIX) as tmp:
             model.save(tmp)
     except OSError as exc:
-        raise ConfigError("--save-model", f"{path}: cannot write ({exc.strerror or exc})") from None
+        raise ConfigError("save_model", f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
 class _Progress:
@@ -310,7 +310,7 @@ def _raise(exc: BaseException, config: RunConfig, cancelled) -> None:
     if isinstance(exc, tf.errors.CancelledError) and cancelled():
         return  # a record interrupted by the cancel: the records before it are kept
     if isinstance(exc, RecordingError):  # it says what the file keeps
-        raise RecordingError(f"--record {exc}") from None
+        raise RecordingError(f"{ref('record')} {exc.marked}") from None
     if isinstance(exc, LstmvizError):
         raise exc
     if isinstance(exc, ValueError | TypeError | tf.errors.OpError):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.config import RunConfig
-from lstmviz.errors import ConfigError, WeightsError
+from lstmviz.errors import ConfigError, WeightsError, ref
 from lstmviz.weights import LSTMWeights, random_weights
 from lstmviz.weights.loaders import load_weights, weight_files
 
@@ -107,7 +107,7 @@ def weight_paths(spec: str, batches: int) -> list[Path]:
     """
     paths = weight_files(spec)
     if len(paths) != batches:
-        raise ConfigError("--weights", f"{len(paths)} weight file(s), but --batches is "
+        raise ConfigError("weights", f"{len(paths)} weight file(s), but {ref('batches')} is "
                           f"{batches}: give one per batch")  # fmt: skip
     return paths
 
@@ -119,7 +119,8 @@ def make_generator(config: RunConfig, seeded: Sequence[LSTMWeights]):
     if config.generator == "hypernetwork":
         return Hypernetwork(config.input_dim, config.hidden, config.seed)
     if not config.weights:
-        raise ConfigError("--weights", "--generator files needs the weight files (one per batch)")
+        raise ConfigError("weights", f"{ref('generator', 'files')} needs the weight files (one "
+                          "per batch)")  # fmt: skip
     paths = weight_paths(config.weights, config.batches)
     return FixedWeights(
         "files",

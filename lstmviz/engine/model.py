@@ -32,7 +32,7 @@ from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activi
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError, InputError
+from lstmviz.errors import ConfigError, InputError, ref
 from lstmviz.files import torch_program
 from lstmviz.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.trace import GradientTrace, TraceUpdate
@@ -101,8 +101,9 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
     if spec.loss is not None and not spec.stack:
         # another name Keras takes for the compiled loss ("mse") is that loss
         if given and given not in LOSSES and loss_name(given) != spec.loss:  # default mean_h
-            raise ConfigError("--loss", f"{spec.source}: the model is compiled with "
-                              f"{spec.loss}; --loss is for a model without a compiled loss")
+            raise ConfigError("loss", f"{spec.source}: the model is compiled with {spec.loss}; "
+                              f"{ref('loss')} is for a model without a compiled loss (or with "
+                              "one lstmviz does not know)")  # fmt: skip
         return ModelLoss(spec.loss, tuple(sorted(spec.loss_args.items())))
     if spec.stack or spec.layers[-1].kind in RECURRENT:
         name = given or "mean_h"
@@ -113,8 +114,8 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
         why = (f"{given} is a loss on the output of a model ending in an LSTM, this one ends "
                f"in {last}; " if given and given != "mean_h" else "")  # fmt: skip
         raise ConfigError(
-            "--loss",
-            f"{spec.source}: {spec.no_loss}; {why}give --loss with a Keras "
+            "loss",
+            f"{spec.source}: {spec.no_loss}; {why}give {ref('loss')} with a Keras "
             "loss name (e.g. binary_crossentropy, sparse_categorical_crossentropy, mse)",
         )
     return _keras_loss(given)
@@ -126,7 +127,7 @@ def _keras_loss(name: str) -> ModelLoss:
     try:
         keras.losses.get(name)
     except (ValueError, TypeError):
-        raise ConfigError("--loss", f"unknown loss {name!r} (a Keras loss name)") from None
+        raise ConfigError("loss", f"unknown loss {name!r} (a Keras loss name)") from None
     return ModelLoss(name)
 
 
@@ -311,9 +312,15 @@ def named_arrays(spec: ModelSpec, named: dict, x: np.ndarray, y) -> dict[str, np
     return arrays
 
 
-def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "data"):
+# How a run's targets are given: by the data file or the targets file
+GIVE_Y = f"in the .npz, or {ref('targets', 'Y.npy')}"
+
+
+def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "data",
+            give_y: str = GIVE_Y):  # fmt: skip
     """(loss, x, y, data description) for a run of `spec`: x and y checked (given or read from
-    config.inputs / config.targets), or seeded random data of the model's input shape."""
+    config.inputs / config.targets), or seeded random data of the model's input shape.
+    `where` names the data in messages, `give_y` how its caller gives targets."""
     loss = resolve_loss(spec, config.loss)
     spec = with_shapes(spec)
     source = ""
@@ -321,11 +328,11 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
         x, y, source = load_data(config.inputs, config.targets)
         where = config.inputs + (f" (y: {config.targets})" if config.targets else "")
     elif x is None and config.targets:
-        raise ConfigError("--targets", "give the inputs too (--inputs X.npy)")
+        raise ConfigError("targets", f"give the inputs too ({ref('inputs', 'X.npy')})")
     if x is None:
         check_fits(model_bytes(spec, spec.input_shape[0] or config.steps, config.batch),
                    f"T={spec.input_shape[0] or config.steps} B={config.batch}",
-                   "--steps or --batch")  # fmt: skip
+                   f"{ref('steps')} or {ref('batch')}")  # fmt: skip
         width = (spec.output_shape or (1,))[-1] or 1
         x, y = random_data(spec, loss.name, config.steps, config.batch, config.seed, width)
         if loss.hidden and loss.name == "mean_h":
@@ -337,8 +344,7 @@ def prepare(spec: ModelSpec, config: RunConfig, x=None, y=None, where: str = "da
     if y is not None:
         y = _check_targets(spec, loss, x, y, where)
     if y is None and not (loss.hidden and loss.name == "mean_h"):
-        raise InputError(f"{where}: the loss {loss.name} needs targets y (in the .npz, or "
-                         "--targets Y.npy)")  # fmt: skip
+        raise InputError(f"{where}: the loss {loss.name} needs targets y ({give_y})")
     return loss, x, y, source
 
 
@@ -391,7 +397,7 @@ def run_model(
     GradientTrace. Bad files or data raise before anything runs. The run is one unit of work:
     a cancel before or during it ends the run without a trace."""
     if not config.model:
-        raise ConfigError("--model", "model mode needs a model file: --model FILE")
+        raise ConfigError("model", f"model mode needs a model file: {ref('model', 'FILE')}")
     if torch_program(config.model):  # TorchScript, torch.export: PyTorch runs them
         from lstmviz.torch.programs import run_program
 
@@ -470,14 +476,10 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     if x is None and y is not None:
         raise InputError("y given without x")
     try:
-        prepared = prepare(spec, config, x, y, where="model_gradients")
+        prepared = prepare(spec, config, x, y, where="model_gradients", give_y=ref("y"))
     except (ConfigError, InputError) as exc:
-        raise in_python_terms(exc, _PYTHON_TERMS) from None
+        raise in_python_terms(exc) from None
     model_loss, x, y, source = prepared
     *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source)
     return trace
 
-
-# The CLI's words in messages `prepare` shares with the command line, as model_gradients's
-# arguments name them.
-_PYTHON_TERMS = (("(in the .npz, or --targets Y.npy)", "(y=)"),)  # model_gradients's words

@@ -10,9 +10,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from lstmviz import modes
 from lstmviz.config import LOSSES, RunConfig
 from lstmviz.engine.losses import check_target, target_shape
-from lstmviz.errors import ConfigError, InputError, WeightsError
+from lstmviz.errors import ConfigError, InputError, WeightsError, ref
 from lstmviz.numeric import float32_copy
 from lstmviz.weights import LSTMWeights, random_weights
 
@@ -180,7 +181,8 @@ def loaded_problem(config: RunConfig) -> tuple[RunConfig, Problem, dict[str, str
 
     sources: dict[str, str] = {}
     sizes: dict[str, int] = {}
-    passes = config.passes if config.mode == "multipass" else None
+    mode = modes.get(config.mode)
+    passes = getattr(config, mode.count) if mode.steps_per_unit else None
     weights = x = None
     if config.weights:
         weights, sources["weights_source"] = read_weights(config.weights, config.layer)
@@ -195,16 +197,17 @@ def loaded_problem(config: RunConfig) -> tuple[RunConfig, Problem, dict[str, str
             )
         if passes is not None and steps % passes:
             raise InputError(
-                f"{config.inputs}: T={steps} steps cannot be split into --passes {passes} "
-                "equal passes"
+                f"{config.inputs}: T={steps} steps cannot be split into "
+                f"{ref(mode.count, passes)} equal {modes.plural(mode.unit)}"
             )
         sizes.update(steps=steps // (passes or 1), batch=batch, input_dim=input_dim)
         sources["inputs_source"] = describe_inputs(config.inputs, x, config.time_major)
     try:
         config = replace(config, **sizes).validate()
     except ConfigError as exc:
-        from_inputs = config.inputs and exc.flag in ("--steps", "--batch", "--input-dim")
-        raise InputError(f"{config.inputs if from_inputs else config.weights}: {exc}") from None
+        from_inputs = config.inputs and exc.field in ("steps", "batch", "input_dim")
+        where = config.inputs if from_inputs else config.weights
+        raise InputError(f"{where}: {exc.marked}") from None
     seeded = seeded_problem(config, steps=config.steps * (passes or 1), passes=passes)
     problem = check_problem(
         seeded.x if x is None else x,

@@ -49,7 +49,7 @@ def run(
         from lstmviz.engine.problem import loaded_problem
 
         config, problem, sources = loaded_problem(config)
-    elif config.mode == "batchwise" and config.generator == "files" and config.weights:
+    elif config.weights and config.weight_files_listed():
         config, sources = _sized_by_weight_files(config)
     config.check_memory()
     from lstmviz.engine.tfload import spend_native_notices

@@ -28,7 +28,7 @@ import numpy as np
 
 from lstmviz import files
 from lstmviz.config import TASK_INPUT_DIMS, RunConfig
-from lstmviz.errors import ConfigError, InputError
+from lstmviz.errors import ConfigError, InputError, ref
 from lstmviz.inputs import read_numpy
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
@@ -51,7 +51,7 @@ class Task:
 
 def _adding(steps: int, batch: int) -> Sampler:
     if steps < 2:
-        raise ConfigError("--steps", f"task 'adding' needs at least 2 steps (one marker in each "
+        raise ConfigError("steps", f"task 'adding' needs at least 2 steps (one marker in each "
                           f"half), not {steps}")  # fmt: skip
 
     def sample(rng):
@@ -69,7 +69,7 @@ def _adding(steps: int, batch: int) -> Sampler:
 
 def _copy(steps: int, batch: int) -> Sampler:
     if steps < 3:
-        raise ConfigError("--steps", f"task 'copy' needs at least 3 steps (symbols, marker, "
+        raise ConfigError("steps", f"task 'copy' needs at least 3 steps (symbols, marker, "
                           f"recall), not {steps}")  # fmt: skip
     length = max(1, min(10, (steps - 1) // 2))
     blank, marker = COPY_SYMBOLS, COPY_SYMBOLS + 1
@@ -138,7 +138,7 @@ def check_task_data(x, y, batch: int, source: str) -> tuple[np.ndarray, np.ndarr
     if y.ndim == 3 and y.shape[1] != length:
         raise InputError(f"{source}: x has T={length} steps but y has T={y.shape[1]}")
     if count < batch:
-        raise InputError(f"{source}: {count} sequences, fewer than --batch {batch}")
+        raise InputError(f"{source}: {count} sequences, fewer than {ref('batch', batch)}")
     for name, array in (("x", x), ("y", y)):
         bad = ~np.isfinite(array.reshape(count, -1)).all(axis=1)
         if bad.any():

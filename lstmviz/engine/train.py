@@ -135,7 +135,7 @@ def run_train(
     total, steps = config.train_steps, config.steps
     if total * steps > MAX_HISTORY:
         raise ConfigError(
-            "--train-steps",
+            "train_steps",
             f"{total} steps × T={steps} is more than {MAX_HISTORY:,} history cells; "
             "train for fewer steps or shorter sequences",
         )
@@ -258,13 +258,14 @@ def train(**params) -> GradientTrace:
     known = known_keywords()
     unknown = sorted(set(params) - set(known))
     if unknown:
-        raise ConfigError(unknown[0], f"train() takes no parameter {unknown[0]!r} (it takes "
-                          f"{', '.join(known)})")  # fmt: skip
+        raise in_python_terms(ConfigError(unknown[0], f"train() takes no parameter "
+                                          f"{unknown[0]!r} (it takes {', '.join(known)})"))
     for name in NAME_FIELDS:  # their values are printed in full in validate's message
         value = params.get(name)
         if value is not None and not isinstance(value, str | os.PathLike):
             hint = "a layer name" if name == "layer" else "a file name (np.save an array first)"
-            raise ConfigError(name, f"train() takes {hint}, not a {type(value).__name__}")
+            raise in_python_terms(ConfigError(name, f"train() takes {hint}, not a "
+                                              f"{type(value).__name__}"))  # fmt: skip
     # paths as their text; NumPy numbers RunConfig makes the Python ones they equal
     params = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in params.items()}
     weights_out = None  # a task run's trained weights: written here, not by the run
@@ -321,11 +322,11 @@ def known_keywords() -> list[str]:
 
 
 def _check_weights_out(path: str, config: RunConfig) -> None:
-    """ConfigError naming `--save-model` when a task run's trained weights cannot be written
+    """ConfigError naming `save_model` when a task run's trained weights cannot be written
     to `path`: not a `.weights.h5` or `.npz` name, no folder to write in, or the file of
     sequences the run reads."""
     out = files.check_trained_weights_output(path)
     read = Path(config.inputs) if config.inputs else None
     if read is not None and out.exists() and read.exists() and out.samefile(read):
-        raise ConfigError("--save-model", f"{out}: would overwrite the sequences it trains on "
+        raise ConfigError("save_model", f"{out}: would overwrite the sequences it trains on "
                           f"({config.inputs})")  # fmt: skip

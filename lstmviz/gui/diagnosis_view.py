@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from lstmviz import modes
 from lstmviz.analysis.diagnosis import details
 from lstmviz.errors import LstmvizError
 from lstmviz.gui.shown import Shown
@@ -147,8 +148,8 @@ class DiagnosisView(QObject):
         area = self.window.made_area
         if area is None:
             return
-        names = ("layers",) if len(diagnosis.layers) > 1 or self.shown.trace.mode == "model" \
-            else ("norm",)  # fmt: skip
+        whole_model = modes.find(self.shown.trace.mode).whole_model
+        names = ("layers",) if len(diagnosis.layers) > 1 or whole_model else ("norm",)
         for name in names:
             panel = area.by_name.get(name)
             if panel is None:

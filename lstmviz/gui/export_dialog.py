@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from lstmviz.errors import LstmvizError
+from lstmviz.errors import LstmvizError, cli_term
 from lstmviz.export import (
     DEFAULT_DPI,
     DEFAULT_HEIGHT,
@@ -36,6 +36,7 @@ from lstmviz.export import (
 )
 from lstmviz.render.figure import panel_name
 from lstmviz.render.panel import Panel, panel_title
+from lstmviz.view import ViewOptions
 
 FORMATS = {  # key: (check box text, suffix, file-dialog filter)
     "png": ("PNG image", ".png", "PNG image (*.png)"),
@@ -61,15 +62,15 @@ def window_panels(window) -> list[Panel]:
     return [p for p in window.findChildren(Panel) if not p.isHidden()]
 
 
-def _view_options(window) -> dict:
-    options = {
-        "log": window.log_action.isChecked(),
-        "normalise": window.normalise_action.isChecked(),
-        "layer": window.area.layer,  # the LSTM direction a model's gates and units panels show
-    }
-    if window.recording is not None:  # the record and the timesteps its panels show
-        options |= {"record": window.area.record, "t_range": window.area.t_range}
-    return options
+def _view_options(window) -> ViewOptions:
+    """How the window draws what it shows: View's log scale and normalising, the LSTM
+    direction a model's gates and units panels show, a recording's record and timesteps."""
+    view = ViewOptions(log=window.log_action.isChecked(),
+                       normalise=window.normalise_action.isChecked(),
+                       layer=window.area.layer)  # fmt: skip
+    if window.recording is not None:
+        view = view.but(record=window.area.record, t_range=window.area.t_range)
+    return view
 
 
 def _subject(window):
@@ -114,16 +115,22 @@ def _remember(window, path: Path, name: bool = True) -> None:
         window.settings.setValue("export/name", path.stem)
 
 
-# `lstmviz export`'s flags, as the dialog names what they set
-DIALOG_TERMS = {"--width/--height": "Image size", "--width": "width", "--height": "height",
-                "--dpi": "dpi", **{f"--{key}": key.upper() for key in FORMATS}}  # fmt: skip
+# The export's arguments, as the dialog names what they set
+DIALOG_TERMS = {"size": "Image size", "width": "width", "height": "height", "dpi": "dpi",
+                **{key: key.upper() for key in FORMATS}}  # fmt: skip
 
 
-def in_dialog_terms(message: str) -> str:
-    """An export error in the dialog's words: "--png /x.png: …" -> "PNG /x.png: …"."""
-    for flag, term in DIALOG_TERMS.items():
-        message = message.replace(flag, term)
-    return message
+def dialog_term(name: str, value: str | None = None) -> str:
+    """The dialog's words for export argument `name` (`errors.Term`): "PNG /x.png", "Image
+    size"; an argument it has no field for, as the command line names it."""
+    if name not in DIALOG_TERMS:
+        return cli_term(name, value)
+    return f"{DIALOG_TERMS[name]} {value}" if value else DIALOG_TERMS[name]
+
+
+def in_dialog_terms(exc: Exception) -> str:
+    """An export's error in the dialog's words: "--png /x.png: …" -> "PNG /x.png: …"."""
+    return str(exc.worded(dialog_term) if isinstance(exc, LstmvizError) else exc)
 
 
 PROGRESS_STEPS = 1000
@@ -160,7 +167,7 @@ def _write(window, targets: dict[str, str], remember_name: bool = True, **option
     progress = ExportProgress(window)
     try:
         try:
-            written = export(_subject(window), **targets, **_view_options(window), **options,
+            written = export(_subject(window), **targets, view=_view_options(window), **options,
                              progress=progress.report)  # fmt: skip
         finally:
             progress.close()  # before an error dialog
@@ -168,7 +175,7 @@ def _write(window, targets: dict[str, str], remember_name: bool = True, **option
         window.message.setText("export cancelled: nothing written")
         return False
     except (LstmvizError, OSError) as exc:
-        window.show_error("Cannot export", in_dialog_terms(str(exc)))
+        window.show_error("Cannot export", in_dialog_terms(exc))
         return False
     if "npz" in targets:
         window.files.add_recent(str(Path(targets["npz"]).resolve()))

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from lstmviz import modes
-from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, flag, help_for
-from lstmviz.errors import ConfigError
+from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
+from lstmviz.errors import ConfigError, cli_term, render
 from lstmviz.gui.fields import FileField, LayerField
 from lstmviz.gui.model_table import ModelTable
 from lstmviz.weights.loaders import LayerInfo
@@ -68,14 +68,22 @@ LABELS = {
 }
 
 
+def dock_term(name: str, value: str | None = None) -> str:
+    """The dock's words for field `name` (`errors.Term`): its label ("Steps T", "Inputs
+    layout"), "a Weights file" for a file it names; a field the dock has no row for, as the
+    command line names it."""
+    if name not in LABELS:
+        return cli_term(name, value)
+    label = LABELS[name]
+    if value == "FILE":
+        return f"{'an' if label[0] in 'AEIOU' else 'a'} {label} file"
+    return f"{label} {value}" if value else label
+
+
 def in_dock_terms(text: str) -> str:
-    """A message about CLI flags in the dock's words: "--weights FILE" -> "a Weights file",
-    "--time-major" -> "Inputs layout"."""
-    for name, label in LABELS.items():
-        article = "an" if label[0] in "AEIOU" else "a"
-        text = text.replace(f"{flag(name)} FILE", f"{article} {label} file")
-        text = re.sub(re.escape(flag(name)) + r"\b(?!-)", label, text)
-    return text
+    """A message (an error's, as `LstmvizError.marked` keeps it: the computing process sends
+    them so) in the dock's words (`dock_term`)."""
+    return render(text, dock_term)
 
 
 class FieldsArea(QScrollArea):
@@ -213,36 +221,40 @@ class ParamsEditor(QWidget):
     def validated(self) -> RunConfig:
         """The config a run of the shown mode gets (the fields the mode does not read are
         cleared), checked as the CLI checks it: values, combinations, files that exist, and a
-        run that fits in memory. Raises ConfigError naming the field."""
+        run that fits in memory. Raises ConfigError naming the field as the dock does."""
         config = self.config().for_mode()
         mode = modes.get(config.mode)
-        for name in (n for n in mode.requires if not getattr(config, n)):
-            how = FILE_WIDGETS[name][0].split(": ", 1)[-1]
-            if self.widgets[name].recorded():
-                raise ConfigError(LABELS[name], f"the {name} of {self.recorded_from} was "
-                                  f"{self.recorded_how}, in another process: it cannot be re-run "
-                                  f"from here. To run it, open its saved {name} file: {how}; or "
-                                  "choose another mode")  # fmt: skip
-            raise ConfigError(LABELS[name], f"{mode.label} mode needs a {name} file: {how}, "
-                              "or drop the file on the window")  # fmt: skip
-        if mode.any_loss and not config.loss:
-            raise ConfigError(LABELS["loss"], "the model has no compiled loss: choose "
-                              "one (mse, binary_crossentropy, …) or type a Keras loss name")
         try:
+            self._check_needed(config, mode)
             config.validate().check_flags()
             for name in FILE_WIDGETS:
                 path = getattr(config, name)
                 listed = [path] if path else []
-                if name == "weights" and path and config.mode == "batchwise":
+                if name == "weights" and path and mode.lists_weight_files:
                     from lstmviz.engine.generators import weight_paths  # no TensorFlow
 
                     listed = weight_paths(path, config.batches)  # one file per batch
                 for one in (p for p in listed if not Path(p).is_file()):
-                    raise ConfigError(LABELS[name], f"{one}: no such file")
+                    raise ConfigError(name, f"{one}: no such file")
             return config.check_memory()
         except ConfigError as exc:  # the dock's names for the fields, not the CLI's flags
-            raise ConfigError(in_dock_terms(exc.flag), in_dock_terms(
-                str(exc).removeprefix(f"{exc.flag}: "))) from None  # fmt: skip
+            raise exc.worded(dock_term) from None
+
+    def _check_needed(self, config: RunConfig, mode: modes.Mode) -> None:
+        """ConfigError for a file the mode cannot run without (a model) or a loss the model
+        does not give, in the dock's words: how to give it here."""
+        for name in (n for n in mode.requires if not getattr(config, n)):
+            how = FILE_WIDGETS[name][0].split(": ", 1)[-1]
+            if self.widgets[name].recorded():
+                raise ConfigError(name, f"the {name} of {self.recorded_from} was "
+                                  f"{self.recorded_how}, in another process: it cannot be re-run "
+                                  f"from here. To run it, open its saved {name} file: {how}; or "
+                                  "choose another mode")  # fmt: skip
+            raise ConfigError(name, f"{mode.label} mode needs a {name} file: {how}, "
+                              "or drop the file on the window")  # fmt: skip
+        if mode.any_loss and not config.loss:
+            raise ConfigError("loss", "the model has no compiled loss: choose "
+                              "one (mse, binary_crossentropy, …) or type a Keras loss name")
 
     def set_path(self, name: str, path: str | None) -> None:
         self.widgets[name].set_path(path)
@@ -350,17 +362,23 @@ class ParamsEditor(QWidget):
         self._apply_locks()
 
     def model_mode(self) -> bool:
-        return self.widgets["mode"].currentData() == "model"
+        """Whether the mode shown runs a whole model."""
+        return modes.get(self.widgets["mode"].currentData()).whole_model
 
     def _mode_changed(self) -> None:
-        mode = self.widgets["mode"].currentData()
-        self.cudnn_note.setVisible(mode == "batchwise")
-        self._loss_choices(mode == "model")
+        mode = modes.get(self.widgets["mode"].currentData())
+        self.cudnn_note.setVisible(mode.uses("generator"))
+        self._loss_choices(mode.any_loss)
         label = self.form.labelForField(self.widgets["inputs"])
-        label.setText("Data" if mode == "model" else LABELS["inputs"])
-        if mode != "model":  # a run of another mode reads neither the model nor the data
+        label.setText(self._label("inputs", mode))
+        if not mode.whole_model:  # a run of another mode reads neither the model nor the data
             self.drop_recorded()
         self._apply_locks()
+
+    @staticmethod
+    def _label(name: str, mode: modes.Mode) -> str:
+        """The dock's label of field `name` while `mode` is shown."""
+        return "Data" if name == "inputs" and mode.whole_model else LABELS[name]
 
     def _loss_choices(self, model: bool) -> None:
         """Model mode: any Keras loss name (typed, or one of MODEL_LOSSES; a stack of LSTM
@@ -398,20 +416,20 @@ class ParamsEditor(QWidget):
         if not hasattr(self, "loaded"):  # still building
             return
         mode = modes.get(self.widgets["mode"].currentData())
-        passes = self.widgets["passes"].value()
+        units = self.widgets[mode.count].value() if mode.steps_per_unit else 1
         fixed: dict[str, tuple[int, str]] = {}
         for name, (path, sizes, _) in self.loaded.items():
             # Training reads its own task sequences from an inputs file (the engine checks
             # them); a file the mode does not read fixes nothing.
-            if not mode.uses(name) or (name == "inputs" and mode.name == "train"):
+            if not mode.uses(name) or (name == "inputs" and mode.trains):
                 continue
             for field, value in sizes.items():
-                if field == "steps" and mode.name == "multipass":
-                    if value % passes:
-                        continue  # the run will say that T does not split into passes
-                    value //= passes
+                if field == "steps" and mode.steps_per_unit:
+                    if value % units:
+                        continue  # the run will say that T does not split into its units
+                    value //= units
                 fixed[field] = (value, path)
-        spec = self.model_spec if mode.name == "model" else None
+        spec = self.model_spec if mode.whole_model else None
         if spec is not None and spec.loss is not None and not spec.stack:
             fixed["loss"] = (spec.loss, self.loaded["model"][0])  # compiled into the model
             self.widgets["loss"].setCurrentText(spec.loss)
@@ -427,7 +445,7 @@ class ParamsEditor(QWidget):
             widget.setEnabled(enabled)
             # a model run reads few fields: the others make room for its layer table (the
             # one-LSTM modes keep theirs in view, greyed out where unused)
-            self.form.setRowVisible(widget, mode.name != "model" or mode.uses(name))
+            self.form.setRowVisible(widget, not mode.whole_model or mode.uses(name))
         for field in SIZE_FIELDS:
             widget = self.widgets[field]
             if field in fixed:
@@ -444,7 +462,7 @@ class ParamsEditor(QWidget):
                 for name, (path, sizes, text) in used.items()}  # fmt: skip
         for name, (path, _, text) in used.items():  # a file the mode ignores is not listed
             shown = text.replace(str(path), Path(path).name, 1)
-            label = "Data" if name == "inputs" and mode.name == "model" else LABELS[name]
+            label = self._label(name, mode)
             lines.append(f"<b>{label}:</b> {html.escape(shown)}")
         tips = [text for _, _, text in used.values()]
         if self.recorded_from is not None:

@@ -8,12 +8,12 @@ import itertools
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
+from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.gui.shown import Shown
 from lstmviz.render.summary import WARNING_STYLE, summary_text, summary_tip
 from lstmviz.render.values import Arrays
 from lstmviz.trace import GradientTrace
-from lstmviz.verify import VERIFIABLE_MODES
 
 VERIFY_TIP = ("Check a few random entries of dL/dh_t (and the largest one) by central finite\n"
               "differences of the loss in float64, and show the worst error "
@@ -47,9 +47,10 @@ class SummaryPanel(QWidget):
     def set_verifiable(self, trace: GradientTrace | None) -> bool:
         """Enable Verify for a trace whose loss it can rebuild (taped, multi-pass, training);
         its tooltip says why not for the others. Returns whether it is enabled."""
-        can = trace is not None and trace.mode in VERIFIABLE_MODES and "grad_h_total" in trace
+        verifiable = trace is not None and modes.find(trace.mode).verifiable
+        can = verifiable and "grad_h_total" in trace
         self.verify_button.setEnabled(can)
-        other = trace is not None and trace.mode not in VERIFIABLE_MODES
+        other = trace is not None and not verifiable
         self.verify_button.setToolTip(VERIFY_TIP + ("\n(Not for this mode: it rebuilds the loss of "
                                       "taped, multi-pass and training runs.)" if other else ""))
         return can

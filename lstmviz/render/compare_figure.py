@@ -20,6 +20,7 @@ from lstmviz.atomic import atomic_path
 from lstmviz.render.figure import HEADER_PX, Figure, ensure_app, gui_style
 from lstmviz.render.panel import Panel
 from lstmviz.render.style import PALETTE
+from lstmviz.view import DEFAULT_VIEW, ViewOptions
 
 DIVERGING = "CET-D1"
 NO_VALUE = (217, 217, 217, 255)  # a ratio that is not defined (a norm 0 or not finite)
@@ -114,7 +115,8 @@ class CompareFigure(Figure):
     """The comparison's two panels with a header (the changes per direction) and, in the
     PDF, both diagnoses and the configuration fields that differ."""
 
-    def __init__(self, comparison, log: bool = True):
+    def __init__(self, comparison, view: ViewOptions = DEFAULT_VIEW):
+        """`view.log`: the curves on log axes (the ratio heatmap is a log ratio already)."""
         self.app = ensure_app()
         self.comparison = comparison
         self.source = None
@@ -124,7 +126,7 @@ class CompareFigure(Figure):
                                ("compare_ratio", RatioHeatmapPanel)):  # fmt: skip
                 panel = kind(comparison)
                 panel.setAttribute(Qt.WA_DontShowOnScreen)
-                panel.set_options(log, False)
+                panel.set_options(view.log, view.normalise)
                 panel.draw({}, None)
                 self.named.append((name, panel))
         if not comparison.layers:

@@ -59,6 +59,7 @@ from lstmviz.render.svg import as_group, closed_path_fix
 from lstmviz.render.training import ConnectivityPanel, LossPanel
 from lstmviz.render.values import pass_length
 from lstmviz.trace import GradientTrace
+from lstmviz.view import DEFAULT_VIEW, ViewOptions
 
 LOGICAL_DPI = 96
 PANELS: dict[str, type[Panel]] = {  # the window's panels, by name (PANEL_NAMES)
@@ -168,18 +169,16 @@ class Figure:
     widgets on exit) or call `close()`.
 
     `panels`: names from PANEL_NAMES or panel classes; by default the panels the window shows
-    for the trace (`panels_for`). Panels with nothing to draw are left out. `layer`: the LSTM
-    direction (index into `layer_names`) that a model trace's gates and per-unit panels show
-    (default: the first)."""
+    for the trace (`panels_for`). Panels with nothing to draw are left out. `view`: log
+    scale, normalised curves, and `layer`, the LSTM direction (index into `layer_names`) that a
+    model trace's gates and per-unit panels show (default: the first)."""
 
     def __init__(
         self,
         trace: GradientTrace,
         panels: Sequence[str | type[Panel]] | None = None,
-        log: bool = True,
-        normalise: bool = False,
+        view: ViewOptions = DEFAULT_VIEW,
         source: str | None = None,
-        layer: int = 0,
     ):
         self.app = ensure_app()
         self.trace = trace
@@ -194,8 +193,8 @@ class Figure:
                 panel = (PANELS[entry] if isinstance(entry, str) else entry)()
                 panel.setAttribute(Qt.WA_DontShowOnScreen)
                 if isinstance(panel, LayerChoice):
-                    panel.layer = layer
-                panel.set_options(log, normalise)
+                    panel.layer = view.layer
+                panel.set_options(view.log, view.normalise)
                 self.draw_panel(name, panel)
                 if panel.drawn():
                     self.named.append((name, panel))

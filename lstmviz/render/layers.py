@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 
+from lstmviz import modes
 from lstmviz.render import values
 from lstmviz.render.values import Arrays
 from lstmviz.schema import CELL_CLASSES, CELL_GATES
@@ -29,8 +30,10 @@ SHORT_NAMES = {"bidirectional": "bi"}
 
 
 def is_model(arrays: Arrays, mode: str | None = None) -> bool:
-    """Whether `arrays` are (or, for a run of `mode` "model", will be) a model trace's."""
-    return mode == "model" or "norm_h_total_by_layer" in arrays or "layer_names" in arrays
+    """Whether `arrays` are (or, for a run of a `mode` that runs a whole model, will be) a
+    model trace's."""
+    whole = mode is not None and modes.find(mode).whole_model
+    return whole or "norm_h_total_by_layer" in arrays or "layer_names" in arrays
 
 
 def layer_count(arrays: Arrays) -> int:

@@ -5,6 +5,7 @@ No Qt here (`lstmviz.export` checks panel names with it before any rendering).
 
 from __future__ import annotations
 
+from lstmviz import modes
 from lstmviz.config import RunConfig
 from lstmviz.render.layers import is_model
 from lstmviz.render.values import Arrays
@@ -67,12 +68,13 @@ def panels_for(arrays: Arrays, config: RunConfig | None = None, live: bool = Fal
         return list(MODEL_PANELS)
     running = config if live else None
     wanted = {
-        "loss": "loss_by_step" in arrays or (running is not None and running.mode == "train"),
+        "loss": "loss_by_step" in arrays
+        or (running is not None and modes.find(running.mode).trains),
         "connectivity": "connectivity" in arrays
         or (
             running is not None
             and bool(running.connectivity)
-            and running.mode in ("taped", "train")
+            and modes.find(running.mode).uses("connectivity")
         ),
     }
     return [name for name in LSTM_PANELS if wanted.get(name, True)]

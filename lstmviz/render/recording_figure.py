@@ -21,7 +21,6 @@ from lstmviz.render.model_report import model_lines, model_table_html
 from lstmviz.render.panel import Panel
 from lstmviz.render.record_panels import RecordChoice
 from lstmviz.render.records import (
-    TimeRange,
     chosen_record,
     evolution_lines,
     panel_arrays,
@@ -31,30 +30,26 @@ from lstmviz.render.records import (
     recording_summary,
     steps_of,
 )
+from lstmviz.view import DEFAULT_VIEW, ViewOptions
 
 
 class RecordingFigure(Figure):
     """The panels of a `Recording`, drawn offscreen; by default the recording's own three
-    (`RECORDING_PANELS`). `record`: the record they show (None: the last); `t_range`: the
-    heatmap's timestep range (None: every t). Model panels show the last record's trace (left
+    (`RECORDING_PANELS`). `view.record`: the record they show (None: the last); `view.t_range`:
+    the heatmap's timestep range (None: every t). Model panels show the last record's trace (left
     out when it was not read). Use as a context manager, as `Figure`."""
 
     def __init__(
         self,
         recording: Recording,
         panels: Sequence[str | type[Panel]] | None = None,
-        log: bool = True,
-        normalise: bool = False,
+        view: ViewOptions = DEFAULT_VIEW,
         source: str | None = None,
-        layer: int = 0,
-        record: int | None = None,
-        t_range: TimeRange = None,
     ):
         self.recording = recording
         self.view = panel_arrays(recording)
-        self.record, self.t_range = record, t_range
-        super().__init__(recording.last, panels, log, normalise,
-                         source or str(recording.path), layer)  # fmt: skip
+        self.record, self.t_range = view.record, view.t_range
+        super().__init__(recording.last, panels, view, source or str(recording.path))
 
     def default_panels(self) -> list[str]:
         return list(RECORDING_PANELS)

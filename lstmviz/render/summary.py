@@ -70,19 +70,20 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
     model run: the model file, its LSTM directions and layers, the loss's name and value, where
     the data came from (or "random data"), time, NaN/Inf."""
     parts = [f"<b>{html.escape(modes.label(mode))}</b>"]
-    if mode == "model":
+    whole_model = modes.find(mode).whole_model
+    if whole_model:
         parts += model_parts(arrays, config)
     elif config is not None and config.mode in modes.names():
         parts.append(config.sizes())
     loss = arrays.get("loss", arrays.get("loss_by_step"))  # a training: its final weights
-    if loss is not None and np.size(loss) and mode != "model":
+    if loss is not None and np.size(loss) and not whole_model:
         parts.append(f"loss {fmt(float(np.ravel(loss)[-1]))}")
     check = reference_part(arrays)
     if check:
         parts.append(check)
     if stopped_early(arrays):
         done, asked = int(arrays.get("units_done", 0)), int(arrays["units_requested"])
-        unit = modes.get(mode).unit if mode in modes.names() else ""
+        unit = modes.find(mode).unit
         parts.append(f"stopped early: {done} of {asked} {modes.plural(unit or 'unit')} kept")
     if not arrays:  # a run that has just started: its kernel and time are not known yet
         return " · ".join([*parts, "running…"])
@@ -98,7 +99,7 @@ def summary_text(mode: str, arrays: Arrays, config: RunConfig | None, seconds: f
         gen = np.ravel(np.asarray(arrays["grad_generator_norm"], np.float64))
         parts.append(f"‖∂L/∂θ_generator‖ mean {fmt(float(gen.mean()))}")
     for key, name in (("weights_source", "weights"), ("inputs_source", "inputs")):
-        if key in arrays and mode != "model":
+        if key in arrays and not whole_model:
             source = str(arrays[key])
             path, _, rest = source.partition(": ")
             detail = rest.split(";")[0]

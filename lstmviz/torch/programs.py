@@ -27,7 +27,7 @@ from torch import fx, nn
 
 from lstmviz import files
 from lstmviz.config import RunConfig
-from lstmviz.errors import ConfigError, ModelError
+from lstmviz.errors import ConfigError, ModelError, ref
 from lstmviz.model_data import load_data
 from lstmviz.torch.gradients import LOSSES, Tracer
 from lstmviz.trace import GradientTrace, TraceUpdate
@@ -152,7 +152,8 @@ def _names(graph: fx.GraphModule, scripted) -> dict[int, str]:
 
 def _tuple(x) -> tuple:
     if x is None:
-        raise ConfigError("--inputs", "a TorchScript model needs data: give --inputs X.npy")
+        raise ConfigError("inputs", "a TorchScript model needs data: give "
+                          f"{ref('inputs', 'X.npy')}")  # fmt: skip
     return tuple(x) if isinstance(x, tuple | list) else (x,)
 
 
@@ -179,9 +180,9 @@ def program_loss(name: str | None, has_targets: bool):
     """The loss of a run by name: a PyTorch one (LOSSES), "mean", or a Keras name it has."""
     name = KERAS_NAMES.get(name or "mean_h", name or "mean")
     if name == "mean" and has_targets:
-        raise ConfigError("--loss", f"give --loss for the targets: {', '.join(LOSSES)}")
+        raise ConfigError("loss", f"give {ref('loss')} for the targets: {', '.join(LOSSES)}")
     if name != "mean" and name not in LOSSES:
-        raise ConfigError("--loss", f"{name!r} is not a loss lstmviz has for PyTorch models; "
+        raise ConfigError("loss", f"{name!r} is not a loss lstmviz has for PyTorch models; "
                           f"give one of {', '.join(['mean', *LOSSES])}")  # fmt: skip
     return name
 
@@ -196,7 +197,7 @@ def run_program(
     if config.inputs:
         x, y, source = load_data(config.inputs, config.targets)
     elif config.targets:
-        raise ConfigError("--targets", "give the inputs too (--inputs X.npy)")
+        raise ConfigError("targets", f"give the inputs too ({ref('inputs', 'X.npy')})")
     loss = program_loss(config.loss, y is not None)
     arguments = None
     if x is not None:  # floats as PyTorch's default float32 (an .npz often holds float64)
@@ -204,7 +205,7 @@ def run_program(
     program, example = load_program(path, arguments)
     if arguments is None:
         if example is None:
-            raise ConfigError("--inputs", f"{path}: holds no example inputs; give --inputs")
+            raise ConfigError("inputs", f"{path}: holds no example inputs; give {ref('inputs')}")
         arguments = example if len(example) > 1 else example[0]
         source = "the program's example inputs"
     tracer = Tracer(program, loss, y is not None)
