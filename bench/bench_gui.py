@@ -38,7 +38,7 @@ The machine's load (`uptime`) is printed with the figures: timings on a shared m
   directions, T=2000, B=32, H=128) in the model panels. Goal: < 16 ms (the longest step).
   The heatmaps' reductions of the gradient arrays are kept with each array after its first
   draw, as the window finds them (the worker thread computes them before a trace arrives:
-  `render.prepare`).
+  `plots.prepare`).
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ class LatencyProbe:
 def synthetic_run(config, cancelled=bool, keep=bool, rows=200, steps=2000, batch=8, hidden=200):
     """A fake engine (`Worker.engine`): per-batch rows of T=2000 arriving at 30 updates a second
     (sleeping in between, so only the drawing costs the window), then a final trace."""
-    from lstmviz.trace import GradientTrace, TraceUpdate
+    from lstmviz.io.trace import GradientTrace, TraceUpdate
 
     rng = np.random.default_rng(0)
     data = np.exp(rng.standard_normal((rows, steps))).astype(np.float32)
@@ -237,7 +237,7 @@ def model_arrays(steps: int = 2000, batch: int = 32, hidden: int = 128, seed: in
 def synthetic_model_run(config, cancelled=bool, keep=bool, compute_seconds: float = 1.0):
     """A fake model engine (`Worker.engine`): started, the rows after `compute_seconds`, then
     the trace."""
-    from lstmviz.trace import GradientTrace, TraceUpdate
+    from lstmviz.io.trace import GradientTrace, TraceUpdate
 
     arrays = model_arrays(**MODEL_SIZES)
     yield TraceUpdate(0, 1, "model: 4 LSTM directions, loss binary_crossentropy")
@@ -272,7 +272,7 @@ def engine_arrays(rows: int = 200, steps: int = 2000) -> dict:
     """big_arrays() with real gradient-norm curves: a per-batch run of the engine (20 batches
     of B=4, H=32, random weights; their rows repeated to 200), for the norm panel's realistic
     cost next to the white-noise worst case."""
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
     from lstmviz.engine.batchwise import run_batchwise
 
     config = RunConfig(mode="batchwise", steps=steps, batches=20, batch=4, hidden=32)
@@ -288,7 +288,7 @@ def engine_arrays(rows: int = 200, steps: int = 2000) -> dict:
 def latency(seconds: float) -> list[tuple[str, str, str]]:
     import functools
 
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -377,7 +377,7 @@ def life_driver(seconds: float) -> None:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
     from lstmviz.gui import app as gui_app
     from lstmviz.gui.main_window import MainWindow
 
@@ -468,7 +468,7 @@ def life(seconds: float) -> list[tuple[str, str, str]]:
 
 
 def redraw(repeats: int = 10, long_steps: int = 0) -> list[tuple[str, str, str]]:
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_model, also wh
 from bench_model import build  # noqa: E402 (the same model, this folder)
 
 from lstmviz.engine.device import device_description  # noqa: E402
+from lstmviz.io.recording import load_recording  # noqa: E402
 from lstmviz.keras import GradientFlowCallback  # noqa: E402
-from lstmviz.recording import load_recording  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,7 @@
 
 At the end of every N-th training batch (counted across epochs) the callback runs model mode
 (`lstmviz.engine.model`) on the fixed data with the model's current weights and appends a record
-to the `.lvz` (`lstmviz.recording`): per-direction gradient norms over t, the loss, the input
+to the `.lvz` (`lstmviz.io.recording`): per-direction gradient norms over t, the loss, the input
 saliency, and the full model trace of the latest record. Training goes on exactly as without
 it: it reads the weights and writes nothing back, runs the model in inference (no dropout, no
 noise), and draws from no random stream the training uses.
@@ -31,13 +31,13 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from lstmviz import files
-from lstmviz.config import RunConfig, in_python_terms
+from lstmviz.core.config import RunConfig, in_python_terms
+from lstmviz.core.errors import ConfigError, InputError, LstmvizError, ModelError
 from lstmviz.engine.model import ModelGradients, compiled, named_arrays, prepare
 from lstmviz.engine.model_forward import weight_names
-from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError
-from lstmviz.recording import RecordingWriter, check_replaceable, record_rows
-from lstmviz.trace import GradientTrace
+from lstmviz.io import files
+from lstmviz.io.recording import RecordingWriter, check_replaceable, record_rows
+from lstmviz.io.trace import GradientTrace
 from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec
 from lstmviz.weights.model_files import live_compile_config, spec_from_keras
 

@@ -8,9 +8,9 @@ import keras
 import numpy as np
 import pytest
 
+from lstmviz.core.errors import ModelError
 from lstmviz.engine.activations import activation
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ModelError
 from lstmviz.weights.model import ACTIVATIONS
 
 # points away from every kink (0, ±1, ±2.5, ±3, 6) so a one-sided slope cannot hide

@@ -151,9 +151,9 @@ def test_loading_a_recording_as_a_trace_points_to_load_recording(tmp_path):
 
 def test_error_classes_and_verify_resolve_from_the_top_level():
     import lstmviz
-    from lstmviz.export import ExportError
-    from lstmviz.recording import RecordingError
-    from lstmviz.verify import verify_trace
+    from lstmviz.analysis.verify import verify_trace
+    from lstmviz.io.recording import RecordingError
+    from lstmviz.plots.export import ExportError
 
     assert lstmviz.RecordingError is RecordingError
     assert lstmviz.ExportError is ExportError
@@ -236,7 +236,7 @@ def test_what_a_notebook_passes_is_checked_and_copied(rng, tmp_path):
         lstmviz.taped_gradients(x, w, target=np.zeros((2, 4)))
     with pytest.raises(lstmviz.InputError, match="one LSTMWeights per batch"):
         lstmviz.batchwise_gradients(x[None], w)
-    from lstmviz.export import export
+    from lstmviz.plots.export import export
 
     with pytest.raises(lstmviz.ExportError, match="not a dict"):
         export(dict(trace.arrays), csv=tmp_path / "t.csv")
@@ -309,7 +309,7 @@ def _colours(image, step: int = 7) -> int:
 
 def test_plot_shows_the_panels_inline_as_the_png_export_draws_them(rng, tmp_path):
     import lstmviz
-    from lstmviz.export import export_png
+    from lstmviz.plots.export import export_png
 
     w = lstmviz.random_weights(5, 7, rng)
     trace = lstmviz.taped_gradients(rng.standard_normal((37, 3, 5)), w, loss="mean_h")
@@ -435,7 +435,7 @@ def test_batchwise_without_a_target_names_the_shape_of_all_batches(rng):
 
 def test_random_weights_check_their_sizes_and_a_model_spec_reads_as_its_summary(tmp_path):
     import lstmviz
-    from tests.model_fixtures import keras3_models
+    from tests.helpers.model_fixtures import keras3_models
 
     for bad in (5.0, -1, 0, True):
         with pytest.raises(lstmviz.WeightsError, match=r"positive integer, got"):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import lstmviz
-from lstmviz.errors import InputError, WeightsError
+from lstmviz.core.errors import InputError, WeightsError
 
 T, B, I, H = 6, 3, 4, 5
 

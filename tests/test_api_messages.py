@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from lstmviz.config import in_python_terms
-from lstmviz.errors import ConfigError, InputError, ref
+from lstmviz.core.config import in_python_terms
+from lstmviz.core.errors import ConfigError, InputError, ref
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_every_switch_of_run_config_becomes_true(name):
     (the fields listed here independently of the module's own reading)."""
     from dataclasses import fields
 
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
 
     assert {f.name for f in fields(RunConfig) if f.type == "bool"} == {
         "random_state", "time_major", "connectivity"}  # fmt: skip

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import lstmviz
-from lstmviz.config import RunConfig
-from lstmviz.trace import GradientTrace
+from lstmviz.core.config import RunConfig
+from lstmviz.io.trace import GradientTrace
 
 
 def last(updates):

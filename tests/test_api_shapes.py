@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import lstmviz
-from lstmviz.errors import InputError, WeightsError
-from tests.reference import np_forward, sigmoid
+from lstmviz.core.errors import InputError, WeightsError
+from tests.helpers.reference import np_forward, sigmoid
 
 T, B, I, H = 7, 3, 4, 5
 BATCH_MAJOR = r"x looks batch-major \[B, T, I\] = \[3, 7, 4\]"

@@ -50,10 +50,10 @@ def test_a_training_traces_repr_names_the_loss_it_trained_on(task, loss):
 def test_a_training_run_too_big_for_memory_is_refused_before_it_starts(monkeypatch):
     """As `lstmviz run` and the app refuse it (`RunConfig.check_memory`): in a notebook the
     system would otherwise kill the kernel, and every result in it, mid-run."""
-    import lstmviz.config
+    import lstmviz.core.config
     from lstmviz.engine import train as train_module
 
-    monkeypatch.setattr(lstmviz.config, "available_memory", lambda: 2**20)  # 1 MiB
+    monkeypatch.setattr(lstmviz.core.config, "available_memory", lambda: 2**20)  # 1 MiB
 
     def refused(*args, **kwargs):
         raise AssertionError("training started")

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from lstmviz.atomic import atomic_path, atomic_write
+from lstmviz.io.atomic import atomic_path, atomic_write
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ def axis_labels(panel, side: str = "left") -> list[tuple]:
 def shown_norm_panel(qtbot, y: np.ndarray, height: int, log: bool = True):
     from PySide6.QtCore import Qt
 
-    from lstmviz.render.curves import NormPanel
+    from lstmviz.plots.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -136,7 +136,7 @@ def test_linear_axis_keeps_pyqtgraph_labels(qtbot):
 def test_a_vertical_axis_label_shortens_its_parenthesis_when_the_plot_is_short(qtbot):
     import pyqtgraph as pg
 
-    from lstmviz.render.axis import OpaqueLineAxis
+    from lstmviz.plots.axis import OpaqueLineAxis
 
     plot = pg.PlotWidget(axisItems={"left": OpaqueLineAxis("left")})
     qtbot.addWidget(plot)

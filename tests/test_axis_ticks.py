@@ -1,4 +1,4 @@
-"""Log axis tick labels (`lstmviz.render.axis.log_ticks`, `OpaqueLineAxis`): every axis with
+"""Log axis tick labels (`lstmviz.plots.axis.log_ticks`, `OpaqueLineAxis`): every axis with
 room for two labels shows at least two, never overlapping and never at an end, where pyqtgraph
 leaves out a label it would cut (a short training-loss panel spanning 0.527–0.697 showed "0.6"
 alone). Spans of less than a decade, one decade, many decades, constant and nearly constant
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
 from tests.test_axis_labels import axis_labels, check_labels, label_value, shown_norm_panel
 
 ROOM, EDGE = 22.0, 7.0  # px: label centres apart, and from either end (a ~14-px font)
@@ -18,7 +18,7 @@ ROOM, EDGE = 22.0, 7.0  # px: label centres apart, and from either end (a ~14-px
 
 def ticks(a: float, b: float, size: float) -> tuple[list[float], list[float]]:
     """(labelled, unlabelled) tick values of a log axis showing a..b over `size` px."""
-    from lstmviz.render.axis import log_ticks
+    from lstmviz.plots.axis import log_ticks
 
     levels = log_ticks(math.log10(a), math.log10(b), size, lambda v: ROOM, lambda v: EDGE)
     assert len(levels) == 3 and all(isinstance(values, list) for _, values in levels)
@@ -110,7 +110,7 @@ def check_drawn(panel, labels: list[tuple]) -> None:
 def loss_panel(qtbot, loss: np.ndarray, height: int):
     from PySide6.QtCore import Qt
 
-    from lstmviz.render.training import LossPanel
+    from lstmviz.plots.training import LossPanel
 
     panel = LossPanel()
     qtbot.addWidget(panel)
@@ -168,7 +168,7 @@ def test_a_horizontal_log_axis_keeps_its_labels_apart_and_inside(qtbot):
     import pyqtgraph as pg
     from PySide6.QtCore import Qt
 
-    from lstmviz.render.axis import OpaqueLineAxis
+    from lstmviz.plots.axis import OpaqueLineAxis
 
     for low, high in ((0.527, 0.697), (1e-30, 1e5), (0.6, 0.6001)):
         for width in (170, 260, 600):  # 170: room for two 7-digit labels
@@ -194,7 +194,7 @@ def test_a_horizontal_log_axis_keeps_its_labels_apart_and_inside(qtbot):
 
 def synthetic_training_trace(loss: np.ndarray):
     """A training trace of the arrays the norm and loss panels draw (no TensorFlow)."""
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     steps, rows = 12, len(loss)
     norms = np.geomspace(1e-4, 0.2, steps).astype(np.float32)
@@ -213,8 +213,8 @@ def synthetic_training_trace(loss: np.ndarray):
 def test_an_exported_training_loss_of_less_than_a_decade_shows_its_scale(qtbot, size):
     """The export's loss panel (800 × 500 px at 144 dpi: a short one) as the window's:
     at least two labels ("0.6" alone before), apart and inside the axis."""
-    from lstmviz.render.figure import LOGICAL_DPI, Figure
-    from lstmviz.render.training import LossPanel
+    from lstmviz.plots.figure import LOGICAL_DPI, Figure
+    from lstmviz.plots.training import LossPanel
 
     loss = 0.527 * (0.697 / 0.527) ** np.abs(np.sin(np.arange(150) * 0.37))
     loss[[0, 1]] = 0.697, 0.527
@@ -229,8 +229,8 @@ def test_an_exported_training_loss_of_less_than_a_decade_shows_its_scale(qtbot, 
 def test_axes_that_count_have_no_ticks_between_whole_numbers(qtbot):
     """Timesteps, training steps and unit numbers: a sequence of 3 steps had ticks at
     t = 0.5, 1.5 and 2 units at -0.5, 0.5 (pyqtgraph's finer levels); value axes keep them."""
-    from lstmviz.render.heatmaps import UnitsHeatmap
-    from lstmviz.render.panel import plot_widget
+    from lstmviz.plots.heatmaps import UnitsHeatmap
+    from lstmviz.plots.panel import plot_widget
 
     units = UnitsHeatmap()
     qtbot.addWidget(units)
@@ -246,7 +246,7 @@ def test_axes_that_count_have_no_ticks_between_whole_numbers(qtbot):
 def test_a_taped_runs_batch_samples_are_numbered_from_0_as_x_b(qtbot):
     """Rows of a taped trace are the batch's samples, numbered as the data (sample b is x[b]),
     as the saliency panel and the units number theirs: they said 1 and 2 for x[0] and x[1]."""
-    from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
+    from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
 
     for panel in (RowsHeatmap(), UnitsHeatmap()):
         qtbot.addWidget(panel)

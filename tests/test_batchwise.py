@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import InputError
 from lstmviz.engine.batchwise import batch_step, batchwise_gradients
 from lstmviz.engine.cudnn import cudnn_lstm, pack_cudnn_params, params_size
 from lstmviz.engine.generators import Hypernetwork
@@ -14,10 +15,9 @@ from lstmviz.engine.rnn import choose_backend, gpu_visible, lstm_forward
 from lstmviz.engine.runner import run
 from lstmviz.engine.taped import taped_gradients
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import InputError
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.reference import assert_close, np_bptt, np_forward, np_loss, sigmoid
+from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss, sigmoid
 
 N, T, B, I, H = 3, 6, 2, 3, 4
 CLI_SHAPE = ["--steps", "15", "--batch", "2", "--input-dim", "3", "--hidden", "5"]

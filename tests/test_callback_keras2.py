@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from lstmviz.io.recording import load_recording
 from lstmviz.keras import GradientFlowCallback
-from lstmviz.recording import load_recording
 
 T = 7
 

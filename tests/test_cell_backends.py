@@ -1,5 +1,5 @@
 """Both implementations of `cell.lstm_sequence` — the native CPU kernels and the TensorFlow
-while-loops — against NumPy BPTT (tests/reference.py): states, the total gradients at every
+while-loops — against NumPy BPTT (tests/helpers/reference.py): states, the total gradients at every
 h_t and c_t, and the gradients of x, the weights and the initial state; eagerly and compiled
 (where the native backward writes dz over the gates' buffer), with losses that reach h, c or
 both. Shapes include whole vectors and a remainder of units, several row tiles per thread and
@@ -17,8 +17,8 @@ import pytest
 from lstmviz.engine import cell, native
 from lstmviz.engine.gradients import graph_step_norm
 from lstmviz.engine.tfload import gpu_visible, tf
-from lstmviz.trace import step_norm
-from tests.reference import assert_close, interrupted_outcome, np_bptt, np_forward
+from lstmviz.io.trace import step_norm
+from tests.helpers.reference import assert_close, interrupted_outcome, np_bptt, np_forward
 
 
 def test_native_kernels_build_and_load():
@@ -256,10 +256,10 @@ def test_native_can_be_switched_off(monkeypatch):
 
 
 def test_traces_record_which_kernel_ran_and_the_summary_says_so(rng, tmp_path):
+    from lstmviz.analysis.summary import summary_text
     from lstmviz.engine.batchwise import batchwise_gradients
     from lstmviz.engine.taped import taped_gradients
-    from lstmviz.render.summary import summary_text
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
     from lstmviz.weights import random_weights
 
     x = rng.normal(size=(5, 2, 3)).astype(np.float32)
@@ -298,7 +298,7 @@ def test_interrupt_stops_a_running_native_op_and_later_runs_are_unaffected():
 def test_a_cancelled_run_whose_kernel_was_interrupted_ends_quietly(monkeypatch):
     """The runner turns the kernel's CancelledError into a cancelled run (no trace, no
     error) when the run was cancelled, and lets it through otherwise."""
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
     from lstmviz.engine import runner, taped
 
     def interrupted(*args, **kwargs):

@@ -18,7 +18,7 @@ from lstmviz.engine import native
 from lstmviz.engine.cells import cell_sequence
 from lstmviz.engine.model import model_gradients
 from lstmviz.engine.tfload import tf
-from tests.reference import interrupted_outcome
+from tests.helpers.reference import interrupted_outcome
 
 L = keras.layers
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from cell_reference import spec_of
 
+from lstmviz.analysis.model_report import model_lines
+from lstmviz.analysis.summary import summary_text
 from lstmviz.engine.model import model_gradients
-from lstmviz.export import csv_columns, export
-from lstmviz.render.model_report import model_lines
-from lstmviz.render.summary import summary_text
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
+from lstmviz.plots.export import csv_columns, export
 
 L = keras.layers
 

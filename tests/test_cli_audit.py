@@ -14,13 +14,13 @@ import h5py
 import numpy as np
 import pytest
 
-from lstmviz import files
 from lstmviz.cli import build_parser, main
-from lstmviz.config import RunConfig
-from lstmviz.errors import WeightsError
-from lstmviz.trace import GradientTrace
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import WeightsError
+from lstmviz.io import files
+from lstmviz.io.trace import GradientTrace
 from lstmviz.weights.loaders import list_lstm_layers, load_weights, read_weights
-from tests.model_fixtures import keras3_models, npz_stack
+from tests.helpers.model_fixtures import keras3_models, npz_stack
 from tests.test_hardening import ROOT, SMALL, _files
 
 
@@ -340,7 +340,7 @@ def tokens_model():
 
 @pytest.fixture(scope="module")
 def tokens_files(tmp_path_factory, tokens_model):
-    """The Embedding → Bidirectional(LSTM) → LSTM → Dense model of tests/model_fixtures.py
+    """The Embedding → Bidirectional(LSTM) → LSTM → Dense model of tests/helpers/model_fixtures.py
     in the three Keras formats."""
     model = tokens_model
     folder = tmp_path_factory.mktemp("tokens")

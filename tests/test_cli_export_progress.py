@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from lstmviz.progress import Progress
+from lstmviz.core.progress import Progress
 from tests.test_cli_progress import _Clock
 from tests.test_export_progress import long_trace
 from tests.test_hardening import ROOT, _env
@@ -85,7 +85,7 @@ def test_a_quick_export_stays_silent(small, capsys):
 @pytest.mark.parametrize("quiet", [False, True], ids=["progress", "quiet"])
 def test_a_slow_export_shows_its_progress_unless_quiet(small, capsys, monkeypatch, quiet):
     """A delay of 0 s stands for an export that has taken longer than it."""
-    from lstmviz import cli_export
+    from lstmviz.cli import export as cli_export
     from lstmviz.cli import main
 
     monkeypatch.setattr(cli_export, "SILENT_SECONDS", 0.0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import random_weights
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +45,8 @@ def test_a_trace_names_the_files_it_read_by_their_whole_paths(tmp_path, mode):
 def test_a_trace_saved_from_python_names_its_files_by_their_whole_paths(tmp_path, monkeypatch):
     """A notebook's `trace.save` too: the trace opens from another folder (the window's)."""
     import lstmviz
-    from lstmviz.config import RunConfig
-    from lstmviz.trace import GradientTrace
+    from lstmviz.core.config import RunConfig
+    from lstmviz.io.trace import GradientTrace
 
     monkeypatch.chdir(tmp_path)
     np.save("x.npy", np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32))

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from lstmviz import progress as progress_module
-from lstmviz.progress import FIRST, INTERVAL, TENTHS, Progress
-from lstmviz.trace import TraceUpdate
+from lstmviz.core import progress as progress_module
+from lstmviz.core.progress import FIRST, INTERVAL, TENTHS, Progress
+from lstmviz.io.trace import TraceUpdate
 from tests.test_hardening import ROOT, _env
 
 LINE = re.compile(r"\[(\w+)\] (\d+)/(\d+) (.*) · (\d+\.\d) s")  # one progress line in a log
@@ -125,8 +125,8 @@ def test_the_stream_decides_unless_told():
 def _engine(monkeypatch, units: int, then: str):
     """`lstmviz run` runs a generator of `units` multipass updates, then: "interrupt" (Ctrl-C
     to this process, waiting for the cancel) or "fail" (a LstmvizError)."""
+    from lstmviz.core.errors import LstmvizError
     from lstmviz.engine import runner
-    from lstmviz.errors import LstmvizError
 
     def fake(config, cancelled, keep):
         for done in range(1, units + 1):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.trace import GradientTrace
-from tests.reference import np_forward
+from lstmviz.io.trace import GradientTrace
+from tests.helpers.reference import np_forward
 
 KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
 

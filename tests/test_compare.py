@@ -14,9 +14,9 @@ import pytest
 import lstmviz
 from lstmviz.analysis.compare import compare
 from lstmviz.cli import main
-from lstmviz.config import RunConfig
-from lstmviz.errors import InputError
-from lstmviz.trace import GradientTrace
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import InputError
+from lstmviz.io.trace import GradientTrace
 from tests.test_recording import model_trace, write
 
 T, B, H = 12, 2, 3
@@ -31,9 +31,9 @@ def _taped(steps: int = T, seed: int = 0) -> GradientTrace:
     direct = np.zeros_like(g_h)
     direct[-1] = g_h[-1]
     arrays = {"grad_h_total": g_h, "grad_c_total": g_c, "grad_h_direct": direct,
-              "norm_h_total": lstmviz.trace.step_norm(g_h),
-              "norm_c_total": lstmviz.trace.step_norm(g_c),
-              "norm_h_direct": lstmviz.trace.step_norm(direct)}  # fmt: skip
+              "norm_h_total": lstmviz.io.trace.step_norm(g_h),
+              "norm_c_total": lstmviz.io.trace.step_norm(g_c),
+              "norm_h_direct": lstmviz.io.trace.step_norm(direct)}  # fmt: skip
     config = RunConfig(mode="taped", steps=steps, batch=B, hidden=H, loss="last_mse")
     return GradientTrace("taped", config, arrays)
 
@@ -170,8 +170,8 @@ def test_exports_carry_the_diagnosis(files):
     direction and curve); the PDF report's summary has each direction's verdict."""
     import csv
 
-    from lstmviz.export import export
-    from lstmviz.render.figure import Figure
+    from lstmviz.plots.export import export
+    from lstmviz.plots.figure import Figure
 
     written = export(files / "r1.lvz", csv=files / "rec.csv")
     assert written == [files / "rec.csv", files / "rec_diagnosis.csv"]

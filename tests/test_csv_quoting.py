@@ -8,8 +8,8 @@ import csv
 
 import numpy as np
 
-from lstmviz.export import export
-from lstmviz.recording import RecordingWriter, record_rows
+from lstmviz.io.recording import RecordingWriter, record_rows
+from lstmviz.plots.export import export
 from tests.test_recording import model_trace
 
 NAMES = ['enc,1/forward', 'say "hi"/backward']

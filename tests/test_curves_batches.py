@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import lstmviz
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
 
 N, T, B, I, H = 12, 9, 3, 4, 5
 DRAWN = 10  # curves the panel draws (one per palette colour)
@@ -32,7 +32,7 @@ def batch_norms(trace) -> np.ndarray:
 
 
 def _panel(qtbot, trace, log=True, normalise=False):
-    from lstmviz.render.curves import NormPanel
+    from lstmviz.plots.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -63,7 +63,7 @@ def test_every_drawn_batch_curve_is_named_in_the_legend(qtbot, batches):
 def test_ten_batches_get_no_note_and_eleven_name_the_one_left_out(qtbot, batches, count, note):
     arrays = dict(batches.arrays)
     arrays["norm_h_total_by_batch"] = arrays["norm_h_total_by_batch"][:count]
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     panel = _panel(qtbot, GradientTrace(batches.mode, batches.config, arrays))
     texts = [label.text for _, label in panel.legend.items]
@@ -71,7 +71,7 @@ def test_ten_batches_get_no_note_and_eleven_name_the_one_left_out(qtbot, batches
 
 
 def test_the_exported_norm_panel_names_every_drawn_batch(batches, tmp_path):
-    from lstmviz.export import export
+    from lstmviz.plots.export import export
 
     svg = export(batches, svg=tmp_path / "n.svg", width=1600, height=1000, dpi=144,
                  panels=["norm"])[0]  # fmt: skip
@@ -115,7 +115,7 @@ def test_hover_skips_a_batch_with_no_value_at_that_step(qtbot, batches):
     top = float(rows[r, t])
     rows[r, t] = np.nan
     arrays["norm_h_total_by_batch"] = rows
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     panel = _panel(qtbot, GradientTrace(batches.mode, batches.config, arrays), log=False)
     text = panel.readout_at(t, top)

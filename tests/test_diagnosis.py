@@ -19,8 +19,8 @@ import pytest
 
 from lstmviz.analysis.decay import lag_profile, profile_decay
 from lstmviz.analysis.diagnosis import snr, units_unreached
-from lstmviz.config import RunConfig
-from lstmviz.trace import GradientTrace
+from lstmviz.core.config import RunConfig
+from lstmviz.io.trace import GradientTrace
 
 T, B, I, H = 24, 3, 2, 4
 

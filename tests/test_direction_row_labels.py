@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lstmviz.render.layers import direction_label, row_labels
+from lstmviz.analysis.layers import direction_label, row_labels
 from tests.test_recording import model_trace
 
 LONG = ["encoder_bidirectional_first_block/forward", "encoder_bidirectional_first_block/backward",
@@ -29,7 +29,7 @@ def test_short_labels_that_would_collide_are_cut_in_the_middle_until_they_differ
 
 
 def test_the_layer_heatmap_keeps_its_width_beside_long_colliding_names(qapp):
-    from lstmviz.render.figure import Figure
+    from lstmviz.plots.figure import Figure
 
     trace = model_trace(2)
     trace.arrays["layer_names"] = np.array(["encoder_bidirectional_first_block",

@@ -1,6 +1,6 @@
 """A DISPLAY naming an X server that is not there (`DISPLAY=:99` with nothing on :99): `lstmviz
 gui` and `python main.py` aborted inside Qt (xcb plugin errors, a core dump) instead of one
-line and exit 2. The check connects as libxcb would, before Qt starts (`lstmviz.display`)."""
+line and exit 2. The check connects as libxcb would, before Qt starts (`lstmviz.core.display`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from lstmviz import display
+from lstmviz.core import display
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11/Wayland only")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -125,9 +125,9 @@ def test_display_values_of_forms_libxcb_knows_otherwise_are_left_to_qt():
 def test_a_plot_in_python_under_a_display_nobody_serves_draws_offscreen(tmp_path):
     """Plots need no window: `lstmviz.plot(...).save` (a notebook on a machine whose DISPLAY
     names a server that is gone) draws offscreen instead of letting Qt abort."""
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
     from lstmviz.engine.runner import run
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     config = RunConfig(mode="taped", steps=6, batch=2, input_dim=2, hidden=3)
     trace = next(item for item in run(config) if isinstance(item, GradientTrace))

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lstmviz import files
-from lstmviz.errors import LstmvizError
+from lstmviz.core.errors import LstmvizError
+from lstmviz.io import files
 from lstmviz.weights import loaders
 
 
@@ -49,7 +49,7 @@ def test_an_output_is_refused_with_the_one_rule_every_writer_follows(tmp_path, m
     patched for the last two: root, who runs CI, may write anywhere)."""
     import os
 
-    from lstmviz.errors import ConfigError
+    from lstmviz.core.errors import ConfigError
 
     def refused(path, flag="--png", suffixes=(".png",), what="PNG images") -> str:
         with pytest.raises(ConfigError) as caught:

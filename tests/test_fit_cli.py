@@ -22,8 +22,8 @@ import pytest
 
 from lstmviz.cli import main
 from lstmviz.engine.model import model_gradients
-from lstmviz.recording import load_recording
-from lstmviz.trace import GradientTrace
+from lstmviz.io.recording import load_recording
+from lstmviz.io.trace import GradientTrace
 
 L = keras.layers
 ROOT = Path(__file__).resolve().parents[1]

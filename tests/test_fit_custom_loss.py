@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.recording import load_recording
+from lstmviz.io.recording import load_recording
 
 L = keras.layers
 

@@ -11,9 +11,9 @@ from lstmviz.engine.gradients import (
     watch_probes,
 )
 from lstmviz.engine.tfload import tf
-from lstmviz.trace import step_norm
+from lstmviz.io.trace import step_norm
 from lstmviz.weights import random_weights
-from tests.reference import assert_close, np_bptt, np_forward
+from tests.helpers.reference import assert_close, np_bptt, np_forward
 
 T, B, I, H0, H1 = 7, 3, 4, 5, 6
 

@@ -15,12 +15,12 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QPointF, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from lstmviz.trace import GradientTrace  # noqa: E402
-from tests import gui_fakes  # noqa: E402
-from tests.gui_checks import stop_within_a_second  # noqa: E402
-from tests.gui_fakes import PASSES, TP  # noqa: E402
+from lstmviz.io.trace import GradientTrace  # noqa: E402
+from tests.helpers import gui_fakes  # noqa: E402
+from tests.helpers.gui_checks import stop_within_a_second  # noqa: E402
+from tests.helpers.gui_fakes import PASSES, TP  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -208,9 +208,9 @@ def test_closing_while_tensorflow_loads_or_runs_exits_0(tmp_path):
 
 @pytest.mark.parametrize("loss", ["mean_h", "last_mse", "seq_mse"])
 def test_verify_agrees_with_numpy_bptt_and_catches_a_wrong_gradient(rng, loss):
-    from lstmviz.verify import verify_trace
+    from lstmviz.analysis.verify import verify_trace
     from lstmviz.weights import random_weights
-    from tests.reference import np_bptt, np_forward, np_loss
+    from tests.helpers.reference import np_bptt, np_forward, np_loss
 
     T, B, I, H = 12, 3, 4, 5
     w = random_weights(I, H, rng)
@@ -233,8 +233,8 @@ def test_verify_agrees_with_numpy_bptt_and_catches_a_wrong_gradient(rng, loss):
 
 def test_gui_modules_do_not_import_tensorflow():
     code = (
-        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker, lstmviz.verify,"
-        " lstmviz.engine.child;"
+        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker,"
+        " lstmviz.analysis.verify, lstmviz.engine.child;"
         "sys.exit('tensorflow' in sys.modules or 'keras' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
@@ -255,8 +255,8 @@ def test_long_curves_are_drawn_aliased_then_thin_on_screen(qtbot):
     SMOOTH_UP_TO points and drop antialiasing above (a wide antialiased pen on a long curve is
     slow to paint); dashed curves drop to 1 px there too (wider dashes are stroked as a path),
     solid ones above THIN_ABOVE. The model panels' pens follow the same rule."""
-    from lstmviz.render.curves import MAIN_CURVES, SMOOTH_UP_TO, THIN_ABOVE, NormPanel
-    from lstmviz.render.model_curves import line_pen
+    from lstmviz.plots.curves import MAIN_CURVES, SMOOTH_UP_TO, THIN_ABOVE, NormPanel
+    from lstmviz.plots.model_curves import line_pen
 
     assert SMOOTH_UP_TO < THIN_ABOVE
     panel = NormPanel()
@@ -285,8 +285,8 @@ def test_panels_are_made_from_the_parts_made_ahead_in_earlier_turns(qtbot, monke
     from collections import defaultdict
 
     from lstmviz.gui.panel_area import PanelArea
-    from lstmviz.render.heatmaps import colour_bar
-    from lstmviz.render.panel import SPARES, plot_widget
+    from lstmviz.plots.heatmaps import colour_bar
+    from lstmviz.plots.panel import SPARES, plot_widget
 
     area = PanelArea()
     qtbot.addWidget(area)
@@ -313,7 +313,7 @@ def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
     import pyqtgraph as pg
     from PySide6.QtGui import QPainter
 
-    from lstmviz.render.curves import NormPanel
+    from lstmviz.plots.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -342,7 +342,7 @@ def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
 def test_a_log_axis_spanning_less_than_a_decade_still_has_distinct_labels(qtbot):
     """pyqtgraph's log ticks are 1..9 × 10^n, labelled with one digit: between 0.0013 and
     0.0019 there were none (an axis without numbers) — now evenly spaced ticks, told apart."""
-    from lstmviz.render.curves import NormPanel
+    from lstmviz.plots.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -359,7 +359,7 @@ def test_a_log_axis_spanning_less_than_a_decade_still_has_distinct_labels(qtbot)
 
 
 def test_the_norm_legend_sits_below_the_plot_not_over_the_curves(qtbot):
-    from lstmviz.render.curves import NormPanel
+    from lstmviz.plots.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)

@@ -19,10 +19,10 @@ from PySide6.QtWidgets import (  # noqa: E402
     QSpinBox,
 )
 
-from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.errors import ConfigError  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
+from lstmviz.core.errors import ConfigError  # noqa: E402
 from lstmviz.gui.main_window import DEMO_WEIGHTS, MainWindow  # noqa: E402
-from lstmviz.trace import GradientTrace, step_norm  # noqa: E402
+from lstmviz.io.trace import GradientTrace, step_norm  # noqa: E402
 
 
 @pytest.fixture
@@ -190,7 +190,7 @@ def test_export_errors_name_the_format_not_a_cli_flag(with_trace, monkeypatch, t
 
 
 def test_a_run_too_big_for_memory_is_refused_in_the_docks_words(shown, monkeypatch):
-    monkeypatch.setattr("lstmviz.config.available_memory", lambda: 2**20)
+    monkeypatch.setattr("lstmviz.core.config.available_memory", lambda: 2**20)
     with pytest.raises(ConfigError) as refused:
         shown.params.validated()
     message = str(refused.value)

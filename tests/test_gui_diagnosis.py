@@ -60,7 +60,7 @@ def test_compare_with_opens_both_runs_with_one_cursor(idle, qtbot, tmp_path, err
 def decaying_recording(path, rates) -> None:
     """A recording whose record s has ‖dL/dh_t‖ = rates[s]^n, n steps back from a loss on the
     last step (forward) or the first (backward), in both directions."""
-    from lstmviz.recording import RecordingWriter, record_rows
+    from lstmviz.io.recording import RecordingWriter, record_rows
     from tests.test_recording import model_trace
 
     writer = RecordingWriter(path, 5)

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from lstmviz.trace import GradientTrace
-from tests.gui_checks import export_every_format
+from lstmviz.io.trace import GradientTrace
+from tests.helpers.gui_checks import export_every_format
 from tests.test_export import P, T, read_csv
 from tests.test_export import traces as traces  # the module fixture the window shows
 

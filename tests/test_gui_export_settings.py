@@ -11,8 +11,8 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 from PySide6.QtWidgets import QFileDialog  # noqa: E402
 
-from lstmviz.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
+from lstmviz.plots.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH  # noqa: E402
 from tests.test_gui_audit import export_with, small_trace  # noqa: E402
 
 EDITED = """[export]

@@ -11,8 +11,8 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.trace import GradientTrace  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
+from lstmviz.io.trace import GradientTrace  # noqa: E402
 
 
 @pytest.fixture

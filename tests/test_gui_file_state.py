@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6.QtCore import QSettings  # noqa: E402
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from lstmviz.trace import GradientTrace  # noqa: E402
-from tests import gui_fakes  # noqa: E402
-from tests.gui_fakes import PASSES, TP  # noqa: E402
+from lstmviz.io.trace import GradientTrace  # noqa: E402
+from tests.helpers import gui_fakes  # noqa: E402
+from tests.helpers.gui_fakes import PASSES, TP  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -23,11 +23,11 @@ from PySide6.QtWidgets import (  # noqa: E402
     QWidget,
 )
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui import run_view  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from lstmviz.gui.run_state import Outcome  # noqa: E402
-from lstmviz.trace import GradientTrace, TraceUpdate, step_norm  # noqa: E402
+from lstmviz.io.trace import GradientTrace, TraceUpdate, step_norm  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.run_view import NOTHING_KEPT  # noqa: E402
-from tests import gui_fakes  # noqa: E402
-from tests.gui_fakes import PASSES, TP  # noqa: E402
+from tests.helpers import gui_fakes  # noqa: E402
+from tests.helpers.gui_fakes import PASSES, TP  # noqa: E402
 
 SMALL = RunConfig(mode="multipass", steps=TP, passes=PASSES, batch=3, input_dim=2, hidden=5)
 LONG = RunConfig(mode="multipass", steps=TP, passes=PASSES, batch=4, input_dim=2, hidden=6,

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from tests.gui_checks import stop_within_a_second  # noqa: E402
-from tests.model_fixtures import keras2_models, keras3_models, npz_stack  # noqa: E402
+from tests.helpers.gui_checks import stop_within_a_second  # noqa: E402
+from tests.helpers.model_fixtures import keras2_models, keras3_models, npz_stack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -168,7 +168,7 @@ def test_stop_cancels_a_model_run_within_a_second(qtbot, window, models, tmp_pat
     reuses the compiled function and is computing, not tracing, when Stop comes)."""
     import keras
 
-    from tests.gui_fakes import same_model
+    from tests.helpers.gui_fakes import same_model
 
     steps = 6000
     model = keras.Sequential([keras.Input((steps,), dtype="int32"),

@@ -20,12 +20,12 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.engine import child, messages  # noqa: E402
 from lstmviz.gui import worker as worker_module  # noqa: E402
 from lstmviz.gui.worker import exit_text  # noqa: E402
-from tests import gui_fakes  # noqa: E402
-from tests.app_process import App  # noqa: E402
+from tests.helpers import gui_fakes  # noqa: E402
+from tests.helpers.app_process import App  # noqa: E402
 
 SMALL = RunConfig(mode="taped", steps=10, batch=2, input_dim=3, hidden=4)
 
@@ -227,8 +227,9 @@ def test_a_finished_traces_big_reductions_are_made_off_the_windows_thread(
 ):
     """The heatmaps' reductions of grad_h_total and their images, the summary's NaN/Inf counts
     of the big arrays it checks and its scale for the reference check are computed in the
-    worker thread (`render.prepare`); the window's draw finds them."""
-    from lstmviz.render import style, values
+    worker thread (`plots.prepare`); the window's draw finds them."""
+    from lstmviz.analysis import values
+    from lstmviz.plots import style
 
     threads: list[tuple[str, int]] = []  # (what, the thread) for arrays of WARM_SIZE or more
     for name in ("_unit_means", "_sample_norms", "_nonfinite", "_max_abs"):

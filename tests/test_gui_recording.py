@@ -17,9 +17,9 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from lstmviz.recording import RecordingWriter, load_recording  # noqa: E402
-from lstmviz.recording import record_rows as rows_of  # noqa: E402
-from tests.gui_checks import export_every_format  # noqa: E402
+from lstmviz.io.recording import RecordingWriter, load_recording  # noqa: E402
+from lstmviz.io.recording import record_rows as rows_of  # noqa: E402
+from tests.helpers.gui_checks import export_every_format  # noqa: E402
 from tests.test_recording import model_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +175,7 @@ def test_a_drop_of_a_recording_opens_it_a_run_closes_it_and_the_menu_opens_it(
     event = QDropEvent(QPointF(20, 20), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
     window.dropEvent(event)
     assert window.recording is not None and window.recording.path == fitted and not errors
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
 
     with qtbot.waitSignal(window.settled, timeout=60_000):
         window.start_run(RunConfig(mode="taped", steps=5, batch=2, input_dim=2, hidden=3))
@@ -204,8 +204,8 @@ def test_a_run_that_keeps_nothing_shows_the_recording_again(qtbot, window, error
     again, with its panels; the dock keeps what the user set for the run."""
     import functools
 
-    from lstmviz.config import RunConfig
-    from tests import gui_fakes
+    from lstmviz.core.config import RunConfig
+    from tests.helpers import gui_fakes
 
     assert window.open_path(str(fitted))
     drain(window)
@@ -248,7 +248,7 @@ sys.path.insert(0, {root!r})
 import tests.test_recording as shapes
 shapes.T, shapes.B, shapes.H = 120, 32, 64  # 1 MB per state or gradient array
 from tests.test_recording import model_trace
-from lstmviz.recording import RecordingWriter, record_rows
+from lstmviz.io.recording import RecordingWriter, record_rows
 writer = RecordingWriter({path!r}, 2)
 for n in range(1, {count} + 1):
     trace = model_trace(n)
@@ -366,7 +366,7 @@ def test_the_window_exports_the_recording_it_shows(qtbot, window, errors, fitted
                   "Input saliency", "training recording · run.lvz", *rec.layer_names):  # fmt: skip
         assert title in texts, title
     assert base.with_suffix(".csv").read_text().startswith("step,epoch,loss,train_loss")
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     saved = GradientTrace.load(base.with_suffix(".npz"))  # the last record's trace
     np.testing.assert_array_equal(saved.layer0_grad_h_total, rec.last.layer0_grad_h_total)
@@ -386,7 +386,7 @@ def test_gui_opens_a_recording_on_the_command_line(tmp_path, fitted):
 def test_the_faded_legend_says_how_many_earlier_records_it_leaves_out(qtbot):
     """40 records: the faded curves are a sample of the earlier ones, and the legend says of
     how many ("8 earlier records" over 39 read as a recording of 9)."""
-    from lstmviz.render.record_panels import RecordNormPanel
+    from lstmviz.plots.record_panels import RecordNormPanel
 
     rng = np.random.default_rng(0)
     count, steps = 40, 6

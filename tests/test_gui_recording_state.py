@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from lstmviz.config import RunConfig  # noqa: E402
-from lstmviz.recording import load_recording  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
+from lstmviz.io.recording import load_recording  # noqa: E402
 from tests import test_gui_recording  # noqa: E402
 from tests.test_gui_recording import drain  # noqa: E402
 
@@ -39,7 +39,7 @@ def choose_window(qtbot, bar, lo: int, hi: int) -> None:
 def stop_a_run(qtbot, window) -> None:
     """A multi-pass run (a stand-in engine) started, stopped after its first pass and drained;
     whether its passes are kept is the test's `ask_keep`."""
-    from tests import gui_fakes
+    from tests.helpers import gui_fakes
 
     window.worker.engine = functools.partial(gui_fakes.multipass, delay=0.3)
     try:

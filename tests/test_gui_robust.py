@@ -16,10 +16,10 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from tests.app_process import App  # noqa: E402
-from tests.gui_checks import stop_within_a_second  # noqa: E402
+from tests.helpers.app_process import App  # noqa: E402
+from tests.helpers.gui_checks import stop_within_a_second  # noqa: E402
 
 # ---- the real app in a subprocess ------------------------------------------------------------
 
@@ -216,11 +216,11 @@ def test_nonfinite_steps_marked_on_curves_and_in_summary(qtbot, tmp_path):
 def test_live_heatmap_and_curves_equal_the_trace_after_streaming(qtbot):
     """The incremental paths (rows appended into the heatmap buffer, unchanged curves
     skipped) end with the same numbers as drawing the whole matrix at once."""
-    from lstmviz.config import RunConfig
-    from lstmviz.render.curves import NormHistoryPanel
-    from lstmviz.render.heatmaps import RowsHeatmap
-    from lstmviz.render.style import colour
-    from lstmviz.render.values import display_values
+    from lstmviz.analysis.values import display_values
+    from lstmviz.core.config import RunConfig
+    from lstmviz.plots.curves import NormHistoryPanel
+    from lstmviz.plots.heatmaps import RowsHeatmap
+    from lstmviz.plots.style import colour
 
     rng = np.random.default_rng(0)
     rows = np.exp(rng.standard_normal((30, 50))).astype(np.float32)
@@ -267,7 +267,7 @@ def test_heatmap_colours_are_pyqtgraphs():
     float values with the same levels and colour map (NaN transparent)."""
     import pyqtgraph as pg
 
-    from lstmviz.render.style import COLOR_MAP, colour
+    from lstmviz.plots.style import COLOR_MAP, colour
 
     rng = np.random.default_rng(3)
     values = rng.standard_normal((40, 60)).astype(np.float32) * 3
@@ -289,8 +289,8 @@ def test_heatmap_colours_are_pyqtgraphs():
 def test_live_curve_panel_y_range_only_grows_and_holds_the_data(qtbot):
     """During a live run the norm panel's y range (and so its grid) changes only when the
     data leaves it; a finished trace fits the data again."""
-    from lstmviz.config import RunConfig
-    from lstmviz.render.curves import NormPanel
+    from lstmviz.core.config import RunConfig
+    from lstmviz.plots.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -312,8 +312,8 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
     """The panels draw one per event-loop turn: a trace shown while an earlier one is still
     being drawn replaces it, every panel ends with the newest data, and `settled` (the
     screenshot hook) waits for the last panel."""
-    from lstmviz.render.values import units_matrix
-    from lstmviz.trace import GradientTrace, step_norm
+    from lstmviz.analysis.values import units_matrix
+    from lstmviz.io.trace import GradientTrace, step_norm
 
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
     win = MainWindow(settings=settings, quiet_errors=True)
@@ -348,8 +348,8 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
 def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):
     """Batches overlap on the time axis: at most one curve per palette colour (the heatmap
     shows every batch). Passes sit side by side: up to 20."""
-    from lstmviz.render.curves import NormPanel
-    from lstmviz.render.style import PALETTE
+    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.style import PALETTE
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -372,7 +372,7 @@ def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):
 def test_summary_flags_a_non_finite_array_the_per_step_check_does_not_cover():
     """With `nonfinite_steps` the summary trusts it for states and normed gradients and scans
     only the other float arrays: a NaN weight gradient is still reported."""
-    from lstmviz.render.summary import summary_text
+    from lstmviz.analysis.summary import summary_text
 
     steps = 6
     grad = np.ones((steps, 2, 3), np.float32)
@@ -392,7 +392,7 @@ def test_panels_resized_by_a_new_panel_set_repaint_one_per_turn(qtbot, tmp_path)
     and `settled` comes after the last."""
     from PySide6.QtCore import QEvent, QObject
 
-    from lstmviz.trace import GradientTrace, step_norm
+    from lstmviz.io.trace import GradientTrace, step_norm
 
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
     win = MainWindow(settings=settings, quiet_errors=True)

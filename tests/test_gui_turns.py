@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def shown(bare_window):
 
 def taped_arrays(seed: int, steps: int) -> dict[str, np.ndarray]:
     """A small taped trace's arrays: grad_h_total [steps, 2, 3], its norms and a loss."""
-    from lstmviz.trace import step_norm
+    from lstmviz.io.trace import step_norm
 
     g = np.random.default_rng(seed).standard_normal((steps, 2, 3)).astype(np.float32)
     return {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
@@ -28,7 +28,7 @@ def taped_arrays(seed: int, steps: int) -> dict[str, np.ndarray]:
 def test_a_finished_runs_first_panel_is_drawn_in_a_turn_of_its_own(qtbot, shown):
     """At a run's end the window's bookkeeping takes its turn and the first panel is drawn in
     the next (`at_once=False`); a trace shown otherwise draws its first panel at once."""
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     win, arrays = shown, taped_arrays(4, 10)
     trace = GradientTrace("taped", RunConfig(steps=10, batch=2, hidden=3), arrays)
@@ -48,7 +48,7 @@ def test_panels_paint_in_the_turn_after_their_draw(qtbot, shown):
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     win, arrays = shown, taped_arrays(5, 12)
     config = RunConfig(steps=12, batch=2, hidden=3)
@@ -154,7 +154,7 @@ def test_the_dock_refuses_a_run_in_its_own_words(shown, capsys):
 
 
 def test_a_file_opened_before_tensorflow_is_ready_stays_in_the_status_line(shown, tmp_path):
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     win = shown
     device = {"device": "CPU", "lstm": "native", "cudnn": "no", "tensorflow": "2",
@@ -219,7 +219,7 @@ def test_a_stopped_runs_trace_from_before_is_drawn_after_the_stops_turn(qtbot, s
                                                                         monkeypatch):  # fmt: skip
     """Stop with nothing kept shows the trace from before again: its first panel is drawn in
     the next turn, not in the turn of the click (which also lays the panels out again)."""
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     win = shown
     monkeypatch.setattr(win.worker, "request_run", lambda *a: None)

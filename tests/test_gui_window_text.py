@@ -15,10 +15,10 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from lstmviz.gui.recording_bar import RecordingBar  # noqa: E402
-from lstmviz.trace import GradientTrace, step_norm  # noqa: E402
+from lstmviz.io.trace import GradientTrace, step_norm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDING = ROOT / "tests" / "data" / "recording_format1.lvz.gz"

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import ConfigError
 from lstmviz.engine.arrays import add_norms
 from lstmviz.engine.taped import taped_gradients
-from lstmviz.errors import ConfigError
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import LSTMWeights, random_weights
 
 
@@ -37,8 +37,8 @@ def test_oversized_run_is_refused_quickly_naming_memory(tmp_path):
 def test_the_memory_refusal_says_how_much_a_run_may_use():
     """Refused above 80% of the memory available: the message gives that limit, not only the
     memory available (9 GiB needed "but 10 GiB is available" read as if it fitted)."""
-    from lstmviz.config import check_fits
-    from lstmviz.errors import ConfigError
+    from lstmviz.core.config import check_fits
+    from lstmviz.core.errors import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         check_fits(9 * 2**30, "T=1 B=1", "--steps", available=10 * 2**30)
@@ -69,8 +69,8 @@ def test_a_model_runs_memory_comes_from_its_layers_and_data(tmp_path, monkeypatc
     is not)."""
     import keras
 
-    from lstmviz import config
     from lstmviz.cli import main
+    from lstmviz.core import config
 
     wide = keras.Sequential([keras.Input((None, 1024)), keras.layers.LSTM(8),
                              keras.layers.Dense(1)])  # fmt: skip

@@ -1,7 +1,9 @@
 """lstmviz's imports, read from the sources with `ast` (nothing is imported): no module takes
-part in an import cycle, counting imports inside functions too, and only the window and the CLI
-import the window's package; and (in a fresh interpreter) reading a model file imports neither
-TensorFlow nor Keras."""
+part in an import cycle, counting imports inside functions too; each folder imports only from
+its own floor or below (FLOORS, as docs/architecture.md draws them), nothing below plots/
+imports Qt and nothing outside engine/, torch/ and the Keras callback imports TensorFlow; only
+the window and the CLI import the window's package; and (in a fresh interpreter) reading a
+model file imports neither TensorFlow nor Keras."""
 
 import ast
 from pathlib import Path
@@ -21,20 +23,30 @@ def module_names() -> dict[str, Path]:
     return names
 
 
-def import_statements(path: Path, package: str) -> list[tuple[str, list[str]]]:
-    """Every import in `path`'s source, anywhere (inside functions too), as (module, names):
-    `import a.b` → ("a.b", []); `from a import b, c` → ("a", ["b", "c"]), relative forms
-    resolved against `package`; importlib.import_module("…") with a literal name → (name, [])."""
+def import_statements(path: Path, package: str) -> list[tuple[str, list[str], bool]]:
+    """Every import in `path`'s source, anywhere (inside functions too), as (module, names,
+    lazy): `import a.b` → ("a.b", []); `from a import b, c` → ("a", ["b", "c"]), relative forms
+    resolved against `package`; importlib.import_module("…") with a literal name → (name, []);
+    `lazy` when the import sits in a function's body (it runs when the function is called)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    in_functions = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for inner in ast.walk(node)
+        if inner is not node
+    }
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(tree):
+        lazy = id(node) in in_functions
         if isinstance(node, ast.Import):
-            found += [(alias.name, []) for alias in node.names]
+            found += [(alias.name, [], lazy) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            found.append((base, [alias.name for alias in node.names]))
+            found.append((base, [alias.name for alias in node.names], lazy))
         elif (
             isinstance(node, ast.Call)
             and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
@@ -42,7 +54,7 @@ def import_statements(path: Path, package: str) -> list[tuple[str, list[str]]]:
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
-            found.append((node.args[0].value, []))
+            found.append((node.args[0].value, [], lazy))
     return found
 
 
@@ -51,7 +63,7 @@ def imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     b` (a.b when it is a module, else a), relative forms resolved."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for base, names in import_statements(path, package):
+    for base, names, _ in import_statements(path, package):
         found |= {f"{base}.{n}" if f"{base}.{n}" in modules else base for n in names} or {base}
     return {target for target in found if target in modules and target != name}
 
@@ -101,11 +113,12 @@ def test_the_cycle_finder_finds_and_names_a_cycle():
 def test_relative_imports_are_resolved(tmp_path, monkeypatch):
     source = tmp_path / "lstmviz" / "engine" / "x.py"
     source.parent.mkdir(parents=True)
-    source.write_text("def f():\n    from . import native\n    from ..trace import step_norm\n")
-    modules = {"lstmviz.engine.native": source, "lstmviz.trace": source, "lstmviz.engine.x": source}
+    source.write_text("def f():\n    from . import native\n    from ..io.trace import step_norm\n")
+    modules = {"lstmviz.engine.native": source, "lstmviz.io.trace": source,
+               "lstmviz.engine.x": source}
     assert imported("lstmviz.engine.x", source, modules) == {
         "lstmviz.engine.native",
-        "lstmviz.trace",
+        "lstmviz.io.trace",
     }
 
 
@@ -124,7 +137,7 @@ def test_every_name_the_package_offers_resolves_and_the_errors_are_one_family():
 
 # The only modules that may import the window package: the window itself, the CLI that launches
 # it, and the benchmark of the window's own responsiveness (it times MainWindow redraws).
-MAY_IMPORT_GUI = ("lstmviz/gui/", "lstmviz/cli.py", "lstmviz/__main__.py", "bench/bench_gui.py")
+MAY_IMPORT_GUI = ("lstmviz/gui/", "lstmviz/cli/", "lstmviz/__main__.py", "bench/bench_gui.py")
 
 
 def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
@@ -132,7 +145,7 @@ def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
     counts as a and a.b; importlib.import_module("…") with a literal name too)."""
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     found = set()
-    for base, names in import_statements(path, package):
+    for base, names, _ in import_statements(path, package):
         found |= {base, *(f"{base}.{n}" for n in names)}
     return found
 
@@ -148,12 +161,12 @@ def test_only_the_window_and_the_cli_import_lstmviz_gui():
     allowed = {p for p in importers if p.startswith(MAY_IMPORT_GUI)}
     assert importers - allowed == set()
     # the check sees real imports: the CLI launches the window, the window imports its parts
-    assert {"lstmviz/cli.py", "lstmviz/gui/main_window.py"} <= importers
-    assert any(p.relative_to(ROOT).as_posix().startswith("lstmviz/render/") for p in sources)
+    assert {"lstmviz/cli/__init__.py", "lstmviz/gui/main_window.py"} <= importers
+    assert any(p.relative_to(ROOT).as_posix().startswith("lstmviz/plots/") for p in sources)
 
 
 def test_import_checker_resolves_relative_and_dynamic_imports(tmp_path):
-    package = tmp_path / "lstmviz" / "render"
+    package = tmp_path / "lstmviz" / "plots"
     package.mkdir(parents=True)
     cases = {
         "a.py": "from ..gui import main_window\n",
@@ -179,3 +192,143 @@ def test_reading_models_imports_neither_tensorflow_nor_keras():
     # this checkout's lstmviz, via the cwd
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr
+
+
+# ---- the floors: each folder imports only from its own floor or below ----------------------
+
+# lstmviz's folders (and its top-level modules) by floor, bottom up, as docs/architecture.md
+# draws them. `lstmviz/__init__.py` is a lazy table that imports nothing when imported, so every
+# floor may import it (for `__version__`); `__main__` runs the command line.
+FLOORS = {
+    "__init__": 1,
+    "core": 1,  # errors, the run's parameters, the modes' registry, the schema, the view options
+    "io": 2,  # files, inputs, the trace and the recording
+    "weights": 2,  # weight and model files → one LSTM or a ModelSpec
+    "engine": 3,  # TensorFlow: the modes' computations
+    "torch": 3,  # PyTorch modules and programs
+    "keras": 3,  # the Keras fit callback (lstmviz.keras), on top of engine/model
+    "analysis": 3,  # NumPy reductions: what the panels, the summary and a diagnosis show
+    "plots": 4,  # pyqtgraph: the panels and the offscreen figure, export
+    "notebook": 5,  # lstmviz.plot and what Jupyter shows
+    "gui": 5,  # the window
+    "cli": 6,  # the command line, and what `lstmviz diagnose` / `compare` read
+    "__main__": 6,
+}
+QT = ("PySide6", "pyqtgraph", "shiboken6")
+TENSORFLOW = ("tensorflow", "keras", "tf_keras")
+MAY_IMPORT_TENSORFLOW = ("engine", "torch", "keras")
+
+# Imports that reach up a floor, each inside a function (it runs only when called) and listed
+# here with why it does: importer → imported module.
+UPWARD = {
+    ("lstmviz.io.trace", "lstmviz.analysis.diagnosis"): "trace.diagnosis, computed when asked",
+    ("lstmviz.io.trace", "lstmviz.notebook.html"): "a trace's _repr_html_, shown by Jupyter",
+    ("lstmviz.io.recording", "lstmviz.analysis.diagnosis"): "recording.diagnosis, when asked",
+    ("lstmviz.io.recording", "lstmviz.notebook.html"): "a recording's _repr_html_ in Jupyter",
+    ("lstmviz.analysis.compare", "lstmviz.plots.compare_figure"): "Comparison.plot() draws it",
+    ("lstmviz.plots.compare_figure", "lstmviz.notebook"): "Comparison.plot()'s inline figure",
+}
+# Modules outside engine/ that import Keras inside a function, and why: reading a model the
+# user hands over (Keras is imported already) or rebuilding a file's layer for model mode.
+LAZY_KERAS = {
+    "lstmviz.weights.keras_live": "the weights of a live keras.Model, as save_weights walks them",
+    "lstmviz.weights.keras_rebuild": "a file's layer rebuilt as a keras.Model (engine/model)",
+    "lstmviz.weights.model_files": "load_model(a keras.Model object): its config and weights",
+}
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of an lstmviz module name (None when its folder has no floor yet)."""
+    parts = module.split(".")
+    return FLOORS.get(parts[1] if len(parts) > 1 else "__init__")
+
+
+def floor_problems(root: Path = ROOT) -> tuple[list[str], set[tuple[str, str]]]:
+    """What breaks the floors under root/lstmviz, one line each, and the UPWARD imports seen.
+
+    A module in a folder without a floor; an import of a module on a higher floor (anywhere,
+    unless it is in UPWARD and inside a function); Qt imported below plots/; TensorFlow, Keras
+    or tf_keras imported outside engine/, torch/ and lstmviz.keras (Keras inside a function of
+    a LAZY_KERAS module aside)."""
+    problems, upward = [], set()
+    for path in sorted((root / "lstmviz").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        relative = path.relative_to(root).as_posix()
+        if parts[-1] == "__init__":
+            parts.pop()
+        name = ".".join(parts)
+        floor = floor_of(name)
+        if floor is None:
+            problems.append(f"{relative}: its folder has no floor in FLOORS")
+            continue
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        folder = parts[1] if len(parts) > 1 else "__init__"
+        for base, names, lazy in import_statements(path, package):
+            top = base.split(".")[0]
+            if top in QT and floor < FLOORS["plots"]:
+                problems.append(f"{relative}: imports {base} below plots/")
+            if top in TENSORFLOW and folder not in MAY_IMPORT_TENSORFLOW and not (
+                lazy and top == "keras" and name in LAZY_KERAS
+            ):
+                problems.append(f"{relative}: imports {base} outside engine/, torch/, keras.py")
+            if top != "lstmviz":
+                continue
+            targets = [base] if base != "lstmviz" else [
+                f"lstmviz.{n}" if n in FLOORS else "lstmviz" for n in names
+            ]
+            for target in targets:
+                above = floor_of(target)
+                if above is None or above <= floor:
+                    continue
+                if lazy and (name, target) in UPWARD:
+                    upward.add((name, target))
+                else:
+                    problems.append(f"{relative}: imports {target} (floor {above}) from floor "
+                                    f"{floor}" + ("" if lazy else " when imported"))
+    return problems, upward
+
+
+def test_every_module_imports_only_from_its_floor_or_below():
+    problems, upward = floor_problems()
+    assert problems == []
+    assert upward == set(UPWARD), "UPWARD lists an import that is gone"
+
+
+def test_the_floor_check_sees_qt_and_tensorflow_where_they_are():
+    """The check reads real imports: plots/ imports pyqtgraph and engine/ TensorFlow (so the
+    two rules above are not met by reading nothing); and every folder of lstmviz has a floor."""
+    for folder, module in (("plots", "pyqtgraph"), ("engine", "tensorflow")):
+        tops = {
+            base.split(".")[0]
+            for path in ROOT.glob(f"lstmviz/{folder}/*.py")
+            for base, _, _ in import_statements(path, "")
+        }
+        assert module in tops, folder
+    folders = {p.name for p in (ROOT / "lstmviz").iterdir() if (p / "__init__.py").exists()}
+    assert folders <= set(FLOORS)
+
+
+def test_the_floor_check_fails_on_a_module_that_breaks_a_floor(tmp_path):
+    cases = {
+        "core/qt.py": "import pyqtgraph as pg\n",
+        "io/up.py": "from lstmviz.plots import figure\n",
+        "io/relative_up.py": "from ..gui import worker\n",
+        "io/trace.py": "def f():\n    from lstmviz.notebook.html import trace_html\n",
+        "io/recording.py": "from lstmviz.notebook.html import recording_html\n",
+        "analysis/tf.py": "def f():\n    import tensorflow as tf\n",
+        "weights/keras_live.py": "import keras\n",  # LAZY_KERAS: inside a function only
+        "weights/keras_rebuild.py": "def f():\n    import keras\n",
+        "gui/keras_here.py": "from keras import ops\n",
+        "plots/fine.py": "import pyqtgraph\nfrom lstmviz.core import errors\nfrom ..io import x\n",
+        "engine/fine.py": "import tensorflow as tf\nfrom lstmviz import __version__, weights\n",
+        "newfloor/x.py": "",
+    }
+    for name, text in cases.items():
+        (tmp_path / "lstmviz" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "lstmviz" / name).write_text(text)
+    problems, upward = floor_problems(tmp_path)
+    assert {line.split(":")[0].removeprefix("lstmviz/") for line in problems} == {
+        "core/qt.py", "io/up.py", "io/relative_up.py", "io/recording.py", "analysis/tf.py",
+        "gui/keras_here.py", "newfloor/x.py", "weights/keras_live.py",
+    }
+    assert upward == {("lstmviz.io.trace", "lstmviz.notebook.html")}

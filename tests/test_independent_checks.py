@@ -3,8 +3,8 @@
 Every mode runs here on the native CPU kernels and on the TensorFlow while-loops (what
 LSTMVIZ_NATIVE=0 or a machine without a compiler runs: `kernel` fixture), and every gradient key
 it writes, with the norms derived from them, is compared with a computation that shares no code
-with the engine: NumPy BPTT in float64 (tests/reference.py), Keras's own layers under
-tf.GradientTape, the unrolled per-step model reference (tests/model_reference.py), finite
+with the engine: NumPy BPTT in float64 (tests/helpers/reference.py), Keras's own layers under
+tf.GradientTape, the unrolled per-step model reference (tests/helpers/model_reference.py), finite
 differences in float64. Covered here, besides the kernels: every per-step norm ([T] and the rows
 by pass, batch, training step and layer); the training rows at every recorded step; a model's
 gradients at masked steps, its direct ∂L/∂h_t, dL/d(input) and per-sample losses; a stack of
@@ -31,8 +31,8 @@ from lstmviz.engine.taped import connectivity_map, taped_gradients
 from lstmviz.engine.tfload import tf
 from lstmviz.engine.train import train
 from lstmviz.weights import random_weights
-from tests.model_reference import reference_all
-from tests.reference import assert_close, np_bptt, np_forward, np_loss
+from tests.helpers.model_reference import reference_all
+from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 from tests.test_batchwise import check_batches, numpy_hypernetwork
 from tests.test_model_mode import keras_directions
 from tests.test_multipass import make_case as multipass_case
@@ -308,7 +308,7 @@ def check_model_trace(model, trace, x, y, loss, keras_loss=None):
 
 @pytest.fixture(scope="module")
 def k3():
-    from tests.model_fixtures import keras3_models
+    from tests.helpers.model_fixtures import keras3_models
 
     return keras3_models()
 
@@ -372,7 +372,7 @@ def test_a_pytorch_state_dict_stack_matches_finite_differences(tmp_path):
     weight_ih = kernelᵀ, weight_hh = recurrent_kernelᵀ, bias_ih and bias_hh both the bias."""
     from safetensors.numpy import save_file
 
-    from tests.model_fixtures import torch_bidirectional_forward, torch_state_dict
+    from tests.helpers.model_fixtures import torch_bidirectional_forward, torch_state_dict
 
     rng = np.random.default_rng(11)
     state = torch_state_dict(rng, [(3, 4), (8, 4)], bidirectional=True)
@@ -411,7 +411,7 @@ def test_a_keras2_file_gives_tf_keras_gradients(tmp_path):
     import tf_keras
     from tf_keras import layers as layers2
 
-    from tests.model_fixtures import randomize
+    from tests.helpers.model_fixtures import randomize
 
     model = tf_keras.Sequential([
         layers2.Embedding(20, 4, mask_zero=True, input_length=7, name="emb"),
@@ -448,8 +448,8 @@ def test_a_keras2_file_gives_tf_keras_gradients(tmp_path):
 def test_every_record_of_the_callback_matches_the_reference_at_that_batch(tmp_path):
     """Each record's loss, norms by direction (total, direct, cell) and saliency against the
     unrolled reference on the model's weights at that batch; the last record's full trace too."""
+    from lstmviz.io.recording import load_recording
     from lstmviz.keras import GradientFlowCallback
-    from lstmviz.recording import load_recording
     from tests.test_keras_callback import token_data, tokens_model
 
     model, (x, y) = tokens_model(), token_data(32)

@@ -16,11 +16,11 @@ import keras
 import numpy as np
 import pytest
 
+from lstmviz.analysis.summary import model_parts
+from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.model import model_gradients
-from lstmviz.errors import LstmvizError
+from lstmviz.io.recording import load_recording
 from lstmviz.keras import GradientFlowCallback
-from lstmviz.recording import load_recording
-from lstmviz.render.summary import model_parts
 from tests.test_model_mode import close
 
 L = keras.layers
@@ -72,7 +72,7 @@ def test_records_come_at_every_nth_batch_counted_across_epochs(tmp_path):
 def nested_model():
     """A functional model with a nested Sequential and layers only Keras runs (Conv1D,
     MultiHeadAttention, pooling): their weights train too."""
-    from tests.model_fixtures import keras3_models
+    from tests.helpers.model_fixtures import keras3_models
 
     model = keras3_models()["nested"]
     model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(0.02))
@@ -125,7 +125,7 @@ def test_the_last_record_is_model_mode_at_the_final_weights(tmp_path, build):
                      for k in range(len(expected["layer_names"]))])  # fmt: skip
     assert np.isnan(rec.norm_c_total_by_layer[:, ~lstm]).all()
     assert np.isfinite(rec.norm_c_total_by_layer[:, lstm]).all()
-    from lstmviz.export import recording_columns
+    from lstmviz.plots.export import recording_columns
 
     headers = [name for name, _ in recording_columns(rec)]
     assert sum("norm_c_total" in h for h in headers) == 3 * lstm.sum()  # mean, min, max
@@ -458,7 +458,7 @@ UNCHANGED = """
     import json, random
     import numpy as np, keras, tensorflow as tf
     from lstmviz.keras import GradientFlowCallback
-    from lstmviz.recording import load_recording
+    from lstmviz.io.recording import load_recording
 
     tf.config.experimental.enable_op_determinism()
     L = keras.layers
@@ -515,7 +515,7 @@ MIRRORED = """
     import keras
     from lstmviz.engine.model import model_gradients
     from lstmviz.keras import GradientFlowCallback
-    from lstmviz.recording import load_recording
+    from lstmviz.io.recording import load_recording
 
     L = keras.layers
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -553,9 +553,9 @@ def test_under_mirrored_strategy_one_file_gets_one_record_per_n_batches(tmp_path
 
 FULL_DISK = """
     import gc, json
-    from lstmviz.errors import LstmvizError
+    from lstmviz.core.errors import LstmvizError
     from lstmviz.keras import GradientFlowCallback
-    from lstmviz.recording import load_recording
+    from lstmviz.io.recording import load_recording
     from tests.test_keras_callback import token_data, tokens_model
     from tests.test_recording import fill_the_disk
 

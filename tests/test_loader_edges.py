@@ -10,8 +10,8 @@ import pytest
 
 import lstmviz
 from lstmviz.cli import main
-from lstmviz.errors import InputError, WeightsError
-from lstmviz.inputs import describe_inputs, load_inputs
+from lstmviz.core.errors import InputError, WeightsError
+from lstmviz.io.inputs import describe_inputs, load_inputs
 from lstmviz.weights.loaders import load_weights
 
 
@@ -95,7 +95,7 @@ def test_the_cli_runs_on_a_traces_inputs_as_the_trace_ran(traces, tmp_path):
 
 
 def test_a_model_trace_as_data_gives_its_batch_major_x(traces):
-    from lstmviz.model_data import load_data
+    from lstmviz.io.model_data import load_data
 
     folder, x = traces
     got, y, description = load_data(folder / "model.npz")
@@ -148,7 +148,7 @@ def test_a_layer_that_is_not_a_name_is_refused_naming_the_names(tmp_path):
 
 @pytest.mark.parametrize("x", [[[1.0, 2.0], [3.0]], [["a", "b"]], {"x": 1}])
 def test_model_data_that_is_no_array_is_an_input_error(traces, x):
-    from lstmviz.model_data import check_data
+    from lstmviz.io.model_data import check_data
     from lstmviz.weights.model_files import load_model
 
     folder, _ = traces

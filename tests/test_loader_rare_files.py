@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import lstmviz
-from lstmviz.errors import ModelError
+from lstmviz.core.errors import ModelError
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
 from lstmviz.weights.model_files import load_model
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 import lstmviz
 from lstmviz.cli import main
-from lstmviz.errors import InputError, LstmvizError, WeightsError
-from lstmviz.inputs import load_inputs
-from lstmviz.trace import GradientTrace
+from lstmviz.core.errors import InputError, LstmvizError, WeightsError
+from lstmviz.io.inputs import load_inputs
+from lstmviz.io.trace import GradientTrace
 from lstmviz.weights.loaders import list_lstm_layers, load_weights, read_weights
 
 ENV = os.environ | {"TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -1,5 +1,5 @@
 """Masked sequences (Keras's masking: a step whose mask is 0 carries the state over) in both
-implementations of `cell.lstm_sequence`: against NumPy BPTT (tests/reference.py), finite
+implementations of `cell.lstm_sequence`: against NumPy BPTT (tests/helpers/reference.py), finite
 differences in float64, and Keras's own LSTM layer with a mask."""
 
 import keras
@@ -8,7 +8,7 @@ import pytest
 
 from lstmviz.engine import cell, native
 from lstmviz.engine.tfload import tf
-from tests.reference import assert_close, np_bptt
+from tests.helpers.reference import assert_close, np_bptt
 from tests.test_cell_backends import BACKENDS
 
 STEPS, BATCH, INPUTS, HIDDEN = 9, 5, 3, 4

@@ -22,7 +22,7 @@ from model_fixtures import (
 )
 from reference import np_forward
 
-from lstmviz.errors import LstmvizError, ModelError
+from lstmviz.core.errors import LstmvizError, ModelError
 from lstmviz.weights.keras_config import LOSSES
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
 from lstmviz.weights.model import ACTIVATIONS

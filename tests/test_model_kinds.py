@@ -1,5 +1,5 @@
-"""Model mode on every kind of model file (tests/model_fixtures.py builds real ones), and bad
-input through the CLI: one line, exit 2, nothing written."""
+"""Model mode on every kind of model file (tests/helpers/model_fixtures.py builds real ones),
+and bad input through the CLI: one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.model import model_gradients
-from lstmviz.errors import LstmvizError
-from tests.model_fixtures import (
+from tests.helpers.model_fixtures import (
     bad_keras3_models,
     keras2_models,
     keras3_models,
@@ -206,9 +206,9 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, k3, capfd)
 
 
 def test_random_data_of_the_models_shapes_and_cancel(k3):
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
     from lstmviz.engine.runner import run
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.trace import GradientTrace
 
     folder, _ = k3
     config = RunConfig(mode="model", model=str(folder / "tokens.keras"), batch=5, seed=3)

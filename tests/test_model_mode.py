@@ -1,4 +1,5 @@
-"""Model mode against Keras itself and an unrolled per-step reference (tests/model_reference.py).
+"""Model mode against Keras itself and an unrolled per-step reference
+(tests/helpers/model_reference.py).
 
 Each model is built and compiled in Keras 3, saved as `.keras`, and run by lstmviz from the
 file: `y_pred` equals Keras's `model(x)`, `loss` Keras's `compute_loss`, every direction's
@@ -14,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from lstmviz.engine.model import model_gradients
-from tests.model_reference import leaves, reference
+from tests.helpers.model_reference import leaves, reference
 
 L = keras.layers
 T, B = 7, 3
@@ -178,7 +179,7 @@ def test_saliency_is_the_gradient_at_the_embedding_vectors(tmp_path):
 def test_loss_naming_the_compiled_one_by_another_keras_name_is_that_loss(tmp_path, rng):
     """`--loss mse` (`loss="mse"`) for a model compiled with mean_squared_error was refused as
     another loss; Keras's own names of one loss are one loss. Another loss is still refused."""
-    from lstmviz.errors import ConfigError
+    from lstmviz.core.errors import ConfigError
 
     model = keras.Sequential([keras.Input((T, 3)), L.LSTM(4), L.Dense(2)])
     model.compile(loss="mean_squared_error")

@@ -15,9 +15,9 @@ import h5py
 import numpy as np
 import pytest
 
-from lstmviz.errors import ModelError
+from lstmviz.core.errors import ModelError
 from lstmviz.weights.model_files import load_model, spec_from_keras
-from tests.model_fixtures import drop_key, randomize, rewrite_config
+from tests.helpers.model_fixtures import drop_key, randomize, rewrite_config
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from lstmviz.errors import ModelError, WeightsError
+from lstmviz.core.errors import ModelError, WeightsError
 from lstmviz.weights.loaders import load_weights
 from lstmviz.weights.model_files import load_model
 

@@ -8,13 +8,13 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from lstmviz import files
+from lstmviz.analysis.layout import MODEL_PANELS, panels_for
 from lstmviz.cli import main
-from lstmviz.config import RunConfig
-from lstmviz.render.layout import MODEL_PANELS, panels_for
-from lstmviz.trace import GradientTrace
-from lstmviz.view import ViewOptions
-from tests.model_fixtures import keras3_models, npz_stack
+from lstmviz.core.config import RunConfig
+from lstmviz.core.view import ViewOptions
+from lstmviz.io import files
+from lstmviz.io.trace import GradientTrace
+from tests.helpers.model_fixtures import keras3_models, npz_stack
 
 pytest.importorskip("pytestqt")
 
@@ -59,8 +59,8 @@ def test_a_model_file_is_a_model_and_an_lstm_weights_file_is_weights(model_file,
 
 
 def test_the_model_panels_show_the_trace(qtbot, trace):
-    from lstmviz.render.model_curves import GatesPanel, LayerNormPanel
-    from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
+    from lstmviz.plots.model_curves import GatesPanel, LayerNormPanel
+    from lstmviz.plots.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
 
     a = trace.arrays
     names = [str(n) for n in a["layer_names"]]
@@ -166,7 +166,7 @@ def test_export_of_a_model_trace_names_every_direction_and_writes_a_block_per_la
 
 
 def test_the_pdf_report_lists_the_model_summary_table(trace):
-    from lstmviz.render.figure import Figure
+    from lstmviz.plots.figure import Figure
 
     with Figure(trace, view=ViewOptions(layer=1)) as figure:
         assert figure.names == list(MODEL_PANELS)
@@ -181,7 +181,7 @@ def test_the_pdf_report_lists_the_model_summary_table(trace):
 
 
 def test_csv_of_a_trace_without_layer_names_numbers_the_layers():
-    from lstmviz.export import csv_columns
+    from lstmviz.plots.export import csv_columns
 
     rows = np.arange(6, dtype=np.float32).reshape(2, 3)
     trace = GradientTrace("model", RunConfig(mode="model", steps=3),
@@ -194,7 +194,7 @@ def test_csv_of_a_trace_without_layer_names_numbers_the_layers():
 def test_the_gates_axis_label_fits_a_short_panel(qtbot, trace):
     """The window's recording view leaves the gates panel ~150 px of plot: its y label is
     shortened to fit, not cut off by Qt; a tall panel keeps the whole label."""
-    from lstmviz.render.model_curves import GATE_AXIS_LABELS, GatesPanel
+    from lstmviz.plots.model_curves import GATE_AXIS_LABELS, GatesPanel
 
     gates = GatesPanel()
     qtbot.addWidget(gates)

@@ -4,12 +4,12 @@ dock, runs through the runner, and its traces open."""
 import numpy as np
 import pytest
 
-from lstmviz import modes
 from lstmviz.cli import build_parser
-from lstmviz.config import RunConfig
+from lstmviz.core import modes
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import ConfigError
 from lstmviz.engine.runner import run
-from lstmviz.errors import ConfigError
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 
 def toy_run(config, cancelled=bool, keep=bool):
@@ -69,10 +69,10 @@ def test_the_rules_a_mode_follows_are_its_attributes(tmp_path):
     """Every rule reads what the registry says a mode is, never its name: a toy mode that
     lists weight files, counts its steps per unit, keeps two copies, trains and runs a whole
     model gets each of those rules."""
-    from lstmviz.file_paths import listed_weights
-    from lstmviz.render.layout import panels_for
-    from lstmviz.trace import GradientTrace
-    from lstmviz.verify import verify_trace
+    from lstmviz.analysis.layout import panels_for
+    from lstmviz.analysis.verify import verify_trace
+    from lstmviz.io.file_paths import listed_weights
+    from lstmviz.io.trace import GradientTrace
 
     plain = dict(name="toy", label="toy", help="", run="tests.test_modes:toy_run", unit="half",
                  count="batches", params=frozenset({"weights", "generator", "batches"}))

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import InputError
 from lstmviz.engine.multipass import multipass_gradients, pass_states, run_multipass
-from lstmviz.errors import InputError
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.reference import assert_close, np_bptt, np_forward, np_loss
+from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 
 LOSSES = ["mean_h", "last_mse", "seq_mse"]
 TP, B, I, H = 4, 2, 3, 5

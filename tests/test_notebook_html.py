@@ -1,4 +1,4 @@
-"""What a notebook shows for a trace or a recording (`_repr_html_`, lstmviz.notebook_html):
+"""What a notebook shows for a trace or a recording (`_repr_html_`, lstmviz.notebook.html):
 well-formed HTML whose facts (sizes, loss, kernel, NaN/Inf, ‖dL/dh_t‖'s extremes and their
 ratio, records, steps, epochs, loss first → last) match values computed here from the arrays;
 arrays grouped as the text repr groups them; every text escaped; no Qt, no TensorFlow."""
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import lstmviz
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 
 ROOT = Path(__file__).resolve().parents[1]
 T, B, I, H = 30, 3, 4, 6

@@ -1,4 +1,4 @@
-"""The `.lvz` recording format (lstmviz.recording), without TensorFlow: records written from
+"""The `.lvz` recording format (lstmviz.io.recording), without TensorFlow: records written from
 model-mode traces read back as written, also by another process while a writer appends
 (SWMR), never half a record; damaged files give one line naming the file; a disk that fills
 up ends the recording in one line, its complete records kept, the process unharmed; the CSV
@@ -19,12 +19,12 @@ import h5py
 import numpy as np
 import pytest
 
-from lstmviz import files, recording
 from lstmviz.cli import main
-from lstmviz.config import RunConfig
-from lstmviz.export import export
-from lstmviz.recording import RecordingError, RecordingWriter, load_recording, record_rows
-from lstmviz.trace import GradientTrace
+from lstmviz.core.config import RunConfig
+from lstmviz.io import files, recording
+from lstmviz.io.recording import RecordingError, RecordingWriter, load_recording, record_rows
+from lstmviz.io.trace import GradientTrace
+from lstmviz.plots.export import export
 
 ROOT = Path(__file__).resolve().parents[1]
 T, B, L, H = 6, 3, 2, 4
@@ -137,7 +137,7 @@ import sys, time
 sys.path.insert(0, {root!r})
 sys.path.insert(0, {tests!r})
 from test_recording import model_trace
-from lstmviz.recording import RecordingWriter, record_rows
+from lstmviz.io.recording import RecordingWriter, record_rows
 writer = RecordingWriter({path!r}, 1)
 for n in range(1, {count} + 1):
     trace = model_trace(n)
@@ -306,7 +306,7 @@ def fill_the_disk(counter: str = "writing", value: int = 1) -> None:
 FULL = """
 import gc, json, sys
 sys.path.insert(0, {root!r})
-from lstmviz.recording import RecordingError, RecordingWriter, record_rows
+from lstmviz.io.recording import RecordingError, RecordingWriter, record_rows
 from tests.test_recording import fill_the_disk, model_trace
 fill_the_disk({counter!r}, {value})
 writer, errors = RecordingWriter({path!r}, 1), []
@@ -461,7 +461,7 @@ def test_reading_a_recording_needs_neither_tensorflow_nor_qt():
     code = (
         "import sys, lstmviz\n"
         "assert callable(lstmviz.load_recording) and lstmviz.Recording\n"
-        "import lstmviz.export, lstmviz.recording\n"
+        "import lstmviz.plots.export, lstmviz.io.recording\n"
         "assert 'tensorflow' not in sys.modules and 'PySide6' not in sys.modules\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,7 +11,7 @@ import csv
 import numpy as np
 
 from lstmviz.cli import main
-from lstmviz.recording import RecordingWriter, load_recording, record_rows
+from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
 from tests.test_recording import NAMES, model_trace
 
 PADDED = 2  # the first steps, padded in every sample (Keras's pad_sequences pads in front)

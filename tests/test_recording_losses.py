@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.recording import RecordingWriter, load_recording, record_rows
-from lstmviz.trace import GradientTrace
+from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
+from lstmviz.io.trace import GradientTrace
 from tests.test_recording import NAMES, model_trace, same_trace
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lstmviz.config import RunConfig
-from lstmviz.render.summary import plain, summary_text, trained_on
+from lstmviz.analysis.summary import plain, summary_text, trained_on
+from lstmviz.core.config import RunConfig
 
 
 def words(text: str) -> list[str]:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from lstmviz.config import RunConfig
-from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
-from tests.gui_checks import drawn_labels
+from lstmviz.core.config import RunConfig
+from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
+from tests.helpers.gui_checks import drawn_labels
 
 
 @pytest.mark.parametrize("steps", [30, 57, 300])
@@ -37,7 +37,7 @@ def test_units_are_labelled_from_0(qtbot):
 
 @pytest.mark.parametrize("steps", [2, 3, 40])
 def test_the_connectivity_maps_loss_steps_are_whole_timesteps_from_0(qtbot, steps):
-    from lstmviz.render.training import ConnectivityPanel
+    from lstmviz.plots.training import ConnectivityPanel
 
     panel = ConnectivityPanel()
     qtbot.addWidget(panel)

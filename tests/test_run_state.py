@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QObject, Signal
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
 from lstmviz.gui.run_state import Outcome, Phase, RunState, Stop
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 
 class FakeWorker(QObject):

@@ -24,8 +24,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
-from lstmviz.config import RunConfig
-from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
+from lstmviz.core.config import RunConfig
+from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
 
 app = QApplication([])
 kind, steps, rows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

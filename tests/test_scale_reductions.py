@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from lstmviz.render import values
+from lstmviz.analysis import values
 
 
 def gradient(seed: int = 0) -> np.ndarray:

@@ -4,11 +4,11 @@ traces of earlier versions open in today's keys."""
 import numpy as np
 import pytest
 
-from lstmviz import schema
-from lstmviz.config import RunConfig
+from lstmviz.core import schema
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import TraceError
 from lstmviz.engine.runner import run
-from lstmviz.errors import TraceError
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 
 SMALL = dict(steps=5, batch=2, input_dim=3, hidden=4)
 RUNS = {

@@ -4,9 +4,9 @@ the trace shown before it with its file."""
 
 from types import SimpleNamespace
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
 from lstmviz.gui.shown import Shown
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 
 
 def trace(mode="taped"):

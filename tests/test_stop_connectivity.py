@@ -11,13 +11,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
 from lstmviz.engine import connectivity as connectivity_module
 from lstmviz.engine.runner import run
 from lstmviz.engine.taped import connectivity_map, taped_gradients
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
-from tests.reference import assert_close
+from tests.helpers.reference import assert_close
 from tests.test_hardening import _files, _Run
 from tests.test_stopping import assert_same_trace, check_stop_keys
 from tests.test_train import np_connectivity

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
-from lstmviz.config import RunConfig  # noqa: E402
+from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui import worker as worker_module  # noqa: E402
 from tests.test_gui_process import alive, ended_at, run_to_end  # noqa: E402
 

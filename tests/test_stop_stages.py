@@ -14,14 +14,14 @@ import pytest
 from tests.test_hardening import ROOT, _env, _files, _Run
 
 # A SIGINT delivered while `lstmviz.cli` imports its modules (as a Ctrl-C pressed right after
-# Enter lands): the finder raises it when the import reaches lstmviz.cli_export.
+# Enter lands): the finder raises it when the import reaches lstmviz.cli.export.
 STARTING = f"""
 import signal, sys
 sys.path.insert(0, {str(ROOT)!r})
 
 class Interrupt:
     def find_spec(self, name, path=None, target=None):
-        if name == "lstmviz.cli_export":
+        if name == "lstmviz.cli.export":
             signal.raise_signal(signal.SIGINT)
         return None
 

@@ -13,13 +13,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
 from lstmviz.engine import interrupt, multipass, native
 from lstmviz.engine.multipass import multipass_gradients
 from lstmviz.engine.problem import seeded_problem
 from lstmviz.engine.runner import run
 from lstmviz.engine.tfload import tf
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 STOP_KEYS = ("stopped", "units_done", "units_requested")
 

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
+from lstmviz.core.errors import InputError
 from lstmviz.engine.gradients import HiddenLoss, compiled_step
 from lstmviz.engine.taped import taped_gradients
-from lstmviz.errors import InputError
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.reference import assert_close, np_bptt, np_forward, np_loss
+from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 
 LOSSES = ["mean_h", "last_mse", "seq_mse"]
 T, B, I, H = 9, 3, 4, 5
@@ -229,9 +229,9 @@ def test_sequence_gradients_reach_variables_and_inputs(rng, use_function):
 def test_the_progress_of_a_taped_run_with_its_map_says_the_map_is_under_way():
     """The map takes T²/2 backward steps, far longer than the run at large T: the update after
     the run does not say "done" while it is computed."""
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
     from lstmviz.engine.taped import run_taped
-    from lstmviz.trace import TraceUpdate
+    from lstmviz.io.trace import TraceUpdate
 
     with_map = RunConfig(steps=6, batch=2, hidden=3, connectivity=True)
     messages = [u.message for u in run_taped(with_map) if isinstance(u, TraceUpdate)]

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from lstmviz import modes
-from lstmviz.config import RunConfig
+from lstmviz.core import modes
+from lstmviz.core.config import RunConfig
 from lstmviz.engine.taped import run_taped
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPECTED = {"native": "taped, native kernels, T=6", "while_loop": "taped while-loop, T=6"}

@@ -13,8 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from lstmviz import files  # noqa: E402
-from lstmviz.trace import GradientTrace  # noqa: E402
+from lstmviz.io import files  # noqa: E402
+from lstmviz.io.trace import GradientTrace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_a_torchscript_file_runs_from_the_cli(saved):
 
 
 def test_a_pt2_program_runs_in_model_mode_on_its_data_or_its_example_inputs(saved):
-    from lstmviz.config import RunConfig
+    from lstmviz.core.config import RunConfig
     from lstmviz.engine.model import run_model
 
     folder, expected = saved
@@ -88,7 +88,7 @@ def test_a_pt2_program_runs_in_model_mode_on_its_data_or_its_example_inputs(save
 
 
 def test_a_pickled_module_is_refused_in_one_line(saved):
-    from lstmviz.errors import LstmvizError
+    from lstmviz.core.errors import LstmvizError
     from lstmviz.weights.model_files import load_model
 
     folder, _ = saved

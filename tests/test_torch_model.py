@@ -1,5 +1,5 @@
-"""lstmviz.torch.model_gradients against an unrolled reference (tests/torch_reference.py: the
-cells step by step, retain_grad, loss.backward), and float64 finite differences."""
+"""lstmviz.torch.model_gradients against an unrolled reference (tests/helpers/torch_reference.py:
+the cells step by step, retain_grad, loss.backward), and float64 finite differences."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
-from lstmviz.errors import LstmvizError  # noqa: E402
+from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
-from tests.torch_reference import assert_close, reference  # noqa: E402
+from tests.helpers.torch_reference import assert_close, reference  # noqa: E402
 
 T, B, I, H = 5, 3, 4, 3
 
@@ -208,8 +208,8 @@ def test_lstmviz_the_window_and_model_mode_do_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys, lstmviz, lstmviz.files, lstmviz.engine.model, lstmviz.gui.main_window; "
-            "lstmviz.files.torch_program('m.pt2'); print('torch' in sys.modules)")  # fmt: skip
+    code = ("import sys, lstmviz, lstmviz.io.files, lstmviz.engine.model, lstmviz.gui.main_window; "
+            "lstmviz.io.files.torch_program('m.pt2'); print('torch' in sys.modules)")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     assert done.stdout.strip() == "False", done.stderr

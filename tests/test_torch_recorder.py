@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from lstmviz.errors import LstmvizError  # noqa: E402
-from lstmviz.recording import load_recording  # noqa: E402
+from lstmviz.core.errors import LstmvizError  # noqa: E402
+from lstmviz.io.recording import load_recording  # noqa: E402
 from lstmviz.torch import GradientFlowRecorder, model_gradients  # noqa: E402
 
 

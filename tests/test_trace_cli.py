@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.config import RANGES, RunConfig
-from lstmviz.errors import TraceError
-from lstmviz.trace import GradientTrace
-from tests.reference import np_bptt, np_loss
+from lstmviz.core.config import RANGES, RunConfig
+from lstmviz.core.errors import TraceError
+from lstmviz.io.trace import GradientTrace
+from tests.helpers.reference import np_bptt, np_loss
 
 ENV = os.environ | {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -78,7 +78,7 @@ def test_cli_trace_matches_independent_bptt_in_a_fresh_process(tmp_path):
     assert "Traceback" not in done.stderr
     check = textwrap.dedent(f"""
         import numpy as np
-        from lstmviz.trace import GradientTrace
+        from lstmviz.io.trace import GradientTrace
         t = GradientTrace.load({str(out)!r})
         print(t.mode, t.config.steps, t.grad_h_total.shape)
     """)

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lstmviz.config import RunConfig
-from lstmviz.errors import TraceError
-from lstmviz.trace import GradientTrace
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import TraceError
+from lstmviz.io.trace import GradientTrace
 
 T, B, I, H = 4, 2, 3, 2
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

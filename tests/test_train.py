@@ -1,24 +1,24 @@
 """Training mode and the connectivity map, against independent computations.
 
 The training loss is the read-out's task loss, not a hidden-state loss, so "step 0 equals a plain
-taped run" is checked the only meaningful way: the NumPy BPTT of tests/reference.py, fed with the
-read-out's direct gradient ∂L/∂h_t computed here in NumPy, must give the same total dL/dh_t,
-dL/dc_t and weight gradients as step 0 of training (and as the final weights' taped arrays).
-"""
+taped run" is checked the only meaningful way: the NumPy BPTT of tests/helpers/reference.py, fed
+with the read-out's direct gradient ∂L/∂h_t computed here in NumPy, must give the same total
+dL/dh_t, dL/dc_t and weight gradients as step 0 of training (and as the final weights' taped
+arrays)."""
 
 import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import InputError
 from lstmviz.engine import train as train_module
 from lstmviz.engine.taped import connectivity_map, taped_gradients
 from lstmviz.engine.tasks import make_task
 from lstmviz.engine.train import run_train, train
 from lstmviz.engine.trained import keras_model, save_trained_weights
-from lstmviz.errors import InputError
-from lstmviz.trace import GradientTrace, TraceUpdate
-from tests.reference import assert_close, np_bptt, np_forward, np_loss
+from lstmviz.io.trace import GradientTrace, TraceUpdate
+from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 from tests.test_taped import make_case
 
 

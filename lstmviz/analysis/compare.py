@@ -29,7 +29,7 @@ from lstmviz.analysis.diagnosis import (
     pre_html,
 )
 from lstmviz.analysis.directions import Direction, record_directions, trace_directions
-from lstmviz.errors import InputError
+from lstmviz.core.errors import InputError
 
 
 @dataclass
@@ -128,7 +128,7 @@ class Comparison:
     def plot(self, width: int = 1000, height: int = 700, dpi: float = 96):
         """The curves (A solid, B dashed) and the log-ratio heatmap as a notebook figure
         (`lstmviz.notebook.Figure`-like: PNG bytes, shown inline by Jupyter). Needs Qt."""
-        from lstmviz.render.compare_figure import compare_plot
+        from lstmviz.plots.compare_figure import compare_plot
 
         return compare_plot(self, width, height, dpi)
 
@@ -199,8 +199,8 @@ def _last(curve: np.ndarray, T: int) -> np.ndarray:
 
 
 def _kind(x) -> str:
-    from lstmviz.recording import Recording
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io.recording import Recording
+    from lstmviz.io.trace import GradientTrace
 
     if isinstance(x, GradientTrace):
         return "trace"

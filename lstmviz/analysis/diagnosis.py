@@ -29,7 +29,7 @@ from lstmviz.analysis.decay import (
     span_of,
 )
 from lstmviz.analysis.directions import Direction, record_directions, trace_directions
-from lstmviz.schema import GATE_SATURATION_DIAGNOSIS
+from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
 
 SATURATED = GATE_SATURATION_DIAGNOSIS  # a sigmoid gate below this or above 1 - this (tanh:
 # |g| > 1 - this); model mode records the same fraction (`layer{k}_gates_saturated_diagnosis`)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lstmviz import modes
+from lstmviz.core import modes
 
 LSTM_GATES = ("i", "f", "g", "o")
 DEFAULT_GATES = {"lstm": LSTM_GATES, "gru": ("z", "r", "h~"), "simple_rnn": ("act",)}

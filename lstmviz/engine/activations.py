@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lstmviz.core.errors import ModelError
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ModelError
 from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS, KERAS2_HARD_SIGMOID
 
 SATURATION = 0.01  # the gates panel's margin (module docstring)

@@ -6,7 +6,7 @@ import numpy as np
 
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.problem import Problem
-from lstmviz.trace import step_norm
+from lstmviz.io.trace import step_norm
 
 # gradient key -> norm key; a mode adds its own pairs (truncated, reference, ...).
 NORMS = {

@@ -20,7 +20,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import InputError
+from lstmviz.core.numeric import float32_copy
 from lstmviz.engine.generators import FixedWeights, Hypernetwork, make_generator
 from lstmviz.engine.gradients import HiddenLoss, compiled_step, numpy_arrays
 from lstmviz.engine.losses import check_loss
@@ -37,9 +39,7 @@ from lstmviz.engine.rnn import choose_backend
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.taped import compute_taped, config_for
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import InputError
-from lstmviz.numeric import float32_copy
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
 
 _WEIGHT_GRADS = ("grad_kernel", "grad_recurrent_kernel", "grad_bias")

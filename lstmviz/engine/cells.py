@@ -37,11 +37,11 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.engine import native
 from lstmviz.engine.activations import SATURATION, Activation, activation, hand_differentiable
 from lstmviz.engine.cell import _columns, lstm_sequence
 from lstmviz.engine.tfload import tf
-from lstmviz.schema import GATE_SATURATION_DIAGNOSIS
 
 
 @dataclass

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.messages import (
     Broken,
     Cancel,
@@ -59,8 +60,7 @@ from lstmviz.engine.messages import (
     Verified,
     Verify,
 )
-from lstmviz.errors import LstmvizError
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 
 INLINE_BYTES = 1 << 16  # smaller arrays are pickled with the message
 HOLD_POLL = 0.01  # seconds between looks at the flags while a run is held (paused)
@@ -268,7 +268,7 @@ def _hold(send, flags: _Flags, run_id: int, done: int, cancelled: Callable[[], b
 
 
 def _verify(send, flags: _Flags, request: Verify) -> None:
-    from lstmviz.verify import verify_trace
+    from lstmviz.analysis.verify import verify_trace
 
     try:
         send(Verified(request.request_id, verify_trace(_trace(request.trace))))

@@ -23,16 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import files, modes
-from lstmviz.atomic import atomic_path
-from lstmviz.config import LOSSES, RunConfig
+from lstmviz.core import modes
+from lstmviz.core.config import LOSSES, RunConfig
+from lstmviz.core.errors import ConfigError, InputError, LstmvizError, ModelError, ref
 from lstmviz.engine import interrupt
 from lstmviz.engine.model import GIVE_Y, prepare
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError, InputError, LstmvizError, ModelError, ref
-from lstmviz.model_data import load_data
-from lstmviz.recording import RecordingError
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io import files
+from lstmviz.io.atomic import atomic_path
+from lstmviz.io.model_data import load_data
+from lstmviz.io.recording import RecordingError
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 RECORD_SAMPLES = 64  # the samples every record runs on: the first of the data
 UPDATES_PER_SECOND = 10  # progress TraceUpdates at most this often (and after the last batch)

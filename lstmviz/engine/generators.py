@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.config import RunConfig
-from lstmviz.errors import ConfigError, WeightsError, ref
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import ConfigError, WeightsError, ref
 from lstmviz.weights import LSTMWeights, random_weights
 from lstmviz.weights.loaders import load_weights, weight_files
 

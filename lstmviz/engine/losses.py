@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lstmviz.config import LOSSES
-from lstmviz.errors import InputError
-from lstmviz.numeric import float32_copy
+from lstmviz.core.config import LOSSES
+from lstmviz.core.errors import InputError
+from lstmviz.core.numeric import float32_copy
 
 
 def target_shape(

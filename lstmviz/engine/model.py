@@ -25,17 +25,17 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.config import LOSSES, RunConfig, check_fits, in_python_terms
+from lstmviz.core.config import LOSSES, RunConfig, check_fits, in_python_terms
+from lstmviz.core.errors import ConfigError, InputError, ref
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity, with_shapes
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import ConfigError, InputError, ref
-from lstmviz.files import torch_program
-from lstmviz.model_data import SPARSE, check_data, load_data, random_data
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.files import torch_program
+from lstmviz.io.model_data import SPARSE, check_data, load_data, random_data
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.keras_config import loss_name
 from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec, shape_text
 

@@ -28,13 +28,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.engine import native
 from lstmviz.engine.activations import SATURATION, activation
 from lstmviz.engine.cells import cell_activations, cell_sequence, needs_read_probe
 from lstmviz.engine.gradients import watch_probes
 from lstmviz.engine.layer_ops import batch_normalization, flatten
 from lstmviz.engine.tfload import tf
-from lstmviz.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.weights.model import CELL_GATES, CELLS, RECURRENT, DirectionSpec, LayerSpec, ModelSpec
 
 

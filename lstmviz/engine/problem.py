@@ -10,11 +10,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from lstmviz import modes
-from lstmviz.config import LOSSES, RunConfig
+from lstmviz.core import modes
+from lstmviz.core.config import LOSSES, RunConfig
+from lstmviz.core.errors import ConfigError, InputError, WeightsError, ref
+from lstmviz.core.numeric import float32_copy
 from lstmviz.engine.losses import check_target, target_shape
-from lstmviz.errors import ConfigError, InputError, WeightsError, ref
-from lstmviz.numeric import float32_copy
 from lstmviz.weights import LSTMWeights, random_weights
 
 
@@ -176,7 +176,7 @@ def loaded_problem(config: RunConfig) -> tuple[RunConfig, Problem, dict[str, str
     parts are still drawn, then replaced, so the seeded parts equal a seeded run's). Also
     returns one line per loaded file: `weights_source`, `inputs_source`.
     """
-    from lstmviz.inputs import describe_inputs, load_inputs
+    from lstmviz.io.inputs import describe_inputs, load_inputs
     from lstmviz.weights.loaders import read_weights
 
     sources: dict[str, str] = {}

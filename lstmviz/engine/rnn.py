@@ -11,11 +11,11 @@ per-sample weights, which cuDNN cannot take. Returns every h_t [T, B, H] and the
 
 from __future__ import annotations
 
+from lstmviz.core.errors import InputError, WeightsError
 from lstmviz.engine.cell import lstm_sequence
 from lstmviz.engine.cudnn import cudnn_lstm
 from lstmviz.engine.problem import batch_major_error
 from lstmviz.engine.tfload import gpu_visible, tf
-from lstmviz.errors import InputError, WeightsError
 from lstmviz.weights.core import pytorch_layout
 
 BACKENDS = ("cudnn", "while_loop")

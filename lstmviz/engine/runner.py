@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from lstmviz import modes
-from lstmviz.config import RunConfig, in_python_terms
-from lstmviz.errors import ConfigError, LstmvizError
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.core import modes
+from lstmviz.core.config import RunConfig, in_python_terms
+from lstmviz.core.errors import ConfigError, LstmvizError
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 
 def run(

@@ -11,14 +11,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
 from lstmviz.engine.arrays import add_norms, problem_arrays
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import HiddenLoss, compiled_step, numpy_arrays
 from lstmviz.engine.native import kernel_name
 from lstmviz.engine.problem import Problem, check_order, check_problem, seeded_problem
 from lstmviz.engine.stopping import Units
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights
 
 

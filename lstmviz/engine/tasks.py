@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import files
-from lstmviz.config import TASK_INPUT_DIMS, RunConfig
-from lstmviz.errors import ConfigError, InputError, ref
-from lstmviz.inputs import read_numpy
+from lstmviz.core.config import TASK_INPUT_DIMS, RunConfig
+from lstmviz.core.errors import ConfigError, InputError, ref
+from lstmviz.io import files
+from lstmviz.io.inputs import read_numpy
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]
 

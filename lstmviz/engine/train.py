@@ -27,14 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import files, modes
-from lstmviz.config import (
+from lstmviz.core import modes
+from lstmviz.core.config import (
     NAME_FIELDS,
     OPTIONAL,
     TASK_INPUT_DIMS,
     RunConfig,
     in_python_terms,
 )
+from lstmviz.core.errors import ConfigError, LstmvizError
 from lstmviz.engine.arrays import add_norms, exact_norm
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import ReadoutLoss, compiled_step, numpy_arrays
@@ -43,8 +44,8 @@ from lstmviz.engine.stopping import Units
 from lstmviz.engine.tasks import Task, make_task
 from lstmviz.engine.tfload import tf
 from lstmviz.engine.trained import WEIGHT_KEYS, save_trained_weights
-from lstmviz.errors import ConfigError, LstmvizError
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io import files
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
 
 LEARNING_RATE = 0.01  # Adam, Keras's other defaults

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import files
-from lstmviz.atomic import atomic_path, atomic_write
+from lstmviz.core.errors import InputError
 from lstmviz.engine.tfload import tf
-from lstmviz.errors import InputError
-from lstmviz.trace import GradientTrace
+from lstmviz.io import files
+from lstmviz.io.atomic import atomic_path, atomic_write
+from lstmviz.io.trace import GradientTrace
 
 # A training run's weights, in its trace and in the files written of them.
 WEIGHT_KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")

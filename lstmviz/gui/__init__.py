@@ -1,8 +1,8 @@
 """Qt views. No TensorFlow here: engines run in the computing process that the worker thread
 owns (worker.py, engine/child.py).
 
-Importing `lstmviz.render` first pins None/True/False against PySide6 6.12's reference-counting
-bug (`lstmviz.render.pin_singletons`) before any Qt call of the window.
+Importing `lstmviz.plots` first pins None/True/False against PySide6 6.12's reference-counting
+bug (`lstmviz.plots.pin_singletons`) before any Qt call of the window.
 """
 
-import lstmviz.render  # noqa: F401
+import lstmviz.plots  # noqa: F401

@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QSplitter, QVBoxLayout, QWidget
 
-from lstmviz.render.style import PALETTE
+from lstmviz.plots.style import PALETTE
 
 
 def history_plots(row) -> dict:
@@ -46,7 +46,7 @@ class CompareWindow(QWidget):
     fields that differ."""
 
     def __init__(self, comparison, parent=None) -> None:
-        from lstmviz.render.compare_figure import CompareCurvesPanel, RatioHeatmapPanel
+        from lstmviz.plots.compare_figure import CompareCurvesPanel, RatioHeatmapPanel
 
         super().__init__(parent, Qt.Window)
         self.comparison = comparison

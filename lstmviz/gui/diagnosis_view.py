@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz import modes
 from lstmviz.analysis.diagnosis import details
-from lstmviz.errors import LstmvizError
+from lstmviz.core import modes
+from lstmviz.core.errors import LstmvizError
 from lstmviz.gui.shown import Shown
 
 FULL_LIMIT = 4_000_000  # gradient values above which the window diagnoses from the norms only
@@ -139,7 +139,7 @@ class DiagnosisView(QObject):
         ‖dL/dh_t‖ reaches (`reach` steps back from the loss step)."""
         import pyqtgraph as pg
 
-        from lstmviz.render.style import PALETTE
+        from lstmviz.plots.style import PALETTE
 
         for line in self.reach_lines:
             if line.scene() is not None:
@@ -201,9 +201,9 @@ class DiagnosisView(QObject):
 
 def _read(path: str):
     """The trace or recording at `path` (LstmvizError for anything else)."""
-    from lstmviz import files
-    from lstmviz.recording import load_recording
-    from lstmviz.trace import GradientTrace
+    from lstmviz.io import files
+    from lstmviz.io.recording import load_recording
+    from lstmviz.io.trace import GradientTrace
 
     kind = files.kind(path)
     if kind not in ("trace", "recording"):

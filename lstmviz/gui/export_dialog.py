@@ -1,5 +1,5 @@
 """File → Export…, "Export panel under cursor" and each panel's right-click Export: the same
-files as `lstmviz export` (`lstmviz.export`), drawn with the window's View options."""
+files as `lstmviz export` (`lstmviz.plots.export`), drawn with the window's View options."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from lstmviz.errors import LstmvizError, cli_term
-from lstmviz.export import (
+from lstmviz.core.errors import LstmvizError, cli_term
+from lstmviz.core.view import ViewOptions
+from lstmviz.plots.export import (
     DEFAULT_DPI,
     DEFAULT_HEIGHT,
     DEFAULT_WIDTH,
@@ -34,9 +35,8 @@ from lstmviz.export import (
     ExportCancelled,
     export,
 )
-from lstmviz.render.figure import panel_name
-from lstmviz.render.panel import Panel, panel_title
-from lstmviz.view import ViewOptions
+from lstmviz.plots.figure import panel_name
+from lstmviz.plots.panel import Panel, panel_title
 
 FORMATS = {  # key: (check box text, suffix, file-dialog filter)
     "png": ("PNG image", ".png", "PNG image (*.png)"),

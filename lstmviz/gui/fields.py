@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz.config import help_for
+from lstmviz.core.config import help_for
 from lstmviz.weights.loaders import LayerInfo
 
 

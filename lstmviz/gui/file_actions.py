@@ -14,10 +14,10 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu
 
-from lstmviz import files, modes
-from lstmviz.config import RunConfig
-from lstmviz.errors import LstmvizError
-from lstmviz.file_paths import absolute, listed_weights
+from lstmviz.analysis.summary import trained_on
+from lstmviz.core import modes
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import LstmvizError
 from lstmviz.gui import trace_loading
 from lstmviz.gui.dialogs import (
     ask_to_open,
@@ -30,10 +30,11 @@ from lstmviz.gui.params import FILE_WIDGETS, ParamsEditor
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState
 from lstmviz.gui.shown import Shown
-from lstmviz.inputs import TRACE_KEY, describe_inputs, describe_training, load_inputs
-from lstmviz.model_data import check_data, load_data
-from lstmviz.render.summary import trained_on
-from lstmviz.trace import GradientTrace
+from lstmviz.io import files
+from lstmviz.io.file_paths import absolute, listed_weights
+from lstmviz.io.inputs import TRACE_KEY, describe_inputs, describe_training, load_inputs
+from lstmviz.io.model_data import check_data, load_data
+from lstmviz.io.trace import GradientTrace
 from lstmviz.weights.loaders import LayerInfo, WeightsFile, bidirectional_pick, weight_files
 from lstmviz.weights.model_files import load_model
 
@@ -188,7 +189,7 @@ class FileActions(QObject):
     def open_path(self, path: str, layer: str | None = None) -> bool:
         """Open a file as if dropped on the window: a trace, a recording, weights (its LSTM
         `layer`, or the one asked for when it holds several), inputs or a model
-        (`lstmviz.files.kind` tells which). In model mode weights open as a model (a stack of
+        (`lstmviz.io.files.kind` tells which). In model mode weights open as a model (a stack of
         LSTM layers) and inputs as its data. False, after a dialog, when it is none of them or
         cannot be read."""
         try:

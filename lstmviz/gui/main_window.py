@@ -31,9 +31,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz import modes
-from lstmviz.config import RunConfig
-from lstmviz.errors import LstmvizError
+from lstmviz.analysis.summary import LSTM_KERNEL_TEXT
+from lstmviz.core import modes
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import LstmvizError
 from lstmviz.gui import qt_types
 from lstmviz.gui.diagnosis_view import DiagnosisView
 from lstmviz.gui.file_actions import FileActions
@@ -45,16 +46,15 @@ from lstmviz.gui.run_view import LOADING, RunView, StatusLine
 from lstmviz.gui.shown import Shown
 from lstmviz.gui.summary import SummaryPanel, Verifier
 from lstmviz.gui.worker import Worker
-from lstmviz.recording import Recording
-from lstmviz.render.summary import LSTM_KERNEL_TEXT
-from lstmviz.trace import GradientTrace
+from lstmviz.io.recording import Recording
+from lstmviz.io.trace import GradientTrace
 
 DEMO_WEIGHTS = Path(__file__).resolve().parents[2] / "resources" / "demo_lstm.keras"
 NOT_LOADED = "TensorFlow: not loaded"  # the device label when the computing process failed
 # What the panels need (pyqtgraph is slow to import), imported after the window's first
 # paint in a thread of their own (`MainWindow.prepare_panels`).
 ALL_MADE = object()  # the end of `qt_types.making`
-PANEL_MODULES = ("pyqtgraph", "lstmviz.gui.panel_area", "lstmviz.render.style",
+PANEL_MODULES = ("pyqtgraph", "lstmviz.gui.panel_area", "lstmviz.plots.style",
                  "lstmviz.gui.export_dialog")  # fmt: skip
 
 
@@ -82,7 +82,7 @@ class MainWindow(QMainWindow):
 
     The panels (`area`) come after the first paint: their modules are imported in a thread,
     then the panels are made one per event-loop turn (`prepare_panels`); whatever needs them
-    before that makes them at once. `styled`: pyqtgraph takes `render.style.STYLE` first (the
+    before that makes them at once. `styled`: pyqtgraph takes `plots.style.STYLE` first (the
     app; tests keep pyqtgraph's defaults)."""
 
     settled = Signal()
@@ -233,13 +233,13 @@ class MainWindow(QMainWindow):
     def _make_area(self) -> None:
         if self._area is not None:
             return
+        from lstmviz.analysis.layout import MODEL_PANELS
         from lstmviz.gui.panel_area import LSTM_PREPARED, PanelArea
-        from lstmviz.render.layout import MODEL_PANELS
 
         if self.styled:
             import pyqtgraph as pg
 
-            from lstmviz.render.style import STYLE
+            from lstmviz.plots.style import STYLE
 
             pg.setConfigOptions(**STYLE)
         area = PanelArea()
@@ -261,7 +261,7 @@ class MainWindow(QMainWindow):
         """Model mode chosen, or a model run starting (`model`): make its panels in idle turns
         now, not all five in the turn that shows the first model trace (a stall)."""
         if model and self._area is not None:
-            from lstmviz.render.layout import MODEL_PANELS
+            from lstmviz.analysis.layout import MODEL_PANELS
 
             self._area.prepare(MODEL_PANELS)
 

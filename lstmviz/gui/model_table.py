@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
-from lstmviz.schema import CELL_CLASSES
+from lstmviz.core.schema import CELL_CLASSES
 from lstmviz.weights.model import CELLS, ModelSpec, class_text, shape_text
 
 HEADERS = ("Layer", "Class", "Output shape", "Params")

@@ -8,21 +8,21 @@ import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
-from lstmviz.config import RunConfig
-from lstmviz.render.curves import NormHistoryPanel
-from lstmviz.render.heatmaps import RowsHeatmap, UnitsHeatmap
-from lstmviz.render.layout import PANEL_WIDTHS, RECORDING_PANELS, WINDOW_ROWS, panels_for
-from lstmviz.render.model_curves import GatesPanel, LayerChoice, LayerNormPanel
-from lstmviz.render.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
-from lstmviz.render.panel import EMPTY_TEXT, LIVE_TEXT, SPARES, Panel
-from lstmviz.render.record_panels import (
+from lstmviz.analysis.layout import PANEL_WIDTHS, RECORDING_PANELS, WINDOW_ROWS, panels_for
+from lstmviz.analysis.records import TimeRange
+from lstmviz.core.config import RunConfig
+from lstmviz.plots.curves import NormHistoryPanel
+from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
+from lstmviz.plots.model_curves import GatesPanel, LayerChoice, LayerNormPanel
+from lstmviz.plots.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
+from lstmviz.plots.panel import EMPTY_TEXT, LIVE_TEXT, SPARES, Panel
+from lstmviz.plots.record_panels import (
     RecordChoice,
     RecordHeatmap,
     RecordLossPanel,
     RecordNormPanel,
 )
-from lstmviz.render.records import TimeRange
-from lstmviz.render.training import ConnectivityPanel, LossPanel
+from lstmviz.plots.training import ConnectivityPanel, LossPanel
 
 # Every panel is made on first use (`PanelArea.panel`) or, in idle turns, by `prepare`.
 PANEL_CLASSES = {"norm": NormHistoryPanel, "loss": LossPanel, "rows": RowsHeatmap,
@@ -49,7 +49,7 @@ STAGE_MS = 6
 class PanelArea(QWidget):
     """The panels (`by_name`: "norm", "loss", "rows", "units", "connectivity", a model
     trace's "layers", "gates", "layer_map", "saliency", "layer_units", and a recording's
-    "record_norms", "record_loss", "record_map"), laid out as `render.layout.WINDOW_ROWS`
+    "record_norms", "record_loss", "record_map"), laid out as `analysis.layout.WINDOW_ROWS`
     says; those `panels_for` names are shown, and a recording's while one is set
     (`set_recording`: its arrays, drawn in its panels, while the others draw a trace). The
     panels that show one LSTM direction of a model share its choice (`layer`, their combo
@@ -100,7 +100,7 @@ class PanelArea(QWidget):
         A draw meanwhile makes what it needs at once."""
         if self.busy():
             return
-        # each panel's parts made ahead (`render.panel.SPARES`), then the panel
+        # each panel's parts made ahead (`plots.panel.SPARES`), then the panel
         groups: list[list[Callable[[], object]]] = [
             [*(lambda f=part: SPARES.make(f) for part in PANEL_CLASSES[name].PARTS),
              lambda n=name: self.panel(n)]
@@ -243,7 +243,7 @@ class PanelArea(QWidget):
         self.frozen.insert(0, view)
 
     def set_recording(self, arrays: Mapping[str, np.ndarray] | None) -> None:
-        """Show a recording's arrays (`render.records`) in its panels from the next `draw`
+        """Show a recording's arrays (`analysis.records`) in its panels from the next `draw`
         on (`draw_recording` draws them alone); None hides them (at once)."""
         self.recording = None if arrays is None else dict(arrays)
         if arrays is None:

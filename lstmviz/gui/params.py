@@ -20,9 +20,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz import modes
-from lstmviz.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
-from lstmviz.errors import ConfigError, cli_term, render
+from lstmviz.core import modes
+from lstmviz.core.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
+from lstmviz.core.errors import ConfigError, cli_term, render
 from lstmviz.gui.fields import FileField, LayerField
 from lstmviz.gui.model_table import ModelTable
 from lstmviz.weights.loaders import LayerInfo

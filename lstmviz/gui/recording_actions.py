@@ -11,15 +11,15 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel, QMainWindow, QVBoxLayout
 
-from lstmviz import files
-from lstmviz.errors import LstmvizError
+from lstmviz.analysis.records import TimeRange, panel_arrays, record_text
+from lstmviz.core.errors import LstmvizError
 from lstmviz.gui.dialogs import ask_to_open
 from lstmviz.gui.params import ParamsEditor
 from lstmviz.gui.recording_bar import RecordingBar
 from lstmviz.gui.recording_follow import RecordingFollower
 from lstmviz.gui.shown import Shown
-from lstmviz.recording import Recording, load_recording
-from lstmviz.render.records import TimeRange, panel_arrays, record_text
+from lstmviz.io import files
+from lstmviz.io.recording import Recording, load_recording
 
 
 class RecordingActions(QObject):

@@ -24,15 +24,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz.render.records import (
+from lstmviz.analysis.records import (
     TimeRange,
     record_count,
     record_text,
     recording_summary,
     steps_of,
 )
-from lstmviz.render.summary import WARNING_STYLE, plain
-from lstmviz.render.values import Arrays
+from lstmviz.analysis.summary import WARNING_STYLE, plain
+from lstmviz.analysis.values import Arrays
 
 NOTE_STYLE = {"this": "color:#555", "last": "color:#a60"}  # the note, by the record it is about
 STATUS = {  # what the header says about the file, by state
@@ -194,7 +194,7 @@ class RecordingBar(QWidget):
     # ---- what the recording is -------------------------------------------------------------------
 
     def show_recording(self, arrays: Arrays, path: str, status: str) -> None:
-        """Fill the bar from a recording's `arrays` (`render.records`) read from `path`;
+        """Fill the bar from a recording's `arrays` (`analysis.records`) read from `path`;
         `status`: "following", "finished" or "stopped" (STATUS). The record chosen stays,
         unless it was the last: then the new last one is."""
         self.arrays = arrays

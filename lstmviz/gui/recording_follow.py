@@ -21,8 +21,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from lstmviz.errors import LstmvizError
-from lstmviz.recording import Recording, load_recording
+from lstmviz.core.errors import LstmvizError
+from lstmviz.io.recording import Recording, load_recording
 
 POLL_MS = 500
 FORCE_S = 5.0  # read at least this often while the recording is not finished

@@ -23,10 +23,10 @@ from enum import Enum
 import numpy as np
 from PySide6.QtCore import QObject, Signal, Slot
 
-from lstmviz import modes, schema
-from lstmviz.config import RunConfig
+from lstmviz.core import modes, schema
+from lstmviz.core.config import RunConfig
 from lstmviz.gui.shown import Showing, Shown
-from lstmviz.trace import GradientTrace, TraceUpdate
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 
 class Phase(Enum):

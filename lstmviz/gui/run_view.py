@@ -13,15 +13,15 @@ from PySide6.QtCore import QObject, QSignalBlocker, QSize, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QPainter
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton
 
-from lstmviz import modes
-from lstmviz.config import RunConfig
+from lstmviz.analysis.records import TimeRange
+from lstmviz.analysis.summary import stopped_early
+from lstmviz.core import modes
+from lstmviz.core.config import RunConfig
 from lstmviz.gui.menus import ESC_ASKS_AFTER
 from lstmviz.gui.recording_actions import RecordingActions
 from lstmviz.gui.run_state import RunState, Stop
 from lstmviz.gui.summary import SummaryPanel
-from lstmviz.render.records import TimeRange
-from lstmviz.render.summary import stopped_early
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 
 LOADING = "loading TensorFlow…"  # the status line until the computing process is ready
 # The summary line when a run ended with nothing kept and nothing was shown before it.

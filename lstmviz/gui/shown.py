@@ -1,5 +1,5 @@
 """What the window shows, apart from Qt: the trace (or a run's configuration while it computes),
-the recording, the file they came from, and how they are drawn (`lstmviz.view.ViewOptions`).
+the recording, the file they came from, and how they are drawn (`lstmviz.core.view.ViewOptions`).
 
 One `Shown` per window. `RunState` writes the trace a run finishes with (and puts back the one
 shown before a run that kept nothing: `Showing`, a snapshot); the window's parts write what
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lstmviz.config import RunConfig
-from lstmviz.trace import GradientTrace
-from lstmviz.view import ViewOptions
+from lstmviz.core.config import RunConfig
+from lstmviz.core.view import ViewOptions
+from lstmviz.io.trace import GradientTrace
 
 if TYPE_CHECKING:  # h5py: not needed to hold one
-    from lstmviz.recording import Recording
+    from lstmviz.io.recording import Recording
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ import itertools
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
-from lstmviz import modes
-from lstmviz.config import RunConfig
+from lstmviz.analysis.summary import WARNING_STYLE, summary_text, summary_tip
+from lstmviz.analysis.values import Arrays
+from lstmviz.core import modes
+from lstmviz.core.config import RunConfig
 from lstmviz.gui.shown import Shown
-from lstmviz.render.summary import WARNING_STYLE, summary_text, summary_tip
-from lstmviz.render.values import Arrays
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
 
 VERIFY_TIP = ("Check a few random entries of dL/dh_t (and the largest one) by central finite\n"
               "differences of the loss in float64, and show the worst error "

@@ -11,9 +11,9 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from lstmviz.errors import LstmvizError
-from lstmviz.render import prepare
-from lstmviz.trace import GradientTrace
+from lstmviz.core.errors import LstmvizError
+from lstmviz.io.trace import GradientTrace
+from lstmviz.plots import prepare
 
 # A trace file this big is read in a thread (reading it would stall the window); a smaller
 # one at once, which lets its opener say at once whether it opened.
@@ -57,7 +57,7 @@ class TraceLoader(QObject):
             trace = GradientTrace.load(path)
             # the reductions the first draw needs, here; not before the window has imported
             # pyqtgraph itself (a thread importing it while the window makes Qt types crashes)
-            if "lstmviz.render.style" in sys.modules:
+            if "lstmviz.plots.style" in sys.modules:
                 prepare.warm(trace.arrays, *view)
         except LstmvizError as exc:
             self.loaded.emit(ticket, path, None, str(exc))

@@ -39,11 +39,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QThread, Signal
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
 from lstmviz.engine import messages as m
 from lstmviz.engine.child import describe, pack, received_trace, serve
-from lstmviz.render import prepare
-from lstmviz.trace import GradientTrace
+from lstmviz.io.trace import GradientTrace
+from lstmviz.plots import prepare
 
 GRACE = 0.05  # seconds a cancelled run may take to end before its process is killed
 

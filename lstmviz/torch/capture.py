@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
-from lstmviz.errors import ModelError
+from lstmviz.core.errors import ModelError
 from lstmviz.weights.found import FoundLayer
 from lstmviz.weights.torch_files import convert
 

@@ -25,14 +25,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lstmviz.config import RunConfig
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import InputError, LstmvizError
+from lstmviz.core.schema import CELL_GATES
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.native import kernel_name
-from lstmviz.errors import InputError, LstmvizError
-from lstmviz.schema import CELL_GATES
+from lstmviz.io.trace import GradientTrace
 from lstmviz.torch.capture import WHERE, Call, capture
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
-from lstmviz.trace import GradientTrace
 
 # name -> (loss, per-sample loss with reduction="none" reduced to [B])
 LOSSES: dict[str, Callable] = {

@@ -25,12 +25,12 @@ import numpy as np
 import torch
 from torch import fx, nn
 
-from lstmviz import files
-from lstmviz.config import RunConfig
-from lstmviz.errors import ConfigError, ModelError, ref
-from lstmviz.model_data import load_data
+from lstmviz.core.config import RunConfig
+from lstmviz.core.errors import ConfigError, ModelError, ref
+from lstmviz.io import files
+from lstmviz.io.model_data import load_data
+from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.torch.gradients import LOSSES, Tracer
-from lstmviz.trace import GradientTrace, TraceUpdate
 
 _ATEN = torch.ops.aten
 OPS = {_ATEN.lstm.input: "lstm", _ATEN.gru.input: "gru", _ATEN.rnn_tanh.input: "tanh",

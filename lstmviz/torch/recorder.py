@@ -9,7 +9,7 @@
     recorder.close()
 
 Every N-th `step()` runs model mode (`lstmviz.torch.gradients`) on the fixed data with the
-module's current weights and appends a record to the `.lvz` (`lstmviz.recording`, the format
+module's current weights and appends a record to the `.lvz` (`lstmviz.io.recording`, the format
 the Keras callback writes and the app follows live). Training goes on exactly as without it:
 the trace runs in eval mode (no dropout) and restores every training flag, reads the weights
 and writes nothing back (the parameters' .grad included), and restores PyTorch's random state.
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz import files
-from lstmviz.errors import LstmvizError
-from lstmviz.recording import RecordingWriter, check_replaceable, record_rows
+from lstmviz.core.errors import LstmvizError
+from lstmviz.io import files
+from lstmviz.io.recording import RecordingWriter, check_replaceable, record_rows
+from lstmviz.io.trace import GradientTrace
 from lstmviz.torch.gradients import Tracer
-from lstmviz.trace import GradientTrace
 
 WHERE = "GradientFlowRecorder"
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lstmviz.errors import WeightsError
-from lstmviz.numeric import float32_copy
+from lstmviz.core.errors import WeightsError
+from lstmviz.core.numeric import float32_copy
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lstmviz.errors import WeightsError
-from lstmviz.inputs import beyond_float32
+from lstmviz.core.errors import WeightsError
+from lstmviz.io.inputs import beyond_float32
 
 # A guard against corrupt headers that claim huge arrays (2^30 float32 values = 4 GiB).
 MAX_VALUES = 2**30

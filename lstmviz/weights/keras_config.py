@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from lstmviz.errors import ModelError
+from lstmviz.core.errors import ModelError
 
 MODELS = ("Sequential", "Functional", "Model")
 X = "__x__"  # stands for the layer's input in a recorded call (ConfigLayer.call)

@@ -18,7 +18,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from lstmviz.errors import WeightsError
+from lstmviz.core.errors import WeightsError
 from lstmviz.weights.found import MAX_VALUES, FoundLayer, numeric
 
 _MAX_DEPTH = 32

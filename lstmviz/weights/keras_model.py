@@ -10,7 +10,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 
-from lstmviz.errors import ModelError
+from lstmviz.core.errors import ModelError
 from lstmviz.weights.found import numeric
 from lstmviz.weights.keras_config import (
     ConfigLayer,

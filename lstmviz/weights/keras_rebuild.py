@@ -11,7 +11,7 @@ from pathlib import Path
 
 import h5py
 
-from lstmviz.errors import ModelError
+from lstmviz.core.errors import ModelError
 from lstmviz.weights.keras_config import X, snake_case
 from lstmviz.weights.model import LayerSpec
 

@@ -16,8 +16,8 @@ from typing import NamedTuple, TypeVar
 
 import numpy as np
 
-from lstmviz import files
-from lstmviz.errors import WeightsError
+from lstmviz.core.errors import WeightsError
+from lstmviz.io import files
 from lstmviz.weights.core import LSTMWeights
 from lstmviz.weights.found import FoundLayer, class_of, found_kind
 from lstmviz.weights.keras_files import h5_layers, keras_zip_layers

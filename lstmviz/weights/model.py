@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lstmviz.errors import ModelError
-from lstmviz.schema import CELL_CLASSES, CELL_GATES
+from lstmviz.core.errors import ModelError
+from lstmviz.core.schema import CELL_CLASSES, CELL_GATES
 from lstmviz.weights.core import LSTMWeights
 
 KINDS = (

@@ -27,7 +27,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from lstmviz.errors import LstmvizError, ModelError, WeightsError
+from lstmviz.core.errors import LstmvizError, ModelError, WeightsError
 from lstmviz.weights.found import FoundLayer, class_of, found_kind
 from lstmviz.weights.keras_config import config_model
 from lstmviz.weights.keras_files import h5_child, h5_text, read_keras_archive

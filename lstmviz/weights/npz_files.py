@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.errors import WeightsError
+from lstmviz.core.errors import WeightsError
 from lstmviz.weights.found import FoundLayer, numeric
 from lstmviz.weights.torch_files import STATE_DICT_KEY, convert, set_nonlinearity, state_dict_layers
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.errors import WeightsError
+from lstmviz.core.errors import WeightsError
 from lstmviz.weights.found import FoundLayer, numeric
 
 KINDS_BY_GATES = {4: "lstm", 3: "gru", 1: "simple_rnn"}

@@ -1,0 +1,95 @@
+"""What the diagnosis and the comparison read, by file: a trace (.npz), a recording (.lvz), or
+a model (or an LSTM stack's weights) run through model mode on a data file.
+
+`diagnose(source)` and `compare(a, b)` (`lstmviz.diagnose`, `lstmviz.compare`) take
+GradientTraces, Recordings, or their files; model files need `inputs` (or seeded random data)
+and run in this process (TensorFlow is imported only then).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lstmviz.core.errors import ConfigError, InputError, LstmvizError
+from lstmviz.io import files
+
+
+def open_source(source, inputs: str | os.PathLike | None = None, loss: str | None = None,
+                role: str = "SOURCE"):  # fmt: skip
+    """A GradientTrace or Recording as given, or read from its file; a model or weights file
+    run through model mode on `inputs` (`loss` when it has none compiled). LstmvizError naming
+    the file (and `role`, the argument it came from) when it cannot be read."""
+    from lstmviz.io.recording import Recording, load_recording
+    from lstmviz.io.trace import GradientTrace
+
+    if isinstance(source, GradientTrace | Recording):
+        return source
+    if not isinstance(source, str | os.PathLike) or not str(source):
+        raise InputError(f"{role}: give a trace (.npz), a recording (.lvz) or a model file, "
+                         f"not {type(source).__name__}")  # fmt: skip
+    path = Path(source)
+    kind = files.kind(path)
+    if kind in ("trace", "recording") and (inputs is not None or loss):
+        flag = "--inputs" if inputs is not None else "--loss"
+        raise ConfigError(flag, f"{path}: a {kind} is not run again: {flag} is read only for "
+                          "a model")  # fmt: skip
+    if kind == "trace":
+        return GradientTrace.load(path)
+    if kind == "recording":
+        return load_recording(path)
+    if kind in ("model", "weights"):
+        return run_model(path, inputs, loss)
+    raise LstmvizError(f"{path}: {role} must be a trace (.npz), a recording (.lvz) or a "
+                       f"model, not {files.KIND_TEXT.get(kind, kind)} (give data with "
+                       "--inputs)")  # fmt: skip
+
+
+def run_model(path: Path, inputs, loss: str | None):
+    """The model-mode trace of the model (or stack) at `path` on `inputs` (a data file, or
+    seeded random data when None): the run `lstmviz run --mode model` makes."""
+    from lstmviz.core.config import RunConfig
+    from lstmviz.engine.runner import run
+    from lstmviz.io.trace import GradientTrace
+
+    config = RunConfig(mode="model", model=str(path), inputs=None if inputs is None
+                       else str(inputs), **({"loss": loss} if loss else {}))  # fmt: skip
+    trace = None
+    for item in run(config):
+        if isinstance(item, GradientTrace):
+            trace = item
+    if trace is None:
+        raise LstmvizError(f"{path}: the model run gave no trace")
+    return trace
+
+
+def diagnose(source, inputs=None, loss: str | None = None):
+    """The diagnosis of a trace, a recording or a model file (`open_source`): a Diagnosis, or
+    for a recording a RecordingDiagnosis (each record's)."""
+    return open_source(source, inputs, loss).diagnosis
+
+
+def compare(a, b, inputs=None, loss: str | None = None):
+    """Runs A and B compared (`lstmviz.analysis.compare.Comparison`): two traces, two
+    recordings, or two models on the same `inputs`; GradientTraces and Recordings or their
+    files. A trace and a recording: InputError."""
+    from lstmviz.analysis.compare import compare as compared
+
+    names = tuple(Path(x).name if isinstance(x, str | os.PathLike) else label
+                  for x, label in ((a, "A"), (b, "B")))  # fmt: skip
+    first = open_source(a, inputs, loss, "A")
+    _check_pair(first, b)
+    return compared(first, open_source(b, inputs, loss, "B"), names)
+
+
+def _check_pair(first, b) -> None:
+    """Refuse a trace and a recording before B is read (or its model run)."""
+    from lstmviz.io.recording import Recording
+
+    if isinstance(b, str | os.PathLike) and str(b):
+        kind = files.kind(b)
+        other = "recording" if kind == "recording" else "trace"
+        mine = "recording" if isinstance(first, Recording) else "trace"
+        if other != mine:
+            raise InputError(f"cannot compare a {mine} with a {other}: give two traces, two "
+                             "recordings or two models")  # fmt: skip

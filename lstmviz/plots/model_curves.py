@@ -1,0 +1,353 @@
+"""The curve panels of a model trace (see `lstmviz.analysis.layers` for the keys):
+
+- `LayerNormPanel`: ‖dL/dh_t‖ of every recurrent direction over t (`norm_h_total_by_layer` [L, T]),
+  one colour per layer, backward directions dashed, the legend naming `layer_names`;
+- `GatesPanel`: for the direction chosen in its combo box, the mean activation of its cell's
+  gates over t (LSTM i, f, g, o; GRU z, r, h̃; SimpleRNN h; solid) and the fraction of
+  (sample, unit) saturated (dashed).
+
+Both leave a gap at timesteps masked in every sample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtWidgets import QComboBox
+
+from lstmviz.analysis.layers import (
+    CELL_TEXT,
+    GATES,
+    cell_of,
+    gate_names_of,
+    gates_of_layer,
+    layer_groups,
+    layer_label,
+    layer_names,
+    layer_rows,
+)
+from lstmviz.analysis.summary import fmt
+from lstmviz.analysis.values import positive
+from lstmviz.plots.curves import SMOOTH_UP_TO, fit_legend, legend_below, thin
+from lstmviz.plots.marks import NonFiniteMarks
+from lstmviz.plots.panel import Panel
+from lstmviz.plots.style import PALETTE
+
+GATE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")  # i, f, g, o
+# The gates panel's y label, the longest first that its height has room for.
+GATE_AXIS_LABELS = ("activation / fraction", "act. / fraction", "0 … 1")
+GATE_TEXT = {"i": "input i", "f": "forget f", "g": "candidate g", "o": "output o",
+             "z": "update z", "r": "reset r", "h~": "candidate h̃", "h": "h = act(·)"}  # fmt: skip
+
+
+def line_pen(color, points: int, dashed: bool = False, width: float = 2.0):
+    """A curve's pen: 1 px for long curves (Qt strokes wide pens on long jagged paths slowly,
+    see `curves.thin`), dashed for a backward direction or a saturated fraction."""
+    pen = pg.mkPen(color, width=1.0 if thin(points, dashed) else width)
+    if dashed:
+        pen.setStyle(Qt.DashLine)
+    return pen
+
+
+def decimate(plot: pg.PlotItem) -> None:
+    """Have `plot` paint its curves with about two points per horizontal pixel: pyqtgraph's
+    "peak" downsampling (each pixel column's least and greatest value, so no spike is lost)
+    of the part in view, for the curves it holds and those added later. A long trace's curves
+    (T = 20,000 on a panel 1,000 px wide) painted every point stalled the window
+    (bench/bench_gui.py --only redraw --long-model 20000); their data (`yData`, the readout)
+    stay whole."""
+    plot.setDownsampling(auto=True, mode="peak")
+    plot.setClipToView(True)
+
+
+def one_sample_a_pixel(curve: pg.PlotDataItem) -> pg.PlotDataItem:
+    """`curve`, downsampled (in a `decimate`d plot) to one bin a pixel (pyqtgraph's default
+    is five)."""
+    curve.opts["autoDownsampleFactor"] = 1.0
+    return curve
+
+
+class LayerBox(QComboBox):
+    """The direction a panel shows, in its header; refilled only when the names change."""
+
+    def __init__(self, tip: str):
+        super().__init__(toolTip=tip, sizeAdjustPolicy=QComboBox.AdjustToContents)
+        self.names: list[str] = []
+
+    def fill(self, names: list[str], current: int) -> None:
+        self.blockSignals(True)
+        try:
+            if names != self.names:
+                self.names = list(names)
+                self.clear()
+                self.addItems(self.names)
+            self.setCurrentIndex(current if self.names else -1)
+        finally:
+            self.blockSignals(False)
+        self.setVisible(len(self.names) > 1)
+
+
+Entries = list[tuple[pg.PlotDataItem, str]]  # a legend: (curve, text) per entry
+
+
+def _entries_key(entries: Entries) -> list[tuple[int, str]]:
+    return [(id(item), text) for item, text in entries]
+
+
+class LegendPanel(Panel):
+    """A panel with a legend below its plot that takes as many columns as the width allows;
+    given shorter forms of the legend too, it shows the first that fits the plot."""
+
+    def __init__(self, title: str, tip: str):
+        super().__init__(title, tip)
+        item = self.plot.getPlotItem()
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setLabel("bottom", "timestep t")
+        self.legend = legend_below(self.plot)
+        # the colour of the style the panel is made in (an export's), also for the entries
+        # of a form shown later, on a resize outside that style (pyqtgraph's grey otherwise)
+        self.legend.setLabelTextColor(pg.getConfigOption("foreground"))
+        self.legend_shown: list[tuple[int, str]] = []
+        self.legend_forms: list[Entries] = []
+        # form index → the plot's room (w, h beside its axes) in which that form did not fit:
+        # it is not tried again in a room no larger (no rebuild of its entries per redraw)
+        self.legend_failed: dict[int, tuple[int, int]] = {}
+        self.marks = NonFiniteMarks()
+        item.addItem(self.marks)
+        self.plot.installEventFilter(self)  # a resize: the form that fits may differ
+
+    def set_legend(self, entries: Entries, *shorter: Entries) -> None:
+        """Show the legend `entries`, else the first of its `shorter` forms that fits."""
+        forms = [entries, *shorter]
+        if [_entries_key(f) for f in forms] != [_entries_key(f) for f in self.legend_forms]:
+            self.legend_failed = {}
+        self.legend_forms = forms
+        self.fit_legend_form()
+
+    def fit_legend_form(self) -> None:
+        plot = self.plot
+        room = (plot.width() - plot.getAxis("left").width(),
+                plot.height() - plot.getAxis("bottom").height())  # fmt: skip
+        last = len(self.legend_forms) - 1
+        for k, entries in enumerate(self.legend_forms):
+            failed = self.legend_failed.get(k)
+            if k < last and failed is not None and room[0] <= failed[0] and room[1] <= failed[1]:
+                continue  # it did not fit in as much room
+            self._show_entries(entries)
+            if self.legend.isVisible():  # `fit_legend` folds a legend without room
+                return
+            self.legend_failed[k] = room
+
+    def _show_entries(self, entries: Entries) -> None:
+        key = _entries_key(entries)
+        if key != self.legend_shown:
+            self.legend_shown = key
+            self.legend.clear()
+            for item, text in entries:
+                self.legend.addItem(item, text)
+        fit_legend(self.legend, self.plot)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if (watched is self.plot and event.type() == QEvent.Type.Resize
+                and len(self.legend_forms) > 1):  # fmt: skip
+            self.fit_legend_form()
+        return False
+
+
+class DirectionCurves(LegendPanel):
+    """A legend panel with a curve per recurrent direction over t: `names` [L] and the values
+    drawn, `rows` [L, T]; the hover read-out gives every direction's value at t."""
+
+    def __init__(self, title: str, tip: str):
+        super().__init__(title, tip)
+        self.names: list[str] = []
+        self.rows = np.zeros((0, 0))
+        self.backward_sample = pg.PlotDataItem(pen=line_pen("#555", 0, dashed=True, width=1.5))
+
+    def layer_legends(self, entries: Entries, *later: tuple[Entries, Entries]) -> list[Entries]:
+        """`entries` (one per direction, `names` order) and, when a layer has two directions,
+        shorter legends (a deep model's nine directions folded the legend away in a short
+        panel): an entry per layer in its colour, then "backward (dashed)"; the same with
+        short names ("bi_2") and "backward"; the short layer names alone. `later`: entries after
+        those, (long, short)."""
+        groups = layer_groups(self.names)
+        legends = [entries + [long for long, _ in later]]
+        if not any(backward for _, backward in groups):
+            return legends
+        first = {}
+        for (curve, name), (layer, _) in zip(entries, groups, strict=False):
+            first.setdefault(layer, (curve, name))
+        for short, backward in ((False, "backward (dashed)"), (True, "backward")):
+            legends.append([*((curve, layer_label(name, short)) for curve, name in first.values()),
+                            (self.backward_sample, backward),
+                            *(pair[short] for pair in later)])  # fmt: skip
+        # last, in the least room: the layers' colours alone (the hover names every curve)
+        legends.append([(curve, layer_label(name, True)) for curve, name in first.values()])
+        return legends
+
+    def drawn(self) -> bool:
+        return bool(self.names) and self.rows.size > 0
+
+    def readout_at(self, x: float, y: float) -> str:
+        t = int(round(x))
+        if not self.names or not 0 <= t < self.rows.shape[1]:
+            return ""
+        values = " · ".join(f"{n} {fmt(v)}" for n, v in zip(self.names, self.rows[:, t],
+                                                            strict=False))  # fmt: skip
+        return f"t = {t} · {values}"
+
+
+class LayerNormPanel(DirectionCurves):
+    """‖dL/dh_t‖ per recurrent direction over timesteps: where, by depth, the gradient dies."""
+
+    def __init__(self):
+        super().__init__(
+            "Gradient norm by layer over timesteps",
+            "Total ‖dL/dh_t‖ (norm over batch and units) of every recurrent direction of the\n"
+            "model (LSTM, GRU, SimpleRNN), by input position t: one colour per layer, the\n"
+            "backward direction of a Bidirectional dashed. Curves that fall towards small t\n"
+            "(or, for a backward direction, large t) show the gradient vanishing on its way\n"
+            "back through time;\n"
+            "a layer whose curve sits far below the others shows it vanishing with depth.\n"
+            "Steps masked in every sample are left out. Log scale: View menu.",
+        )
+        self.curves: list[pg.PlotDataItem] = []
+        self._log: bool | None = None
+        decimate(self.plot.getPlotItem())
+
+    def _curve(self, k: int) -> pg.PlotDataItem:
+        while len(self.curves) <= k:
+            curve = one_sample_a_pixel(pg.PlotDataItem(connect="finite"))
+            self.plot.addItem(curve)
+            self.curves.append(curve)
+        return self.curves[k]
+
+    def redraw(self) -> None:
+        if self._log != self.log:
+            self._log = self.log
+            self.plot.setLogMode(y=self.log)
+            self.plot.setLabel("left", "‖dL/dh_t‖" + (" (log scale)" if self.log else ""))
+        rows = layer_rows(self.arrays)
+        self.rows = np.zeros((0, 0)) if rows is None else rows
+        self.names = layer_names(self.arrays)[: len(self.rows)]
+        if self.normalise and self.rows.size:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                peak = np.nanmax(np.where(np.isfinite(self.rows), self.rows, np.nan), axis=1)
+            self.rows = self.rows / np.where(peak > 0, peak, 1.0)[:, None]
+        legend = []
+        steps = self.rows.shape[1] if self.rows.ndim == 2 else 0
+        for k, (layer, backward) in enumerate(layer_groups(self.names)):
+            curve = self._curve(k)
+            pen = line_pen(PALETTE[layer % len(PALETTE)], steps, dashed=backward)
+            curve.opts["antialias"] = steps <= SMOOTH_UP_TO
+            curve.setPen(pen)
+            y = self.rows[k]
+            curve.setData(np.arange(steps), positive(y) if self.log else y)
+            legend.append((curve, self.names[k]))
+        for curve in self.curves[len(self.names):]:
+            curve.setData([], [])
+        self.set_legend(*self.layer_legends(legend))
+        self.marks.set_steps(self.arrays.get("nonfinite_steps"))
+
+
+class LayerChoice:
+    """For panels that show one recurrent direction, chosen in a combo box in their header
+    (`layer_box`; the window keeps the panels' choices together)."""
+
+    layer = 0
+
+    def add_layer_box(self) -> None:
+        self.layer_box = LayerBox("Which recurrent direction this panel shows")
+        self.layer_box.setMaximumWidth(160)  # a long name elides: the title keeps some room
+        self.head.addWidget(self.layer_box)
+        self.layer_box.hide()
+
+    def set_layer(self, k: int) -> None:
+        """Show direction k (a redraw)."""
+        self.layer = k
+        if self.arrays:
+            self.draw(self.arrays, self.config, self.rows_total)
+
+    def chosen_layer(self) -> tuple[int, str]:
+        """(k, name) of the direction shown (the first when the choice is out of range), and
+        the combo box filled with the trace's directions."""
+        names = layer_names(self.arrays)
+        k = self.layer if 0 <= self.layer < len(names) else 0
+        self.layer_box.fill(names, k)
+        return k, names[k] if names else ""
+
+
+class GatesPanel(LayerChoice, LegendPanel):
+    """Mean gate activations of one direction over t, and the saturated fraction of each."""
+
+    def __init__(self):
+        super().__init__(
+            "Gates",
+            "For the direction chosen on the right: the mean over samples and units of each\n"
+            "gate's activation at every step (solid) and the fraction of (sample, unit) where\n"
+            "it is saturated (dashed). LSTM: input i, forget f, output o, candidate g; GRU:\n"
+            "update z, reset r, candidate h̃; SimpleRNN: its output h. Saturated: a sigmoid\n"
+            "below 0.01 or above 0.99, |tanh| above 0.99, any other activation where its\n"
+            "slope is below 1% of its steepest (hard_sigmoid's and relu's flat parts).\n"
+            "A forget gate stuck near 0 cuts the gradient through the cell at every step;\n"
+            "saturated gates pass almost no gradient to their inputs.",
+        )
+        self.add_layer_box()
+        item = self.plot.getPlotItem()
+        decimate(item)
+        axis = item.getAxis("left")
+        axis.shorter = {GATE_AXIS_LABELS[0]: GATE_AXIS_LABELS[1:]}  # a short panel's
+        item.setLabel("left", GATE_AXIS_LABELS[0])
+        self.means: list[pg.PlotDataItem] = []
+        self.saturated: list[pg.PlotDataItem] = []
+        for _ in GATES:  # the most gates a cell has (an LSTM's four)
+            for group in (self.means, self.saturated):
+                curve = one_sample_a_pixel(pg.PlotDataItem(connect="finite"))
+                item.addItem(curve)
+                group.append(curve)
+        self.style = pg.PlotDataItem(pen=pg.mkPen("#555", width=1.5, style=Qt.DashLine))
+        self.data: tuple[np.ndarray, np.ndarray] | None = None
+        self.name = ""
+        self.gates: tuple[str, ...] = GATES
+
+    def redraw(self) -> None:
+        k, self.name = self.chosen_layer()
+        self.data = gates_of_layer(self.arrays, k) if self.name else None
+        self.gates = gate_names_of(self.arrays, k)[: len(GATE_COLORS)]
+        cell = CELL_TEXT.get(cell_of(self.arrays, k), "")
+        self.title.setText(f"<b>Gates of {self.name or '…'}</b>" + (
+            f" ({cell})" if self.name and cell != "LSTM" else ""))  # fmt: skip
+        legend = []
+        mean, saturated = self.data if self.data is not None else (np.zeros((4, 0)),) * 2
+        steps = mean.shape[1]
+        x = np.arange(steps)
+        for g, color in enumerate(GATE_COLORS):
+            shown = g < min(len(self.gates), mean.shape[0])
+            for group, values, dashed in ((self.means, mean, False),
+                                          (self.saturated, saturated, True)):  # fmt: skip
+                curve = group[g]
+                curve.opts["antialias"] = steps <= SMOOTH_UP_TO
+                curve.setPen(line_pen(color, steps, dashed, width=1.8))
+                if shown:
+                    curve.setData(x, values[g])
+                else:  # a cell with fewer gates
+                    curve.setData([], [])
+            if shown:
+                gate = self.gates[g]
+                legend.append((self.means[g], GATE_TEXT.get(gate, gate)))
+        legend.append((self.style, "saturated fraction (dashed)"))
+        self.set_legend(legend)
+        self.marks.set_steps(self.arrays.get("nonfinite_steps"))
+
+    def drawn(self) -> bool:
+        return self.data is not None and self.data[0].size > 0
+
+    def readout_at(self, x: float, y: float) -> str:
+        t = int(round(x))
+        if self.data is None or not 0 <= t < self.data[0].shape[1]:
+            return ""
+        mean, saturated = self.data
+        parts = [f"{self.gates[g]} {fmt(mean[g, t])} ({fmt(100 * saturated[g, t])}% sat.)"
+                 for g in range(min(len(self.gates), mean.shape[0]))]  # fmt: skip
+        return f"{self.name}, t = {t} · " + " · ".join(parts)

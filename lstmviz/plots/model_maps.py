@@ -1,0 +1,204 @@
+"""The heatmaps of a model trace (see `lstmviz.analysis.layers` for the keys), each with a colour
+bar on the View menu's (log) scale:
+
+- `LayerHeatmap`: recurrent directions × timesteps of the total gradient norm
+  (`norm_h_total_by_layer` [L, T]), rows named by `layer_names`;
+- `SaliencyHeatmap`: ‖dL/d input_t‖ per sample × timestep (`saliency` [B, T]) under a row of
+  their mean, the token id on hover;
+- `LayerUnitsHeatmap`: mean |dL/dh_t,j| per unit of the direction chosen in its combo box.
+
+Timesteps masked in every sample are blank; so are a sample's own masked steps in the saliency.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtGui import QFont, QFontMetricsF
+
+from lstmviz.analysis.layers import (
+    layer_names,
+    layer_rows,
+    masked_steps,
+    row_labels,
+    saliency_rows,
+    token_at,
+    units_of_layer,
+)
+from lstmviz.analysis.summary import fmt
+from lstmviz.plots.heatmaps import HeatmapPanel
+from lstmviz.plots.model_curves import LayerChoice
+
+MAX_ROW_TICKS = 12  # saliency rows labelled one by one up to this many; about 8 labels above
+# The directions' row labels take at most this share of the panel's width in their full form
+# ("bidirectional_1 →"); beyond it, short forms ("bi_1 →"): the heatmap kept a sliver.
+ROW_LABEL_SHARE = 0.25
+ROW_LABEL_LINES = 1.0  # line heights between two labelled rows' centres (a box is 0.8 high)
+
+
+def masked_note(arrays, t: int) -> str:
+    """ " (masked in every sample)" when step t is padding everywhere."""
+    masked = masked_steps(arrays)
+    return " (masked in every sample)" if masked is not None and masked[t] else ""
+
+
+def label_stride(row_px: float, line_px: float) -> int:
+    """Label every k-th row of `row_px` pixels so that labels `line_px` high never overlap;
+    1 while the size is not known yet (0)."""
+    if row_px <= 0 or line_px <= 0:
+        return 1
+    return max(1, math.ceil(ROW_LABEL_LINES * line_px / row_px - 1e-9))
+
+
+class DirectionRows:
+    """For a `HeatmapPanel` with a row per recurrent direction (`names`, row r spanning r…r+1): its
+    colour bar's and left axis's labels, and the directions' names as row labels that fit the
+    panel: short forms when the full ones would take more than ROW_LABEL_SHARE of its width,
+    and when rows are lower than a line of text, every k-th row named, the others a tick
+    without a label (hover names every row)."""
+
+    names: list[str]
+    _row_total = 0
+    _row_ticks: list | None = None  # the left axis's, as last set
+
+    def watch_rows(self) -> None:
+        """Fit the row labels again whenever the view's size or its range changes."""
+        view = self.plot.getViewBox()
+        view.sigResized.connect(self.fit_row_labels)
+        view.sigYRangeChanged.connect(self.fit_row_labels)
+
+    def label_direction_rows(self, total: int, normalise: bool) -> None:
+        self.label_bar(normalise)
+        self.plot.setLabel("left", "recurrent direction")
+        self.plot.getAxis("left").shorter = {"recurrent direction": ("direction",)}  # short panel
+        self._row_total = total
+        self.fit_row_labels()
+
+    def fit_row_labels(self, *_) -> None:
+        axis, view = self.plot.getAxis("left"), self.plot.getViewBox()
+        metrics = QFontMetricsF(axis.style["tickFont"] or QFont())
+        names = self.names[: self._row_total]
+        full = row_labels(names, short=False)
+        widest = max((metrics.horizontalAdvance(label) for label in full), default=0.0)
+        labels = row_labels(names, short=widest > ROW_LABEL_SHARE * self.plot.width())
+        lo, hi = view.viewRange()[1]
+        row_px = view.height() / (hi - lo) if hi > lo else 0.0
+        stride = label_stride(row_px, metrics.height())
+        ticks = [[(r + 0.5, label if r % stride == 0 else "") for r, label in enumerate(labels)]]
+        if ticks != self._row_ticks:
+            self._row_ticks = ticks
+            axis.setTicks(ticks if labels else None)
+
+
+class LayerHeatmap(DirectionRows, HeatmapPanel):
+    """The total gradient norm by recurrent direction (rows, in model order) and timestep."""
+
+    def __init__(self):
+        super().__init__(
+            "Total gradient norm: layers × timesteps",
+            "‖dL/dh_t‖ (norm over batch and units) of every recurrent direction, top to bottom in\n"
+            "model order (the input side first), by input position t: at which depth and\n"
+            "how far back the gradient vanishes. Steps masked in every sample are blank.",
+            "‖dL/dh_t‖",
+        )
+        self.names: list[str] = []
+        self.watch_rows()
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        rows = layer_rows(self.arrays)
+        self.names = layer_names(self.arrays)
+        return None if rows is None else (rows, "layer")
+
+    def _label(self, total: int, normalise: bool) -> None:
+        self.label_direction_rows(total, normalise)
+
+    def readout_at(self, x: float, y: float) -> str:
+        t, r = self.cell_at(x, y)
+        if not (0 <= r < self.data.shape[0] and 0 <= t < self.data.shape[1]):
+            return ""
+        name = self.names[r] if r < len(self.names) else f"layer {r + 1}"
+        return f"{name}, t = {t}: {fmt(self.data[r, t])}{masked_note(self.arrays, t)}"
+
+
+class SaliencyHeatmap(HeatmapPanel):
+    """‖dL/d input_t‖ per sample (rows 1…B, labelled 0…B-1: sample b is the data's x[b])
+    under their mean (row 0, "mean")."""
+
+    def __init__(self):
+        super().__init__(
+            "Input saliency: samples × timesteps",
+            "‖dL/d input_t‖: the norm of the gradient at the input of the first LSTM (for token\n"
+            "ids, at their embedding vectors), per sample (numbered from 0: sample b is x[b])\n"
+            "and step; the top row is their mean. Where it is bright, the loss depends on that\n"
+            "input; where the gradient has vanished it is dark. Masked (padding) steps are blank.\n"
+            "Hover for the token id.",
+            "‖dL/d input_t‖",
+        )
+        self.separator = pg.InfiniteLine(1, angle=0, pen=pg.mkPen("#fff", width=2))
+        self.separator.setZValue(10)
+        self.plot.addItem(self.separator)
+        self.samples = 0
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        rows = saliency_rows(self.arrays)
+        self.samples = 0 if rows is None else len(rows) - 1
+        return None if rows is None else (rows, "sample")
+
+    def _label(self, total: int, normalise: bool) -> None:
+        self.label_bar(normalise)
+        self.plot.setLabel("left", "sample (from 0)")  # as the units heatmap says
+        count = total - 1  # row b + 1 is sample b, numbered from 0 as in the data's x[b]
+        step = 1 if total <= MAX_ROW_TICKS else max(1, int(np.ceil(count / 8)))
+        # every step-th sample; sample 0 only when all are labelled ("mean" is beside it)
+        samples = list(range(step if step > 1 else 0, count, step))
+        if count and count - 1 not in samples:
+            samples.append(count - 1)
+        # "mean" always labelled; the samples while the axis has room for them (pyqtgraph
+        # draws a later level's labels only then), every other one first: all of them on one
+        # level overlapped in a short panel
+        ticks = [(b + 1.5, str(b)) for b in samples]
+        self.plot.getAxis("left").setTicks([[(0.5, "mean")], ticks[1::2], ticks[0::2]])
+
+    def readout_at(self, x: float, y: float) -> str:
+        t, r = self.cell_at(x, y)
+        if not (0 <= r < self.data.shape[0] and 0 <= t < self.data.shape[1]):
+            return ""
+        value = fmt(self.data[r, t])
+        if r == 0:
+            return f"mean over samples, t = {t}: {value}{masked_note(self.arrays, t)}"
+        token = token_at(self.arrays, t, r - 1)
+        token_text = "" if token is None else f", token {token}"
+        mask = self.arrays.get("mask")
+        masked = mask is not None and not bool(np.asarray(mask)[t, r - 1])
+        masked_text = " (masked)" if masked else ""
+        return f"sample {r - 1}, t = {t}{token_text}: {value}{masked_text}"
+
+
+class LayerUnitsHeatmap(LayerChoice, HeatmapPanel):
+    """mean |dL/dh_t,j| over the samples for every unit j of the chosen direction."""
+
+    def __init__(self):
+        super().__init__(
+            "Per-unit gradient: units × timesteps",
+            "|dL/dh_t,j| averaged over the samples whose step t counts, for every unit j of\n"
+            "the direction chosen on the right. Rows that stay dark are units the\n"
+            "gradient never reaches (dead or saturated).",
+            "mean |dL/dh_t,j|",
+        )
+        self.add_layer_box()
+        self.name = ""
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        k, self.name = self.chosen_layer()
+        self.title.setText(f"<b>Per-unit gradient of {self.name or '…'}</b>")
+        units = units_of_layer(self.arrays, k) if self.name else None
+        return None if units is None else (units, "unit")
+
+    def readout_at(self, x: float, y: float) -> str:
+        text = super().readout_at(x, y)
+        t = self.cell_at(x, y)[0]
+        if not text or not 0 <= t < self.data.shape[1]:
+            return text
+        return f"{self.name}, {text}{masked_note(self.arrays, t)}"

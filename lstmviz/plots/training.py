@@ -1,0 +1,143 @@
+"""Panels of training runs and the connectivity map:
+
+- `LossPanel`: `loss_by_step` [S] against the training step, with a running mean;
+- `ConnectivityPanel`: `connectivity` [T, T], C[t, s] = ‖∂L_t/∂h_s‖, as a heatmap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+
+from lstmviz.analysis.summary import fmt
+from lstmviz.analysis.values import display_values, running_mean
+from lstmviz.plots.curves import fit_legend, legend_below
+from lstmviz.plots.heatmaps import HeatmapPanel
+from lstmviz.plots.marks import NonFiniteMarks
+from lstmviz.plots.panel import Panel, set_symbol_and_data
+from lstmviz.plots.style import opaque
+
+CONNECTIVITY_TIP = (
+    "C[t, s] = ‖∂L_t/∂h_s‖: L_t is the part of the loss at step t (row), h_s the hidden state\n"
+    "at an earlier or the same step s (column); norm over batch and units.\n"
+    "In plain words: row t says how strongly the error made at step t reaches back to each\n"
+    "earlier state. A bright diagonal with a quick fade to the left means the network only\n"
+    "looks back a few steps (vanishing gradients); a bright band far left of the diagonal\n"
+    "means step t still depends on a state long before it, i.e. a long memory.\n"
+    "Above the diagonal it is zero (blank: the future cannot influence the past); the diagonal\n"
+    "is the direct gradient ‖∂L_t/∂h_t‖. With last_mse only the last row is filled.\n"
+    "Tick 'Connectivity' in the parameters (taped and training runs) to compute it."
+)
+
+
+class LossPanel(Panel):
+    """The training loss at every step (thin) and its running mean (bold)."""
+
+    HOLD_Y = True
+
+    def __init__(self):
+        super().__init__(
+            "Training loss",
+            "The task loss at every training step (thin line; each step draws a fresh batch)\n"
+            "and its running mean over about a twentieth of the run (at least 5 steps; bold).\n"
+            "Log scale: View menu.",
+        )
+        item = self.plot.getPlotItem()
+        item.setLabel("bottom", "training step")
+        item.showGrid(x=True, y=True, alpha=0.25)
+        self.legend = legend_below(self.plot)  # over the plot, it covered the loss when small
+        background = self.plot.backgroundBrush().color()
+        self.curve = pg.PlotDataItem(pen=opaque(pg.mkPen(120, 150, 200, 200), background))
+        self.mean = pg.PlotDataItem(pen=pg.mkPen("#d62728", width=2), symbol=None, symbolSize=7,
+                                    symbolBrush="#d62728", symbolPen=None)  # fmt: skip
+        item.addItem(self.curve)
+        item.addItem(self.mean)
+        self.legend.addItem(self.curve, "loss per step")
+        self.legend.addItem(self.mean, "running mean")
+        fit_legend(self.legend, self.plot)
+        self.marks = NonFiniteMarks()  # training steps whose loss or dL/dh was NaN/Inf
+        item.addItem(self.marks)
+        self.loss = np.zeros(0)
+        self._log_shown: bool | None = None
+
+    def redraw(self) -> None:
+        loss = self.arrays.get("loss_by_step")
+        self.loss = np.zeros(0) if loss is None else np.asarray(loss, np.float64).ravel()
+        if self._log_shown != self.log:  # either repaints the axis: only on a change
+            self._log_shown = self.log
+            self.plot.setLogMode(y=self.log)
+            self.plot.setLabel("left", "loss" + (" (log scale)" if self.log else ""))
+        x = np.arange(1, len(self.loss) + 1)  # training steps count from 1, as everywhere
+        ok = np.isfinite(self.loss)
+        shown = np.where(ok & (self.loss > 0) if self.log else ok, self.loss, np.nan)
+        self.curve.setData(x, shown, connect="finite")
+        bad = self.arrays.get("nonfinite_loss_steps")  # step indices, from 0
+        self.marks.set_steps(None if bad is None else np.asarray(bad) + 1)
+        total = max(self.rows_total or 0, len(self.loss))
+        window = max(total // 20, min(5, total))  # a short run's mean still smooths
+        mean = running_mean(np.where(ok, self.loss, np.nan), window)
+        if ok.any():  # a mean lies within the loss's range; off by rounding around a constant
+            # loss it would give the axis a range of ~10⁻¹⁵, too narrow for any label
+            mean = np.clip(mean, self.loss[ok].min(), self.loss[ok].max())
+        shown = np.where(mean > 0, mean, np.nan) if self.log else mean
+        one = len(self.loss) == 1  # one step draws no line: a dot instead
+        set_symbol_and_data(self.mean, "o" if one else None, lambda: self.mean.setData(x, shown))
+        if self.rows_total:  # a live run: the x axis spans the whole run from the start
+            self.plot.setXRange(1, max(self.rows_total, 2), padding=0.02)
+        else:
+            self.plot.enableAutoRange(x=True)
+
+    def drawn(self) -> bool:
+        return self.loss.size > 0
+
+    def readout_at(self, x: float, y: float) -> str:
+        s = int(round(x))
+        if not 1 <= s <= len(self.loss):
+            return ""
+        return f"step {s}: loss {fmt(self.loss[s - 1])}"
+
+
+class ConnectivityPanel(HeatmapPanel):
+    """C[t, s] = ‖∂L_t/∂h_s‖ as an image: loss step t down, hidden-state step s across."""
+
+    y0 = -0.5  # both axes are timesteps: cell (t, s) centred on them
+
+    def __init__(self):
+        super().__init__("Connectivity map ‖∂L_t/∂h_s‖", CONNECTIVITY_TIP, "‖∂L_t/∂h_s‖")
+        self.plot.setLabel("bottom", "hidden state h_s, step s")
+        self.plot.setAspectLocked(False)
+
+    def matrix(self) -> tuple[np.ndarray, str] | None:
+        c = self.arrays.get("connectivity")
+        if c is None or np.ndim(c) != 2:
+            return None
+        return np.asarray(c, np.float64), "loss step t"
+
+    def redraw(self) -> None:
+        found = self.matrix()
+        if found is None:
+            self.data = np.zeros((0, 0))
+            self.image.clear()
+            return
+        self.data, self.row_name = found
+        # Zeros (above the diagonal, rows without a loss term) are blank on the log scale.
+        shown = display_values(self.data, self.log, self.normalise)
+        if not self.log:
+            shown = np.where(np.tril(np.ones_like(shown)) > 0, shown, np.nan)
+        finite = shown[np.isfinite(shown)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        if self.log and finite.size:  # the faintest few orders of magnitude are noise
+            lo = max(lo, hi - 8.0)
+        hi = hi if hi > lo else lo + 1.0
+        self.show_image(shown, (lo, hi))
+        self.label_bar(self.normalise)
+        self.plot.setLabel("left", "loss term L_t, step t")
+        axis = self.plot.getAxis("left")
+        axis.setTicks(None)
+        axis.counts, axis.span = True, (0, len(self.data) - 1)  # timesteps, as across
+
+    def readout_at(self, x: float, y: float) -> str:
+        s, t = self.cell_at(x, y)
+        if not (0 <= t < self.data.shape[0] and 0 <= s < self.data.shape[1]):
+            return ""
+        return f"t = {t}, s = {s}: ‖∂L_t/∂h_s‖ = {fmt(self.data[t, s])}"
