@@ -8,12 +8,12 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-from cell_reference import check_trace, finite_differences, spec_of
 
 from lstmviz.core.errors import ModelError
 from lstmviz.engine.cells import cell_sequence
 from lstmviz.engine.model import model_gradients
 from lstmviz.engine.tfload import tf
+from tests.helpers.cell_reference import check_trace, finite_differences, spec_of
 
 L = keras.layers
 

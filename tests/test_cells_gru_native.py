@@ -11,13 +11,13 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-from cell_reference import check_trace, finite_differences, numpy_direction, spec_of
 
 from lstmviz.engine import model as model_module
 from lstmviz.engine import native
 from lstmviz.engine.cells import cell_sequence
 from lstmviz.engine.model import model_gradients
 from lstmviz.engine.tfload import tf
+from tests.helpers.cell_reference import check_trace, finite_differences, numpy_direction, spec_of
 from tests.helpers.reference import interrupted_outcome
 
 L = keras.layers

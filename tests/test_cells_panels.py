@@ -7,13 +7,13 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-from cell_reference import spec_of
 
 from lstmviz.analysis.model_report import model_lines
 from lstmviz.analysis.summary import summary_text
 from lstmviz.engine.model import model_gradients
 from lstmviz.io.trace import GradientTrace
 from lstmviz.plots.export import csv_columns, export
+from tests.helpers.cell_reference import spec_of
 
 L = keras.layers
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-from cell_reference import check_trace, spec_of
 from test_cells_gru import _randomized, finite_difference_check
 
 from lstmviz.engine.model import model_gradients
+from tests.helpers.cell_reference import check_trace, spec_of
 
 L = keras.layers
 

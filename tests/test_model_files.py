@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from model_fixtures import (
+
+from lstmviz.core.errors import LstmvizError, ModelError
+from lstmviz.weights.keras_config import LOSSES
+from lstmviz.weights.loaders import list_lstm_layers, read_weights
+from lstmviz.weights.model import ACTIVATIONS
+from lstmviz.weights.model_files import load_model, spec_from_keras
+from tests.helpers.model_fixtures import (
     bad_keras3_models,
     cudnn_forward,
     keras2_models,
@@ -20,13 +26,7 @@ from model_fixtures import (
     torch_bidirectional_forward,
     torch_state_dict,
 )
-from reference import np_forward
-
-from lstmviz.core.errors import LstmvizError, ModelError
-from lstmviz.weights.keras_config import LOSSES
-from lstmviz.weights.loaders import list_lstm_layers, read_weights
-from lstmviz.weights.model import ACTIVATIONS
-from lstmviz.weights.model_files import load_model, spec_from_keras
+from tests.helpers.reference import np_forward
 
 # ---- a NumPy forward of a ModelSpec, written from Keras's documented semantics --------------
 

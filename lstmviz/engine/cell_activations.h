@@ -122,4 +122,13 @@ struct Share {
 
 }  // namespace lstmviz
 
+namespace lstmviz::names {  // kernel_common.h
+using lstmviz::Apply;
+using lstmviz::Kind;
+using lstmviz::KindOf;
+using lstmviz::Share;
+using lstmviz::Slope;
+using lstmviz::TotalGradient;
+}  // namespace lstmviz::names
+
 #endif  // LSTMVIZ_ENGINE_CELL_ACTIVATIONS_H_

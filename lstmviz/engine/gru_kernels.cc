@@ -43,35 +43,7 @@
 namespace {
 
 namespace ei = Eigen::internal;
-using lstmviz::AddSquare;
-using lstmviz::AtMostOne;
-using lstmviz::ForRowBlocks;
-using lstmviz::ForUnits;
-using lstmviz::Load;
-using lstmviz::Optional;
-using lstmviz::OptionalMask;
-using lstmviz::Packet;
-using lstmviz::Panels;
-using lstmviz::RowBlocks;
-using lstmviz::Store;
-using tensorflow::OpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
-using tensorflow::TensorShape;
-using tensorflow::errors::InvalidArgument;
-using tensorflow::shape_inference::DimensionHandle;
-using tensorflow::shape_inference::InferenceContext;
-
-using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
-using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
-
-using lstmviz::Apply;
-using lstmviz::Kind;
-using lstmviz::KindOf;
-using lstmviz::Share;
-using lstmviz::Slope;
-using lstmviz::TotalGradient;
+using namespace lstmviz::names;  // NOLINT(build/namespaces): kernel_common.h
 
 // Calls fn(std::integral_constant<Kind, gate>, std::integral_constant<Kind, act>) for the
 // pairs the kernels are built for: the gate sigmoid or either hard sigmoid, the candidate

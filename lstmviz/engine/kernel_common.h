@@ -184,4 +184,37 @@ class StepSquares {
 
 }  // namespace lstmviz
 
+// The names the kernel files use unqualified: each says `using namespace lstmviz::names;` in
+// its anonymous namespace (cell_activations.h adds the activations' to it).
+namespace lstmviz::names {
+using lstmviz::AddSquare;
+using lstmviz::AtMostOne;
+using lstmviz::ForRowBlocks;
+using lstmviz::ForUnits;
+using lstmviz::kInstructions;
+using lstmviz::kLanes;
+using lstmviz::kPanel;
+using lstmviz::kTileRows;
+using lstmviz::Load;
+using lstmviz::Optional;
+using lstmviz::OptionalMask;
+using lstmviz::Packet;
+using lstmviz::Panels;
+using lstmviz::RowBlocks;
+using lstmviz::Sigmoid;
+using lstmviz::Store;
+using lstmviz::Tanh;
+using tensorflow::OpKernel;
+using tensorflow::OpKernelConstruction;
+using tensorflow::OpKernelContext;
+using tensorflow::Tensor;
+using tensorflow::TensorShape;
+using tensorflow::errors::InvalidArgument;
+using tensorflow::shape_inference::DimensionHandle;
+using tensorflow::shape_inference::InferenceContext;
+
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+}  // namespace lstmviz::names
+
 #endif  // LSTMVIZ_ENGINE_KERNEL_COMMON_H_

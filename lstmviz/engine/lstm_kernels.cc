@@ -44,34 +44,8 @@
 namespace {
 
 namespace ei = Eigen::internal;
-using lstmviz::AddSquare;
-using lstmviz::AtMostOne;
-using lstmviz::ForRowBlocks;
-using lstmviz::ForUnits;
-using lstmviz::kInstructions;
-using lstmviz::kLanes;
-using lstmviz::kPanel;
-using lstmviz::kTileRows;
-using lstmviz::Load;
-using lstmviz::Optional;
-using lstmviz::OptionalMask;
-using lstmviz::RowBlocks;
-using lstmviz::Sigmoid;
-using lstmviz::Store;
-using lstmviz::Tanh;
-using lstmviz::Packet;
-using lstmviz::Panels;
-using tensorflow::OpKernel;
-using tensorflow::OpKernelConstruction;
-using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
-using tensorflow::TensorShape;
-using tensorflow::errors::InvalidArgument;
-using tensorflow::shape_inference::DimensionHandle;
-using tensorflow::shape_inference::InferenceContext;
+using namespace lstmviz::names;  // NOLINT(build/namespaces): kernel_common.h
 
-using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
-using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 using Masked = std::true_type;
 using Unmasked = std::false_type;
 
