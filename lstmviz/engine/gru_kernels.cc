@@ -190,6 +190,17 @@ class GruForward : public OpKernel {
     int64_t T, B, H;
     const float *zx, *h0, *recurrent, *beta, *mask;
     float *hs, *gates, *extra;
+
+    // Step t of the n rows from r0: their first row's index t·B + r0 and, in *h_prev, their
+    // h_{t-1} (h0's for t = 0); adds their rows of zx and gates to `next`.
+    int64_t Step(int64_t t, int64_t r0, int64_t n, lstmviz::Prefetch& next,
+                 const float** h_prev) const {
+      const int64_t row = t * B + r0;
+      *h_prev = t == 0 ? h0 + r0 * H : hs + (row - B) * H;
+      next.Add(zx + row * 3 * H, n * 3 * H);
+      next.Add(gates + row * 3 * H, n * 3 * H, true);
+      return row;
+    }
   };
 
   // reset_after: one product m = h_{t-1}·U + β per step.
@@ -203,11 +214,9 @@ class GruForward : public OpKernel {
       const int64_t n = r1 - r0, width = weights.padded_columns();
       Eigen::ArrayXf m(n * width);
       for (int64_t t = 0; t < T && !stop(); ++t) {
-        const int64_t row = t * B + r0;
-        const float* h_prev = t == 0 ? b.h0 + r0 * H : b.hs + (row - B) * H;
         lstmviz::Prefetch next;
-        next.Add(b.zx + row * 3 * H, n * 3 * H);
-        next.Add(b.gates + row * 3 * H, n * 3 * H, true);
+        const float* h_prev;
+        const int64_t row = b.Step(t, r0, n, next, &h_prev);
         next.Add(b.extra + row * H, n * H, true);
         next.Add(b.hs + row * H, n * H, true);
         weights.Multiply(n, {{h_prev, H, 1, H}}, m.data(), width, &next);
@@ -246,11 +255,9 @@ class GruForward : public OpKernel {
       const int64_t n = r1 - r0, width_zr = u_zr.padded_columns(), width_h = u_h.padded_columns();
       Eigen::ArrayXf m(n * width_zr), mh(n * width_h), rh(n * H);
       for (int64_t t = 0; t < T && !stop(); ++t) {
-        const int64_t row = t * B + r0;
-        const float* h_prev = t == 0 ? b.h0 + r0 * H : b.hs + (row - B) * H;
         lstmviz::Prefetch next;
-        next.Add(b.zx + row * 3 * H, n * 3 * H);
-        next.Add(b.gates + row * 3 * H, n * 3 * H, true);
+        const float* h_prev;
+        const int64_t row = b.Step(t, r0, n, next, &h_prev);
         next.Add(b.hs + row * H, n * H, true);
         u_zr.Multiply(n, {{h_prev, H, 1, H}}, m.data(), width_zr, &next);
         for (int64_t r = 0; r < n; ++r) {
