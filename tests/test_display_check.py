@@ -5,9 +5,11 @@ line and exit 2. The check connects as libxcb would, before Qt starts (`lstmviz.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +141,61 @@ def test_a_plot_in_python_under_a_display_nobody_serves_draws_offscreen(tmp_path
                           timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def library_needing_a_ghost(tmp_path: Path) -> tuple[Path, Path]:
+    """(needs.so, libghost.so.0): a shared library that needs libghost.so.0 beside it ($ORIGIN),
+    both built with the C compiler."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "ghost.c").write_text("int ghost(void) { return 1; }\n")
+    (tmp_path / "needs.c").write_text("int ghost(void);\nint needs(void) { return ghost(); }\n")
+    ghost, needs = tmp_path / "libghost.so.0", tmp_path / "needs.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libghost.so.0", "-o", str(ghost),
+                    str(tmp_path / "ghost.c")], check=True)  # fmt: skip
+    (tmp_path / "libghost.so").symlink_to(ghost.name)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(needs), str(tmp_path / "needs.c"),
+                    f"-L{tmp_path}", "-lghost", "-Wl,-rpath,$ORIGIN"], check=True)  # fmt: skip
+    return needs, ghost
+
+
+def test_a_missing_system_library_of_the_x11_plugin_is_named_before_qt_aborts(
+    tmp_path, monkeypatch, capsys
+):
+    """Qt's X11 plugin needs system libraries (Debian and Ubuntu lack libxcb-cursor0 and others
+    by default): without one, Qt aborts (exit 134). The plugin is loaded first, and the one
+    missing named with its package; a platform that needs no X server passes."""
+    from lstmviz.cli import main
+
+    needs, ghost = library_needing_a_ghost(tmp_path)
+    code = f"from lstmviz.core import display; print(display.library_problem({str(needs)!r}))"
+    loads = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=gui_env(tmp_path), timeout=60)  # fmt: skip
+    assert loads.stdout == "None\n", loads.stderr  # while libghost.so.0 is there
+    ghost.unlink()
+    expected = (
+        "the system library libghost.so.0, which is not installed (Debian/Ubuntu: apt install "
+        "libghost0; docs/troubleshooting.md lists every library Qt needs)"
+    )
+    assert display.library_problem(needs) == expected
+    assert display.debian_package("libxcb-cursor.so.0") == "libxcb-cursor0"
+    assert display.debian_package("libxkbcommon-x11.so.0") == "libxkbcommon-x11-0"
+
+    monkeypatch.setattr(display, "xcb_plugin", lambda: needs)
+    n = free_display()
+    x_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    x_socket.bind(f"\0/tmp/.X11-unix/X{n}")
+    x_socket.listen()
+    try:
+        why = display.window_problem({"DISPLAY": f":{n}"})
+        assert why == (f"cannot open a window: Qt's X11 plugin needs {expected}; or run with "
+                       "QT_QPA_PLATFORM=offscreen and --screenshot")  # fmt: skip
+        assert display.window_problem({"DISPLAY": f":{n}", "QT_QPA_PLATFORM": "offscreen"}) is None
+        for name in ("WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("DISPLAY", f":{n}")
+        assert main(["gui"]) == 2
+    finally:
+        x_socket.close()
+    assert capsys.readouterr().err == f"lstmviz: error: gui: {why}\n"

@@ -285,7 +285,7 @@ def _check_display() -> None:
     (QT_QPA_PLATFORM=offscreen, vnc, …) are the user's choice and pass."""
     from lstmviz.core import display
 
-    if why := display.problem():
+    if why := display.window_problem():
         raise ConfigError("gui", why)
 
 

@@ -9,13 +9,21 @@ or `unix`) the abstract socket `@/tmp/.X11-unix/Xn` (Linux), the socket file
 `/tmp/.X11-unix/Xn`, then TCP on localhost; for `host:n`, TCP port 6000 + n on that host. A
 Wayland display is the socket `WAYLAND_DISPLAY` names (relative to `XDG_RUNTIME_DIR`). Only
 connecting is tried: a server that refuses the client later (X authority) is Qt's to report.
+
+Qt aborts the same way when its X11 plugin cannot load because a system library it needs is
+missing (Debian and Ubuntu lack `libxcb-cursor0` by default): `window_problem()` also loads
+the plugin, as Qt would, and names the library and its package.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import os
+import re
 import socket
 import sys
+from pathlib import Path
 
 X_TCP_PORT = 6000
 TIMEOUT = 2.0  # seconds for one connection attempt (a remote host that never answers)
@@ -113,3 +121,55 @@ def problem(environ: dict[str, str] | None = None) -> str | None:
         variable = "DISPLAY" if kind == "x11" else "WAYLAND_DISPLAY"
         reasons.append(f"{variable}={value} is not there ({why})")
     return f"cannot open a window: {'; '.join(reasons)}; {ADVICE}"
+
+
+def debian_package(soname: str) -> str:
+    """The Debian/Ubuntu package of a library by its soname: `libxcb-cursor.so.0` →
+    `libxcb-cursor0`, `libxkbcommon-x11.so.0` → `libxkbcommon-x11-0` (a dash after a digit)."""
+    base, _, version = soname.partition(".so")
+    version = version.lstrip(".").partition(".")[0]
+    return base + ("-" if base[-1:].isdigit() and version else "") + version
+
+
+def library_problem(path: Path) -> str | None:
+    """Why the shared library at `path` cannot be loaded, as the end of "… needs …": the
+    library it needs that is missing and its package, or the loader's message; None when it
+    loads."""
+    try:
+        ctypes.CDLL(str(path), mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+    except OSError as exc:
+        found = re.search(r"([\w.+-]+\.so[\w.]*): cannot open shared object file", str(exc))
+        if found is None or found.group(1) == path.name:
+            return f"{path.name}, which cannot be loaded ({str(exc).strip()})"
+        soname = found.group(1)
+        return (f"the system library {soname}, which is not installed (Debian/Ubuntu: apt "
+                f"install {debian_package(soname)}; docs/troubleshooting.md lists every "
+                f"library Qt needs)")  # fmt: skip
+    return None
+
+
+def xcb_plugin() -> Path | None:
+    """Qt's X11 platform plugin in the installed PySide6 (found without importing it), or None."""
+    spec = importlib.util.find_spec("PySide6")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        plugin = Path(folder) / "Qt" / "plugins" / "platforms" / "libqxcb.so"
+        if plugin.exists():
+            return plugin
+    return None
+
+
+def window_problem(environ: dict[str, str] | None = None) -> str | None:
+    """`problem()`, and when Qt would open the window on X11 (DISPLAY answers, no Wayland
+    display, QT_QPA_PLATFORM unset or xcb), why its X11 plugin cannot load, or None."""
+    if why := problem(environ):
+        return why
+    env = os.environ if environ is None else environ
+    platform = env.get("QT_QPA_PLATFORM", "").partition(":")[0].strip()
+    if not sys.platform.startswith("linux") or platform not in ("", "xcb"):
+        return None
+    if not env.get("DISPLAY") or (not platform and env.get("WAYLAND_DISPLAY")):
+        return None
+    plugin = xcb_plugin()
+    why = library_problem(plugin) if plugin else None
+    return (f"cannot open a window: Qt's X11 plugin needs {why}; or run with "
+            f"QT_QPA_PLATFORM=offscreen and --screenshot") if why else None  # fmt: skip

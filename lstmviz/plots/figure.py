@@ -88,9 +88,9 @@ TOP_ROW_SHARE = 0.56  # of the height below the header, when there are two rows 
 
 
 def has_display() -> bool:
-    """Whether Qt can open a window here: a display server that answers (`lstmviz.core.display`),
-    or a system that always has one (macOS, Windows)."""
-    return display.problem() is None
+    """Whether Qt can open a window here: a display server that answers and the X11 plugin
+    loads (`lstmviz.core.display`), or a system that always has one (macOS, Windows)."""
+    return display.window_problem() is None
 
 
 def _quiet_messages(kind, context, message: str) -> None:
