@@ -46,9 +46,9 @@ def test_ctrl_c_in_a_one_unit_run_with_keep_partial_stops_it_and_keeps_nothing(
     tmp_path, monkeypatch
 ):
     """The while-loop LSTM (no native kernels) cannot be interrupted: a taped run of T=20000
-    takes several seconds (about 5 s on 2 cores). Its one unit is not finished, so --keep-partial has nothing to keep,
-    and the run is left within the grace second as without it, rather than awaited and
-    saved."""
+    takes several seconds (about 5 s on 2 cores). Its one unit is not finished, so
+    --keep-partial has nothing to keep, and the run is left within the grace second as
+    without it, rather than awaited and saved."""
     args = ["--mode", "taped", "--steps", "20000", "--batch", "8", "--hidden", "128",
             "--keep-partial", "--out", "t.npz"]  # fmt: skip
     monkeypatch.setenv("LSTMVIZ_NATIVE", "0")
