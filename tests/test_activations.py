@@ -76,3 +76,29 @@ def test_saturation_is_the_flat_tails():
 def test_unknown_activation_is_named():
     with pytest.raises(ModelError, match="unknown activation 'wobbly'"):
         activation("wobbly")
+
+
+def test_gate_saturation_flags_are_each_gates_own_whatever_shape_is_known():
+    """The gates' saturation flags computed over all gates at once (`cells.saturations`) equal
+    each gate's own `Activation.saturated`, in a function traced with no static shape (as a
+    PyTorch program's directions are) and eagerly."""
+    from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
+    from lstmviz.engine.activations import SATURATION
+    from lstmviz.engine.cells import saturations
+
+    acts = [activation(name) for name in ("sigmoid", "sigmoid", "tanh", "sigmoid")]
+    rng = np.random.default_rng(3)
+    pre = rng.normal(0.0, 4.0, (5, 2, 4 * 3)).astype(np.float32)  # T=5, B=2, H=3
+    blocks = zip(acts, np.split(pre, 4, axis=-1), strict=True)
+    gates = np.concatenate([a.fn(tf.constant(b)).numpy() for a, b in blocks], axis=-1)
+    expected = [
+        np.concatenate([a.saturated(None, tf.constant(g), margin).numpy() for a, g in
+                        zip(acts, np.split(gates, 4, axis=-1), strict=True)], axis=-1)
+        for margin in (SATURATION, GATE_SATURATION_DIAGNOSIS)
+    ]  # fmt: skip
+    assert 0 < expected[1].sum() < expected[1].size  # some saturated, some not
+    unknown = tf.function(lambda g: saturations(acts, None, g),
+                          input_signature=[tf.TensorSpec([None, None, None], tf.float32)])
+    for got in (unknown(tf.constant(gates)), saturations(acts, None, tf.constant(gates))):
+        for flags, want in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(flags.numpy(), want.astype(np.float32))

@@ -153,16 +153,17 @@ def saturations(acts: list[Activation], pre, gates) -> tuple[tf.Tensor, tf.Tenso
     if not all(a.name in _BOUNDED for a in acts):
         return (_saturation(acts, pre, gates),
                 _saturation(acts, pre, gates, GATE_SATURATION_DIAGNOSIS))  # fmt: skip
-    units = gates.shape[-1] // len(acts)
+    shape = tf.shape(gates)
+    blocks = tf.reshape(gates, tf.concat([shape[:-1], [len(acts), -1]], axis=0))  # [..., G, H]
 
-    def columns(values):  # one value per gate -> [G·H]
-        return tf.repeat(tf.constant(values, gates.dtype), units)
+    def per_gate(values):  # one value per gate -> [G, 1]
+        return tf.constant(values, gates.dtype)[:, None]
 
-    center = columns([_BOUNDED[a.name][0] for a in acts])
-    distance = tf.abs(gates - center)
+    distance = tf.abs(blocks - per_gate([_BOUNDED[a.name][0] for a in acts]))
     return tuple(
-        tf.stop_gradient(tf.cast(distance > columns([_BOUNDED[a.name][1] - margin for a in acts]),
-                                 gates.dtype))
+        tf.stop_gradient(tf.reshape(tf.cast(
+            distance > per_gate([_BOUNDED[a.name][1] - margin for a in acts]), gates.dtype),
+            shape))
         for margin in (SATURATION, GATE_SATURATION_DIAGNOSIS)
     )  # fmt: skip
 
