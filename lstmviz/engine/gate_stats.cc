@@ -1,9 +1,9 @@
 // The gates panel's statistics of a recurrent direction, one pass over its gate activations.
 //
 // Built into the native kernels' library (native.py); model_forward.gate_activity uses it when
-// the library is loaded and every gate's activation is tanh or sigmoid. TensorFlow's way
-// (split, compare, cast, concatenate, one einsum per statistic) wrote two more arrays as large
-// as the gates and read them again, ~10% of a model run's graph.
+// the library is loaded and every gate's activation is tanh or sigmoid. TensorFlow's ops
+// (split, compare, cast, concatenate, one einsum per statistic) write two more arrays as large
+// as the gates and read them again (docs/performance.md, "Model mode").
 //
 // gates [T, B, G·H]: G blocks of H units (LSTM i, f, g, o). Gate k is saturated where
 // |y - centres[k]| > bounds[k] (float32, as TensorFlow's ops compute it: tanh has centre 0 and
