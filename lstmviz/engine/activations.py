@@ -28,6 +28,9 @@ from lstmviz.engine.tfload import tf
 from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS, KERAS2_HARD_SIGMOID
 
 SATURATION = 0.01  # the gates panel's margin (module docstring)
+# The bounded activations, name -> (centre, half-width): saturated where |y − centre| >
+# half-width − margin (tanh |y| > 1 − margin, sigmoid |y − 0.5| > 0.5 − margin).
+BOUNDED = {"tanh": (0.0, 1.0), "sigmoid": (0.5, 0.5)}
 _UNIT_CLIPPED = ("hard_sigmoid", KERAS2_HARD_SIGMOID)  # flat exactly where y is 0 or 1
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
@@ -42,10 +45,9 @@ class Activation:
     def saturated(self, x: tf.Tensor | None, y: tf.Tensor, margin: float = SATURATION) -> tf.Tensor:
         """bool, elementwise: whether (x, y = fn(x)) lies in a flat tail: tanh and sigmoid
         within `margin` of a bound (module docstring)."""
-        if self.name == "tanh":
-            return tf.abs(y) > 1.0 - margin
-        if self.name == "sigmoid":
-            return tf.abs(y - 0.5) > 0.5 - margin
+        if self.name in BOUNDED:
+            centre, half_width = BOUNDED[self.name]
+            return tf.abs(y - centre) > half_width - margin
         if self.name in ACROSS_UNITS:
             return tf.zeros_like(y, tf.bool)
         if x is None and self.name in _UNIT_CLIPPED:  # told by the values, as tanh's

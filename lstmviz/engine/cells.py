@@ -39,7 +39,13 @@ from dataclasses import dataclass
 
 from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.engine import native
-from lstmviz.engine.activations import SATURATION, Activation, activation, hand_differentiable
+from lstmviz.engine.activations import (
+    BOUNDED,
+    SATURATION,
+    Activation,
+    activation,
+    hand_differentiable,
+)
 from lstmviz.engine.cell import _columns, lstm_sequence
 from lstmviz.engine.tfload import tf
 
@@ -141,16 +147,12 @@ def _saturation(acts: list[Activation], pre, gates, margin: float = SATURATION) 
     return tf.stop_gradient(tf.cast(tf.concat(flags, axis=-1), gates.dtype))
 
 
-# tanh and sigmoid: saturated where |y − center| > half-width − margin (activations.py)
-_BOUNDED = {"tanh": (0.0, 1.0), "sigmoid": (0.5, 0.5)}
-
-
 def saturations(acts: list[Activation], pre, gates) -> tuple[tf.Tensor, tf.Tensor]:
     """(the gates panel's, the diagnosis's) `_saturation` of the gates [T, B, G·H] each.
-    When every gate is tanh or sigmoid, both from one |y − center| over all the gates at once
-    (per-column centers and thresholds): the same flags, in a third of the passes over
-    [T, B, G·H] that cutting the gates apart takes."""
-    if not all(a.name in _BOUNDED for a in acts):
+    When every gate is tanh or sigmoid, both from one |y − centre| over all the gates at once
+    (a [..., G, H] view, each gate's centre and half-width from `activations.BOUNDED`): the
+    same flags, in a third of the passes over [T, B, G·H] that cutting the gates apart takes."""
+    if not all(a.name in BOUNDED for a in acts):
         return (_saturation(acts, pre, gates),
                 _saturation(acts, pre, gates, GATE_SATURATION_DIAGNOSIS))  # fmt: skip
     shape = tf.shape(gates)
@@ -159,10 +161,10 @@ def saturations(acts: list[Activation], pre, gates) -> tuple[tf.Tensor, tf.Tenso
     def per_gate(values):  # one value per gate -> [G, 1]
         return tf.constant(values, gates.dtype)[:, None]
 
-    distance = tf.abs(blocks - per_gate([_BOUNDED[a.name][0] for a in acts]))
+    distance = tf.abs(blocks - per_gate([BOUNDED[a.name][0] for a in acts]))
     return tuple(
         tf.stop_gradient(tf.reshape(tf.cast(
-            distance > per_gate([_BOUNDED[a.name][1] - margin for a in acts]), gates.dtype),
+            distance > per_gate([BOUNDED[a.name][1] - margin for a in acts]), gates.dtype),
             shape))
         for margin in (SATURATION, GATE_SATURATION_DIAGNOSIS)
     )  # fmt: skip

@@ -30,7 +30,7 @@ import numpy as np
 
 from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.engine import native
-from lstmviz.engine.activations import SATURATION, activation
+from lstmviz.engine.activations import BOUNDED, SATURATION, activation
 from lstmviz.engine.cells import cell_activations, cell_sequence, needs_read_probe
 from lstmviz.engine.gradients import watch_probes
 from lstmviz.engine.layer_ops import batch_normalization, flatten
@@ -335,23 +335,19 @@ def gate_activity(direction: Direction) -> dict[str, tf.Tensor]:
     return out
 
 
-# Saturation of the activations gate_stats.cc handles: |y - centre| > bound, as
-# `Activation.saturated` computes it (tanh |y| > 1 - margin, sigmoid |y - 0.5| > 0.5 - margin).
-_CENTRES = {"tanh": (0.0, 1.0), "sigmoid": (0.5, 0.5)}  # name -> (centre, bound + margin)
-
-
 def _fused_sums(direction: Direction) -> tuple[tf.Tensor, tf.Tensor] | None:
-    """(sums [T, 3, G], unit_sums [G·H]) of `LstmvizGateStats` for the direction's gates, or
-    None where it does not apply (eagerly, without the native library, gates not float32,
+    """(sums [T, 3, G], unit_sums [G·H]) of `LstmvizGateStats` for the direction's gates
+    (saturated as `Activation.saturated` says: |y − centre| > half-width − margin), or None
+    where it does not apply (eagerly, without the native library, gates not float32,
     another activation, or a direction that does not name its activations)."""
     kernels = native.library()
     acts = direction.activations
     if kernels is None or tf.executing_eagerly() or direction.gates.dtype != tf.float32 or (
-            not acts or any(name not in _CENTRES for name in acts)):  # fmt: skip
+            not acts or any(name not in BOUNDED for name in acts)):  # fmt: skip
         return None
-    centres = [_CENTRES[name][0] for name in acts]
-    bounds = [_CENTRES[name][1] - SATURATION for name in acts]
-    diagnosis = [_CENTRES[name][1] - GATE_SATURATION_DIAGNOSIS for name in acts]
+    centres = [BOUNDED[name][0] for name in acts]
+    bounds = [BOUNDED[name][1] - SATURATION for name in acts]
+    diagnosis = [BOUNDED[name][1] - GATE_SATURATION_DIAGNOSIS for name in acts]
     mask = [] if direction.mask is None else [tf.cast(direction.mask, tf.float32)]
     return kernels.lstmviz_gate_stats(direction.gates, mask,
                                       centres=centres, bounds=bounds,
