@@ -201,10 +201,11 @@ def test_native_kernels_name_inconsistent_shapes():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_step_norms_match_float64_and_overflow_to_inf(rng, backend, monkeypatch):
+def test_step_norms_match_float64(rng, backend, monkeypatch):
     """`graph_step_norm` (the native op, or TensorFlow's reduction): per-step norms over
-    whole and partial vectors of values as NumPy's in float64; NaN stays NaN, and squares
-    beyond float32 make Inf, which `arrays.exact_norm` redoes."""
+    whole and partial vectors of values as NumPy's in float64, and NaN stays NaN. Where the
+    squares leave float32's range the native op sums them in double (exact); TensorFlow's
+    reduction makes Inf and 0 there, which `arrays.exact_norm` redoes."""
     if backend == "native" and native.library() is None:
         pytest.skip(native.status())
     if backend == "loops":
@@ -212,11 +213,16 @@ def test_step_norms_match_float64_and_overflow_to_inf(rng, backend, monkeypatch)
     for shape in ((6, 64, 37), (3, 1, 5), (0, 4, 8)):
         g = rng.standard_normal(shape).astype(np.float32) * 1e3
         np.testing.assert_allclose(graph_step_norm(tf.constant(g)), step_norm(g), rtol=1e-6)
-    g = np.ones((4, 3, 40), np.float32)
-    g[1, 2, 39], g[2, 0, 0] = np.nan, 1e20
+    g = np.ones((5, 3, 40), np.float32)
+    g[1, 2, 39], g[2, 0, 0], g[4] = np.nan, 1e20, 3e-25
     norms = np.asarray(graph_step_norm(tf.constant(g)))
-    assert np.isnan(norms[1]) and np.isinf(norms[2])
+    assert np.isnan(norms[1])
     np.testing.assert_allclose(norms[[0, 3]], np.sqrt(120), rtol=1e-6)
+    assert native.exact_norms() == (backend == "native")
+    if backend == "native":
+        np.testing.assert_allclose(norms[[2, 4]], step_norm(g[[2, 4]]), rtol=1e-6)
+    else:
+        assert np.isinf(norms[2]) and norms[4] == 0
 
 
 def test_a_compiled_step_neither_writes_nor_reads_zeros(monkeypatch):

@@ -91,19 +91,25 @@ def test_training_norms_of_vanishing_gradients():
     assert_norms(trace.norm_h_total, trace.grad_h_total, "norm_h_total")
 
 
-def vanishing_model_trace(x):
-    """Model mode on LSTM(H) → Dense(1) over x [T, B, I] (batch-major for Keras), mse."""
+def vanishing_model_trace(x, cell: str = "LSTM"):
+    """Model mode on `cell`(H) → Dense(1) over x [T, B, I] (batch-major for Keras), mse."""
     keras.utils.set_random_seed(2)
-    model = keras.Sequential([keras.Input((T, I)), keras.layers.LSTM(H), keras.layers.Dense(1)])
+    layer = getattr(keras.layers, cell)(H)
+    model = keras.Sequential([keras.Input((T, I)), layer, keras.layers.Dense(1)])
     model.compile(loss="mse")
     batch_major = np.ascontiguousarray(np.swapaxes(x, 0, 1))
     return model_gradients(model, batch_major, np.ones((B, 1), np.float32))
 
 
-def test_model_norms_of_vanishing_gradients(kernel, case):  # noqa: F811
-    trace = vanishing_model_trace(case[0])
-    kernel.ran(trace)
-    for key in ("h_total", "c_total"):
+@pytest.mark.parametrize("cell", ["LSTM", "GRU", "SimpleRNN"])
+def test_model_norms_of_vanishing_gradients(kernel, case, cell):  # noqa: F811
+    """Each cell's backward (native: the norms it sums as it writes dL/dh_t, a step summed
+    again in double where float squares underflow)."""
+    trace = vanishing_model_trace(case[0], cell)
+    if cell == "LSTM":  # the fixture counts the LSTM's op
+        kernel.ran(trace)
+    assert str(trace["lstm_kernel"]) == kernel.name
+    for key in ("h_total", "c_total") if cell == "LSTM" else ("h_total",):
         grad = trace[f"layer0_grad_{key}"]
         assert_norms(trace[f"norm_{key}_by_layer"][0], grad, f"norm_{key}_by_layer")
 

@@ -349,7 +349,7 @@ class GruBackward : public OpKernel {
       }
     }));
     if (!ctx->status().ok()) return;
-    b.squares.Write(norms_out->flat<float>().data());
+    b.squares.Write(ctx, norms_out->flat<float>().data(), {b.dhs, b.direct}, B * H);
   }
 
  private:

@@ -149,6 +149,23 @@ EIGEN_ALWAYS_INLINE void AddSquare(Packet& packets, float& floats, const P& v) {
   }
 }
 
+// A step's sum of squares below this (a norm below 1e-10, arrays.TINY_NORM) or not finite is
+// summed again in double (ExactSquares): float squares of entries under 1.1e-19 fall below
+// float's smallest normal number and lose digits or flush to zero, and those of entries over
+// 1.8e19 overflow. Above it, what the float squares can lose (< n · 1.2e-38 for n <= 2^30
+// entries) is below 1e-9 of the sum. So a norm is zero only where the gradient is, and not
+// finite only where it holds NaN or Inf (or the norm itself exceeds float's range).
+constexpr double kExactBelow = 1e-20;
+
+inline bool Inexact(double sum) { return !(sum >= kExactBelow) || std::isinf(sum); }
+
+// Σ v[k]² over k < n, each square in double.
+inline double ExactSquares(const float* v, int64_t n) {
+  double total = 0.0;
+  for (int64_t k = 0; k < n; ++k) total += static_cast<double>(v[k]) * static_cast<double>(v[k]);
+  return total;
+}
+
 // The per-step norms of the gradients a backward op writes ([T, columns]): each block adds,
 // per step, the squares it summed in packets along its rows (and the tail's floats); the
 // blocks' sums are added in double, in block order, so the result does not depend on which
@@ -165,15 +182,26 @@ class StepSquares {
     }
   }
 
-  // norms [T, columns] = sqrt of the sums over the blocks.
-  void Write(float* norms) const {
+  // norms [T, columns] = sqrt of the sums over the blocks. arrays[k] [T, per_step] holds
+  // what column k summed (nullptr: an absent input, all zero); a step whose sum is Inexact is
+  // summed again from it, the steps spread over the intra-op threads.
+  void Write(tensorflow::OpKernelContext* ctx, float* norms,
+             std::initializer_list<const float*> arrays, int64_t per_step) const {
     const int64_t per_block = steps_ * columns_;
     const int64_t blocks = static_cast<int64_t>(sums_.size()) / std::max<int64_t>(per_block, 1);
-    for (int64_t k = 0; k < per_block; ++k) {
-      double sum = 0.0;
-      for (int64_t block = 0; block < blocks; ++block) sum += sums_[block * per_block + k];
-      norms[k] = static_cast<float>(std::sqrt(sum));
-    }
+    const std::vector<const float*> from(arrays);
+    ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+        steps_, columns_ * (blocks + per_step / 16), [&](int64_t first, int64_t last) {
+          for (int64_t k = first * columns_; k < last * columns_; ++k) {
+            double sum = 0.0;
+            for (int64_t block = 0; block < blocks; ++block) sum += sums_[block * per_block + k];
+            const float* values = from[k % columns_];
+            if (Inexact(sum) && values != nullptr) {
+              sum = ExactSquares(values + (k / columns_) * per_step, per_step);
+            }
+            norms[k] = static_cast<float>(std::sqrt(sum));
+          }
+        });
   }
 
  private:

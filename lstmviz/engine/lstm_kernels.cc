@@ -452,7 +452,7 @@ class SequenceBackward : public OpKernel {
       run(Masked{});
     }
     if (!ctx->status().ok()) return;
-    squares.Write(norms_out->flat<float>().data());
+    squares.Write(ctx, norms_out->flat<float>().data(), {dhs, dcs, dh_d}, B * H);
     // [d_kernel; d_recurrent; d_bias] = Σ over blocks of their partials [I+H+1, 4H].
     float* sums[] = {dk_out->flat<float>().data(), du_out->flat<float>().data(),
                      db_out->flat<float>().data()};

@@ -30,7 +30,7 @@ from lstmviz.core.errors import ConfigError, InputError, ref
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity, with_shapes
-from lstmviz.engine.native import kernel_name
+from lstmviz.engine.native import exact_norms, kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
 from lstmviz.io.files import torch_program
@@ -285,7 +285,8 @@ def named_arrays(spec: ModelSpec, named: dict, x: np.ndarray, y) -> dict[str, np
     and `nonfinite_steps`."""
     arrays = {key: np.asarray(value) for key, value in named.items()}
     arrays["loss"] = np.float32(arrays["loss"])
-    for grad, norm in NORMS.items():  # the graph's float32 norms, where they over/underflow
+    # TensorFlow's float32 norms: the steps where squares over- or underflow redone
+    for grad, norm in () if exact_norms() else NORMS.items():
         rows = arrays[f"{norm}_by_layer"]  # [L, T]
         arrays[f"{norm}_by_layer"] = np.stack(  # NaN rows (no c) stay as they are
             [exact_norm(row, arrays[f"layer{k}_{grad}"]) if f"layer{k}_{grad}" in arrays

@@ -178,6 +178,14 @@ def kernel_name() -> str:
     return "native" if library() is not None else "while_loop"
 
 
+def exact_norms() -> bool:
+    """Whether the graphs' per-step norms (`gradients.graph_step_norm`) are exact: the native
+    ops sum a step again with each square in double where float squares would underflow or
+    overflow (kernel_common.h, `Inexact`); TensorFlow's float32 reduction does not, and
+    `arrays.exact_norm` redoes those steps."""
+    return library() is not None
+
+
 def status() -> str:
     """Which LSTM implementation runs and why, in words (the status bar's tooltip, the
     benchmark's header)."""

@@ -240,7 +240,7 @@ class RnnBackward : public OpKernel {
       }, "SimpleRNN");
     }));
     if (!ctx->status().ok()) return;
-    squares.Write(norms_out->flat<float>().data());
+    squares.Write(ctx, norms_out->flat<float>().data(), {dhs, direct}, B * H);
     float* du = du_out->flat<float>().data();
     for (int64_t m = 0; m < H; ++m) {
       ArrayMap sum(du + m * H, H);

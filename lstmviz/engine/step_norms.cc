@@ -7,12 +7,14 @@
 // spends outside the LSTM kernels on one core.
 //
 // Each step's squares are summed in float packets over blocks of kBlock values, the blocks'
-// sums in double: more accurate than TensorFlow's float32 reduction, and as there, a square
-// that overflows float32 (|g| > 1.8e19) makes the norm Inf, which arrays.exact_norm redoes.
+// sums in double: more accurate than TensorFlow's float32 reduction. A step whose sum float
+// squares cannot be trusted with (kernel_common.h, Inexact: a vanishing or overflowing
+// gradient) is summed again with each square in double, so the norms are exact.
 #include <algorithm>
 #include <cmath>
 
 #include "Eigen/Core"
+#include "kernel_common.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -40,6 +42,7 @@ float Norm(const float* v, int64_t n) {
     total += ei::predux(ei::padd(ei::padd(sum[0], sum[1]), ei::padd(sum[2], sum[3])));
   }
   for (; k < n; ++k) total += static_cast<double>(v[k] * v[k]);
+  if (lstmviz::Inexact(total)) total = lstmviz::ExactSquares(v, n);
   return static_cast<float>(std::sqrt(total));
 }
 
