@@ -251,6 +251,28 @@ def test_a_compiled_step_neither_writes_nor_reads_zeros(monkeypatch):
         loops.get_concrete_function()
 
 
+def test_a_model_graph_passes_no_zeros_to_the_backward():
+    """Model mode's graph (static shapes): the tape's zeros for dL/dc_t, which the loss does
+    not reach, are a Fill rather than a ZerosLike; the backward takes no dc_direct either."""
+    import keras
+
+    from lstmviz.engine import model as engine
+    from lstmviz.weights.model_files import spec_from_keras
+
+    if native.library() is None:
+        pytest.skip(native.status())
+    model = keras.Sequential([keras.Input((4, 2)), keras.layers.LSTM(3), keras.layers.Dense(1)])
+    model.compile(loss="mse")
+    spec = spec_from_keras(model)
+    x, y = np.zeros((2, 4, 2), np.float32), np.zeros((2, 1), np.float32)
+    loss, x, y, _ = engine.prepare(spec, engine.RunConfig(mode="model"), x, y)
+    gradients = engine.ModelGradients(spec, loss)
+    arguments = [tf.constant(np.swapaxes(x, 0, 1)), tf.constant(y), engine.flat_weights(spec)]
+    graph = gradients._step.get_concrete_function(*arguments).graph
+    (backward,) = [op for op in graph.get_operations() if op.type == "LstmvizSequenceBackward"]
+    assert backward.get_attr("dh_given") == 1 and backward.get_attr("dc_given") == 0
+
+
 def test_native_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("LSTMVIZ_NATIVE", "0")
     native._load.cache_clear()

@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from lstmviz.engine import interrupt
 from lstmviz.engine.tfload import gpu_visible, tf
 
@@ -268,12 +270,23 @@ def backward_norms(g):
 
 def _given(gradient) -> list:
     """An optional input of the backward op: [] for an absent (zero) gradient: None, or in a
-    graph the ZerosLike a tape makes for an output the loss does not reach (the tape gives
-    None only to gradient functions TensorFlow lists by name)."""
+    graph the zeros a tape makes for an output the loss does not reach (the tape gives None
+    only to gradient functions TensorFlow lists by name): a ZerosLike, or where the shape is
+    static a Fill of the constant 0 (a Const of zeros when small)."""
     op = None if gradient is None or tf.executing_eagerly() else getattr(gradient, "op", None)
-    if gradient is None or (isinstance(op, tf.Operation) and op.type == "ZerosLike"):
+    if gradient is None or (isinstance(op, tf.Operation) and _zeros(op)):
         return []
     return [gradient]
+
+
+def _zeros(op: tf.Operation) -> bool:
+    """Whether `op` makes an array of zeros: ZerosLike, a Const of zeros, or Fill with a
+    constant value of 0."""
+    if op.type == "ZerosLike":
+        return True
+    if op.type == "Fill" and op.inputs[1].op.type == "Const":
+        op = op.inputs[1].op
+    return op.type == "Const" and not np.any(tf.get_static_value(op.outputs[0]))
 
 
 def unread_probes(x, h0) -> tuple[tf.Tensor, tf.Tensor]:
