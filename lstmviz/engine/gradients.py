@@ -163,6 +163,17 @@ def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
     return tf.sqrt(tf.reduce_sum(tf.square(g), axis=[1, 2]))
 
 
+def graph_last_axis_norm(g: tf.Tensor) -> tf.Tensor:
+    """[..., E] -> [...] (TensorFlow, float32): the L2 norm over the last axis, exact where
+    float32 squares would under- or overflow: the native per-step norms of g's rows when the
+    kernels are loaded (`native.exact_norms`), else computed in float64."""
+    kernels = native.library()
+    if kernels is not None:
+        rows = kernels.lstmviz_step_norms(tf.reshape(g, [-1, tf.shape(g)[-1]]))
+        return tf.reshape(rows, tf.shape(g)[:-1])
+    return tf.cast(tf.norm(tf.cast(g, tf.float64), axis=-1), tf.float32)
+
+
 def graph_norms(named: Mapping[str, tf.Tensor], prefix: str = "") -> dict[str, tf.Tensor]:
     """The per-step norms [T] (norm_h_total, norm_h_direct, norm_c_total, each with `prefix`)
     of the gradients [T, B, H] present in `named`. In the graph rather than in NumPy:

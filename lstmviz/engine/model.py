@@ -28,7 +28,12 @@ import numpy as np
 from lstmviz.core.config import LOSSES, RunConfig, check_fits, in_python_terms
 from lstmviz.core.errors import ConfigError, InputError, ref
 from lstmviz.engine.arrays import NORMS, exact_norm
-from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients
+from lstmviz.engine.gradients import (
+    gradient_sources,
+    graph_last_axis_norm,
+    graph_norms,
+    named_gradients,
+)
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity, with_shapes
 from lstmviz.engine.native import exact_norms, kernel_name
 from lstmviz.engine.stopping import Units
@@ -220,9 +225,8 @@ class ModelGradients:
             out[f"{key}_by_layer"] = tf.stack(rows)
         if "grad_input" in named:
             out["grad_input"] = named["grad_input"]
-            # [B, T], in float64: float32 squares of a vanishing gradient (< 1e-19) flush to 0
-            wide = tf.cast(named["grad_input"], tf.float64)
-            out["saliency"] = tf.cast(tf.transpose(tf.norm(wide, axis=-1)), tf.float32)
+            # [B, T]: float32 squares of a vanishing gradient (< 1e-19) would flush to 0
+            out["saliency"] = tf.transpose(graph_last_axis_norm(named["grad_input"]))
         if forward.input_mask is not None:
             out["mask"] = forward.input_mask
         return out

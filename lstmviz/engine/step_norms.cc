@@ -41,6 +41,12 @@ float Norm(const float* v, int64_t n) {
     }
     total += ei::predux(ei::padd(ei::padd(sum[0], sum[1]), ei::padd(sum[2], sum[3])));
   }
+  Packet rest = ei::pzero(Packet{});  // under kBlock values left: whole packets, then floats
+  for (; k + kLanes <= n; k += kLanes) {
+    const Packet x = ei::ploadu<Packet>(v + k);
+    rest = ei::padd(rest, ei::pmul(x, x));
+  }
+  total += ei::predux(rest);
   for (; k < n; ++k) total += static_cast<double>(v[k] * v[k]);
   if (lstmviz::Inexact(total)) total = lstmviz::ExactSquares(v, n);
   return static_cast<float>(std::sqrt(total));
