@@ -289,13 +289,13 @@ def named_arrays(spec: ModelSpec, named: dict, x: np.ndarray, y) -> dict[str, np
     and `nonfinite_steps`."""
     arrays = {key: np.asarray(value) for key, value in named.items()}
     arrays["loss"] = np.float32(arrays["loss"])
-    # TensorFlow's float32 norms: the steps where squares over- or underflow redone
-    for grad, norm in () if exact_norms() else NORMS.items():
-        rows = arrays[f"{norm}_by_layer"]  # [L, T]
-        arrays[f"{norm}_by_layer"] = np.stack(  # NaN rows (no c) stay as they are
-            [exact_norm(row, arrays[f"layer{k}_{grad}"]) if f"layer{k}_{grad}" in arrays
-             else row for k, row in enumerate(rows)]  # fmt: skip
-        )
+    if not exact_norms():  # TensorFlow's float32 norms: redo the steps squares over/underflow
+        for grad, norm in NORMS.items():
+            rows = arrays[f"{norm}_by_layer"]  # [L, T]
+            arrays[f"{norm}_by_layer"] = np.stack(  # NaN rows (no c) stay as they are
+                [exact_norm(row, arrays[f"layer{k}_{grad}"]) if f"layer{k}_{grad}" in arrays
+                 else row for k, row in enumerate(rows)]  # fmt: skip
+            )
     if "mask" in arrays:
         arrays["mask"] = arrays["mask"] > 0
     arrays["layer_names"] = np.array(spec.lstm_directions())

@@ -21,9 +21,9 @@
 
 namespace {
 
-namespace ei = Eigen::internal;
-using Packet = ei::packet_traits<float>::type;
-constexpr int64_t kLanes = ei::unpacket_traits<Packet>::size;
+namespace ei = lstmviz::ei;
+using lstmviz::kLanes;
+using lstmviz::Packet;
 constexpr int64_t kBlock = 64 * kLanes;
 
 // sqrt(Σ v[k]²) over k < n.
