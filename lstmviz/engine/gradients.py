@@ -16,7 +16,8 @@ Names (shapes for x [T, B, I] and H units; `prefix` in front of each for `gradie
   grad_h_total, grad_c_total [T, B, H]: dL/dh_t, dL/dc_t through the recurrence (the probes);
   grad_kernel [I, 4H], grad_recurrent_kernel [H, 4H], grad_bias [4H], grad_h0, grad_c0 [B, H];
   norm_h_total, norm_h_direct, norm_c_total [T]: float32 norms over (b, j), computed in the
-  graph (`arrays.exact_norm` redoes the steps whose squares overflow or underflow);
+  graph (`graph_step_norm`: exact with the native kernels; else `arrays.exact_norm` redoes the
+  steps whose squares overflow or underflow);
   grad_<name> for every weight the loss itself takes (`ReadoutLoss`: grad_readout_kernel [H, O],
   grad_readout_bias [O]).
 """
@@ -151,11 +152,11 @@ def named_gradients(
 
 
 def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
-    """[T, B, H] -> [T] (TensorFlow, float32): sqrt of the sum of squares over batch and units;
-    `arrays.exact_norm` fixes the steps where the squares overflow or underflow. With the
-    native kernels the backward op's own norms of what it wrote or was given
-    (`native.backward_norms`), else one op reading g once (`step_norms.cc`); TensorFlow's
-    square and sum write and read a temporary as large as g."""
+    """[T, B, H] -> [T] (TensorFlow, float32): sqrt of the sum of squares over batch and units.
+    With the native kernels the backward op's own norms of what it wrote or was given
+    (`native.backward_norms`), else one op reading g once (`step_norms.cc`), both exact
+    (`native.exact_norms`); TensorFlow's square and sum write and read a temporary as large as
+    g, and `arrays.exact_norm` fixes the steps where its squares overflow or underflow."""
     kernels = native.library()
     if kernels is not None:
         fused = native.backward_norms(g)

@@ -250,9 +250,9 @@ _NORMED = {"LstmvizSequenceBackward": ({1: 0, 2: 1}, 8, 7, 2),
 
 
 def backward_norms(g):
-    """The per-step norms [T] of g that a backward op (LSTM or GRU) computed as it wrote g,
-    when g (in a compiled graph) is its dL/dh_t (or dL/dc_t) or the direct ∂L/∂h_t it was
-    given; else None. Cheaper than reading the [T, B, H] array again."""
+    """The per-step norms [T] of g that a backward op (LSTM, GRU, SimpleRNN) computed as it
+    wrote g, when g (in a compiled graph) is its dL/dh_t (or dL/dc_t) or the direct ∂L/∂h_t it
+    was given; else None. Cheaper than reading the [T, B, H] array again."""
     if tf.executing_eagerly() or not isinstance(getattr(g, "op", None), tf.Operation):
         return None
     written = _NORMED.get(g.op.type)
