@@ -28,11 +28,6 @@ TimeRange = tuple[int, int] | None
 MAX_STEP_TICKS = 8  # training steps labelled on a records axis
 
 
-def is_recording(arrays: Arrays) -> bool:
-    """Whether `arrays` are a recording's (its norms have a record axis: [S, L, T])."""
-    return "step" in arrays and np.ndim(arrays.get("norm_h_total_by_layer")) == 3
-
-
 def panel_arrays(recording) -> dict[str, np.ndarray]:
     """The arrays the recording panels draw from a `Recording`: its rows, and `mask` from its
     last record's trace when that trace is read and the model masks."""
