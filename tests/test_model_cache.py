@@ -2,7 +2,8 @@
 same structure traces nothing; new weights give the new gradients (checked against Keras's own
 tape.gradient of the updated model), the weights of a layer Keras runs (a Conv1D) too; another
 input shape traces again; another loss or structure builds anew. A live model's spec, read from
-its variables in memory, equals the one read from the file `save_weights` writes."""
+its variables in memory (views of their values, not copies), equals the one read from the
+file `save_weights` writes."""
 
 from __future__ import annotations
 
@@ -137,6 +138,24 @@ def test_a_live_model_changed_in_place_is_read_anew():
     assert [layer.name for layer in after.layers] == ["input", "low", "head"]
     np.testing.assert_array_equal(after.layers[2].weights["kernel"],
                                   model.get_layer("head").kernel.numpy())  # fmt: skip
+
+
+def test_a_live_spec_views_its_variables_and_keeps_the_values_read():
+    """A live spec's arrays are read-only views of the variables' values, which a run takes
+    without a copy; an update in place (as an optimizer's assign_add) after the read leaves
+    them as they were, and the next read sees it."""
+    from lstmviz.weights.keras_live import tensor_of
+    from lstmviz.weights.model_files import spec_from_keras
+
+    model = keras.Sequential([keras.Input((5, 3)), L.LSTM(4, name="low")])
+    kernel = spec_from_keras(model).layers[1].weights["kernel"]
+    before = kernel.copy()
+    assert not kernel.flags.writeable
+    assert engine._tensor(kernel) is tensor_of(kernel) is not None
+    model.get_layer("low").cell.kernel.assign_add(np.ones_like(before))
+    np.testing.assert_array_equal(kernel, before)
+    np.testing.assert_array_equal(spec_from_keras(model).layers[1].weights["kernel"], before + 1)
+    assert tensor_of(before) is None  # an array of its own: copied into the run
 
 
 def test_the_recording_callback_shares_the_compiled_function(conv_model, fresh, tmp_path):

@@ -182,7 +182,7 @@ class ModelGradients:
         weights = flat_weights(self.spec) if weights is None else weights
         y = tf.zeros([0]) if y is None else tf.convert_to_tensor(y)
         x = tf.convert_to_tensor(np.ascontiguousarray(np.swapaxes(np.asarray(x), 0, 1)))
-        weights = [tf.convert_to_tensor(w) for w in weights]
+        weights = [_tensor(w) for w in weights]
         step = self._step.get_concrete_function(x, y, weights)
         if cancelled():
             raise tf.errors.CancelledError(None, None, "model run cancelled")
@@ -230,6 +230,15 @@ class ModelGradients:
         if forward.input_mask is not None:
             out["mask"] = forward.input_mask
         return out
+
+
+def _tensor(weight) -> tf.Tensor:
+    """A weight as a tensor: the one a live model's variable was read into (no copy), or a
+    copy of the array."""
+    from lstmviz.weights.keras_live import tensor_of
+
+    tensor = tensor_of(weight)
+    return tf.convert_to_tensor(weight) if tensor is None else tensor
 
 
 def structure_key(spec: ModelSpec, loss: ModelLoss) -> tuple:

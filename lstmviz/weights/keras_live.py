@@ -79,6 +79,32 @@ class LiveWeights(Keras3Weights):
 
     @staticmethod
     def _array(name: str, value) -> np.ndarray:
-        from keras import ops
+        return numeric(name, _view(value))
 
-        return numeric(name, ops.convert_to_numpy(value))
+
+# The tensors `_view` read, by the id of the view made of each, while that view lives.
+_TENSORS: dict[int, tuple[weakref.ref, object]] = {}
+
+
+def _view(variable) -> np.ndarray:
+    """The variable's value as a read-only NumPy view of the tensor it is read into: with
+    TensorFlow's backend `keras.ops.copy` reads it without copying the buffer, and a later
+    assignment gives the variable a new buffer, so the view keeps these values. `tensor_of`
+    gives that tensor back, so a run takes it without a copy either: copies of a large
+    embedding were most of a later `model_gradients` call's time outside its graph."""
+    from keras import ops
+
+    tensor = ops.copy(variable)
+    try:
+        array = np.asarray(memoryview(tensor))
+    except (TypeError, ValueError):  # another backend's array, or a dtype (bfloat16) the
+        return ops.convert_to_numpy(tensor)  # buffer protocol does not carry
+    key = id(array)
+    _TENSORS[key] = (weakref.ref(array, lambda _, key=key: _TENSORS.pop(key, None)), tensor)
+    return array
+
+
+def tensor_of(array):
+    """The tensor `array` is a `_view` of, or None when it is not one."""
+    found = _TENSORS.get(id(array))
+    return found[1] if found is not None and found[0]() is array else None
