@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lstmviz.core.errors import ModelError
+from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.engine.tfload import tf
 from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS, KERAS2_HARD_SIGMOID
 
@@ -31,6 +32,17 @@ SATURATION = 0.01  # the gates panel's margin (module docstring)
 # The bounded activations, name -> (centre, half-width): saturated where |y − centre| >
 # half-width − margin (tanh |y| > 1 − margin, sigmoid |y − 0.5| > 0.5 − margin).
 BOUNDED = {"tanh": (0.0, 1.0), "sigmoid": (0.5, 0.5)}
+
+
+def gate_stat_bounds(names) -> dict[str, list[float]] | None:
+    """The native gate statistics' attributes (gate_sums.h) for gates of the activations
+    `names`: each one's centre, and its bound by the gates panel's margin and by the
+    diagnosis's; None when one is not in BOUNDED."""
+    if not names or any(name not in BOUNDED for name in names):
+        return None
+    return {"centres": [BOUNDED[name][0] for name in names],
+            "bounds": [BOUNDED[name][1] - SATURATION for name in names],
+            "diagnosis_bounds": [BOUNDED[name][1] - GATE_SATURATION_DIAGNOSIS for name in names]}
 _UNIT_CLIPPED = ("hard_sigmoid", KERAS2_HARD_SIGMOID)  # flat exactly where y is 0 or 1
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 

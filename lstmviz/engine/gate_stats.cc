@@ -1,24 +1,19 @@
 // The gates panel's statistics of a recurrent direction, one pass over its gate activations.
 //
 // Built into the native kernels' library (native.py); model_forward.gate_activity uses it when
-// the library is loaded and every gate's activation is tanh or sigmoid. TensorFlow's ops
-// (split, compare, cast, concatenate, one einsum per statistic) write two more arrays as large
-// as the gates and read them again (docs/performance.md, "Model mode").
+// the library is loaded, every gate's activation is tanh or sigmoid and the kernel that ran
+// the direction did not sum them itself (the LSTM forward does: native.gate_sums).
+// TensorFlow's ops (split, compare, cast, concatenate, one einsum per statistic) write two more
+// arrays as large as the gates and read them again (docs/performance.md, "Model mode").
 //
-// gates [T, B, G·H]: G blocks of H units (LSTM i, f, g, o). Gate k is saturated where
-// |y - centres[k]| > bounds[k] (float32, as TensorFlow's ops compute it: tanh has centre 0 and
-// bound 1 - margin, sigmoid centre 0.5 and bound 0.5 - margin); `diagnosis_bounds` the same by
-// the diagnosis's margin. Every (t, b) counts with its weight: the mask [T, B] of 0/1, or 1.
-//
-// Outputs: sums [T, 3, G], per step and gate, Σ over (b, j) of weight·y, of weight·saturated
-// and of weight·saturated by the diagnosis's bound; unit_sums [G·H], Σ over (t, b) of weight·y.
-// Each step's sums over the batch in float per unit, then over the units (and, for unit_sums,
-// over the steps) in double, always in the same order: the result does not depend on the
-// number of threads.
+// gates [T, B, G·H], the attributes and the outputs as gate_sums.h defines them; a (t, b)
+// counts where the mask [T, B] of 0/1 holds 1 (every one without a mask). The steps are cut
+// into one block per intra-op thread.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "gate_sums.h"
 #include "kernel_common.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -70,52 +65,30 @@ class GateStats : public tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tensorflow::TensorShape({T, 3, G}), &sums_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, tensorflow::TensorShape({width}), &units_out));
     const float* values = gates.flat<float>().data();
-    float *sums = sums_out->flat<float>().data(), *unit_sums = units_out->flat<float>().data();
-    std::vector<float> per_step(T * width);  // Σ_b weight·y per step and unit
+    using Pool = tensorflow::thread::ThreadPool;
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    workers->ParallelFor(T, 4 * B * width, [&](int64_t first, int64_t last) {
-      // Per unit of one step, Σ_b weight·saturated by each bound: elementwise updates over
-      // the units (vectorized), reduced over the units once per step.
-      std::vector<float> saturated(width), diagnosed(width);
-      for (int64_t t = first; t < last; ++t) {
-        float* units = per_step.data() + t * width;
-        std::fill_n(units, width, 0.0f);
-        std::fill(saturated.begin(), saturated.end(), 0.0f);
-        std::fill(diagnosed.begin(), diagnosed.end(), 0.0f);
-        for (int64_t b = 0; b < B; ++b) {
-          const float weight = mask == nullptr ? 1.0f : mask[t * B + b];
-          if (weight == 0.0f) continue;
-          const float* row = values + (t * B + b) * width;
-          for (int64_t k = 0; k < G; ++k) {
-            const float centre = centres_[k], bound = bounds_[k], diagnosis = diagnosis_[k];
-            const float* y = row + k * H;
-            float *u = units + k * H, *s = saturated.data() + k * H, *d = diagnosed.data() + k * H;
-            for (int64_t j = 0; j < H; ++j) {
-              const float off = std::fabs(y[j] - centre);
-              u[j] += weight * y[j];
-              s[j] += off > bound ? weight : 0.0f;
-              d[j] += off > diagnosis ? weight : 0.0f;
+    const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(workers->NumThreads(), T));
+    lstmviz::GateSums sums(blocks, T, H, centres_, bounds_, diagnosis_);
+    workers->ParallelFor(
+        blocks, Pool::SchedulingParams(Pool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1),
+        [&](int64_t first, int64_t last) {
+          for (int64_t block = first; block < last; ++block) {
+            lstmviz::GateSums::Step step = sums.At(block);
+            for (int64_t t = T * block / blocks; t < T * (block + 1) / blocks; ++t) {
+              for (int64_t b = 0; b < B; ++b) {
+                if (mask != nullptr && mask[t * B + b] == 0.0f) continue;
+                const float* row = values + (t * B + b) * width;
+                for (int64_t k = 0; k < G; ++k) {
+                  lstmviz::ForUnits(H, [&](int64_t j, auto lanes) {
+                    step.Add(k, j, lstmviz::Load<decltype(lanes)>(row + k * H + j));
+                  });
+                }
+              }
+              sums.End(block, t);
             }
           }
-        }
-        for (int64_t k = 0; k < G; ++k) {
-          double total[3] = {0.0, 0.0, 0.0};
-          for (int64_t j = k * H; j < (k + 1) * H; ++j) {
-            total[0] += units[j];
-            total[1] += saturated[j];
-            total[2] += diagnosed[j];
-          }
-          for (int s = 0; s < 3; ++s) sums[(t * 3 + s) * G + k] = static_cast<float>(total[s]);
-        }
-      }
-    });
-    workers->ParallelFor(width, 2 * T, [&](int64_t first, int64_t last) {
-      for (int64_t j = first; j < last; ++j) {
-        double total = 0.0;
-        for (int64_t t = 0; t < T; ++t) total += static_cast<double>(per_step[t * width + j]);
-        unit_sums[j] = static_cast<float>(total);
-      }
-    });
+        });
+    sums.Write(sums_out->flat<float>().data(), units_out->flat<float>().data());
   }
 
  private:

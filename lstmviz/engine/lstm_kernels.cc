@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "gate_sums.h"
 #include "kernel_common.h"
 #include "panel_gemm.h"
 #include "tensorflow/core/framework/op.h"
@@ -87,16 +88,28 @@ REGISTER_OP("LstmvizSequenceForward")
     // false: the probes are zeros by definition (native.unread_probes), their values neither
     // written nor read: only what dL/dh_t and dL/dc_t are the gradients of.
     .Attr("read_probes: bool = true")
-    .Output("h: float")         // [T, B, H]
-    .Output("c: float")         // [T, B, H]
-    .Output("gates: float")     // [T, B, 4H], the cell's i, f, g, o at every step
+    // The gates panel's statistics of the activations (gate_sums.h), one value per gate i, f,
+    // g, o each; none: not summed (sums [0, 3, 4], unit_sums [0]).
+    .Attr("centres: list(float) = []")
+    .Attr("bounds: list(float) = []")
+    .Attr("diagnosis_bounds: list(float) = []")
+    .Output("h: float")          // [T, B, H]
+    .Output("c: float")          // [T, B, H]
+    .Output("gates: float")      // [T, B, 4H], the cell's i, f, g, o at every step
+    .Output("sums: float")       // [T, 3, 4], the steps' sums of the gates
+    .Output("unit_sums: float")  // [4H], the units'
     .SetShapeFn([](InferenceContext* ctx) {
       DimensionHandle steps = ctx->Dim(ctx->input(0), 0), batch = ctx->Dim(ctx->input(4), 0),
                       hidden = ctx->Dim(ctx->input(4), 1), four;
       TF_RETURN_IF_ERROR(ctx->Multiply(hidden, 4, &four));
+      std::vector<float> centres;
+      TF_RETURN_IF_ERROR(ctx->GetAttr("centres", &centres));
+      const bool summed = !centres.empty();
       ctx->set_output(0, ctx->MakeShape({steps, batch, hidden}));
       ctx->set_output(1, ctx->MakeShape({steps, batch, hidden}));
       ctx->set_output(2, ctx->MakeShape({steps, batch, four}));
+      ctx->set_output(3, summed ? ctx->MakeShape({steps, 3, 4}) : ctx->MakeShape({0, 3, 4}));
+      ctx->set_output(4, summed ? ctx->Vector(four) : ctx->Vector(0));
       return AtMostOne(ctx, {"mask"});
     });
 
@@ -147,6 +160,13 @@ class SequenceForward : public OpKernel {
  public:
   explicit SequenceForward(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("read_probes", &read_probes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("centres", &centres_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("bounds", &bounds_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("diagnosis_bounds", &diagnosis_));
+    OP_REQUIRES(ctx,
+                (centres_.empty() || centres_.size() == 4) && bounds_.size() == centres_.size() &&
+                    diagnosis_.size() == centres_.size(),
+                InvalidArgument("the gate statistics take one centre and two bounds per gate"));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -170,6 +190,12 @@ class SequenceForward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, states, &h_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, states, &c_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({T, B, 4 * H}), &gates_out));
+    const bool summed = !centres_.empty();
+    Tensor *sums_out, *unit_sums_out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({summed ? T : 0, 3, 4}), &sums_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({summed ? 4 * H : 0}), &unit_sums_out));
+    std::optional<lstmviz::GateSums> sums;
+    if (summed) sums.emplace(RowBlocks(ctx, B), T, H, centres_, bounds_, diagnosis_);
     const float *xs = x.flat<float>().data(), *h_init = h0.flat<float>().data(),
                 *c_init = c0.flat<float>().data(),
                 *ph = read_probes_ ? probe_h.flat<float>().data() : nullptr,
@@ -184,11 +210,15 @@ class SequenceForward : public OpKernel {
     weights.Append(recurrent.flat<float>().data(), H, 4 * H, 1);
     weights.SetInit(bias.flat<float>().data());
 
-    // kMasked (Masked or Unmasked) and kProbed (the probes are read) pick the instantiation;
-    // the unmasked one is the mask-free code, with no per-row test.
-    const auto run = [&](auto masked, auto probed) {
-      constexpr bool kMasked = decltype(masked)::value, kProbed = decltype(probed)::value;
-      ForRowBlocks(ctx, B, [&](int64_t, int64_t r0, int64_t r1, const auto& stop) {
+    // kMasked (Masked or Unmasked), kProbed (the probes are read) and kSummed (the gate
+    // statistics) pick the instantiation; the unmasked one is the mask-free code, with no
+    // per-row test.
+    const auto run = [&](auto masked, auto probed, auto with_sums) {
+      constexpr bool kMasked = decltype(masked)::value, kProbed = decltype(probed)::value,
+                     kSummed = decltype(with_sums)::value;
+      ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
+        std::optional<lstmviz::GateSums::Step> step_sums;
+        if constexpr (kSummed) step_sums.emplace(sums->At(block));
         const int64_t n = r1 - r0, width = weights.padded_columns();
         Eigen::ArrayXf z(n * width);
         for (int64_t t = 0; t < T && !stop(); ++t) {
@@ -211,6 +241,7 @@ class SequenceForward : public OpKernel {
                         *h_row = h_prev + r * H;
             float *g_row = gates + (row + r) * 4 * H, *c_row = cs + at, *h_row_out = hs + at;
             const float m = kMasked ? mask[row + r] : 1.0f;
+            const bool counted = kSummed && m != 0.0f;  // a masked row is not summed
             ForUnits(H, [&](int64_t j, auto lanes) {
               using P = decltype(lanes);
               const P i = Sigmoid(Load<P>(zr + j)), f = Sigmoid(Load<P>(zr + H + j)),
@@ -219,6 +250,12 @@ class SequenceForward : public OpKernel {
               Store(g_row + H + j, f);
               Store(g_row + 2 * H + j, g);
               Store(g_row + 3 * H + j, o);
+              if (kSummed && counted) {
+                step_sums->Add(0, j, i);
+                step_sums->Add(1, j, f);
+                step_sums->Add(2, j, g);
+                step_sums->Add(3, j, o);
+              }
               const P cp = Load<P>(c_prev + j), c_new = NewCell(i, f, g, cp), h_new = o * Tanh(c_new);
               P c_out = c_new, h_out = h_new;
               if constexpr (kMasked) {
@@ -235,20 +272,29 @@ class SequenceForward : public OpKernel {
               Store(h_row_out + j, h_out);
             });
           }
+          if constexpr (kSummed) sums->End(block, t);
         }
       });
+    };
+    // The instantiation for (masked, probed) with kSummed as `summed` says.
+    const auto run_summed = [&](auto masked, auto probed) {
+      summed ? run(masked, probed, std::true_type{}) : run(masked, probed, std::false_type{});
     };
     using Probed = std::true_type;
     using Unprobed = std::false_type;
     if (mask == nullptr) {
-      read_probes_ ? run(Unmasked{}, Probed{}) : run(Unmasked{}, Unprobed{});
+      read_probes_ ? run_summed(Unmasked{}, Probed{}) : run_summed(Unmasked{}, Unprobed{});
     } else {
-      read_probes_ ? run(Masked{}, Probed{}) : run(Masked{}, Unprobed{});
+      read_probes_ ? run_summed(Masked{}, Probed{}) : run_summed(Masked{}, Unprobed{});
+    }
+    if (summed && ctx->status().ok()) {
+      sums->Write(sums_out->flat<float>().data(), unit_sums_out->flat<float>().data());
     }
   }
 
  private:
   bool read_probes_;
+  std::vector<float> centres_, bounds_, diagnosis_;  // the gate statistics' (none: not summed)
 };
 
 class SequenceBackward : public OpKernel {

@@ -28,9 +28,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.engine import native
-from lstmviz.engine.activations import BOUNDED, SATURATION, activation
+from lstmviz.engine.activations import activation, gate_stat_bounds
 from lstmviz.engine.cells import cell_activations, cell_sequence, needs_read_probe
 from lstmviz.engine.gradients import watch_probes
 from lstmviz.engine.layer_ops import batch_normalization, flatten
@@ -298,7 +297,8 @@ def gate_activity(direction: Direction) -> dict[str, tf.Tensor]:
     step; `gates_unit_mean` [G, H] each gate's mean per unit over (t, b);
     `gates_saturated_diagnosis` [G] the fraction of (t, b, j) saturated by the diagnosis's
     margin (when the direction holds it). Gates of tanh and sigmoid only, in a graph with the
-    native library: one pass of `gate_stats.cc` over the activations (`_fused_sums`)."""
+    native library: summed by the LSTM forward kernel as it ran, or in one pass of
+    `gate_stats.cc` over the activations (`_fused_sums`)."""
     steps, batch, units = (tf.shape(direction.h)[k] for k in range(3))
     count_gates = len(direction.gate_names)
     weight = tf.ones([steps, batch], direction.gates.dtype) if direction.mask is None else (
@@ -336,19 +336,18 @@ def gate_activity(direction: Direction) -> dict[str, tf.Tensor]:
 
 
 def _fused_sums(direction: Direction) -> tuple[tf.Tensor, tf.Tensor] | None:
-    """(sums [T, 3, G], unit_sums [G·H]) of `LstmvizGateStats` for the direction's gates
-    (saturated as `Activation.saturated` says: |y − centre| > half-width − margin), or None
-    where it does not apply (eagerly, without the native library, gates not float32,
-    another activation, or a direction that does not name its activations)."""
+    """(sums [T, 3, G], unit_sums [G·H]) of the direction's gates as gate_sums.h defines them
+    (saturated as `Activation.saturated` says: |y − centre| > half-width − margin): those the
+    LSTM forward kernel summed (`native.gate_sums`), else `LstmvizGateStats`'s; None where
+    neither applies (eagerly, without the native library, gates not float32, another
+    activation, or a direction that does not name its activations)."""
     kernels = native.library()
-    acts = direction.activations
+    attrs = gate_stat_bounds(direction.activations)
     if kernels is None or tf.executing_eagerly() or direction.gates.dtype != tf.float32 or (
-            not acts or any(name not in BOUNDED for name in acts)):  # fmt: skip
+            attrs is None):  # fmt: skip
         return None
-    centres = [BOUNDED[name][0] for name in acts]
-    bounds = [BOUNDED[name][1] - SATURATION for name in acts]
-    diagnosis = [BOUNDED[name][1] - GATE_SATURATION_DIAGNOSIS for name in acts]
+    summed = native.gate_sums(direction.gates, attrs)
+    if summed is not None:
+        return summed
     mask = [] if direction.mask is None else [tf.cast(direction.mask, tf.float32)]
-    return kernels.lstmviz_gate_stats(direction.gates, mask,
-                                      centres=centres, bounds=bounds,
-                                      diagnosis_bounds=diagnosis)  # fmt: skip
+    return kernels.lstmviz_gate_stats(direction.gates, mask, **attrs)

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.engine import interrupt
+from lstmviz.engine.activations import gate_stat_bounds
 from lstmviz.engine.tfload import gpu_visible, tf
 
 SOURCE = Path(__file__).with_name("lstm_kernels.cc")
@@ -45,8 +46,8 @@ SOURCE = Path(__file__).with_name("lstm_kernels.cc")
 SOURCES = [SOURCE, *(SOURCE.with_name(name) for name in (
     "gru_kernels.cc", "rnn_kernels.cc", "step_norms.cc", "gate_stats.cc"))]  # fmt: skip
 # included by the sources: part of the key
-HEADERS = [SOURCE.with_name(name)
-           for name in ("panel_gemm.h", "kernel_common.h", "cell_activations.h")]  # fmt: skip
+HEADERS = [SOURCE.with_name(name) for name in (
+    "panel_gemm.h", "kernel_common.h", "cell_activations.h", "gate_sums.h")]  # fmt: skip
 # -ffp-contract=off: the backward recomputes the forward's tanh(c_t) from the same floats and
 # must get the same values, so g++ may not fuse a multiply and an add in one place only.
 _FLAGS = ["-O3", "-ffp-contract=off", "-shared", "-fPIC", "-Wno-deprecated-declarations"]
@@ -226,14 +227,14 @@ def _load():
 
 
 @tf.RegisterGradient("LstmvizSequenceForward")
-def _sequence_gradient(op, dh_direct, dc_direct, _dgates):
+def _sequence_gradient(op, dh_direct, dc_direct, *_gates_and_sums):
     """BPTT for the forward op: gradients for (x, kernel, recurrent, bias, h0, c0, probe_h,
     probe_c, and the mask when there is one: None); those for the probes are the total dL/dh_t
     and dL/dc_t. A state the loss does not reach (its gradient None) enters the backward as no
     tensor at all rather than [T, B, H] of zeros. The backward op also sums the weight
     gradients over all steps (dz_t is zero at masked steps, so they need no mask)."""
     x, kernel, recurrent, _, h0, c0, _, _, *mask = op.inputs
-    h, c, gates = op.outputs
+    h, c, gates, *_ = op.outputs
     _, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _, dx = (
         library().lstmviz_sequence_backward(
             x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask, kernel
@@ -322,12 +323,37 @@ def sequence(
     """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence,
     the mask None or float32 [T, B] of 0/1); differentiable through `_sequence_gradient`
     (not with respect to the mask). With `with_gates` also the gate activations [T, B, 4H],
-    not differentiated. Without `read_probes` the probes count as zeros (`unread_probes`)."""
-    h, c, gates = library().lstmviz_sequence_forward(
+    not differentiated, and the kernel sums the gates panel's statistics of them as it runs
+    (`gate_sums`). Without `read_probes` the probes count as zeros (`unread_probes`)."""
+    sums = gate_stat_bounds(LSTM_ACTIVATIONS) if with_gates else {}
+    h, c, gates, *_ = library().lstmviz_sequence_forward(
         x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c,
-        [] if mask is None else [mask], read_probes=read_probes,
+        [] if mask is None else [mask], read_probes=read_probes, **sums,
     )  # fmt: skip
     return (h, c, tf.stop_gradient(gates)) if with_gates else (h, c)
+
+
+# The LSTM kernels' activations of the gates i, f, g, o.
+LSTM_ACTIVATIONS = ("sigmoid", "sigmoid", "tanh", "sigmoid")
+
+
+def gate_sums(gates, attrs: dict) -> tuple[tf.Tensor, tf.Tensor] | None:
+    """(sums [T, 3, 4], unit_sums [4H]) the LSTM forward op summed of `gates` (its gate
+    activations, as `sequence` returns them, in a graph) with the statistics' attributes
+    `attrs` (activations.gate_stat_bounds), over the unmasked (t, b) of the mask it ran with;
+    None when `gates` did not come from such an op."""
+    op = getattr(gates, "op", None)
+    if not isinstance(op, tf.Operation) or op.type not in ("StopGradient", "Identity"):
+        return None
+    source = op.inputs[0]
+    if source.op.type != "LstmvizSequenceForward" or source.value_index != 2:
+        return None
+    source = source.op
+    if not source.get_attr("centres") or any(
+            not np.allclose(source.get_attr(key), value, rtol=0, atol=1e-7)
+            for key, value in attrs.items()):  # fmt: skip
+        return None
+    return source.outputs[3], source.outputs[4]
 
 
 # The GRU kernels' activations (gru_kernels.cc, `WithKinds`): the gate's, the candidate's.
