@@ -5,6 +5,7 @@ h_t and c_t, and the gradients of x, the weights and the initial state; eagerly 
 both. Shapes include whole vectors and a remainder of units, several row tiles per thread and
 several panels of gate columns, whatever the vector width of the build."""
 
+import functools
 import os
 import shutil
 import subprocess
@@ -171,6 +172,51 @@ def test_gate_activations_match_numpy_and_are_not_differentiated(rng, backend, m
     assert_close(h, ref_h, what="h")
     expected = np.stack([np.concatenate(step[:4], axis=-1) for step in ref_gates])
     assert_close(gates, expected, what="gates")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_reading_from_the_end_keeps_input_positions(rng, backend, compiled, monkeypatch):
+    """`reverse` (go_backwards): the cell reads x from its last step, every array indexed by
+    input position: states, gates, every gradient and the per-step norms equal NumPy BPTT of
+    the reversed sequence flipped back. Masked, the probes read (not `unread_probes`)."""
+    if backend == "native" and native.library() is None:
+        pytest.skip(native.status())
+    if backend == "loops":
+        monkeypatch.setattr(native, "library", lambda: None)
+    steps, batch, hidden = 6, 19, 21
+    arrays = _problem(rng, steps, batch, 7, hidden)
+    mask = (rng.random((steps, batch)) < 0.7).astype(np.float32)
+    weight_h, weight_c = rng.normal(size=(2, steps, batch, hidden)).astype(np.float32)
+
+    def run(*sources):
+        probes = [tf.zeros((steps, batch, hidden)) for _ in range(2)]
+        with tf.GradientTape() as tape:
+            tape.watch([*sources, *probes])
+            h, c, gates = cell.lstm_sequence(*sources, *probes, mask=tf.constant(mask),
+                                             with_gates=True, reverse=True)  # fmt: skip
+            value = tf.reduce_sum(h * weight_h) + tf.reduce_sum(c * weight_c)
+        grads = tape.gradient(value, [*sources, *probes])
+        return h, c, gates, grads, [graph_step_norm(g) for g in grads[-2:]]
+
+    run = tf.function(run) if compiled else run
+    h, c, gates, grads, norms = run(*[tf.constant(a) for a in arrays])
+    x, h0, c0, kernel, recurrent, bias = arrays
+    flip = functools.partial(np.flip, axis=0)
+    ref = np_bptt(flip(x), kernel, recurrent, bias, h0, c0, flip(weight_h),
+                  direct_c=flip(weight_c), mask=flip(mask))  # fmt: skip
+    _, _, ref_gates = np_forward(flip(x), kernel, recurrent, bias, h0, c0, flip(mask))
+    assert_close(h, flip(ref["h"]), what="h")
+    assert_close(c, flip(ref["c"]), what="c")
+    expected = np.stack([np.concatenate(step[:4], axis=-1) for step in ref_gates])
+    assert_close(gates, flip(expected), what="gates")
+    names = ("dx", "dh0", "dc0", "dkernel", "drecurrent", "dbias", "dh", "dc")
+    for name, grad in zip(names, grads, strict=True):
+        assert_close(grad, flip(ref[name]) if name in ("dx", "dh", "dc") else ref[name],
+                     what=name)  # fmt: skip
+    for name, norm in zip(("dh", "dc"), norms, strict=True):
+        np.testing.assert_allclose(norm, step_norm(flip(ref[name])), rtol=1e-4, atol=1e-6,
+                                   err_msg=name)  # fmt: skip
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

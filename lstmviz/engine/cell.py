@@ -88,6 +88,7 @@ def lstm_sequence(
     mask: tf.Tensor | None = None,
     *,
     with_gates: bool = False,
+    reverse: bool = False,
 ) -> tuple[tf.Tensor, ...]:
     """Run the cell over x [T, B, I]; return every h_t and c_t, [T, B, H].
 
@@ -98,6 +99,9 @@ def lstm_sequence(
     With `with_gates`, also the gate activations [T, B, 4H]: i, f, g, o as the cell computed
     them at each step from x_t and h_{t-1} (at masked steps too), not differentiated; the
     native kernels have them anyway, the while-loops compute them after the loop.
+    With `reverse` the cell reads x from its last step to its first (Keras's go_backwards),
+    every array (x, the probes and the mask in, h, c and the gates out) indexed by input
+    position: the native kernels read them so, the while-loops run on reversed copies.
     """
     on_native = native.library() is not None and x.dtype == tf.float32
     unread = [native.unread(probe) for probe in (probe_h, probe_c)]
@@ -118,13 +122,20 @@ def lstm_sequence(
             tf.shape(mask), tf.shape(x)[:2], message="the mask must be [T, B] as x is [T, B, I]"
         )
         masks.append(mask)
-    args = (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
     if on_native:
-        return native.sequence(*args, with_gates=with_gates, read_probes=read_probes)
-    h, c = _lstm_sequence(*args)
+        args = (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
+        return native.sequence(*args, with_gates=with_gates, read_probes=read_probes,
+                               reverse=reverse)  # fmt: skip
+
+    def order(value):  # between input position and processing order
+        return tf.reverse(value, [0]) if reverse else value
+
+    x, probe_h, probe_c, *masks = map(order, (x, probe_h, probe_c, *masks))
+    h, c = _lstm_sequence(x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
     if not with_gates:
-        return h, c
-    return h, c, _gate_activations(x, h, h0, kernel, recurrent_kernel, bias)
+        return order(h), order(c)
+    gates = _gate_activations(x, h, h0, kernel, recurrent_kernel, bias)
+    return order(h), order(c), order(gates)
 
 
 def _gate_activations(x, h, h0, kernel, recurrent_kernel, bias) -> tf.Tensor:

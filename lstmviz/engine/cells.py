@@ -52,16 +52,20 @@ from lstmviz.engine.tfload import tf
 
 @dataclass
 class CellRun:
-    """One direction's run: h (and an LSTM's c) [T, B, H] in processing order, the gates'
-    activations and whether each is saturated (float 0/1) [T, B, G·H], not differentiated:
-    `saturated` by the gates panel's margin, `saturated_diagnosis` by the diagnosis's
-    (activations.py)."""
+    """One direction's run: h (and an LSTM's c) [T, B, H], the gates' activations and whether
+    each is saturated (float 0/1) [T, B, G·H], not differentiated: `saturated` by the gates
+    panel's margin, `saturated_diagnosis` by the diagnosis's (activations.py); and the mask
+    the cell ran with ([T, B] of 0/1, or None). All in processing order (a backwards run: the
+    sequence read from its end), or indexed by input position where `input_order` (the LSTM
+    kernels read a backwards sequence from its end themselves)."""
 
     h: tf.Tensor
     c: tf.Tensor | None
     gates: tf.Tensor
     saturated: tf.Tensor
     saturated_diagnosis: tf.Tensor
+    mask: tf.Tensor | None = None
+    input_order: bool = False
 
 
 def cell_activations(cell: str, args: dict) -> list[Activation]:
@@ -91,18 +95,24 @@ def needs_read_probe(cell: str, args: dict) -> bool:
 # Plain Python over Python values (no tensor-dependent branches): AutoGraph, which a caller's
 # tf.function would otherwise apply to every function called here, only costs tracing time.
 @tf.autograph.experimental.do_not_convert
-def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None) -> CellRun:
+def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None,
+                  backwards: bool = False) -> CellRun:  # fmt: skip
     """Run one direction of `cell` over x [T, B, I] from h0 (and c0 = h0 for an LSTM, zeros
     in model mode) with `weights` (kernel, recurrent_kernel, bias: tensors); `probes`
-    (probe_h, probe_c) [T, B, H] (probe_c only for an LSTM); `mask` [T, B] 0/1 or None."""
+    (probe_h, probe_c) [T, B, H] (probe_c only for an LSTM), in the order the run returns its
+    arrays in (`CellRun`); `mask` [T, B] 0/1 or None. x and the mask by input position;
+    `backwards` reads them from the end (Keras's go_backwards)."""
     kernel, recurrent, bias = weights["kernel"], weights["recurrent_kernel"], weights["bias"]
     acts = cell_activations(cell, args)
     if mask is not None:  # exactly 0 or 1 from here on, never differentiated
         mask = tf.stop_gradient(tf.cast(tf.not_equal(mask, tf.zeros_like(mask)), x.dtype))
     if cell == "lstm" and fast_lstm(args):
         h, c, gates = lstm_sequence(x, h0, h0, kernel, recurrent, bias, *probes, mask=mask,
-                                    with_gates=True)  # fmt: skip
-        return CellRun(h, c, gates, *saturations(acts, None, gates))
+                                    with_gates=True, reverse=backwards)  # fmt: skip
+        return CellRun(h, c, gates, *saturations(acts, None, gates), mask, input_order=backwards)
+    if backwards:  # the other cells run on the sequence reversed
+        x = tf.reverse(x, [0])
+        mask = None if mask is None else tf.reverse(mask, [0])
     gru_after = cell == "gru" and len(bias.shape) == 2
     zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
     c = gates = None
@@ -112,7 +122,7 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     elif cell == "gru" and native.gru_native(acts[0].name, acts[2].name, x.dtype):
         h, gates = native.gru_sequence(zx, h0, recurrent, bias[1] if gru_after else None,
                                        probes[0], mask, acts[0].name, acts[2].name)  # fmt: skip
-        return CellRun(h, None, gates, *saturations(acts, None, gates))
+        return CellRun(h, None, gates, *saturations(acts, None, gates), mask)
     elif cell == "gru" and gru_after:
         h, pre, gates = _gru_loop(acts[2].name, acts[0].name, True)(
             zx, h0, recurrent, bias[1], probes[0], *_mask_args(mask))
@@ -121,7 +131,7 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
             zx, h0, recurrent, probes[0], *_mask_args(mask))
     elif cell == "simple_rnn" and native.rnn_native(acts[0].name, x.dtype):
         h, gates = native.rnn_sequence(zx, h0, recurrent, probes[0], mask, acts[0].name)
-        return CellRun(h, None, gates, *saturations(acts, None, gates))
+        return CellRun(h, None, gates, *saturations(acts, None, gates), mask)
     else:
         h, pre, gates = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0],
                                                        *_mask_args(mask))  # fmt: skip
@@ -130,7 +140,7 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
         blocks = tf.split(pre, len(acts), axis=-1)
         gates = tf.concat([a.fn(b) for a, b in zip(acts, blocks, strict=True)], axis=-1)
     gates = tf.stop_gradient(gates)
-    return CellRun(h, c, gates, *saturations(acts, pre, gates))
+    return CellRun(h, c, gates, *saturations(acts, pre, gates), mask)
 
 
 def _mask_args(mask) -> tuple:

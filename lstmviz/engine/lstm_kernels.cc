@@ -88,6 +88,9 @@ REGISTER_OP("LstmvizSequenceForward")
     // false: the probes are zeros by definition (native.unread_probes), their values neither
     // written nor read: only what dL/dh_t and dL/dc_t are the gradients of.
     .Attr("read_probes: bool = true")
+    // true: the cell reads the sequence from its end (Keras's go_backwards); every [T, ·] array,
+    // inputs and outputs, stays indexed by input position t.
+    .Attr("reverse: bool = false")
     // The gates panel's statistics of the activations (gate_sums.h), one value per gate i, f,
     // g, o each; none: not summed (sums [0, 3, 4], unit_sums [0]).
     .Attr("centres: list(float) = []")
@@ -128,6 +131,7 @@ REGISTER_OP("LstmvizSequenceBackward")
     .Attr("dh_given: int >= 0")
     .Attr("dc_given: int >= 0")
     .Attr("masks: int >= 0")
+    .Attr("reverse: bool = false")  // the forward's: the sequence was read from its end
     .Output("dz: float")            // [T, B, 4H], dL/d(gate pre-activations); may reuse `gates`
     .Output("dh: float")            // [T, B, H], total dL/dh_t through the recurrence
     .Output("dc: float")            // [T, B, H], total dL/dc_t
@@ -160,6 +164,7 @@ class SequenceForward : public OpKernel {
  public:
   explicit SequenceForward(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("read_probes", &read_probes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("reverse", &reverse_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("centres", &centres_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("bounds", &bounds_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("diagnosis_bounds", &diagnosis_));
@@ -209,6 +214,7 @@ class SequenceForward : public OpKernel {
     weights.Append(kernel.flat<float>().data(), I, 4 * H, 1);
     weights.Append(recurrent.flat<float>().data(), H, 4 * H, 1);
     weights.SetInit(bias.flat<float>().data());
+    const int64_t back = reverse_ ? -B : B;  // a step's first row less the step before's
 
     // kMasked (Masked or Unmasked), kProbed (the probes are read) and kSummed (the gate
     // statistics) pick the instantiation; the unmasked one is the mask-free code, with no
@@ -221,10 +227,11 @@ class SequenceForward : public OpKernel {
         if constexpr (kSummed) step_sums.emplace(sums->At(block));
         const int64_t n = r1 - r0, width = weights.padded_columns();
         Eigen::ArrayXf z(n * width);
-        for (int64_t t = 0; t < T && !stop(); ++t) {
+        for (int64_t s = 0; s < T && !stop(); ++s) {
+          const int64_t t = reverse_ ? T - 1 - s : s;  // the input position of step s
           const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
-          const float* h_prev = t == 0 ? h_init + r0 * H : hs + (row - B) * H;
-          const float* c_prev_block = t == 0 ? c_init + r0 * H : cs + (row - B) * H;
+          const float* h_prev = s == 0 ? h_init + r0 * H : hs + (row - back) * H;
+          const float* c_prev_block = s == 0 ? c_init + r0 * H : cs + (row - back) * H;
           // What this step's gate pass reads and writes, and the next step's x.
           lstmviz::Prefetch next;
           if (ph != nullptr) next.Add(ph + row * H, n * H);
@@ -232,7 +239,7 @@ class SequenceForward : public OpKernel {
           next.Add(gates + row * 4 * H, n * 4 * H, true);
           next.Add(hs + row * H, n * H, true);
           next.Add(cs + row * H, n * H, true);
-          if (t + 1 < T) next.Add(xs + (row + B) * I, n * I);
+          if (s + 1 < T) next.Add(xs + (row + back) * I, n * I);
           weights.Multiply(n, {{xs + row * I, I, 1, I}, {h_prev, H, 1, H}}, z.data(), width,
                            &next);
           for (int64_t r = 0; r < n; ++r) {
@@ -293,13 +300,15 @@ class SequenceForward : public OpKernel {
   }
 
  private:
-  bool read_probes_;
+  bool read_probes_, reverse_;
   std::vector<float> centres_, bounds_, diagnosis_;  // the gate statistics' (none: not summed)
 };
 
 class SequenceBackward : public OpKernel {
  public:
-  explicit SequenceBackward(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  explicit SequenceBackward(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("reverse", &reverse_));
+  }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor &x = ctx->input(0), &recurrent = ctx->input(1), &h0 = ctx->input(2),
@@ -385,6 +394,7 @@ class SequenceBackward : public OpKernel {
     //   dc_t = a_t + m·dh_t·o_t(1-tanh²ĉ_t)
     //   a_t  = direct_t + m'·dc_{t+1}·f_{t+1} + (1-m')·a_{t+1}
     // where a_t is dL/dc_t other than through h_t: what the carry passes on.
+    const int64_t back = reverse_ ? -B : B;  // a step's first row less the step before's
     const auto run = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
       ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
@@ -398,12 +408,13 @@ class SequenceBackward : public OpKernel {
         Panels dz_chunk(4 * H, chunk_steps * n);
         Eigen::ArrayXf scratch(keep_dz ? 0 : n * 4 * H);  // this step's dz [n, 4H]
         int64_t chunked = 0;  // steps in the chunk so far
-        for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
+        for (int64_t s = T - 1; s >= 0 && !stop(); --s) {
+          const int64_t t = reverse_ ? T - 1 - s : s;  // the input position of step s
           const int64_t row = t * B + r0;
           float* dz_step = keep_dz ? dzs + row * 4 * H : scratch.data();
           for (int64_t r = 0; r < n; ++r) {
             const int64_t at = (row + r) * H;
-            const float* c_prev = t == 0 ? c_init + (r0 + r) * H : cs + at - B * H;
+            const float* c_prev = s == 0 ? c_init + (r0 + r) * H : cs + at - back * H;
             // The gates and dz may share a buffer: each unit's four gates are read before
             // its four dz are written.
             const float *g_row = gates + (row + r) * 4 * H, *dh_in = dh_next.data() + r * width;
@@ -450,16 +461,16 @@ class SequenceBackward : public OpKernel {
             squares.Add(block, t, square, square_tail);
             float* chunk_row = chunk.data() + (chunked * n + r) * wide;
             std::copy_n(xs + (row + r) * I, I, chunk_row);
-            std::copy_n(t == 0 ? h_init + (r0 + r) * H : hs + at - B * H, H, chunk_row + I);
+            std::copy_n(s == 0 ? h_init + (r0 + r) * H : hs + at - back * H, H, chunk_row + I);
           }
           // What the next step's gate pass reads and writes.
           lstmviz::Prefetch next;
-          if (t > 0) {
-            const int64_t before = row - B;  // step t-1
+          if (s > 0) {
+            const int64_t before = row - back;  // step s-1
             next.Add(gates + before * 4 * H, n * 4 * H, dzs == gates);
             if (keep_dz && dzs != gates) next.Add(dzs + before * 4 * H, n * 4 * H, true);
-            next.Add(t == 1 ? c_init + r0 * H : cs + (before - B) * H, n * H);
-            next.Add(t == 1 ? h_init + r0 * H : hs + (before - B) * H, n * H);
+            next.Add(s == 1 ? c_init + r0 * H : cs + (before - back) * H, n * H);
+            next.Add(s == 1 ? h_init + r0 * H : hs + (before - back) * H, n * H);
             next.Add(xs + before * I, n * I);
             if (dh_d != nullptr) next.Add(dh_d + before * H, n * H);
             if (dc_d != nullptr) next.Add(dc_d + before * H, n * H);
@@ -468,7 +479,7 @@ class SequenceBackward : public OpKernel {
           }
           if (dxs != nullptr) next.Add(dxs + row * I, n * I, true);
           dz_chunk.Append(dz_step, n, 4 * H, 1);
-          if (++chunked == chunk_steps || t == 0) {
+          if (++chunked == chunk_steps || s == 0) {
             dz_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}},
                                     partial.data(), gradient_width, &next);
             dz_chunk.Clear();
@@ -513,6 +524,8 @@ class SequenceBackward : public OpKernel {
       }
     }
   }
+ private:
+  bool reverse_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("LstmvizSequenceForward").Device(tensorflow::DEVICE_CPU),

@@ -39,13 +39,14 @@ from lstmviz.weights.model import CELL_GATES, CELLS, RECURRENT, DirectionSpec, L
 
 @dataclass
 class Direction:
-    """One recurrent direction of one forward pass. Arrays in processing order (`backwards`:
-    the sequence read from its end), [T, B, ·]; `mask` [T, B] float or None."""
+    """One recurrent direction of one forward pass. Arrays [T, B, ·] in processing order
+    (`backwards`: the sequence read from its end), or indexed by input position where
+    `input_order` (the kernel read a backwards sequence from its end itself); `mask` [T, B]
+    float or None, in the same order."""
 
     name: str
     cell: str  # "lstm", "gru", "simple_rnn"
     backwards: bool
-    x: tf.Tensor  # its input [T, B, I]
     h: tf.Tensor
     c: tf.Tensor | None  # an LSTM's cell states, else None
     probes: tuple  # (probe_h, probe_c) for an LSTM, (probe_h, None) otherwise
@@ -55,14 +56,24 @@ class Direction:
     saturated: tf.Tensor  # 1.0 where a gate is saturated, else 0.0 [T, B, G·H]
     saturated_diagnosis: tf.Tensor | None = None  # the same by the diagnosis's margin
     activations: tuple[str, ...] = ()  # each gate block's activation (names, as `gate_names`)
+    input_order: bool = False
 
     @property
     def gate_names(self) -> tuple[str, ...]:
         return CELL_GATES[self.cell]
 
+    @property
+    def reversed(self) -> bool:
+        """Whether the arrays run from the input's last position to its first."""
+        return self.backwards and not self.input_order
+
     def in_input_order(self, value: tf.Tensor) -> tf.Tensor:
         """A [T, …] array of this direction indexed by input position t."""
-        return tf.reverse(value, [0]) if self.backwards else value
+        return tf.reverse(value, [0]) if self.reversed else value
+
+    def in_processing_order(self, value: tf.Tensor) -> tf.Tensor:
+        """A [T, …] array of this direction in the order the cell read the sequence."""
+        return tf.reverse(value, [0]) if self.backwards and self.input_order else value
 
 
 @dataclass
@@ -221,10 +232,6 @@ class ModelForward:
         """Run one direction of `spec.cell` over x [T, B, I] (read backwards when its args say
         `go_backwards`)."""
         backwards = bool(spec.args.get("go_backwards"))
-        xd = tf.reverse(x, [0]) if backwards else x
-        md = None
-        if mask is not None:
-            md = tf.reverse(mask, [0]) if backwards else mask
         recurrent = w["recurrent_kernel"]
         bias = w.get("bias")
         if bias is None:  # use_bias=False: the gradient a bias would get is still shown
@@ -233,29 +240,33 @@ class ModelForward:
                 shape = (2, *shape)
             bias = tf.zeros(shape, recurrent.dtype)
             tape.watch(bias)
-        state = tf.zeros([tf.shape(xd)[1], recurrent.shape[0]], xd.dtype)
+        state = tf.zeros([tf.shape(x)[1], recurrent.shape[0]], x.dtype)
         if needs_read_probe(spec.cell, spec.args):  # zeros the loop adds to h_t (and c_t)
-            shape = [tf.shape(xd)[0], tf.shape(state)[0], state.shape[1]]
-            probes = (tf.zeros(shape, xd.dtype), tf.zeros(shape, xd.dtype))  # two tensors
+            shape = [tf.shape(x)[0], tf.shape(state)[0], state.shape[1]]
+            probes = (tf.zeros(shape, x.dtype), tf.zeros(shape, x.dtype))  # two tensors
             tape.watch(probes)
         else:
-            probes = watch_probes(tape, xd, state)
+            probes = watch_probes(tape, x, state)
         if spec.cell != "lstm":
             probes = (probes[0], None)
         weights = {"kernel": w["kernel"], "recurrent_kernel": recurrent, "bias": bias}
-        run = cell_sequence(spec.cell, spec.args, xd, state, weights, probes, md)
+        run = cell_sequence(spec.cell, spec.args, x, state, weights, probes, mask, backwards)
         acts = tuple(act.name for act in cell_activations(spec.cell, spec.args))
-        return Direction(spec.name, spec.cell, backwards, xd, run.h, run.c, probes, weights, md,
-                         run.gates, run.saturated, run.saturated_diagnosis, acts)  # fmt: skip
+        return Direction(spec.name, spec.cell, backwards, run.h, run.c, probes, weights, run.mask,
+                         run.gates, run.saturated, run.saturated_diagnosis, acts,
+                         run.input_order)  # fmt: skip
 
-    def _output(self, direction: Direction, args: dict, sequence: bool):
-        """The layer's output from a direction: h in processing order (sequences), zeroed at
-        masked steps with `zero_output_for_mask`; else the last h."""
+    def _output(self, direction: Direction, args: dict, sequence: bool, by_input: bool = False):
+        """The layer's output from a direction: h (sequences: in processing order, as Keras
+        returns a go_backwards layer's, or by input position with `by_input`, as a
+        Bidirectional takes its backward half's), zeroed at masked steps with
+        `zero_output_for_mask`; else the last h the cell computed."""
+        h = direction.h
         if not sequence:
-            return direction.h[-1]
+            return h[0] if direction.backwards and direction.input_order else h[-1]
         if args.get("zero_output_for_mask") and direction.mask is not None:
-            return direction.h * direction.mask[..., None]
-        return direction.h
+            h = h * direction.mask[..., None]
+        return direction.in_input_order(h) if by_input else direction.in_processing_order(h)
 
     def _single(self, layer: LayerSpec, w: dict, x, mask, directions, tape):
         """A recurrent layer of one direction: (its output, whether it is a sequence)."""
@@ -272,11 +283,9 @@ class ModelForward:
             weights = {k.split("/", 1)[1]: v for k, v in w.items() if k.startswith(half + "/")}
             direction = self._direction(spec, weights, x, mask, tape)
             directions.append(direction)
-            out = self._output(direction, {**spec.args, "zero_output_for_mask": sequence},
-                               sequence)  # fmt: skip
-            if sequence and half == "backward":
-                out = tf.reverse(out, [0])  # as Keras: the backward half's outputs flipped
-            outputs.append(out)
+            # as Keras: the backward half's outputs flipped back to input order
+            outputs.append(self._output(direction, {**spec.args, "zero_output_for_mask": sequence},
+                                        sequence, by_input=True))  # fmt: skip
         forward, backward = outputs
         halves = {"forward/output": forward, "backward/output": backward}
         merge = layer.args.get("merge_mode", "concat")

@@ -237,7 +237,8 @@ def _sequence_gradient(op, dh_direct, dc_direct, *_gates_and_sums):
     h, c, gates, *_ = op.outputs
     _, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _, dx = (
         library().lstmviz_sequence_backward(
-            x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask, kernel
+            x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask, kernel,
+            reverse=op.get_attr("reverse"),
         )
     )  # dx (dz_t·kernelᵀ, in the same products as dh_{t-1}) pruned from graphs unless asked for
     return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
@@ -319,16 +320,19 @@ def sequence(
     mask=None,
     with_gates=False,
     read_probes=True,
+    reverse=False,
 ):
     """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence,
     the mask None or float32 [T, B] of 0/1); differentiable through `_sequence_gradient`
     (not with respect to the mask). With `with_gates` also the gate activations [T, B, 4H],
     not differentiated, and the kernel sums the gates panel's statistics of them as it runs
-    (`gate_sums`). Without `read_probes` the probes count as zeros (`unread_probes`)."""
+    (`gate_sums`). Without `read_probes` the probes count as zeros (`unread_probes`). With
+    `reverse` the cell reads the sequence from its end, every array indexed by input position
+    all the same (no reversed copies)."""
     sums = gate_stat_bounds(LSTM_ACTIVATIONS) if with_gates else {}
     h, c, gates, *_ = library().lstmviz_sequence_forward(
         x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c,
-        [] if mask is None else [mask], read_probes=read_probes, **sums,
+        [] if mask is None else [mask], read_probes=read_probes, reverse=reverse, **sums,
     )  # fmt: skip
     return (h, c, tf.stop_gradient(gates)) if with_gates else (h, c)
 

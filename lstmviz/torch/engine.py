@@ -106,7 +106,7 @@ def _direction(kind, args, xd, h0, c0, weights, probes, md, backwards) -> Direct
         run = cell_sequence(kind, args, xd, h0, weights, probes, md)
         h, c, gates = run.h, None, run.gates
         saturated = (run.saturated, run.saturated_diagnosis)
-    return Direction("", kind, backwards, xd, h, c, probes, weights, md, gates, *saturated)
+    return Direction("", kind, backwards, h, c, probes, weights, md, gates, *saturated)
 
 
 def _stack(kind: str, activation: str, layers: int, directions: int):
