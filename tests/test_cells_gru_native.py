@@ -92,9 +92,11 @@ def _weights(rng, units: int, inputs: int, reset_after: bool) -> dict:
             "bias": rng.standard_normal(bias_shape)}  # fmt: skip
 
 
-def _check_total_gradient(cell: str, args: dict, weights: dict, x):
+def _check_total_gradient(cell: str, args: dict, weights: dict, x, backwards: bool = False):
     """dL/dh_t of the kernels (float32) for L = Σ h ⊙ w against float64 central differences
-    of the NumPy forward, with a mask that skips steps of two samples; and h itself."""
+    of the NumPy forward, with a mask that skips steps of two samples; and h itself. With
+    `backwards` the kernel reads x from its end (go_backwards), every array by input
+    position: the NumPy forward runs on the reversed sequence, flipped back."""
     rng = np.random.default_rng(10)
     steps, batch = x.shape[:2]
     units = weights["recurrent_kernel"].shape[0]
@@ -106,23 +108,28 @@ def _check_total_gradient(cell: str, args: dict, weights: dict, x):
         tape.watch(probe)
         run = cell_sequence(cell, args, tf.constant(x, tf.float32), tf.zeros([batch, units]),
                             {k: tf.constant(v, tf.float32) for k, v in weights.items()},
-                            (probe, None), tf.constant(mask, tf.float32))  # fmt: skip
+                            (probe, None), tf.constant(mask, tf.float32), backwards)  # fmt: skip
         loss = tf.reduce_sum(run.h * w_out)
+    assert run.input_order == backwards  # the native kernels read it so
     ours = tape.gradient(loss, probe).numpy()
-    np.testing.assert_allclose(run.h.numpy(), numpy_direction(cell, args, x, weights, mask),
-                               atol=2e-5)  # fmt: skip
-    expected = finite_differences(cell, args, x, weights, mask, w_out)
-    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
+
+    def order(a):  # input position <-> the order the NumPy forward runs in
+        return a[::-1] if backwards else a
+
+    h = numpy_direction(cell, args, order(x), weights, order(mask))
+    np.testing.assert_allclose(run.h.numpy(), order(h), atol=2e-5)
+    expected = finite_differences(cell, args, order(x), weights, order(mask), order(w_out))
+    np.testing.assert_allclose(ours, order(expected), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("gate", ["sigmoid", "hard_sigmoid", "hard_sigmoid_keras2"])
 @pytest.mark.parametrize("reset_after", [True, False])
 def test_native_gru_total_gradient_finite_differences(counted, gate, reset_after):
-    """Read backwards, as a go_backwards direction is (the caller reverses x and the mask)."""
+    """Read backwards, as a go_backwards direction is (the kernel reads x from its end)."""
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((5, 3, 2))[::-1].copy()
+    x = rng.standard_normal((5, 3, 2))
     args = {"reset_after": reset_after, "recurrent_activation": gate}
-    _check_total_gradient("gru", args, _weights(rng, 4, 2, reset_after), x)
+    _check_total_gradient("gru", args, _weights(rng, 4, 2, reset_after), x, backwards=True)
     assert counted == [(gate, "tanh")]
 
 
@@ -207,11 +214,12 @@ def test_native_simple_rnn_model_matches_keras(counted):
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu", "sigmoid"])
-def test_native_simple_rnn_total_gradient_finite_differences(counted, activation):
+@pytest.mark.parametrize("backwards", [False, True], ids=["forwards", "backwards"])
+def test_native_simple_rnn_total_gradient_finite_differences(counted, activation, backwards):
     rng = np.random.default_rng(9)
     weights = {"kernel": rng.standard_normal((2, 4)),
                "recurrent_kernel": 0.8 * rng.standard_normal((4, 4)),
                "bias": rng.standard_normal(4)}  # fmt: skip
     x = rng.standard_normal((5, 3, 2))
-    _check_total_gradient("simple_rnn", {"activation": activation}, weights, x)
+    _check_total_gradient("simple_rnn", {"activation": activation}, weights, x, backwards)
     assert counted == [(activation,)]

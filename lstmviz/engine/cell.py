@@ -89,6 +89,7 @@ def lstm_sequence(
     *,
     with_gates: bool = False,
     reverse: bool = False,
+    share: int = 1,
 ) -> tuple[tf.Tensor, ...]:
     """Run the cell over x [T, B, I]; return every h_t and c_t, [T, B, H].
 
@@ -102,6 +103,7 @@ def lstm_sequence(
     With `reverse` the cell reads x from its last step to its first (Keras's go_backwards),
     every array (x, the probes and the mask in, h, c and the gates out) indexed by input
     position: the native kernels read them so, the while-loops run on reversed copies.
+    `share`: how many directions run at once (the native kernels' `share`).
     """
     on_native = native.library() is not None and x.dtype == tf.float32
     unread = [native.unread(probe) for probe in (probe_h, probe_c)]
@@ -125,7 +127,7 @@ def lstm_sequence(
     if on_native:
         args = (x, h0, c0, kernel, recurrent_kernel, bias, probe_h, probe_c, *masks)
         return native.sequence(*args, with_gates=with_gates, read_probes=read_probes,
-                               reverse=reverse)  # fmt: skip
+                               reverse=reverse, share=share)  # fmt: skip
 
     def order(value):  # between input position and processing order
         return tf.reverse(value, [0]) if reverse else value

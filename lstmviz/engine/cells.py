@@ -96,42 +96,46 @@ def needs_read_probe(cell: str, args: dict) -> bool:
 # tf.function would otherwise apply to every function called here, only costs tracing time.
 @tf.autograph.experimental.do_not_convert
 def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None,
-                  backwards: bool = False) -> CellRun:  # fmt: skip
+                  backwards: bool = False, share: int = 1) -> CellRun:  # fmt: skip
     """Run one direction of `cell` over x [T, B, I] from h0 (and c0 = h0 for an LSTM, zeros
     in model mode) with `weights` (kernel, recurrent_kernel, bias: tensors); `probes`
     (probe_h, probe_c) [T, B, H] (probe_c only for an LSTM), in the order the run returns its
     arrays in (`CellRun`); `mask` [T, B] 0/1 or None. x and the mask by input position;
-    `backwards` reads them from the end (Keras's go_backwards)."""
+    `backwards` reads them from the end (Keras's go_backwards). `share`: how many directions
+    run at once (a Bidirectional's two), each on its share of the native kernels' threads."""
     kernel, recurrent, bias = weights["kernel"], weights["recurrent_kernel"], weights["bias"]
     acts = cell_activations(cell, args)
     if mask is not None:  # exactly 0 or 1 from here on, never differentiated
         mask = tf.stop_gradient(tf.cast(tf.not_equal(mask, tf.zeros_like(mask)), x.dtype))
     if cell == "lstm" and fast_lstm(args):
         h, c, gates = lstm_sequence(x, h0, h0, kernel, recurrent, bias, *probes, mask=mask,
-                                    with_gates=True, reverse=backwards)  # fmt: skip
+                                    with_gates=True, reverse=backwards, share=share)  # fmt: skip
         return CellRun(h, c, gates, *saturations(acts, None, gates), mask, input_order=backwards)
-    if backwards:  # the other cells run on the sequence reversed
+    gru_after = cell == "gru" and len(bias.shape) == 2
+    order = {"reverse": backwards, "share": share}  # the native kernels' StepOrder
+    if cell == "gru" and native.gru_native(acts[0].name, acts[2].name, x.dtype):
+        zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
+        h, gates = native.gru_sequence(zx, h0, recurrent, bias[1] if gru_after else None,
+                                       probes[0], mask, acts[0].name, acts[2].name, **order)
+        return CellRun(h, None, gates, *saturations(acts, None, gates), mask, backwards)
+    if cell == "simple_rnn" and native.rnn_native(acts[0].name, x.dtype):
+        zx = tf.einsum("tbi,ig->tbg", x, kernel) + bias
+        h, gates = native.rnn_sequence(zx, h0, recurrent, probes[0], mask, acts[0].name, **order)
+        return CellRun(h, None, gates, *saturations(acts, None, gates), mask, backwards)
+    if backwards:  # the loops run on the sequence reversed
         x = tf.reverse(x, [0])
         mask = None if mask is None else tf.reverse(mask, [0])
-    gru_after = cell == "gru" and len(bias.shape) == 2
     zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
     c = gates = None
     if cell == "lstm" or not hand_differentiable(*(a.name for a in acts)):
         step = _STEPS[cell](acts, recurrent, bias[1] if gru_after else None, args)
         h, c, pre = generic_sequence(step, zx, h0, probes, mask, lstm=cell == "lstm")
-    elif cell == "gru" and native.gru_native(acts[0].name, acts[2].name, x.dtype):
-        h, gates = native.gru_sequence(zx, h0, recurrent, bias[1] if gru_after else None,
-                                       probes[0], mask, acts[0].name, acts[2].name)  # fmt: skip
-        return CellRun(h, None, gates, *saturations(acts, None, gates), mask)
     elif cell == "gru" and gru_after:
         h, pre, gates = _gru_loop(acts[2].name, acts[0].name, True)(
             zx, h0, recurrent, bias[1], probes[0], *_mask_args(mask))
     elif cell == "gru":
         h, pre, gates = _gru_loop(acts[2].name, acts[0].name, False)(
             zx, h0, recurrent, probes[0], *_mask_args(mask))
-    elif cell == "simple_rnn" and native.rnn_native(acts[0].name, x.dtype):
-        h, gates = native.rnn_sequence(zx, h0, recurrent, probes[0], mask, acts[0].name)
-        return CellRun(h, None, gates, *saturations(acts, None, gates), mask)
     else:
         h, pre, gates = _simple_rnn_loop(acts[0].name)(zx, h0, recurrent, probes[0],
                                                        *_mask_args(mask))  # fmt: skip

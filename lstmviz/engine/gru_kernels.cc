@@ -72,7 +72,9 @@ absl::Status WithKinds(Kind gate, Kind act, Fn&& fn) {
 struct Activations {
   Kind gate, act;
   bool reset_after;
+  StepOrder order;
   absl::Status Read(OpKernelConstruction* ctx) {
+    TF_RETURN_IF_ERROR(order.Read(ctx));
     std::string gate_name, act_name;
     TF_RETURN_IF_ERROR(ctx->GetAttr("gate", &gate_name));
     TF_RETURN_IF_ERROR(ctx->GetAttr("activation", &act_name));
@@ -98,6 +100,8 @@ REGISTER_OP("LstmvizGruForward")
     .Attr("reset_after: bool")
     .Attr("gate: string")        // the recurrent_activation's Keras name
     .Attr("activation: string")  // the candidate's
+    .Attr("reverse: bool = false")  // StepOrder (kernel_common.h)
+    .Attr("share: int = 1")
     .Output("h: float")          // [T, B, H]
     .Output("gates: float")      // [T, B, 3H]: z, r, h̃ at every step
     .Output("recurrent_h: float")  // reset_after: [T, B, H] m_h = h_{t-1}·U_h + β_h; else [0]
@@ -126,6 +130,8 @@ REGISTER_OP("LstmvizGruBackward")
     .Attr("reset_after: bool")
     .Attr("gate: string")
     .Attr("activation: string")
+    .Attr("reverse: bool = false")  // the forward's StepOrder
+    .Attr("share: int = 1")
     .Output("dzx: float")          // [T, B, 3H]: dL/dzx
     .Output("dh: float")           // [T, B, H]: total dL/dh_t through the recurrence
     .Output("dh0: float")          // [B, H]
@@ -175,7 +181,7 @@ class GruForward : public OpKernel {
                             &extra_out));
     Buffers b{T, B, H, zx.flat<float>().data(), h0.flat<float>().data(),
               recurrent.flat<float>().data(), beta, mask, h_out->flat<float>().data(),
-              gates_out->flat<float>().data(), extra_out->flat<float>().data()};
+              gates_out->flat<float>().data(), extra_out->flat<float>().data(), kinds_.order};
     OP_REQUIRES_OK(ctx, WithKinds(kinds_.gate, kinds_.act, [&](auto gate, auto act) {
       if (kinds_.reset_after) {
         RunAfter<decltype(gate)::value, decltype(act)::value>(ctx, b);
@@ -190,13 +196,15 @@ class GruForward : public OpKernel {
     int64_t T, B, H;
     const float *zx, *h0, *recurrent, *beta, *mask;
     float *hs, *gates, *extra;
+    StepOrder order;
 
-    // Step t of the n rows from r0: their first row's index t·B + r0 and, in *h_prev, their
-    // h_{t-1} (h0's for t = 0); adds their rows of zx and gates to `next`.
-    int64_t Step(int64_t t, int64_t r0, int64_t n, lstmviz::Prefetch& next,
+    // The step-th step run, of the n rows from r0: their first row's index t·B + r0 (t its
+    // input position) and, in *h_prev, the h of the step run before (h0's for the first);
+    // adds their rows of zx and gates to `next`.
+    int64_t Step(int64_t step, int64_t r0, int64_t n, lstmviz::Prefetch& next,
                  const float** h_prev) const {
-      const int64_t row = t * B + r0;
-      *h_prev = t == 0 ? h0 + r0 * H : hs + (row - B) * H;
+      const int64_t row = order.At(step, T) * B + r0;
+      *h_prev = step == 0 ? h0 + r0 * H : hs + (row - order.Back(B)) * H;
       next.Add(zx + row * 3 * H, n * 3 * H);
       next.Add(gates + row * 3 * H, n * 3 * H, true);
       return row;
@@ -213,10 +221,10 @@ class GruForward : public OpKernel {
     ForRowBlocks(ctx, B, [&](int64_t, int64_t r0, int64_t r1, const auto& stop) {
       const int64_t n = r1 - r0, width = weights.padded_columns();
       Eigen::ArrayXf m(n * width);
-      for (int64_t t = 0; t < T && !stop(); ++t) {
+      for (int64_t step = 0; step < T && !stop(); ++step) {
         lstmviz::Prefetch next;
         const float* h_prev;
-        const int64_t row = b.Step(t, r0, n, next, &h_prev);
+        const int64_t row = b.Step(step, r0, n, next, &h_prev);
         next.Add(b.extra + row * H, n * H, true);
         next.Add(b.hs + row * H, n * H, true);
         weights.Multiply(n, {{h_prev, H, 1, H}}, m.data(), width, &next);
@@ -241,7 +249,7 @@ class GruForward : public OpKernel {
           });
         }
       }
-    }, "GRU");
+    }, "GRU", b.order.share);
   }
 
   // Without reset_after: z, r from h_{t-1}·U_zr, then h̃ from (r ⊙ h_{t-1})·U_h.
@@ -254,10 +262,10 @@ class GruForward : public OpKernel {
     ForRowBlocks(ctx, B, [&](int64_t, int64_t r0, int64_t r1, const auto& stop) {
       const int64_t n = r1 - r0, width_zr = u_zr.padded_columns(), width_h = u_h.padded_columns();
       Eigen::ArrayXf m(n * width_zr), mh(n * width_h), rh(n * H);
-      for (int64_t t = 0; t < T && !stop(); ++t) {
+      for (int64_t step = 0; step < T && !stop(); ++step) {
         lstmviz::Prefetch next;
         const float* h_prev;
-        const int64_t row = b.Step(t, r0, n, next, &h_prev);
+        const int64_t row = b.Step(step, r0, n, next, &h_prev);
         next.Add(b.hs + row * H, n * H, true);
         u_zr.Multiply(n, {{h_prev, H, 1, H}}, m.data(), width_zr, &next);
         for (int64_t r = 0; r < n; ++r) {
@@ -288,7 +296,7 @@ class GruForward : public OpKernel {
           });
         }
       }
-    }, "GRU");
+    }, "GRU", b.order.share);
   }
 
   Activations kinds_;
@@ -325,7 +333,7 @@ class GruBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, recurrent.shape(), &du_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({3 * H}), &dbeta_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(5, TensorShape({T, 2}), &norms_out));
-    const int64_t blocks = RowBlocks(ctx, B);
+    const int64_t blocks = RowBlocks(ctx, B, kinds_.order.share);
     Buffers b{T,
               B,
               H,
@@ -339,7 +347,8 @@ class GruBackward : public OpKernel {
               dzx_out->flat<float>().data(),
               dh_out->flat<float>().data(),
               dh0_out->flat<float>().data(),
-              lstmviz::StepSquares(blocks, T, 2)};
+              lstmviz::StepSquares(blocks, T, 2),
+              kinds_.order};
     float *du = du_out->flat<float>().data(), *dbeta = dbeta_out->flat<float>().data();
     OP_REQUIRES_OK(ctx, WithKinds(kinds_.gate, kinds_.act, [&](auto gate, auto act) {
       if (kinds_.reset_after) {
@@ -362,6 +371,7 @@ class GruBackward : public OpKernel {
     const float *recurrent, *h0, *hs, *gates, *extra, *direct, *mask;
     float *dzx, *dhs, *dh0;
     lstmviz::StepSquares squares;  // ‖dh_t‖, ‖direct_t‖
+    StepOrder order;
   };
 
   // Σ over blocks, in block order, of rows [0, rows) of the partials [·, ld] into out [rows,
@@ -387,7 +397,8 @@ class GruBackward : public OpKernel {
     Panels recurrent_t(H, 3 * H);
     recurrent_t.Append(b.recurrent, 3 * H, 1, 3 * H);
     const int64_t gradient_width = Panels::PaddedColumns(3 * H);
-    std::vector<Eigen::ArrayXf> partials(RowBlocks(ctx, B));
+    std::vector<Eigen::ArrayXf> partials(RowBlocks(ctx, B, b.order.share));
+    const int64_t back = b.order.Back(B);
     ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
       const int64_t n = r1 - r0, width = recurrent_t.padded_columns();
       const int64_t chunk_steps = (kChunkDepth + n - 1) / std::max<int64_t>(n, 1);
@@ -397,13 +408,13 @@ class GruBackward : public OpKernel {
       partial.setZero(wide * gradient_width);
       Panels dm_chunk(3 * H, chunk_steps * n);
       int64_t chunked = 0;
-      for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
-        const int64_t row = t * B + r0;
+      for (int64_t step = T - 1; step >= 0 && !stop(); --step) {
+        const int64_t t = b.order.At(step, T), row = t * B + r0;
         Packet square[2] = {Packet{}, Packet{}};
         float tail[2] = {0.0f, 0.0f};
         for (int64_t r = 0; r < n; ++r) {
           const int64_t at = (row + r) * H;
-          const float *hp = t == 0 ? b.h0 + (r0 + r) * H : b.hs + at - B * H,
+          const float *hp = step == 0 ? b.h0 + (r0 + r) * H : b.hs + at - back * H,
                       *g = b.gates + (row + r) * 3 * H, *mh_row = b.extra + at;
           float *dh_in = dh_next.data() + r * width, *dzx = b.dzx + (row + r) * 3 * H,
                 *dm_row = dm.data() + r * 3 * H;
@@ -428,17 +439,17 @@ class GruBackward : public OpKernel {
         }
         b.squares.Add(block, t, square, tail);
         lstmviz::Prefetch next;
-        if (t > 0) {
-          const int64_t before = row - B;
+        if (step > 0) {
+          const int64_t before = row - back;
           next.Add(b.gates + before * 3 * H, n * 3 * H);
           next.Add(b.extra + before * H, n * H);
-          next.Add(t == 1 ? b.h0 + r0 * H : b.hs + (before - B) * H, n * H);
+          next.Add(step == 1 ? b.h0 + r0 * H : b.hs + (before - back) * H, n * H);
           if (b.direct != nullptr) next.Add(b.direct + before * H, n * H);
           next.Add(b.dzx + before * 3 * H, n * 3 * H, true);
           next.Add(b.dhs + before * H, n * H, true);
         }
         dm_chunk.Append(dm.data(), n, 3 * H, 1);
-        if (++chunked == chunk_steps || t == 0) {
+        if (++chunked == chunk_steps || step == 0) {
           dm_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}}, partial.data(),
                                   gradient_width, &next);
           dm_chunk.Clear();
@@ -450,7 +461,7 @@ class GruBackward : public OpKernel {
       for (int64_t r = 0; r < n; ++r) {
         std::copy_n(dh_next.data() + r * width, H, b.dh0 + (r0 + r) * H);
       }
-    }, "GRU");
+    }, "GRU", b.order.share);
     if (!ctx->status().ok()) return;
     SumPartials(partials, 0, H, 3 * H, gradient_width, du, 3 * H);
     SumPartials(partials, H, 1, 3 * H, gradient_width, dbeta, 3 * H);
@@ -467,7 +478,8 @@ class GruBackward : public OpKernel {
     u_zr_t.Append(b.recurrent, 2 * H, 1, 3 * H);
     u_h_t.Append(b.recurrent + 2 * H, H, 1, 3 * H);
     const int64_t width_zr = Panels::PaddedColumns(2 * H), width_h = Panels::PaddedColumns(H);
-    std::vector<Eigen::ArrayXf> partials(RowBlocks(ctx, B));
+    std::vector<Eigen::ArrayXf> partials(RowBlocks(ctx, B, b.order.share));
+    const int64_t back = b.order.Back(B);
     ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
       const int64_t n = r1 - r0, width = u_zr_t.padded_columns();
       const int64_t chunk_steps = (kChunkDepth + n - 1) / std::max<int64_t>(n, 1);
@@ -478,9 +490,9 @@ class GruBackward : public OpKernel {
       partial.setZero(H * (width_zr + width_h));
       Panels zr_chunk(2 * H, chunk_steps * n), h_chunk(H, chunk_steps * n);
       int64_t chunked = 0;
-      for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
-        const int64_t row = t * B + r0;
-        const float* h_prev = t == 0 ? b.h0 + r0 * H : b.hs + (row - B) * H;
+      for (int64_t step = T - 1; step >= 0 && !stop(); --step) {
+        const int64_t t = b.order.At(step, T), row = t * B + r0;
+        const float* h_prev = step == 0 ? b.h0 + r0 * H : b.hs + (row - back) * H;
         float* dzx_step = b.dzx + row * 3 * H;
         Packet square[2] = {Packet{}, Packet{}};
         float tail[2] = {0.0f, 0.0f};
@@ -516,17 +528,17 @@ class GruBackward : public OpKernel {
           });
         }
         lstmviz::Prefetch next;
-        if (t > 0) {
-          const int64_t before = row - B;
+        if (step > 0) {
+          const int64_t before = row - back;
           next.Add(b.gates + before * 3 * H, n * 3 * H);
-          next.Add(t == 1 ? b.h0 + r0 * H : b.hs + (before - B) * H, n * H);
+          next.Add(step == 1 ? b.h0 + r0 * H : b.hs + (before - back) * H, n * H);
           if (b.direct != nullptr) next.Add(b.direct + before * H, n * H);
           next.Add(b.dzx + before * 3 * H, n * 3 * H, true);
           next.Add(b.dhs + before * H, n * H, true);
         }
         zr_chunk.Append(dzx_step, n, 3 * H, 1);
         h_chunk.Append(dzx_step + 2 * H, n, 3 * H, 1);
-        if (++chunked == chunk_steps || t == 0) {
+        if (++chunked == chunk_steps || step == 0) {
           zr_chunk.Multiply<true>(H, {{chunk.data(), 1, wide, chunked * n}}, partial.data(),
                                   width_zr + width_h);
           h_chunk.Multiply<true>(H, {{chunk.data() + H, 1, wide, chunked * n}},
@@ -540,7 +552,7 @@ class GruBackward : public OpKernel {
       for (int64_t r = 0; r < n; ++r) {
         std::copy_n(dh_next.data() + r * width, H, b.dh0 + (r0 + r) * H);
       }
-    }, "GRU");
+    }, "GRU", b.order.share);
     if (!ctx->status().ok()) return;
     const int64_t ld = width_zr + width_h;
     for (int64_t m = 0; m < H; ++m) {

@@ -28,20 +28,41 @@ inline std::atomic<int64_t> interrupts{0};
 
 using RowBlockFn = std::function<void(int64_t, int64_t, int64_t, const std::function<bool()>&)>;
 
+// The attributes every sequence op takes: `reverse`, the sequence read from its end (Keras's
+// go_backwards) with every [T, ·] array, inputs and outputs, indexed by input position all the
+// same; `share`, how many such ops run at once (a Bidirectional's two directions), each on its
+// share of the intra-op threads (RowBlocks).
+struct StepOrder {
+  bool reverse = false;
+  int64_t share = 1;
+
+  absl::Status Read(tensorflow::OpKernelConstruction* ctx) {
+    TF_RETURN_IF_ERROR(ctx->GetAttr("reverse", &reverse));
+    return ctx->GetAttr("share", &share);
+  }
+  // The input position of the s-th step run, of T.
+  int64_t At(int64_t s, int64_t T) const { return reverse ? T - 1 - s : s; }
+  // A step's first row (t·B + r) less that of the step run before it.
+  int64_t Back(int64_t B) const { return reverse ? -B : B; }
+};
+
 // How many blocks ForRowBlocks cuts a batch into: one per intra-op thread, at most one per row.
-inline int64_t RowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch) {
+// `share` ops running at once (a Bidirectional's two directions) each take 1/share of the
+// threads: fewer, taller blocks than the threads could run alone, and no more blocks in all
+// than threads.
+inline int64_t RowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch, int64_t share = 1) {
   const int64_t threads = ctx->device()->tensorflow_cpu_worker_threads()->workers->NumThreads();
-  return std::max<int64_t>(1, std::min<int64_t>(threads, batch));
+  return std::max<int64_t>(1, std::min<int64_t>(threads / std::max<int64_t>(share, 1), batch));
 }
 
 // Calls fn(block, first_row, end_row, stop) for the RowBlocks contiguous blocks of [0, batch),
 // in parallel; fn polls stop() once per step. The op fails with Cancelled ("<cell> run
 // interrupted") when lstmviz_interrupt() was called meanwhile.
 inline void ForRowBlocks(tensorflow::OpKernelContext* ctx, int64_t batch, const RowBlockFn& fn,
-                         const char* cell = "LSTM") {
+                         const char* cell = "LSTM", int64_t share = 1) {
   const int64_t epoch = interrupts.load();
   const std::function<bool()> stop = [epoch] { return interrupts.load() != epoch; };
-  const int64_t blocks = RowBlocks(ctx, batch);
+  const int64_t blocks = RowBlocks(ctx, batch, share);
   using Pool = tensorflow::thread::ThreadPool;
   ctx->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
       blocks, Pool::SchedulingParams(Pool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1),
@@ -230,6 +251,7 @@ using lstmviz::Packet;
 using lstmviz::Panels;
 using lstmviz::RowBlocks;
 using lstmviz::Sigmoid;
+using lstmviz::StepOrder;
 using lstmviz::Store;
 using lstmviz::Tanh;
 using tensorflow::OpKernel;

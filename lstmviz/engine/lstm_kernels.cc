@@ -88,9 +88,8 @@ REGISTER_OP("LstmvizSequenceForward")
     // false: the probes are zeros by definition (native.unread_probes), their values neither
     // written nor read: only what dL/dh_t and dL/dc_t are the gradients of.
     .Attr("read_probes: bool = true")
-    // true: the cell reads the sequence from its end (Keras's go_backwards); every [T, ·] array,
-    // inputs and outputs, stays indexed by input position t.
-    .Attr("reverse: bool = false")
+    .Attr("reverse: bool = false")  // StepOrder (kernel_common.h)
+    .Attr("share: int = 1")
     // The gates panel's statistics of the activations (gate_sums.h), one value per gate i, f,
     // g, o each; none: not summed (sums [0, 3, 4], unit_sums [0]).
     .Attr("centres: list(float) = []")
@@ -131,7 +130,8 @@ REGISTER_OP("LstmvizSequenceBackward")
     .Attr("dh_given: int >= 0")
     .Attr("dc_given: int >= 0")
     .Attr("masks: int >= 0")
-    .Attr("reverse: bool = false")  // the forward's: the sequence was read from its end
+    .Attr("reverse: bool = false")  // the forward's StepOrder
+    .Attr("share: int = 1")
     .Output("dz: float")            // [T, B, 4H], dL/d(gate pre-activations); may reuse `gates`
     .Output("dh: float")            // [T, B, H], total dL/dh_t through the recurrence
     .Output("dc: float")            // [T, B, H], total dL/dc_t
@@ -164,7 +164,7 @@ class SequenceForward : public OpKernel {
  public:
   explicit SequenceForward(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("read_probes", &read_probes_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("reverse", &reverse_));
+    OP_REQUIRES_OK(ctx, order_.Read(ctx));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("centres", &centres_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("bounds", &bounds_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("diagnosis_bounds", &diagnosis_));
@@ -200,7 +200,9 @@ class SequenceForward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(3, TensorShape({summed ? T : 0, 3, 4}), &sums_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(4, TensorShape({summed ? 4 * H : 0}), &unit_sums_out));
     std::optional<lstmviz::GateSums> sums;
-    if (summed) sums.emplace(RowBlocks(ctx, B), T, H, centres_, bounds_, diagnosis_);
+    if (summed) {
+      sums.emplace(RowBlocks(ctx, B, order_.share), T, H, centres_, bounds_, diagnosis_);
+    }
     const float *xs = x.flat<float>().data(), *h_init = h0.flat<float>().data(),
                 *c_init = c0.flat<float>().data(),
                 *ph = read_probes_ ? probe_h.flat<float>().data() : nullptr,
@@ -214,7 +216,7 @@ class SequenceForward : public OpKernel {
     weights.Append(kernel.flat<float>().data(), I, 4 * H, 1);
     weights.Append(recurrent.flat<float>().data(), H, 4 * H, 1);
     weights.SetInit(bias.flat<float>().data());
-    const int64_t back = reverse_ ? -B : B;  // a step's first row less the step before's
+    const int64_t back = order_.Back(B);
 
     // kMasked (Masked or Unmasked), kProbed (the probes are read) and kSummed (the gate
     // statistics) pick the instantiation; the unmasked one is the mask-free code, with no
@@ -227,11 +229,11 @@ class SequenceForward : public OpKernel {
         if constexpr (kSummed) step_sums.emplace(sums->At(block));
         const int64_t n = r1 - r0, width = weights.padded_columns();
         Eigen::ArrayXf z(n * width);
-        for (int64_t s = 0; s < T && !stop(); ++s) {
-          const int64_t t = reverse_ ? T - 1 - s : s;  // the input position of step s
+        for (int64_t step = 0; step < T && !stop(); ++step) {
+          const int64_t t = order_.At(step, T);
           const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
-          const float* h_prev = s == 0 ? h_init + r0 * H : hs + (row - back) * H;
-          const float* c_prev_block = s == 0 ? c_init + r0 * H : cs + (row - back) * H;
+          const float* h_prev = step == 0 ? h_init + r0 * H : hs + (row - back) * H;
+          const float* c_prev_block = step == 0 ? c_init + r0 * H : cs + (row - back) * H;
           // What this step's gate pass reads and writes, and the next step's x.
           lstmviz::Prefetch next;
           if (ph != nullptr) next.Add(ph + row * H, n * H);
@@ -239,7 +241,7 @@ class SequenceForward : public OpKernel {
           next.Add(gates + row * 4 * H, n * 4 * H, true);
           next.Add(hs + row * H, n * H, true);
           next.Add(cs + row * H, n * H, true);
-          if (s + 1 < T) next.Add(xs + (row + back) * I, n * I);
+          if (step + 1 < T) next.Add(xs + (row + back) * I, n * I);
           weights.Multiply(n, {{xs + row * I, I, 1, I}, {h_prev, H, 1, H}}, z.data(), width,
                            &next);
           for (int64_t r = 0; r < n; ++r) {
@@ -281,7 +283,7 @@ class SequenceForward : public OpKernel {
           }
           if constexpr (kSummed) sums->End(block, t);
         }
-      });
+      }, "LSTM", order_.share);
     };
     // The instantiation for (masked, probed) with kSummed as `summed` says.
     const auto run_summed = [&](auto masked, auto probed) {
@@ -300,14 +302,15 @@ class SequenceForward : public OpKernel {
   }
 
  private:
-  bool read_probes_, reverse_;
+  bool read_probes_;
+  StepOrder order_;
   std::vector<float> centres_, bounds_, diagnosis_;  // the gate statistics' (none: not summed)
 };
 
 class SequenceBackward : public OpKernel {
  public:
   explicit SequenceBackward(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("reverse", &reverse_));
+    OP_REQUIRES_OK(ctx, order_.Read(ctx));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -379,7 +382,7 @@ class SequenceBackward : public OpKernel {
     // load-bound. Each block sums into its own partial; the partials are added in block order,
     // so the result does not depend on which thread finished first.
     constexpr int64_t kChunkDepth = 256;
-    const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B);
+    const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B, order_.share);
     const int64_t gradient_width = Panels::PaddedColumns(4 * H);
     std::vector<Eigen::ArrayXf> partials(blocks);
     // The per-step norms of dh, dc and dh_direct, from the values the gate pass has in
@@ -394,7 +397,7 @@ class SequenceBackward : public OpKernel {
     //   dc_t = a_t + m·dh_t·o_t(1-tanh²ĉ_t)
     //   a_t  = direct_t + m'·dc_{t+1}·f_{t+1} + (1-m')·a_{t+1}
     // where a_t is dL/dc_t other than through h_t: what the carry passes on.
-    const int64_t back = reverse_ ? -B : B;  // a step's first row less the step before's
+    const int64_t back = order_.Back(B);
     const auto run = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
       ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
@@ -408,13 +411,13 @@ class SequenceBackward : public OpKernel {
         Panels dz_chunk(4 * H, chunk_steps * n);
         Eigen::ArrayXf scratch(keep_dz ? 0 : n * 4 * H);  // this step's dz [n, 4H]
         int64_t chunked = 0;  // steps in the chunk so far
-        for (int64_t s = T - 1; s >= 0 && !stop(); --s) {
-          const int64_t t = reverse_ ? T - 1 - s : s;  // the input position of step s
+        for (int64_t step = T - 1; step >= 0 && !stop(); --step) {
+          const int64_t t = order_.At(step, T);
           const int64_t row = t * B + r0;
           float* dz_step = keep_dz ? dzs + row * 4 * H : scratch.data();
           for (int64_t r = 0; r < n; ++r) {
             const int64_t at = (row + r) * H;
-            const float* c_prev = s == 0 ? c_init + (r0 + r) * H : cs + at - back * H;
+            const float* c_prev = step == 0 ? c_init + (r0 + r) * H : cs + at - back * H;
             // The gates and dz may share a buffer: each unit's four gates are read before
             // its four dz are written.
             const float *g_row = gates + (row + r) * 4 * H, *dh_in = dh_next.data() + r * width;
@@ -461,16 +464,16 @@ class SequenceBackward : public OpKernel {
             squares.Add(block, t, square, square_tail);
             float* chunk_row = chunk.data() + (chunked * n + r) * wide;
             std::copy_n(xs + (row + r) * I, I, chunk_row);
-            std::copy_n(s == 0 ? h_init + (r0 + r) * H : hs + at - back * H, H, chunk_row + I);
+            std::copy_n(step == 0 ? h_init + (r0 + r) * H : hs + at - back * H, H, chunk_row + I);
           }
           // What the next step's gate pass reads and writes.
           lstmviz::Prefetch next;
-          if (s > 0) {
-            const int64_t before = row - back;  // step s-1
+          if (step > 0) {
+            const int64_t before = row - back;  // the step run before
             next.Add(gates + before * 4 * H, n * 4 * H, dzs == gates);
             if (keep_dz && dzs != gates) next.Add(dzs + before * 4 * H, n * 4 * H, true);
-            next.Add(s == 1 ? c_init + r0 * H : cs + (before - back) * H, n * H);
-            next.Add(s == 1 ? h_init + r0 * H : hs + (before - back) * H, n * H);
+            next.Add(step == 1 ? c_init + r0 * H : cs + (before - back) * H, n * H);
+            next.Add(step == 1 ? h_init + r0 * H : hs + (before - back) * H, n * H);
             next.Add(xs + before * I, n * I);
             if (dh_d != nullptr) next.Add(dh_d + before * H, n * H);
             if (dc_d != nullptr) next.Add(dc_d + before * H, n * H);
@@ -479,7 +482,7 @@ class SequenceBackward : public OpKernel {
           }
           if (dxs != nullptr) next.Add(dxs + row * I, n * I, true);
           dz_chunk.Append(dz_step, n, 4 * H, 1);
-          if (++chunked == chunk_steps || s == 0) {
+          if (++chunked == chunk_steps || step == 0) {
             dz_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}},
                                     partial.data(), gradient_width, &next);
             dz_chunk.Clear();
@@ -501,7 +504,7 @@ class SequenceBackward : public OpKernel {
           std::copy_n(dh_next.data() + r * width, H, dh0 + (r0 + r) * H);
         }
         std::copy_n(dc_next.data(), n * H, dc0 + r0 * H);
-      });
+      }, "LSTM", order_.share);
     };
     if (mask == nullptr) {
       run(Unmasked{});
@@ -525,7 +528,7 @@ class SequenceBackward : public OpKernel {
     }
   }
  private:
-  bool reverse_;
+  StepOrder order_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("LstmvizSequenceForward").Device(tensorflow::DEVICE_CPU),

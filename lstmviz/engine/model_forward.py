@@ -228,9 +228,9 @@ class ModelForward:
         kept = None if kept is None else tf.transpose(tf.cast(kept, tf.float32))
         return tf.transpose(out, [1, 0, 2]), True, kept
 
-    def _direction(self, spec: DirectionSpec, w: dict, x, mask, tape) -> Direction:
+    def _direction(self, spec: DirectionSpec, w: dict, x, mask, tape, share=1) -> Direction:
         """Run one direction of `spec.cell` over x [T, B, I] (read backwards when its args say
-        `go_backwards`)."""
+        `go_backwards`), one of `share` running at once."""
         backwards = bool(spec.args.get("go_backwards"))
         recurrent = w["recurrent_kernel"]
         bias = w.get("bias")
@@ -250,7 +250,8 @@ class ModelForward:
         if spec.cell != "lstm":
             probes = (probes[0], None)
         weights = {"kernel": w["kernel"], "recurrent_kernel": recurrent, "bias": bias}
-        run = cell_sequence(spec.cell, spec.args, x, state, weights, probes, mask, backwards)
+        run = cell_sequence(spec.cell, spec.args, x, state, weights, probes, mask, backwards,
+                            share)  # fmt: skip
         acts = tuple(act.name for act in cell_activations(spec.cell, spec.args))
         return Direction(spec.name, spec.cell, backwards, run.h, run.c, probes, weights, run.mask,
                          run.gates, run.saturated, run.saturated_diagnosis, acts,
@@ -281,7 +282,7 @@ class ModelForward:
         outputs = []
         for half, spec in zip(("forward", "backward"), layer.directions(), strict=True):
             weights = {k.split("/", 1)[1]: v for k, v in w.items() if k.startswith(half + "/")}
-            direction = self._direction(spec, weights, x, mask, tape)
+            direction = self._direction(spec, weights, x, mask, tape, _side_by_side())
             directions.append(direction)
             # as Keras: the backward half's outputs flipped back to input order
             outputs.append(self._output(direction, {**spec.args, "zero_output_for_mask": sequence},
@@ -296,6 +297,12 @@ class ModelForward:
         if merge == "mul":
             return forward * backward, sequence, halves
         return (forward + backward) / 2.0, sequence, halves
+
+
+def _side_by_side() -> int:
+    """How many of a Bidirectional's directions run at once, each on its share of the native
+    kernels' threads: both, unless TensorFlow runs one op at a time."""
+    return 1 if tf.config.threading.get_inter_op_parallelism_threads() == 1 else 2
 
 
 def gate_activity(direction: Direction) -> dict[str, tf.Tensor]:

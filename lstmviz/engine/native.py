@@ -238,10 +238,15 @@ def _sequence_gradient(op, dh_direct, dc_direct, *_gates_and_sums):
     _, dh, dc, dh0, dc0, d_kernel, d_recurrent, d_bias, _, dx = (
         library().lstmviz_sequence_backward(
             x, recurrent, h0, c0, h, c, gates, _given(dh_direct), _given(dc_direct), mask, kernel,
-            reverse=op.get_attr("reverse"),
+            **_order(op),
         )
     )  # dx (dz_t·kernelᵀ, in the same products as dh_{t-1}) pruned from graphs unless asked for
     return dx, d_kernel, d_recurrent, d_bias, dh0, dc0, dh, dc, *[None] * len(mask)
+
+
+def _order(op: tf.Operation) -> dict:
+    """A forward op's StepOrder attributes (kernel_common.h), for its backward op."""
+    return {"reverse": op.get_attr("reverse"), "share": op.get_attr("share")}
 
 
 # Per backward op: {output index: its column of the norms}, the norms' output, the input
@@ -321,6 +326,7 @@ def sequence(
     with_gates=False,
     read_probes=True,
     reverse=False,
+    share=1,
 ):
     """Every h_t and c_t [T, B, H] from the forward kernel (arguments as cell.lstm_sequence,
     the mask None or float32 [T, B] of 0/1); differentiable through `_sequence_gradient`
@@ -328,11 +334,13 @@ def sequence(
     not differentiated, and the kernel sums the gates panel's statistics of them as it runs
     (`gate_sums`). Without `read_probes` the probes count as zeros (`unread_probes`). With
     `reverse` the cell reads the sequence from its end, every array indexed by input position
-    all the same (no reversed copies)."""
+    all the same (no reversed copies). `share`: how many such ops run at once (a
+    Bidirectional's two directions), each on that share of the intra-op threads."""
     sums = gate_stat_bounds(LSTM_ACTIVATIONS) if with_gates else {}
     h, c, gates, *_ = library().lstmviz_sequence_forward(
         x, kernel, recurrent_kernel, bias, h0, c0, probe_h, probe_c,
-        [] if mask is None else [mask], read_probes=read_probes, reverse=reverse, **sums,
+        [] if mask is None else [mask], read_probes=read_probes, reverse=reverse, share=share,
+        **sums,
     )  # fmt: skip
     return (h, c, tf.stop_gradient(gates)) if with_gates else (h, c)
 
@@ -371,16 +379,18 @@ def gru_native(gate: str, candidate: str, dtype) -> bool:
             and gate in GRU_GATES and candidate in GRU_CANDIDATES)  # fmt: skip
 
 
-def gru_sequence(zx, h0, recurrent, recurrent_bias, probe, mask, gate: str, candidate: str):
+def gru_sequence(zx, h0, recurrent, recurrent_bias, probe, mask, gate: str, candidate: str,
+                 reverse=False, share=1):  # fmt: skip
     """The GRU's forward kernel: zx [T, B, 3H] (x·kernel + the input bias), h0 [B, H],
     recurrent [H, 3H], recurrent_bias [3H] with reset_after or None, probe [T, B, H] (never
     read: its gradient is the total dL/dh_t), mask float [T, B] of 0/1 or None; activations
-    by Keras name (`gru_native`). Returns h [T, B, H] and the gates z, r, h̃ [T, B, 3H] (not
-    differentiated); differentiable through `_gru_gradient` (not with respect to the mask)."""
+    by Keras name (`gru_native`); `reverse` and `share` as `sequence`'s. Returns h [T, B, H]
+    and the gates z, r, h̃ [T, B, 3H] (not differentiated); differentiable through
+    `_gru_gradient` (not with respect to the mask)."""
     h, gates, _ = library().lstmviz_gru_forward(
         zx, h0, recurrent, [] if recurrent_bias is None else [recurrent_bias], probe,
         [] if mask is None else [mask], reset_after=recurrent_bias is not None, gate=gate,
-        activation=candidate,
+        activation=candidate, reverse=reverse, share=share,
     )  # fmt: skip
     return h, tf.stop_gradient(gates)
 
@@ -395,7 +405,7 @@ def _gru_gradient(op, dh_direct, _dgates, _drecurrent_h):
     h, gates, recurrent_h = op.outputs
     dzx, dh, dh0, d_recurrent, d_bias, _ = library().lstmviz_gru_backward(
         recurrent, h0, h, gates, recurrent_h, _given(dh_direct), mask, reset_after=after,
-        gate=op.get_attr("gate"), activation=op.get_attr("activation"),
+        gate=op.get_attr("gate"), activation=op.get_attr("activation"), **_order(op),
     )  # fmt: skip
     return dzx, dh0, d_recurrent, *([d_bias] if after else []), dh, *[None] * len(mask)
 
@@ -409,12 +419,14 @@ def rnn_native(name: str, dtype) -> bool:
     return library() is not None and tf.as_dtype(dtype) == tf.float32 and name in RNN_ACTIVATIONS
 
 
-def rnn_sequence(zx, h0, recurrent, probe, mask, name: str):
+def rnn_sequence(zx, h0, recurrent, probe, mask, name: str, reverse=False, share=1):
     """The SimpleRNN's forward kernel: zx [T, B, H] (x·kernel + bias), h0 [B, H], recurrent
-    [H, H], probe and mask as `gru_sequence`'s, the activation by Keras name (`rnn_native`).
-    Returns h [T, B, H] and act's output at every step [T, B, H] (not differentiated)."""
+    [H, H], probe, mask, `reverse` and `share` as `gru_sequence`'s, the activation by Keras
+    name (`rnn_native`). Returns h [T, B, H] and act's output at every step [T, B, H] (not
+    differentiated)."""
     masks = [] if mask is None else [mask]
-    h, gates = library().lstmviz_rnn_forward(zx, h0, recurrent, probe, masks, activation=name)
+    h, gates = library().lstmviz_rnn_forward(zx, h0, recurrent, probe, masks, activation=name,
+                                             reverse=reverse, share=share)  # fmt: skip
     return h, tf.stop_gradient(gates)
 
 
@@ -425,7 +437,8 @@ def _rnn_gradient(op, dh_direct, _dgates):
     _, h0, recurrent, _, *mask = op.inputs
     h, gates = op.outputs
     dzx, dh, dh0, d_recurrent, _ = library().lstmviz_rnn_backward(
-        recurrent, h0, h, gates, _given(dh_direct), mask, activation=op.get_attr("activation"))
+        recurrent, h0, h, gates, _given(dh_direct), mask, activation=op.get_attr("activation"),
+        **_order(op))  # fmt: skip
     return dzx, dh0, d_recurrent, dh, *[None] * len(mask)
 
 

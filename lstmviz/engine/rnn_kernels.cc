@@ -60,6 +60,8 @@ REGISTER_OP("LstmvizRnnForward")
     .Input("mask: masks * float")
     .Attr("masks: int >= 0")
     .Attr("activation: string")
+    .Attr("reverse: bool = false")  // StepOrder (kernel_common.h)
+    .Attr("share: int = 1")
     .Output("h: float")      // [T, B, H]
     .Output("gates: float")  // [T, B, H]: act(zx_t + h_{t-1}·U) at every step
     .SetShapeFn([](InferenceContext* ctx) {
@@ -78,6 +80,8 @@ REGISTER_OP("LstmvizRnnBackward")
     .Attr("dh_given: int >= 0")
     .Attr("masks: int >= 0")
     .Attr("activation: string")
+    .Attr("reverse: bool = false")  // the forward's StepOrder
+    .Attr("share: int = 1")
     .Output("dzx: float")          // [T, B, H]
     .Output("dh: float")           // [T, B, H]: total dL/dh_t
     .Output("dh0: float")          // [B, H]
@@ -98,6 +102,7 @@ class RnnForward : public OpKernel {
  public:
   explicit RnnForward(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadKind(ctx, &act_));
+    OP_REQUIRES_OK(ctx, order_.Read(ctx));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -118,14 +123,15 @@ class RnnForward : public OpKernel {
     float *hs = h_out->flat<float>().data(), *ys = gates_out->flat<float>().data();
     Panels weights(H, H);
     weights.Append(recurrent.flat<float>().data(), H, H, 1);
+    const int64_t back = order_.Back(B);
     OP_REQUIRES_OK(ctx, WithKind(act_, [&](auto act) {
       constexpr Kind A = decltype(act)::value;
       ForRowBlocks(ctx, B, [&](int64_t, int64_t r0, int64_t r1, const auto& stop) {
         const int64_t n = r1 - r0, width = weights.padded_columns();
         Eigen::ArrayXf m(n * width);
-        for (int64_t t = 0; t < T && !stop(); ++t) {
-          const int64_t row = t * B + r0;
-          const float* h_prev = t == 0 ? h0 + r0 * H : hs + (row - B) * H;
+        for (int64_t step = 0; step < T && !stop(); ++step) {
+          const int64_t row = order_.At(step, T) * B + r0;
+          const float* h_prev = step == 0 ? h0 + r0 * H : hs + (row - back) * H;
           lstmviz::Prefetch next;
           next.Add(zxs + row * H, n * H);
           next.Add(ys + row * H, n * H, true);
@@ -144,18 +150,20 @@ class RnnForward : public OpKernel {
             });
           }
         }
-      }, "SimpleRNN");
+      }, "SimpleRNN", order_.share);
     }));
   }
 
  private:
   Kind act_;
+  StepOrder order_;
 };
 
 class RnnBackward : public OpKernel {
  public:
   explicit RnnBackward(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadKind(ctx, &act_));
+    OP_REQUIRES_OK(ctx, order_.Read(ctx));
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -185,7 +193,8 @@ class RnnBackward : public OpKernel {
     Panels recurrent_t(H, H);
     recurrent_t.Append(recurrent.flat<float>().data(), H, 1, H);
     constexpr int64_t kChunkDepth = 128;  // as the GRU's
-    const int64_t blocks = lstmviz::RowBlocks(ctx, B), gradient_width = Panels::PaddedColumns(H);
+    const int64_t blocks = lstmviz::RowBlocks(ctx, B, order_.share),
+                  gradient_width = Panels::PaddedColumns(H), back = order_.Back(B);
     std::vector<Eigen::ArrayXf> partials(blocks);
     lstmviz::StepSquares squares(blocks, T, 2);  // ‖dh_t‖, ‖direct_t‖
     OP_REQUIRES_OK(ctx, WithKind(act_, [&](auto act) {
@@ -198,9 +207,9 @@ class RnnBackward : public OpKernel {
         partial.setZero(H * gradient_width);
         Panels g_chunk(H, chunk_steps * n);
         int64_t chunked = 0;
-        for (int64_t t = T - 1; t >= 0 && !stop(); --t) {
-          const int64_t row = t * B + r0;
-          const float* h_prev = t == 0 ? h0 + r0 * H : hs + (row - B) * H;
+        for (int64_t step = T - 1; step >= 0 && !stop(); --step) {
+          const int64_t t = order_.At(step, T), row = t * B + r0;
+          const float* h_prev = step == 0 ? h0 + r0 * H : hs + (row - back) * H;
           Packet square[2] = {Packet{}, Packet{}};
           float tail[2] = {0.0f, 0.0f};
           for (int64_t r = 0; r < n; ++r) {
@@ -217,15 +226,15 @@ class RnnBackward : public OpKernel {
           squares.Add(block, t, square, tail);
           std::copy_n(h_prev, n * H, chunk.data() + chunked * n * H);
           lstmviz::Prefetch next;
-          if (t > 0) {
-            const int64_t before = row - B;
+          if (step > 0) {
+            const int64_t before = row - back;
             next.Add(ys + before * H, n * H);
             if (direct != nullptr) next.Add(direct + before * H, n * H);
             next.Add(dzxs + before * H, n * H, true);
             next.Add(dhs + before * H, n * H, true);
           }
           g_chunk.Append(dzxs + row * H, n, H, 1);
-          if (++chunked == chunk_steps || t == 0) {
+          if (++chunked == chunk_steps || step == 0) {
             g_chunk.Multiply<true>(H, {{chunk.data(), 1, H, chunked * n}}, partial.data(),
                                    gradient_width, &next);
             g_chunk.Clear();
@@ -237,7 +246,7 @@ class RnnBackward : public OpKernel {
         for (int64_t r = 0; r < n; ++r) {
           std::copy_n(dh_next.data() + r * width, H, dh0 + (r0 + r) * H);
         }
-      }, "SimpleRNN");
+      }, "SimpleRNN", order_.share);
     }));
     if (!ctx->status().ok()) return;
     squares.Write(ctx, norms_out->flat<float>().data(), {dhs, direct}, B * H);
@@ -253,6 +262,7 @@ class RnnBackward : public OpKernel {
 
  private:
   Kind act_;
+  StepOrder order_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("LstmvizRnnForward").Device(tensorflow::DEVICE_CPU), RnnForward);
