@@ -16,7 +16,10 @@ direct dL/dh_t, dL/dc_t, weight gradients, gates, saliency); between its calls t
 weights change (as between a notebook's training steps), so no call can reuse a result.
 
 First calls: TensorFlow is warmed up on an unrelated small gradient first, so that neither
-first call pays its start-up; then Keras's first call, then lstmviz's (tracing included).
+first call pays its start-up; then Keras's first call, then lstmviz's (tracing included),
+each after a full garbage collection: tracing allocates enough to set off Python's, and
+whether one of its full passes (some 100 ms with TensorFlow and Keras loaded) falls into a
+first call otherwise depends on what happened to be imported before.
 Then medians of --repeats calls, the two interleaved, so that load from other processes hits
 them alike. The load average is printed at the start and the end.
 """
@@ -24,6 +27,7 @@ them alike. The load average is printed at the start and the end.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -109,9 +113,12 @@ def main(argv=None) -> None:
         return time.perf_counter() - start
 
     _warm_up()
+    gc.collect()
     start = time.perf_counter()
     keras_call()
-    first = {"keras": time.perf_counter() - start, "lstmviz": lstmviz_call()}
+    first = {"keras": time.perf_counter() - start}
+    gc.collect()
+    first["lstmviz"] = lstmviz_call()
     times: dict[str, list[float]] = {"keras": [], "lstmviz": []}
     for _ in range(args.repeats):
         start = time.perf_counter()
