@@ -51,7 +51,7 @@ def norms(g) -> np.ndarray:
 
 def _forget_compiled() -> None:
     """Drop every compiled graph that holds one kernel or the other."""
-    gradients.compiled_step.cache_clear()
+    gradients._compiled_step.cache_clear()
     model_engine._COMPILED.clear()
 
 

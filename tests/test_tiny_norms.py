@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 
+from lstmviz.engine import native
 from lstmviz.engine.batchwise import batchwise_gradients
 from lstmviz.engine.model import model_gradients
 from lstmviz.engine.multipass import multipass_gradients
@@ -52,6 +53,23 @@ def test_taped_norms_of_vanishing_gradients(kernel, case):  # noqa: F811
     kernel.ran(trace)
     assert_norms(trace.norm_h_total, trace.grad_h_total, "norm_h_total")
     assert_norms(trace.norm_c_total, trace.grad_c_total, "norm_c_total")
+
+
+def test_a_step_traced_with_the_loops_is_not_taken_for_exact(case, monkeypatch):
+    """The compiled step is kept per kernel: the while-loops' graph (float32 norms, which NumPy
+    corrects) is not run again once the native kernels (exact norms, kept as they are) are
+    back; a reused graph would show norms of 0 at the vanishing steps."""
+    if native.library() is None:
+        pytest.skip(native.status())
+    x, w, target = case
+    loaded = native.library
+    monkeypatch.setattr(native, "library", lambda: None)
+    loops = taped_gradients(x, w, loss="last_mse", target=target)
+    monkeypatch.setattr(native, "library", loaded)
+    fast = taped_gradients(x, w, loss="last_mse", target=target)
+    assert (str(loops["lstm_kernel"]), str(fast["lstm_kernel"])) == ("while_loop", "native")
+    for trace in (loops, fast):
+        assert_norms(trace.norm_h_total, trace.grad_h_total, str(trace["lstm_kernel"]))
 
 
 def test_connectivity_of_vanishing_gradients(case):

@@ -40,12 +40,17 @@ def problem_arrays(problem: Problem) -> dict[str, np.ndarray]:
 TINY_NORM = 1e-10
 
 
-def exact_norm(norm: np.ndarray, grad, scale: np.float32 | None = None) -> np.ndarray:
+def exact_norm(norm: np.ndarray, grad, scale: np.float32 | None = None,
+               exact: bool = False) -> np.ndarray:  # fmt: skip
     """A float32 per-step norm [..., T] computed in a graph, with the entries float32 cannot
     be trusted with recomputed from grad [..., T, B, H] in float64: non-finite ones (the squares
     overflow for |g| > 1e19) and those below TINY_NORM (they underflow). Only NaN or Inf in grad
     then give a non-finite norm, and a norm is zero only where grad is. With `scale`, `norm` is
-    that of scale·grad (float32, as a trace stores it) and grad is unscaled."""
+    that of scale·grad (float32, as a trace stores it) and grad is unscaled. `exact`: the graph
+    summed those steps exactly itself (the native ops, `native.exact_norms`), and `norm` is
+    kept as it is."""
+    if exact and scale is None:
+        return norm
     redo = ~(np.isfinite(norm) & (norm >= TINY_NORM))
     if not redo.any():
         return norm
@@ -71,21 +76,23 @@ def _runs(redo: np.ndarray) -> list:
     return [slice(start, stop) for start, stop in zip(edges[::2], edges[1::2], strict=True)]
 
 
-def add_norms(arrays: dict[str, np.ndarray], pairs: dict[str, str] = NORMS) -> None:
+def add_norms(arrays: dict[str, np.ndarray], pairs: dict[str, str] = NORMS,
+              exact: bool = False) -> None:  # fmt: skip
     """Add norm[t] = sqrt(sum_{b,j} g[t,b,j]^2) for each gradient present in `arrays`, and
     `nonfinite_steps` (int64): the timesteps t where any state or gradient is NaN or Inf.
 
     A norm already in `arrays` (float32, computed in the engine's graph) is kept, through
-    `exact_norm`. States h, c [..., T, B, H] are scanned step by step only when a last step
-    holds NaN or Inf: a NaN or Inf in a state stays in every later state (f·c + i·g and
-    o·tanh(c) keep it), so finite last states mean finite states throughout.
+    `exact_norm` (`exact`: the graph's norms are exact already). States h, c [..., T, B, H]
+    are scanned step by step only when a last step holds NaN or Inf: a NaN or Inf in a state
+    stays in every later state (f·c + i·g and o·tanh(c) keep it), so finite last states mean
+    finite states throughout.
     """
     bad = None
     for grad_key, norm_key in pairs.items():
         if grad_key in arrays:
             norm = arrays.get(norm_key)
             grad = arrays[grad_key]
-            norm = step_norm(grad) if norm is None else exact_norm(norm, grad)
+            norm = step_norm(grad) if norm is None else exact_norm(norm, grad, exact=exact)
             arrays[norm_key] = norm
             # A norm is finite exactly when every g[t, b, j] is (it sums their squares).
             step_bad = ~np.isfinite(norm)

@@ -6,7 +6,7 @@ them is the total dL/dh_t, dL/dc_t through the recurrence. Every mode gets its g
 - `compiled_step(loss, batch, input_dim, hidden)`: the compiled forward + backward of one LSTM
   under `loss`, called as `step(x, kernel, recurrent_kernel, bias, h0, c0, target, *loss
   weights)`; it returns a dict of tensors keyed by the names below. One cache (an LRU) of
-  compiled steps, keyed by the loss spec and B, I, H.
+  compiled steps, keyed by the loss spec, B, I, H and the LSTM kernel.
 - `watch_probes`, `gradient_sources`, `named_gradients`, `graph_norms`: its parts, for code that
   records its own tape (the multi-pass full path differentiates one tape across passes).
 
@@ -186,7 +186,6 @@ def graph_norms(named: Mapping[str, tf.Tensor], prefix: str = "") -> dict[str, t
     }
 
 
-@functools.lru_cache(maxsize=8)  # a long GUI session tries many shapes; keep the recent ones
 def compiled_step(
     loss: LossSpec, batch: int, input_dim: int, hidden: int, cudnn: bool = False
 ) -> Callable[..., dict[str, tf.Tensor]]:
@@ -197,7 +196,17 @@ def compiled_step(
     With `cudnn` the LSTM runs on cuDNN (GPU only), which has no hook inside its loop: no
     probes, so the dict holds loss, h, grad_h_direct, the weight and initial-state gradients
     and norm_h_direct only.
+
+    Kept per LSTM kernel too (`native.kernel_name`), so that a step's norms are exact exactly
+    when `native.exact_norms()` says so at the time it runs.
     """
+    return _compiled_step(loss, batch, input_dim, hidden, cudnn, native.kernel_name())
+
+
+@functools.lru_cache(maxsize=8)  # a long GUI session tries many shapes; keep the recent ones
+def _compiled_step(loss: LossSpec, batch: int, input_dim: int, hidden: int, cudnn: bool,
+                   kernel: str) -> Callable[..., dict[str, tf.Tensor]]:  # fmt: skip
+    """`compiled_step`'s cache; `kernel` is part of its key only."""
 
     def step(x, kernel, recurrent_kernel, bias, h0, c0, target, *extra):
         weights = {"kernel": kernel, "recurrent_kernel": recurrent_kernel, "bias": bias}

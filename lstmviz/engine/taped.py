@@ -15,7 +15,7 @@ from lstmviz.core.config import RunConfig
 from lstmviz.engine.arrays import add_norms, problem_arrays
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import HiddenLoss, compiled_step, numpy_arrays
-from lstmviz.engine.native import kernel_name
+from lstmviz.engine.native import exact_norms, kernel_name
 from lstmviz.engine.problem import Problem, check_order, check_problem, seeded_problem
 from lstmviz.engine.stopping import Units
 from lstmviz.io.trace import GradientTrace, TraceUpdate
@@ -30,7 +30,7 @@ def compute_taped(problem: Problem, loss: str) -> dict[str, np.ndarray]:
     step = compiled_step(HiddenLoss(loss), batch, input_dim, w.hidden)
     named = step(problem.x, w.kernel, w.recurrent_kernel, w.bias, problem.h0, problem.c0, target)
     arrays = problem_arrays(problem) | numpy_arrays(named)
-    add_norms(arrays)
+    add_norms(arrays, exact=exact_norms())
     return arrays
 
 

@@ -39,7 +39,7 @@ from lstmviz.core.errors import ConfigError, LstmvizError
 from lstmviz.engine.arrays import add_norms, exact_norm
 from lstmviz.engine.connectivity import connectivity
 from lstmviz.engine.gradients import ReadoutLoss, compiled_step, numpy_arrays
-from lstmviz.engine.native import kernel_name
+from lstmviz.engine.native import exact_norms, kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tasks import Task, make_task
 from lstmviz.engine.tfload import tf
@@ -104,7 +104,7 @@ def taped_arrays(x, y, weights: dict[str, np.ndarray], named, state) -> dict[str
     arrays["lstm_kernel"] = np.array(kernel_name())
     # The state is fixed at zero: its gradients are not part of a training trace.
     arrays |= {k: v for k, v in numpy_arrays(named).items() if k not in ("grad_h0", "grad_c0")}
-    add_norms(arrays)
+    add_norms(arrays, exact=exact_norms())
     return arrays
 
 
@@ -162,7 +162,8 @@ class Training:
         x, y = self.task.sample(self.rng)
         named = self.trainer.gradients(x, y)
         loss = np.float32(named["loss"])
-        norm = exact_norm(np.asarray(named["norm_h_total"]), named["grad_h_total"])
+        norm = exact_norm(np.asarray(named["norm_h_total"]), named["grad_h_total"],
+                          exact=exact_norms())  # fmt: skip
         self.losses[n], self.norms[n], self.batch = loss, norm, (x, y)
         if n == 0:
             self.first = taped_arrays(x, y, self.initial, named, self.trainer.state)
