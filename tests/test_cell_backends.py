@@ -150,14 +150,25 @@ def test_compiled_runs_without_dx_match_numpy_bptt(rng, backend, masked):
     _check_against_numpy(rng, backend, arrays, mask=mask, compiled=True, dx=False)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
-def test_gate_activations_match_numpy_and_are_not_differentiated(rng, backend, masked,
-                                                                  monkeypatch):  # fmt: skip
+def _use_backend(backend: str, monkeypatch) -> None:
+    """`cell.lstm_sequence` on `backend`: the native kernels (skipped where they are not
+    built) or, with the library hidden, the while-loops."""
     if backend == "native" and native.library() is None:
         pytest.skip(native.status())
     if backend == "loops":
         monkeypatch.setattr(native, "library", lambda: None)
+
+
+def _joined(ref_gates) -> np.ndarray:
+    """np_forward's gates (per step i, f, g, o, …) as the cell's [T, B, 4H]."""
+    return np.stack([np.concatenate(step[:4], axis=-1) for step in ref_gates])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
+def test_gate_activations_match_numpy_and_are_not_differentiated(rng, backend, masked,
+                                                                  monkeypatch):  # fmt: skip
+    _use_backend(backend, monkeypatch)
     steps, batch, hidden = 6, 19, 21
     arrays = _problem(rng, steps, batch, 7, hidden)
     mask = (rng.random((steps, batch)) < 0.6).astype(np.float32) if masked else None
@@ -170,8 +181,7 @@ def test_gate_activations_match_numpy_and_are_not_differentiated(rng, backend, m
     x, h0, c0, kernel, recurrent, bias = arrays
     ref_h, _, ref_gates = np_forward(x, kernel, recurrent, bias, h0, c0, mask)
     assert_close(h, ref_h, what="h")
-    expected = np.stack([np.concatenate(step[:4], axis=-1) for step in ref_gates])
-    assert_close(gates, expected, what="gates")
+    assert_close(gates, _joined(ref_gates), what="gates")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -180,10 +190,7 @@ def test_reading_from_the_end_keeps_input_positions(rng, backend, compiled, monk
     """`reverse` (go_backwards): the cell reads x from its last step, every array indexed by
     input position: states, gates, every gradient and the per-step norms equal NumPy BPTT of
     the reversed sequence flipped back. Masked, the probes read (not `unread_probes`)."""
-    if backend == "native" and native.library() is None:
-        pytest.skip(native.status())
-    if backend == "loops":
-        monkeypatch.setattr(native, "library", lambda: None)
+    _use_backend(backend, monkeypatch)
     steps, batch, hidden = 6, 19, 21
     arrays = _problem(rng, steps, batch, 7, hidden)
     mask = (rng.random((steps, batch)) < 0.7).astype(np.float32)
@@ -208,8 +215,7 @@ def test_reading_from_the_end_keeps_input_positions(rng, backend, compiled, monk
     _, _, ref_gates = np_forward(flip(x), kernel, recurrent, bias, h0, c0, flip(mask))
     assert_close(h, flip(ref["h"]), what="h")
     assert_close(c, flip(ref["c"]), what="c")
-    expected = np.stack([np.concatenate(step[:4], axis=-1) for step in ref_gates])
-    assert_close(gates, flip(expected), what="gates")
+    assert_close(gates, flip(_joined(ref_gates)), what="gates")
     names = ("dx", "dh0", "dc0", "dkernel", "drecurrent", "dbias", "dh", "dc")
     for name, grad in zip(names, grads, strict=True):
         assert_close(grad, flip(ref[name]) if name in ("dx", "dh", "dc") else ref[name],
@@ -252,10 +258,7 @@ def test_step_norms_match_float64(rng, backend, monkeypatch):
     whole and partial vectors of values as NumPy's in float64, and NaN stays NaN. Where the
     squares leave float32's range the native op sums them in double (exact); TensorFlow's
     reduction makes Inf and 0 there, which `arrays.exact_norm` redoes."""
-    if backend == "native" and native.library() is None:
-        pytest.skip(native.status())
-    if backend == "loops":
-        monkeypatch.setattr(native, "library", lambda: None)
+    _use_backend(backend, monkeypatch)
     for shape in ((6, 64, 37), (3, 1, 5), (0, 4, 8)):
         g = rng.standard_normal(shape).astype(np.float32) * 1e3
         np.testing.assert_allclose(graph_step_norm(tf.constant(g)), step_norm(g), rtol=1e-6)

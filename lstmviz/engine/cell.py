@@ -39,7 +39,8 @@ from lstmviz.engine.tfload import tf
 
 
 def input_projection(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
-    """x [T, B, I] -> x·kernel + bias [T, B, 4H], one matmul for all timesteps."""
+    """x [T, B, I] -> x·kernel + bias [T, B, G·H] (a cell's G gate blocks of H units), one
+    matmul for all timesteps."""
     return tf.einsum("tbi,ig->tbg", x, kernel) + bias
 
 

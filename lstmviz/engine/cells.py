@@ -46,7 +46,7 @@ from lstmviz.engine.activations import (
     activation,
     hand_differentiable,
 )
-from lstmviz.engine.cell import _columns, lstm_sequence
+from lstmviz.engine.cell import _columns, input_projection, lstm_sequence
 from lstmviz.engine.tfload import tf
 
 
@@ -112,20 +112,20 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
                                     with_gates=True, reverse=backwards, share=share)  # fmt: skip
         return CellRun(h, c, gates, *saturations(acts, None, gates), mask, input_order=backwards)
     gru_after = cell == "gru" and len(bias.shape) == 2
+    native_gru = cell == "gru" and native.gru_native(acts[0].name, acts[2].name, x.dtype)
+    native_rnn = cell == "simple_rnn" and native.rnn_native(acts[0].name, x.dtype)
+    if backwards and not (native_gru or native_rnn):  # the loops run on the sequence reversed
+        x = tf.reverse(x, [0])
+        mask = None if mask is None else tf.reverse(mask, [0])
+    zx = input_projection(x, kernel, bias[0] if gru_after else bias)
     order = {"reverse": backwards, "share": share}  # the native kernels' StepOrder
-    if cell == "gru" and native.gru_native(acts[0].name, acts[2].name, x.dtype):
-        zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
+    if native_gru:
         h, gates = native.gru_sequence(zx, h0, recurrent, bias[1] if gru_after else None,
                                        probes[0], mask, acts[0].name, acts[2].name, **order)
         return CellRun(h, None, gates, *saturations(acts, None, gates), mask, backwards)
-    if cell == "simple_rnn" and native.rnn_native(acts[0].name, x.dtype):
-        zx = tf.einsum("tbi,ig->tbg", x, kernel) + bias
+    if native_rnn:
         h, gates = native.rnn_sequence(zx, h0, recurrent, probes[0], mask, acts[0].name, **order)
         return CellRun(h, None, gates, *saturations(acts, None, gates), mask, backwards)
-    if backwards:  # the loops run on the sequence reversed
-        x = tf.reverse(x, [0])
-        mask = None if mask is None else tf.reverse(mask, [0])
-    zx = tf.einsum("tbi,ig->tbg", x, kernel) + (bias[0] if gru_after else bias)
     c = gates = None
     if cell == "lstm" or not hand_differentiable(*(a.name for a in acts)):
         step = _STEPS[cell](acts, recurrent, bias[1] if gru_after else None, args)

@@ -8,9 +8,7 @@
 //
 // gates [T, B, G·H], the attributes and the outputs as gate_sums.h defines them; a (t, b)
 // counts where the mask [T, B] of 0/1 holds 1 (every one without a mask). The steps are cut
-// into one block per intra-op thread.
-#include <algorithm>
-#include <cmath>
+// into blocks as a kernel cuts a batch's rows (ForRowBlocks: one per intra-op thread).
 #include <vector>
 
 #include "gate_sums.h"
@@ -65,29 +63,23 @@ class GateStats : public tensorflow::OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tensorflow::TensorShape({T, 3, G}), &sums_out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, tensorflow::TensorShape({width}), &units_out));
     const float* values = gates.flat<float>().data();
-    using Pool = tensorflow::thread::ThreadPool;
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(workers->NumThreads(), T));
-    lstmviz::GateSums sums(blocks, T, H, centres_, bounds_, diagnosis_);
-    workers->ParallelFor(
-        blocks, Pool::SchedulingParams(Pool::SchedulingStrategy::kFixedBlockSize, std::nullopt, 1),
-        [&](int64_t first, int64_t last) {
-          for (int64_t block = first; block < last; ++block) {
-            lstmviz::GateSums::Step step = sums.At(block);
-            for (int64_t t = T * block / blocks; t < T * (block + 1) / blocks; ++t) {
-              for (int64_t b = 0; b < B; ++b) {
-                if (mask != nullptr && mask[t * B + b] == 0.0f) continue;
-                const float* row = values + (t * B + b) * width;
-                for (int64_t k = 0; k < G; ++k) {
-                  lstmviz::ForUnits(H, [&](int64_t j, auto lanes) {
-                    step.Add(k, j, lstmviz::Load<decltype(lanes)>(row + k * H + j));
-                  });
-                }
-              }
-              sums.End(block, t);
-            }
+    lstmviz::GateSums sums(lstmviz::RowBlocks(ctx, T), T, H, centres_, bounds_, diagnosis_);
+    lstmviz::ForRowBlocks(ctx, T, [&](int64_t block, int64_t t0, int64_t t1, const auto& stop) {
+      lstmviz::GateSums::Step step = sums.At(block);
+      for (int64_t t = t0; t < t1 && !stop(); ++t) {
+        for (int64_t b = 0; b < B; ++b) {
+          if (mask != nullptr && mask[t * B + b] == 0.0f) continue;
+          const float* row = values + (t * B + b) * width;
+          for (int64_t k = 0; k < G; ++k) {
+            lstmviz::ForUnits(H, [&](int64_t j, auto lanes) {
+              step.Add(k, j, lstmviz::Load<decltype(lanes)>(row + k * H + j));
+            });
           }
-        });
+        }
+        sums.End(block, t);
+      }
+    }, "gate statistics");
+    if (!ctx->status().ok()) return;
     sums.Write(sums_out->flat<float>().data(), units_out->flat<float>().data());
   }
 

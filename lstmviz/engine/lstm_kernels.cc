@@ -259,7 +259,7 @@ class SequenceForward : public OpKernel {
               Store(g_row + H + j, f);
               Store(g_row + 2 * H + j, g);
               Store(g_row + 3 * H + j, o);
-              if (kSummed && counted) {
+              if (counted) {
                 step_sums->Add(0, j, i);
                 step_sums->Add(1, j, f);
                 step_sums->Add(2, j, g);
@@ -527,6 +527,7 @@ class SequenceBackward : public OpKernel {
       }
     }
   }
+
  private:
   StepOrder order_;
 };

@@ -2,9 +2,9 @@
 //
 // Built into the native kernels' library (native.py); gradients.graph_step_norm uses it when
 // the library is loaded, and graph_last_axis_norm over a gradient's rows (the saliency's
-// norms over the input's features). TensorFlow's sqrt(reduce_sum(square(g))) writes the squares to a
-// temporary as large as g before summing them: two passes over it and one over the
-// temporary, which for three [T, B, H] gradients of a taped run is most of what the run
+// norms over the input's features). TensorFlow's sqrt(reduce_sum(square(g))) writes the
+// squares to a temporary as large as g before summing them: two passes over it and one over
+// the temporary, which for three [T, B, H] gradients of a taped run is most of what the run
 // spends outside the LSTM kernels on one core.
 //
 // Each step's squares are summed in float packets over blocks of kBlock values, the blocks'
