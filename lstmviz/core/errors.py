@@ -108,5 +108,11 @@ class ModelError(WeightsError):
     """A model file (or keras.Model) is not a chain of layers lstmviz can run."""
 
 
+class GraphModel(ModelError):
+    """A model that is not one chain of layers (several inputs or outputs, branches, states
+    handed between layers, a subclassed model): lstmviz's own reader refuses it, and model mode
+    runs it through Keras (`engine.keras_graph`)."""
+
+
 class TraceError(LstmvizError):
     """A trace file cannot be read."""

@@ -10,7 +10,9 @@ S (training steps; a recording's records), L (LSTM directions of a model), O (ou
 read-out), E (input width of a model's first recurrent layer). A leading integer multiplies:
 `4H` is four times H.
 Per-layer keys are patterns with `{k}` (`layer{k}_h`), whose symbols carry the layer's index:
-`H{k}` is that layer's width, so widths may differ by layer. A key with several shapes lists
+`H{k}` is that layer's width and `T{k}` its steps, so widths and lengths may differ by layer (an
+encoder of 15 steps, its decoder of 10). Keys with `{name}` are one per input of a model of
+several inputs (`x_{name}`). A key with several shapes lists
 them (`x` is [T, B] token ids or [T, B, I] vectors); `None` means any shape.
 
 Roles:
@@ -73,7 +75,7 @@ class Key:
 
     @property
     def pattern(self) -> bool:
-        return "{k}" in self.name
+        return "{k}" in self.name or "{name}" in self.name
 
 
 def _k(name, dims, role, modes, about, **extra) -> Key:
@@ -178,12 +180,17 @@ _MODEL = [
     _k("layer_names", ("L",), TEXT, MODEL, "one name per recurrent direction", kinds="U"),
     _k("layer{k}_cell", (), TEXT, MODEL, "the cell of direction k: lstm, gru or simple_rnn",
        kinds="U"),  # fmt: skip
-    _k("layer{k}_h", ("T", "B", "H{k}"), DATA, MODEL, "hidden state of direction k"),
-    _k("layer{k}_c", ("T", "B", "H{k}"), DATA, MODEL, "cell state of direction k (LSTM only)"),
-    _k("layer{k}_grad_h_total", ("T", "B", "H{k}"), UNITS, MODEL, "dL/dh_t of direction k"),
-    _k("layer{k}_grad_c_total", ("T", "B", "H{k}"), DATA, MODEL,
+    _k("layer{k}_calls", (), SCALAR, MODEL, "how many calls of its layer made direction k "
+       "(a decoder stepped once per token: one per step)", kinds="iu"),  # fmt: skip
+    _k("layer{k}_initial_from", (), SCALAR, MODEL, "the direction whose final state is direction "
+       "k's initial state (an encoder handing on to its decoder), -1 for none",
+       kinds="iu"),  # fmt: skip
+    _k("layer{k}_h", ("T{k}", "B", "H{k}"), DATA, MODEL, "hidden state of direction k"),
+    _k("layer{k}_c", ("T{k}", "B", "H{k}"), DATA, MODEL, "cell state of direction k (LSTM only)"),
+    _k("layer{k}_grad_h_total", ("T{k}", "B", "H{k}"), UNITS, MODEL, "dL/dh_t of direction k"),
+    _k("layer{k}_grad_c_total", ("T{k}", "B", "H{k}"), DATA, MODEL,
        "dL/dc_t of direction k (LSTM only)"),  # fmt: skip
-    _k("layer{k}_grad_h_direct", ("T", "B", "H{k}"), DATA, MODEL,
+    _k("layer{k}_grad_h_direct", ("T{k}", "B", "H{k}"), DATA, MODEL,
        "∂L/∂h_t of direction k through its output only"),  # fmt: skip
     # W{k}: the width of direction k's gate blocks, G·H{k} (LSTM 4H, GRU 3H, SimpleRNN H)
     _k("layer{k}_grad_kernel", ("I{k}", "W{k}"), DATA, MODEL, "dL/dkernel of direction k"),
@@ -194,8 +201,8 @@ _MODEL = [
     _k("layer{k}_gate_names", ("G{k}",), TEXT, MODEL,
        "the gates of direction k: i, f, g, o (LSTM); z, r, h~ (GRU); h (SimpleRNN)",
        kinds="U"),  # fmt: skip
-    _k("layer{k}_gates_mean", ("G{k}", "T"), DATA, MODEL, "mean activation of each gate per step"),
-    _k("layer{k}_gates_saturated", ("G{k}", "T"), DATA, MODEL,
+    _k("layer{k}_gates_mean", ("G{k}", "T{k}"), DATA, MODEL, "mean activation of each gate per step"),
+    _k("layer{k}_gates_saturated", ("G{k}", "T{k}"), DATA, MODEL,
        "fraction of (b, j) with a saturated gate per step"),  # fmt: skip
     _k("layer{k}_gates_unit_mean", ("G{k}", "H{k}"), DATA, MODEL,
        "mean activation of each gate per unit over the unmasked (t, b)"),  # fmt: skip
@@ -216,6 +223,12 @@ _MODEL = [
     _k("mask", ("T", "B"), DATA, MODEL, "which steps the model does not mask", kinds="b"),
     _k("grad_input", ("T", "B", "E"), DATA, MODEL, "dL/d input of the first recurrent layer"),
     _k("saliency", ("B", "T"), DATA, MODEL, "‖grad_input‖ over E"),
+    # a model of several inputs: one of each per input that reaches a recurrent layer
+    _k("x_{name}", None, DATA, MODEL, "the input named so, time-major when a sequence",
+       kinds="fiu"),  # fmt: skip
+    _k("grad_input_{name}", None, DATA, MODEL,
+       "dL/d input of the first recurrent layer the input named so feeds"),  # fmt: skip
+    _k("saliency_{name}", None, DATA, MODEL, "‖grad_input_{name}‖ over its last axis [B, T]"),
     _k("model_source", (), TEXT, MODEL, "the model file and its format", kinds="U"),
     _k("model_seconds", (), SCALAR, MODEL, "seconds the forward and backward took"),
     _k("model_summary", (), TEXT, MODEL, "name, class, output shape, parameters per layer",
@@ -266,8 +279,9 @@ def _table() -> dict[str, list[Key]]:
 
 
 KEYS = _table()
-_PATTERNS = [(re.compile("^" + name.replace("{k}", r"(\d+)") + "$"), keys)
-             for name, keys in KEYS.items() if "{k}" in name]  # fmt: skip
+# `{k}` a direction's index, `{name}` a model input's name
+_PATTERNS = [(re.compile("^" + name.replace("{k}", r"(\d+)").replace("{name}", "(.+)") + "$"),
+              keys) for name, keys in KEYS.items() if "{k}" in name or "{name}" in name]
 _POSITION = {name: i for i, name in enumerate(KEYS)}
 # Read by GradientTrace.load and written by save; neither arrays nor in `KEYS`.
 META_KEYS = ("mode", "config_json", "format_version")

@@ -96,9 +96,9 @@ def needs_read_probe(cell: str, args: dict) -> bool:
 # tf.function would otherwise apply to every function called here, only costs tracing time.
 @tf.autograph.experimental.do_not_convert
 def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None,
-                  backwards: bool = False, share: int = 1) -> CellRun:  # fmt: skip
-    """Run one direction of `cell` over x [T, B, I] from h0 (and c0 = h0 for an LSTM, zeros
-    in model mode) with `weights` (kernel, recurrent_kernel, bias: tensors); `probes`
+                  backwards: bool = False, share: int = 1, c0=None) -> CellRun:  # fmt: skip
+    """Run one direction of `cell` over x [T, B, I] from h0 (and an LSTM's c0 [B, H], h0 when
+    None: zeros in model mode unless a state is handed on) with `weights` (kernel, recurrent_kernel, bias: tensors); `probes`
     (probe_h, probe_c) [T, B, H] (probe_c only for an LSTM), in the order the run returns its
     arrays in (`CellRun`); `mask` [T, B] 0/1 or None. x and the mask by input position;
     `backwards` reads them from the end (Keras's go_backwards). `share`: how many directions
@@ -108,7 +108,7 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     if mask is not None:  # exactly 0 or 1 from here on, never differentiated
         mask = tf.stop_gradient(tf.cast(tf.not_equal(mask, tf.zeros_like(mask)), x.dtype))
     if cell == "lstm" and fast_lstm(args):
-        h, c, gates = lstm_sequence(x, h0, h0, kernel, recurrent, bias, *probes, mask=mask,
+        h, c, gates = lstm_sequence(x, h0, h0 if c0 is None else c0, kernel, recurrent, bias, *probes, mask=mask,
                                     with_gates=True, reverse=backwards, share=share)  # fmt: skip
         return CellRun(h, c, gates, *saturations(acts, None, gates), mask, input_order=backwards)
     gru_after = cell == "gru" and len(bias.shape) == 2
@@ -129,7 +129,7 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     c = gates = None
     if cell == "lstm" or not hand_differentiable(*(a.name for a in acts)):
         step = _STEPS[cell](acts, recurrent, bias[1] if gru_after else None, args)
-        h, c, pre = generic_sequence(step, zx, h0, probes, mask, lstm=cell == "lstm")
+        h, c, pre = generic_sequence(step, zx, h0, probes, mask, lstm=cell == "lstm", c0=c0)
     elif cell == "gru" and gru_after:
         h, pre, gates = _gru_loop(acts[2].name, acts[0].name, True)(
             zx, h0, recurrent, bias[1], probes[0], *_mask_args(mask))
@@ -229,9 +229,9 @@ def _simple_rnn_step(acts, recurrent, _, args) -> Callable:
 _STEPS = {"lstm": _lstm_step, "gru": _gru_step, "simple_rnn": _simple_rnn_step}
 
 
-def generic_sequence(step: Callable, zx, h0, probes, mask, lstm: bool = False):
+def generic_sequence(step: Callable, zx, h0, probes, mask, lstm: bool = False, c0=None):
     """A while loop TensorFlow differentiates: zx [T, B, G·H] (the input projection), h0 [B, H]
-    (c0 = h0 for an LSTM), probes (probe_h, probe_c) added to h_t (c_t) as they leave step t,
+    (an LSTM's c0, h0 when None), probes (probe_h, probe_c) added to h_t (c_t) as they leave step t,
     mask [T, B] 0/1 or None. Returns h [T, B, H], c [T, B, H] or None, pre [T, B, G·H]."""
     steps = tf.shape(zx)[0]
 
@@ -257,7 +257,8 @@ def generic_sequence(step: Callable, zx, h0, probes, mask, lstm: bool = False):
         return t + 1, h_new, c_new, hs.write(t, h_new), cs.write(t, c_new), pres.write(t, pre)
 
     _, _, _, hs, cs, pres = tf.while_loop(
-        lambda t, *_: t < steps, body, (0, h0, h0, array(), array(), array())
+        lambda t, *_: t < steps, body, (0, h0, h0 if c0 is None else c0, array(), array(),
+                                        array())
     )
     return hs.stack(), cs.stack() if lstm else None, pres.stack()
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.core.config import LOSSES, RunConfig, check_fits, in_python_terms
-from lstmviz.core.errors import ConfigError, InputError, ref
+from lstmviz.core.errors import ConfigError, GraphModel, InputError, ref
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.gradients import (
     gradient_sources,
@@ -416,7 +416,12 @@ def run_model(
         from lstmviz.torch.programs import run_program
 
         return run_program(config, cancelled, keep)
-    spec = _load(config.model)
+    try:
+        spec = _load(config.model)
+    except GraphModel:  # not one chain: Keras runs the graph, lstmviz its recurrent calls
+        from lstmviz.engine.graph_model import load_graph, run_graph
+
+        return run_graph(load_graph(config.model), config, cancelled, keep)
     loss, x, y, source = prepare(spec, config)
     if config.inputs:  # all of it at once (random data was checked before it was drawn)
         batch, steps = np.shape(x)[:2]
@@ -480,12 +485,22 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     traces again). The four most recently used are kept."""
     from lstmviz.weights.model_files import load_model, spec_from_keras
 
-    if isinstance(model_or_path, ModelSpec):
-        spec = model_or_path
-    elif isinstance(model_or_path, str | Path):
-        spec = load_model(model_or_path)
-    else:
-        spec = spec_from_keras(model_or_path)
+    try:
+        if isinstance(model_or_path, ModelSpec):
+            spec = model_or_path
+        elif isinstance(model_or_path, str | Path):
+            spec = load_model(model_or_path)
+        else:
+            spec = spec_from_keras(model_or_path)
+    except GraphModel:  # not one chain: Keras runs the graph, lstmviz its recurrent calls
+        from lstmviz.engine.graph_model import graph_trace, load_graph
+
+        graph = load_graph(model_or_path) if isinstance(model_or_path, str | Path) else (
+            model_or_path)  # fmt: skip
+        try:
+            return graph_trace(graph, x, y, loss)
+        except (ConfigError, InputError) as exc:
+            raise in_python_terms(exc) from None
     config = RunConfig(mode="model", loss=loss or "mean_h", model=None)
     if x is None and y is not None:
         raise InputError("y given without x")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from lstmviz.core.errors import ModelError
+from lstmviz.core.errors import GraphModel, ModelError
 
 MODELS = ("Sequential", "Functional", "Model")
 X = "__x__"  # stands for the layer's input in a recorded call (ConfigLayer.call)
@@ -55,7 +55,7 @@ def config_model(tree: dict, keras3: bool) -> ConfigModel:
         raise ModelError("the model config is not a JSON object")
     class_name, config = tree.get("class_name"), tree.get("config")
     if class_name not in MODELS or not isinstance(config, dict | list):
-        raise ModelError(
+        raise GraphModel(
             f"a model of class {class_name!r}: lstmviz reads Sequential and Functional models "
             "(not subclassed ones)"
         )
@@ -160,9 +160,9 @@ def _functional_chain(config: dict):
         by_name[item[1]] = item
     inputs, outputs = _triples(config.get("input_layers")), _triples(config.get("output_layers"))
     if len(inputs) != 1:
-        raise ModelError(f"the model has {len(inputs)} inputs; lstmviz runs models with one")
+        raise GraphModel(f"the model has {len(inputs)} inputs; lstmviz runs models with one")
     if len(outputs) != 1:
-        raise ModelError(f"the model has {len(outputs)} outputs; lstmviz runs models with one")
+        raise GraphModel(f"the model has {len(outputs)} outputs; lstmviz runs models with one")
     parent, calls, feeds, masks = {}, {}, {}, set()
     for cls, name, _, entry in by_name.values():
         nodes = entry.get("inbound_nodes") or []
@@ -170,19 +170,19 @@ def _functional_chain(config: dict):
             continue
         if len(nodes) != 1:
             what = "is not connected" if not nodes else f"is called {len(nodes)} times"
-            raise ModelError(f"layer {name!r} ({cls}) {what}; lstmviz runs a single chain")
+            raise GraphModel(f"layer {name!r} ({cls}) {what}; lstmviz runs a single chain")
         sources, calls[name], mask_sources = _node(nodes[0], name, cls)
         feeds[name] = {source[0] for source in sources}
         masks.update(mask_sources)
         if len({source[0] for source in sources}) != 1:
             names = ", ".join(sorted({repr(source[0]) for source in sources}))
-            raise ModelError(
+            raise GraphModel(
                 f"layer {name!r} ({cls}) takes the outputs of {names}: a branching graph; "
                 "lstmviz runs a single chain"
             )
         source = sources[0]
         if source[2] != 0:
-            raise ModelError(
+            raise GraphModel(
                 f"layer {name!r} ({cls}) takes output {source[2]} of {source[0]!r} "
                 "(e.g. a state from return_state); lstmviz runs a single chain"
             )
@@ -206,7 +206,7 @@ def _functional_chain(config: dict):
     left = [n for n in by_name if n not in seen | mask_ops and n != inputs[0][0]]
     if left:
         names = ", ".join(repr(n) for n in left)
-        raise ModelError(
+        raise GraphModel(
             f"layers {names} are off the chain from input to output: a branching graph"
         )
     hints = {name: parent[name][3] for name in chain}
@@ -264,7 +264,7 @@ def _node(node, name: str, cls: str):
             kwargs = inbound[3] if len(inbound) > 3 and isinstance(inbound[3], dict) else {}
             extra = sorted(set(kwargs) - {"training", "mask"})
             if extra:
-                raise ModelError(
+                raise GraphModel(
                     f"layer {name!r} ({cls}) is called with {', '.join(extra)}; "
                     "lstmviz runs a single chain"
                 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 
-from lstmviz.core.errors import ModelError
+from lstmviz.core.errors import GraphModel, ModelError
 from lstmviz.weights.found import numeric
 from lstmviz.weights.keras_config import (
     ConfigLayer,
@@ -285,9 +285,10 @@ class _Builder:
         """The arguments of a recurrent layer (see weights/model.py's KINDS); _Unsupported for
         an activation that is not Keras's (a custom function: Keras may run the layer)."""
         label, kind = self._half(cls), CELL_CLASSES[cls]
-        for flag in ("return_state", "time_major"):
-            if config.get(flag):
-                raise ModelError(f"{label} has {flag}=True, which lstmviz does not run")
+        if config.get("return_state"):  # its states go on to another layer: Keras runs that
+            raise GraphModel(f"{label} has return_state=True; lstmviz runs a single chain")
+        if config.get("time_major"):
+            raise ModelError(f"{label} has time_major=True, which lstmviz does not run")
         if not isinstance(config.get("units"), int):
             raise ModelError(f"{label} has no units")
         cudnn = cls in CUDNN_CLASSES
@@ -412,7 +413,8 @@ class _Builder:
         if layer.class_name in CODE_LAYERS:
             raise ModelError(f"{self.label} holds Python code, which lstmviz does not run")
         if str(layer.module).startswith("keras.src.ops"):
-            raise ModelError(f"{self.label} is a Keras operation, not a layer; lstmviz runs layers")
+            raise GraphModel(f"{self.label} is a Keras operation, not a layer; lstmviz's own "
+                             "reader runs layers")
         cell_cls = _inner(config, "cell")[0]
         custom = cell_cls and (cell_cls not in KERAS_CELLS or not keras_own(config["cell"]))
         if custom and not self.allow_keras:  # (Keras 3 runs one registered in this process)

@@ -100,7 +100,8 @@ def read_file(
     try:
         return read()
     except WeightsError as exc:
-        raise error(f"{path}: {one_line(exc)}") from None
+        kind = type(exc) if issubclass(type(exc), error) else error  # GraphModel stays one
+        raise kind(f"{path}: {one_line(exc)}") from None
     except Exception as exc:  # untrusted bytes: h5py, zipfile, json, safetensors raise many types
         raise error(f"{path}: not a readable {label} file{files.unreadable(path, exc)}") from None
 

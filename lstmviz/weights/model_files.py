@@ -27,7 +27,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from lstmviz.core.errors import LstmvizError, ModelError, WeightsError
+from lstmviz.core.errors import GraphModel, LstmvizError, ModelError, WeightsError
 from lstmviz.weights.found import FoundLayer, class_of, found_kind
 from lstmviz.weights.keras_config import config_model
 from lstmviz.weights.keras_files import h5_child, h5_text, read_keras_archive
@@ -79,6 +79,10 @@ def spec_from_keras(model) -> ModelSpec:
 
     if not isinstance(model, keras.Model):
         raise ModelError(f"expected a keras.Model, got a {type(model).__name__}")
+    from keras.src.models.functional import Functional
+
+    if not isinstance(model, keras.Sequential | Functional):  # its `call` is Python
+        raise GraphModel(f"{where}: a subclassed model (class {type(model).__name__})")
     if not model.built:
         raise ModelError(f"{where}: not built yet; give it a keras.Input or call it once")
     from lstmviz.weights.keras_live import LiveWeights
@@ -313,6 +317,6 @@ def _call(where: str, action):
         return action()
     except ModelError as exc:
         text = str(exc)
-        raise ModelError(text if text.startswith(where) else f"{where}: {text}") from None
+        raise type(exc)(text if text.startswith(where) else f"{where}: {text}") from None
     except Exception as exc:  # Keras raises many types for models it cannot serialise
         raise ModelError(f"{where}: {one_line(f'{type(exc).__name__}: {exc}')}") from None
