@@ -4,7 +4,9 @@ timestep, both diagnoses, the configuration fields that differ. NumPy only.
 Two traces, or two recordings (their last records' norms; their loss and reach over training
 steps beside). Directions are matched by name; the others are listed (`only_in_a`,
 `only_in_b`). Different lengths are aligned at the last step: the comparison covers the last
-min(T_a, T_b) steps of each, and `notes` says so. JSON contract (docs/diagnosis.md):
+min(T_a, T_b) steps of each, and `notes` says so; each direction on its own (a graph's
+directions keep their lengths), its arrays padded with NaN to the longest direction's aligned
+steps (`T`; the JSON lists its own steps only). JSON contract (docs/diagnosis.md):
 
     {"layers": [{"name", "log10_ratio_h": [T], "log10_ratio_c": [T] (LSTM), "a": {…}, "b": {…}}],
      "only_in_a": […], "only_in_b": […], "config_diff": {field: [a, b]}}
@@ -35,8 +37,9 @@ from lstmviz.core.errors import InputError
 @dataclass
 class LayerComparison:
     """One direction in both runs: `a_h`, `b_h` (and `a_c`, `b_c` for LSTMs) the aligned norms
-    [T], `log10_ratio_h` / `_c` [T] = log10(‖B‖/‖A‖) (NaN where either is 0 or not finite),
-    `a` and `b` the direction's diagnoses."""
+    [T], `log10_ratio_h` / `_c` [T] = log10(‖B‖/‖A‖) (NaN where either is 0 or not finite,
+    and after the direction's own `steps` aligned steps), `a` and `b` the direction's
+    diagnoses."""
 
     name: str
     cell: str
@@ -48,6 +51,7 @@ class LayerComparison:
     a_c: np.ndarray | None = None
     b_c: np.ndarray | None = None
     log10_ratio_c: np.ndarray | None = None
+    steps: int = 0
 
     def changes(self) -> str:
         """One line: how the reach, steps per decade and trend changed from A to B."""
@@ -84,9 +88,10 @@ class Comparison:
     def to_dict(self) -> dict:
         layers = []
         for layer in self.layers:
-            out = {"name": layer.name, "log10_ratio_h": _json(layer.log10_ratio_h)}
+            own = slice(0, layer.steps or None)
+            out = {"name": layer.name, "log10_ratio_h": _json(layer.log10_ratio_h[own])}
             if layer.log10_ratio_c is not None:
-                out["log10_ratio_c"] = _json(layer.log10_ratio_c)
+                out["log10_ratio_c"] = _json(layer.log10_ratio_c[own])
             layers.append(out | {"a": layer.a.to_dict(), "b": layer.b.to_dict()})
         out = {"layers": layers, "only_in_a": list(self.only_in_a),
                "only_in_b": list(self.only_in_b),
@@ -149,19 +154,22 @@ def compare(a, b, names: tuple[str, str] = ("A", "B")) -> Comparison:
         config_a = a.last.config if a.last is not None else None
         config_b = b.last.config if b.last is not None else None
         rec_a, rec_b = _records(a), _records(b)
-    T_a, T_b = dirs_a[0].T, dirs_b[0].T
-    T = min(T_a, T_b)
-    notes = []
-    if T_a != T_b:
-        notes.append(f"different lengths: A has {T_a} steps, B {T_b}; aligned at the last step "
-                     f"(the last {T} of each)")  # fmt: skip
     diag_a, diag_b = diagnose_directions(dirs_a), diagnose_directions(dirs_b)
     by_b = {d.name: (d, diag_b.layer(d.name)) for d in dirs_b}
-    layers = []
-    for d in dirs_a:
-        if d.name in by_b:
-            other, other_diag = by_b[d.name]
-            layers.append(_layer(d, other, diag_a.layer(d.name), other_diag, T))
+    pairs = [(d, *by_b[d.name]) for d in dirs_a if d.name in by_b]
+    lengths = {(d.T, other.T) for d, other, _ in pairs} or {(dirs_a[0].T, dirs_b[0].T)}
+    T = max(min(pair) for pair in lengths)
+    notes = []
+    T_a, T_b = next(iter(lengths))
+    if len(lengths) == 1 and T_a != T_b:
+        notes.append(f"different lengths: A has {T_a} steps, B {T_b}; aligned at the last step "
+                     f"(the last {T} of each)")  # fmt: skip
+    elif len(lengths) > 1:
+        notes += [f"{d.name}: A has {d.T} steps, B {other.T}; aligned at the last step (the "
+                  f"last {min(d.T, other.T)} of each)"
+                  for d, other, _ in pairs if d.T != other.T]  # fmt: skip
+    layers = [_layer(d, other, diag_a.layer(d.name), other_diag, min(d.T, other.T), T)
+              for d, other, other_diag in pairs]  # fmt: skip
     names_a, names_b = [d.name for d in dirs_a], [d.name for d in dirs_b]
     return Comparison(T, layers, [n for n in names_a if n not in names_b],
                       [n for n in names_b if n not in names_a], config_diff(config_a, config_b),
@@ -185,17 +193,22 @@ def config_diff(a, b) -> dict[str, tuple]:
             if getattr(a, f.name) != getattr(b, f.name)}  # fmt: skip
 
 
-def _layer(da: Direction, db: Direction, diag_a, diag_b, T: int) -> LayerComparison:
-    a_h, b_h = _last(da.norm_h, T), _last(db.norm_h, T)
-    out = LayerComparison(da.name, da.cell, a_h, b_h, log10_ratio(a_h, b_h), diag_a, diag_b)
+def _layer(da: Direction, db: Direction, diag_a, diag_b, steps: int, T: int) -> LayerComparison:
+    """Direction `da` of A and `db` of B over their last `steps` steps, padded to T."""
+    a_h, b_h = _last(da.norm_h, steps, T), _last(db.norm_h, steps, T)
+    out = LayerComparison(da.name, da.cell, a_h, b_h, log10_ratio(a_h, b_h), diag_a, diag_b,
+                          steps=steps)  # fmt: skip
     if da.norm_c is not None and db.norm_c is not None:
-        out.a_c, out.b_c = _last(da.norm_c, T), _last(db.norm_c, T)
+        out.a_c, out.b_c = _last(da.norm_c, steps, T), _last(db.norm_c, steps, T)
         out.log10_ratio_c = log10_ratio(out.a_c, out.b_c)
     return out
 
 
-def _last(curve: np.ndarray, T: int) -> np.ndarray:
-    return np.asarray(curve, np.float64)[-T:]
+def _last(curve: np.ndarray, steps: int, T: int) -> np.ndarray:
+    """The last `steps` values of `curve` (float64), then NaN up to T."""
+    out = np.full(T, np.nan)
+    out[:steps] = np.asarray(curve, np.float64)[len(curve) - steps :]
+    return out
 
 
 def _kind(x) -> str:

@@ -37,7 +37,10 @@ class Decay:
     contract's (None where not defined); the others explain them: `loss_step` the input position
     where the span starts, `span` its length in steps, `exceeds_at` the input position where an
     exploding norm first exceeds 10³ × its value at the loss, `source` what was fitted ("norms"
-    or "connectivity lag profile"), `note` why a value is missing."""
+    or "connectivity lag profile"), `note` why a value is missing. A span that crosses a
+    hand-over (`chain_span`): `steps` names each of its steps, n = 0, 1, …, as (direction,
+    input position); `loss_step` is then an input position of the direction `steps[0]` names,
+    `exceeds_at` counts steps back (`step_at` names it)."""
 
     decay_per_step: float | None = None
     steps_per_decade: float | None = None
@@ -48,6 +51,12 @@ class Decay:
     exceeds_at: int | None = None
     source: str = "norms"
     note: str = ""
+    steps: list[tuple[str, int]] | None = None
+
+    def step_at(self, n: int) -> tuple[str, int] | None:
+        """(direction, input position) of the span's step n steps back, for a span across a
+        hand-over; None for others."""
+        return self.steps[n] if self.steps is not None and 0 <= n < len(self.steps) else None
 
     def to_dict(self) -> dict:
         return {"decay_per_step": self.decay_per_step, "steps_per_decade": self.steps_per_decade,
@@ -168,4 +177,75 @@ def connectivity_decay(connectivity: np.ndarray) -> Decay:
     profile = lag_profile(connectivity)
     decay = profile_decay(profile, full=profile.size)
     decay.source = "connectivity lag profile"  # exceeds_at: a lag, not an input position
+    return decay
+
+
+@dataclass
+class Segment:
+    """One direction of a chain in its processing order: `name`, `total` and `direct` [T_k]
+    (direct None: the loss enters at its last step), `cell` [T_k] (None: no cell state),
+    `reverse` (its input positions run T_k-1 → 0)."""
+
+    name: str
+    total: np.ndarray
+    direct: np.ndarray | None
+    cell: np.ndarray | None
+    reverse: bool = False
+
+    def ordered(self, values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values, np.float64)
+        return values[::-1] if self.reverse else values
+
+    def position(self, q: int) -> int:
+        """The input position of processing step q."""
+        return len(self.total) - 1 - q if self.reverse else q
+
+
+def chain_span(segments: list[Segment]) -> tuple[np.ndarray, list[tuple[int, int]]] | str:
+    """The span of the first segment's diagnosis across its hand-overs (docs/diagnosis.md):
+    the segments joined in processing order (the first's steps, then those whose initial
+    state its final state is, …); the loss enters where a direct partial exceeds DIRECT_FLOOR
+    of the chain's largest (a segment without a direct curve: at its last step). The span runs
+    from the first loss step after the first segment's end back to, not including, the first
+    segment's last loss step (or its start). Returns the span's chain positions (n = 0, 1, …
+    steps back) and (segment, input position) of each chain position; or, where the rule
+    does not apply, why (a string)."""
+    direct = []
+    for seg in segments:
+        if seg.direct is None:
+            part = np.zeros(len(seg.total))
+            part[-1] = np.inf  # its last step: a loss step whatever the others' size
+        else:
+            part = seg.ordered(seg.direct)
+        direct.append(np.where(np.isnan(part), 0.0, np.abs(part)))
+    joined = np.concatenate(direct)
+    finite = joined[np.isfinite(joined)]
+    peak = finite.max(initial=0.0)
+    entered = np.flatnonzero(joined > DIRECT_FLOOR * peak) if peak > 0 else np.flatnonzero(
+        np.isinf(joined))  # fmt: skip
+    own = len(segments[0].total)
+    after, before = entered[entered >= own], entered[entered < own]
+    if not after.size:
+        return "no loss enters after the hand-over"
+    last_before = int(before.max()) if before.size else -1
+    if last_before == own - 1:
+        return "its own loss enters at its last step: the decay cannot be separated from it"
+    where = [(i, seg.position(q)) for i, seg in enumerate(segments) for q in range(len(seg.total))]
+    return np.arange(int(after.min()), last_before, -1), where
+
+
+def chain_decay(segments: list[Segment], of: str = "total") -> Decay | str:
+    """The decay of the segments' `of` curve ("total" or "cell") over `chain_span`, with
+    `steps` naming each step of the span; or why the rule does not apply."""
+    found = chain_span(segments)
+    if isinstance(found, str):
+        return found
+    span, where = found
+    curves = [getattr(seg, of) for seg in segments]
+    if any(c is None for c in curves):
+        return f"a direction of the chain has no {of} curve"
+    joined = np.concatenate([seg.ordered(c) for seg, c in zip(segments, curves, strict=True)])
+    decay = profile_decay(joined[span], full=int(span.size))
+    decay.steps = [(segments[where[p][0]].name, where[p][1]) for p in span]
+    decay.loss_step = decay.steps[0][1]
     return decay

@@ -9,6 +9,11 @@ RecordingDiagnosis (also `recording.diagnosis`), one Diagnosis per record from i
      "gates_saturated": {gate: fraction}, "verdict"}]}
     D = {"decay_per_step", "steps_per_decade", "reach", "trend"}
 
+A direction of a graph whose length differs from T adds "steps": T_k; one whose final state is
+another's initial state (an encoder handing over to its decoder) is followed across the
+hand-over and adds "across": {"chain": [names], "span", "loss_at": [name, t],
+"reached": [name, t]} (`chain_diagnosis`).
+
 A recording: {"T": T, "records": [{"step", "epoch", "loss", "layers": [...]}]}.
 """
 
@@ -22,6 +27,8 @@ import numpy as np
 
 from lstmviz.analysis.decay import (
     Decay,
+    Segment,
+    chain_decay,
     connectivity_decay,
     curve_decay,
     loss_steps,
@@ -46,7 +53,10 @@ class DirectionDiagnosis:
     `layer{k}_gates_unit_mean`: one value, averaged over the units), `measured_timescale`
     [H] −1/ln r_j of each unit's mean |dL/dc_t,j|, `snr` [T] the gradient's signal-to-noise
     ratio across the batch per step, `nonfinite_step` the first input position whose norm is
-    NaN or Inf, `rows` [(label, Decay)] per batch or training step, `notes`."""
+    NaN or Inf, `rows` [(label, Decay)] per batch or training step, `notes`; `steps` T_k,
+    `chain` the directions its diagnosis follows across hand-overs (itself first; [] when it
+    is diagnosed alone), `fed_by` the direction whose final state is its initial state,
+    `handover` lines on its hand-overs (`details` shows them)."""
 
     name: str
     cell: str
@@ -63,6 +73,10 @@ class DirectionDiagnosis:
     rows: list[tuple[int, Decay]] = field(default_factory=list)
     row_kind: str = ""
     notes: list[str] = field(default_factory=list)
+    steps: int = 0
+    chain: list[str] = field(default_factory=list)
+    fed_by: str = ""
+    handover: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         out = {"name": self.name, "cell": self.cell, "h": self.h.to_dict()}
@@ -71,6 +85,11 @@ class DirectionDiagnosis:
         out |= {"units_unreached": _json_float(self.units_unreached),
                 "gates_saturated": {g: _json_float(f) for g, f in self.gates_saturated.items()},
                 "verdict": self.verdict}  # fmt: skip
+        if self.chain and self.h.steps is not None:
+            reached = self.h.step_at(self.h.reach - 1) if self.h.reach else None
+            out["across"] = {"chain": list(self.chain), "span": self.h.span,
+                             "loss_at": list(self.h.step_at(0)),
+                             "reached": None if reached is None else list(reached)}  # fmt: skip
         return out
 
 
@@ -84,7 +103,9 @@ class Diagnosis:
     nonfinite: tuple[int, str] | None = None
 
     def to_dict(self) -> dict:
-        return {"T": self.T, "layers": [d.to_dict() for d in self.layers]}
+        layers = [d.to_dict() | ({"steps": d.steps} if d.steps and d.steps != self.T else {})
+                  for d in self.layers]  # fmt: skip
+        return {"T": self.T, "layers": layers}
 
     def layer(self, name: str) -> DirectionDiagnosis:
         for d in self.layers:
@@ -103,8 +124,7 @@ class Diagnosis:
                     rows.append((d.name if label == "h" else "", d.cell if label == "h" else "",
                                  label, _num(decay.decay_per_step, ".4g"),
                                  _num(decay.steps_per_decade, ".3g"),
-                                 f"{decay.reach}/{self.T}" if decay.reach is not None else "–",
-                                 decay.trend or "–"))  # fmt: skip
+                                 reach_text(d, decay, self.T), decay.trend or "–"))  # fmt: skip
         widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
         lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                  for r in [head, *rows]]  # fmt: skip
@@ -210,7 +230,9 @@ def diagnose_recording(recording) -> RecordingDiagnosis:
 
 def diagnose_directions(directions: list[Direction]) -> Diagnosis:
     layers = [diagnose_direction(d) for d in directions]
-    T = directions[0].T if directions else 0
+    for d, out in zip(directions, layers, strict=True):
+        chain_diagnosis(d, directions, out)
+    T = max((d.T for d in directions), default=0)
     bad = [(d.nonfinite_step, d.name) for d in layers if d.nonfinite_step is not None]
     return Diagnosis(T, layers, min(bad) if bad else None)
 
@@ -225,7 +247,7 @@ def diagnose_direction(d: Direction) -> DirectionDiagnosis:
     if span.size < 2 and d.connectivity is not None:
         h = connectivity_decay(d.connectivity)
     out = DirectionDiagnosis(d.name, d.cell, h, c, None, {}, reverse=reverse,
-                             notes=list(d.notes), row_kind=d.row_kind)  # fmt: skip
+                             notes=list(d.notes), row_kind=d.row_kind, steps=T)  # fmt: skip
     if d.grad_h is not None and span.size >= 2:
         out.units_unreached = units_unreached(np.asarray(d.grad_h)[span])
     if d.grad_h is not None:
@@ -250,6 +272,73 @@ def diagnose_direction(d: Direction) -> DirectionDiagnosis:
                     for label, row in zip(d.row_labels, d.rows, strict=True)]  # fmt: skip
     out.verdict = verdict(out, T)
     return out
+
+
+def chain_diagnosis(d: Direction, directions: list[Direction], out: DirectionDiagnosis) -> None:
+    """Follow `d` across its hand-overs (docs/diagnosis.md, "Across a hand-over"): when its
+    final state is another direction's initial state, its ‖dL/dh_t‖ and ‖dL/dc_t‖ are fitted
+    over the chain's span (`decay.chain_span`: from that direction's first loss step back,
+    across the hand-over, through d's steps), and the per-unit measures over d's own steps of
+    it; `out` is updated in place. A direction whose initial state another's final state is
+    gets a note. A direction with several such targets follows the first (in model order)."""
+    by_index = {e.index: e for e in directions}
+    source = by_index.get(d.initial_from) if d.initial_from >= 0 else None
+    if source is not None:
+        out.fed_by = source.name
+        out.handover.append(f"initial state: {source.name}'s final state (a hand-over); "
+                            f"{source.name}'s diagnosis follows this direction's loss back "
+                            "across it")  # fmt: skip
+    path, current = [d], d
+    while True:
+        targets = [e for e in directions if e.initial_from == current.index and e not in path]
+        if not targets:
+            break
+        if len(targets) > 1:
+            out.handover.append(f"{current.name}'s final state also starts "
+                             f"{', '.join(e.name for e in targets[1:])}: followed into "
+                             f"{targets[0].name} only")  # fmt: skip
+        current = targets[0]
+        path.append(current)
+    if len(path) < 2:
+        return
+    segments = [Segment(e.name, e.norm_h, e.norm_direct, e.norm_c,
+                        str(e.name).rsplit("/", 1)[-1] == "backward") for e in path]  # fmt: skip
+    h = chain_decay(segments, "total")
+    if isinstance(h, str):
+        out.handover.append(f"not followed across the hand-over into {path[1].name}: {h}")
+        return
+    out.h, out.chain = h, [e.name for e in path]
+    out.handover.append(f"followed across the hand-over: {' → '.join(out.chain)}")
+    if d.norm_c is not None:
+        c = chain_decay(segments, "cell")
+        out.c = c if isinstance(c, Decay) else out.c
+    own = np.array([t for name, t in h.steps if name == d.name], np.int64)
+    out.units_unreached = out.measured_timescale = None
+    if d.grad_h is not None and own.size >= 2:
+        out.units_unreached = units_unreached(np.asarray(d.grad_h)[own])
+    if d.grad_c is not None and own.size >= 2:
+        out.measured_timescale = unit_timescales(np.asarray(d.grad_c)[own])
+    out.verdict = verdict(out, d.T)
+
+
+def reach_text(d: DirectionDiagnosis, x: Decay, T: int) -> str:
+    """ "reach/steps": of the span across a hand-over, else of the direction's own steps (T
+    when not known)."""
+    if x.reach is None:
+        return "–"
+    return f"{x.reach}/{x.span if x.steps is not None else d.steps or T}"
+
+
+def reach_point(d: DirectionDiagnosis) -> tuple[str, int] | None:
+    """(direction, input position) of the farthest step ‖dL/dh_t‖ reaches, `reach` steps back
+    from the loss step (in the direction its span crossed into, for a chain); None where the
+    reach is not defined or comes from a connectivity map."""
+    x = d.h
+    if x.reach is None or x.loss_step is None or x.source != "norms":
+        return None
+    if x.steps is not None:
+        return x.step_at(x.reach - 1)
+    return d.name, x.loss_step + (x.reach - 1) * (1 if d.reverse else -1)
 
 
 def units_unreached(g: np.ndarray) -> float | None:
@@ -332,7 +421,7 @@ def diagnosis_lines(diagnosis) -> list[str]:
 def details(d: DirectionDiagnosis) -> list[str]:
     """The lines under a direction's verdict in the table: units unreached, gate saturation,
     the forget gate's timescale beside the measured one, the gradient's SNR."""
-    lines = []
+    lines = list(d.handover)
     if d.units_unreached is not None:
         lines.append(f"units unreached: {d.units_unreached:.0%}")
     if d.gates_saturated:
@@ -365,13 +454,21 @@ def verdict(d: DirectionDiagnosis, T: int) -> str:
     return line
 
 
+def _at(step: tuple[str, int] | None) -> str:
+    return "–" if step is None else f"{step[0]} t={step[1]}"
+
+
 def _words(x: Decay, T: int, what: str) -> str:
     if x.trend is None:
         return x.note or "no gradient to measure"
     if x.trend == "not reached":
-        return f"not reached: {what} is zero before the loss step (t={x.loss_step})"
+        loss = _at(x.step_at(0)) if x.steps is not None else f"t={x.loss_step}"
+        return f"not reached: {what} is zero before the loss step ({loss})"
     lag = " (lag profile of the connectivity map)" if x.source != "norms" else ""
     reach = f"reaches back {x.reach} of {T} steps{lag}"
+    if x.steps is not None:
+        reach = (f"reaches back {x.reach} of {x.span} steps from {_at(x.step_at(0))} across "
+                 f"the hand-over, to {_at(x.step_at(x.reach - 1))}")  # fmt: skip
     if x.trend == "stable":
         return f"stable: changes less than 10× over {x.span} steps, {reach}"
     every = _num(x.steps_per_decade, ".3g")
@@ -380,6 +477,7 @@ def _words(x: Decay, T: int, what: str) -> str:
     where = ""
     if x.exceeds_at is not None:
         at = f"at t={x.exceeds_at}" if x.source == "norms" else f"{x.exceeds_at} steps back"
+        at = f"at {_at(x.step_at(x.exceeds_at))}" if x.steps is not None else at
         where = f", exceeds 1000× its value at the loss {at}"
     return f"exploding: grows 10× every {every} steps{where}, {reach}"
 

@@ -4,7 +4,9 @@ the comparison read it.
 Which arrays stand for a direction, by mode:
 - model: each entry of `layer_names`; `layer{k}_cell` names its kind (absent: "lstm"); a GRU
   or SimpleRNN direction has no `layer{k}_c` / `_grad_c_total` and a NaN row of
-  `norm_c_total_by_layer`;
+  `norm_c_total_by_layer`; each direction's rows cut to its own T_k (a graph's directions keep
+  their lengths; the rows' NaN padding is no value), with `layer{k}_initial_from` (the
+  direction whose final state is its initial state, or -1) and `layer{k}_calls`;
 - taped, train: the one LSTM, "lstm" (a training trace: its last step's gradients; its
   `norm_h_total_by_step` rows are the steps, `Direction.rows`);
 - multipass: the full gradient through every pass (`norm_h_total`, `grad_h_total`);
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lstmviz.analysis.layers import calls_of, direction_steps, initial_from
 from lstmviz.core import modes
 
 LSTM_GATES = ("i", "f", "g", "o")
@@ -34,7 +37,9 @@ class Direction:
     of `layer{k}_gates_saturated`, thresholds 0.01 / 0.99); `forget_unit_mean` [H] the forget
     gate's mean per unit over (t, b) (model mode's `gates_unit_mean`); `forget_mean` [T] its
     mean over (b, j) per step (model mode's `gates_mean`, where `gates_unit_mean` is missing);
-    `rows` {label: [R, T]} per-row norms (batches, training steps) and `row_labels` [R]."""
+    `rows` {label: [R, T]} per-row norms (batches, training steps) and `row_labels` [R].
+    A model direction: `index` k, `initial_from` (the index of the direction whose final state
+    is its initial state, -1 for none) and `calls` (of its layer)."""
 
     name: str
     cell: str
@@ -52,6 +57,9 @@ class Direction:
     row_labels: np.ndarray | None = None  # [R]
     row_kind: str = ""
     notes: list[str] = field(default_factory=list)
+    index: int = 0
+    initial_from: int = -1
+    calls: int = 1
 
     @property
     def T(self) -> int:
@@ -106,10 +114,14 @@ def _opt(value) -> np.ndarray | None:
 
 def _model_direction(a: dict, k: int, name: str) -> Direction:
     cell = str(a.get(f"layer{k}_cell", "lstm"))
-    d = Direction(name, cell, _f32(a["norm_h_total_by_layer"][k]),
-                  _c_row(a["norm_c_total_by_layer"][k]) if "norm_c_total_by_layer" in a else None,
-                  _opt(a["norm_h_direct_by_layer"][k]) if "norm_h_direct_by_layer" in a else None,
-                  a.get(f"layer{k}_grad_h_total"), a.get(f"layer{k}_grad_c_total"))  # fmt: skip
+    steps = direction_steps(a, k)  # the rows' values after it are padding
+    d = Direction(name, cell, _f32(a["norm_h_total_by_layer"][k][:steps]),
+                  _c_row(a["norm_c_total_by_layer"][k][:steps])
+                  if "norm_c_total_by_layer" in a else None,
+                  _opt(a["norm_h_direct_by_layer"][k][:steps])
+                  if "norm_h_direct_by_layer" in a else None,
+                  a.get(f"layer{k}_grad_h_total"), a.get(f"layer{k}_grad_c_total"),
+                  index=k, initial_from=initial_from(a, k), calls=calls_of(a, k))  # fmt: skip
     if cell != "lstm":
         d.norm_c = d.grad_c = None
     names = a.get(f"layer{k}_gate_names")
@@ -196,16 +208,20 @@ def lstm_gates(x, h, h0, kernel, recurrent_kernel, bias) -> dict[str, np.ndarray
 
 def record_directions(recording, s: int) -> list[Direction]:
     """The directions of record `s` of a recording: norms only (`norm_h_total_by_layer`
-    [S, L, T] and its direct and cell rows); each direction's cell from the last record's
-    trace when it is read, else "lstm" where the cell row is finite."""
+    [S, L, T] and its direct and cell rows); each direction's cell, length and hand-over from
+    the last record's trace when it is read, else "lstm" where the cell row is finite."""
     a = recording.arrays
     last = recording.last.arrays if recording.last is not None else {}
     out = []
     for k, name in enumerate(a["layer_names"]):
-        c = _c_row(a["norm_c_total_by_layer"][s][k]) if "norm_c_total_by_layer" in a else None
+        steps = direction_steps(last, k) if last else None
+        c = (_c_row(a["norm_c_total_by_layer"][s][k][:steps])
+             if "norm_c_total_by_layer" in a else None)  # fmt: skip
         cell = str(last.get(f"layer{k}_cell", "lstm" if c is not None else "rnn"))
         direct = a.get("norm_h_direct_by_layer")
-        out.append(Direction(str(name), cell, _f32(a["norm_h_total_by_layer"][s][k]),
+        out.append(Direction(str(name), cell, _f32(a["norm_h_total_by_layer"][s][k][:steps]),
                              c if cell == "lstm" else None,
-                             None if direct is None else _f32(direct[s][k])))  # fmt: skip
+                             None if direct is None else _f32(direct[s][k][:steps]), index=k,
+                             initial_from=initial_from(last, k) if last else -1,
+                             calls=calls_of(last, k) if last else 1))  # fmt: skip
     return out

@@ -2,10 +2,18 @@
 
 A model trace has one entry per recurrent *direction* k (forward before backward, in model
 order): `layer_names` [L], `layer{k}_cell` ("lstm", "gru", "simple_rnn"; absent: lstm),
-`layer{k}_grad_h_total` [T, B, H_k], `layer{k}_gates_mean` and `layer{k}_gates_saturated`
-[G, T] with `layer{k}_gate_names` [G], the rows `norm_h_total_by_layer` [L, T], `saliency` [B, T],
+`layer{k}_grad_h_total` [T_k, B, H_k], `layer{k}_gates_mean` and `layer{k}_gates_saturated`
+[G, T_k] with `layer{k}_gate_names` [G], the rows `norm_h_total_by_layer` [L, T], `saliency` [B, T],
 `x` [T, B] token ids or [T, B, I], and `mask` [T, B] (True where a step counts) when the model
 masks. Every per-timestep array is indexed by input position t.
+
+A graph's directions keep their own lengths T_k: the rows [L, T] take T = max T_k, each padded
+with NaN after its own T_k. `layer{k}_calls` counts the calls of its layer that made direction k
+(absent: 1); `layer{k}_initial_from` names the direction whose final state is its initial state
+(an encoder handing (h, c) to its decoder; absent or -1: none). Such a *chain* is drawn on one
+time axis (`chain_offsets`): the source's steps, then its own. A model of several inputs has
+`x_{name}`, `grad_input_{name}` and `saliency_{name}` [B, T_name] per input instead of `x`,
+`grad_input` and `saliency` (`input_names`).
 """
 
 from __future__ import annotations
@@ -157,6 +165,92 @@ def layer_groups(names: list[str]) -> list[tuple[int, bool]]:
     return groups
 
 
+def direction_steps(arrays: Arrays, k: int) -> int | None:
+    """T_k, the steps of direction k: the length of its per-step arrays (`layer{k}_grad_h_total`,
+    `_h`, `_gates_mean`), else the rows' T (a recording's, a live run's); None without rows."""
+    for key, axis in ((f"layer{k}_grad_h_total", 0), (f"layer{k}_h", 0),
+                      (f"layer{k}_gates_mean", 1)):  # fmt: skip
+        value = arrays.get(key)
+        if value is not None and np.ndim(value) > axis:
+            return int(np.shape(value)[axis])
+    rows = arrays.get("norm_h_total_by_layer")
+    return None if rows is None else int(np.shape(rows)[-1])
+
+
+def calls_of(arrays: Arrays, k: int) -> int:
+    """How many calls of its layer made direction k (`layer{k}_calls`; 1 for traces without)."""
+    calls = arrays.get(f"layer{k}_calls")
+    return 1 if calls is None else int(np.asarray(calls))
+
+
+def initial_from(arrays: Arrays, k: int) -> int:
+    """The direction whose final state is direction k's initial state (`layer{k}_initial_from`),
+    -1 for none (traces without the key; an index out of range or k itself)."""
+    source = arrays.get(f"layer{k}_initial_from")
+    source = -1 if source is None else int(np.asarray(source))
+    return source if 0 <= source < layer_count(arrays) and source != k else -1
+
+
+def chain_sources(arrays: Arrays) -> list[list[int]]:
+    """Per direction k, the directions whose steps come before its own on a chain, nearest
+    first ([s, source of s, …]; a loop of hand-overs stops where it closes)."""
+    sources = [initial_from(arrays, k) for k in range(layer_count(arrays))]
+    out = []
+    for k in range(len(sources)):
+        path, s = [], sources[k]
+        while s >= 0 and s != k and s not in path:
+            path.append(s)
+            s = sources[s]
+        out.append(path)
+    return out
+
+
+def chain_offsets(arrays: Arrays) -> np.ndarray | None:
+    """Where each direction's step 0 lies on the chain time axis [L] (int): the sum of the
+    steps of the directions before it on its chain (0 for a direction whose initial state is
+    its own); None when no direction's initial state comes from another."""
+    paths = chain_sources(arrays)
+    if not any(paths):
+        return None
+    steps = [direction_steps(arrays, k) or 0 for k in range(len(paths))]
+    return np.array([sum(steps[s] for s in path) for path in paths], np.int64)
+
+
+def handovers(arrays: Arrays) -> list[tuple[int, int, float]]:
+    """(direction k, its source s, x) for every hand-over: on the chain time axis
+    (`chain_offsets`) the mark between s's last step and k's first, x = offset_k − 0.5."""
+    offsets = chain_offsets(arrays)
+    if offsets is None:
+        return []
+    return [(k, initial_from(arrays, k), float(offsets[k]) - 0.5)
+            for k in range(len(offsets)) if initial_from(arrays, k) >= 0]  # fmt: skip
+
+
+def chain_rows(rows: np.ndarray, arrays: Arrays) -> np.ndarray:
+    """Rows [L, T] (each direction's values at its own steps) placed on the chain time axis:
+    [L, W] float64, row k's T_k values from column offset_k on, NaN elsewhere; W the end of the
+    longest chain. `rows` itself (as float64) when nothing is chained."""
+    rows = np.asarray(rows, np.float64)
+    offsets = chain_offsets(arrays)
+    if offsets is None or rows.ndim != 2:
+        return rows
+    steps = [min(direction_steps(arrays, k) or rows.shape[1], rows.shape[1])
+             for k in range(len(rows))]  # fmt: skip
+    width = max(int(offsets[k]) + steps[k] for k in range(len(rows)))
+    out = np.full((len(rows), width), np.nan)
+    for k in range(len(rows)):
+        out[k, offsets[k] : offsets[k] + steps[k]] = rows[k, : steps[k]]
+    return out
+
+
+def chain_names(arrays: Arrays) -> list[str]:
+    """Each chain as text, its directions in processing order: ["enc → dec"]."""
+    names, paths = layer_names(arrays), chain_sources(arrays)
+    ends = [k for k, path in enumerate(paths)
+            if path and not any(k in other for other in paths)]  # fmt: skip
+    return [" → ".join(names[s] for s in [*reversed(paths[k]), k]) for k in ends]
+
+
 def masked_steps(arrays: Arrays) -> np.ndarray | None:
     """[T] bool: the timesteps masked in every sample (padding everywhere), where the panels
     leave a blank; None when the model does not mask."""
@@ -177,17 +271,39 @@ def blank_masked(rows: np.ndarray, arrays: Arrays) -> np.ndarray:
 
 def layer_rows(arrays: Arrays) -> np.ndarray | None:
     """The total gradient norm per direction and timestep [L, T] (float64), fully masked
-    timesteps NaN; None before there are any."""
+    timesteps NaN (in the directions as long as the mask: in a graph the mask is an input's),
+    a direction's padding after its T_k NaN; None before there are any."""
     rows = arrays.get("norm_h_total_by_layer")
     if rows is None or np.ndim(rows) != 2:
         return None
-    return blank_masked(rows, arrays)
+    rows = np.array(rows, np.float64)
+    masked = masked_steps(arrays)
+    for k in range(len(rows)):
+        steps = min(direction_steps(arrays, k) or rows.shape[1], rows.shape[1])
+        rows[k, steps:] = np.nan
+        if masked is not None and masked.shape[0] == steps:
+            rows[k, :steps][masked] = np.nan
+    return rows
 
 
-def saliency_rows(arrays: Arrays) -> np.ndarray | None:
+def input_names(arrays: Arrays) -> list[str]:
+    """The inputs with a saliency: [""] for a model of one input (`saliency`), else the names
+    of its `saliency_{name}` keys in the trace's order; [] for none."""
+    if np.ndim(arrays.get("saliency")) == 2:
+        return [""]
+    return [key.removeprefix("saliency_") for key in arrays
+            if key.startswith("saliency_") and np.ndim(arrays[key]) == 2]  # fmt: skip
+
+
+def _input_key(base: str, name: str) -> str:
+    return f"{base}_{name}" if name else base
+
+
+def saliency_rows(arrays: Arrays, name: str = "") -> np.ndarray | None:
     """[B + 1, T] (float64): the mean over the samples' unmasked steps in row 0, then each
-    sample's ‖dL/d input_t‖ (`saliency`), NaN where a sample's step is masked."""
-    saliency = arrays.get("saliency")
+    sample's ‖dL/d input_t‖ (`saliency`, or input `name`'s `saliency_{name}`), NaN where a
+    sample's step is masked."""
+    saliency = arrays.get(_input_key("saliency", name))
     if saliency is None or np.ndim(saliency) != 2:
         return None
     rows = np.array(saliency, np.float64)
@@ -200,9 +316,28 @@ def saliency_rows(arrays: Arrays) -> np.ndarray | None:
     return np.vstack([mean[None], rows])
 
 
-def token_at(arrays: Arrays, t: int, sample: int) -> int | None:
-    """The token id at step t of `sample`, for a model of token ids (x [T, B] integers)."""
-    x = arrays.get("x")
+def saliency_blocks(arrays: Arrays) -> tuple[np.ndarray, list[tuple[str, int, int]]] | None:
+    """Every input's `saliency_rows` stacked, a block per input in `input_names` order: the
+    rows [R, T] (float64; T the longest input's, a shorter one's padded with NaN) and
+    (name, first row, steps) per block. None without saliency."""
+    blocks = [(name, saliency_rows(arrays, name)) for name in input_names(arrays)]
+    blocks = [(name, rows) for name, rows in blocks if rows is not None]
+    if not blocks:
+        return None
+    width = max(rows.shape[1] for _, rows in blocks)
+    out = np.full((sum(len(rows) for _, rows in blocks), width), np.nan)
+    where, first = [], 0
+    for name, rows in blocks:
+        out[first : first + len(rows), : rows.shape[1]] = rows
+        where.append((name, first, rows.shape[1]))
+        first += len(rows)
+    return out, where
+
+
+def token_at(arrays: Arrays, t: int, sample: int, name: str = "") -> int | None:
+    """The token id at step t of `sample`, for a model of token ids (x [T, B] integers; input
+    `name`'s `x_{name}`)."""
+    x = arrays.get(_input_key("x", name))
     if x is None or np.ndim(x) != 2 or np.asarray(x).dtype.kind not in "iu":
         return None
     if not (0 <= t < np.shape(x)[0] and 0 <= sample < np.shape(x)[1]):
@@ -212,7 +347,7 @@ def token_at(arrays: Arrays, t: int, sample: int) -> int | None:
 
 def units_of_layer(arrays: Arrays, k: int) -> np.ndarray | None:
     """mean |dL/dh_t,j| of direction k over the samples whose step t counts, units × timesteps
-    [H_k, T] (float64); NaN at steps masked in every sample. Kept with the gradient array
+    [H_k, T_k] (float64); NaN at steps masked in every sample. Kept with the gradient array
     (`values.kept`), so the worker thread computes it ahead of the window (`plots.prepare`)."""
     g = arrays.get(f"layer{k}_grad_h_total")
     if g is None or np.ndim(g) != 3:
@@ -237,7 +372,7 @@ def _unit_means(g: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
 
 def gates_of_layer(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(mean activation, saturated fraction) of direction k's G gates (`gate_names_of`), each
-    [G, T] (float64), NaN at steps masked in every sample; None when the trace has none."""
+    [G, T_k] (float64), NaN at steps masked in every sample; None when the trace has none."""
     mean, saturated = arrays.get(f"layer{k}_gates_mean"), arrays.get(f"layer{k}_gates_saturated")
     if mean is None or saturated is None:
         return None

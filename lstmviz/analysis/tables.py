@@ -7,7 +7,8 @@ empty for the whole trace), `direction`, `cell`, `of`, `decay_per_step`, `steps_
 `reach`, `trend`, `loss_step`, `units_unreached`, `verdict`. Empty fields: not defined.
 
 Comparison CSV (`lstmviz compare A B --out F.csv`): a row per aligned timestep t; per direction
-`{name}_a_h`, `{name}_b_h`, `{name}_log10_ratio_h` (and `_c` for LSTMs).
+`{name}_a_h`, `{name}_b_h`, `{name}_log10_ratio_h` (and `_c` for LSTMs), empty past a
+direction's own aligned steps.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ import csv
 import io
 
 import numpy as np
+
+from lstmviz.analysis.layers import direction_steps, has_cell_state, masked_steps
+from lstmviz.analysis.records import panel_arrays
+from lstmviz.core import schema
 
 HEADER = ("record", "direction", "cell", "of", "decay_per_step", "steps_per_decade", "reach",
           "trend", "loss_step", "units_unreached", "verdict")  # fmt: skip
@@ -66,10 +71,49 @@ def comparison_columns(comparison) -> list[tuple[str, np.ndarray]]:
     """(header, values [T]) of the comparison CSV, t first."""
     columns = [("t", np.arange(comparison.T))]
     for layer in comparison.layers:
+        # a direction of fewer aligned steps (a graph's): empty fields after its own
+        past = np.arange(comparison.T) >= (layer.steps or comparison.T)
         for of in ("h", "c"):
             ratio = getattr(layer, f"log10_ratio_{of}")
             if ratio is not None:
-                columns += [(f"{layer.name}_a_{of}", getattr(layer, f"a_{of}")),
-                            (f"{layer.name}_b_{of}", getattr(layer, f"b_{of}")),
-                            (f"{layer.name}_log10_ratio_{of}", ratio)]  # fmt: skip
+                columns += [(f"{layer.name}_{part}", np.ma.masked_array(values, mask=past)
+                             if past.any() else values)
+                            for part, values in ((f"a_{of}", getattr(layer, f"a_{of}")),
+                                                 (f"b_{of}", getattr(layer, f"b_{of}")),
+                                                 (f"log10_ratio_{of}", ratio))]  # fmt: skip
+    return columns
+
+
+def without_c(a, key: str, k: int) -> bool:
+    """Whether `key` is the cell norm and direction k has no cell state (a GRU or SimpleRNN):
+    no column for it."""
+    return key.startswith("norm_c_total") and not has_cell_state(a, k)
+
+
+RECORD_COLUMNS = ("step", "epoch", "loss", "train_loss", "record_seconds")
+STATISTICS = {"mean": np.mean, "min": np.min, "max": np.max}  # of a norm over t
+
+
+def recording_columns(recording) -> list[tuple[str, np.ndarray]]:
+    """(header, values [S]) for every column of a `Recording`'s CSV (`lstmviz.plots.export`'s
+    docstring). The statistics over t leave out the steps padded in every recorded sample
+    (the last record's mask, when its trace was read: the data is the same at every record),
+    as the panels leave them blank; and each direction's padding after its own T_k (the last
+    record's trace says T_k)."""
+    a = recording.arrays
+    last = recording.last.arrays if recording.last is not None else {}
+    columns = [(key, np.asarray(a[key])) for key in RECORD_COLUMNS]
+    norms = sorted((k for k in a if k.endswith("_by_layer")), key=schema.order)
+    padded = masked_steps(panel_arrays(recording))  # [T] or None
+    for k, name in enumerate(a["layer_names"]):  # a block per direction, as a model trace's
+        for key in norms:
+            if without_c(a, key, k):
+                continue
+            base = key.removesuffix("_by_layer")
+            rows = np.asarray(a[key][:, k])  # [S, T]
+            rows = rows[:, : direction_steps(last, k) if last else None]
+            if padded is not None and padded.shape == rows.shape[1:] and not padded.all():
+                rows = rows[:, ~padded]
+            for stat, reduce in STATISTICS.items():
+                columns.append((f"{name}_{base}_{stat}", reduce(rows, axis=-1)))
     return columns

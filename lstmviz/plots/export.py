@@ -26,7 +26,8 @@ header naming each column after the trace key it comes from:
   gap in the figure), then one block of columns per recurrent direction, named by
   `layer_names`: `<layer>_norm_h_total`, `<layer>_norm_h_direct`, `<layer>_norm_c_total` (e.g.
   `bi/forward_norm_h_total`), from the `*_by_layer` rows; the last for LSTM directions only
-  (a GRU or SimpleRNN has no cell state).
+  (a GRU or SimpleRNN has no cell state). A graph's direction shorter than the longest has
+  empty fields after its own steps (the rows' NaN padding).
 
 Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`;
 a header with a comma or a quote (Keras allows them in a layer's name) in double quotes.
@@ -55,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lstmviz.analysis.layers import direction_steps
 from lstmviz.analysis.layout import (
     LSTM_PANELS,
     MODEL_PANELS,
@@ -62,7 +64,7 @@ from lstmviz.analysis.layout import (
     RECORDING_PANELS,
     panels_for,
 )
-from lstmviz.analysis.tables import diagnosis_csv
+from lstmviz.analysis.tables import diagnosis_csv, recording_columns, without_c
 from lstmviz.core import schema
 from lstmviz.core.errors import ConfigError, LstmvizError, TraceError, ref
 from lstmviz.core.view import ViewOptions
@@ -158,7 +160,7 @@ def csv_columns(trace: GradientTrace) -> list[tuple[str, np.ndarray]]:
 
 
 def _layer_columns(a, keys: list[str], length: int) -> list[tuple[str, np.ndarray]]:
-    """One block per LSTM direction of the rows `keys` ([L, T] each): `<layer>_<base>`."""
+    """One block per recurrent direction of the rows `keys` ([L, T] each): `<layer>_<base>`."""
     shaped = [k for k in keys if np.shape(a[k])[1:] == (length,)]
     if not shaped:
         return []
@@ -166,46 +168,18 @@ def _layer_columns(a, keys: list[str], length: int) -> list[tuple[str, np.ndarra
     names = [str(n) for n in np.ravel(a.get("layer_names", []))]
     if len(names) != count:
         names = [f"layer{k + 1}" for k in range(count)]
-    return [(f"{name}_{key.rsplit('_by_', 1)[0]}", np.asarray(a[key][k]))
+    return [(f"{name}_{key.rsplit('_by_', 1)[0]}", _own_steps(np.asarray(a[key][k]), a, k))
             for k, name in enumerate(names) for key in shaped
-            if not _without_c(a, key, k)]  # fmt: skip
+            if not without_c(a, key, k)]  # fmt: skip
 
 
-def _without_c(a, key: str, k: int) -> bool:
-    """Whether `key` is the cell norm and direction k has no cell state (a GRU or SimpleRNN):
-    no column for it."""
-    from lstmviz.analysis.layers import has_cell_state
-
-    return key.startswith("norm_c_total") and not has_cell_state(a, k)
-
-
-RECORD_COLUMNS = ("step", "epoch", "loss", "train_loss", "record_seconds")
-STATISTICS = {"mean": np.mean, "min": np.min, "max": np.max}  # of a norm over t
-
-
-def recording_columns(recording) -> list[tuple[str, np.ndarray]]:
-    """(header, values [S]) for every column of a `Recording`'s CSV (see the module
-    docstring). The statistics over t leave out the steps padded in every recorded sample
-    (the last record's mask, when its trace was read: the data is the same at every record),
-    as the panels leave them blank."""
-    from lstmviz.analysis.layers import masked_steps
-    from lstmviz.analysis.records import panel_arrays
-
-    a = recording.arrays
-    columns = [(key, np.asarray(a[key])) for key in RECORD_COLUMNS]
-    norms = sorted((k for k in a if k.endswith("_by_layer")), key=schema.order)
-    padded = masked_steps(panel_arrays(recording))  # [T] or None
-    for k, name in enumerate(a["layer_names"]):  # a block per direction, as a model trace's
-        for key in norms:
-            if _without_c(a, key, k):
-                continue
-            base = key.removesuffix("_by_layer")
-            rows = np.asarray(a[key][:, k])  # [S, T]
-            if padded is not None and padded.shape == rows.shape[1:] and not padded.all():
-                rows = rows[:, ~padded]
-            for stat, reduce in STATISTICS.items():
-                columns.append((f"{name}_{base}_{stat}", reduce(rows, axis=-1)))
-    return columns
+def _own_steps(row: np.ndarray, a, k: int) -> np.ndarray:
+    """Direction k's row [T]; masked after its own T_k (a graph's shorter direction): empty
+    fields, not its NaN padding."""
+    steps = direction_steps(a, k)
+    if steps is None or steps >= len(row):
+        return row
+    return np.ma.masked_array(row, mask=np.arange(len(row)) >= steps)
 
 
 def diagnosis_path(csv_path: Path) -> Path:
@@ -229,16 +203,26 @@ def csv_of_columns(columns: list[tuple[str, np.ndarray]], step=None) -> str:
     text = io.StringIO()
     writer = csv_module.writer(text, lineterminator="\n")
     writer.writerow(name for name, _ in columns)
-    # one %-format per row: the fields are numbers, never quoted
-    row_format = ",".join("%d" if np.asarray(values).dtype.kind in "iub" else "%.9g"
-                          for _, values in columns) + "\n"  # fmt: skip
-    data = [np.asarray(values).tolist() for _, values in columns]
+    # one %-format per row: the fields are numbers, never quoted; a masked array's masked
+    # values (a direction's steps past its own length) are empty fields
+    formats = ["%d" if np.asarray(values).dtype.kind in "iub" else "%.9g" for _, values in columns]
+    data = [_fields(values, f) if np.ma.isMaskedArray(values) else np.asarray(values).tolist()
+            for (_, values), f in zip(columns, formats, strict=True)]  # fmt: skip
+    row_format = ",".join("%s" if np.ma.isMaskedArray(values) else f
+                          for (_, values), f in zip(columns, formats, strict=True)) + "\n"
     rows = list(zip(*data, strict=True))
     for start in range(0, len(rows), CSV_BLOCK):
         text.write("".join([row_format % row for row in rows[start:start + CSV_BLOCK]]))
         if step is not None:
             step(min(start + CSV_BLOCK, len(rows)) / len(rows))
     return text.getvalue()
+
+
+def _fields(values: np.ma.MaskedArray, spec: str) -> list[str]:
+    """A masked column's CSV fields: its values as `spec` formats them, "" where masked."""
+    mask = np.ma.getmaskarray(values)
+    return ["" if m else spec % v for v, m in zip(np.ma.getdata(values).tolist(), mask.tolist(),
+                                                   strict=True)]  # fmt: skip
 
 
 # ---- paths and atomic writes ------------------------------------------------------------------
