@@ -1,0 +1,216 @@
+"""Model mode on graphs Keras runs (encoder–decoders, attention, shared layers, subclassed
+models): every direction's totals against Keras's own cells stepped in Python with every h_t and
+c_t an intermediate of the tape, weight gradients against Keras's own `tape.gradient` of the
+model, the loss against `model.evaluate`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lstmviz.core.errors import InputError
+
+keras = pytest.importorskip("keras")
+tf = pytest.importorskip("tensorflow")
+L = keras.layers
+
+B, TE, TD, V, E, H = 3, 5, 4, 12, 4, 3
+TOL = {"rtol": 2e-4, "atol": 2e-6}
+
+
+def seq2seq(attention: bool):
+    """Embedding on each of two inputs; an LSTM encoder handing (h, c) to an LSTM decoder;
+    with `attention` the decoder also attends over the encoder's outputs."""
+    keras.utils.set_random_seed(1)
+    enc_in = keras.Input((TE,), name="enc", dtype="int32")
+    dec_in = keras.Input((TD,), name="dec", dtype="int32")
+    e = L.Embedding(V, E, name="emb_e")(enc_in)
+    d = L.Embedding(V, E, name="emb_d")(dec_in)
+    seq, h, c = L.LSTM(H, return_sequences=attention, return_state=True, name="encoder")(e)
+    dec = L.LSTM(H, return_sequences=True, name="decoder")(d, initial_state=[h, c])
+    if attention:
+        dec = L.Concatenate(name="cat")([dec, L.AdditiveAttention(name="att")([dec, seq])])
+    out = L.Dense(V, activation="softmax", name="head")(dec)
+    model = keras.Model([enc_in, dec_in], out)
+    model.compile(loss="sparse_categorical_crossentropy")
+    rng = np.random.default_rng(2)
+    x = {"enc": rng.integers(1, V, (B, TE)), "dec": rng.integers(1, V, (B, TD))}
+    y = rng.integers(0, V, (B, TD))
+    return model, x, y
+
+
+def unrolled(layer, inputs, state):
+    """Keras's own cell of `layer` stepped over inputs [B, T, E] from `state`: (every state
+    list, every output copy (the direct sources))."""
+    states, outputs = [], []
+    for t in range(inputs.shape[1]):
+        _, state = layer.cell(inputs[:, t], state)
+        states.append(state)
+        outputs.append(tf.identity(state[0]))
+    return states, outputs
+
+
+def reference(model, x, y, attention: bool):
+    """(loss, {direction: (totals h, totals c, direct)}) of the seq2seq by its unrolled cells."""
+    get = model.get_layer
+    with tf.GradientTape(persistent=True) as tape:
+        e, d = get("emb_e")(x["enc"]), get("emb_d")(x["dec"])
+        zeros = [tf.zeros([B, H]), tf.zeros([B, H])]
+        enc_states, enc_out = unrolled(get("encoder"), e, zeros)
+        handed = [enc_out[-1], enc_states[-1][1]]
+        dec_states, dec_out = unrolled(get("decoder"), d, handed)
+        seq = tf.stack(dec_out, 1)
+        if attention:
+            seq = get("cat")([seq, get("att")([seq, tf.stack(enc_out, 1)])])
+        probs = get("head")(seq)
+        loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, probs))
+    def grad(tensor):
+        return tape.gradient(loss, tensor, unconnected_gradients="zero").numpy()
+
+    found = {}
+    for name, states, outs in (("encoder", enc_states, enc_out), ("decoder", dec_states, dec_out)):
+        totals = tuple(np.stack([grad(s[i]) for s in states]) for i in (0, 1))
+        found[name] = (*totals, np.stack([grad(o) for o in outs]))
+    return float(loss), found
+
+
+@pytest.mark.parametrize("attention", [False, True], ids=["states", "attention"])
+def test_an_encoder_decoder_matches_its_unrolled_cells(attention):
+    import lstmviz
+
+    model, x, y = seq2seq(attention)
+    trace = lstmviz.model_gradients(model, x, y)
+    a = trace.arrays
+    assert list(a["layer_names"]) == ["encoder", "decoder"]
+    assert int(a["layer0_initial_from"]) == -1 and int(a["layer1_initial_from"]) == 0
+    assert a["layer0_h"].shape == (TE, B, H) and a["layer1_h"].shape == (TD, B, H)
+    assert np.isnan(a["norm_h_total_by_layer"][1, TD:]).all()
+    loss, expected = reference(model, x, y, attention)
+    np.testing.assert_allclose(a["loss"], loss, rtol=1e-5)
+    np.testing.assert_allclose(a["loss"], model.evaluate(x, y, verbose=0), rtol=1e-5)
+    for k, name in enumerate(("encoder", "decoder")):
+        total_h, total_c, direct = expected[name]
+        np.testing.assert_allclose(a[f"layer{k}_grad_h_total"], total_h, **TOL)
+        np.testing.assert_allclose(a[f"layer{k}_grad_c_total"], total_c, **TOL)
+        np.testing.assert_allclose(a[f"layer{k}_grad_h_direct"], direct, **TOL)
+    # without attention the encoder's gradient arrives through the hand-over alone
+    assert np.abs(a["layer0_grad_h_total"][0]).max() > 1e-6
+    with tf.GradientTape() as tape:
+        value = model.compute_loss(x=None, y=y, y_pred=model(x, training=False))
+    weights = [model.get_layer(n).cell.kernel for n in ("encoder", "decoder")]
+    for k, grad in enumerate(tape.gradient(value, weights)):
+        np.testing.assert_allclose(a[f"layer{k}_grad_kernel"], grad.numpy(), **TOL)
+    assert a["saliency_enc"].shape == (B, TE) and a["x_dec"].shape == (TD, B)
+    trace.check()
+
+
+class Stepper(keras.Model):
+    """A subclassed decoder stepping one LSTM layer a token at a time, its state handed on."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = L.LSTM(H, return_state=True, name="rnn")
+        self.head = L.Dense(2, name="head")
+
+    def call(self, x):
+        h = c = tf.zeros([tf.shape(x)[0], H])
+        outs = []
+        for t in range(x.shape[1]):
+            out, h, c = self.rnn(x[:, t:t + 1], initial_state=[h, c])
+            outs.append(self.head(out))
+        return tf.stack(outs, 1)
+
+
+def test_a_layer_stepped_with_its_state_handed_on_is_one_direction():
+    import lstmviz
+
+    keras.utils.set_random_seed(3)
+    model = Stepper()
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((B, TD, 2)).astype(np.float32)
+    y = rng.standard_normal((B, TD, 2)).astype(np.float32)
+    a = lstmviz.model_gradients(model, x, y, loss="mse").arrays
+    assert list(a["layer_names"]) == ["rnn"] and int(a["layer0_calls"]) == TD
+    with tf.GradientTape(persistent=True) as tape:
+        states, outs = unrolled(model.rnn, tf.constant(x), [tf.zeros([B, H])] * 2)
+        pred = model.head(tf.stack(outs, 1))
+        loss = tf.reduce_mean(tf.square(pred - y))
+    np.testing.assert_allclose(a["loss"], float(loss), rtol=1e-5)
+    totals = np.stack([tape.gradient(loss, s[0]).numpy() for s in states])
+    np.testing.assert_allclose(a["layer0_grad_h_total"], totals, **TOL)
+    with tf.GradientTape() as tape:
+        value = tf.reduce_mean(tf.square(model(x) - y))
+    grad = tape.gradient(value, model.rnn.cell.recurrent_kernel)
+    np.testing.assert_allclose(a["layer0_grad_recurrent_kernel"], grad.numpy(), **TOL)
+
+
+def test_subclassed_shared_and_branching_models():
+    import lstmviz
+
+    class Classifier(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.gru = L.Embedding(V, E), L.GRU(H, name="gru")
+            self.head = L.Dense(1, activation="sigmoid")
+
+        def call(self, x):
+            return self.head(self.gru(self.emb(x)))
+
+    keras.utils.set_random_seed(5)
+    rng = np.random.default_rng(5)
+    ids, y = rng.integers(1, V, (B, TE)), rng.integers(0, 2, (B, 1)).astype(np.float32)
+    model = Classifier()
+    model.compile(loss="binary_crossentropy")
+    a = lstmviz.model_gradients(model, ids, y).arrays
+    assert list(a["layer_names"]) == ["gru"] and a["saliency"].shape == (B, TE)
+    np.testing.assert_allclose(a["loss"], model.evaluate(ids, y, verbose=0), rtol=1e-5)
+    with tf.GradientTape() as tape:
+        value = tf.reduce_mean(keras.losses.binary_crossentropy(y, model(ids)))
+    grad = tape.gradient(value, model.gru.cell.kernel)
+    np.testing.assert_allclose(a["layer0_grad_kernel"], grad.numpy(), **TOL)
+
+    first, second = keras.Input((TE, 2), name="a"), keras.Input((TE, 2), name="b")
+    enc = L.LSTM(H, name="enc")
+    both = keras.Model([first, second], L.Dense(1)(L.Concatenate()([enc(first), enc(second)])))
+    xs = [rng.standard_normal((B, TE, 2)), rng.standard_normal((B, TE, 2))]
+    a = lstmviz.model_gradients(both, xs, np.zeros((B, 1)), loss="mse").arrays
+    assert list(a["layer_names"]) == ["enc#0", "enc#1"]
+    with pytest.raises(InputError, match="takes 'a', 'b'"):
+        lstmviz.model_gradients(both, xs[0], np.zeros((B, 1)), loss="mse")
+
+    ids = keras.Input((TE,), dtype="int32")
+    s = L.Bidirectional(L.LSTM(H, return_sequences=True), name="bi")(
+        L.Embedding(V, E, mask_zero=True)(ids))  # fmt: skip
+    pooled = L.GlobalAveragePooling1D()(L.Concatenate()([s, L.Attention()([s, s])]))
+    model = keras.Model(ids, L.Dense(1, activation="sigmoid")(pooled))
+    model.compile(loss="binary_crossentropy")
+    x = rng.integers(1, V, (B, TE))
+    x[0, 3:] = 0
+    a = lstmviz.model_gradients(model, x, y).arrays
+    assert list(a["layer_names"]) == ["bi/forward", "bi/backward"]
+    np.testing.assert_allclose(a["loss"], model.evaluate(x, y, verbose=0), rtol=1e-5)
+    assert not a["mask"][3:, 0].any() and a["mask"][:3, 0].all()
+
+
+def test_the_cli_runs_a_saved_encoder_decoder_on_named_inputs(tmp_path):
+    model, x, y = seq2seq(True)
+    model.save(tmp_path / "s2s.keras")
+    np.savez(tmp_path / "data.npz", enc=x["enc"], dec=x["dec"], y=y)
+    np.savez(tmp_path / "wrong.npz", source=x["enc"], y=y)
+    run = [sys.executable, "-m", "lstmviz", "run", "--mode", "model", "--model",
+           str(tmp_path / "s2s.keras")]  # fmt: skip
+    done = subprocess.run([*run, "--inputs", str(tmp_path / "data.npz"), "--out",
+                           str(tmp_path / "t.npz")], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    from lstmviz.io.trace import GradientTrace
+
+    trace = GradientTrace.load(tmp_path / "t.npz")
+    np.testing.assert_allclose(trace.arrays["loss"], model.evaluate(x, y, verbose=0), rtol=1e-5)
+    assert list(trace.arrays["layer_names"]) == ["encoder", "decoder"]
+    bad = subprocess.run([*run, "--inputs", str(tmp_path / "wrong.npz"), "--out",
+                          str(tmp_path / "u.npz")], capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "enc, dec" in bad.stderr, bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "u.npz").exists()
