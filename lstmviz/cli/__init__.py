@@ -126,9 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     option("time_major", action="store_true")
     option("model", metavar="FILE")
-    run.add_argument(
-        "--targets", metavar="Y.npy", help="model mode: targets y when --inputs is an x .npy"
-    )
+    option("module", metavar="PKG.MOD:FACTORY")
+    run.add_argument("--targets", metavar="Y.npy",
+                     help="model mode: targets y when --inputs is an x .npy")  # fmt: skip
     option("connectivity", action="store_true")
     option("epochs", metavar="E")
     option("every", metavar="N")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -74,6 +75,10 @@ HELP = {
     "model": "A saved model (model mode): Keras .keras, a Keras 2 .h5, or a weights-only\n"
     "file of stacked LSTM layers (.weights.h5, .npz, PyTorch .safetensors).",
     "targets": "The targets y (model mode) as a .npy, when the inputs file holds x only.",
+    "module": "Model mode, a PyTorch checkpoint (--model CKPT.pt: a state dict, or a dict\n"
+    "holding one): the function or class that makes its module, as an import path from the\n"
+    "working folder (pkg.mod:factory), called with no arguments or with the checkpoint's\n"
+    "hyper-parameters it takes.",
     "epochs": "Epochs of Keras's fit when training your model (--mode train --model FILE).",
     "every": "N: when training your model, a record of its gradient flow every N training\n"
     "batches (counted across epochs).",
@@ -96,7 +101,9 @@ def flag(name: str) -> str:
 
 # Optional fields a mode may not read: given to a mode that does not, they are refused.
 OPTIONAL = ("weights", "layer", "inputs", "time_major", "connectivity", "model", "targets",
-            "record", "save_model")
+            "record", "save_model", "module")
+# `module`: "pkg.mod:factory", dotted names on both sides of the colon
+MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 # Fields that name a file (or, `layer`, a layer in one): None when not given, never empty.
 NAME_FIELDS = ("weights", "layer", "inputs", "model", "targets", "record", "save_model")
 FILE_FIELDS = tuple(name for name in NAME_FIELDS if name != "layer")
@@ -131,6 +138,7 @@ class RunConfig:
     every: int = 10
     record: str | None = None
     save_model: str | None = None
+    module: str | None = None
 
     def __post_init__(self) -> None:
         self._plain_numbers()
@@ -189,6 +197,9 @@ class RunConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(name, f"must be a file name or layer name, got {value!r}")
+        if self.module is not None and not isinstance(self.module, str):
+            raise ConfigError("module", f"must be an import path pkg.mod:factory, got "
+                              f"{self.module!r}")  # fmt: skip
         return self
 
     def check_flags(self) -> RunConfig:
@@ -202,8 +213,12 @@ class RunConfig:
             if not getattr(self, name):
                 raise ConfigError(name, f"{ref('mode', self.mode)} needs {ref(name, 'FILE')}")
         for name in OPTIONAL:
-            if getattr(self, name) and not mode.uses(name, fitting):
+            if getattr(self, name) and not _reads(mode, name, fitting):
                 raise ConfigError(name, _refusal(mode, name, fitting))
+        if self.module is not None and not MODULE_PATH.fullmatch(self.module):
+            raise ConfigError("module", f"{self.module!r} is not an import path: give "
+                              "pkg.mod:factory (a module importable from the working folder, "
+                              "a colon, the function or class in it)")  # fmt: skip
         if fitting:
             for name, what, more in (
                 ("inputs", "DATA", f" (.npz with x and y, or X.npy with {ref('targets')})"),
@@ -244,7 +259,7 @@ class RunConfig:
         field's value while another mode is shown; a run sees only what its mode reads)."""
         mode, fitting = modes.get(self.mode), self.fitting()
         unused = {name: getattr(RunConfig, name) for name in OPTIONAL
-                  if not mode.uses(name, fitting)}  # fmt: skip
+                  if not _reads(mode, name, fitting)}  # fmt: skip
         if mode.trains and not self.inputs and not fitting:  # the task fixes I
             unused["input_dim"] = TASK_INPUT_DIMS.get(self.task, self.input_dim)
         return replace(self, **unused)
@@ -321,8 +336,20 @@ def in_python_terms(exc: LstmvizError) -> LstmvizError:
     return exc.worded(keyword)
 
 
+def _reads(mode: modes.Mode, name: str, fitting: bool) -> bool:
+    """Whether a run of `mode` reads the optional field `name` (`fitting`: one training a
+    model). `module` goes with a whole model that is run, not trained (`Mode.whole_model`)."""
+    if name == "module":
+        return mode.whole_model and not fitting
+    return mode.uses(name, fitting)
+
+
 def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:
     """Why `mode` refuses the optional field `name` (the run trains a model when `fitting`)."""
+    if name == "module":
+        whole = [m for m in modes.names() if modes.get(m).whole_model]
+        return (f"only applies to {ref('mode', ', '.join(whole))} {ref('model', 'CKPT.pt')} (the "
+                "module of a PyTorch checkpoint)")  # fmt: skip
     if name in mode.refuses:
         return mode.refuses[name]
     if fitting and mode.uses(name):

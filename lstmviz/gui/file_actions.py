@@ -220,7 +220,9 @@ class FileActions(QObject):
         return True
 
     def open_model_dialog(self) -> None:
-        wanted = f"Models ({files.pattern(files.MODELS)})"
+        """File → Open model…: the usual names of model files, or any file (a TorchScript
+        program is told by its content, whatever its name)."""
+        wanted = f"Models ({files.pattern(files.MODELS)});;All files (*)"
         ask_to_open(self.window, "Open model", wanted, self.open_model)
 
     def open_data_dialog(self) -> None:

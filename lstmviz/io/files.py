@@ -3,10 +3,12 @@
 One list per kind: the loaders, the file dialogs, drag and drop and `lstmviz gui FILE …` read
 these. An `.npz` can be any of three kinds; `kind()` looks inside (names only, no array read).
 A Keras `.keras` or full-model `.h5` is a model when its config has layers besides LSTMs (an
-Embedding, a head), else weights: `kind()` reads the config, not the weights. `check_output`
-refuses a file lstmviz is asked to write where it cannot be written, `check_suffix` one whose
-name does not say what it holds. `missing` and `wrong_content` word the two commonest reasons a
-file cannot be read: it is not there (or is a folder), or it holds another kind of file.
+Embedding, a head), else weights: `kind()` reads the config, not the weights. A PyTorch
+program (TorchScript, torch.export) is told by its zip directory, whatever its name ends in.
+`check_output` refuses a file lstmviz is asked to write where it cannot be written,
+`check_suffix` one whose name does not say what it holds. `missing` and `wrong_content` word
+the two commonest reasons a file cannot be read: it is not there (or is a folder), or it holds
+another kind of file.
 """
 
 from __future__ import annotations
@@ -26,16 +28,17 @@ WEIGHTS = (".keras", ".weights.h5", ".h5", ".hdf5", ".npz", ".safetensors", ".pt
 # A training run's trained LSTM and read-out (`lstmviz.engine.trained.save_trained_weights`).
 TRAINED_WEIGHTS = (".weights.h5", ".npz")
 
-# PyTorch programs (`torch_program`): TorchScript .pt/.pth, torch.export .pt2 (lstmviz.torch).
-TORCH_PROGRAMS = (".pt2", ".pt", ".pth")
+# The names PyTorch programs usually have (the dialogs offer them; `torch_program` reads the
+# content, whatever the name): TorchScript .pt/.pth/.jit, torch.export .pt2 (lstmviz.torch).
+TORCH_PROGRAMS = (".pt2", ".pt", ".pth", ".jit")
 # Model files: a whole model (`lstmviz.weights.model_files.load_model`, or a PyTorch program);
 # weights-only files of stacked LSTM layers open as a model too when asked to (File → Open
 # model…).
-MODELS = (*WEIGHTS, ".pt2")
+MODELS = (*WEIGHTS, ".pt2", ".jit")
 KIND_TEXT = {"trace": "a trace (.npz)", "recording": "a recording (.lvz)",
              "inputs": "inputs (.npy, .npz with x)",
              "weights": f"weights ({', '.join(WEIGHTS)})",
-             "model": "a model (.keras, .h5, TorchScript .pt, torch.export .pt2)"}  # fmt: skip
+             "model": "a model (.keras, .h5, TorchScript .pt/.jit, torch.export .pt2)"}  # fmt: skip
 # Layer classes a weights file may hold; a Keras config with any other layer is a model's.
 _LSTM_CLASSES = frozenset({"InputLayer", "LSTM", "CuDNNLSTM", "Bidirectional"})
 
@@ -56,7 +59,7 @@ _SUFFIX_CONTENT = {".keras": ("zip",), ".npz": ("zip",), ".npy": ("npy",),
                    ".weights.h5": ("hdf5",), ".h5": ("hdf5",), ".hdf5": ("hdf5",),
                    ".lvz": ("hdf5",), ".safetensors": ("safetensors",),
                    ".pt": ("zip", "pickle"), ".pth": ("zip", "pickle"),
-                   ".pt2": ("zip",)}  # fmt: skip
+                   ".pt2": ("zip",), ".jit": ("zip",)}  # fmt: skip
 
 
 def missing(path: str | os.PathLike) -> str | None:
@@ -140,7 +143,8 @@ def layer_classes(config) -> list[str]:
 
     def walk(node, depth: int = 0) -> None:
         inner = node.get("config") if isinstance(node, dict) else None
-        layers = inner.get("layers") if isinstance(inner, dict) else None
+        # Keras 2.0/2.1 wrote a Sequential's config as the list of its layers itself
+        layers = inner.get("layers") if isinstance(inner, dict) else inner
         if not isinstance(layers, list) or depth > 32:
             return
         for layer in layers:
@@ -184,19 +188,30 @@ def is_model(path: str | os.PathLike) -> bool:
 
 
 def torch_program(path: str | os.PathLike) -> str | None:
-    """"torchscript" for a TorchScript archive (a .pt or .pth zip holding TorchScript code/),
-    "export" for a torch.export program (.pt2), else None. Reads the zip's directory only."""
-    suffix = suffix_of(path, TORCH_PROGRAMS)
-    if suffix is None:
+    """"torchscript" for a TorchScript archive, "export" for a torch.export program, else
+    None, from the zip's directory (nothing is unpickled), whatever the file's name ends in.
+
+    TorchScript (`torch.jit.save`) writes `<archive>/code/…` (its source) beside
+    `constants.pkl` / `data.pkl`; torch.export (`torch.export.save`) `archive_format` and
+    `models/*.json` (PyTorch ≥ 2.6) or `serialized_exported_program.json` (before). A plain
+    `torch.save` state dict has `data.pkl` and no code/: not a program. A `.pt2` zip is taken
+    as torch.export's even when its layout is another (loading it says what is wrong)."""
+    if content(path) != "zip":
         return None
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
     except (OSError, zipfile.BadZipFile, ValueError):
         return None
-    if suffix == ".pt2":
-        return "export"
-    return "torchscript" if any("/code/" in name for name in names) else None
+    # paths inside the archive's top folder, ("code", "__torch__", …), ("constants.pkl",); an
+    # older .pt2 keeps its files at the top
+    inner = {tuple(name.split("/")[1:]) if "/" in name else (name,) for name in names}
+    ends = {parts[-1] for parts in inner if parts}
+    code = any(len(parts) > 1 and parts[0] == "code" for parts in inner)
+    if code and ends & {"constants.pkl", "data.pkl"}:
+        return "torchscript"
+    exported = "serialized_exported_program.json" in ends or ("archive_format",) in inner
+    return "export" if exported or suffix_of(path, (".pt2",)) else None
 
 
 def kind(path: str | os.PathLike) -> str:
@@ -206,6 +221,8 @@ def kind(path: str | os.PathLike) -> str:
     path = Path(path)
     if problem := missing(path):
         raise LstmvizError(f"{path}: {problem}")
+    if torch_program(path):  # by content: a TorchScript `.jit`, `.pt`, or any other name
+        return "model"
     if suffix_of(path, (".npz",)):
         try:
             names = npz_names(path)
@@ -218,8 +235,6 @@ def kind(path: str | os.PathLike) -> str:
         return "recording"
     if suffix_of(path, INPUTS):
         return "inputs"
-    if torch_program(path):
-        return "model"
     if suffix_of(path, WEIGHTS):
         return "model" if is_model(path) else "weights"
     expected = ", ".join(KIND_TEXT.values())

@@ -120,20 +120,55 @@ def program_kind(path) -> str:
 
 def load_program(path, x=None) -> tuple[Program, tuple | None]:
     """(the Program of the file at `path`, the example inputs a .pt2 keeps or None). A
-    TorchScript file needs `x` (the arguments it will be run with: it is converted for them)."""
+    TorchScript file needs `x` (the arguments it will be run with: it is converted for them).
+    A program PyTorch cannot convert, or whose graph holds no recurrent op lstmviz follows:
+    ModelError, one line with the reason and the way out (`way_out`)."""
     kind = files.torch_program(path)
     where = f"{path}: {program_kind(path)}"
     with _quiet(), _refused(where):
         if kind == "export":
             program = torch.export.load(str(path))
             example = program.example_inputs[0] if program.example_inputs else None
-            return Program(program.module()), example
+            return _followed(Program(program.module()), where, kind), example
         scripted = torch.jit.load(str(path), map_location="cpu")
         from torch._export.converter import TS2EPConverter
 
-        program = TS2EPConverter(scripted, _tuple(x)).convert()
+        arguments = _tuple(x)
+        try:
+            program = TS2EPConverter(scripted, arguments).convert()
+        except Exception as exc:  # noqa: BLE001 - the converter fails in many ways: one line
+            raise ModelError(f"{where}: PyTorch cannot convert it into the graph lstmviz runs "
+                             f"({_reason(exc)}); {way_out(kind)}") from None  # fmt: skip
         named = _names(program.module(), scripted)
-        return Program(program.module(), named), None
+        return _followed(Program(program.module(), named), where, kind), None
+
+
+def way_out(kind: str | None) -> str:
+    """What to do with a program lstmviz cannot follow: run the module's own Python class
+    (a state dict and `--module`), or (TorchScript) save it with torch.export instead."""
+    text = f"save a state dict plus the module's class and use {ref('module', 'PKG.MOD:FACTORY')}"
+    return text if kind == "export" else f"{text}, or save it with torch.export (.pt2)"
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a conversion's error (PyTorch's C++ frames left out), and what
+    lstmviz knows of its cause; at most 200 characters."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    text = text if len(text) <= 200 else text[:199] + "…"
+    if "prim::Loop" in text:  # a Python loop in the scripted code, e.g. over an nn.LSTMCell
+        text += ": a loop in the scripted code, such as an nn.LSTMCell stepped over time"
+    return text
+
+
+def _followed(program: Program, where: str, kind: str | None) -> Program:
+    """`program`, or ModelError when its graph has no recurrent op (an nn.LSTMCell stepped in a
+    loop is plain arithmetic there, which lstmviz cannot tell from the rest)."""
+    if not program.recurrent:
+        raise ModelError(f"{where}: its graph has no nn.LSTM, nn.GRU or nn.RNN op (an "
+                         "nn.LSTMCell stepped in a loop becomes plain arithmetic there); "
+                         f"{way_out(kind)}")  # fmt: skip
+    return program
 
 
 def _names(graph: fx.GraphModule, scripted) -> dict[int, str]:
@@ -187,21 +222,24 @@ def program_loss(name: str | None, has_targets: bool):
     return name
 
 
+def program_data(config: RunConfig) -> tuple[torch.Tensor | None, np.ndarray | None, str]:
+    """(x as a tensor — floats as PyTorch's default float32, an .npz often holds float64 —, y,
+    what the data is) from `config.inputs` (and `targets`); (None, None, "") without inputs."""
+    if not config.inputs:
+        if config.targets:
+            raise ConfigError("targets", f"give the inputs too ({ref('inputs', 'X.npy')})")
+        return None, None, ""
+    x, y, source = load_data(config.inputs, config.targets)
+    return torch.as_tensor(x.astype(np.float32) if x.dtype.kind == "f" else x), y, source
+
+
 def run_program(
     config: RunConfig, cancelled: Callable[[], bool] = bool, keep: Callable[[], bool] = bool
 ) -> Iterator[TraceUpdate | GradientTrace]:
     """Model mode's runner for a TorchScript or .pt2 file (`config.model`)."""
     path = config.model
-    x = y = None
-    source = ""
-    if config.inputs:
-        x, y, source = load_data(config.inputs, config.targets)
-    elif config.targets:
-        raise ConfigError("targets", f"give the inputs too ({ref('inputs', 'X.npy')})")
+    arguments, y, source = program_data(config)
     loss = program_loss(config.loss, y is not None)
-    arguments = None
-    if x is not None:  # floats as PyTorch's default float32 (an .npz often holds float64)
-        arguments = torch.as_tensor(x.astype(np.float32) if x.dtype.kind == "f" else x)
     program, example = load_program(path, arguments)
     if arguments is None:
         if example is None:
@@ -213,10 +251,21 @@ def run_program(
                       f"modules, loss {loss}")  # fmt: skip
     if cancelled():
         return
-    with _quiet(), _refused(f"{path}: {program_kind(path)}"):
+    where = f"{path}: {program_kind(path)}"
+    yield from traced(tracer, config, (arguments, y, source), loss, where,
+                      f"{path} ({program_kind(path)})")  # fmt: skip
+
+
+def traced(tracer: Tracer, config: RunConfig, data: tuple, loss: str, where: str,
+           described: str) -> Iterator[TraceUpdate | GradientTrace]:  # fmt: skip
+    """A run's last two items: the TraceUpdate with the norms, then the GradientTrace of
+    `tracer` on `data` = (arguments, y, what they are), its `model_source` `described`, its
+    config `config` with the sizes it ran. PyTorch failing: one ModelError line on `where`."""
+    arguments, y, source = data
+    with _quiet(), _refused(where):
         trace = tracer.trace(arguments, y, source)
     arrays = trace.arrays
-    arrays["model_source"] = np.array(f"{path} ({program_kind(path)})")
+    arrays["model_source"] = np.array(described)
     first = trace.config
     config = replace(config, mode="model", steps=first.steps, batch=first.batch,
                      input_dim=first.input_dim, hidden=first.hidden, loss=loss)  # fmt: skip
