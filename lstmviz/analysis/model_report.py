@@ -14,6 +14,7 @@ from lstmviz.analysis.layers import (
     cell_of,
     gate_names_of,
     gates_of_layer,
+    input_names,
     layer_names,
     layer_rows,
     saliency_rows,
@@ -67,7 +68,8 @@ def going_back(name: str, largest_t: int, smallest_t: int) -> str:
 
 def model_lines(arrays: Arrays) -> list[str]:
     """Summary lines of a model trace ([] for others): each direction's largest and smallest
-    ‖dL/dh_t‖ and where, the saturated forget gates, the input saliency's range."""
+    ‖dL/dh_t‖ and where (t in its own steps), the saturated forget gates, the input saliency's
+    range (of each input)."""
     rows = layer_rows(arrays)
     if rows is None:
         return []
@@ -103,13 +105,14 @@ def model_lines(arrays: Arrays) -> list[str]:
             stuck.append(f"{html.escape(name)} {fmt(100 * share)}%")
     if stuck:
         lines.append("saturated forget gates (mean over t): " + ", ".join(stuck))
-    saliency = saliency_rows(arrays)
-    if saliency is not None:
-        found = extremes(saliency[0])
+    for name in input_names(arrays):
+        saliency = saliency_rows(arrays, name)
+        found = None if saliency is None else extremes(saliency[0])
         if found is not None:
             hi, lo = found
+            what = f"input {html.escape(name)}" if name else "input"
             lines.append(
-                f"input saliency (mean over samples): largest {fmt(saliency[0, hi])} at t={hi}, "
+                f"{what} saliency (mean over samples): largest {fmt(saliency[0, hi])} at t={hi}, "
                 f"smallest {fmt(saliency[0, lo])} at t={lo}"
             )
     return lines

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.analysis.layers import CELL_TEXT, cell_of, has_cell_state
+from lstmviz.analysis.layers import (
+    CELL_TEXT,
+    calls_of,
+    cell_of,
+    chain_sources,
+    direction_steps,
+    has_cell_state,
+    input_names,
+    layer_names,
+)
 from lstmviz.analysis.values import Arrays, max_abs, nonfinite_count
 from lstmviz.core import modes
 from lstmviz.core.config import RunConfig
@@ -59,8 +68,8 @@ def _has_norm(key: str, arrays: Arrays) -> bool:
     has its norm in `saliency` (which is checked)."""
     if _MODEL_STATE.fullmatch(key):
         return "norm_h_total_by_layer" in arrays
-    if key == "grad_input":
-        return "saliency" in arrays
+    if key == "grad_input" or key.startswith("grad_input_"):
+        return "saliency" + key.removeprefix("grad_input") in arrays
     return key in ("h", "c") or (key.startswith("grad_") and "norm_" + key[5:] in arrays)
 
 
@@ -134,6 +143,10 @@ def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
         mixed = f" ({', '.join(cells)})" if len(cells) > 1 else ""
         parts.append(f"{len(names)} {kind} direction{'s' * (len(names) != 1)}{mixed} in "
                      f"{layers} layer{'s' * (layers != 1)}")  # fmt: skip
+        parts += [html.escape(chain) for chain in chain_parts(arrays)]
+        inputs = [name for name in input_names(arrays) if name]
+        if len(inputs) > 1:
+            parts.append(f"inputs {html.escape(', '.join(inputs))}")
     if config is not None and arrays:
         parts.append(config.sizes())
     loss = arrays.get("loss")
@@ -152,6 +165,34 @@ def model_parts(arrays: Arrays, config: RunConfig | None) -> list[str]:
         parts.append(f"data {html.escape(Path(config.inputs).name)}" if config.inputs
                      else f"random data (seed {config.seed})")  # fmt: skip
     return parts
+
+
+def chain_parts(arrays: Arrays) -> list[str]:
+    """Each chain of hand-overs as its directions with their steps (and calls, when more than
+    one): "enc (6 steps) → dec (4 steps, 4 calls)"."""
+    names, paths = layer_names(arrays), chain_sources(arrays)
+    ends = [k for k, path in enumerate(paths) if path and not any(k in p for p in paths)]
+
+    def one(k: int) -> str:
+        calls = calls_of(arrays, k)
+        more = f", {calls} calls" if calls > 1 else ""
+        return f"{names[k]} ({direction_steps(arrays, k)} steps{more})"
+
+    return [" → ".join(one(s) for s in [*reversed(paths[k]), k]) for k in ends]
+
+
+def _own_steps(arrays: Arrays, key: str) -> np.ndarray:
+    """The values of rows `key` ([L, T] or a recording's [S, L, T]) within each direction's
+    own steps: a graph's shorter directions are padded with NaN, which is no value; a cell
+    norm only of the directions with a cell state (a GRU's or SimpleRNN's row is NaN)."""
+    rows = np.asarray(arrays[key])
+    if rows.ndim < 2:
+        return rows
+    kept = range(rows.shape[-2])
+    if key.startswith("norm_c_total"):
+        kept = [k for k in kept if has_cell_state(arrays, k)]
+    parts = [rows[..., k, : direction_steps(arrays, k)].ravel() for k in kept]
+    return np.concatenate(parts) if parts else np.zeros(0, rows.dtype)
 
 
 def reference_part(arrays: Arrays) -> str:
@@ -173,10 +214,9 @@ def nonfinite_part(arrays: Arrays) -> str:
     # ones again would stall the window for a long multi-pass trace).
     checked = "nonfinite_steps" in arrays
     floats = {k: v for k, v in arrays.items() if np.asarray(v).dtype.kind == "f"}
-    if "norm_c_total_by_layer" in floats:  # a GRU's or SimpleRNN's row is NaN: it has no c
-        rows = np.asarray(floats["norm_c_total_by_layer"])
-        kept = [k for k in range(rows.shape[-2]) if has_cell_state(arrays, k)]
-        floats["norm_c_total_by_layer"] = rows[..., kept, :]
+    for key in ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer"):
+        if key in floats:
+            floats[key] = _own_steps(arrays, key)
     bad = {k: nonfinite_count(v) for k, v in floats.items()
            if not (checked and _has_norm(k, arrays))}  # fmt: skip
     bad = {k: n for k, n in bad.items() if n}

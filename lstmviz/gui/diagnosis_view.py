@@ -24,7 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz.analysis.diagnosis import details
+from lstmviz.analysis.diagnosis import details, reach_point, reach_text
+from lstmviz.analysis.layers import chain_offsets
 from lstmviz.core import modes
 from lstmviz.core.errors import LstmvizError
 from lstmviz.gui.shown import Shown
@@ -65,7 +66,7 @@ class DiagnosisPanel(QWidget):
         self.table.setRowCount(len(diagnosis.layers))
         for r, d in enumerate(diagnosis.layers):
             x = d.h
-            reach = "–" if x.reach is None else f"{x.reach}/{diagnosis.T}"
+            reach = reach_text(d, x, diagnosis.T)
             values = (d.name, d.cell, _text(x.decay_per_step, ".4g"),
                       _text(x.steps_per_decade, ".3g"), reach, x.trend or "–",
                       d.verdict)  # fmt: skip
@@ -104,6 +105,7 @@ class DiagnosisView(QObject):
         self.window, self.shown, self.message = window, shown, message
         self.compare_windows: list = []
         self.reach_lines: list = []
+        self.diagnosis = None  # the last shown, whose reach `mark_reach` marks
         self.dock = QDockWidget("Diagnosis", window, objectName="diagnosis")
         self.dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable)
         self.panel = DiagnosisPanel()
@@ -134,31 +136,38 @@ class DiagnosisView(QObject):
         self.mark_reach(diagnosis)
         return diagnosis
 
-    def mark_reach(self, diagnosis) -> None:
+    def mark_reach(self, diagnosis=None) -> None:
         """A dotted vertical line per direction on the norm curves at the farthest step its
-        ‖dL/dh_t‖ reaches (`reach` steps back from the loss step)."""
+        ‖dL/dh_t‖ reaches (`reach` steps back from the loss step; across a hand-over, in the
+        direction it reached, on the chain time axis when the panel chains hand-overs).
+        `diagnosis`: the last shown when None."""
         import pyqtgraph as pg
 
         from lstmviz.plots.style import PALETTE
 
+        self.diagnosis = diagnosis = diagnosis if diagnosis is not None else self.diagnosis
         for line in self.reach_lines:
             if line.scene() is not None:
                 line.scene().removeItem(line)
         self.reach_lines = []
         area = self.window.made_area
-        if area is None:
+        if area is None or diagnosis is None or self.shown.trace is None:
             return
         whole_model = modes.find(self.shown.trace.mode).whole_model
         names = ("layers",) if len(diagnosis.layers) > 1 or whole_model else ("norm",)
+        index = {d.name: k for k, d in enumerate(diagnosis.layers)}
         for name in names:
             panel = area.by_name.get(name)
             if panel is None:
                 continue
+            # the chain time axis of a panel that chains hand-overs (as its redraw will)
+            chained = getattr(panel, "chained", False)
+            offsets = chain_offsets(self.shown.trace.arrays) if chained else None
             for n, d in enumerate(diagnosis.layers):
-                x = d.h
-                if x.reach is None or x.loss_step is None or x.source != "norms":
+                point = reach_point(d)
+                if point is None:
                     continue
-                t = x.loss_step + (x.reach - 1) * (1 if d.reverse else -1)
+                t = point[1] + (int(offsets[index[point[0]]]) if offsets is not None else 0)
                 line = pg.InfiniteLine(t, angle=90, label=f"reach {d.name}",
                                        pen=pg.mkPen(PALETTE[n % len(PALETTE)], width=1,
                                                     style=Qt.DashDotLine),

@@ -246,6 +246,7 @@ class MainWindow(QMainWindow):
         area.drawn.connect(self._drawn)
         area.created.connect(self._wire_panel)
         area.log, area.normalise = self.shown.view.log, self.shown.view.normalise
+        area.chained = self.chain_action.isChecked()
         area.layer = self.shown.view.layer
         area.layer_chosen.connect(self._layer_chosen)
         area.hidden = set(self.hidden_panels)
@@ -461,6 +462,7 @@ class MainWindow(QMainWindow):
         self.run_view.dirty = False
         self.area.draw(trace.arrays, trace.config, None, live=False, at_once=at_once)
         self.summary.draw(trace.mode, trace.arrays, trace.config, seconds)
+        self.params.direction_table.show_arrays(trace.arrays)
         self.diagnosis.show_diagnosis(trace)
         self.elapsed.setText(f"{seconds:.2f} s" if seconds is not None else "")
         if seconds is None:  # opened, not run: an earlier run's "done" is not about it
@@ -485,6 +487,13 @@ class MainWindow(QMainWindow):
         self.worker.view = (log, normalise)  # a finished trace's heatmap images are made so
         if self._area is not None:  # otherwise the panels take the options when made
             self._area.set_options(log, normalise)
+
+    def chain_changed(self) -> None:
+        """View → Chain hand-overs on one time axis changed: the panels that draw hand-overs,
+        and the reach marked on them."""
+        if self._area is not None:
+            self._area.set_chained(self.chain_action.isChecked())
+            self.diagnosis.mark_reach()
 
     @Slot(int)
     def _layer_chosen(self, k: int) -> None:

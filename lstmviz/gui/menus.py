@@ -140,7 +140,7 @@ def build_menus(window) -> None:
     """Add the menus to `window` (a MainWindow, its parts made but the run view: its items
     are wired to the parts) and keep the actions it enables as its attributes: save_action,
     export_action, export_panel_action, save_weights_action, run_action, pause_action,
-    stop_action, verify_action, log_action, normalise_action."""
+    stop_action, verify_action, log_action, normalise_action, chain_action."""
     w, bar = window, window.menuBar()
     w.window_keys = WindowKeys(w)
     file = bar.addMenu("&File")
@@ -199,8 +199,14 @@ def build_menus(window) -> None:
                                  "Divide each pass, batch or row by its maximum: the gradient "
                                  "curves and the rows and layers heatmaps (per-unit heatmaps "
                                  "and losses stay absolute)")
-    for action in (w.log_action, w.normalise_action):
+    w.chain_action = _action(w, view, "&Chain hand-overs on one time axis", w.chain_changed,
+                             None, "A model whose encoder hands its final state to a decoder: "
+                             "the encoder's steps, the hand-over, then the decoder's, on one "
+                             "time axis of the norm curves and the layers heatmap (off: each "
+                             "direction over its own steps)")  # fmt: skip
+    for action in (w.log_action, w.normalise_action, w.chain_action):
         action.setCheckable(True)
+    w.chain_action.setChecked(True)
     view.addSeparator()
     dock = w.dock.toggleViewAction()
     dock.setStatusTip("Show or hide the parameters dock with Run, Pause and Stop")

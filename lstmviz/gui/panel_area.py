@@ -13,7 +13,7 @@ from lstmviz.analysis.records import TimeRange
 from lstmviz.core.config import RunConfig
 from lstmviz.plots.curves import NormHistoryPanel
 from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
-from lstmviz.plots.model_curves import GatesPanel, LayerChoice, LayerNormPanel
+from lstmviz.plots.model_curves import GatesPanel, Handovers, LayerChoice, LayerNormPanel
 from lstmviz.plots.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
 from lstmviz.plots.panel import EMPTY_TEXT, LIVE_TEXT, SPARES, Panel
 from lstmviz.plots.record_panels import (
@@ -76,6 +76,7 @@ class PanelArea(QWidget):
         self.t_range: TimeRange = None  # its heatmap's timesteps (None: every t)
         self.hidden: set[str] = set()  # turned off in the View menu
         self.log, self.normalise = True, False
+        self.chained = True  # hand-overs on one time axis (View → Chain hand-overs …)
         self.rows_splitters: list[QSplitter] = [QSplitter(Qt.Horizontal) for _ in WINDOW_ROWS]
         self.rows_splitters[0].hide()  # a recording's
         self.splitter = QSplitter(Qt.Vertical)
@@ -138,6 +139,8 @@ class PanelArea(QWidget):
         lines = panel.fontMetrics().lineSpacing()
         panel.setMinimumSize(MIN_PANEL_LINES[0] * lines, MIN_PANEL_LINES[1] * lines)
         panel.log, panel.normalise = self.log, self.normalise
+        if isinstance(panel, Handovers):
+            panel.chained = self.chained
         if isinstance(panel, LayerChoice):
             panel.layer = self.layer
             panel.layer_box.activated.connect(self.set_layer)
@@ -286,6 +289,15 @@ class PanelArea(QWidget):
         for panel in self.panels:  # a redraw that replaces the staged calls uses them too
             panel.log, panel.normalise = log, normalise
         self.stage(lambda p=panel: p.set_options(log, normalise) for panel in self.panels)
+
+    def set_chained(self, chained: bool) -> None:
+        """View → Chain hand-overs on one time axis, in the panels that draw hand-overs."""
+        self.chained = chained
+        chaining = [p for p in self.panels if isinstance(p, Handovers)]
+        for panel in chaining:
+            panel.chained = chained
+        self.stages += [panel.redraw for panel in chaining if panel.arrays]
+        self.draw_stage()
 
     def stage(self, calls: Iterable[Callable[[], None]], at_once: bool = True) -> None:
         self.stages, self.preparing = list(calls), False

@@ -24,7 +24,7 @@ from lstmviz.core import modes
 from lstmviz.core.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
 from lstmviz.core.errors import ConfigError, cli_term, render
 from lstmviz.gui.fields import FileField, LayerField
-from lstmviz.gui.model_table import ModelTable
+from lstmviz.gui.model_table import DirectionTable, ModelTable
 from lstmviz.weights.loaders import LayerInfo
 from lstmviz.weights.model import ModelSpec
 
@@ -172,6 +172,8 @@ class ParamsEditor(QWidget):
         self.model_table = ModelTable()
         self.model_table.hide()
         form.addRow(self.model_table)
+        self.direction_table = DirectionTable()  # a graph trace's directions, while shown
+        form.addRow(self.direction_table)
         self.widgets["mode"].currentIndexChanged.connect(self._mode_changed)
         self.widgets["passes"].valueChanged.connect(self._apply_locks)
         for name in FILE_WIDGETS:

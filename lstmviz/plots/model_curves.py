@@ -1,7 +1,10 @@
 """The curve panels of a model trace (see `lstmviz.analysis.layers` for the keys):
 
 - `LayerNormPanel`: ‖dL/dh_t‖ of every recurrent direction over t (`norm_h_total_by_layer` [L, T]),
-  one colour per layer, backward directions dashed, the legend naming `layer_names`;
+  one colour per layer, backward directions dashed, the legend naming `layer_names`; a chain of
+  hand-overs (`layer{k}_initial_from`: an encoder's final state its decoder's initial state) on
+  one time axis, the source's steps and then its own, a labelled line at each hand-over
+  (`chained`, View → Chain hand-overs on one time axis);
 - `GatesPanel`: for the direction chosen in its combo box, the mean activation of its cell's
   gates over t (LSTM i, f, g, o; GRU z, r, h̃; SimpleRNN h; solid) and the fraction of
   (sample, unit) saturated (dashed).
@@ -10,6 +13,8 @@ Both leave a gap at timesteps masked in every sample.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pyqtgraph as pg
@@ -20,8 +25,13 @@ from lstmviz.analysis.layers import (
     CELL_TEXT,
     GATES,
     cell_of,
+    chain_names,
+    chain_offsets,
+    chain_rows,
+    direction_steps,
     gate_names_of,
     gates_of_layer,
+    handovers,
     layer_groups,
     layer_label,
     layer_names,
@@ -37,6 +47,7 @@ from lstmviz.plots.style import PALETTE
 GATE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")  # i, f, g, o
 # The gates panel's y label, the longest first that its height has room for.
 GATE_AXIS_LABELS = ("activation / fraction", "act. / fraction", "0 … 1")
+HANDOVER_PEN = {"color": "#444", "width": 1.5, "style": Qt.DashLine}
 GATE_TEXT = {"i": "input i", "f": "forget f", "g": "candidate g", "o": "output o",
              "z": "update z", "r": "reset r", "h~": "candidate h̃", "h": "h = act(·)"}  # fmt: skip
 
@@ -155,6 +166,55 @@ class LegendPanel(Panel):
         return False
 
 
+def chain_axis_label(arrays) -> str:
+    """The time axis's label when hand-overs are chained on it: "step: enc t, then dec t" for
+    one chain of two, else "step along each chain (its sources' steps first)"."""
+    chains = chain_names(arrays)
+    if len(chains) == 1 and chains[0].count(" → ") == 1:
+        return "step: " + ", then ".join(f"{name} t" for name in chains[0].split(" → "))
+    return "step along each chain (its sources' steps first)"
+
+
+class Handovers:
+    """For a panel over timesteps (`plot`) of a trace whose directions hand their final state
+    on (`analysis.layers.handovers`): the chain time axis (`offsets` [L], None when nothing is
+    chained or `chained` is off), a labelled vertical line at each hand-over, and which
+    direction and own step a chain position is."""
+
+    chained = True
+    offsets: np.ndarray | None = None
+
+    def mark_handovers(self, arrays, label: bool = True) -> None:
+        """`offsets` of `arrays`, and a line at each hand-over (none when not chained): dashed
+        dark grey and labelled near the bottom, right of the line (a decoder near the loss
+        draws high there); else (on a heatmap) white."""
+        for line in getattr(self, "handover_lines", []):
+            self.plot.removeItem(line)
+        self.handover_lines: list[pg.InfiniteLine] = []
+        self.offsets = chain_offsets(arrays) if self.chained else None
+        if self.offsets is None:
+            return
+        names = layer_names(arrays)
+        for k, source, x in handovers(arrays):
+            text = f"hand-over {names[source]} → {names[k]}" if label else None
+            pen = HANDOVER_PEN | ({} if label else {"color": "#fff", "width": 2})
+            line = pg.InfiniteLine(x, angle=90, pen=pg.mkPen(**pen), movable=False, label=text,
+                                   labelOpts={"position": 0.08, "color": "#333",
+                                              "anchors": [(0, 0.5), (0, 0.5)]})  # fmt: skip
+            line.setToolTip(f"{names[k]}'s initial state is {names[source]}'s final state:\n"
+                            f"{names[source]}'s steps on the left, {names[k]}'s on the right")
+            line.setZValue(5)
+            self.plot.addItem(line, ignoreBounds=True)
+            self.handover_lines.append(line)
+
+    def own_step(self, k: int, x: int, arrays) -> int | None:
+        """Direction k's own step at chain position x (x itself when not chained), None
+        outside its steps."""
+        t = x - (int(self.offsets[k]) if self.offsets is not None else 0)
+        steps = direction_steps(arrays, k)
+        return t if 0 <= t < (steps if steps is not None else t + 1) else None
+
+
 class DirectionCurves(LegendPanel):
     """A legend panel with a curve per recurrent direction over t: `names` [L] and the values
     drawn, `rows` [L, T]; the hover read-out gives every direction's value at t."""
@@ -193,13 +253,20 @@ class DirectionCurves(LegendPanel):
         t = int(round(x))
         if not self.names or not 0 <= t < self.rows.shape[1]:
             return ""
+        offsets = getattr(self, "offsets", None)
+        if offsets is not None:  # chained: each direction at its own step, those there
+            values = " · ".join(f"{n} t={t - int(offsets[k])} {fmt(self.rows[k, t])}"
+                                for k, n in enumerate(self.names)
+                                if np.isfinite(self.rows[k, t]))  # fmt: skip
+            return f"step {t} · {values}"
         values = " · ".join(f"{n} {fmt(v)}" for n, v in zip(self.names, self.rows[:, t],
                                                             strict=False))  # fmt: skip
         return f"t = {t} · {values}"
 
 
-class LayerNormPanel(DirectionCurves):
-    """‖dL/dh_t‖ per recurrent direction over timesteps: where, by depth, the gradient dies."""
+class LayerNormPanel(Handovers, DirectionCurves):
+    """‖dL/dh_t‖ per recurrent direction over timesteps: where, by depth, the gradient dies.
+    Hand-overs chained (`Handovers`): `rows` [L, W] on the chain time axis."""
 
     def __init__(self):
         super().__init__(
@@ -210,6 +277,9 @@ class LayerNormPanel(DirectionCurves):
             "(or, for a backward direction, large t) show the gradient vanishing on its way\n"
             "back through time;\n"
             "a layer whose curve sits far below the others shows it vanishing with depth.\n"
+            "An encoder handing its final state to a decoder: one time axis, the encoder's\n"
+            "steps, the hand-over (dashed line), then the decoder's: follow the gradient from\n"
+            "the decoder back into the encoder (View → Chain hand-overs on one time axis).\n"
             "Steps masked in every sample are left out. Log scale: View menu.",
         )
         self.curves: list[pg.PlotDataItem] = []
@@ -232,9 +302,15 @@ class LayerNormPanel(DirectionCurves):
         self.rows = np.zeros((0, 0)) if rows is None else rows
         self.names = layer_names(self.arrays)[: len(self.rows)]
         if self.normalise and self.rows.size:
-            with np.errstate(invalid="ignore", divide="ignore"):
+            with warnings.catch_warnings():  # a row without a finite value stays NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
                 peak = np.nanmax(np.where(np.isfinite(self.rows), self.rows, np.nan), axis=1)
             self.rows = self.rows / np.where(peak > 0, peak, 1.0)[:, None]
+        self.mark_handovers(self.arrays)
+        if self.offsets is not None:
+            self.rows = chain_rows(self.rows, self.arrays)
+        self.plot.setLabel("bottom", "timestep t" if self.offsets is None
+                           else chain_axis_label(self.arrays))  # fmt: skip
         legend = []
         steps = self.rows.shape[1] if self.rows.ndim == 2 else 0
         for k, (layer, backward) in enumerate(layer_groups(self.names)):
@@ -242,8 +318,13 @@ class LayerNormPanel(DirectionCurves):
             pen = line_pen(PALETTE[layer % len(PALETTE)], steps, dashed=backward)
             curve.opts["antialias"] = steps <= SMOOTH_UP_TO
             curve.setPen(pen)
-            y = self.rows[k]
-            curve.setData(np.arange(steps), positive(y) if self.log else y)
+            # a direction's own steps only: its NaN padding (a graph's shorter direction, or
+            # the steps before its chain offset) is no part of its curve
+            first = int(self.offsets[k]) if self.offsets is not None else 0
+            own = direction_steps(self.arrays, k) or steps
+            x = np.arange(first, min(first + own, steps))
+            y = self.rows[k, x]
+            curve.setData(x, positive(y) if self.log else y)
             legend.append((curve, self.names[k]))
         for curve in self.curves[len(self.names):]:
             curve.setData([], [])
