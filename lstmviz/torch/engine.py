@@ -1,19 +1,21 @@
-"""The backward recurrences of one recorded PyTorch recurrent module, in TensorFlow.
+"""The backward recurrences of one recorded PyTorch recurrent call, in TensorFlow.
 
 Given a `capture.Call` (the module's input, initial state and weights in Keras's layout) and the
-direct gradient PyTorch left at its outputs (∂L/∂output [T, B, D·H], ∂L/∂h_n and ∂L/∂c_n
-[L·D, B, H]), `call_gradients` runs the module's layers again in lstmviz's cells, each direction
-probed (`engine.cell`), on one tape, and differentiates the surrogate
+gradient its outputs get — the direct ∂L/∂output [T, B, D·H], ∂L/∂h_n and ∂L/∂c_n [L·D, B, H]
+PyTorch left there, and the chain's: dL/dh_0, dL/dc_0 of the later call of the same layer that
+continues this one's state — `call_gradients` runs the module's layers again in lstmviz's
+cells, each direction probed (`engine.cell`), on one tape, and differentiates the surrogate
 
-    Σ output·∂L/∂output + Σ h_n·∂L/∂h_n + Σ c_n·∂L/∂c_n
+    Σ output·∂L/∂output + Σ h_n·(∂L/∂h_n + chain h) + Σ c_n·(∂L/∂c_n + chain c)
 
-— the vector-Jacobian product of the module with PyTorch's gradient as the cotangent, so every
-gradient below equals the true loss's. Per direction (layer-major, forward first) it gives the
-model-mode arrays (`engine.model`'s names after `layer{k}_`), and `dx`: dL/d of the module's
-input [T, B, I]. h_n is each sequence's state after its last step that ran (a mask [T, B] marks
-the steps of sequences shorter than T; the backward direction reads each sequence from its own
-end, as PyTorch's packed sequences do: reversed in time, its padding comes first and carries
-the initial state over).
+— the vector-Jacobian product of the module with the whole cotangent, so every gradient below
+equals the true loss's. Per direction (layer-major, forward first) it gives the model-mode
+arrays (`engine.model`'s names after `layer{k}_`; `grad_h_direct` without the chain's part:
+that is the recurrence going on), `dx`: dL/d of the module's input [T, B, I], and dL/dh_0,
+dL/dc_0 [L·D, B, H]. h_n is each sequence's state after its last step that ran (a mask [T, B]
+marks the steps of sequences shorter than T; the backward direction reads each sequence from
+its own end, as PyTorch's packed sequences do: reversed in time, its padding comes first and
+carries the initial state over).
 """
 
 from __future__ import annotations
@@ -37,9 +39,13 @@ PER_DIRECTION = ("h", "c", "grad_h_total", "grad_c_total", "grad_h_direct", "gra
 _COMPILED: dict[tuple, object] = {}
 
 
-def call_gradients(call, d_out: np.ndarray, d_states: list[np.ndarray]) -> tuple[list, np.ndarray]:
-    """([one dict of NumPy arrays per direction], dx [T, B, I]) for `call` (capture.Call) under
-    the direct gradients d_out [T, B, D·H] and d_states (∂L/∂h_n, and ∂L/∂c_n for an LSTM)."""
+def call_gradients(
+    call, d_out: np.ndarray, d_states: list[np.ndarray], d_chain: list[np.ndarray] | None = None
+) -> tuple[list, np.ndarray, np.ndarray, np.ndarray | None]:
+    """([one dict of NumPy arrays per direction], dx [T, B, I], dL/dh_0, dL/dc_0 [L·D, B, H]
+    (None without c)) for `call` (capture.Call) under the direct gradients d_out [T, B, D·H]
+    and d_states (∂L/∂h_n, and ∂L/∂c_n for an LSTM), and `d_chain` ([dL/dh_0, dL/dc_0] of the
+    call continuing this one's state; None: no such call)."""
     lengths = call.layout.lengths()
     dtype = tf.as_dtype(call.x.dtype)
     key = (call.kind, call.activation, call.layers, call.directions, lengths is not None, dtype)
@@ -50,9 +56,12 @@ def call_gradients(call, d_out: np.ndarray, d_states: list[np.ndarray]) -> tuple
     weights = [w[name] for w in call.weights for name in ("kernel", "recurrent_kernel", "bias")]
     c0 = call.c0 if call.c0 is not None else call.h0
     d_c = d_states[1] if len(d_states) > 1 else np.zeros_like(d_states[0])
-    named, dx = _COMPILED[key](call.x, call.h0, c0, weights, d_out, d_states[0], d_c, *mask)
+    chain = [np.zeros_like(d_states[0])] * 2 if d_chain is None else list(d_chain)
+    chain += [np.zeros_like(d_states[0])] * (2 - len(chain))
+    named, dx, dh0, dc0 = _COMPILED[key](call.x, call.h0, c0, weights, d_out, d_states[0], d_c,
+                                         chain[0], chain[1], *mask)  # fmt: skip
     directions = [{key: np.asarray(value) for key, value in one.items()} for one in named]
-    return directions, np.asarray(dx)
+    return directions, np.asarray(dx), np.asarray(dh0), None if call.c0 is None else np.asarray(dc0)
 
 
 def _mask(lengths: np.ndarray, steps: int, dtype) -> np.ndarray:
@@ -114,11 +123,12 @@ def _stack(kind: str, activation: str, layers: int, directions: int):
     the cell `kind`."""
     args = {"activation": activation}
 
-    def compute(x, h0, c0, weights, d_out, d_h, d_c, mask=None):
+    def compute(x, h0, c0, weights, d_out, d_h, d_c, chain_h, chain_c, mask=None):
         with tf.GradientTape() as tape:
             tape.watch(x)
+            tape.watch([h0, c0])
             tape.watch(weights)
-            value, surrogate, found = x, tf.zeros([], x.dtype), []
+            value, surrogate, found, lasts = x, tf.zeros([], x.dtype), [], []
             for layer in range(layers):
                 outputs = []
                 for d in range(directions):
@@ -133,14 +143,17 @@ def _stack(kind: str, activation: str, layers: int, directions: int):
                     probes = _probes(tape, xd, h0[k])
                     one = _direction(kind, args, xd, h0[k], c0[k], w, probes, md, backwards)
                     last = _last(md, one.h)
-                    surrogate += tf.reduce_sum(tf.reduce_sum(one.h * last, 0) * d_h[k])
+                    lasts.append(last)
+                    surrogate += tf.reduce_sum(tf.reduce_sum(one.h * last, 0) *
+                                               (d_h[k] + chain_h[k]))  # fmt: skip
                     if one.c is not None:
-                        surrogate += tf.reduce_sum(tf.reduce_sum(one.c * last, 0) * d_c[k])
+                        surrogate += tf.reduce_sum(tf.reduce_sum(one.c * last, 0) *
+                                                   (d_c[k] + chain_c[k]))  # fmt: skip
                     found.append(one)
                     outputs.append(one.in_input_order(one.h))
                 value = outputs[0] if directions == 1 else tf.concat(outputs, -1)
             surrogate += tf.reduce_sum(value * d_out)
-        sources = {"dx": x}
+        sources = {"dx": x, "dh0": h0, "dc0": c0}
         for k, direction in enumerate(found):
             probes = direction.probes if direction.c is not None else (direction.probes[0], None)
             sources |= gradient_sources(probes, direction.weights, direction.h, prefix=f"{k}_")
@@ -150,6 +163,8 @@ def _stack(kind: str, activation: str, layers: int, directions: int):
         out = []
         for k, direction in enumerate(found):
             order, one = direction.in_input_order, {}
+            # the chain's part of ∂S/∂h_n is the recurrence going on, not a direct gradient
+            named[f"{k}_grad_h_direct"] -= lasts[k] * chain_h[k]
             for key in ("grad_h_total", "grad_c_total", "grad_h_direct"):
                 if f"{k}_{key}" in named:
                     one[key] = order(named[f"{k}_{key}"])
@@ -161,6 +176,6 @@ def _stack(kind: str, activation: str, layers: int, directions: int):
             one |= gate_activity(_in_float32(direction))
             one |= graph_norms(one) if x.dtype == tf.float32 else _norms(one)
             out.append(one)
-        return out, named["dx"]
+        return out, named["dx"], named["dh0"], named["dc0"]
 
     return compute

@@ -32,6 +32,7 @@ from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.native import kernel_name
 from lstmviz.io.trace import GradientTrace
 from lstmviz.torch.capture import WHERE, Call, capture
+from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
 
 # name -> (loss, per-sample loss with reduction="none" reduced to [B])
@@ -70,18 +71,23 @@ class Tracer:
         y = _tensor(y, self.module) if y is not None else None
         with capture(self.module) as calls:
             output = self.module(*args)
+            if not calls:
+                raise LstmvizError(f"{WHERE}: the forward ran none of the module's recurrent "
+                                   "layers")  # fmt: skip
             y_pred = _first_tensor(output)
             value, per_sample = self.loss(output, y, y_pred)
-            directions, grad_input = _backward(calls, value)
-        arrays = _arrays(calls, directions, grad_input)
+            found = chains(calls)
+            results, grad_input = _backward(calls, found, value)
+        arrays = _arrays(calls, found, results, grad_input)
+        steps = len(arrays["norm_h_total_by_layer"][0])
         arrays["loss"] = np.float32(value.detach().cpu())
         if per_sample is not None:
             arrays["loss_by_sample"] = _numpy(per_sample).astype(np.float32)
         arrays["y_pred"] = _numpy(y_pred)
         if y is not None:
             arrays["y"] = _numpy(y)
-        model_x = _model_x(args[0], calls[0])
-        if model_x is not None:
+        model_x = _model_x(args[0], calls[0], len(grad_input))
+        if model_x is not None and len(model_x) == steps:
             arrays["x"] = model_x
         arrays["model_summary"] = np.array(summary(self.module))
         arrays["model_source"] = np.array(f"PyTorch module {type(self.module).__name__}")
@@ -89,90 +95,127 @@ class Tracer:
             arrays["inputs_source"] = np.array(source)
         arrays["model_seconds"] = np.float32(time.perf_counter() - start)
         first = calls[0]
-        config = RunConfig(mode="model", steps=first.layout.steps, batch=first.layout.batch,
+        config = RunConfig(mode="model", steps=steps, batch=first.layout.batch,
                            input_dim=int(first.x.shape[2]), hidden=first.hidden,
                            loss=self.loss_name, model=None)  # fmt: skip
         return GradientTrace("model", config, arrays)
 
 
-def _backward(calls: list[Call], value: torch.Tensor) -> tuple[list, np.ndarray]:
-    """Every direction's arrays (in call order, layer-major) and dL/d(first module's input)
-    [T, B, I], from the loss `value`."""
-    first = calls[0].source
+def _backward(
+    calls: list[Call], found: list[Chain], value: torch.Tensor
+) -> tuple[list, np.ndarray]:
+    """Every call's directions (per call, one dict per row, as `engine.call_gradients` gives
+    them) and dL/d input of the first direction [T_0, B, I] (its calls' inputs in call
+    order), from the loss `value`. Calls run from the last to the first: each one's dL/d input
+    and dL/d(initial state) go back through PyTorch into the outputs of the calls before it,
+    except a chain's hand-over, which is the earlier call's state cotangent (`d_chain`)."""
     targets = [t for call in calls for t in call.outputs]
-    wants_first = first.requires_grad
-    found = torch.autograd.grad(value, targets + [first] * wants_first, allow_unused=True,
-                                retain_graph=True)  # fmt: skip
-    grads = [torch.zeros_like(t) if g is None else g for t, g in zip(targets + [first] *
-             wants_first, found, strict=True)]  # fmt: skip
     spans, at = [], 0
     for call in calls:
         spans.append((at, at + len(call.outputs)))
         at += len(call.outputs)
+    firsts = [n for n in dict.fromkeys(found[0].calls) if calls[n].source.requires_grad]
+    first_at = {n: len(targets) + i for i, n in enumerate(firsts)}
+    wanted = targets + [calls[n].source for n in firsts]
+    grads = list(torch.autograd.grad(value, wanted, allow_unused=True, retain_graph=True))
+    grads = [torch.zeros_like(t) if g is None else g for t, g in zip(wanted, grads, strict=True)]
+    chained: list[list[np.ndarray] | None] = [None] * len(calls)
     results: list = [None] * len(calls)
-    saliency = None
+    dxs: dict[int, np.ndarray] = {}
     for n in range(len(calls) - 1, -1, -1):
         call = calls[n]
         start, end = spans[n]
-        d_out = call.layout.to_time(grads[start])
-        d_states = [_numpy(g) for g in grads[start + 1 : end]]
-        results[n], dx = call_gradients(call, _numpy(d_out), d_states)
-        if n == 0:
-            saliency = dx + (_numpy(call.layout.to_time(grads[-1])) if wants_first else 0)
-            break
-        if not call.source.requires_grad:
+        given = [_numpy(g) for g in grads[start:end]]
+        if call.cell:  # a cell's outputs are its states
+            d_out = np.zeros([1, *given[0].shape], given[0].dtype)
+            d_states = [g[None] for g in given]
+        else:
+            d_out, d_states = _numpy(call.layout.to_time(grads[start])), given[1:]
+        results[n], dx, dh0, dc0 = call_gradients(call, d_out, d_states, chained[n])
+        dxs[n] = dx
+        states = [dh0] + ([] if dc0 is None else [dc0])
+        outputs, cotangents = [], []
+        if call.source.requires_grad:
+            outputs.append(call.source)
+            cotangents.append(call.layout.from_time(_like(dx, call.source)))
+        if call.chained_from is not None:  # the recurrence goes on into the earlier call
+            m = call.chained_from
+            chained[m] = states if chained[m] is None else [
+                a + b for a, b in zip(chained[m], states, strict=True)]  # fmt: skip
+        else:
+            for tensor, d in zip(call.hx, states, strict=False):
+                if tensor.requires_grad:
+                    outputs.append(tensor)
+                    cotangents.append(_like(d[0] if call.cell else d, tensor))
+        below = list(range(start)) + [first_at[m] for m in firsts if m < n]
+        if not outputs or not below:
             continue
-        below = targets[: spans[n][0]] + [first] * wants_first
-        back = call.layout.from_time(torch.tensor(dx, dtype=call.source.dtype,
-                                                   device=call.source.device))
-        more = torch.autograd.grad(call.source, below, grad_outputs=back, allow_unused=True,
-                                   retain_graph=True)  # fmt: skip
-        for k, g in enumerate(more):
-            at = -1 if k == spans[n][0] else k  # the last of `below` is the first input
+        more = torch.autograd.grad(outputs, [wanted[i] for i in below], cotangents,
+                                   allow_unused=True, retain_graph=True)  # fmt: skip
+        for i, g in zip(below, more, strict=True):
             if g is not None:
-                grads[at] = grads[at] + g
-    return [d for result in results for d in result], saliency
+                grads[i] = grads[i] + g
+    inputs = []
+    for n in dict.fromkeys(found[0].calls):
+        extra = _numpy(calls[n].layout.to_time(grads[first_at[n]])) if n in first_at else 0
+        inputs.append(dxs[n] + extra)
+    return results, np.concatenate(inputs, 0)
 
 
-def _arrays(calls: list[Call], directions: list[dict], grad_input: np.ndarray) -> dict:
-    """The model-mode arrays of the directions (norms redone where float32 lost them)."""
-    lengths = {call.layout.steps for call in calls}
-    if len(lengths) > 1:
-        raise LstmvizError(f"{WHERE}: the recurrent modules run over different lengths "
-                           f"{sorted(lengths)}; lstmviz shows one length T")  # fmt: skip
-    steps = calls[0].layout.steps
+def _like(value: np.ndarray, tensor: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(value, dtype=tensor.dtype, device=tensor.device)
+
+
+def _arrays(calls: list[Call], found: list[Chain], results: list, grad_input: np.ndarray) -> dict:
+    """The model-mode arrays of the directions (norms redone where float32 lost them); the
+    [L, T] summaries take T = the longest direction's steps, NaN after each one's end."""
+    directions = [join(chain, calls, results) for chain in found]
+    lengths = [len(one["h"]) for one in directions]
+    steps = max(lengths)
     arrays: dict[str, np.ndarray] = {}
-    names = [name for call in calls for name in call.direction_names()]
     norms: dict[str, list] = {norm: [] for norm in NORMS.values()}
-    cells = [call.kind for call in calls for _ in call.direction_names()]
-    for k, one in enumerate(directions):
+    bad = np.zeros(steps, bool)
+    for k, (chain, one) in enumerate(zip(found, directions, strict=True)):
         for grad, norm in NORMS.items():  # a cell without c: a NaN row of norm_c_total
-            row = one.get(norm)
-            norms[norm].append(np.full(steps, np.nan, np.float32) if row is None else
-                               exact_norm(row.astype(np.float32), one[grad]))  # fmt: skip
+            row = np.full(steps, np.nan, np.float32)
+            if one.get(norm) is not None:
+                row[: lengths[k]] = exact_norm(one[norm].astype(np.float32), one[grad])
+                bad[: lengths[k]] |= ~np.isfinite(row[: lengths[k]])
+            norms[norm].append(row)
         for key in PER_DIRECTION:
             if key in one and key not in norms:
                 arrays[f"layer{k}_{key}"] = one[key].astype(np.float32, copy=False)
-        arrays[f"layer{k}_cell"] = np.array(cells[k])
-        arrays[f"layer{k}_gate_names"] = np.array(CELL_GATES[cells[k]])
+        arrays[f"layer{k}_cell"] = np.array(chain.kind)
+        arrays[f"layer{k}_gate_names"] = np.array(CELL_GATES[chain.kind])
+        arrays[f"layer{k}_calls"] = np.int64(len(chain.pieces))
+        arrays[f"layer{k}_initial_from"] = np.int64(chain.initial_from)
     for key, rows in norms.items():
         arrays[f"{key}_by_layer"] = np.stack(rows)
-    arrays["layer_names"] = np.array(names)
+    arrays["layer_names"] = np.array([chain.name for chain in found])
+    first = len(grad_input)
+    if first < steps:  # the first direction is shorter than the longest: NaN after its end
+        grad_input = np.concatenate([grad_input, np.full([steps - first, *grad_input.shape[1:]],
+                                                         np.nan, grad_input.dtype)])  # fmt: skip
     arrays["grad_input"] = grad_input.astype(np.float32, copy=False)
     # [B, T], in float64: float32 squares of a vanishing gradient (< 1e-19) flush to 0
     wide = np.sqrt(np.square(grad_input.astype(np.float64)).sum(-1))
     arrays["saliency"] = wide.T.astype(np.float32)
-    lengths = calls[0].layout.lengths()
-    if lengths is not None:
-        arrays["mask"] = np.arange(steps)[:, None] < lengths[None, :]
+    masks = [_mask(calls[n]) for n in dict.fromkeys(found[0].calls)]
+    if any(m is not None for m in masks):
+        mask = np.concatenate([np.ones([calls[n].layout.steps, calls[n].layout.batch], bool)
+                               if m is None else m for n, m in
+                               zip(dict.fromkeys(found[0].calls), masks, strict=True)])  # fmt: skip
+        arrays["mask"] = np.concatenate([mask, np.zeros([steps - first, mask.shape[1]], bool)])
     arrays["lstm_kernel"] = np.array(kernel_name())
-    bad = np.zeros(steps, bool)
-    lstm = np.array([cell == "lstm" for cell in cells])
-    for key in norms:
-        rows = arrays[f"{key}_by_layer"]
-        bad |= ~np.isfinite(rows[lstm] if key == "norm_c_total" else rows).all(axis=0)
     arrays["nonfinite_steps"] = np.flatnonzero(bad)
     return arrays
+
+
+def _mask(call: Call) -> np.ndarray | None:
+    lengths = call.layout.lengths()
+    if lengths is None:
+        return None
+    return np.arange(call.layout.steps)[:, None] < lengths[None, :]
 
 
 def _loss(loss_fn, has_targets: bool):
@@ -246,12 +289,12 @@ def _numpy(value: torch.Tensor) -> np.ndarray:
     return value.detach().cpu().numpy()
 
 
-def _model_x(x, first: Call) -> np.ndarray | None:
+def _model_x(x, first: Call, steps: int) -> np.ndarray | None:
     """The model's input x time-major ([T, B] or [T, B, I]) when it is a tensor of the first
-    recurrent module's T and B (batch-major when that module is batch_first), else None."""
+    direction's T (`steps`) and B (batch-major when its module is batch_first), else None."""
     if not torch.is_tensor(x) or x.dim() not in (2, 3):
         return None
-    steps, batch = first.layout.steps, first.layout.batch
+    batch = first.layout.batch
     if first.layout.batch_first and tuple(x.shape[:2]) == (batch, steps):
         return np.ascontiguousarray(_numpy(x.transpose(0, 1)))
     if tuple(x.shape[:2]) == (steps, batch):
@@ -284,6 +327,8 @@ def summary(module: nn.Module) -> str:
 
 
 def _class_text(child: nn.Module) -> str:
+    if isinstance(child, nn.LSTMCell | nn.GRUCell | nn.RNNCell):
+        return f"{type(child).__name__}({child.hidden_size})"
     if isinstance(child, nn.LSTM | nn.GRU | nn.RNN):
         extra = [f"layers={child.num_layers}"] * (child.num_layers > 1)
         extra += ["bidirectional"] * child.bidirectional

@@ -1,0 +1,230 @@
+"""lstmviz.torch.model_gradients on models that call their recurrent layers many times: a
+seq2seq whose decoder nn.LSTM is stepped once per token with (h, c) handed on, nn.LSTMCell and
+nn.GRUCell loops, an encoder shared by two inputs, a two-layer decoder. Everything against an
+unrolled reference (tests/helpers/torch_graph_reference.py: the cells step by step,
+retain_grad on every state, loss.backward) whose directions the tests name by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from lstmviz.torch import model_gradients  # noqa: E402
+from tests.helpers.torch_graph_reference import Reference  # noqa: E402
+from tests.helpers.torch_reference import assert_close  # noqa: E402
+
+B, I, H, V = 2, 3, 3, 5  # batch, input width, units, vocabulary
+SOURCE, TARGET = 4, 3  # encoder steps, decoder steps
+
+
+class Seq2Seq(nn.Module):
+    """Encoder nn.LSTM over the source; decoder nn.LSTM stepped once per target token from the
+    encoder's (h_n, c_n), (h, c) handed on, teacher forcing; a Linear head on every step.
+    `bridge`: the decoder's h0 is tanh(Linear(h_n)) (no hand-over by identity: no link, but
+    the gradient still flows back)."""
+
+    def __init__(self, layers: int = 1, bridge: bool = False):
+        super().__init__()
+        self.src = nn.Embedding(V, I)
+        self.tgt = nn.Embedding(V, I)
+        self.encoder = nn.LSTM(I, H, num_layers=layers, batch_first=True)
+        self.decoder = nn.LSTM(I, H, num_layers=layers, batch_first=True)
+        self.bridge = nn.Linear(H, H) if bridge else None
+        self.head = nn.Linear(H, V)
+
+    def forward(self, src, tgt_in):
+        _, (h, c) = self.encoder(self.src(src))
+        if self.bridge is not None:
+            h = torch.tanh(self.bridge(h))
+        emb = self.tgt(tgt_in)
+        logits = []
+        for t in range(tgt_in.shape[1]):
+            out, (h, c) = self.decoder(emb[:, t : t + 1], (h, c))
+            logits.append(self.head(out[:, 0]))
+        return torch.stack(logits, 1)  # [B, TARGET, V]
+
+
+def sequence_xent(output, y):
+    return F.cross_entropy(output.reshape(-1, V), y.reshape(-1))
+
+
+def mse(output, y):
+    return ((output - y) ** 2).mean()
+
+
+def check_direction(trace, k, ref: dict, rtol=1e-5):
+    for key, theirs in ref.items():
+        assert_close(trace[f"layer{k}_{key}"], theirs, f"{trace.layer_names[k]} {key}", rtol)
+
+
+def check_weights(trace, ks, theirs: dict):
+    """The weight gradients of directions `ks` summed (one layer's chains) equal PyTorch's."""
+    for key, value in theirs.items():
+        ours = sum(trace[f"layer{k}_{key}"].astype(np.float64) for k in ks)
+        assert_close(ours, value, f"{[str(trace.layer_names[k]) for k in ks]} {key}")
+
+
+def tokens(seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, V, (B, SOURCE), generator=gen)
+    tgt = torch.randint(0, V, (B, TARGET + 1), generator=gen)
+    return src, tgt[:, :-1], tgt[:, 1:]
+
+
+@pytest.mark.parametrize("layers", [1, 2], ids=["one-layer", "two-layer-decoder"])
+def test_a_seq2seq_decoder_stepped_per_token_is_one_direction_linked_to_its_encoder(layers):
+    torch.manual_seed(layers)
+    net = Seq2Seq(layers)
+    src, tgt_in, y = tokens(layers)
+    trace = model_gradients(net, (src, tgt_in), y, sequence_xent)
+    ref = Reference(net)
+    assert trace.loss == pytest.approx(ref.run((src, tgt_in), y, sequence_xent), rel=1e-5)
+    enc = [f"encoder/l{k}" for k in range(layers)]
+    dec = [f"decoder/l{k}" for k in range(layers)]
+    assert list(trace.layer_names) == enc + dec
+    steps = list(range(1, TARGET + 1))  # the decoder's calls in the log (the encoder's is 0)
+    for k in range(layers):
+        assert int(trace[f"layer{k}_calls"]) == 1 and int(trace[f"layer{k}_initial_from"]) == -1
+        d = layers + k
+        assert int(trace[f"layer{d}_calls"]) == TARGET
+        assert int(trace[f"layer{d}_initial_from"]) == k  # encoder l{k} -> decoder l{k}
+        encoder = ref.direction([(0, k)])
+        # the hand-over carries the whole loss back: without it the encoder's totals are 0
+        assert np.abs(encoder["grad_h_total"]).max() > 1e-4
+        check_direction(trace, k, encoder)
+        check_direction(trace, d, ref.direction([(n, k) for n in steps]))
+        assert trace[f"layer{d}_h"].shape == (TARGET, B, H)
+        assert trace[f"layer{d}_gates_mean"].shape == (4, TARGET)
+        check_weights(trace, [k], ref.weight_grads("encoder", k))
+        check_weights(trace, [d], ref.weight_grads("decoder", k))
+    # [L, T] summaries over the longest direction, NaN after a shorter one's end
+    rows = trace.norm_h_total_by_layer
+    assert rows.shape == (2 * layers, SOURCE)
+    assert np.isnan(rows[layers:, TARGET:]).all() and np.isfinite(rows[:, :TARGET]).all()
+    assert_close(trace.grad_input, ref.grad_input([0]), "grad_input")
+    assert trace.saliency.shape == (B, SOURCE)
+    trace.check()
+
+
+def test_a_bridged_hand_over_links_nothing_but_carries_the_gradient():
+    torch.manual_seed(3)
+    net = Seq2Seq(bridge=True)
+    src, tgt_in, y = tokens(3)
+    trace = model_gradients(net, (src, tgt_in), y, sequence_xent)
+    ref = Reference(net)
+    ref.run((src, tgt_in), y, sequence_xent)
+    assert int(trace.layer1_initial_from) == -1  # h0 is computed from h_n, not h_n itself
+    check_direction(trace, 0, ref.direction([(0, 0)]))
+    check_direction(trace, 1, ref.direction([(n, 0) for n in range(1, TARGET + 1)]))
+
+
+class CellLoop(nn.Module):
+    """A cell stepped over x [B, T, I] in a Python loop, the state carried; a head on the mean
+    of the h_t and on the last one."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.cell = cell(I, H)
+        self.head = nn.Linear(H, 2)
+
+    def forward(self, x):
+        state, outs = None, []
+        for t in range(x.shape[1]):
+            state = self.cell(x[:, t], state)
+            outs.append(state[0] if isinstance(state, tuple) else state)
+        return torch.tanh(self.head(torch.stack(outs, 1).mean(1))) + self.head(outs[-1])
+
+
+@pytest.mark.parametrize("cell", [nn.LSTMCell, nn.GRUCell], ids=["lstm-cell", "gru-cell"])
+def test_a_cell_in_a_loop_is_one_direction_of_one_step_per_call(cell):
+    torch.manual_seed(4)
+    net = CellLoop(cell)
+    gen = torch.Generator().manual_seed(4)
+    x, y = torch.randn(B, SOURCE, I, generator=gen), torch.randn(B, 2, generator=gen)
+    trace = model_gradients(net, x, y, mse)
+    ref = Reference(net)
+    assert trace.loss == pytest.approx(ref.run((x,), y, mse), rel=1e-5)
+    assert list(trace.layer_names) == ["cell"]
+    assert int(trace.layer0_calls) == SOURCE and int(trace.layer0_initial_from) == -1
+    assert str(trace.layer0_cell) == ("lstm" if cell is nn.LSTMCell else "gru")
+    check_direction(trace, 0, ref.direction([(n, 0) for n in range(SOURCE)]))
+    check_weights(trace, [0], ref.weight_grads("cell"))
+    assert_close(trace.grad_input, ref.grad_input(list(range(SOURCE))), "grad_input")
+    np.testing.assert_array_equal(trace.x, x.numpy().transpose(1, 0, 2))
+    trace.check()
+
+
+class CellDecoder(nn.Module):
+    """An nn.LSTM encoder handing h_n[-1], c_n[-1] (views of its state) to an nn.LSTMCell
+    stepped over the target, its output fed back as the next step's input."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.LSTM(I, H, num_layers=2, batch_first=True)
+        self.cell = nn.LSTMCell(H, H)
+        self.head = nn.Linear(H, 2)
+
+    def forward(self, x):
+        _, (h, c) = self.encoder(x)
+        h, c = h[-1], c[-1]
+        feed, outs = torch.zeros_like(h), []
+        for _ in range(TARGET):
+            h, c = self.cell(feed, (h, c))
+            feed = h
+            outs.append(self.head(h))
+        return torch.stack(outs, 1)
+
+
+def test_a_cell_decoder_takes_a_view_of_the_encoder_state_and_feeds_its_output_back():
+    torch.manual_seed(5)
+    net = CellDecoder()
+    gen = torch.Generator().manual_seed(5)
+    x, y = torch.randn(B, SOURCE, I, generator=gen), torch.randn(B, TARGET, 2, generator=gen)
+    trace = model_gradients(net, x, y, mse)
+    ref = Reference(net)
+    ref.run((x,), y, mse)
+    assert list(trace.layer_names) == ["encoder/l0", "encoder/l1", "cell"]
+    assert int(trace.layer2_initial_from) == 1 and int(trace.layer2_calls) == TARGET
+    for k in range(2):
+        check_direction(trace, k, ref.direction([(0, k)]))
+    check_direction(trace, 2, ref.direction([(n, 0) for n in range(1, TARGET + 1)]))
+    check_weights(trace, [2], ref.weight_grads("cell"))
+    check_weights(trace, [1], ref.weight_grads("encoder", 1))
+
+
+class Shared(nn.Module):
+    """One encoder nn.LSTM run on two inputs (no state passes between the runs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.LSTM(I, H, batch_first=True)
+        self.head = nn.Linear(2 * H, 2)
+
+    def forward(self, a, b):
+        _, (ha, _) = self.encoder(a)
+        out, (hb, _) = self.encoder(b)
+        return self.head(torch.cat([ha[-1], hb[-1] + out.mean(1)], -1))
+
+
+def test_an_encoder_shared_by_two_inputs_makes_two_directions():
+    torch.manual_seed(6)
+    net = Shared()
+    gen = torch.Generator().manual_seed(6)
+    a, b = torch.randn(B, SOURCE, I, generator=gen), torch.randn(B, TARGET, I, generator=gen)
+    y = torch.randn(B, 2, generator=gen)
+    trace = model_gradients(net, (a, b), y, mse)
+    ref = Reference(net)
+    assert trace.loss == pytest.approx(ref.run((a, b), y, mse), rel=1e-5)
+    assert list(trace.layer_names) == ["encoder/l0#0", "encoder/l0#1"]
+    for k in range(2):
+        assert int(trace[f"layer{k}_calls"]) == 1 and int(trace[f"layer{k}_initial_from"]) == -1
+        check_direction(trace, k, ref.direction([(k, 0)]))
+    assert trace.layer1_h.shape == (TARGET, B, H)  # each direction keeps its own length
+    check_weights(trace, [0, 1], ref.weight_grads("encoder"))
+    assert_close(trace.grad_input, ref.grad_input([0]), "grad_input")
+    assert np.isnan(trace.norm_h_total_by_layer[1, TARGET:]).all()
+    trace.check()
