@@ -214,3 +214,47 @@ def test_the_cli_runs_a_saved_encoder_decoder_on_named_inputs(tmp_path):
                           str(tmp_path / "u.npz")], capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and "enc, dec" in bad.stderr, bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "u.npz").exists()
+
+
+def test_a_keras2_two_input_file_computes_as_keras2_did(tmp_path):
+    """A tf_keras functional `.h5` of two inputs, one LSTM on each (one with Keras 2's
+    hard_sigmoid), their Dense heads concatenated, a softmax and categorical cross-entropy:
+    totals against tf_keras's own cells unrolled, weight gradients against its tape."""
+    import tf_keras as k2
+
+    import lstmviz
+
+    k2.utils.set_random_seed(6)
+    a, b = k2.Input((TE, 3), name="left"), k2.Input((TE, 2), name="right")
+    first, second = k2.layers.LSTM(H, name="l"), k2.layers.LSTM(
+        H, recurrent_activation="hard_sigmoid", name="r")  # fmt: skip
+    heads = [k2.layers.Dense(2)(first(a)), k2.layers.Dense(2)(second(b))]
+    out = k2.layers.Dense(3, activation="softmax")(k2.layers.Concatenate()(heads))
+    model = k2.Model([a, b], out)
+    model.compile(loss="categorical_crossentropy", optimizer="sgd")
+    model.save(tmp_path / "two.h5")
+    rng = np.random.default_rng(7)
+    x = [rng.standard_normal((B, TE, 3)).astype(np.float32),
+         rng.standard_normal((B, TE, 2)).astype(np.float32)]  # fmt: skip
+    y = np.eye(3, dtype=np.float32)[rng.integers(0, 3, B)]
+    a = lstmviz.model_gradients(tmp_path / "two.h5", x, y).arrays
+    np.testing.assert_allclose(a["loss"], model.evaluate(x, y, verbose=0), rtol=1e-5)
+    with tf.GradientTape(persistent=True) as tape:
+        states = {}
+        for layer, value in ((first, x[0]), (second, x[1])):
+            state, states[layer.name] = [tf.zeros([B, H])] * 2, []
+            for t in range(TE):
+                _, state = layer.cell(value[:, t], state)
+                states[layer.name].append(state[0])
+        merged = [model.layers[4](states["l"][-1]), model.layers[5](states["r"][-1])]
+        probs = model.layers[-1](model.layers[-2](merged))
+        loss = tf.reduce_mean(k2.losses.categorical_crossentropy(y, probs))
+    names = list(a["layer_names"])
+    for name in ("l", "r"):
+        k = names.index(name)
+        totals = np.stack([tape.gradient(loss, h).numpy() for h in states[name]])
+        np.testing.assert_allclose(a[f"layer{k}_grad_h_total"], totals, **TOL)
+        kernel = (first if name == "l" else second).cell.kernel
+        np.testing.assert_allclose(a[f"layer{k}_grad_kernel"],
+                                   tape.gradient(loss, kernel).numpy(), **TOL)  # fmt: skip
+    assert "Keras 2" in str(a["model_source"]) and a["x_left"].shape == (TE, B, 3)

@@ -13,6 +13,8 @@ input, or `x0`, `x1`, … in input order, or `x` for one input), targets `y` for
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +22,15 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.core.config import LOSSES, RunConfig
-from lstmviz.core.errors import ConfigError, InputError, ModelError, ref
+from lstmviz.core.errors import ConfigError, ModelError, ref
 from lstmviz.core.schema import CELL_GATES
 from lstmviz.engine.arrays import NORMS, exact_norm
+from lstmviz.engine.graph_data import (
+    GraphData,
+    graph_data,
+    load_graph_data,
+    random_graph_data,
+)
 from lstmviz.engine.keras_graph import (
     GraphLayout,
     Recorder,
@@ -37,7 +45,6 @@ from lstmviz.engine.keras_graph import (
 )
 from lstmviz.engine.native import exact_norms, kernel_name
 from lstmviz.engine.tfload import tf
-from lstmviz.io.model_data import BINARY, ONE_HOT, SPARSE
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.keras_config import compiled_loss, loss_label
 
@@ -90,21 +97,84 @@ def _name(tensor, n: int, stem: str) -> str:
 
 def load_graph(path: str | Path) -> KerasGraph:
     """The model of a `.keras` file loaded by Keras 3 (its compile config read apart, so a
-    custom loss does not stop it), or ModelError naming the file."""
+    custom loss does not stop it), or of a full-model `.h5` (Keras 2, or Keras 3's legacy
+    writer: `_legacy_h5`); ModelError naming the file when Keras cannot build it."""
     import keras
 
     from lstmviz.weights.keras_files import read_keras_archive
 
     path = Path(path)
     try:
+        if path.suffix.lower() in (".h5", ".hdf5"):
+            return _legacy_h5(path)
         config, _ = read_keras_archive(path)
         model = keras.saving.load_model(path, compile=False)
+    except ModelError:
+        raise
     except Exception as exc:  # Keras raises many kinds for files it cannot load
         text = " ".join(str(exc).split())[:300]
         raise ModelError(f"{path}: Keras cannot load this model ({type(exc).__name__}: "
                          f"{text})") from None  # fmt: skip
     return graph_of(model, f"{path}: Keras 3 model (.keras), run by Keras",
                     config.get("compile_config") or {})  # fmt: skip
+
+
+# Arguments Keras 2 wrote that no Keras 3 layer takes
+_KERAS2_ONLY = ("time_major",)
+_UNRECOGNIZED = re.compile(r"Unrecognized keyword arguments passed to (\w+): \{(.*)\}")
+
+
+def _legacy_h5(path: Path) -> KerasGraph:
+    """A full-model `.h5` built by Keras 3 from its config, the arguments Keras 2 wrote and
+    Keras 3 refuses (`time_major`, …) left out, its weights loaded by Keras's legacy reader.
+    A Keras 2 file computes as Keras 2 did (`KerasGraph.keras2`)."""
+    import h5py
+    from keras.src.legacy.saving import legacy_h5_format, saving_utils
+
+    from lstmviz.weights.keras_files import h5_text
+
+    with h5py.File(path, "r") as f:
+        config = json.loads(h5_text(f.attrs.get("model_config")) or "null")
+        version = h5_text(f.attrs.get("keras_version")) or "2"
+        training = h5_text(f.attrs.get("training_config"))
+        if config is None:
+            raise ModelError(f"{path}: holds weights only, no model config")
+        for name in _KERAS2_ONLY:
+            _drop(config, None, {name})
+        for _ in range(20):  # each round drops the arguments Keras 3 named
+            try:
+                model = saving_utils.model_from_config(config)
+                break
+            except (ValueError, TypeError) as exc:
+                said = " ".join(str(e) for e in (exc, exc.__cause__, exc.__context__) if e)
+                found = _UNRECOGNIZED.search(said)
+                if found is None:
+                    raise
+                keys = set(re.findall(r"'(\w+)'", found.group(2)))
+                _drop(config, found.group(1), keys)
+        else:
+            raise ModelError(f"{path}: Keras 3 cannot build its config")
+        weights = f.get("model_weights", f)
+        legacy_h5_format.load_weights_from_hdf5_group(weights, model)
+    keras2 = not version.lstrip().startswith(("3", "4", "5"))
+    compiled = json.loads(training) if training else {}
+    what = f"Keras {version} model ({path.suffix}), run by Keras"
+    return graph_of(model, f"{path}: {what}", compiled, keras2=keras2)
+
+
+def _drop(config, class_name: str | None, keys: set[str]) -> None:
+    """Remove `keys` from the config of every layer of `class_name` (None: any) in a nested
+    config."""
+    if isinstance(config, dict):
+        if class_name in (None, config.get("class_name")) and isinstance(config.get("config"),
+                                                                          dict):  # fmt: skip
+            for key in keys:
+                config["config"].pop(key, None)
+        for value in config.values():
+            _drop(value, class_name, keys)
+    elif isinstance(config, list):
+        for value in config:
+            _drop(value, class_name, keys)
 
 
 # ---- losses ---------------------------------------------------------------------------------
@@ -118,6 +188,7 @@ class CallableLoss:
     fn: object
     name: str = "custom"
     hidden: bool = False
+    callable: bool = True  # needs no targets of its own
 
     def __call__(self, y, y_pred, mask):
         value = tf.cast(self.fn(y, y_pred), tf.float32)
@@ -343,23 +414,6 @@ def _inputs(arrays: dict, data: GraphData, layout) -> None:
             arrays[f"x_{name}"] = np.ascontiguousarray(np.swapaxes(x, 0, 1) if sequence else x)
 
 
-# ---- data -----------------------------------------------------------------------------------
-
-
-@dataclass
-class GraphData:
-    """Checked data for one run: `xs` one array per input (input order), `ys` one per output
-    (None where not given), how the model takes them (`structure`), and where they came
-    from."""
-
-    xs: list
-    ys: list
-    input_names: list[str]
-    output_names: list[str]
-    structure: object = "list"
-    source: str = ""
-
-
 def _run_arrays(graph, losses, data, cancelled):
     start = time.perf_counter()
     arrays = graph_arrays(graph, losses, data, cancelled)
@@ -411,194 +465,6 @@ def summary(graph: KerasGraph, losses: list, data: GraphData) -> str:
     lines.append(f"Inputs: {shapes}. Outputs: {', '.join(data.output_names)}. Loss: "
                  + ", ".join(getattr(loss, "name", "custom") for loss in losses) + ".")
     return "\n".join(lines)
-
-
-def random_graph_data(graph: KerasGraph, losses: list, steps: int, batch: int,
-                      seed: int) -> GraphData:  # fmt: skip
-    """Seeded data of a functional model's input and output shapes: token ids in
-    [1, vocabulary) for an input feeding an Embedding, N(0, 1) features otherwise; targets by
-    each output's loss (class indices, one-hot rows, 0/1 labels or N(0, 1))."""
-    rng = np.random.default_rng(seed)
-    model = graph.model
-    if not graph.inputs:
-        raise InputError(f"{graph.source}: a subclassed model does not say what it takes; "
-                         f"give its data ({ref('inputs', 'DATA.npz')})")  # fmt: skip
-    vocab = _vocabularies(model)
-    xs = []
-    for n, tensor in enumerate(model.inputs):
-        shape = [batch, *(steps if s is None else int(s) for s in tensor.shape[1:])]
-        if n in vocab:
-            xs.append(rng.integers(1, max(vocab[n], 2), shape).astype(np.int32))
-        elif "int" in str(tensor.dtype):
-            xs.append(rng.integers(0, 2, shape).astype(np.int32))
-        else:
-            xs.append(rng.standard_normal(shape).astype(np.float32))
-    ys = []
-    for tensor, loss in zip(model.outputs, losses, strict=False):
-        shape = [batch, *(steps if s is None else int(s) for s in tensor.shape[1:])]
-        width, lead = shape[-1], shape[:-1]
-        name = getattr(loss, "name", "")
-        if name in SPARSE:
-            ys.append(rng.integers(0, width, lead).astype(np.int32))
-        elif name in ONE_HOT:
-            ys.append(np.eye(width, dtype=np.float32)[rng.integers(0, width, lead)])
-        elif name in BINARY:
-            ys.append(rng.integers(0, 2, shape).astype(np.float32))
-        else:
-            ys.append(rng.standard_normal(shape).astype(np.float32))
-    described = ", ".join(f"{name} {list(x.shape)}" for name, x in zip(graph.inputs, xs,
-                                                                         strict=True))  # fmt: skip
-    return GraphData(xs, ys, graph.inputs, graph.outputs, _structure(model),
-                     f"random data (seed {seed}): {described}")  # fmt: skip
-
-
-def _structure(model):
-    """How the model takes its inputs: None (one array), a list of names (a dict), "list"."""
-    struct = getattr(model, "_inputs_struct", None)
-    if isinstance(struct, dict):
-        return list(struct)
-    return None if len(model.inputs) == 1 and not isinstance(struct, list | tuple) else "list"
-
-
-def _vocabularies(model) -> dict[int, int]:
-    """{input position: the input_dim of the Embedding it feeds directly}."""
-    import keras
-
-    wanted = {id(t): n for n, t in enumerate(model.inputs)}
-    found = {}
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if not isinstance(layer, keras.layers.Embedding):
-            continue
-        for node in getattr(layer, "_inbound_nodes", []):
-            for tensor in node.input_tensors:
-                if id(tensor) in wanted:
-                    found[wanted[id(tensor)]] = int(layer.input_dim)
-    return found
-
-
-def graph_data(graph: KerasGraph, losses: list, x, y, where: str = "data") -> GraphData:
-    """x and y as Keras's `fit` takes them (an array; a list in input order; a dict by input
-    name) checked against the model, or InputError naming what the model wants."""
-    names = graph.inputs
-    if isinstance(x, dict):
-        keys = names or list(x)
-        missing = [name for name in keys if name not in x]
-        if missing:
-            raise InputError(f"{where}: no input named {', '.join(map(repr, missing))}; the "
-                             f"model takes {_listed(names)}")  # fmt: skip
-        xs, structure = [x[name] for name in keys], list(keys)
-    elif isinstance(x, list | tuple):
-        xs, structure = list(x), "list"
-    else:
-        xs, structure = [x], None if len(names) <= 1 else "list"
-    if names and len(xs) != len(names):
-        raise InputError(f"{where}: {len(xs)} input array{'s' * (len(xs) != 1)} given; the "
-                         f"model takes {_listed(names)}")  # fmt: skip
-    if names and structure is None and _structure(graph.model) is not None:
-        structure = _structure(graph.model)
-    input_names = names or [f"x{n}" for n in range(len(xs))]
-    vocab = _vocabularies(graph.model) if names else {}
-    xs = [_checked_input(graph, n, name, value, vocab.get(n), where)
-          for n, (name, value) in enumerate(zip(input_names, xs, strict=True))]  # fmt: skip
-    batch = xs[0].shape[0]
-    outputs = graph.outputs or [f"y{n}" for n in range(len(losses))]
-    ys = _targets(y, outputs, where)
-    for name, value in zip(outputs, ys, strict=True):
-        if value is not None and np.shape(value)[:1] != (batch,):
-            raise InputError(f"{where}: y for {name!r} has {np.shape(value)[:1] or 0} samples "
-                             f"but the inputs have {batch}")  # fmt: skip
-    if any(value is None for value in ys) and not all(
-            isinstance(loss, CallableLoss) for loss in losses):  # fmt: skip
-        raise InputError(f"{where}: the loss needs targets y for every output "
-                         f"({_listed(outputs)})")  # fmt: skip
-    return GraphData(xs, ys, input_names, outputs, structure)
-
-
-def _listed(names: list[str]) -> str:
-    return ", ".join(map(repr, names)) if names else "its inputs"
-
-
-def _checked_input(graph, n: int, name: str, value, vocabulary, where: str) -> np.ndarray:
-    value = np.asarray(value)
-    if value.dtype.kind not in "fiub" or value.ndim == 0:
-        raise InputError(f"{where}: input {name!r} is not an array of numbers")
-    inputs = getattr(graph.model, "inputs", None) if graph.inputs else None
-    if inputs:
-        expected = tuple(inputs[n].shape)
-        if value.ndim != len(expected) or any(e is not None and e != s for e, s in zip(
-                expected, value.shape, strict=False)):  # fmt: skip
-            wanted = "(" + ", ".join("None" if e is None else str(e) for e in expected) + ")"
-            raise InputError(f"{where}: input {name!r} has shape {list(value.shape)}, the "
-                             f"model takes {wanted}")  # fmt: skip
-    if vocabulary is not None:
-        if value.dtype.kind == "f" and not np.all(value == np.round(value)):
-            raise InputError(f"{where}: input {name!r} must hold integer token ids")
-        if value.size and (value.max() >= vocabulary or value.min() < 0):
-            raise InputError(f"{where}: input {name!r} holds token id {int(value.max())}, "
-                             f"outside the vocabulary of {vocabulary}")  # fmt: skip
-        return value.astype(np.int32)
-    if value.dtype.kind == "f" and not np.isfinite(value).all():
-        raise InputError(f"{where}: input {name!r} holds NaN or Inf")
-    dtype = str(inputs[n].dtype) if inputs else "float32"
-    return value.astype(np.int32 if "int" in dtype else np.float32)
-
-
-def _targets(y, outputs: list[str], where: str) -> list:
-    if y is None:
-        return [None] * len(outputs)
-    if isinstance(y, dict):
-        missing = [name for name in outputs if name not in y]
-        if missing:
-            raise InputError(f"{where}: no targets for output {', '.join(map(repr, missing))}; "
-                             f"the model's outputs are {_listed(outputs)}")  # fmt: skip
-        y = [y[name] for name in outputs]
-    elif not isinstance(y, list | tuple):
-        y = [y]
-    if len(y) != len(outputs):
-        raise InputError(f"{where}: {len(y)} target arrays for {len(outputs)} outputs "
-                         f"({_listed(outputs)})")  # fmt: skip
-    out = []
-    for value in y:
-        value = np.asarray(value)
-        out.append(value.astype(np.float32) if value.dtype.kind in "fb" else value)
-    return out
-
-
-def load_graph_data(path: str, targets: str | None, graph: KerasGraph) -> tuple:
-    """(x, y) from a data file for `graph`: an `.npz` with one array per input named as the
-    input, or `x0`, `x1`, …, or `x` for one input; targets `y` or `y_{output name}` (or a
-    `--targets` `.npy` for one output); an `.npy` is the one input."""
-    from lstmviz.io.inputs import read_numpy
-
-    if not str(path).endswith(".npz"):
-        x = read_numpy(Path(path), ("x",))
-        y = None if targets is None else read_numpy(Path(targets), ())
-        return (x if not isinstance(x, dict) else x["x"]), y
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {key: data[key] for key in data.files}
-    names = graph.inputs
-    if names and all(name in arrays for name in names):
-        x = {name: arrays[name] for name in names}
-    elif names and all(f"x{n}" in arrays for n in range(len(names))):
-        x = [arrays[f"x{n}"] for n in range(len(names))]
-    elif "x" in arrays and len(names) <= 1:
-        x = arrays["x"]
-    else:
-        wanted = " or ".join(filter(None, [
-            ", ".join(names), ", ".join(f"x{n}" for n in range(len(names))),
-            "x" if len(names) <= 1 else ""]))  # fmt: skip
-        raise InputError(f"{path}: its arrays ({', '.join(arrays)}) do not name the model's "
-                         f"inputs; it wants {wanted}")  # fmt: skip
-    outputs = graph.outputs
-    if targets is not None:
-        y = read_numpy(Path(targets), ())
-    elif "y" in arrays and len(outputs) <= 1:
-        y = arrays["y"]
-    elif outputs and all(f"y_{name}" in arrays for name in outputs):
-        y = {name: arrays[f"y_{name}"] for name in outputs}
-    else:
-        y = None
-    return x, y
 
 
 def run_graph(graph: KerasGraph, config: RunConfig, cancelled=bool, keep=bool):
