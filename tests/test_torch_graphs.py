@@ -228,3 +228,21 @@ def test_an_encoder_shared_by_two_inputs_makes_two_directions():
     assert_close(trace.grad_input, ref.grad_input([0]), "grad_input")
     assert np.isnan(trace.norm_h_total_by_layer[1, TARGET:]).all()
     trace.check()
+
+
+def test_an_exported_seq2seq_program_chains_its_decoder_steps_as_the_module_does():
+    """torch.export unrolls the loop: one aten.lstm per token, each in its own module of the
+    same name (lstmviz.torch.programs); the steps still make one direction."""
+    from lstmviz.torch.programs import Program
+
+    torch.manual_seed(7)
+    net = Seq2Seq()
+    src, tgt_in, y = tokens(7)
+    program = Program(torch.export.export(net, (src, tgt_in)).module())
+    ours = model_gradients(program, (src, tgt_in), y, sequence_xent)
+    theirs = model_gradients(net, (src, tgt_in), y, sequence_xent)
+    assert list(ours.layer_names) == list(theirs.layer_names) == ["encoder/l0", "decoder/l0"]
+    assert int(ours.layer1_calls) == TARGET and int(ours.layer1_initial_from) == 0
+    for k in range(2):
+        for key in ("grad_h_total", "grad_c_total", "grad_h_direct", "grad_kernel"):
+            assert_close(ours[f"layer{k}_{key}"], theirs[f"layer{k}_{key}"], f"{k} {key}")

@@ -1,18 +1,23 @@
 """Model mode for a PyTorch module: `model_gradients(module, x, y, loss_fn)`.
 
-One forward of the module under `capture` (eval mode; its recurrent modules run PyTorch's own
-fused ops and hand leaves on), the loss, one `torch.autograd.grad` of it with respect to those
-leaves (the direct ∂L/∂output of each recurrent module, from the layers above), then, from the
-last module that ran to the first: lstmviz's backward recurrences of the module
-(`engine.call_gradients`, every layer and direction, the totals dL/dh_t and dL/dc_t by probes)
-and its dL/d input passed back through PyTorch to the modules below. The parameters' `.grad`
-are never touched (nothing is differentiated with respect to them in PyTorch).
+One forward of the module under `capture` (eval mode; its recurrent modules and cells run
+PyTorch's own ops, as often as the forward calls them, and hand leaves on), the loss, one
+`torch.autograd.grad` of it with respect to those leaves (the direct ∂L/∂output of each call,
+from the layers above), then, from the last call to the first: lstmviz's backward recurrences
+of the call (`engine.call_gradients`, every layer and direction, the totals dL/dh_t and dL/dc_t
+by probes), its dL/d input and dL/d(initial state) passed back through PyTorch into the calls
+before it — or, where the call continues an earlier call's state (a chain), that dL/d(initial
+state) is the earlier call's state cotangent. The parameters' `.grad` are never touched
+(nothing is differentiated with respect to them in PyTorch).
 
-Keys are model mode's (docs/pytorch.md): one entry per layer and direction, named
-`{attribute path}/l{k}[/forward|/backward]`, every per-step array indexed by input position t.
+Keys are model mode's (docs/pytorch.md): one entry per direction (`chains`: one chain of calls
+of one layer and direction), named `{attribute path}/l{k}[/forward|/backward]` (a cell
+`{attribute path}`; `#{n}` when a layer makes several chains), every per-step array [T_k, B, ·]
+indexed by input position within each call, the calls in order; `layer{k}_calls`,
+`layer{k}_initial_from`; the [L, T] summaries over T = max T_k, NaN after a direction's end.
 Weight gradients are in Keras's layout: grad_kernel = (∂L/∂weight_ih)ᵀ [I, G·H],
 grad_recurrent_kernel = (∂L/∂weight_hh)ᵀ, grad_bias = ∂L/∂bias_ih (= ∂L/∂bias_hh for an LSTM,
-whose two biases add).
+whose two biases add); a direction's are its calls' part of them.
 """
 
 from __future__ import annotations
