@@ -32,7 +32,7 @@ import keras
 import numpy as np
 
 from lstmviz.core.config import RunConfig, in_python_terms
-from lstmviz.core.errors import ConfigError, InputError, LstmvizError, ModelError
+from lstmviz.core.errors import ConfigError, GraphModel, InputError, LstmvizError, ModelError
 from lstmviz.engine.model import ModelGradients, compiled, named_arrays, prepare
 from lstmviz.engine.model_forward import weight_names
 from lstmviz.io import files
@@ -205,7 +205,10 @@ class GradientFlowCallback(keras.callbacks.Callback):
         # A model compiled again between two fits may have another loss: model mode is built
         # anew then, and reused (compiled once) for as long as the loss stays the same.
         if live is None or live.compiled != _compiled_loss_key(self.model):
-            self._live_model = _LiveModel(self.model, *self.data, self.loss)
+            try:
+                self._live_model = _LiveModel(self.model, *self.data, self.loss)
+            except GraphModel:  # not one chain: Keras runs the graph, lstmviz its recurrences
+                self._live_model = _LiveGraph(self.model, *self.data, self.loss)
         return self._live_model
 
     def _writes(self) -> bool:
@@ -303,6 +306,39 @@ class _LiveModel:
         arrays["model_source"] = np.array(self.spec.source)
         arrays["inputs_source"] = np.array(self.source)
         return arrays
+
+
+class _LiveGraph:
+    """Model mode for one live model Keras runs as a graph (`engine.graph_model`), on fixed
+    data: its compiled computation reads the model's variables at every record."""
+
+    def __init__(self, model, x, y, loss):
+        from lstmviz.engine.graph_model import graph_data, graph_losses, graph_of
+
+        self.model, self.compiled = model, _compiled_loss_key(model)
+        self.graph = graph_of(model)
+        try:
+            self.losses = graph_losses(self.graph, loss)
+            self.data = graph_data(self.graph, self.losses, x, y, f"{WHERE} data")
+        except ConfigError as exc:  # about the callback's `loss`, not a flag
+            raise in_python_terms(LstmvizError(f"{WHERE}: {exc.template}")) from None
+        except InputError as exc:
+            raise in_python_terms(exc) from None
+        self.loss_text = ", ".join(getattr(loss, "name", "custom") for loss in self.losses)
+        first = self.data.xs[0]
+        self.config = RunConfig(mode="model", batch=int(first.shape[0]),
+                                steps=int(first.shape[1]) if first.ndim >= 2 else 1,
+                                loss="mean_h", model=None)  # fmt: skip
+        self.data.source = f"{WHERE} data: " + ", ".join(
+            f"{name} {list(np.shape(v))}" for name, v in zip(self.data.input_names,
+                                                             self.data.xs, strict=True))
+
+    def trace(self) -> GradientTrace:
+        from lstmviz.engine.graph_model import graph_run
+
+        with _random_streams_kept():
+            *_, trace = graph_run(self.graph, self.losses, self.data, self.config)
+        return trace
 
 
 def _live_layers(model) -> dict[str, object]:

@@ -258,3 +258,19 @@ def test_a_keras2_two_input_file_computes_as_keras2_did(tmp_path):
         np.testing.assert_allclose(a[f"layer{k}_grad_kernel"],
                                    tape.gradient(loss, kernel).numpy(), **TOL)  # fmt: skip
     assert "Keras 2" in str(a["model_source"]) and a["x_left"].shape == (TE, B, 3)
+
+
+def test_the_callback_records_an_encoder_decoder_while_it_trains(tmp_path):
+    import lstmviz
+    from lstmviz.keras import GradientFlowCallback
+
+    model, x, y = seq2seq(False)
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="sgd")
+    path = tmp_path / "run.lvz"
+    model.fit(x, y, epochs=2, batch_size=B, verbose=0,
+              callbacks=[GradientFlowCallback((x, y), path, every=1)])  # fmt: skip
+    recording = lstmviz.load_recording(path)
+    assert list(recording.arrays["layer_names"]) == ["encoder", "decoder"]
+    assert recording.arrays["norm_h_total_by_layer"].shape == (2, 2, TE)
+    final = lstmviz.model_gradients(model, x, y).arrays
+    np.testing.assert_allclose(recording.arrays["loss"][-1], final["loss"], rtol=1e-5)

@@ -165,7 +165,14 @@ def record_rows(
         "record_seconds": np.float32(seconds),
     }
     rows |= {key: np.asarray(arrays[key], np.float32) for key in NORM_KEYS}
-    rows["saliency"] = np.asarray(arrays["saliency"], np.float32).mean(axis=0)
+    # a model of several inputs: the saliency of the first that reaches a recurrent layer
+    key = "saliency" if "saliency" in arrays else next(
+        (k for k in arrays if k.startswith("saliency_")), None)  # fmt: skip
+    steps = np.shape(arrays["norm_h_total_by_layer"])[1]  # its longest direction's
+    rows["saliency"] = np.full(steps, np.nan, np.float32)
+    if key:
+        mean = np.asarray(arrays[key], np.float32).mean(axis=0)[:steps]
+        rows["saliency"][: len(mean)] = mean
     rows[LOSS_NAMES] = np.bytes_(_cut(loss_name or trace.config.loss or "?"))
     return rows
 
