@@ -201,7 +201,8 @@ _MODEL = [
     _k("layer{k}_gate_names", ("G{k}",), TEXT, MODEL,
        "the gates of direction k: i, f, g, o (LSTM); z, r, h~ (GRU); h (SimpleRNN)",
        kinds="U"),  # fmt: skip
-    _k("layer{k}_gates_mean", ("G{k}", "T{k}"), DATA, MODEL, "mean activation of each gate per step"),
+    _k("layer{k}_gates_mean", ("G{k}", "T{k}"), DATA, MODEL,
+       "mean activation of each gate per step"),  # fmt: skip
     _k("layer{k}_gates_saturated", ("G{k}", "T{k}"), DATA, MODEL,
        "fraction of (b, j) with a saturated gate per step"),  # fmt: skip
     _k("layer{k}_gates_unit_mean", ("G{k}", "H{k}"), DATA, MODEL,

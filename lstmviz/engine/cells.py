@@ -98,8 +98,8 @@ def needs_read_probe(cell: str, args: dict) -> bool:
 def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None,
                   backwards: bool = False, share: int = 1, c0=None) -> CellRun:  # fmt: skip
     """Run one direction of `cell` over x [T, B, I] from h0 (and an LSTM's c0 [B, H], h0 when
-    None: zeros in model mode unless a state is handed on) with `weights` (kernel, recurrent_kernel, bias: tensors); `probes`
-    (probe_h, probe_c) [T, B, H] (probe_c only for an LSTM), in the order the run returns its
+    None: zeros in model mode unless a state is handed on) with `weights` (kernel,
+    recurrent_kernel, bias: tensors); `probes` (probe_h, probe_c) [T, B, H] (probe_c only for an LSTM), in the order the run returns its
     arrays in (`CellRun`); `mask` [T, B] 0/1 or None. x and the mask by input position;
     `backwards` reads them from the end (Keras's go_backwards). `share`: how many directions
     run at once (a Bidirectional's two), each on its share of the native kernels' threads."""
@@ -108,7 +108,8 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     if mask is not None:  # exactly 0 or 1 from here on, never differentiated
         mask = tf.stop_gradient(tf.cast(tf.not_equal(mask, tf.zeros_like(mask)), x.dtype))
     if cell == "lstm" and fast_lstm(args):
-        h, c, gates = lstm_sequence(x, h0, h0 if c0 is None else c0, kernel, recurrent, bias, *probes, mask=mask,
+        c0 = h0 if c0 is None else c0
+        h, c, gates = lstm_sequence(x, h0, c0, kernel, recurrent, bias, *probes, mask=mask,
                                     with_gates=True, reverse=backwards, share=share)  # fmt: skip
         return CellRun(h, c, gates, *saturations(acts, None, gates), mask, input_order=backwards)
     gru_after = cell == "gru" and len(bias.shape) == 2
