@@ -100,9 +100,10 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     """Run one direction of `cell` over x [T, B, I] from h0 (and an LSTM's c0 [B, H], h0 when
     None: zeros in model mode unless a state is handed on) with `weights` (kernel,
     recurrent_kernel, bias: tensors); `probes` (probe_h, probe_c) [T, B, H] (probe_c only for
-    an LSTM), in the order the run returns its arrays in (`CellRun`); `mask` [T, B] 0/1 or None. x and the mask by input position;
-    `backwards` reads them from the end (Keras's go_backwards). `share`: how many directions
-    run at once (a Bidirectional's two), each on its share of the native kernels' threads."""
+    an LSTM), in the order the run returns its arrays in (`CellRun`); `mask` [T, B] 0/1 or
+    None. x and the mask by input position; `backwards` reads them from the end (Keras's
+    go_backwards). `share`: how many directions run at once (a Bidirectional's two), each on
+    its share of the native kernels' threads."""
     kernel, recurrent, bias = weights["kernel"], weights["recurrent_kernel"], weights["bias"]
     acts = cell_activations(cell, args)
     if mask is not None:  # exactly 0 or 1 from here on, never differentiated
