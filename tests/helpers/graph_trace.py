@@ -34,7 +34,7 @@ def _unit_rows(rng, steps: int) -> np.ndarray:
     return g / np.sqrt((g**2).sum(axis=(1, 2), keepdims=True))
 
 
-def chain_gradients(rng) -> dict[str, np.ndarray]:
+def chain_gradients(rng, enc_steps: int = T_ENC) -> dict[str, np.ndarray]:
     """dL/dh (total, direct) and dL/dc of both directions, float64."""
     direct_dec = _unit_rows(rng, T_DEC) * rng.uniform(0.5, 1.5, (T_DEC, 1, 1))
     total_dec = np.zeros_like(direct_dec)
@@ -42,8 +42,8 @@ def chain_gradients(rng) -> dict[str, np.ndarray]:
         carried = DEC_CARRY * total_dec[t + 1] if t + 1 < T_DEC else 0.0
         total_dec[t] = direct_dec[t] + carried
     at_handover = HANDOVER * np.sqrt((total_dec[0] ** 2).sum())
-    scale = at_handover * ENC_DECAY ** (T_ENC - 1 - np.arange(T_ENC))
-    total_enc = _unit_rows(rng, T_ENC) * scale[:, None, None]
+    scale = at_handover * ENC_DECAY ** (enc_steps - 1 - np.arange(enc_steps))
+    total_enc = _unit_rows(rng, enc_steps) * scale[:, None, None]
     return {"enc_total": total_enc, "enc_direct": np.zeros_like(total_enc),
             "enc_c": 0.8 * total_enc, "dec_total": total_dec, "dec_direct": direct_dec,
             "dec_c": 0.8 * total_dec}  # fmt: skip
@@ -59,14 +59,15 @@ def _gates(rng, steps: int) -> dict[str, np.ndarray]:
             "gates_saturated_diagnosis": rng.uniform(0.0, 0.2, 4).astype(np.float32)}  # fmt: skip
 
 
-def graph_arrays(seed: int = 0, legacy_input: bool = False) -> dict[str, np.ndarray]:
+def graph_arrays(seed: int = 0, legacy_input: bool = False,
+                 enc_steps: int = T_ENC) -> dict[str, np.ndarray]:  # fmt: skip
     """The trace's arrays (see the module's docstring). `legacy_input`: one input under the
     plain keys `x`, `grad_input`, `saliency` (the encoder's), as a single-input model writes
-    them."""
+    them. `enc_steps`: the encoder's (and its input's) length."""
     rng = np.random.default_rng(seed)
-    g = chain_gradients(rng)
+    g = chain_gradients(rng, enc_steps)
     a: dict[str, np.ndarray] = {"layer_names": np.array(NAMES)}
-    steps = {0: T_ENC, 1: T_DEC}
+    steps = {0: enc_steps, 1: T_DEC}
     for k, name in enumerate(NAMES):
         T = steps[k]
         a[f"layer{k}_cell"] = np.array("lstm")
@@ -89,7 +90,7 @@ def graph_arrays(seed: int = 0, legacy_input: bool = False) -> dict[str, np.ndar
         for k in range(len(NAMES)):
             rows[k, : steps[k]] = step_norm(a[f"layer{k}_{part}"])
         a[key] = rows
-    for name, length in zip(INPUTS, (T_ENC, T_DEC), strict=True):
+    for name, length in zip(INPUTS, (enc_steps, T_DEC), strict=True):
         if legacy_input and name != INPUTS[0]:
             continue
         suffix = "" if legacy_input else f"_{name}"
@@ -117,14 +118,18 @@ def graph_arrays(seed: int = 0, legacy_input: bool = False) -> dict[str, np.ndar
     return a
 
 
-def graph_trace(seed: int = 0, legacy_input: bool = False) -> GradientTrace:
+def graph_trace(seed: int = 0, legacy_input: bool = False,
+                enc_steps: int = T_ENC) -> GradientTrace:  # fmt: skip
     """The synthetic graph trace, checked against the schema."""
-    config = RunConfig(mode="model", steps=T_ENC, batch=B, loss="sparse_categorical_crossentropy")
-    return GradientTrace("model", config, graph_arrays(seed, legacy_input)).check()
+    config = RunConfig(mode="model", steps=max(enc_steps, T_DEC), batch=B,
+                       loss="sparse_categorical_crossentropy")  # fmt: skip
+    arrays = graph_arrays(seed, legacy_input, enc_steps)
+    return GradientTrace("model", config, arrays).check()
 
 
-def chain_norms(trace: GradientTrace) -> np.ndarray:
-    """‖dL/dh‖ along the chain in processing order [T_ENC + T_DEC] (float64): the encoder's
-    steps, then the decoder's."""
-    rows = np.asarray(trace["norm_h_total_by_layer"], np.float64)
-    return np.concatenate([rows[0, :T_ENC], rows[1, :T_DEC]])
+def chain_norms(trace: GradientTrace, key: str = "norm_h_total_by_layer") -> np.ndarray:
+    """`key`'s rows along the chain in processing order [T_enc + T_DEC] (float64): the
+    encoder's steps, then the decoder's."""
+    rows = np.asarray(trace[key], np.float64)
+    enc_steps = trace["layer0_grad_h_total"].shape[0]
+    return np.concatenate([rows[0, :enc_steps], rows[1, :T_DEC]])
