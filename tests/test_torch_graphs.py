@@ -246,3 +246,65 @@ def test_an_exported_seq2seq_program_chains_its_decoder_steps_as_the_module_does
     for k in range(2):
         for key in ("grad_h_total", "grad_c_total", "grad_h_direct", "grad_kernel"):
             assert_close(ours[f"layer{k}_{key}"], theirs[f"layer{k}_{key}"], f"{k} {key}")
+
+
+class Branches(nn.Module):
+    """A bidirectional nn.GRU (time-major) over two chunks, the state handed on, and a second
+    run from the first chunk's state (a branch: that state already goes on in the chain)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(I, H, bidirectional=True)
+        self.head = nn.Linear(2 * H, 2)
+
+    def forward(self, x):
+        first, h = self.rnn(x[:2])
+        second, _ = self.rnn(x[2:], h)
+        branch, _ = self.rnn(x[2:], h)
+        return self.head(first.mean(0) + second.mean(0) + branch[-1])
+
+
+def test_a_state_continued_once_chains_and_a_second_run_from_it_is_linked():
+    torch.manual_seed(8)
+    net = Branches()
+    gen = torch.Generator().manual_seed(8)
+    x, y = torch.randn(SOURCE + 1, B, I, generator=gen), torch.randn(B, 2, generator=gen)
+    trace = model_gradients(net, x, y, mse)
+    ref = Reference(net)
+    ref.run((x,), y, mse)
+    assert list(trace.layer_names) == ["rnn/l0/forward#0", "rnn/l0/backward#0",
+                                       "rnn/l0/forward#1", "rnn/l0/backward#1"]  # fmt: skip
+    assert [int(trace[f"layer{k}_calls"]) for k in range(4)] == [2, 2, 1, 1]
+    assert [int(trace[f"layer{k}_initial_from"]) for k in range(4)] == [-1, -1, 0, 1]
+    for d in range(2):
+        check_direction(trace, d, ref.direction([(0, d), (1, d)]))
+        check_direction(trace, 2 + d, ref.direction([(2, d)]))
+    trace.check()
+
+
+class ReluCellLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.RNNCell(I, H, nonlinearity="relu", dtype=torch.float64)
+        self.head = nn.Linear(H, 2, dtype=torch.float64)
+
+    def forward(self, x):  # x [T, B, I], h0 given as zeros
+        h = torch.zeros(x.shape[1], H, dtype=x.dtype)
+        for t in range(x.shape[0]):
+            h = self.cell(x[t], h)
+        return self.head(h)
+
+
+def test_a_float64_relu_cell_loop_equals_the_unrolled_cells():
+    torch.manual_seed(9)
+    net = ReluCellLoop()
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(SOURCE, B, I, generator=gen, dtype=torch.float64)
+    y = torch.randn(B, 2, generator=gen, dtype=torch.float64)
+    trace = model_gradients(net, x, y, mse)
+    ref = Reference(net)
+    ref.run((x,), y, mse)
+    assert str(trace.layer0_cell) == "simple_rnn" and int(trace.layer0_calls) == SOURCE
+    check_direction(trace, 0, ref.direction([(n, 0) for n in range(SOURCE)]))
+    check_weights(trace, [0], ref.weight_grads("cell"))
+    assert_close(trace.grad_input, ref.grad_input(list(range(SOURCE))), "grad_input")
