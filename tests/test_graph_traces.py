@@ -179,3 +179,25 @@ def test_a_single_input_graph_keeps_the_plain_keys():
     assert layers.input_names(a) == [""]
     assert layers.saliency_rows(a).shape == (4, T_ENC)
     assert layers.saliency_blocks(a)[1] == [("", 0, T_ENC)]
+
+
+def test_a_recording_of_graph_traces_keeps_each_directions_length(tmp_path):
+    from lstmviz.analysis.records import panel_arrays, window_norms
+    from lstmviz.analysis.tables import recording_columns
+    from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
+
+    writer = RecordingWriter(tmp_path / "run.lvz", 5)
+    traces = [graph_trace(seed) for seed in (1, 2)]
+    for n, trace in enumerate(traces, 1):
+        writer.append(record_rows(trace, 5 * n, 0, train_loss=0.5, seconds=0.1), trace)
+    writer.close()
+    rec = load_recording(tmp_path / "run.lvz")
+    norms = window_norms(panel_arrays(rec))  # [L, S]: over each direction's own steps
+    for s, trace in enumerate(traces):
+        rows = np.asarray(trace["norm_h_total_by_layer"], np.float64)
+        expected = [np.sqrt((rows[0] ** 2).sum()), np.sqrt((rows[1, :T_DEC] ** 2).sum())]
+        np.testing.assert_allclose(norms[:, s], expected, rtol=1e-6)
+    columns = dict(recording_columns(rec))
+    assert np.isfinite(columns["dec_norm_h_total_mean"]).all()
+    last = rec.diagnosis.records[-1].layer("enc")
+    assert last.chain == ["enc", "dec"] and last.h.reach == 6

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.analysis.layers import blank_masked
+from lstmviz.analysis.layers import blank_masked, direction_steps
 from lstmviz.analysis.summary import fmt
 from lstmviz.analysis.values import Arrays
 
@@ -29,12 +29,15 @@ MAX_STEP_TICKS = 8  # training steps labelled on a records axis
 
 
 def panel_arrays(recording) -> dict[str, np.ndarray]:
-    """The arrays the recording panels draw from a `Recording`: its rows, and `mask` from its
-    last record's trace when that trace is read and the model masks."""
+    """The arrays the recording panels draw from a `Recording`: its rows, and from its last
+    record's trace when that trace is read: `mask` when the model masks, and what tells a
+    graph's directions' own lengths and hand-overs (`layer{k}_gates_mean` [G, T_k],
+    `layer{k}_initial_from`, `layer{k}_calls`)."""
     arrays = dict(recording.arrays)
     last = recording.last
-    if last is not None and "mask" in last.arrays:
-        arrays["mask"] = last.arrays["mask"]
+    if last is not None:
+        arrays |= {key: value for key, value in last.arrays.items() if key == "mask"
+                   or key.endswith(("_gates_mean", "_initial_from", "_calls"))}  # fmt: skip
     return arrays
 
 
@@ -84,12 +87,17 @@ def record_rows(arrays: Arrays, record: int, key: str = "norm_h_total_by_layer")
 def window_norms(arrays: Arrays, t_range: TimeRange = None) -> np.ndarray | None:
     """The total gradient norm of every direction over the timestep range, per record: [L, S]
     (float64). Over a range it is the norm of dL/dh_t over all (t, b, j) in it:
-    sqrt(Σ_t ‖dL/dh_t‖²). NaN where a step in the range is NaN or Inf; None without norms."""
+    sqrt(Σ_t ‖dL/dh_t‖²) over the direction's own steps in it (a graph's directions keep their
+    lengths). NaN where a step in the range is NaN or Inf; None without norms."""
     norms = arrays.get("norm_h_total_by_layer")
     if norms is None or np.ndim(norms) != 3 or np.shape(norms)[0] == 0:
         return None
     lo, hi = clip_range(t_range, np.shape(norms)[2])
-    part = np.asarray(norms[:, :, lo : hi + 1], np.float64)
+    part = np.array(norms[:, :, lo : hi + 1], np.float64)
+    for k in range(part.shape[1]):  # a graph's shorter direction: its NaN padding adds nothing
+        steps = direction_steps(arrays, k)
+        if steps is not None:
+            part[:, k, max(steps - lo, 0) :] = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
         return np.sqrt(np.sum(np.square(part), axis=2)).T
 
