@@ -43,6 +43,7 @@ from lstmviz.engine.keras_graph import (
     saliency,
     traced_layers,
 )
+from lstmviz.engine.model_loss import CallableLoss, ModelLoss, keras_loss
 from lstmviz.engine.native import exact_norms, kernel_name
 from lstmviz.engine.tfload import tf
 from lstmviz.io.trace import GradientTrace, TraceUpdate
@@ -180,33 +181,14 @@ def _drop(config, class_name: str | None, keys: set[str]) -> None:
 # ---- losses ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CallableLoss:
-    """A loss given as a callable (y_true, y_pred) -> scalar (a Keras loss object too): its
-    per-sample values are its value on each sample alone."""
-
-    fn: object
-    name: str = "custom"
-    hidden: bool = False
-    callable: bool = True  # needs no targets of its own
-
-    def __call__(self, y, y_pred, mask):
-        value = tf.cast(self.fn(y, y_pred), tf.float32)
-        per_sample = tf.stack([tf.cast(self.fn(y[b:b + 1], y_pred[b:b + 1]), tf.float32)
-                               for b in range(int(y_pred.shape[0]))])  # fmt: skip
-        return per_sample, value
-
-
 def graph_losses(graph: KerasGraph, given) -> list:
     """One loss per output: `given` (a Keras loss name, a loss object or callable; a list or
     dict by output name), else the compiled ones with their `loss_weights`; ConfigError when
     an output has none."""
-    from lstmviz.engine.model import ModelLoss, _keras_loss
-
     count = max(len(graph.outputs), 1)
     if given is not None and not (isinstance(given, str) and given in LOSSES):
         entries = _per_output(given, graph.outputs, count)
-        return [_keras_loss(e) if isinstance(e, str) else CallableLoss(e) for e in entries]
+        return [keras_loss(e) if isinstance(e, str) else CallableLoss(e) for e in entries]
     compiled = graph.compiled or {}
     entries = _per_output(compiled.get("loss"), graph.outputs, count)
     weights = _per_output(compiled.get("loss_weights"), graph.outputs, count)

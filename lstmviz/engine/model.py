@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,7 @@ from lstmviz.engine.gradients import (
     named_gradients,
 )
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity, with_shapes
+from lstmviz.engine.model_loss import ModelLoss, keras_loss
 from lstmviz.engine.native import exact_norms, kernel_name
 from lstmviz.engine.stopping import Units
 from lstmviz.engine.tfload import tf
@@ -45,58 +46,6 @@ from lstmviz.weights.keras_config import loss_name
 from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec, shape_text
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
-
-
-@dataclass(frozen=True)
-class ModelLoss:
-    """The loss of a model run: a Keras loss `name` with its keyword `args` (as pairs), or,
-    for a stack without a head, a loss on its top output by `LOSSES` name (`hidden`).
-
-    Two of `args` are the compile's, not the loss function's: `reduction` ("sum", else Keras's
-    mean) and `loss_weight` (the compile's `loss_weights` of the one output)."""
-
-    name: str
-    args: tuple = ()
-    hidden: bool = False
-
-    def __call__(self, y, y_pred, mask) -> tuple[tf.Tensor, tf.Tensor]:
-        """(per-sample losses [B], the loss) as Keras reduces them: the mean (or sum) over the
-        entries that count — the unmasked steps where the output is a sequence with a mask,
-        the targets not ignored (`ignore_class`) — times the loss weight."""
-        if self.hidden:
-            return self._hidden(y, y_pred)
-        import keras
-
-        args = dict(self.args)
-        summed = args.pop("reduction", None) == "sum"  # else Keras's mean
-        weight = float(args.pop("loss_weight", 1.0))
-        values = keras.losses.get(self.name)(y, y_pred, **args)  # [B] or [B, T]
-        ignored = getattr(values, "_keras_mask", None)  # False where ignore_class
-        values = tf.cast(values, tf.float32)
-        counts = tf.ones_like(values) if ignored is None else tf.cast(ignored, tf.float32)
-        if values.shape.rank == 2 and mask is not None:
-            counts *= tf.cast(tf.transpose(mask), tf.float32)  # [B, T]
-        values *= counts
-        axes = list(range(1, values.shape.rank))
-        per_sample = tf.reduce_sum(values, axes) if axes else values
-        loss = tf.reduce_sum(values)
-        if not summed:
-            per_sample = tf.math.divide_no_nan(
-                per_sample, tf.reduce_sum(counts, axes) if axes else counts
-            )
-            loss = tf.math.divide_no_nan(loss, tf.reduce_sum(counts))
-        return per_sample * weight, loss * weight
-
-    def _hidden(self, y, y_pred):
-        if self.name == "mean_h":
-            values = y_pred
-        elif self.name == "last_mse":  # the last step's output: a top LSTM's sequences' last
-            last = y_pred[:, -1] if y_pred.shape.rank == 3 else y_pred
-            values = tf.square(last - y)
-        else:  # seq_mse
-            values = tf.square(y_pred - y)
-        axes = list(range(1, values.shape.rank))
-        return tf.reduce_mean(values, axes), tf.reduce_mean(values)
 
 
 def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
@@ -112,7 +61,7 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
         return ModelLoss(spec.loss, tuple(sorted(spec.loss_args.items())))
     if spec.stack or spec.layers[-1].kind in RECURRENT:
         name = given or "mean_h"
-        return ModelLoss(name, hidden=True) if name in LOSSES else _keras_loss(name)
+        return ModelLoss(name, hidden=True) if name in LOSSES else keras_loss(name)
     if not given or given in LOSSES:
         # mean_h is also what nothing given defaults to; last_mse and seq_mse were chosen
         last = spec.layers[-1].class_name
@@ -123,17 +72,7 @@ def resolve_loss(spec: ModelSpec, given: str | None) -> ModelLoss:
             f"{spec.source}: {spec.no_loss}; {why}give {ref('loss')} with a Keras "
             "loss name (e.g. binary_crossentropy, sparse_categorical_crossentropy, mse)",
         )
-    return _keras_loss(given)
-
-
-def _keras_loss(name: str) -> ModelLoss:
-    import keras
-
-    try:
-        keras.losses.get(name)
-    except (ValueError, TypeError):
-        raise ConfigError("loss", f"unknown loss {name!r} (a Keras loss name)") from None
-    return ModelLoss(name)
+    return keras_loss(given)
 
 
 class ModelGradients:
