@@ -274,3 +274,37 @@ def test_the_callback_records_an_encoder_decoder_while_it_trains(tmp_path):
     assert recording.arrays["norm_h_total_by_layer"].shape == (2, 2, TE)
     final = lstmviz.model_gradients(model, x, y).arrays
     np.testing.assert_allclose(recording.arrays["loss"][-1], final["loss"], rtol=1e-5)
+
+
+def test_several_outputs_take_their_compiled_losses_and_weights():
+    """Two heads on one GRU, compiled with a loss per output name and loss_weights: the loss is
+    what `model.evaluate` reports, the untraced recurrent layer (a custom cell) is named."""
+    import lstmviz
+
+    class Cell(L.Layer):  # a cell lstmviz does not know: Keras runs its layer
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.state_size = 2
+
+        def call(self, x, states):
+            h = tf.tanh(x[:, :2] + states[0])
+            return h, [h]
+
+    keras.utils.set_random_seed(8)
+    inp = keras.Input((TE, 2), name="x")
+    seq = L.GRU(H, return_sequences=True, name="gru")(inp)
+    seq = L.Concatenate()([seq, L.RNN(Cell(), return_sequences=True, name="own")(inp)])
+    first = L.Dense(1, name="first")(L.GlobalAveragePooling1D()(seq))
+    second = L.TimeDistributed(L.Dense(2, activation="softmax"), name="second")(seq)
+    model = keras.Model(inp, [first, second])
+    model.compile(loss={"first": "mse", "second": "sparse_categorical_crossentropy"},
+                  loss_weights={"first": 0.5, "second": 2.0})  # fmt: skip
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((B, TE, 2)).astype(np.float32)
+    y = {"first": rng.standard_normal((B, 1)), "second": rng.integers(0, 2, (B, TE))}
+    trace = lstmviz.model_gradients(model, x, y)
+    a = trace.arrays
+    np.testing.assert_allclose(a["loss"], model.evaluate(x, y, verbose=0)[0], rtol=1e-5)
+    assert list(a["layer_names"]) == ["gru"] and "not traced: own" in str(a["model_summary"])
+    assert a["y_pred_second"].shape == (B, TE, 2) and "y_first" in a
+    trace.check()

@@ -230,6 +230,9 @@ _MODEL = [
     _k("grad_input_{name}", None, DATA, MODEL,
        "dL/d input of the first recurrent layer the input named so feeds"),  # fmt: skip
     _k("saliency_{name}", None, DATA, MODEL, "‖grad_input_{name}‖ over its last axis [B, T]"),
+    # a model of several outputs: one of each per output
+    _k("y_pred_{name}", None, DATA, MODEL, "the output named so, batch-major"),
+    _k("y_{name}", None, DATA, MODEL, "the targets of the output named so", kinds="fiub"),
     _k("model_source", (), TEXT, MODEL, "the model file and its format", kinds="U"),
     _k("model_seconds", (), SCALAR, MODEL, "seconds the forward and backward took"),
     _k("model_summary", (), TEXT, MODEL, "name, class, output shape, parameters per layer",

@@ -80,7 +80,9 @@ def graph_of(model, source: str | None = None, compiled: dict | None = None,
         model, "_inputs_struct"))  # fmt: skip
     inputs = [_name(t, n, "x") for n, t in enumerate(model.inputs)] if functional and getattr(
         model, "inputs", None) else []  # fmt: skip
-    outputs = [_name(t, n, "y") for n, t in enumerate(model.outputs)] if inputs else []
+    outputs = list(getattr(model, "output_names", None) or []) if inputs else []
+    if inputs and len(outputs) != len(model.outputs):
+        outputs = [_name(t, n, "y") for n, t in enumerate(model.outputs)]
     if compiled is None:
         try:
             compiled = dict(model.get_compile_config() or {})
