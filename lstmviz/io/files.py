@@ -237,6 +237,9 @@ def kind(path: str | os.PathLike) -> str:
         return "inputs"
     if suffix_of(path, WEIGHTS):
         return "model" if is_model(path) else "weights"
+    if suffix_of(path, TORCH_PROGRAMS):  # named as a program, and not one
+        why = wrong_content(path) or "its zip directory holds neither's files"
+        raise LstmvizError(f"{path}: not a TorchScript or torch.export program: {why}")
     expected = ", ".join(KIND_TEXT.values())
     raise LstmvizError(f"{path}: lstmviz opens {expected}; not {path.suffix or 'this file'}")
 
