@@ -308,3 +308,23 @@ def test_several_outputs_take_their_compiled_losses_and_weights():
     assert list(a["layer_names"]) == ["gru"] and "not traced: own" in str(a["model_summary"])
     assert a["y_pred_second"].shape == (B, TE, 2) and "y_first" in a
     trace.check()
+
+
+def test_halves_kept_apart_and_a_mixed_precision_layer():
+    """Bidirectional(merge_mode=None) hands its halves on as two outputs; an LSTM under a
+    mixed_float16 policy computes as its float32 twin (Keras casts its output back)."""
+    import lstmviz
+
+    keras.utils.set_random_seed(10)
+    inp = keras.Input((TE, 2))
+    forward, backward = L.Bidirectional(L.LSTM(H, return_sequences=True), merge_mode=None,
+                                        name="bi")(inp)  # fmt: skip
+    mixed = L.LSTM(H, dtype="mixed_float16", name="mixed")(L.Add()([forward, backward]))
+    model = keras.Model(inp, L.Dense(1, dtype="float32")(mixed))
+    model.compile(loss="mse")
+    rng = np.random.default_rng(11)
+    x, y = rng.standard_normal((B, TE, 2)), rng.standard_normal((B, 1))
+    a = lstmviz.model_gradients(model, x, y).arrays
+    assert list(a["layer_names"]) == ["bi/forward", "bi/backward", "mixed"]
+    np.testing.assert_allclose(a["loss"], model.evaluate(x, y, verbose=0), rtol=1e-2)
+    assert a["layer2_h"].dtype == np.float32 and np.isfinite(a["norm_h_total_by_layer"]).all()

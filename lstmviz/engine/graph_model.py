@@ -142,6 +142,8 @@ def _legacy_h5(path: Path) -> KerasGraph:
         training = h5_text(f.attrs.get("training_config"))
         if config is None:
             raise ModelError(f"{path}: holds weights only, no model config")
+        if '"time_major": true' in json.dumps(config):
+            raise ModelError(f"{path}: a layer has time_major=True, which lstmviz does not run")
         for name in _KERAS2_ONLY:
             _drop(config, None, {name})
         for _ in range(20):  # each round drops the arguments Keras 3 named

@@ -161,10 +161,12 @@ class Recorder:
         cell = layer.cell
         if isinstance(mask, list | tuple):
             mask = mask[0]
-        x = tf.transpose(sequences, [1, 0, 2])  # [T, B, I]
+        # float32 whatever the policy (mixed_float16: its float32 twin); Keras casts back
+        x = tf.transpose(tf.cast(sequences, tf.float32), [1, 0, 2])  # [T, B, I]
         self.tape.watch(x)
         states = list(initial_state) if isinstance(initial_state, list | tuple) else [
             initial_state]  # fmt: skip
+        states = [tf.cast(state, tf.float32) for state in states]
         h0 = states[0]
         c0 = states[1] if traced.cell == "lstm" else None
         weights = {}
@@ -176,7 +178,7 @@ class Recorder:
                     shape = [2, *shape]
                 tensor = tf.zeros(shape, x.dtype)
             else:
-                tensor = tf.identity(tf.convert_to_tensor(variable))
+                tensor = tf.cast(tf.identity(tf.convert_to_tensor(variable)), tf.float32)
             self.tape.watch(tensor)
             weights[key] = tensor
         if needs_read_probe(traced.cell, traced.args):

@@ -148,7 +148,7 @@ def import_factory(path: str) -> Callable:
         try:
             found = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
+            if exc.name and f"{module_name}.".startswith(f"{exc.name}."):  # it, or its package
                 raise ConfigError("module", f"{path}: no module {exc.name!r} importable from "
                                   f"{os.getcwd()} (nor installed)") from None  # fmt: skip
             raise ConfigError("module", f"{path}: importing {module_name} failed "

@@ -335,11 +335,11 @@ class _Builder:
         if inner_cls not in CELL_CLASSES:
             raise _Unsupported(f"Bidirectional({inner_cls})")
         merge = config.get("merge_mode", "concat")
+        if merge is None:  # its halves go on apart: Keras runs the graph
+            raise GraphModel(f"{self.label} has merge_mode=None (two outputs)")
         if merge not in ("concat", "sum", "mul", "ave"):
-            raise ModelError(
-                f"{self.label} has merge_mode={merge!r} (two outputs); lstmviz runs concat, "
-                "sum, mul and ave"
-            )
+            raise ModelError(f"{self.label} has merge_mode={merge!r}; lstmviz runs concat, "
+                             "sum, mul, ave and None")  # fmt: skip
         back_cls, back = _cell_layer(*_inner(config, "backward_layer"))
         if back is None:  # Keras 2 leaves it out: the forward layer, run the other way
             back_cls = inner_cls
