@@ -351,6 +351,10 @@ def run_model(
     a cancel before or during it ends the run without a trace."""
     if not config.model:
         raise ConfigError("model", f"model mode needs a model file: {ref('model', 'FILE')}")
+    if config.module:  # a PyTorch state dict and its module's class (--module)
+        from lstmviz.torch.checkpoints import run_checkpoint
+
+        return run_checkpoint(config, cancelled, keep)
     if torch_program(config.model):  # TorchScript, torch.export: PyTorch runs them
         from lstmviz.torch.programs import run_program
 
