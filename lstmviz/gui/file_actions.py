@@ -11,13 +11,14 @@ import os
 import zipfile
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu
 
 from lstmviz.analysis.summary import trained_on
 from lstmviz.core import modes
 from lstmviz.core.config import RunConfig
-from lstmviz.core.errors import LstmvizError
+from lstmviz.core.errors import GraphModel, LstmvizError
 from lstmviz.gui import trace_loading
 from lstmviz.gui.dialogs import (
     ask_to_open,
@@ -257,6 +258,13 @@ class FileActions(QObject):
             return True
         try:
             spec = load_model(path)  # NumPy and h5py: no TensorFlow
+        except GraphModel as exc:  # Keras runs the graph, in the computing process
+            why = str(exc).removeprefix(f"{path}: ")
+            self.params.set_program(path, f"{Path(path).name} (a graph Keras runs: {why})")
+            if not quiet:
+                self.message.setText(f"model {Path(path).name}: a graph Keras runs, lstmviz its "
+                                     f"recurrent layers ({why}) (Run: Ctrl+R)")  # fmt: skip
+            return True
         except LstmvizError as exc:
             return self._not_opened("model", exc, quiet)
         self.params.set_model(path, spec, spec.source)
@@ -286,7 +294,10 @@ class FileActions(QObject):
         read = self._read_before("data", key)
         if read is None:
             try:
-                x, y, description = load_data(path, targets)
+                if spec is None and not targets and _named_inputs(path):
+                    x, y, description = _named_inputs(path)  # a model of several inputs
+                else:
+                    x, y, description = load_data(path, targets)
                 if spec is not None:
                     check_data(spec, x, y, where=path)
             except LstmvizError as exc:
@@ -557,3 +568,22 @@ class FileActions(QObject):
         else:
             self.message.setText(f"saved trained weights: {path}")
 
+
+def _named_inputs(path: str):
+    """(the first input, y or None, a description) of an .npz holding one array per input of
+    a model (by name or x0, x1, …; no `x`), which the computing process matches to the model's
+    inputs; None for another file."""
+    if not path.endswith(".npz"):
+        return None
+    try:
+        names = files.npz_names(path)
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return None
+    inputs = [n for n in names if n != "y" and not n.startswith("y_")]
+    if "x" in names or not inputs or not files.is_data(names):
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        first = data[inputs[0]]
+    shapes = ", ".join(inputs)
+    return first, None, f"{path}: inputs {shapes}" + (
+        ", targets" if len(inputs) < len(names) else "")  # fmt: skip

@@ -134,6 +134,21 @@ def npz_names(path: str | os.PathLike) -> list[str]:
         return [n[:-4] for n in archive.namelist() if n.endswith(".npy")]
 
 
+# Words in the array names of weights (Keras's, PyTorch's state dicts'), never of data
+_WEIGHT_WORDS = ("kernel", "weight", "bias", "embeddings", "gamma", "beta", "moving_", "w_ih",
+                 "w_hh", "b_ih", "b_hh")
+
+
+def is_data(names: list[str]) -> bool:
+    """Whether an .npz of these array names holds a model's data: `x` (and `y`), or, for a
+    model of several inputs, one array per input by its name or `x0`, `x1`, … — no array named
+    as weights are."""
+    if any(word in name for name in names for word in _WEIGHT_WORDS):
+        return False
+    return bool(names) and ("x" in names or "y" in names or "x0" in names
+                            or not any("/" in name or "." in name for name in names))
+
+
 def layer_classes(config) -> list[str]:
     """The class names of a Keras model config's layers, nested models opened (a Bidirectional
     counts as itself). [] for anything that is not a model config."""
@@ -230,7 +245,7 @@ def kind(path: str | os.PathLike) -> str:
             raise LstmvizError(f"{path}: not a readable .npz file{unreadable(path, exc)}") from None
         if "config_json" in names:
             return "trace"
-        return "inputs" if "x" in names and "kernel" not in names else "weights"
+        return "inputs" if is_data(names) else "weights"
     if suffix_of(path, RECORDINGS):
         return "recording"
     if suffix_of(path, INPUTS):

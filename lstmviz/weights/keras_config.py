@@ -160,9 +160,9 @@ def _functional_chain(config: dict):
         by_name[item[1]] = item
     inputs, outputs = _triples(config.get("input_layers")), _triples(config.get("output_layers"))
     if len(inputs) != 1:
-        raise GraphModel(f"the model has {len(inputs)} inputs; lstmviz runs models with one")
+        raise GraphModel(f"the model has {len(inputs)} inputs")
     if len(outputs) != 1:
-        raise GraphModel(f"the model has {len(outputs)} outputs; lstmviz runs models with one")
+        raise GraphModel(f"the model has {len(outputs)} outputs")
     parent, calls, feeds, masks = {}, {}, {}, set()
     for cls, name, _, entry in by_name.values():
         nodes = entry.get("inbound_nodes") or []
@@ -170,21 +170,20 @@ def _functional_chain(config: dict):
             continue
         if len(nodes) != 1:
             what = "is not connected" if not nodes else f"is called {len(nodes)} times"
-            raise GraphModel(f"layer {name!r} ({cls}) {what}; lstmviz runs a single chain")
+            raise GraphModel(f"layer {name!r} ({cls}) {what}")
         sources, calls[name], mask_sources = _node(nodes[0], name, cls)
         feeds[name] = {source[0] for source in sources}
         masks.update(mask_sources)
         if len({source[0] for source in sources}) != 1:
             names = ", ".join(sorted({repr(source[0]) for source in sources}))
             raise GraphModel(
-                f"layer {name!r} ({cls}) takes the outputs of {names}: a branching graph; "
-                "lstmviz runs a single chain"
+                f"layer {name!r} ({cls}) takes the outputs of {names}: a branching graph"
             )
         source = sources[0]
         if source[2] != 0:
             raise GraphModel(
                 f"layer {name!r} ({cls}) takes output {source[2]} of {source[0]!r} "
-                "(e.g. a state from return_state); lstmviz runs a single chain"
+                "(e.g. a state from return_state)"
             )
         parent[name] = source
     chain, name, seen = [], outputs[0][0], set()
@@ -265,8 +264,7 @@ def _node(node, name: str, cls: str):
             extra = sorted(set(kwargs) - {"training", "mask"})
             if extra:
                 raise GraphModel(
-                    f"layer {name!r} ({cls}) is called with {', '.join(extra)}; "
-                    "lstmviz runs a single chain"
+                    f"layer {name!r} ({cls}) is called with {', '.join(extra)}"
                 )
             sources.append((*inbound[:3], None))
         call = None

@@ -286,7 +286,7 @@ class _Builder:
         an activation that is not Keras's (a custom function: Keras may run the layer)."""
         label, kind = self._half(cls), CELL_CLASSES[cls]
         if config.get("return_state"):  # its states go on to another layer: Keras runs that
-            raise GraphModel(f"{label} has return_state=True; lstmviz runs a single chain")
+            raise GraphModel(f"{label} has return_state=True")
         if config.get("time_major"):
             raise ModelError(f"{label} has time_major=True, which lstmviz does not run")
         if not isinstance(config.get("units"), int):
