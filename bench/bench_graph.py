@@ -18,9 +18,7 @@ average at the start and the end (bench_model.py says why).
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,11 +28,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_model import _nudge, _warm_up  # noqa: E402
+from bench_model import _nudge, measure, print_machine, print_rows  # noqa: E402
 
 import lstmviz  # noqa: E402
-from lstmviz.engine import native  # noqa: E402
-from lstmviz.engine.device import device_description  # noqa: E402
 from lstmviz.engine.tfload import tf  # noqa: E402
 
 
@@ -90,36 +86,13 @@ def main(argv=None) -> None:
         lstmviz.model_gradients(model, x, y)
         return time.perf_counter() - start
 
-    _warm_up()
-    gc.collect()
-    start = time.perf_counter()
-    keras_call()
-    first = {"keras": time.perf_counter() - start}
-    gc.collect()
-    first["lstmviz"] = lstmviz_call()
-    times: dict[str, list[float]] = {"keras": [], "lstmviz": []}
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        keras_call()
-        times["keras"].append(time.perf_counter() - start)
-        times["lstmviz"].append(lstmviz_call())
-    info = device_description()
-    kernels = native.build_description() if native.library() is not None else info["lstm"]
-    print(f"{info['device']} · {os.cpu_count()} cores · TF {info['tensorflow']} · "
-          f"{native.cpu_vector_extensions()} · LSTM {kernels} · load {load:.2f} at start, "
-          f"{os.getloadavg()[0]:.2f} at the end")  # fmt: skip
+    first, times = measure(keras_call, lstmviz_call, args.repeats)
+    print_machine(load)
     print(f"model: 2 × Embedding({args.vocabulary}, {args.units}) → LSTM({args.units}) encoder "
           f"→ LSTM({args.units}) decoder from its state → AdditiveAttention → Concatenate → "
           f"Dense({args.classes}, softmax); T={args.steps}+{args.steps} B={args.batch}; "
           f"median of {args.repeats}")  # fmt: skip
-    keras_ms = 1000 * statistics.median(times["keras"])
-    print(f"  {'':24s} {'first call':>18s}   {'median after':>18s}")
-    for name, label in (("keras", "Keras tape.gradient"),
-                        ("lstmviz", "lstmviz.model_gradients")):  # fmt: skip
-        ms, first_ms = 1000 * statistics.median(times[name]), 1000 * first[name]
-        print(f"  {label:24s} {first_ms:8.0f} ms {first_ms / 1000 / first['keras']:5.2f}×   "
-              f"{ms:8.1f} ms {ms / keras_ms:5.2f}×")  # fmt: skip
-
+    print_rows(first, times)
 
 if __name__ == "__main__":
     main()

@@ -112,6 +112,19 @@ def main(argv=None) -> None:
         lstmviz.model_gradients(model, x, y)
         return time.perf_counter() - start
 
+    first, times = measure(keras_call, lstmviz_call, args.repeats)
+    print_machine(load)
+    cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[args.cell]
+    print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional({cell}({args.units},"
+          f" return_sequences)) → {cell}({args.units}) → Dense(1, sigmoid); T={args.steps} "
+          f"B={args.batch}; median of {args.repeats}")  # fmt: skip
+    print_rows(first, times)
+
+
+def measure(keras_call, lstmviz_call, repeats: int) -> tuple[dict, dict]:
+    """({name: seconds of its first call}, {name: seconds of each later call}): the first
+    calls after a warm-up and a full garbage collection each, then `repeats` calls of the two
+    interleaved. `lstmviz_call` returns the seconds it timed itself (outside its set-up)."""
     _warm_up()
     gc.collect()
     start = time.perf_counter()
@@ -120,20 +133,25 @@ def main(argv=None) -> None:
     gc.collect()
     first["lstmviz"] = lstmviz_call()
     times: dict[str, list[float]] = {"keras": [], "lstmviz": []}
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         start = time.perf_counter()
         keras_call()
         times["keras"].append(time.perf_counter() - start)
         times["lstmviz"].append(lstmviz_call())
+    return first, times
+
+
+def print_machine(load: float) -> None:
+    """The device, cores, TensorFlow, vector extensions, the kernels and the load average."""
     info = device_description()
     kernels = native.build_description() if native.library() is not None else info["lstm"]
     print(f"{info['device']} · {os.cpu_count()} cores · TF {info['tensorflow']} · "
           f"{native.cpu_vector_extensions()} · LSTM {kernels} · load {load:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at the end")  # fmt: skip
-    cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[args.cell]
-    print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional({cell}({args.units},"
-          f" return_sequences)) → {cell}({args.units}) → Dense(1, sigmoid); T={args.steps} "
-          f"B={args.batch}; median of {args.repeats}")  # fmt: skip
+
+
+def print_rows(first: dict, times: dict) -> None:
+    """First call and median of the later ones, each with its ratio to Keras's."""
     keras_ms = 1000 * statistics.median(times["keras"])
     print(f"  {'':24s} {'first call':>18s}   {'median after':>18s}")
     for name, label in (("keras", "Keras tape.gradient"),
@@ -141,7 +159,6 @@ def main(argv=None) -> None:
         ms, first_ms = 1000 * statistics.median(times[name]), 1000 * first[name]
         print(f"  {label:24s} {first_ms:8.0f} ms {first_ms / 1000 / first['keras']:5.2f}×   "
               f"{ms:8.1f} ms {ms / keras_ms:5.2f}×")  # fmt: skip
-
 
 if __name__ == "__main__":
     main()
