@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 from pathlib import Path
@@ -433,10 +434,14 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
             spec = model_or_path
         elif isinstance(model_or_path, str | Path):
             spec = load_model(model_or_path)
+        elif _known_graph(model_or_path):
+            raise GraphModel("a graph")
         else:
             spec = spec_from_keras(model_or_path)
     except GraphModel:  # not one chain: Keras runs the graph, lstmviz its recurrent calls
         from lstmviz.engine.graph_model import graph_trace, load_graph
+
+        _known_graph(model_or_path, add=True)
 
         graph = load_graph(model_or_path) if isinstance(model_or_path, str | Path) else (
             model_or_path)  # fmt: skip
@@ -455,3 +460,16 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source)
     return trace
 
+
+_GRAPHS: weakref.WeakSet = weakref.WeakSet()  # live models found to be graphs
+
+
+def _known_graph(model, add: bool = False) -> bool:
+    """Whether a live model was found to be a graph before (its config is not read again at
+    every call); `add` records it."""
+    try:
+        if add:
+            _GRAPHS.add(model)
+        return model in _GRAPHS
+    except TypeError:  # not weakly referable (a path)
+        return False
