@@ -328,3 +328,52 @@ def test_halves_kept_apart_and_a_mixed_precision_layer():
     assert list(a["layer_names"]) == ["bi/forward", "bi/backward", "mixed"]
     np.testing.assert_allclose(a["loss"], model.evaluate(x, y, verbose=0), rtol=1e-2)
     assert a["layer2_h"].dtype == np.float32 and np.isfinite(a["norm_h_total_by_layer"]).all()
+
+
+def _numpy_seq2seq(model, x, y, bump=None):
+    """The states-only seq2seq in float64 NumPy from its weights: the loss, with `bump` =
+    (t, b, j, eps) added to the encoder's h_t after step t (a bumped state: what follows sees
+    it)."""
+    def weights(name):
+        return [np.asarray(w, np.float64) for w in model.get_layer(name).get_weights()]
+
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+
+    def run(kernel, recurrent, bias, inputs, h, c, bumped=None):
+        for t in range(inputs.shape[1]):
+            i, f, g, o = np.split(inputs[:, t] @ kernel + h @ recurrent + bias, 4, axis=-1)
+            c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+            h = sigmoid(o) * np.tanh(c)
+            if bumped is not None and bumped[0] == t:
+                h = h.copy()
+                h[bumped[1], bumped[2]] += bumped[3]
+            outputs = h if t == 0 else np.concatenate([outputs, h])
+        return h, c, outputs.reshape(inputs.shape[1], len(h), -1).transpose(1, 0, 2)
+
+    e = weights("emb_e")[0][x["enc"]]
+    d = weights("emb_d")[0][x["dec"]]
+    zeros = np.zeros((len(e), H))
+    h, c, _ = run(*weights("encoder"), e, zeros, zeros, bump)
+    _, _, seq = run(*weights("decoder"), d, h, c)
+    kernel, bias = weights("head")
+    logits = seq @ kernel + bias
+    logits -= logits.max(-1, keepdims=True)
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    return -np.take_along_axis(logp, y[..., None], -1).mean()
+
+
+def test_the_encoders_totals_match_float64_finite_differences():
+    """dL/dh_t of the encoder — reached only through the hand-over — against central
+    differences of the loss in float64 with the encoder's state bumped at step t."""
+    import lstmviz
+
+    model, x, y = seq2seq(False)
+    a = lstmviz.model_gradients(model, x, y).arrays
+    eps = 1e-5
+    for t, b, j in ((0, 0, 0), (2, 1, 2), (TE - 1, 2, 1)):
+        up = _numpy_seq2seq(model, x, y, (t, b, j, eps))
+        down = _numpy_seq2seq(model, x, y, (t, b, j, -eps))
+        np.testing.assert_allclose(a["layer0_grad_h_total"][t, b, j], (up - down) / (2 * eps),
+                                   rtol=2e-3, atol=1e-8)  # fmt: skip
+    np.testing.assert_allclose(a["loss"], _numpy_seq2seq(model, x, y), rtol=1e-5)
