@@ -377,3 +377,28 @@ def test_the_encoders_totals_match_float64_finite_differences():
         np.testing.assert_allclose(a["layer0_grad_h_total"][t, b, j], (up - down) / (2 * eps),
                                    rtol=2e-3, atol=1e-8)  # fmt: skip
     np.testing.assert_allclose(a["loss"], _numpy_seq2seq(model, x, y), rtol=1e-5)
+
+
+def test_a_keras2_graph_clips_probabilities_as_keras2_did(tmp_path):
+    """A saturated softmax: Keras 2's cross-entropy clips its probabilities to [1e-7, 1 − 1e-7]
+    (Keras 3 would read the logits): the loss of a Keras 2 graph is the clipped one."""
+    import tf_keras as k2
+
+    import lstmviz
+
+    k2.utils.set_random_seed(12)
+    a, b = k2.Input((TE, 2)), k2.Input((TE, 2))
+    both = k2.layers.Concatenate()([k2.layers.LSTM(H)(a), k2.layers.LSTM(H)(b)])
+    head = k2.layers.Dense(3, activation="softmax")
+    model = k2.Model([a, b], head(both))
+    model.compile(loss="categorical_crossentropy")
+    head.set_weights([w * 1e4 for w in head.get_weights()])
+    model.save(tmp_path / "saturated.h5")
+    rng = np.random.default_rng(13)
+    x = [rng.standard_normal((B, TE, 2)), rng.standard_normal((B, TE, 2))]
+    probs = model.predict(x, verbose=0).astype(np.float64)
+    y = np.eye(3)[probs.argmin(-1)]  # the least likely class: a probability under 1e-7
+    clipped = -np.log(np.clip((probs * y).sum(-1), 1e-7, 1 - 1e-7)).mean()
+    found = lstmviz.model_gradients(tmp_path / "saturated.h5", x, y).arrays["loss"]
+    assert clipped < 17 and (probs * y).sum(-1).max() < 1e-7
+    np.testing.assert_allclose(found, clipped, rtol=1e-4)
