@@ -431,21 +431,33 @@ def graph_run(graph: KerasGraph, losses: list, data: GraphData, config: RunConfi
 
 
 def summary(graph: KerasGraph, losses: list, data: GraphData) -> str:
-    """The model's layers (Keras's own summary), what lstmviz traced, the inputs and outputs
-    used and the loss; kept with the compiled computation (Keras's table takes 20 ms)."""
-    import io
-
+    """The model's layers (name, class, output shape, parameters, as a chain's summary), what
+    lstmviz traced and Keras ran untraced, the inputs and outputs used and the loss; kept
+    with the compiled computation."""
     gradients = compiled(graph, losses)
     key = tuple((name, np.shape(x)) for name, x in zip(data.input_names, data.xs, strict=True))
     if key in gradients.summaries:
         return gradients.summaries[key]
-    text = io.StringIO()
-    try:
-        graph.model.summary(print_fn=lambda line, *a, **k: text.write(line + "\n"),
-                            line_length=100)  # fmt: skip
-    except Exception:  # a subclassed model Keras cannot summarise
-        text.write(f"Model {graph.name!r} ({type(graph.model).__name__})\n")
-    lines = [f"Model {graph.name!r}: {graph.source}", text.getvalue().rstrip()]
+    rows = [("Layer", "Class", "Output shape", "Params")]
+    for layer in getattr(graph.model, "layers", []):
+        inner = getattr(layer, "layer", None) or getattr(layer, "forward_layer", None)
+        cls = type(layer).__name__ + (f"({type(inner).__name__})" if inner is not None else "")
+        try:
+            outputs = layer.output if len(layer._inbound_nodes) == 1 else None
+            outputs = outputs if isinstance(outputs, list | tuple | type(None)) else [outputs]
+            shape = (f"{len(layer._inbound_nodes)} calls" if outputs is None
+                     else ", ".join(str(tuple(o.shape)) for o in outputs))  # fmt: skip
+        except (AttributeError, ValueError):  # a subclassed model's layers have no output
+            shape = "?"
+        rows.append((layer.name, cls, shape, f"{layer.count_params():,}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [f"Model {graph.name!r}: {graph.source}"]
+    for n, row in enumerate(rows):
+        cells = [row[i].ljust(widths[i]) for i in range(3)] + [row[3].rjust(widths[3])]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("-" * len(lines[-1]))
+    lines.append(f"Total params: {graph.model.count_params():,}")
     traced = ", ".join(t.name for t in gradients.traced.values())
     lines.append(f"Traced by lstmviz: {traced}.")
     if gradients.untraced:
