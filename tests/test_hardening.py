@@ -546,13 +546,16 @@ def test_loading_never_runs_code_from_a_file():
         for unsafe in ("safe_mode=False", "pickle.load", "enable_unsafe"):
             assert unsafe not in source, (path, unsafe)
         # Keras's model loader; lstmviz's own load_model reads the files with json and h5py.
-        # Training a model (engine/fit.py) alone hands Keras a file, in safe mode, once
-        # lstmviz's own loader has read it (no Lambda or custom layers).
+        # Training a model (engine/fit.py) hands Keras a file, in safe mode, once lstmviz's
+        # own loader has read it (no Lambda or custom layers); so does a graph Keras runs
+        # (engine/graph_model.py), in safe mode, once lstmviz's reader found it a graph.
         keras_calls = re.findall(r"(?:models|saving)\.load_model\([^)]*\)", source)
         imported = re.search(r"from (tf_)?keras[\w.]* import .*load_model", source)
         assert not imported, (path, "keras load_model")
         if path == ROOT / "lstmviz" / "engine" / "fit.py":
             assert keras_calls and all("safe_mode=True" in call for call in keras_calls), path
             assert "spec = load_model(path)" in source, path
+        elif path == ROOT / "lstmviz" / "engine" / "graph_model.py":
+            assert keras_calls and all("safe_mode=True" in call for call in keras_calls), path
         else:
             assert not keras_calls, (path, "keras load_model")

@@ -402,3 +402,18 @@ def test_a_keras2_graph_clips_probabilities_as_keras2_did(tmp_path):
     found = lstmviz.model_gradients(tmp_path / "saturated.h5", x, y).arrays["loss"]
     assert clipped < 17 and (probs * y).sum(-1).max() < 1e-7
     np.testing.assert_allclose(found, clipped, rtol=1e-4)
+
+
+def test_a_keras2_graph_with_python_code_is_refused_in_one_line(tmp_path):
+    import tf_keras as k2
+
+    import lstmviz
+    from lstmviz.core.errors import ModelError
+
+    a, b = k2.Input((TE, 2)), k2.Input((TE, 2))
+    doubled = k2.layers.Lambda(lambda t: 2 * t)(b)
+    model = k2.Model([a, b], k2.layers.Concatenate()([k2.layers.LSTM(H)(a),
+                                                     k2.layers.LSTM(H)(doubled)]))  # fmt: skip
+    model.save(tmp_path / "code.h5")
+    with pytest.raises(ModelError, match="Lambda layer holds Python code"):
+        lstmviz.model_gradients(tmp_path / "code.h5", loss="mse")

@@ -111,7 +111,7 @@ def load_graph(path: str | Path) -> KerasGraph:
         if path.suffix.lower() in (".h5", ".hdf5"):
             return _legacy_h5(path)
         config, _ = read_keras_archive(path)
-        model = keras.saving.load_model(path, compile=False)
+        model = keras.saving.load_model(path, compile=False, safe_mode=True)
     except ModelError:
         raise
     except Exception as exc:  # Keras raises many kinds for files it cannot load
@@ -142,6 +142,9 @@ def _legacy_h5(path: Path) -> KerasGraph:
         training = h5_text(f.attrs.get("training_config"))
         if config is None:
             raise ModelError(f"{path}: holds weights only, no model config")
+        if '"class_name": "Lambda"' in json.dumps(config):  # its code would run on loading
+            raise ModelError(f"{path}: a Lambda layer holds Python code, which lstmviz does "
+                             "not run")  # fmt: skip
         if '"time_major": true' in json.dumps(config):
             raise ModelError(f"{path}: a layer has time_major=True, which lstmviz does not run")
         for name in _KERAS2_ONLY:
