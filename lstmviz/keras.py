@@ -313,10 +313,10 @@ class _LiveGraph:
     data: its compiled computation reads the model's variables at every record."""
 
     def __init__(self, model, x, y, loss):
-        from lstmviz.engine.graph_model import graph_data, graph_losses, graph_of
+        from lstmviz.engine.graph_model import graph_data, graph_losses, live_graph
 
         self.model, self.compiled = model, _compiled_loss_key(model)
-        self.graph = graph_of(model)
+        self.graph = live_graph(model)
         try:
             self.losses = graph_losses(self.graph, loss)
             self.data = graph_data(self.graph, self.losses, x, y, f"{WHERE} data")

@@ -417,3 +417,27 @@ def test_a_keras2_graph_with_python_code_is_refused_in_one_line(tmp_path):
     model.save(tmp_path / "code.h5")
     with pytest.raises(ModelError, match="Lambda layer holds Python code"):
         lstmviz.model_gradients(tmp_path / "code.h5", loss="mse")
+
+
+def test_a_live_tf_keras_graph_follows_its_weights():
+    """A tf_keras model of two inputs in memory: computed as Keras 2 does, and after its
+    weights change the next call gives the new loss."""
+    import tf_keras as k2
+
+    import lstmviz
+
+    k2.utils.set_random_seed(14)
+    a, b = k2.Input((TE, 2)), k2.Input((TE, 2))
+    out = k2.layers.Dense(1)(k2.layers.Concatenate()([k2.layers.LSTM(H)(a),
+                                                      k2.layers.GRU(H)(b)]))  # fmt: skip
+    model = k2.Model([a, b], out)
+    model.compile(loss="mse", optimizer="sgd")
+    rng = np.random.default_rng(15)
+    x, y = [rng.standard_normal((B, TE, 2)), rng.standard_normal((B, TE, 2))], np.ones((B, 1))
+    first = lstmviz.model_gradients(model, x, y).arrays
+    np.testing.assert_allclose(first["loss"], model.evaluate(x, y, verbose=0), rtol=1e-5)
+    model.fit(x, y, epochs=3, verbose=0)
+    later = lstmviz.model_gradients(model, x, y).arrays
+    np.testing.assert_allclose(later["loss"], model.evaluate(x, y, verbose=0), rtol=1e-5)
+    assert abs(later["loss"] - first["loss"]) > 1e-4
+    assert "tf_keras" in str(later["model_source"])

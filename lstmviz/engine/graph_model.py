@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,7 @@ class KerasGraph:
     compiled: dict = field(default_factory=dict)
     keras2: bool = False
     losses_given: object = None  # a live model's loss objects (model.loss), when compiled
+    origin: object = None  # a tf_keras model this one is the Keras 3 twin of (`refresh`)
 
     @property
     def name(self) -> str:
@@ -91,6 +93,43 @@ def graph_of(model, source: str | None = None, compiled: dict | None = None,
     source = source or f"keras.Model {name!r} (Keras 3, in memory)"
     given = getattr(model, "loss", None) if getattr(model, "compiled", False) else None
     return KerasGraph(model, source, inputs, outputs, compiled or {}, keras2, given)
+
+
+def live_graph(model) -> KerasGraph:
+    """A live model as a KerasGraph: a Keras 3 model itself; a tf_keras (Keras 2) one as its
+    Keras 3 twin built from its `.h5` (`_legacy_h5`), computed as Keras 2 does, whose weights
+    `refresh` copies from the live model before every run."""
+    if not type(model).__module__.startswith("tf_keras"):
+        return graph_of(model)
+    if model in _TWINS:
+        return _TWINS[model]
+    import tempfile
+    import warnings
+
+    name = str(getattr(model, "name", "model"))
+    with tempfile.TemporaryDirectory(prefix="lstmviz-") as folder:
+        file = Path(folder) / "model.h5"
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "You are saving your model as an HDF5 file")
+            model.save(file)
+        graph = _legacy_h5(file)
+    graph.source = f"keras.Model {name!r} (tf_keras, in memory), run by Keras"
+    graph.origin = model
+    _TWINS[model] = graph
+    return graph
+
+
+_TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tf_keras model -> its twin
+
+
+def refresh(graph: KerasGraph) -> None:
+    """Give a tf_keras model's Keras 3 twin the live model's current weights, layer by layer."""
+    if graph.origin is None:
+        return
+    for layer in graph.origin.layers:
+        values = layer.get_weights()
+        if values:
+            graph.model.get_layer(layer.name).set_weights(values)
 
 
 def _name(tensor, n: int, stem: str) -> str:
@@ -406,6 +445,7 @@ def _inputs(arrays: dict, data: GraphData, layout) -> None:
 
 def _run_arrays(graph, losses, data, cancelled):
     start = time.perf_counter()
+    refresh(graph)
     arrays = graph_arrays(graph, losses, data, cancelled)
     arrays["model_seconds"] = np.float32(time.perf_counter() - start)
     return arrays
@@ -496,7 +536,7 @@ def run_graph(graph: KerasGraph, config: RunConfig, cancelled=bool, keep=bool):
 def graph_trace(model, x=None, y=None, loss=None) -> GradientTrace:
     """`lstmviz.model_gradients` for a model lstmviz runs through Keras (a KerasGraph or a
     live keras.Model)."""
-    graph = model if isinstance(model, KerasGraph) else graph_of(model)
+    graph = model if isinstance(model, KerasGraph) else live_graph(model)
     losses = graph_losses(graph, loss)
     if x is None:
         data = random_graph_data(graph, losses, 20, 8, 0)

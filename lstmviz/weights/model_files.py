@@ -72,8 +72,8 @@ def spec_from_keras(model) -> ModelSpec:
                 _call(where, lambda: model.save(file))
             try:
                 spec = load_model(file)
-            except ModelError as exc:
-                raise ModelError(str(exc).replace(str(file), where, 1)) from None
+            except ModelError as exc:  # a GraphModel stays one
+                raise type(exc)(str(exc).replace(str(file), where, 1)) from None
         return replace(spec, source=f"{where} (tf_keras, in memory)")
     import keras
 
