@@ -308,3 +308,24 @@ def test_a_float64_relu_cell_loop_equals_the_unrolled_cells():
     check_direction(trace, 0, ref.direction([(n, 0) for n in range(SOURCE)]))
     check_weights(trace, [0], ref.weight_grads("cell"))
     assert_close(trace.grad_input, ref.grad_input(list(range(SOURCE))), "grad_input")
+
+
+def test_an_exported_cell_decoder_runs_its_cell_ops_as_the_module_does():
+    """torch.export keeps an nn.LSTMCell's steps as aten.lstm_cell ops (a node per step, the
+    weights shared): each runs in one nn.LSTMCell of the cell's name, and the trace equals the
+    module's (itself checked against the unrolled cells above)."""
+    from lstmviz.torch.programs import Program
+
+    torch.manual_seed(10)
+    net = CellDecoder()
+    gen = torch.Generator().manual_seed(10)
+    x, y = torch.randn(B, SOURCE, I, generator=gen), torch.randn(B, TARGET, 2, generator=gen)
+    program = Program(torch.export.export(net, (x,)).module())
+    ours = model_gradients(program, x, y, mse)
+    theirs = model_gradients(net, x, y, mse)
+    assert list(ours.layer_names) == list(theirs.layer_names)
+    assert int(ours.layer2_calls) == TARGET
+    for k in range(len(theirs.layer_names)):
+        assert int(ours[f"layer{k}_initial_from"]) == int(theirs[f"layer{k}_initial_from"])
+        for key in ("grad_h_total", "grad_c_total", "grad_h_direct", "grad_kernel"):
+            assert_close(ours[f"layer{k}_{key}"], theirs[f"layer{k}_{key}"], f"{k} {key}")

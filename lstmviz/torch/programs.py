@@ -35,6 +35,10 @@ from lstmviz.torch.gradients import LOSSES, Tracer
 _ATEN = torch.ops.aten
 OPS = {_ATEN.lstm.input: "lstm", _ATEN.gru.input: "gru", _ATEN.rnn_tanh.input: "tanh",
        _ATEN.rnn_relu.input: "relu"}  # fmt: skip
+# One step of a cell (an nn.LSTMCell/GRUCell/RNNCell stepped in the exported loop: a node per
+# step); the steps of one cell share its weights, and so one module
+CELL_OPS = {_ATEN.lstm_cell.default: "lstm", _ATEN.gru_cell.default: "gru",
+            _ATEN.rnn_tanh_cell.default: "tanh", _ATEN.rnn_relu_cell.default: "relu"}  # fmt: skip
 # Keras's names of the losses that have a PyTorch one (the window's loss field offers them)
 KERAS_NAMES = {"mean_h": "mean", "mean_squared_error": "mse", "mean_absolute_error": "l1",
                "mae": "l1", "binary_crossentropy": "bce"}  # fmt: skip
@@ -52,12 +56,22 @@ class Program(nn.Module):
         self.recurrent = nn.ModuleList()
         self.recurrent_names: dict[nn.Module, str] = {}
         self.by_node: dict[str, nn.Module] = {}
+        cells: dict[str, nn.Module] = {}  # a cell's modules by its weight's name
         for node in graph.graph.nodes:
             if node.op == "call_function" and node.target in OPS:
                 module, name = _module_of(graph, node, names or {}, len(self.recurrent))
-                self.recurrent.append(module)
-                self.recurrent_names[module] = name
-                self.by_node[node.name] = module
+            elif node.op == "call_function" and node.target in CELL_OPS:
+                weight = node.args[2].target
+                if weight in cells:
+                    self.by_node[node.name] = cells[weight]
+                    continue
+                module, name = _cell_of(graph, node, len(self.recurrent))
+                cells[weight] = module
+            else:
+                continue
+            self.recurrent.append(module)
+            self.recurrent_names[module] = name
+            self.by_node[node.name] = module
 
     def forward(self, *args):
         return _Run(self).run(*args)
@@ -80,6 +94,10 @@ class _Run(fx.Interpreter):
         return super().run_node(n)
 
     def call_function(self, target, args, kwargs):
+        if target in CELL_OPS:  # one step: (h′, c′) of an LSTM cell, h′ of the others
+            module = self.program.by_node[self._node.name]
+            state = tuple(args[1]) if CELL_OPS[target] == "lstm" else args[1]
+            return module(args[0], state)
         if target not in OPS:
             return super().call_function(target, args, kwargs)
         module = self.program.by_node[self._node.name]
@@ -111,6 +129,28 @@ def _module_of(graph: fx.GraphModule, node: fx.Node, names: dict, index: int):
     match = _WEIGHT.match(params[0].target)
     name = names.get(id(w_ih)) or (match["prefix"] if match else "") or f"{cls.__name__}{index}"
     return module, name.lower().replace(".", "/") if not match else name.replace(".", "/")
+
+
+def _cell_of(graph: fx.GraphModule, node: fx.Node, index: int):
+    """(an nn.LSTMCell/GRUCell/RNNCell with the cell op's weights, its name: the attribute
+    path of the cell its weights came from) for a cell op `node`."""
+    kind = CELL_OPS[node.target]
+    params = dict(graph.named_parameters()) | dict(graph.named_buffers())
+    tensors = [None if n is None else params.get(n.target, getattr(graph, n.target, None))
+               for n in (list(node.args[2:6]) + [None] * 4)[:4]]  # fmt: skip
+    w_ih, w_hh, b_ih, b_hh = tensors
+    cls = {"lstm": nn.LSTMCell, "gru": nn.GRUCell}.get(kind, nn.RNNCell)
+    extra = {"nonlinearity": kind} if cls is nn.RNNCell else {}
+    module = cls(w_ih.shape[1], w_hh.shape[1], bias=b_ih is not None, dtype=w_ih.dtype, **extra)
+    with torch.no_grad():
+        module.weight_ih.copy_(w_ih)
+        module.weight_hh.copy_(w_hh)
+        if b_ih is not None:
+            module.bias_ih.copy_(b_ih)
+            module.bias_hh.copy_(b_hh if b_hh is not None else torch.zeros_like(b_ih))
+    target = node.args[2].target
+    name = target.rsplit(".", 1)[0] if "." in target else f"{cls.__name__}{index}"
+    return module, name.replace(".", "/")
 
 
 def program_kind(path) -> str:
@@ -165,8 +205,8 @@ def _followed(program: Program, where: str, kind: str | None) -> Program:
     """`program`, or ModelError when its graph has no recurrent op (an nn.LSTMCell stepped in a
     loop is plain arithmetic there, which lstmviz cannot tell from the rest)."""
     if not program.recurrent:
-        raise ModelError(f"{where}: its graph has no nn.LSTM, nn.GRU or nn.RNN op (an "
-                         "nn.LSTMCell stepped in a loop becomes plain arithmetic there); "
+        raise ModelError(f"{where}: its graph has no nn.LSTM, nn.GRU, nn.RNN or cell op (a "
+                         "traced or scripted nn.LSTMCell loop becomes plain arithmetic there); "
                          f"{way_out(kind)}")  # fmt: skip
     return program
 
