@@ -6,6 +6,7 @@ factory is imported from there. Traces equal `model_gradients` on the module its
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -252,8 +253,6 @@ def test_the_cli_takes_module(inside, tmp_path):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 2 and "--module: only applies to" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-    if "run_checkpoint" not in (ROOT / "lstmviz/engine/model.py").read_text():
-        pytest.skip("model mode does not hand checkpoints to run_checkpoint yet")
     torch.save(module.state_dict(), folder / "cli.pt")
     out = tmp_path / "t.npz"
     done = subprocess.run([sys.executable, "-m", "lstmviz", "run", "--mode", "model", "--model",
@@ -270,3 +269,35 @@ def test_the_cli_takes_module(inside, tmp_path):
                           timeout=300)  # fmt: skip
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "has no 'nothing'" in done.stderr and not (tmp_path / "u.npz").exists()
+
+
+def test_the_window_runs_a_checkpoint_with_its_module(inside, qtbot, window, errors):
+    """The dock's Module field, then the state dict opened as a model and its data: the run's
+    trace is the module's."""
+    folder, module = inside
+    torch.save(module.state_dict(), folder / "window.pt")
+    window.params.widgets["module"].setText("userpkg.nets:six")
+    assert window.open_path(str(folder / "window.pt"))
+    config = window.params.config()
+    assert config.mode == "model" and config.module == "userpkg.nets:six"
+    assert window.open_path(str(folder / "data.npz"))
+    window.params.widgets["loss"].setCurrentText("cross_entropy")
+    with qtbot.waitSignal(window.settled, timeout=120_000):
+        window.run_button.click()
+    assert not errors, errors
+    assert_same(window.trace, expected(module, folder))
+    assert window.open_path(str(ROOT / "resources" / "demo_lstm.keras"))  # not a state dict
+    assert window.params.config().module is None
+
+
+def test_lstmviz_gui_takes_module(inside, tmp_path):
+    folder, module = inside
+    torch.save(module.state_dict(), folder / "gui.pt")
+    shot = tmp_path / "shot.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "lstmviz", "gui", "gui.pt", "x.npy",
+                           "--module", "userpkg.nets:six", "--run", "--screenshot", str(shot)],
+                          cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("--demo", action="store_true", help="start a demo run at once")
     gui.add_argument("--layer", metavar="NAME", help="the LSTM layer of a weights file with "
                      "several (as run --layer; the window otherwise asks)")  # fmt: skip
+    gui.add_argument("--module", metavar="PKG.MOD:FACTORY", help="as run --module")
     gui.add_argument(
         "--screenshot", metavar="PNG",
         help="save the window as PNG when the run (or the opening) is done, then quit",
@@ -570,9 +571,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cli_diagnose.check_gui_compare(args)
             from lstmviz.gui.app import main as gui_main
 
-            _leave(gui_main(args.files, run=args.run, demo=args.demo,
-                            screenshot=args.screenshot, layer=args.layer,
-                            compare=args.compare))  # fmt: skip
+            _leave(gui_main(args.files, run=args.run, demo=args.demo, screenshot=args.screenshot,
+                            layer=args.layer, compare=args.compare, module=args.module))
         if args.command == "export":
             return cli_export.export_command(args, _report)
         if args.command in ("diagnose", "compare"):

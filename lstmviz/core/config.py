@@ -213,7 +213,7 @@ class RunConfig:
             if not getattr(self, name):
                 raise ConfigError(name, f"{ref('mode', self.mode)} needs {ref(name, 'FILE')}")
         for name in OPTIONAL:
-            if getattr(self, name) and not _reads(mode, name, fitting):
+            if getattr(self, name) and not mode.uses(name, fitting):
                 raise ConfigError(name, _refusal(mode, name, fitting))
         if self.module is not None and not MODULE_PATH.fullmatch(self.module):
             raise ConfigError("module", f"{self.module!r} is not an import path: give "
@@ -259,7 +259,7 @@ class RunConfig:
         field's value while another mode is shown; a run sees only what its mode reads)."""
         mode, fitting = modes.get(self.mode), self.fitting()
         unused = {name: getattr(RunConfig, name) for name in OPTIONAL
-                  if not _reads(mode, name, fitting)}  # fmt: skip
+                  if not mode.uses(name, fitting)}  # fmt: skip
         if mode.trains and not self.inputs and not fitting:  # the task fixes I
             unused["input_dim"] = TASK_INPUT_DIMS.get(self.task, self.input_dim)
         return replace(self, **unused)
@@ -336,12 +336,6 @@ def in_python_terms(exc: LstmvizError) -> LstmvizError:
     return exc.worded(keyword)
 
 
-def _reads(mode: modes.Mode, name: str, fitting: bool) -> bool:
-    """Whether a run of `mode` reads the optional field `name` (`fitting`: one training a
-    model). `module` goes with a whole model that is run, not trained (`Mode.whole_model`)."""
-    if name == "module":
-        return mode.whole_model and not fitting
-    return mode.uses(name, fitting)
 
 
 def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:

@@ -83,9 +83,11 @@ def freeze_long_lived(window) -> None:
 def main(
     files: Sequence[str] = (), run: bool = False, demo: bool = False,
     screenshot: str | None = None, layer: str | None = None, compare: bool = False,
+    module: str | None = None,
 ) -> int:
     """Show the main window, open `files` as if dropped on it (`layer`: the LSTM layer of a
-    weights file with several), and start a run (`run`: the parameters shown once the files
+    weights file with several; `module`: the factory of a PyTorch state dict's module, set in
+    the dock before the files open), and start a run (`run`: the parameters shown once the files
     are open; `demo`: the demo). With `screenshot`, save the
     window as PNG once the run is drawn (or, without a run, once the files are shown and
     TensorFlow is ready) and quit. `compare`: `files` are A and B, A is shown and compared
@@ -149,6 +151,8 @@ def main(
     def open_files() -> None:
         # in the event loop, so that a dialog these open (a layer picker, an error) leaves
         # the heartbeat and a signal's close working
+        if module:
+            window.params.widgets["module"].setText(module)
         if compare:
             opened = window.open_path(str(files[0])) and window.diagnosis.compare_with(
                 str(files[1]), str(files[0]))

@@ -191,7 +191,7 @@ class FileActions(QObject):
         """Open a file as if dropped on the window: a trace, a recording, weights (its LSTM
         `layer`, or the one asked for when it holds several), inputs or a model
         (`lstmviz.io.files.kind` tells which). In model mode weights open as a model (a stack of
-        LSTM layers) and inputs as its data. False, after a dialog, when it is none of them or
+        LSTM layers, or a state dict for the dock's Module) and inputs as its data. False, after a dialog, when it is none of them or
         cannot be read."""
         try:
             kind = files.kind(path)
@@ -200,6 +200,8 @@ class FileActions(QObject):
             return False
         if layer is not None and kind in ("weights", "model"):
             return self._open_layer(path, layer)
+        if self.params.widgets["module"].text().strip() and kind == "weights":
+            kind = "model"  # a state dict for the module the dock names
         if self.params.model_mode():
             kind = {"weights": "model", "inputs": "data"}.get(kind, kind)
         if kind == "weights":
@@ -250,11 +252,23 @@ class FileActions(QObject):
         is let go (with a message). A bad file: a dialog naming the file and the problem
         (an unsupported layer: its name and class), and nothing changes."""
         path = absolute(path)
-        if program := files.torch_program(path):  # PyTorch reads it in the computing process
+        module = self.params.widgets["module"]
+        program = files.torch_program(path)
+        if program or files.suffix_of(path, (".keras", ".h5", ".hdf5")):
+            module.clear()  # the factory of a state dict's module: not of these
+        if program:  # PyTorch reads it in the computing process
             what = {"export": "torch.export program", "torchscript": "TorchScript model"}[program]
             self.params.set_program(path, f"{Path(path).name} ({what})")
             if not quiet:
                 self.message.setText(f"{what} {Path(path).name} (Run: Ctrl+R)")
+            return True
+        module = module.text().strip()
+        if module:
+            # a PyTorch state dict and the factory of its module: PyTorch reads both in the
+            # computing process
+            self.params.set_program(path, f"{Path(path).name} (a state dict for {module})")
+            if not quiet:
+                self.message.setText(f"checkpoint {Path(path).name} for {module} (Run: Ctrl+R)")
             return True
         try:
             spec = load_model(path)  # NumPy and h5py: no TensorFlow

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QFrame,
     QLabel,
+    QLineEdit,
     QScrollArea,
     QSpinBox,
     QVBoxLayout,
@@ -47,6 +48,7 @@ FILE_WIDGETS = {  # name: (placeholder, the clear button's tooltip)
 LABELS = {
     "mode": "Mode",
     "model": "Model",
+    "module": "Module",
     "steps": "Steps T",
     "batch": "Batch B",
     "input_dim": "Input I",
@@ -140,6 +142,9 @@ class ParamsEditor(QWidget):
                 widget = FileField(*FILE_WIDGETS[name])
             elif name == "layer":
                 widget = LayerField()
+            elif name == "module":  # a PyTorch state dict's module: its factory's import path
+                widget = QLineEdit(placeholderText="pkg.mod:factory (a PyTorch state dict)",
+                                   clearButtonEnabled=True)  # fmt: skip
             else:
                 text = {
                     "random_state": "random h0, c0",
@@ -194,6 +199,8 @@ class ParamsEditor(QWidget):
                 values[name] = widget.value()
             elif isinstance(widget, QCheckBox):
                 values[name] = widget.isChecked()
+            elif isinstance(widget, QLineEdit):
+                values[name] = widget.text().strip() or None
             else:
                 values[name] = widget.path()  # a FileField
         return RunConfig.from_dict(values)
@@ -216,6 +223,8 @@ class ParamsEditor(QWidget):
                 widget.setValue(value)
             elif isinstance(widget, QCheckBox):
                 widget.setChecked(bool(value))
+            elif isinstance(widget, QLineEdit):
+                widget.setText(value or "")
             else:
                 widget.set_path(value)  # a FileField
         self._mode_changed()
