@@ -441,3 +441,17 @@ def test_a_live_tf_keras_graph_follows_its_weights():
     np.testing.assert_allclose(later["loss"], model.evaluate(x, y, verbose=0), rtol=1e-5)
     assert abs(later["loss"] - first["loss"]) > 1e-4
     assert "tf_keras" in str(later["model_source"])
+
+
+def test_a_loss_object_or_any_callable_gives_the_compiled_losses_values():
+    import lstmviz
+
+    model, x, y = seq2seq(False)
+    compiled = lstmviz.model_gradients(model, x, y).arrays
+    for loss in (keras.losses.SparseCategoricalCrossentropy(),
+                 lambda t, p: tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(t, p))):
+        given = lstmviz.model_gradients(model, x, y, loss=loss).arrays
+        np.testing.assert_allclose(given["loss"], compiled["loss"], rtol=1e-6)
+        np.testing.assert_allclose(given["loss_by_sample"], compiled["loss_by_sample"], rtol=1e-5)
+        np.testing.assert_allclose(given["layer0_grad_h_total"], compiled["layer0_grad_h_total"],
+                                   rtol=1e-5, atol=1e-9)  # fmt: skip
