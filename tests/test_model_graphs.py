@@ -341,6 +341,7 @@ def _numpy_seq2seq(model, x, y, bump=None):
         return 1 / (1 + np.exp(-v))
 
     def run(kernel, recurrent, bias, inputs, h, c, bumped=None):
+        outputs = []
         for t in range(inputs.shape[1]):
             i, f, g, o = np.split(inputs[:, t] @ kernel + h @ recurrent + bias, 4, axis=-1)
             c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
@@ -348,8 +349,8 @@ def _numpy_seq2seq(model, x, y, bump=None):
             if bumped is not None and bumped[0] == t:
                 h = h.copy()
                 h[bumped[1], bumped[2]] += bumped[3]
-            outputs = h if t == 0 else np.concatenate([outputs, h])
-        return h, c, outputs.reshape(inputs.shape[1], len(h), -1).transpose(1, 0, 2)
+            outputs.append(h)
+        return h, c, np.stack(outputs, 1)
 
     e = weights("emb_e")[0][x["enc"]]
     d = weights("emb_d")[0][x["dec"]]
