@@ -191,8 +191,8 @@ class FileActions(QObject):
         """Open a file as if dropped on the window: a trace, a recording, weights (its LSTM
         `layer`, or the one asked for when it holds several), inputs or a model
         (`lstmviz.io.files.kind` tells which). In model mode weights open as a model (a stack of
-        LSTM layers, or a state dict for the dock's Module) and inputs as its data. False, after a dialog, when it is none of them or
-        cannot be read."""
+        LSTM layers, or a state dict for the dock's Module) and inputs as its data. False,
+        after a dialog, when it is none of them or cannot be read."""
         try:
             kind = files.kind(path)
         except LstmvizError as exc:
