@@ -5,8 +5,10 @@ model, the loss against `model.evaluate`."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -456,3 +458,25 @@ def test_a_loss_object_or_any_callable_gives_the_compiled_losses_values():
         np.testing.assert_allclose(given["loss_by_sample"], compiled["loss_by_sample"], rtol=1e-5)
         np.testing.assert_allclose(given["layer0_grad_h_total"], compiled["layer0_grad_h_total"],
                                    rtol=1e-5, atol=1e-9)  # fmt: skip
+
+
+def test_without_the_native_kernels_the_while_loops_give_the_same(tmp_path):
+    """LSTMVIZ_NATIVE=0 (no compiler, or forced): the graph's recurrent calls run in
+    TensorFlow's while loops, checked against the same unrolled cells."""
+    script = tmp_path / "loops.py"
+    script.write_text(
+        "import numpy as np, lstmviz\n"
+        "from tests.test_model_graphs import reference, seq2seq, TOL\n"
+        "model, x, y = seq2seq(True)\n"
+        "a = lstmviz.model_gradients(model, x, y).arrays\n"
+        "assert str(a['lstm_kernel']) == 'while_loop', a['lstm_kernel']\n"
+        "_, expected = reference(model, x, y, True)\n"
+        "for k, name in enumerate(('encoder', 'decoder')):\n"
+        "    np.testing.assert_allclose(a[f'layer{k}_grad_h_total'], expected[name][0], **TOL)\n"
+        "    np.testing.assert_allclose(a[f'layer{k}_grad_c_total'], expected[name][1], **TOL)\n"
+    )  # fmt: skip
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, LSTMVIZ_NATIVE="0", PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
