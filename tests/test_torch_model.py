@@ -204,6 +204,47 @@ def test_gru_and_rnn_cells_equal_the_unrolled_cells(data, cell, kw):
     trace.check()
 
 
+@pytest.mark.parametrize(
+    "cell, kw, packed",
+    [(nn.LSTM, {"num_layers": 2, "bidirectional": True}, True), (nn.GRU, {"bidirectional": True},
+     True), (nn.RNN, {"nonlinearity": "relu", "num_layers": 2}, False)],  # fmt: skip
+    ids=["lstm-2-bidirectional-packed", "gru-bidirectional-packed", "rnn-relu-2"],
+)
+def test_the_native_kernels_run_each_forward_once_and_give_the_trace_pytorch_s_ops_give(
+    data, monkeypatch, cell, kw, packed
+):
+    """Float32 layers run forward once, on lstmviz's native kernels during the forward (their
+    backward ops called after PyTorch's backward); without them PyTorch's op runs and lstmviz's
+    cells run again in the backward: the same trace either way."""
+    from lstmviz.engine import native
+    from lstmviz.torch import fused
+
+    if native.library() is None:
+        pytest.skip("the native kernels are not built")
+    torch.manual_seed(7)
+    net = Net(cell, True, **kw)
+    x, y = data
+    args = (x, torch.tensor([5, 2, 4])) if packed else (x,)
+    if cell is nn.LSTM:
+        rows = kw["num_layers"] * 2
+        args += (torch.randn(rows, B, H), torch.randn(rows, B, H)),
+    ran, forward = [], fused.forward
+    monkeypatch.setattr(fused, "forward", lambda call, cache: ran.append(call) or forward(
+        call, cache))  # fmt: skip
+    ours = model_gradients(net, args, y, mse)
+    assert len(ran) == 1 and ran[0].saved is not None
+    monkeypatch.setattr(fused, "runs", lambda call: False)
+    theirs = model_gradients(net, args, y, mse)
+    assert sorted(ours.arrays) == sorted(theirs.arrays)
+    for key, value in theirs.arrays.items():
+        if np.asarray(value).dtype.kind == "f" and key != "model_seconds":
+            nan = np.isnan(value)  # a GRU's norm_c_total, …
+            np.testing.assert_array_equal(np.isnan(ours[key]), nan, key)
+            assert_close(np.where(nan, 0, ours[key]), np.where(nan, 0, value), key, 1e-5)
+        elif key != "model_seconds":
+            np.testing.assert_array_equal(ours[key], value, key)
+
+
 def test_lstmviz_the_window_and_model_mode_do_not_import_torch():
     import subprocess
     import sys

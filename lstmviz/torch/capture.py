@@ -1,17 +1,19 @@
 """What a PyTorch module's recurrent layers do in one forward pass, recorded for the engine.
 
 During `capture(module)` every `nn.LSTM`, `nn.GRU`, `nn.RNN` and every `nn.LSTMCell`,
-`nn.GRUCell`, `nn.RNNCell` in the module runs as always (PyTorch's own op, under
-`torch.no_grad`), as often as the forward calls it, and lstmviz records a `Call` per run: the
-layer's input (time-major, padded: a `PackedSequence` is unpacked and its lengths become a
-mask; a cell's one step is T = 1), its initial state, its weights in Keras's layout, and the
-outputs it handed on. Those outputs are fresh leaf tensors that require grad: PyTorch's
-backward of the loss stops at them, and the gradient it leaves there is the *direct*
-∂L/∂output of the layer (from everything above). The engine (`lstmviz.torch.engine`) then runs
-each call's backward recurrence with probes, layer by layer inside the module, which gives
-every layer's totals, its dL/d input and its dL/d(initial state); those flow on into the calls
-before it through PyTorch again (`Call.source`: the input as the module got it; `Call.hx`: the
-initial state as it was given).
+`nn.GRUCell`, `nn.RNNCell` in the module runs as often as the forward calls it — on lstmviz's
+native kernels where they apply (float32 on the CPU: `fused.forward`, which keeps what the
+backward takes in `Call.saved`), else as PyTorch's own op under `torch.no_grad` — and lstmviz
+records a `Call` per run: the layer's input (time-major, padded: a `PackedSequence` is unpacked
+and its lengths become a mask; a cell's one step is T = 1), its initial state, its weights in
+Keras's layout, and the outputs it handed on. Those outputs are fresh leaf tensors that require
+grad: PyTorch's backward of the loss stops at them, and the gradient it leaves there is the
+*direct* ∂L/∂output of the layer (from everything above). Each call's backward recurrence
+(`fused.backward`: the native backward ops; else `lstmviz.torch.engine`, lstmviz's cells run
+again with probes), layer by layer inside the module, gives every layer's totals, its dL/d
+input and its dL/d(initial state); those flow on into the calls before it through PyTorch
+again (`Call.source`: the input as the module got it; `Call.hx`: the initial state as it was
+given).
 
 Where an initial state is a state an earlier call returned, `Call.initial` says which: for each
 row of h0 ([layers·directions, B, H]; a cell's one row) the (call, row) whose final state it is,
@@ -37,6 +39,7 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from lstmviz.core.errors import ModelError
+from lstmviz.torch import fused
 from lstmviz.weights.found import FoundLayer
 from lstmviz.weights.torch_files import convert
 
@@ -132,6 +135,7 @@ class Call:
     initial: list[tuple[int, int] | None] = field(default_factory=list)
     chained_from: int | None = None  # the call of this layer whose state it continues
     continued: bool = False  # a later call chains to this one
+    saved: object | None = None  # fused.Saved: it ran on the native kernels (`fused.forward`)
 
     @property
     def states(self) -> list[torch.Tensor]:
@@ -181,11 +185,9 @@ def _numpy(value: torch.Tensor) -> np.ndarray:
     return value.detach().cpu().numpy()
 
 
-def record(module: nn.Module, name: str, input, hx, output, state=None, weights=None) -> Call:
-    """The Call of one run of `module` (given `input` and `hx`, it returned `output` and
-    `state`; a cell returns its state as `output`); its outputs replaced by leaves
-    (`Call.outputs`, and `handed_on`). `weights`: the module's, converted (else converted
-    here)."""
+def record(module: nn.Module, name: str, input, hx, weights=None) -> Call:
+    """The Call of one run of `module` given `input` and `hx`, before it runs (its outputs
+    are set by `ran`). `weights`: the module's, converted (else converted here)."""
     kind, activation = kind_of(module)
     cell = isinstance(module, CELLS)
     if cell:
@@ -215,19 +217,28 @@ def record(module: nn.Module, name: str, input, hx, output, state=None, weights=
                    for suffix in ("", "_reverse")[:directions]]  # fmt: skip
     call = Call(
         name, module, kind, activation, layers, directions, hidden, layout,
-        x=np.ascontiguousarray(_numpy(layout.to_time(source))),
+        x=_numpy(layout.to_time(source.detach()).contiguous()),
         h0=zeros if h0 is None else rows(h0),
         c0=None if kind != "lstm" else (zeros if c0 is None else rows(c0)),
         weights=weights, source=source, cell=cell,
         hx=[t for t in (h0, c0) if t is not None],
     )  # fmt: skip
-    if cell:
-        produced = list(output) if kind == "lstm" else [output]
-    else:
-        data = output.data if isinstance(output, PackedSequence) else output
-        produced = [data, *(list(state) if kind == "lstm" else [state])]
-    call.outputs = [t.detach().requires_grad_(True) for t in produced]
     return call
+
+
+def ran(call: Call, produced: list[torch.Tensor]) -> None:
+    """Set the call's outputs to leaves of what it `produced`: its output (a PackedSequence's
+    data) and h_n (, c_n), a cell's h′ (, c′)."""
+    call.outputs = [t.detach().requires_grad_(True) for t in produced]
+
+
+def pytorch_outputs(call: Call, output, state=None) -> list[torch.Tensor]:
+    """What PyTorch's own op returned (`output` and `state`; a cell's state is its `output`),
+    as `ran` takes it."""
+    if call.cell:
+        return list(output) if call.kind == "lstm" else [output]
+    data = output.data if isinstance(output, PackedSequence) else output
+    return [data, *(list(state) if call.kind == "lstm" else [state])]
 
 
 def handed_on(call: Call):
@@ -290,13 +301,17 @@ def capture(module: nn.Module) -> Iterator[list[Call]]:
 def _recording_forward(sub: nn.Module, name: str, calls: list[Call], owners: dict):
     original = type(sub).forward.__get__(sub)
     converted: list = []  # the weights in Keras's layout, once per capture
+    tensors: list = []  # and in TensorFlow (`fused`)
 
     def forward(input, hx=None):
-        with torch.no_grad():
-            result = original(input, hx)
-        output, state = (result, None) if isinstance(sub, CELLS) else result
-        call = record(sub, name, input, hx, output, state, converted[0] if converted else None)
+        call = record(sub, name, input, hx, converted[0] if converted else None)
         converted[:1] = [call.weights]
+        if fused.runs(call):
+            ran(call, fused.forward(call, tensors))
+        else:
+            with torch.no_grad():
+                result = original(input, hx)
+            ran(call, pytorch_outputs(call, *((result, None) if call.cell else result)))
         _link(call, calls, owners)
         for s, leaf in enumerate(call.states):
             owners[id(leaf)] = (len(calls), s)

@@ -1,4 +1,5 @@
-"""The backward recurrences of one recorded PyTorch recurrent call, in TensorFlow.
+"""The backward recurrences of one recorded PyTorch recurrent call, in TensorFlow, for a call
+PyTorch's own op ran (float64, no native library, another device; `fused` runs the others).
 
 Given a `capture.Call` (the module's input, initial state and weights in Keras's layout) and the
 gradient its outputs get — the direct ∂L/∂output [T, B, D·H], ∂L/∂h_n and ∂L/∂c_n [L·D, B, H]

@@ -1,13 +1,14 @@
 """Model mode for a PyTorch module: `model_gradients(module, x, y, loss_fn)`.
 
 One forward of the module under `capture` (eval mode; its recurrent modules and cells run
-PyTorch's own ops, as often as the forward calls them, and hand leaves on), the loss, one
-`torch.autograd.grad` of it with respect to those leaves (the direct ∂L/∂output of each call,
-from the layers above), then, from the last call to the first: lstmviz's backward recurrences
-of the call (`engine.call_gradients`, every layer and direction, the totals dL/dh_t and dL/dc_t
-by probes), its dL/d input and dL/d(initial state) passed back through PyTorch into the calls
-before it — or, where the call continues an earlier call's state (a chain), that dL/d(initial
-state) is the earlier call's state cotangent. The parameters' `.grad` are never touched
+once, as often as the forward calls them — on lstmviz's native kernels, `fused`, where they
+apply, else PyTorch's own ops — and hand leaves on), the loss, one `torch.autograd.grad` of it
+with respect to those leaves (the direct ∂L/∂output of each call, from the layers above), then,
+from the last call to the first: lstmviz's backward recurrences of the call (`fused.backward`,
+the native backward ops, or `engine.call_gradients`; every layer and direction, the totals
+dL/dh_t and dL/dc_t), its dL/d input and dL/d(initial state) passed back through PyTorch into
+the calls before it — or, where the call continues an earlier call's state (a chain), that
+dL/d(initial state) is the earlier call's state cotangent. The parameters' `.grad` are never touched
 (nothing is differentiated with respect to them in PyTorch).
 
 Keys are model mode's (docs/pytorch.md): one entry per direction (`chains`: one chain of calls
@@ -36,6 +37,7 @@ from lstmviz.core.schema import CELL_GATES
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.native import kernel_name
 from lstmviz.io.trace import GradientTrace
+from lstmviz.torch import fused
 from lstmviz.torch.capture import WHERE, Call, capture
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
@@ -122,27 +124,21 @@ def _backward(
     firsts = [n for n in dict.fromkeys(found[0].calls) if calls[n].source.requires_grad]
     first_at = {n: len(targets) + i for i, n in enumerate(firsts)}
     wanted = targets + [calls[n].source for n in firsts]
+    # None: the loss does not reach it (zero)
     grads = list(torch.autograd.grad(value, wanted, allow_unused=True, retain_graph=True))
-    grads = [torch.zeros_like(t) if g is None else g for t, g in zip(wanted, grads, strict=True)]
-    chained: list[list[np.ndarray] | None] = [None] * len(calls)
+    chained: list[list[torch.Tensor] | None] = [None] * len(calls)
     results: list = [None] * len(calls)
     dxs: dict[int, np.ndarray] = {}
     for n in range(len(calls) - 1, -1, -1):
         call = calls[n]
         start, end = spans[n]
-        given = [_numpy(g) for g in grads[start:end]]
-        if call.cell:  # a cell's outputs are its states
-            d_out = np.zeros([1, *given[0].shape], given[0].dtype)
-            d_states = [g[None] for g in given]
-        else:
-            d_out, d_states = _numpy(call.layout.to_time(grads[start])), given[1:]
-        results[n], dx, dh0, dc0 = call_gradients(call, d_out, d_states, chained[n])
-        dxs[n] = dx
+        results[n], dx, dh0, dc0 = _call_gradients(call, grads[start:end], chained[n])
+        dxs[n] = _numpy(dx)
         states = [dh0] + ([] if dc0 is None else [dc0])
         outputs, cotangents = [], []
         if call.source.requires_grad:
             outputs.append(call.source)
-            cotangents.append(call.layout.from_time(_like(dx, call.source)))
+            cotangents.append(call.layout.from_time(dx.to(call.source.dtype)))
         if call.chained_from is not None:  # the recurrence goes on into the earlier call
             m = call.chained_from
             chained[m] = states if chained[m] is None else [
@@ -151,7 +147,7 @@ def _backward(
             for tensor, d in zip(call.hx, states, strict=False):
                 if tensor.requires_grad:
                     outputs.append(tensor)
-                    cotangents.append(_like(d[0] if call.cell else d, tensor))
+                    cotangents.append((d[0] if call.cell else d).to(tensor.dtype))
         below = list(range(start)) + [first_at[m] for m in firsts if m < n]
         if not outputs or not below:
             continue
@@ -159,16 +155,36 @@ def _backward(
                                    allow_unused=True, retain_graph=True)  # fmt: skip
         for i, g in zip(below, more, strict=True):
             if g is not None:
-                grads[i] = grads[i] + g
+                grads[i] = g if grads[i] is None else grads[i] + g
     inputs = []
     for n in dict.fromkeys(found[0].calls):
-        extra = _numpy(calls[n].layout.to_time(grads[first_at[n]])) if n in first_at else 0
+        extra = grads[first_at[n]] if n in first_at else None
+        extra = 0 if extra is None else _numpy(calls[n].layout.to_time(extra))
         inputs.append(dxs[n] + extra)
     return results, np.concatenate(inputs, 0)
 
 
-def _like(value: np.ndarray, tensor: torch.Tensor) -> torch.Tensor:
-    return torch.tensor(value, dtype=tensor.dtype, device=tensor.device)
+def _call_gradients(call: Call, given: list, chain: list | None):
+    """(the call's directions, dL/dx [T, B, I], dL/dh_0 (, dL/dc_0) [L·D, B, H] or None) from
+    the gradients PyTorch left at its outputs (None: zero) and the chain's ([dL/dh_0, dL/dc_0]
+    of the call continuing its state, or None): by its native backward ops when it ran on
+    them, else by `engine.call_gradients`; the three gradients as tensors on the call's
+    device."""
+    if call.saved is not None:
+        return fused.backward(call, given, chain)
+    given = [torch.zeros_like(t) if g is None else g
+             for t, g in zip(call.outputs, given, strict=True)]  # fmt: skip
+    arrays = [_numpy(g) for g in given]
+    if call.cell:  # a cell's outputs are its states
+        d_out = np.zeros([1, *arrays[0].shape], arrays[0].dtype)
+        d_states = [g[None] for g in arrays]
+    else:
+        d_out, d_states = _numpy(call.layout.to_time(given[0])), arrays[1:]
+    chain = None if chain is None else [_numpy(c) for c in chain]
+    directions, dx, dh0, dc0 = call_gradients(call, d_out, d_states, chain)
+    device = call.source.device
+    return directions, *(None if a is None else torch.tensor(a, device=device)
+                         for a in (dx, dh0, dc0))  # fmt: skip
 
 
 def _arrays(calls: list[Call], found: list[Chain], results: list, grad_input: np.ndarray) -> dict:
@@ -180,11 +196,14 @@ def _arrays(calls: list[Call], found: list[Chain], results: list, grad_input: np
     arrays: dict[str, np.ndarray] = {}
     norms: dict[str, list] = {norm: [] for norm in NORMS.values()}
     bad = np.zeros(steps, bool)
+    # the native backward ops' norms are exact (`native.exact_norms`)
+    exact = [all(calls[n].saved is not None for n in chain.calls) for chain in found]
     for k, (chain, one) in enumerate(zip(found, directions, strict=True)):
         for grad, norm in NORMS.items():  # a cell without c: a NaN row of norm_c_total
             row = np.full(steps, np.nan, np.float32)
             if one.get(norm) is not None:
-                row[: lengths[k]] = exact_norm(one[norm].astype(np.float32), one[grad])
+                row[: lengths[k]] = exact_norm(one[norm].astype(np.float32), one[grad],
+                                               exact=exact[k])  # fmt: skip
                 bad[: lengths[k]] |= ~np.isfinite(row[: lengths[k]])
             norms[norm].append(row)
         for key in PER_DIRECTION:

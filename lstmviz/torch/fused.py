@@ -1,0 +1,349 @@
+"""A recorded call's layers on lstmviz's native kernels, each forward run once.
+
+A float32 `nn.LSTM`, `nn.GRU` or `nn.RNN` (or cell) on the CPU, with the native library loaded
+(`runs`), is not run by PyTorch during `capture`: `forward(call)` runs every layer and
+direction of it on the native forward ops (one compiled function; a bidirectional layer's two
+directions side by side), hands its outputs on as PyTorch tensors sharing TensorFlow's buffers
+(DLPack: no copies) and keeps in `call.saved` what the backward ops take — each layer's input,
+each direction's h, c, gates (a GRU's h·U_h + β_h too) — and the gate summaries the forward
+computed. Once PyTorch's backward left the direct gradients at those outputs, `backward` calls
+the backward ops directly, top layer first, as their registered gradient functions
+(`native._sequence_gradient`, `_gru_gradient`, `_rnn_gradient`) do. Direction k's direct
+gradient is its part of ∂L/∂output (top layer) or of the layer above's dL/d input, plus ∂L/∂h_n
+(and ∂L/∂c_n) at its last step that ran; the chain's dL/dh_0 (dL/dc_0) of a later call that
+continues this one's state joins it there, as the recurrence going on, not as direct gradient.
+The ops give the totals dL/dh_t, dL/dc_t (what `engine.call_gradients`' probes give), the weight
+gradients, dL/dh_0 (dL/dc_0) and dL/d input; a GRU's and a SimpleRNN's input projection
+zx = x·kernel + b is differentiated here (two matmuls). Everything else (float64, no library,
+other devices) runs on PyTorch's ops and `engine.call_gradients`, which compute the same.
+
+Shapes: x [T, B, I] (time-major), h0, c0, h_n, c_n [L·D, B, H], the output [T, B, D·H] (a
+batch_first module's [B, T, D·H]), weights in Keras's layout (`capture.keras_weights`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lstmviz.engine import native
+from lstmviz.engine.cell import input_projection
+from lstmviz.engine.cells import cell_activations, saturations
+from lstmviz.engine.model_forward import Direction, _side_by_side, gate_activity
+from lstmviz.engine.tfload import tf
+
+_FORWARD: dict[tuple, _Compiled] = {}
+_BACKWARD: dict[tuple, _Compiled] = {}
+
+
+@dataclass
+class Saved:
+    """What `forward` keeps of a call for `backward`: its arguments (TensorFlow), each layer
+    above the first's input [T, B, D·H], per direction (layer-major, forward first) the
+    tensors its backward op takes (h, c, gates, a GRU's recurrent_h) and its gate summaries."""
+
+    key: tuple
+    x: tf.Tensor
+    h0: tf.Tensor
+    c0: tf.Tensor
+    weights: list
+    mask: tuple
+    inputs: list
+    directions: list
+    stats: list
+
+
+def runs(call) -> bool:
+    """Whether `call` (capture.Call, before it ran) runs on the native kernels here; else
+    PyTorch runs it (and raises its own errors for shapes that do not fit)."""
+    if native.library() is None or call.x.dtype != np.float32:
+        return False
+    if call.source.device.type != "cpu" or any(t.device.type != "cpu" for t in call.hx):
+        return False
+    if call.kind == "gru" and not native.gru_native("sigmoid", "tanh", tf.float32):
+        return False
+    if call.kind == "simple_rnn" and not native.rnn_native(call.activation, tf.float32):
+        return False
+    rows = (call.layers * call.directions, call.layout.batch, call.hidden)
+    states = [call.h0] + ([] if call.c0 is None else [call.c0])
+    weights = [value for one in call.weights for value in one.values()]
+    return (call.x.shape[2] == call.module.input_size and all(s.shape == rows for s in states)
+            and all(a.dtype == np.float32 for a in states + weights))  # fmt: skip
+
+
+def forward(call, cache: list) -> list[torch.Tensor]:
+    """Run `call` on the native kernels: its outputs as the module returns them (the output in
+    the module's layout, or a PackedSequence's data; h_n (, c_n)), a cell's h′ (, c′) [B, H];
+    `call.saved` holds what `backward` takes. `cache`: the module's weights in TensorFlow,
+    kept for its next call (`_tf_weights`)."""
+    lengths = call.layout.lengths()
+    masked = lengths is not None
+    share = _side_by_side() if call.directions == 2 else 1
+    key = (call.kind, call.activation, call.layers, call.directions, masked, share)
+    if key not in _FORWARD:
+        _FORWARD[key] = _Compiled(_forward(*key))
+    x = _tf(torch.from_numpy(call.x))
+    h0 = tf.constant(call.h0)
+    c0 = h0 if call.c0 is None else tf.constant(call.c0)
+    weights = _tf_weights(call, cache)
+    mask = () if not masked else (tf.constant(_mask(lengths, call.layout.steps)),)
+    out, h_n, c_n, inputs, directions, stats = _FORWARD[key](x, h0, c0, weights, *mask)
+    call.saved = Saved(key, x, h0, c0, weights, mask, inputs, directions, stats)
+    states = [_torch(h_n)] + ([] if call.kind != "lstm" else [_torch(c_n)])
+    if call.cell:
+        return [s[0] for s in states]
+    # batch_first: a view of the time-major output, as PyTorch's own op returns it
+    return [call.layout.from_time(_torch(out)), *states]
+
+
+def backward(call, given: list, chain: list | None):
+    """(one dict of NumPy arrays per direction, dL/dx [T, B, I], dL/dh_0 (, dL/dc_0)
+    [L·D, B, H] or None) of a call `forward` ran, from the gradients PyTorch `given` its outputs
+    (`call.outputs`' order; None where the loss does not reach one) and `chain` ([dL/dh_0,
+    dL/dc_0] of the call continuing its state; None: none). The three gradients are PyTorch
+    tensors."""
+    saved: Saved = call.saved
+    lstm = call.kind == "lstm"
+    if call.cell:  # a cell's outputs are its states
+        d_out, states = None, [None if g is None else g[None] for g in given]
+    else:
+        d_out, states = given[0], list(given[1:])
+        if d_out is not None and call.layout.rows is not None:
+            d_out = call.layout.to_time(d_out)  # padded, time-major
+    chain = [None, None] if chain is None else [*chain, None]
+    parts = [d_out, states[0], states[1] if lstm else None, chain[0], chain[1] if lstm else None]
+    present = tuple(p is not None for p in parts)
+    batch_major = call.layout.batch_first and call.layout.rows is None and not call.cell
+    if batch_major and d_out is not None and d_out.transpose(0, 1).is_contiguous():
+        parts[0], batch_major = d_out.transpose(0, 1), False  # a time-major array's view
+    key = (*saved.key, batch_major, present)
+    if key not in _BACKWARD:
+        _BACKWARD[key] = _Compiled(_backward(*key))
+    named, dx, dh0, dc0 = _BACKWARD[key](
+        saved.x, saved.h0, saved.c0, saved.weights, saved.inputs, saved.directions,
+        [_tf(p) for p in parts if p is not None], saved.mask)  # fmt: skip
+    results = []
+    for k, one in enumerate(named):
+        row = {name: np.asarray(value) for name, value in one.items()}
+        row["h"] = np.asarray(saved.directions[k][0])
+        if lstm:
+            row["c"] = np.asarray(saved.directions[k][1])
+        row |= {name: np.asarray(value) for name, value in saved.stats[k].items()}
+        results.append(row)
+    return results, _torch(dx), _torch(dh0), _torch(dc0) if lstm else None
+
+
+class _Compiled:
+    """`run` compiled once for arguments of any shape (one trace: every dimension free; the
+    nesting of the arguments is fixed by the function's key) and called with little Python:
+    a decoder step calls two functions for a millisecond of work each."""
+
+    def __init__(self, run):
+        self.run = run
+        self.concrete = None
+        self.flat_call = None
+
+    def __call__(self, *args):
+        flat = tf.nest.flatten(args)
+        if self.concrete is None:
+            specs = tf.nest.map_structure(
+                lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), args)  # fmt: skip
+            self.concrete = tf.function(self.run, autograph=False).get_concrete_function(*specs)
+            # A ConcreteFunction's call binds its arguments in Python (~0.5 ms); its atomic
+            # function takes the flat tensors (~0.1 ms). Without one: the public call.
+            atomic = getattr(self.concrete, "_inference_function", None)
+            if not self.concrete.captured_inputs and hasattr(atomic, "call_flat"):
+                self.flat_call = atomic.call_flat
+        if self.flat_call is None:
+            return self.concrete(*args)
+        return tf.nest.pack_sequence_as(self.concrete.structured_outputs, self.flat_call(*flat))
+
+
+def _tf(tensor: torch.Tensor) -> tf.Tensor:
+    """A CPU tensor as TensorFlow's, sharing its buffer; a copy when it is not contiguous or
+    not on the 64-byte boundary TensorFlow's kernels require (PyTorch allocates on one)."""
+    tensor = tensor.detach()
+    if not tensor.is_contiguous() or tensor.data_ptr() % 64:
+        tensor = tensor.clone(memory_format=torch.contiguous_format)
+    return tf.experimental.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(tensor))
+
+
+def _torch(tensor: tf.Tensor) -> torch.Tensor:
+    return torch.from_dlpack(tf.experimental.dlpack.to_dlpack(tensor))
+
+
+def _tf_weights(call, cache: list) -> list:
+    """The call's weights as TensorFlow's [kernel, recurrent_kernel, bias per direction];
+    `cache` ([] or the list of an earlier call of the same weights) keeps them for the next."""
+    if not cache or cache[0] is not call.weights:
+        cache[:] = [call.weights, [tf.constant(w[name]) for w in call.weights
+                                   for name in ("kernel", "recurrent_kernel", "bias")]]  # fmt: skip
+    return cache[1]
+
+
+def _mask(lengths: np.ndarray, steps: int) -> np.ndarray:
+    return (np.arange(steps)[:, None] < lengths[None, :]).astype(np.float32)
+
+
+def _last(mask, steps, batch, backwards: bool):
+    """[B] int32: each sequence's last step that ran, by input position (a backward direction
+    runs from the end: its first that ran)."""
+    if mask is None:
+        return tf.fill([batch], 0 if backwards else steps - 1)
+    ran = tf.cumsum(mask, axis=0, exclusive=True, reverse=not backwards)  # steps after it
+    return tf.argmax(mask * tf.cast(tf.equal(ran, 0), mask.dtype), 0, output_type=tf.int32)
+
+
+def _steps(index):
+    """[B, 2]: (index[b], b), the indices of one step of each sequence in a [T, B, H] array."""
+    return tf.stack([index, tf.range(tf.shape(index)[0], dtype=index.dtype)], 1)
+
+
+def _forward(kind: str, activation: str, layers: int, directions: int, masked: bool,
+             share: int):  # fmt: skip
+    """The compiled forward of a module: (x, h0, c0, weights, (mask)) -> (output, h_n, c_n,
+    [each layer above the first's input], [per direction its tensors], [per direction its gate
+    summaries])."""
+    acts = cell_activations(kind, {"activation": activation})
+    names = tuple(a.name for a in acts)
+    kernels = native.library()
+
+    def run(x, h0, c0, weights, mask=None):
+        steps, batch = tf.shape(x)[0], tf.shape(x)[1]
+        value, inputs, found, stats, h_n, c_n = x, [], [], [], [], []
+        for layer in range(layers):
+            if layer:
+                inputs.append(value)
+            outputs = []
+            for d in range(directions):
+                k = layer * directions + d
+                kernel, recurrent, bias = weights[3 * k : 3 * k + 3]
+                order = {"reverse": d == 1, "share": share}
+                probe = tf.raw_ops.Empty(shape=tf.stack([steps, batch, tf.shape(h0)[2]]),
+                                         dtype=tf.float32)  # never read  # fmt: skip
+                masks = [] if mask is None else [mask]
+                if kind == "lstm":
+                    h, c, gates = native.sequence(value, h0[k], c0[k], kernel, recurrent, bias,
+                                                  probe, probe, mask, with_gates=True,
+                                                  read_probes=False, **order)  # fmt: skip
+                    kept = (h, c, gates)
+                elif kind == "gru":
+                    zx = input_projection(value, kernel, bias[0])
+                    h, gates, recurrent_h = kernels.lstmviz_gru_forward(
+                        zx, h0[k], recurrent, [bias[1]], probe, masks, reset_after=True,
+                        gate="sigmoid", activation="tanh", **order)  # fmt: skip
+                    c, kept = None, (h, gates, recurrent_h)
+                else:
+                    zx = input_projection(value, kernel, bias)
+                    h, gates = kernels.lstmviz_rnn_forward(
+                        zx, h0[k], recurrent, probe, masks, activation=activation,
+                        **order)  # fmt: skip
+                    c, kept = None, (h, gates)
+                saturated = (None, None) if kind == "lstm" or activation == "tanh" else (
+                    saturations(acts, None, gates))  # fmt: skip
+                one = Direction("", kind, d == 1, h, c, (), {}, mask, gates, *saturated,
+                                activations=names, input_order=True)  # fmt: skip
+                stats.append(gate_activity(one))
+                index = _last(mask, steps, batch, d == 1)
+                h_n.append(tf.gather_nd(h, _steps(index)))
+                if c is not None:
+                    c_n.append(tf.gather_nd(c, _steps(index)))
+                found.append(kept)
+                outputs.append(h)
+            value = outputs[0] if directions == 1 else tf.concat(outputs, -1)
+        return value, tf.stack(h_n), tf.stack(c_n) if c_n else h0, inputs, found, stats
+
+    return run
+
+
+def _backward(kind: str, activation: str, layers: int, directions: int, masked: bool, share: int,
+              batch_major: bool, present: tuple[bool, ...]):  # fmt: skip
+    """The compiled backward of a module: (x, h0, c0, weights, inputs, kept, [the `present`
+    ones of d_out, d_h, d_c, chain_h, chain_c], (mask)) -> ([per direction its gradients], dx,
+    dh0, dc0)."""
+    kernels = native.library()
+
+    def run(x, h0, c0, weights, inputs, kept, given, mask):
+        mask = mask[0] if mask else None
+        masks = [] if mask is None else [mask]
+        parts = iter(given)
+        d_out, d_h, d_c, chain_h, chain_c = (next(parts) if p else None for p in present)
+        steps, batch = tf.shape(x)[0], tf.shape(x)[1]
+        hidden = tf.shape(h0)[2]
+        above = d_out  # dL/d(this layer's output) [T, B, D·H]
+        if batch_major and above is not None:
+            above = tf.transpose(above, [1, 0, 2])
+        named: list = [None] * (layers * directions)
+        dh0, dc0 = [None] * len(named), [None] * len(named)
+        dx = None
+        for layer in range(layers - 1, -1, -1):
+            value = x if layer == 0 else inputs[layer - 1]
+            dx = None
+            for d in range(directions):
+                k = layer * directions + d
+                kernel, recurrent, bias = weights[3 * k : 3 * k + 3]
+                order = {"reverse": d == 1, "share": share}
+                h = kept[k][0]
+                shape = tf.shape(h)
+                index = _last(mask, steps, batch, d == 1)
+                where = _steps(index)  # each sequence's last step
+                direct = above
+                if direct is not None and directions == 2:
+                    direct = above[:, :, d * hidden : (d + 1) * hidden]
+                if d_h is not None:
+                    direct = tf.scatter_nd(where, d_h[k], shape) if direct is None else (
+                        tf.tensor_scatter_nd_add(direct, where, d_h[k]))  # fmt: skip
+                given_h = direct
+                if chain_h is not None:  # the recurrence going on: no direct gradient
+                    given_h = tf.scatter_nd(where, chain_h[k], shape) if direct is None else (
+                        tf.tensor_scatter_nd_add(direct, where, chain_h[k]))  # fmt: skip
+                dh_given = [] if given_h is None else [given_h]
+                if direct is None:
+                    direct = tf.zeros_like(h)
+                one = {"grad_h_direct": direct}
+                if kind == "lstm":
+                    _, c, gates = kept[k]
+                    ends = [p[k] for p in (d_c, chain_c) if p is not None]
+                    dc_given = [] if not ends else [tf.scatter_nd(where, tf.add_n(ends), shape)]
+                    _, dh, dc, dh0[k], dc0[k], dk, dr, db, norms, dxd = (
+                        kernels.lstmviz_sequence_backward(
+                            value, recurrent, h0[k], c0[k], h, c, gates, dh_given, dc_given,
+                            masks, kernel, **order))  # fmt: skip
+                    one |= {"grad_c_total": dc, "norm_c_total": norms[:, 1]}
+                    direct_norm = norms[:, 2]
+                else:
+                    if kind == "gru":
+                        _, gates, recurrent_h = kept[k]
+                        dzx, dh, dh0[k], dr, d_rbias, norms = kernels.lstmviz_gru_backward(
+                            recurrent, h0[k], h, gates, recurrent_h, dh_given, masks,
+                            reset_after=True, gate="sigmoid", activation="tanh",
+                            **order)  # fmt: skip
+                    else:
+                        _, gates = kept[k]
+                        dzx, dh, dh0[k], dr, norms = kernels.lstmviz_rnn_backward(
+                            recurrent, h0[k], h, gates, dh_given, masks, activation=activation,
+                            **order)  # fmt: skip
+                    # the input projection zx = x·kernel + b
+                    flat_x = tf.reshape(value, [-1, tf.shape(value)[2]])
+                    flat_dz = tf.reshape(dzx, [-1, tf.shape(dzx)[2]])
+                    dk = tf.matmul(flat_x, flat_dz, transpose_a=True)
+                    db = tf.reduce_sum(flat_dz, 0)
+                    if kind == "gru":
+                        db = tf.stack([db, d_rbias])
+                    dxd = tf.reshape(tf.matmul(flat_dz, kernel, transpose_b=True),
+                                     tf.shape(value))  # fmt: skip
+                    direct_norm = norms[:, 1]
+                if chain_h is not None:  # the op's norm is of the direct gradient and chain's
+                    direct_norm = kernels.lstmviz_step_norms(direct)
+                one |= {"grad_h_total": dh, "grad_kernel": dk, "grad_recurrent_kernel": dr,
+                        "grad_bias": db, "norm_h_total": norms[:, 0],
+                        "norm_h_direct": direct_norm}  # fmt: skip
+                named[k] = one
+                dx = dxd if dx is None else dx + dxd
+            above = dx
+        dc_all = tf.stack(dc0) if kind == "lstm" else tf.zeros([0])
+        return named, dx, tf.stack(dh0), dc_all
+
+    return run
