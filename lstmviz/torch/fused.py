@@ -241,6 +241,7 @@ def _forward(kind: str, activation: str, layers: int, directions: int, masked: b
                         zx, h0[k], recurrent, probe, masks, activation=activation,
                         **order)  # fmt: skip
                     c, kept = None, (h, gates)
+                # the saturation flags, where the native gate statistics do not apply (relu)
                 saturated = (None, None) if kind == "lstm" or activation == "tanh" else (
                     saturations(acts, None, gates))  # fmt: skip
                 one = Direction("", kind, d == 1, h, c, (), {}, mask, gates, *saturated,
