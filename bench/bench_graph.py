@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_model import _nudge, measure, print_machine, print_rows  # noqa: E402
-
-import lstmviz  # noqa: E402
-from lstmviz.engine.tfload import tf  # noqa: E402
+from bench_model import calls, measure, print_machine, print_rows  # noqa: E402
 
 
 def build(vocabulary: int, classes: int, units: int, source: int, target: int):
@@ -69,23 +65,8 @@ def main(argv=None) -> None:
     x = {"enc": rng.integers(1, args.vocabulary, shape).astype(np.int32),
          "dec": rng.integers(1, args.vocabulary, shape).astype(np.int32)}  # fmt: skip
     y = rng.integers(0, args.classes, shape).astype(np.int32)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy()
-
-    @tf.function
-    def keras_step(x, y):
-        with tf.GradientTape() as tape:
-            value = loss_fn(y, model(x, training=False))
-        return tape.gradient(value, model.trainable_weights)
-
-    def keras_call():
-        return [tf.convert_to_tensor(g).numpy() for g in keras_step(x, y)]
-
-    def lstmviz_call():
-        _nudge(model, rng)
-        start = time.perf_counter()
-        lstmviz.model_gradients(model, x, y)
-        return time.perf_counter() - start
-
+    keras_call, lstmviz_call = calls(model, x, y, keras.losses.SparseCategoricalCrossentropy(),
+                                     rng)  # fmt: skip
     first, times = measure(keras_call, lstmviz_call, args.repeats)
     print_machine(load)
     print(f"model: 2 × Embedding({args.vocabulary}, {args.units}) → LSTM({args.units}) encoder "

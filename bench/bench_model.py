@@ -95,7 +95,19 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(0)
     x = rng.integers(1, args.vocabulary, (args.batch, args.steps)).astype(np.int32)
     y = rng.integers(0, 2, (args.batch, 1)).astype(np.float32)
-    loss_fn = keras.losses.BinaryCrossentropy()
+    first, times = measure(*calls(model, x, y, keras.losses.BinaryCrossentropy(), rng),
+                           args.repeats)  # fmt: skip
+    print_machine(load)
+    cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[args.cell]
+    print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional({cell}({args.units},"
+          f" return_sequences)) → {cell}({args.units}) → Dense(1, sigmoid); T={args.steps} "
+          f"B={args.batch}; median of {args.repeats}")  # fmt: skip
+    print_rows(first, times)
+
+
+def calls(model, x, y, loss_fn, rng):
+    """(Keras's call: `tape.gradient` of `loss_fn` in a tf.function, the gradients as NumPy;
+    lstmviz's: `model_gradients` after new weights, returning the seconds it took)."""
 
     @tf.function
     def keras_step(x, y):
@@ -112,13 +124,7 @@ def main(argv=None) -> None:
         lstmviz.model_gradients(model, x, y)
         return time.perf_counter() - start
 
-    first, times = measure(keras_call, lstmviz_call, args.repeats)
-    print_machine(load)
-    cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[args.cell]
-    print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional({cell}({args.units},"
-          f" return_sequences)) → {cell}({args.units}) → Dense(1, sigmoid); T={args.steps} "
-          f"B={args.batch}; median of {args.repeats}")  # fmt: skip
-    print_rows(first, times)
+    return keras_call, lstmviz_call
 
 
 def measure(keras_call, lstmviz_call, repeats: int) -> tuple[dict, dict]:

@@ -49,6 +49,7 @@ from lstmviz.engine.native import exact_norms, kernel_name
 from lstmviz.engine.tfload import tf
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights.keras_config import compiled_loss, loss_label
+from lstmviz.weights.model import layer_table
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
 
@@ -493,13 +494,7 @@ def summary(graph: KerasGraph, losses: list, data: GraphData) -> str:
         except (AttributeError, ValueError):  # a subclassed model's layers have no output
             shape = "?"
         rows.append((layer.name, cls, shape, f"{layer.count_params():,}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = [f"Model {graph.name!r}: {graph.source}"]
-    for n, row in enumerate(rows):
-        cells = [row[i].ljust(widths[i]) for i in range(3)] + [row[3].rjust(widths[3])]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("-" * len(lines[-1]))
+    lines = [f"Model {graph.name!r}: {graph.source}", *layer_table(rows)]
     lines.append(f"Total params: {graph.model.count_params():,}")
     traced = ", ".join(t.name for t in gradients.traced.values())
     lines.append(f"Traced by lstmviz: {traced}.")

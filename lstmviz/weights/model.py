@@ -247,13 +247,7 @@ class ModelSpec:
         for layer in self.layers:
             shape = "?" if layer.output_shape is None else shape_text((None, *layer.output_shape))
             rows.append((layer.name, class_text(layer), shape, f"{layer.params:,}"))
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines = [f"Model {self.name!r}: {self.source}"]
-        for n, row in enumerate(rows):
-            cells = [row[i].ljust(widths[i]) for i in range(3)] + [row[3].rjust(widths[3])]
-            lines.append("  ".join(cells).rstrip())
-            if n == 0:
-                lines.append("-" * len(lines[-1]))
+        lines = [f"Model {self.name!r}: {self.source}", *layer_table(rows)]
         lines.append(f"Total params: {self.params:,}")
         what = (
             f"token ids {shape_text((None, *self.input_shape))}, vocabulary {self.vocabulary}"
@@ -301,6 +295,19 @@ class ModelSpec:
             if received is None or layer.kind == "keras":
                 continue
             _check_layer(layer, received, before)
+
+
+def layer_table(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """Rows (layer, class, output shape, parameters; a header first) as the summary's lines:
+    columns padded, the parameters right-aligned, a rule under the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [row[i].ljust(widths[i]) for i in range(3)] + [row[3].rjust(widths[3])]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("-" * len(lines[-1]))
+    return lines
 
 
 def infer_output_shape(kind: str, args: dict, weights: dict, input_shape: Shape) -> Shape:
