@@ -85,19 +85,27 @@ def direction_rows(arrays) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     return rows
 
 
-class DirectionTable(QTableWidget):
-    """Read-only: the recurrent directions of the graph trace shown (`show_arrays`), hidden
-    for other traces."""
+class _ReadOnlyTable(QTableWidget):
+    """A small read-only table of the dock: `headers`, no selection or focus, columns sized to
+    their contents."""
 
-    def __init__(self):
-        super().__init__(0, len(DIRECTION_HEADERS))
-        self.setHorizontalHeaderLabels(DIRECTION_HEADERS)
+    def __init__(self, headers):
+        super().__init__(0, len(headers))
+        self.setHorizontalHeaderLabels(headers)
         self.setEditTriggers(QAbstractItemView.NoEditTriggers)
         self.setSelectionMode(QAbstractItemView.NoSelection)
         self.setFocusPolicy(Qt.NoFocus)
         self.verticalHeader().hide()
         self.setStyleSheet("font-size: 8pt;")
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+
+
+class DirectionTable(_ReadOnlyTable):
+    """Read-only: the recurrent directions of the graph trace shown (`show_arrays`), hidden
+    for other traces."""
+
+    def __init__(self):
+        super().__init__(DIRECTION_HEADERS)
         self.horizontalHeader().setStretchLastSection(True)
         self.verticalHeader().setDefaultSectionSize(18)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -129,19 +137,11 @@ class DirectionTable(QTableWidget):
                 for r in range(self.rowCount())]  # fmt: skip
 
 
-class ModelTable(QTableWidget):
+class ModelTable(_ReadOnlyTable):
     """Read-only; `set_spec(spec)` fills it, `set_spec(None)` empties it."""
 
     def __init__(self):
-        super().__init__(0, len(HEADERS))
-        self.setHorizontalHeaderLabels(HEADERS)
-        self.setEditTriggers(QAbstractItemView.NoEditTriggers)
-        self.setSelectionMode(QAbstractItemView.NoSelection)
-        self.setFocusPolicy(Qt.NoFocus)
-        self.verticalHeader().hide()
-        self.setStyleSheet("font-size: 8pt;")
-        header = self.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeToContents)
+        super().__init__(HEADERS)
         self.verticalHeader().setDefaultSectionSize(18)
         self.setToolTip(
             "The model's layers as lstmviz runs them; after a recurrent layer's name, the\n"
