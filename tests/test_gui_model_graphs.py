@@ -1,12 +1,9 @@
 """A model Keras runs as a graph (an encoder–decoder of two inputs) in the window: opened by a
-drop and by `lstmviz gui MODEL DATA --run`, its data of named inputs, the run's trace equal to
-the API's, the encoder → decoder hand-over in the directions."""
+drop (as `lstmviz gui MODEL DATA --run` opens its files), its data of named inputs, the run's
+trace equal to the API's, the encoder → decoder hand-over in the directions."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -49,15 +46,3 @@ def test_a_graph_model_and_its_named_inputs_open_and_run(qtbot, window, errors, 
     expected = lstmviz.model_gradients(model, x, y)
     np.testing.assert_allclose(trace["layer0_grad_h_total"], expected["layer0_grad_h_total"],
                                rtol=1e-5, atol=1e-7)  # fmt: skip
-
-
-def test_lstmviz_gui_runs_a_graph_model_with_its_data(seq2seq_files, tmp_path):
-    folder, *_ = seq2seq_files
-    shot = tmp_path / "shot.png"
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path))
-    done = subprocess.run([sys.executable, "-m", "lstmviz", "gui", str(folder / "s2s.keras"),
-                           str(folder / "data.npz"), "--run", "--screenshot", str(shot)],
-                          cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
