@@ -211,8 +211,12 @@ class SequenceForward : public OpKernel {
           *gates = gates_out->flat<float>().data();
     const float* mask;
     OP_REQUIRES_OK(ctx, OptionalMask(ctx, T, B, &mask));
-    // z_t = [x_t | h_{t-1}]·[kernel; recurrent] + bias, the weights packed once for all steps.
-    Panels weights(4 * H, I + H);
+    // z_t = [x_t | h_{t-1}]·[kernel; recurrent] + bias, the weights packed once for all steps,
+    // into this thread's buffer kept from call to call (the backward's buffers say why); the
+    // blocks, on other threads, reach it through the reference.
+    static thread_local Panels weights_buffer(0, 0);
+    Panels& weights = weights_buffer;
+    weights.Reset(4 * H, I + H);
     weights.Append(kernel.flat<float>().data(), I, 4 * H, 1);
     weights.Append(recurrent.flat<float>().data(), H, 4 * H, 1);
     weights.SetInit(bias.flat<float>().data());
@@ -228,7 +232,8 @@ class SequenceForward : public OpKernel {
         std::optional<lstmviz::GateSums::Step> step_sums;
         if constexpr (kSummed) step_sums.emplace(sums->At(block));
         const int64_t n = r1 - r0, width = weights.padded_columns();
-        Eigen::ArrayXf z(n * width);
+        static thread_local Eigen::ArrayXf z;
+        z.resize(n * width);
         for (int64_t step = 0; step < T && !stop(); ++step) {
           const int64_t t = order_.At(step, T);
           const int64_t row = t * B + r0;  // this block's first row at step t in [T·B, ·]
@@ -370,11 +375,18 @@ class SequenceBackward : public OpKernel {
           *dc0 = dc0_out->flat<float>().data();
     // dh_{t-1}'s recurrent part dz_t·Uᵀ (and dx_t = dz_t·kernelᵀ beside it: one product of
     // [U; kernel]ᵀ [4H, H + I]), packed once.
-    std::vector<float> joined(recurrent.flat<float>().data(),
-                              recurrent.flat<float>().data() + H * 4 * H);
+    // This thread's buffers (here and in the blocks below) are kept from call to call: fresh
+    // ones, zeroed, would be pages faulted in at every call, milliseconds for a call of one
+    // step (a decoder stepped per token). One op runs on a thread at a time.
+    // (The blocks run on other threads: they reach the caller's buffers through references.)
+    static thread_local std::vector<float> joined_buffer;
+    std::vector<float>& joined = joined_buffer;
+    joined.assign(recurrent.flat<float>().data(), recurrent.flat<float>().data() + H * 4 * H);
     joined.insert(joined.end(), kernel->flat<float>().data(),
                   kernel->flat<float>().data() + dx_width * 4 * H);
-    Panels recurrent_t(H + dx_width, 4 * H);
+    static thread_local Panels recurrent_buffer(0, 0);
+    Panels& recurrent_t = recurrent_buffer;
+    recurrent_t.Reset(H + dx_width, 4 * H);
     recurrent_t.Append(joined.data(), 4 * H, 1, 4 * H);
     // The weight gradients [x_t | h_{t-1} | 1]ᵀ·dz_t [I+H+1, 4H] (the last row: the bias's)
     // accumulate per block over chunks of steps, dz packed as B: one product of depth
@@ -384,7 +396,9 @@ class SequenceBackward : public OpKernel {
     constexpr int64_t kChunkDepth = 256;
     const int64_t wide = I + H + 1, blocks = RowBlocks(ctx, B, order_.share);
     const int64_t gradient_width = Panels::PaddedColumns(4 * H);
-    std::vector<Eigen::ArrayXf> partials(blocks);
+    static thread_local std::vector<Eigen::ArrayXf> partials_buffer;
+    std::vector<Eigen::ArrayXf>& partials = partials_buffer;
+    partials.resize(blocks);
     // The per-step norms of dh, dc and dh_direct, from the values the gate pass has in
     // registers (gradients.graph_step_norm uses them rather than read the arrays again): the
     // squares summed in packets along a row, the rows' sums in double, per block [T, 3].
@@ -403,13 +417,15 @@ class SequenceBackward : public OpKernel {
       ForRowBlocks(ctx, B, [&](int64_t block, int64_t r0, int64_t r1, const auto& stop) {
         const int64_t n = r1 - r0, width = recurrent_t.padded_columns();
         const int64_t chunk_steps = (kChunkDepth + n - 1) / std::max<int64_t>(n, 1);
-        Eigen::ArrayXf dh_next = Eigen::ArrayXf::Zero(n * width),
-                       dc_next = Eigen::ArrayXf::Zero(n * H),
-                       chunk = Eigen::ArrayXf::Ones(chunk_steps * n * wide);  // [x | h | 1]
+        static thread_local Eigen::ArrayXf dh_next, dc_next, chunk, scratch;
+        dh_next.setZero(n * width);
+        dc_next.setZero(n * H);
+        chunk.setOnes(chunk_steps * n * wide);  // [x | h | 1]
         Eigen::ArrayXf& partial = partials[block];
         partial.setZero(wide * gradient_width);
-        Panels dz_chunk(4 * H, chunk_steps * n);
-        Eigen::ArrayXf scratch(keep_dz ? 0 : n * 4 * H);  // this step's dz [n, 4H]
+        static thread_local Panels dz_chunk(0, 0);
+        dz_chunk.Reset(4 * H, chunk_steps * n);
+        scratch.resize(keep_dz ? 0 : n * 4 * H);  // this step's dz [n, 4H]
         int64_t chunked = 0;  // steps in the chunk so far
         for (int64_t step = T - 1; step >= 0 && !stop(); --step) {
           const int64_t t = order_.At(step, T);

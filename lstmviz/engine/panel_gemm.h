@@ -167,6 +167,18 @@ class Panels {
 
   void Clear() { depth_ = 0; }
 
+  // The same as a new Panels(columns, max_depth), keeping the memory this one holds: a kernel
+  // called again and again (a decoder's steps) does not fault fresh pages in at every call.
+  // The packed rows are left as they were: only the `depth` rows Append writes are read.
+  void Reset(int64_t columns, int64_t max_depth) {
+    columns_ = columns;
+    panels_ = (columns + kPanel - 1) / kPanel;
+    max_depth_ = max_depth;
+    depth_ = 0;
+    init_.assign(panels_ * kPanel, 0.0f);
+    packed_.resize(panels_ * max_depth * kPanel);
+  }
+
   // What a product starts from: init [columns] in every row (the bias).
   void SetInit(const float* init) { std::copy_n(init, columns_, init_.begin()); }
 
