@@ -25,15 +25,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lstmviz.engine.cells import needs_read_probe
 from lstmviz.engine.gradients import (
     gradient_sources,
     graph_last_axis_norm,
     graph_norms,
     named_gradients,
-    watch_probes,
 )
-from lstmviz.engine.model_forward import Direction, gate_activity
+from lstmviz.engine.model_forward import Direction, gate_activity, probed_direction
 from lstmviz.engine.tfload import tf
 from lstmviz.weights.model import ACTIVATIONS, KERAS2_HARD_SIGMOID
 
@@ -156,8 +154,6 @@ class Recorder:
     def run(self, layer, traced: Traced, sequences, initial_state, mask):
         """What `RNN.inner_loop` returns — (last output [B, H], outputs [B, T, H] in the order
         the cell read the sequence, final states) — computed by lstmviz's cell, probed."""
-        from lstmviz.engine.cells import cell_sequence
-
         cell = layer.cell
         if isinstance(mask, list | tuple):
             mask = mask[0]
@@ -167,44 +163,22 @@ class Recorder:
         states = list(initial_state) if isinstance(initial_state, list | tuple) else [
             initial_state]  # fmt: skip
         states = [tf.cast(state, tf.float32) for state in states]
-        h0 = states[0]
-        c0 = states[1] if traced.cell == "lstm" else None
         weights = {}
-        for key in WEIGHTS:
+        for key in WEIGHTS:  # read on the tape (a layer without a bias: none)
             variable = getattr(cell, key, None) if key != "bias" or cell.use_bias else None
-            if variable is None:  # use_bias=False: zeros, whose gradient is still shown
-                shape = [int(d) for d in cell.kernel.shape[1:]]
-                if traced.cell == "gru" and traced.args.get("reset_after"):
-                    shape = [2, *shape]
-                tensor = tf.zeros(shape, x.dtype)
-            else:
-                tensor = tf.cast(tf.identity(tf.convert_to_tensor(variable)), tf.float32)
-            self.tape.watch(tensor)
-            weights[key] = tensor
-        if needs_read_probe(traced.cell, traced.args):
-            shape = [tf.shape(x)[0], tf.shape(h0)[0], h0.shape[-1]]
-            probes = (tf.zeros(shape, x.dtype), tf.zeros(shape, x.dtype))
-            self.tape.watch(probes)
-        else:
-            probes = watch_probes(self.tape, x, h0)
-        if traced.cell != "lstm":
-            probes = (probes[0], None)
+            if variable is not None:
+                weights[key] = tf.cast(tf.identity(tf.convert_to_tensor(variable)), tf.float32)
+                self.tape.watch(weights[key])
         step_mask = None if mask is None else tf.transpose(tf.cast(mask, x.dtype))  # [T, B]
-        backwards = bool(traced.args.get("go_backwards"))
-        run = cell_sequence(traced.cell, traced.args, x, h0, weights, probes, step_mask,
-                            backwards, traced.share, c0=c0)  # fmt: skip
-        from lstmviz.engine.cells import cell_activations
-
-        acts = tuple(act.name for act in cell_activations(traced.cell, traced.args))
-        direction = Direction(traced.name, traced.cell, backwards, run.h, run.c, probes, weights,
-                              run.mask, run.gates, run.saturated, run.saturated_diagnosis,
-                              acts, run.input_order)  # fmt: skip
-        last = 0 if backwards and run.input_order else -1
-        final = [run.h[last]] + ([run.c[last]] if run.c is not None else [])
+        direction = probed_direction(traced.name, traced.cell, traced.args, x, states[0],
+                                     weights, step_mask, self.tape, traced.share,
+                                     c0=states[1] if traced.cell == "lstm" else None)
+        last = 0 if direction.backwards and direction.input_order else -1
+        final = [direction.h[last]] + ([direction.c[last]] if direction.c is not None else [])
         if layer.return_sequences:
-            h = direction.in_processing_order(run.h)
-            if layer.zero_output_for_mask and run.mask is not None:
-                h = h * direction.in_processing_order(run.mask)[..., None]
+            h = direction.in_processing_order(direction.h)
+            if layer.zero_output_for_mask and direction.mask is not None:
+                h = h * direction.in_processing_order(direction.mask)[..., None]
             outputs = tf.transpose(h, [1, 0, 2])
         else:
             outputs = final[0][:, None, :]

@@ -26,8 +26,6 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from lstmviz.engine import native
 from lstmviz.engine.activations import activation, gate_stat_bounds
 from lstmviz.engine.cells import cell_activations, cell_sequence, needs_read_probe
@@ -229,33 +227,10 @@ class ModelForward:
         return tf.transpose(out, [1, 0, 2]), True, kept
 
     def _direction(self, spec: DirectionSpec, w: dict, x, mask, tape, share=1) -> Direction:
-        """Run one direction of `spec.cell` over x [T, B, I] (read backwards when its args say
-        `go_backwards`), one of `share` running at once."""
-        backwards = bool(spec.args.get("go_backwards"))
-        recurrent = w["recurrent_kernel"]
-        bias = w.get("bias")
-        if bias is None:  # use_bias=False: the gradient a bias would get is still shown
-            shape = np.shape(spec.weights["kernel"])[1:]
-            if spec.cell == "gru" and spec.args.get("reset_after"):
-                shape = (2, *shape)
-            bias = tf.zeros(shape, recurrent.dtype)
-            tape.watch(bias)
-        state = tf.zeros([tf.shape(x)[1], recurrent.shape[0]], x.dtype)
-        if needs_read_probe(spec.cell, spec.args):  # zeros the loop adds to h_t (and c_t)
-            shape = [tf.shape(x)[0], tf.shape(state)[0], state.shape[1]]
-            probes = (tf.zeros(shape, x.dtype), tf.zeros(shape, x.dtype))  # two tensors
-            tape.watch(probes)
-        else:
-            probes = watch_probes(tape, x, state)
-        if spec.cell != "lstm":
-            probes = (probes[0], None)
-        weights = {"kernel": w["kernel"], "recurrent_kernel": recurrent, "bias": bias}
-        run = cell_sequence(spec.cell, spec.args, x, state, weights, probes, mask, backwards,
-                            share)  # fmt: skip
-        acts = tuple(act.name for act in cell_activations(spec.cell, spec.args))
-        return Direction(spec.name, spec.cell, backwards, run.h, run.c, probes, weights, run.mask,
-                         run.gates, run.saturated, run.saturated_diagnosis, acts,
-                         run.input_order)  # fmt: skip
+        """Run one direction of `spec.cell` over x [T, B, I] from zeros (read backwards when
+        its args say `go_backwards`), one of `share` running at once."""
+        state = tf.zeros([tf.shape(x)[1], w["recurrent_kernel"].shape[0]], x.dtype)
+        return probed_direction(spec.name, spec.cell, spec.args, x, state, w, mask, tape, share)
 
     def _output(self, direction: Direction, args: dict, sequence: bool, by_input: bool = False):
         """The layer's output from a direction: h (sequences: in processing order, as Keras
@@ -297,6 +272,36 @@ class ModelForward:
         if merge == "mul":
             return forward * backward, sequence, halves
         return (forward + backward) / 2.0, sequence, halves
+
+
+def probed_direction(name: str, cell: str, args: dict, x, h0, w: dict, mask, tape,
+                     share: int = 1, c0=None) -> Direction:  # fmt: skip
+    """Run one direction of `cell` (its `args`: activations, go_backwards, reset_after) over x
+    [T, B, I] from h0 (and an LSTM's c0, h0 when None) [B, H] with the weights `w` (kernel,
+    recurrent_kernel, and bias unless the layer has none), probed on `tape` (inside its `with`
+    block): the probes' gradients are the totals. Without a bias, zeros are watched in its
+    place: the gradient a bias would get is still shown."""
+    backwards = bool(args.get("go_backwards"))
+    kernel, recurrent, bias = w["kernel"], w["recurrent_kernel"], w.get("bias")
+    if bias is None:
+        shape = kernel.shape[1:]
+        if cell == "gru" and args.get("reset_after"):
+            shape = (2, *shape)
+        bias = tf.zeros(shape, recurrent.dtype)
+        tape.watch(bias)
+    if needs_read_probe(cell, args):  # zeros the loop adds to h_t (and c_t)
+        shape = [tf.shape(x)[0], tf.shape(h0)[0], h0.shape[-1]]
+        probes = (tf.zeros(shape, x.dtype), tf.zeros(shape, x.dtype))  # two tensors
+        tape.watch(probes)
+    else:
+        probes = watch_probes(tape, x, h0)
+    if cell != "lstm":
+        probes = (probes[0], None)
+    weights = {"kernel": kernel, "recurrent_kernel": recurrent, "bias": bias}
+    run = cell_sequence(cell, args, x, h0, weights, probes, mask, backwards, share, c0=c0)
+    acts = tuple(act.name for act in cell_activations(cell, args))
+    return Direction(name, cell, backwards, run.h, run.c, probes, weights, run.mask, run.gates,
+                     run.saturated, run.saturated_diagnosis, acts, run.input_order)
 
 
 def _side_by_side() -> int:
