@@ -325,13 +325,8 @@ class _LiveGraph:
         except InputError as exc:
             raise in_python_terms(exc) from None
         self.loss_text = ", ".join(getattr(loss, "name", "custom") for loss in self.losses)
-        first = self.data.xs[0]
-        self.config = RunConfig(mode="model", batch=int(first.shape[0]),
-                                steps=int(first.shape[1]) if first.ndim >= 2 else 1,
-                                loss="mean_h", model=None)  # fmt: skip
-        self.data.source = f"{WHERE} data: " + ", ".join(
-            f"{name} {list(np.shape(v))}" for name, v in zip(self.data.input_names,
-                                                             self.data.xs, strict=True))
+        self.config = self.data.sized(RunConfig(mode="model", loss="mean_h", model=None))
+        self.data.source = f"{WHERE} data: {self.data.shapes()}"
 
     def trace(self) -> GradientTrace:
         from lstmviz.engine.graph_model import graph_run

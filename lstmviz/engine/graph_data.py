@@ -8,11 +8,12 @@ order, or `x` for one input; targets `y`, or `y_{output name}` for each of sever
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import InputError, ref
 from lstmviz.io.model_data import BINARY, ONE_HOT, SPARSE
 
@@ -29,6 +30,17 @@ class GraphData:
     output_names: list[str]
     structure: object = "list"
     source: str = ""
+
+    def shapes(self) -> str:
+        """Each input's name and shape: "enc [64, 50], dec [64, 50]"."""
+        return ", ".join(f"{name} {list(np.shape(x))}"
+                         for name, x in zip(self.input_names, self.xs, strict=True))  # fmt: skip
+
+    def sized(self, config: RunConfig) -> RunConfig:
+        """`config` with B (and T, for a sequence) of the first input."""
+        first = self.xs[0]
+        steps = int(first.shape[1]) if first.ndim >= 2 else config.steps
+        return replace(config, batch=int(first.shape[0]), steps=steps)
 
 
 def random_graph_data(graph, losses: list, steps: int, batch: int,
@@ -64,10 +76,9 @@ def random_graph_data(graph, losses: list, steps: int, batch: int,
             ys.append(rng.integers(0, 2, shape).astype(np.float32))
         else:
             ys.append(rng.standard_normal(shape).astype(np.float32))
-    described = ", ".join(f"{name} {list(x.shape)}" for name, x in zip(graph.inputs, xs,
-                                                                         strict=True))  # fmt: skip
-    return GraphData(xs, ys, graph.inputs, graph.outputs, _structure(model),
-                     f"random data (seed {seed}): {described}")  # fmt: skip
+    data = GraphData(xs, ys, graph.inputs, graph.outputs, _structure(model))
+    data.source = f"random data (seed {seed}): {data.shapes()}"
+    return data
 
 
 def _structure(model):

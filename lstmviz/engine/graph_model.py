@@ -67,7 +67,6 @@ class KerasGraph:
     outputs: list[str]
     compiled: dict = field(default_factory=dict)
     keras2: bool = False
-    losses_given: object = None  # a live model's loss objects (model.loss), when compiled
     origin: object = None  # a tf_keras model this one is the Keras 3 twin of (`refresh`)
 
     @property
@@ -92,8 +91,7 @@ def graph_of(model, source: str | None = None, compiled: dict | None = None,
         except (AttributeError, ValueError, TypeError):
             compiled = {}
     source = source or f"keras.Model {name!r} (Keras 3, in memory)"
-    given = getattr(model, "loss", None) if getattr(model, "compiled", False) else None
-    return KerasGraph(model, source, inputs, outputs, compiled or {}, keras2, given)
+    return KerasGraph(model, source, inputs, outputs, compiled or {}, keras2)
 
 
 def live_graph(model) -> KerasGraph:
@@ -182,10 +180,11 @@ def _legacy_h5(path: Path) -> KerasGraph:
         training = h5_text(f.attrs.get("training_config"))
         if config is None:
             raise ModelError(f"{path}: holds weights only, no model config")
-        if '"class_name": "Lambda"' in json.dumps(config):  # its code would run on loading
+        text = json.dumps(config)
+        if '"class_name": "Lambda"' in text:  # its code would run on loading
             raise ModelError(f"{path}: a Lambda layer holds Python code, which lstmviz does "
                              "not run")  # fmt: skip
-        if '"time_major": true' in json.dumps(config):
+        if '"time_major": true' in text:
             raise ModelError(f"{path}: a layer has time_major=True, which lstmviz does not run")
         for name in _KERAS2_ONLY:
             _drop(config, None, {name})
@@ -332,7 +331,7 @@ class GraphGradients:
             call = calls[firsts[n]]
             if call.direction.mask is not None and n == min(firsts):
                 out["mask"] = call.direction.in_input_order(call.direction.mask)
-        self._tracing = GraphLayout.of(found, calls, {n: names[n] for n in firsts})
+        self._tracing = GraphLayout.of(found, calls)
         return out
 
     def _input_names(self, count: int) -> list[str]:
@@ -500,9 +499,7 @@ def summary(graph: KerasGraph, losses: list, data: GraphData) -> str:
     lines.append(f"Traced by lstmviz: {traced}.")
     if gradients.untraced:
         lines.append(f"Run by Keras; not traced: {', '.join(gradients.untraced)}.")
-    shapes = ", ".join(f"{name} {list(np.shape(x))}" for name, x in zip(
-        data.input_names, data.xs, strict=True))  # fmt: skip
-    lines.append(f"Inputs: {shapes}. Outputs: {', '.join(data.output_names)}. Loss: "
+    lines.append(f"Inputs: {data.shapes()}. Outputs: {', '.join(data.output_names)}. Loss: "
                  + ", ".join(getattr(loss, "name", "custom") for loss in losses) + ".")
     gradients.summaries[key] = "\n".join(lines)
     return gradients.summaries[key]
@@ -516,15 +513,10 @@ def run_graph(graph: KerasGraph, config: RunConfig, cancelled=bool, keep=bool):
     if config.inputs:
         x, y = load_graph_data(config.inputs, config.targets, graph)
         data = graph_data(graph, losses, x, y, config.inputs)
-        data.source = f"{config.inputs}: " + ", ".join(
-            f"{name} {list(np.shape(v))}" for name, v in zip(data.input_names, data.xs,
-                                                             strict=True))  # fmt: skip
+        data.source = f"{config.inputs}: {data.shapes()}"
     else:
         data = random_graph_data(graph, losses, config.steps, config.batch, config.seed)
-    first = data.xs[0]
-    config = replace(config, mode="model", batch=int(first.shape[0]),
-                     steps=int(first.shape[1]) if first.ndim >= 2 else config.steps,
-                     loss=getattr(losses[0], "name", "custom"))  # fmt: skip
+    config = data.sized(replace(config, mode="model", loss=getattr(losses[0], "name", "custom")))
     return graph_run(graph, losses, data, config, cancelled, keep)
 
 
@@ -537,11 +529,6 @@ def graph_trace(model, x=None, y=None, loss=None) -> GradientTrace:
         data = random_graph_data(graph, losses, 20, 8, 0)
     else:
         data = graph_data(graph, losses, x, y, "model_gradients")
-    config = RunConfig(mode="model", loss="mean_h", model=None)
-    first = data.xs[0]
-    from dataclasses import replace
-
-    config = replace(config, batch=int(first.shape[0]),
-                     steps=int(first.shape[1]) if first.ndim >= 2 else config.steps)  # fmt: skip
+    config = data.sized(RunConfig(mode="model", loss="mean_h", model=None))
     *_, trace = graph_run(graph, losses, data, config)
     return trace

@@ -62,7 +62,6 @@ class Call:
     initial: list
     final: list
     chain: int = -1  # the direction (chain of calls) it belongs to
-    initial_from: int = -1
 
 
 @dataclass
@@ -78,20 +77,19 @@ class Chain:
 @dataclass(frozen=True)
 class GraphLayout:
     """What a traced forward found, for the trace's text and integer keys: per direction its
-    name, cell, number of calls and `initial_from`; the inputs whose saliency it has."""
+    name, cell, number of calls and `initial_from`."""
 
     names: tuple[str, ...]
     cells: tuple[str, ...]
     calls: tuple[int, ...]
     initial_from: tuple[int, ...]
-    inputs: tuple[str, ...]
 
     @classmethod
-    def of(cls, found: list[Chain], calls: list[Call], inputs: dict[int, str]) -> GraphLayout:
+    def of(cls, found: list[Chain], calls: list[Call]) -> GraphLayout:
         return cls(tuple(c.name for c in found),
                    tuple(calls[c.calls[0]].layer.cell for c in found),
-                   tuple(len(c.calls) for c in found), tuple(c.initial_from for c in found),
-                   tuple(inputs[n] for n in sorted(inputs)))  # fmt: skip
+                   tuple(len(c.calls) for c in found),
+                   tuple(c.initial_from for c in found))  # fmt: skip
 
 
 def _activation_name(fn, keras2: bool) -> str | None:
@@ -220,7 +218,7 @@ def _source(tensor):
 
 def chains(calls: list[Call]) -> list[Chain]:
     """The directions the calls make (see the module's docstring), in the order their first
-    call ran; sets each call's `chain` and `initial_from`."""
+    call ran; sets each call's `chain`."""
     found: list[Chain] = []
     finals: dict = {}  # the ref of a state a call gave -> (call index, position)
     for i, call in enumerate(calls):
