@@ -365,7 +365,7 @@ def run_model(
     except GraphModel:  # not one chain: Keras runs the graph, lstmviz its recurrent calls
         from lstmviz.engine.graph_model import load_graph, run_graph
 
-        return run_graph(load_graph(config.model), config, cancelled, keep)
+        return run_graph(_load(config.model, load_graph), config, cancelled, keep)
     loss, x, y, source = prepare(spec, config)
     if config.inputs:  # all of it at once (random data was checked before it was drawn)
         batch, steps = np.shape(x)[:2]
@@ -374,23 +374,23 @@ def run_model(
     return _run(spec, loss, x, y, _config(config, x, spec, loss), source, cancelled, keep)
 
 
-_LOADED: dict[tuple, ModelSpec] = {}
+_LOADED: dict[Callable, tuple[tuple, object]] = {}  # per loader: the last file and its model
 
 
-def _load(path: str) -> ModelSpec:
-    """The model in `path`, the same ModelSpec again while the file is unchanged (not read
-    again for every run)."""
-    from lstmviz.weights.model_files import load_model
-
+def _load(path: str, load: Callable | None = None):
+    """The model `load` reads from `path` (lstmviz's own reader by default: a ModelSpec), the
+    same object again while the file is unchanged: not read (a graph: not built and traced by
+    Keras) again for every run."""
+    if load is None:
+        from lstmviz.weights.model_files import load_model as load
     try:
         info = Path(path).stat()
         key = (str(Path(path).resolve()), info.st_mtime_ns, info.st_size)
     except OSError:
-        return load_model(path)  # names the problem
-    if key not in _LOADED:
-        _LOADED.clear()
-        _LOADED[key] = load_model(path)
-    return _LOADED[key]
+        return load(path)  # names the problem
+    if _LOADED.get(load, (None,))[0] != key:
+        _LOADED[load] = (key, load(path))
+    return _LOADED[load][1]
 
 
 def _run(spec, loss, x, y, config, source, cancelled=bool, keep=bool):

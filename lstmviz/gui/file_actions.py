@@ -308,10 +308,9 @@ class FileActions(QObject):
         read = self._read_before("data", key)
         if read is None:
             try:
-                if spec is None and not targets and _named_inputs(path):
-                    x, y, description = _named_inputs(path)  # a model of several inputs
-                else:
-                    x, y, description = load_data(path, targets)
+                named = _named_inputs(path) if spec is None and not targets else None
+                # a model of several inputs: its first array by name, else x (and y)
+                x, y, description = named or load_data(path, targets)
                 if spec is not None:
                     check_data(spec, x, y, where=path)
             except LstmvizError as exc:
