@@ -174,13 +174,17 @@ def test_a_keras21_model_dropped_or_opened_is_a_model(qtbot, window, errors, ker
                                atol=1e-5)  # fmt: skip
 
 
-def test_lstmviz_gui_runs_a_keras21_model(keras21, tmp_path):
-    folder, _ = keras21
+def gui_runs(tmp_path: Path, *paths) -> None:
+    """`lstmviz gui PATHS --run --screenshot` exits 0 having saved the window."""
     shot = tmp_path / "shot.png"
-    done = cli("gui", folder / "model.h5", folder / "data.npz", "--run", "--screenshot", shot,
-               settings=tmp_path)  # fmt: skip
+    done = cli("gui", *paths, "--run", "--screenshot", shot, settings=tmp_path)
     assert done.returncode == 0, done.stderr
     assert shot.is_file()
+
+
+def test_lstmviz_gui_runs_a_keras21_model(keras21, tmp_path):
+    folder, _ = keras21
+    gui_runs(tmp_path, folder / "model.h5", folder / "data.npz")
 
 
 # ---- TorchScript by content, whatever the name -------------------------------------------------
@@ -313,8 +317,4 @@ def test_a_jit_file_dropped_or_opened_is_a_model(qtbot, bare_window, scripted, m
 
 def test_lstmviz_gui_runs_a_jit_file(scripted, tmp_path):
     folder, _ = scripted
-    shot = tmp_path / "shot.png"
-    done = cli("gui", folder / "tagger.jit", folder / "x.npy", "--run", "--screenshot", shot,
-               settings=tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert shot.is_file()
+    gui_runs(tmp_path, folder / "tagger.jit", folder / "x.npy")
