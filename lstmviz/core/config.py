@@ -336,8 +336,6 @@ def in_python_terms(exc: LstmvizError) -> LstmvizError:
     return exc.worded(keyword)
 
 
-
-
 def _refusal(mode: modes.Mode, name: str, fitting: bool) -> str:
     """Why `mode` refuses the optional field `name` (the run trains a model when `fitting`)."""
     if name == "module":

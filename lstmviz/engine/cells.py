@@ -105,11 +105,11 @@ def cell_sequence(cell: str, args: dict, x, h0, weights: dict, probes, mask=None
     go_backwards). `share`: how many directions run at once (a Bidirectional's two), each on
     its share of the native kernels' threads."""
     kernel, recurrent, bias = weights["kernel"], weights["recurrent_kernel"], weights["bias"]
+    c0 = h0 if c0 is None else c0
     acts = cell_activations(cell, args)
     if mask is not None:  # exactly 0 or 1 from here on, never differentiated
         mask = tf.stop_gradient(tf.cast(tf.not_equal(mask, tf.zeros_like(mask)), x.dtype))
     if cell == "lstm" and fast_lstm(args):
-        c0 = h0 if c0 is None else c0
         h, c, gates = lstm_sequence(x, h0, c0, kernel, recurrent, bias, *probes, mask=mask,
                                     with_gates=True, reverse=backwards, share=share)  # fmt: skip
         return CellRun(h, c, gates, *saturations(acts, None, gates), mask, input_order=backwards)
