@@ -13,6 +13,12 @@ module's current weights and appends a record to the `.lvz` (`lstmviz.io.recordi
 the Keras callback writes and the app follows live). Training goes on exactly as without it:
 the trace runs in eval mode (no dropout) and restores every training flag, reads the weights
 and writes nothing back (the parameters' .grad included), and restores PyTorch's random state.
+
+Under `torch.distributed` (an initialised process group of N > 1 ranks; the module may be
+wrapped in DistributedDataParallel, whose `.module` is traced) every rank makes the recorder
+and calls `step()` alike: each traces its share of the data, rank 0 combines the shares into
+the record one process would compute on the whole batch and alone opens and writes the file
+(`lstmviz.torch.distributed`). An error on any rank is raised on every rank.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from lstmviz.core.errors import LstmvizError
 from lstmviz.io import files
 from lstmviz.io.recording import RecordingWriter, check_replaceable, record_rows
 from lstmviz.io.trace import GradientTrace
+from lstmviz.torch import distributed
 from lstmviz.torch.gradients import Tracer
 
 WHERE = "GradientFlowRecorder"
@@ -39,28 +46,59 @@ class GradientFlowRecorder:
     def __init__(self, module, data, path, every: int = 1, loss_fn=None):
         if isinstance(every, bool) or not isinstance(every, int | np.integer) or every < 1:
             raise LstmvizError(f"{WHERE}: every must be a whole number ≥ 1, got {every!r}")
-        self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
-        check_replaceable(Path(self.path), WHERE)
-        if isinstance(data, tuple) and len(data) == 2:
-            self.x, self.y = data
-        else:
-            self.x, self.y = data, None
-        self.every = int(every)
-        self.tracer = Tracer(module, loss_fn, self.y is not None)
-        self.writer = RecordingWriter(self.path, self.every)
+        self.rank, self.ranks = distributed.world()
+        with distributed.agreed(self.ranks):  # every rank stops, or none
+            self.path = Path(path)
+            if self.rank == 0:  # the one rank that opens the file
+                self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
+                check_replaceable(Path(self.path), WHERE)
+            if isinstance(data, tuple) and len(data) == 2:
+                self.x, self.y = data
+            else:
+                self.x, self.y = data, None
+            self.every = int(every)
+            self.tracer = Tracer(distributed.unwrap(module), loss_fn, self.y is not None)
+            batch = distributed.batch_size(self.x, WHERE) if self.ranks > 1 else 0
+            # each rank's share of the data: [start, stop) of the batch, and every rank's size
+            self.sizes = distributed.shares(batch, self.ranks, WHERE) if self.ranks > 1 else []
+            start = sum(self.sizes[: self.rank])
+            stop = start + (self.sizes[self.rank] if self.sizes else 0)
+            self.shard = (self.x, self.y) if self.ranks == 1 else tuple(
+                distributed.share(d, batch, start, stop) for d in (self.x, self.y))  # fmt: skip
+        self.writer = RecordingWriter(self.path, self.every) if self.rank == 0 else None
         self.steps = 0
+        self._records = 0  # on a rank other than 0, which writes nothing: records made
         given = (("x", self.x), ("y", self.y))
         shapes = ", ".join(f"{n} {list(a.shape)}" for n, a in given if hasattr(a, "shape"))
         self.source = f"{WHERE} data: {shapes}"
 
     @property
     def records(self) -> int:
-        """Records written so far."""
-        return self.writer.records
+        """Records written so far (on a rank other than 0: made with rank 0)."""
+        return self.writer.records if self.writer is not None else self._records
 
-    def trace(self) -> GradientTrace:
-        """Model mode at the module's current weights on the recorder's data."""
-        return self.tracer.trace(self.x, self.y, self.source)
+    def trace(self) -> GradientTrace | None:
+        """Model mode at the module's current weights on the recorder's data. Under
+        torch.distributed every rank calls it: rank 0 gets the whole batch's trace, the
+        others None."""
+        if self.ranks == 1:
+            return self.tracer.trace(self.x, self.y, self.source)
+        trace, error = None, None
+        try:
+            trace = self.tracer.trace(*self.shard, self.source)
+        except Exception as exc:  # the others are told at the gather, then it is raised
+            error = exc
+        parts = distributed.gather(trace, None if error is None else str(error), self.rank,
+                                   self.ranks)  # fmt: skip
+        with distributed.agreed(self.ranks):
+            if error is not None:
+                raise error
+            failed = [(r, p[0]) for r, p in enumerate(parts) if len(p) == 1]
+            if failed:
+                raise LstmvizError(f"rank {failed[0][0]}: {failed[0][1]}")
+            if self.rank == 0:
+                return distributed.combine(parts, self.sizes, WHERE)
+        return None
 
     def step(self, loss=None, epoch: int = 0) -> GradientTrace | None:
         """Count one training step (call it after `optimizer.step()`); every N-th writes a
@@ -69,19 +107,30 @@ class GradientFlowRecorder:
         self.steps += 1
         if self.steps % self.every:
             return None
+        return self.record(self.steps, epoch, loss)
+
+    def record(self, step: int, epoch: int = 0, loss=None) -> GradientTrace | None:
+        """Write a record at training step `step` now (what `step()` does every N-th call;
+        the Lightning callback calls it at the trainer's global step) and return its trace;
+        under torch.distributed every rank calls it, rank 0 writes and gets the trace, the
+        others None."""
         start = time.perf_counter()
         trace = self.trace()
         train_loss = np.nan if loss is None else float(loss.detach() if hasattr(
             loss, "detach") else loss)  # fmt: skip
-        rows = record_rows(trace, self.steps, int(epoch), train_loss,
-                           time.perf_counter() - start, self.tracer.loss_name)  # fmt: skip
-        self.writer.append(rows, trace)
+        with distributed.agreed(self.ranks):  # a failed write stops every rank
+            if self.writer is not None:
+                rows = record_rows(trace, int(step), int(epoch), train_loss,
+                                   time.perf_counter() - start, self.tracer.loss_name)  # fmt: skip
+                self.writer.append(rows, trace)
+        self._records += 1
         return trace
 
     def close(self) -> None:
         """Mark the recording finished (readers and the app see it so); a later `step()`
         appends to it again."""
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
 
     def __enter__(self) -> GradientFlowRecorder:
         return self
