@@ -67,6 +67,11 @@ def add_parser(sub) -> None:
         choices=PANEL_NAMES,
         help="only this panel (repeatable; default: the panels the window shows for the trace)",
     )
+    export.add_argument(
+        "--tensorboard", metavar="LOGDIR",
+        help="TensorBoard event files in LOGDIR: per record, each direction's reach, steps per "
+        "decade and decay per step, the loss, and the panels as images (a trace: one step)",
+    )  # fmt: skip
     export.add_argument("--linear", action="store_true", help="linear axes (default: log)")
     export.add_argument("--normalise", action="store_true", help="divide each row by its max")
     export.add_argument(
@@ -87,8 +92,15 @@ def export_command(args: argparse.Namespace, report: Callable[[str], None]) -> i
     from lstmviz.plots.export import ExportCancelled, ExportError, export
 
     check_flags(args)
-    if not any((args.png, args.svg, args.pdf, args.csv)):
-        raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv")
+    plots = any((args.png, args.svg, args.pdf, args.csv))
+    if not plots and args.tensorboard is None:
+        raise ExportError("nothing to export: give at least one of --png, --svg, --pdf, --csv, "
+                          "--tensorboard")  # fmt: skip
+    board = None
+    if args.tensorboard is not None:  # its folder is checked before anything is written
+        from lstmviz.tensorboard import TensorBoardWriter
+
+        board = TensorBoardWriter(args.tensorboard, "tensorboard")
     progress = Progress("export", after=SILENT_SECONDS, percent=True)
     interrupted = threading.Event()
 
@@ -108,7 +120,7 @@ def export_command(args: argparse.Namespace, report: Callable[[str], None]) -> i
 
     restore = _install_sigint(on_sigint)
     try:
-        written = export(
+        written = [] if not plots else export(
             args.trace,
             png=args.png,
             svg=args.svg,
@@ -121,6 +133,8 @@ def export_command(args: argparse.Namespace, report: Callable[[str], None]) -> i
             view=ViewOptions(log=not args.linear, normalise=args.normalise),
             progress=step,
         )
+        if board is not None and not interrupted.is_set():
+            written = [*written, board.add_file(args.trace)]
     except (ExportCancelled, KeyboardInterrupt) as exc:
         progress.end(ctrl_c=isinstance(exc, KeyboardInterrupt))
         sys.stderr.write("lstmviz: interrupted; nothing written\n")
@@ -130,6 +144,8 @@ def export_command(args: argparse.Namespace, report: Callable[[str], None]) -> i
         raise
     finally:
         restore()
+        if board is not None:
+            board.close()
     progress.end()
     names = ", ".join(str(p) for p in written)
     if interrupted.is_set():  # after the export's last step: every file was complete

@@ -32,6 +32,7 @@ from lstmviz.core.errors import LstmvizError
 from lstmviz.io import files
 from lstmviz.io.recording import RecordingWriter, check_replaceable, record_rows
 from lstmviz.io.trace import GradientTrace
+from lstmviz.tensorboard import TensorBoardWriter
 from lstmviz.torch import distributed
 from lstmviz.torch.gradients import Tracer
 
@@ -41,9 +42,11 @@ WHERE = "GradientFlowRecorder"
 class GradientFlowRecorder:
     """Appends a record to `path` (.lvz) every `every` calls of `step()`. `data`: x, or (x, y),
     held fixed (x as `model_gradients` takes it: a tensor or a tuple of the module's
-    arguments); `loss_fn` as for `model_gradients`."""
+    arguments); `loss_fn` as for `model_gradients`. `tensorboard`: a folder to write each
+    record to as TensorBoard scalars and images as well (`lstmviz.tensorboard`; rank 0 alone),
+    checked here."""
 
-    def __init__(self, module, data, path, every: int = 1, loss_fn=None):
+    def __init__(self, module, data, path, every: int = 1, loss_fn=None, tensorboard=None):
         if isinstance(every, bool) or not isinstance(every, int | np.integer) or every < 1:
             raise LstmvizError(f"{WHERE}: every must be a whole number ≥ 1, got {every!r}")
         self.rank, self.ranks = distributed.world()
@@ -52,6 +55,9 @@ class GradientFlowRecorder:
             if self.rank == 0:  # the one rank that opens the file
                 self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
                 check_replaceable(Path(self.path), WHERE)
+            self.tensorboard = None  # rank 0's TensorBoard writer, when asked for
+            if self.rank == 0 and tensorboard is not None:
+                self.tensorboard = TensorBoardWriter(tensorboard, f"{WHERE} tensorboard")
             if isinstance(data, tuple) and len(data) == 2:
                 self.x, self.y = data
             else:
@@ -123,6 +129,8 @@ class GradientFlowRecorder:
                 rows = record_rows(trace, int(step), int(epoch), train_loss,
                                    time.perf_counter() - start, self.tracer.loss_name)  # fmt: skip
                 self.writer.append(rows, trace)
+                if self.tensorboard is not None:  # a failed write warns; training goes on
+                    self.tensorboard.record(rows, trace, WHERE)
         self._records += 1
         return trace
 
@@ -131,6 +139,8 @@ class GradientFlowRecorder:
         appends to it again."""
         if self.writer is not None:
             self.writer.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
     def __enter__(self) -> GradientFlowRecorder:
         return self
