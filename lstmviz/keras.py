@@ -38,6 +38,7 @@ from lstmviz.engine.model_forward import weight_names
 from lstmviz.io import files
 from lstmviz.io.recording import RecordingWriter, check_replaceable, record_rows
 from lstmviz.io.trace import GradientTrace
+from lstmviz.tensorboard import TensorBoardWriter
 from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec
 from lstmviz.weights.model_files import live_compile_config, spec_from_keras
 
@@ -61,10 +62,13 @@ class GradientFlowCallback(keras.callbacks.Callback):
     said once, in a warning; the callback then records no more and fit goes on. Under
     `tf.distribute` only one replica context writes (Keras
     calls callbacks once per batch, outside the replicas), and under multi-worker training
-    only the chief. `trace()` gives the model trace at the current weights.
+    only the chief. `trace()` gives the model trace at the current weights. `tensorboard`: a
+    folder to write each record to as TensorBoard scalars and images as well
+    (`lstmviz.tensorboard`), checked here.
     """
 
-    def __init__(self, data, path: str | os.PathLike, every: int = 100, loss: str | None = None):
+    def __init__(self, data, path: str | os.PathLike, every: int = 100, loss: str | None = None,
+                 tensorboard: str | os.PathLike | None = None):  # fmt: skip
         super().__init__()
         if not isinstance(data, tuple | list) or len(data) != 2:
             raise LstmvizError(f"{WHERE}: data must be (x, y), got {type(data).__name__}")
@@ -76,6 +80,8 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self.path = files.check_output(path, WHERE, files.RECORDINGS, "recordings")
         check_replaceable(self.path, WHERE)
         self.writer = RecordingWriter(self.path, self.every)
+        self.tensorboard = None if tensorboard is None else TensorBoardWriter(
+            tensorboard, f"{WHERE} tensorboard")  # fmt: skip
         self._target = Path(self.path).absolute()  # where the writer writes (RecordingWriter)
         self._written: tuple[int, int] | None = None  # (device, inode) of the file it wrote
         self._last_step = 0  # the step of the last record
@@ -106,6 +112,8 @@ class GradientFlowCallback(keras.callbacks.Callback):
         interrupted by Ctrl-C, so that the app and readers see it finished. A later fit with
         this callback appends to it again."""
         self.writer.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
     def _end_epoch(self) -> None:
         """Count the epoch's batches as done: at its end, at the end of fit, and at the start
@@ -158,6 +166,8 @@ class GradientFlowCallback(keras.callbacks.Callback):
                            time.perf_counter() - start, live.loss_text)  # fmt: skip
         self.writer.append(rows, trace)
         self._written, self._last_step = _identity(self._target), step
+        if self.tensorboard is not None:  # a failed write warns; training goes on
+            self.tensorboard.record(rows, trace, WHERE)
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         self._end_epoch()
@@ -166,6 +176,8 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self._end_epoch()
         if self._check_file():
             self.writer.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
         if self.writer.records == 0 and self._writes():
             batches = f"{self.step} training batch{'es' * (self.step != 1)}"
             warnings.warn(f"{WHERE}: no record: fit ended after {batches}, before batch "
