@@ -302,8 +302,10 @@ def _run(args: argparse.Namespace) -> int:
     _check_flags(args, config)
     _note_unread(config)
     out = Path(args.out) if args.out else None
+    from lstmviz.engine import native
     from lstmviz.engine.runner import run
 
+    native.library()  # an installed copy's first run builds its kernels, before the progress line
     cancel, keeping = threading.Event(), threading.Event()
     items = run(config, cancel.is_set, keeping.is_set)  # validates, loads files
     return _drive(items, config, args, out, cancel, keeping)

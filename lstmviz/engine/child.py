@@ -47,6 +47,7 @@ from lstmviz.engine.messages import (
     Failed,
     Finish,
     Finished,
+    Notice,
     PackedTrace,
     Pause,
     Paused,
@@ -180,8 +181,10 @@ def serve(connection, folder: str, stop=None) -> None:
     threading.Thread(target=_read, args=(connection, requests, flags), daemon=True).start()
     send = connection.send
     try:
+        from lstmviz.engine import native
         from lstmviz.engine.device import device_description
 
+        native.report_to(lambda text: send(Notice(text)))  # a first run's build of the kernels
         send(Ready(device_description()))
     except Exception as exc:
         send(Broken(describe(exc)))

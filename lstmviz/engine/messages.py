@@ -5,7 +5,8 @@ module imports neither TensorFlow nor Qt (the window's process imports it).
 To the computing process: `Run`, `Verify`, `Save` (requests, answered in the order sent), and
 `Cancel`, `Finish`, `Pause`, `Resume` (applied at once to the run they name), `Close`.
 
-From it: `Ready` once TensorFlow is imported, or `Broken` when it cannot be; per run `Started`,
+From it: `Notice` (a line for the status bar: a first run building the native kernels, before
+`Ready`), `Ready` once TensorFlow is imported, or `Broken` when it cannot be; per run `Started`,
 then `Progress` and `Paused` any number of times, and one of `Finished`, `Cancelled`,
 `Failed`; `Verified` answers a `Verify`, `Saved` a `Save`.
 
@@ -102,6 +103,14 @@ Control = Cancel | Finish | Pause | Resume  # applied at once by the process's r
 
 
 # ---- from the computing process ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line for the window's status bar (`native.report_to`: building the native kernels on
+    an installed copy's first run, and how long it took, or why they are not built)."""
+
+    text: str
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,15 @@ build, load, differentiate.
 On the CPU the taped engine's cost is TensorFlow dispatching some 40 small ops per step of its
 while-loops (a GRU's some 20); each cell's two kernels (SimpleRNN's too, `rnn_kernels.cc`) run
 the forward recurrence and its BPTT as one op each (docs/performance.md; bench/bench.py). They
-are compiled once per machine, TensorFlow version and source by
-`python -m lstmviz.engine.native` (`make install` runs it) with the g++ found on PATH, into
-`lstmviz/engine/_native/` or, when the package is not writable, `~/.cache/lstmviz`. Nothing is
-compiled at run time: when the library is missing, fails to load, a GPU is visible, or
-LSTMVIZ_NATIVE=0, `library()` is None and `cell.lstm_sequence` uses its while-loops, which
-compute the same (tests/test_cell_backends.py checks both against NumPy BPTT); so does
+are compiled once per machine, TensorFlow version and source with the g++ found on PATH (or
+CXX): in a source checkout by `python -m lstmviz.engine.native` (`make install` runs it) into
+`lstmviz/engine/_native/`; in a copy pip installed (a wheel, `pip install .`) by its first run,
+into the user's cache, `~/.cache/lstmviz` (XDG_CACHE_HOME), saying so on stderr and to
+`report_to`'s receivers (the window's status bar) with the time it took, or once, in one line,
+why it could not and how to get them (`_first_build`). When the library is missing, fails to
+load, a GPU is visible, or LSTMVIZ_NATIVE=0, `library()` is None and `cell.lstm_sequence` uses
+its while-loops, which compute the same (tests/test_cell_backends.py checks both against NumPy
+BPTT); so does
 `cells.cell_sequence` for a GRU, and for a GRU of activations the kernels do not compute
 (`gru_native`; tests/test_cells_gru_native.py checks both against Keras), and for a
 SimpleRNN (`rnn_native`, `rnn_sequence`).
@@ -21,6 +24,7 @@ of its own, so switching between them does not rebuild.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -32,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -108,23 +113,66 @@ def library_path() -> Path:
                  platform.machine().encode(), _cpu_model().encode()):  # fmt: skip
         key.update(part)
     name = f"lstm_kernels-{arch()}-{key.hexdigest()[:16]}.so"
-    local = SOURCE.parent / "_native"
-    if os.access(SOURCE.parent, os.W_OK):
-        return local / name
+    if checkout() and os.access(SOURCE.parent, os.W_OK):
+        return SOURCE.parent / "_native" / name
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lstmviz"
     return cache / name
 
 
+def checkout() -> bool:
+    """Whether this package is a source checkout (installed editable: `make install` builds
+    its kernels) rather than a copy pip installed into site-packages (built by its first run,
+    into the user's cache: a copy pip removes or replaces keeps no files of its own)."""
+    return (SOURCE.parents[2] / "pyproject.toml").is_file()
+
+
+def compiler() -> str | None:
+    """The C++ compiler's path: CXX (None when it names no program found), else g++ or c++
+    on PATH."""
+    named = os.environ.get("CXX", "").strip()
+    if named:
+        return shutil.which(named)
+    return shutil.which("g++") or shutil.which("c++")
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold `folder`'s build lock (the folder itself, locked: no lock file to leave behind):
+    one process builds, a concurrent first run waits for it and then finds the library
+    (where there is no fcntl, the atomic rename alone keeps the library whole)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
 def build(verbose: bool = False) -> Path:
     """Compile the kernels unless already built; return the library's path. Raises
-    RuntimeError naming the problem (no compiler, compiler errors)."""
+    RuntimeError naming the problem (no compiler, compiler errors). Processes building at
+    once build one library: the others wait for it (`_locked`)."""
     target = library_path()
     if target.exists():
         return target
-    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        raise RuntimeError("no C++ compiler (g++) on PATH")
+    found = compiler()
+    if found is None:
+        raise RuntimeError(f"no C++ compiler: {os.environ.get('CXX') or 'g++'} not found")
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target.parent):
+        if not target.exists():  # else built by another process meanwhile
+            _compile(found, target, verbose)
+    _failed(target).unlink(missing_ok=True)
+    return target
+
+
+def _compile(compiler: str, target: Path, verbose: bool) -> None:
+    """Compile and link the kernels into `target`."""
     # Each source compiled by a g++ of its own, at once (most of the time is parsing
     # TensorFlow's headers, once per source), then linked under a temporary name and renamed:
     # a concurrent build or an interrupted one never leaves a half-written library where a
@@ -144,13 +192,14 @@ def build(verbose: bool = False) -> Path:
         _run(compiler, compiles, Path(work))
         _run(compiler, [link], Path(work))
         os.replace(partial, target)
-    # Other sources or TensorFlow versions for this -march; other -march builds stay, so
-    # that switching LSTMVIZ_NATIVE_ARCH does not rebuild.
+    if target.parent != SOURCE.parent / "_native":
+        return  # the user's cache serves every installed copy: each keeps its own
+    # A checkout's libraries of other sources or TensorFlow versions for this -march; other
+    # -march builds stay, so that switching LSTMVIZ_NATIVE_ARCH does not rebuild.
     legacy = target.parent.glob("lstm_kernels-" + "?" * 16 + ".so")  # names without -march
     for old in [*target.parent.glob(f"lstm_kernels-{arch()}-*.so"), *legacy]:
         if old != target:
             old.unlink(missing_ok=True)
-    return target
 
 
 def _run(compiler: str, commands: list[list[str]], work: Path) -> None:
@@ -206,6 +255,70 @@ def build_description() -> str:
     return f"-march={arch()}: {described().decode()}"
 
 
+# How much faster a taped run is on the kernels than on the while-loops (docs/performance.md:
+# 0.52× Keras against 1.05× on two cores).
+SPEEDUP = "about 2× faster"
+
+
+def _stderr(text: str) -> None:
+    print(f"lstmviz: {text}", file=sys.stderr, flush=True)
+
+
+# Who hears about a first run's build: stderr, and whoever `report_to` adds.
+_receivers: list[Callable[[str], None]] = [_stderr]
+
+
+def report_to(receiver: Callable[[str], None]) -> None:
+    """Also say to `receiver` (one line of text each time) what a first run's build does:
+    the window's computing process sends it to the status bar (`messages.Notice`)."""
+    _receivers.append(receiver)
+
+
+def _say(text: str) -> None:
+    for receiver in _receivers:
+        receiver(text)
+
+
+def _failed(target: Path) -> Path:
+    """Where a failed first-run build of `target` keeps its error: later runs do not try
+    again (`python -m lstmviz.engine.native` does)."""
+    return target.with_name(target.name + ".failed")
+
+
+def _first_build(target: Path) -> str:
+    """An installed copy's first run: build the kernels into `target` (the user's cache),
+    saying so and how long it took. Returns "" once built, else why not (said once, in one
+    line, with what the kernels would bring and how to get them). A checkout is built by
+    `make install`: nothing is compiled at run time there."""
+    if checkout():
+        return "native kernels not built: make install"
+    found, failed = compiler(), _failed(target)
+    if found is None:
+        reason = f"no C++ compiler: {os.environ.get('CXX') or 'g++'} not found"
+        remedy = "install g++ (Debian/Ubuntu: apt install g++) and run again"
+    elif failed.exists():
+        reason = f"their build failed: {failed.read_text(errors='replace').strip()}"
+        remedy = "python -m lstmviz.engine.native -v builds them again and shows the commands"
+    else:
+        _say(f"building the native kernels for this CPU, once ({SPEEDUP} than the "
+             f"while-loops; about a minute of {Path(found).name})…")  # fmt: skip
+        start = time.perf_counter()
+        try:
+            build()
+        except (RuntimeError, OSError) as error:
+            with contextlib.suppress(OSError):
+                failed.write_text(f"{error}\n")
+            reason = f"their build failed: {error}"
+            remedy = "python -m lstmviz.engine.native -v shows the compiler's commands"
+        else:
+            _say(f"native kernels built in {time.perf_counter() - start:.0f} s, cached in "
+                 f"{target.parent}")  # fmt: skip
+            return ""
+    _say(f"the native kernels ({SPEEDUP}) are not built ({reason}): {remedy}; the "
+         "TensorFlow while-loops run meanwhile (same results)")  # fmt: skip
+    return reason
+
+
 @functools.cache
 def _load():
     if os.environ.get("LSTMVIZ_NATIVE", "1") == "0":
@@ -216,8 +329,8 @@ def _load():
         path = library_path()
     except RuntimeError as error:  # a malformed LSTMVIZ_NATIVE_ARCH
         return None, f"TensorFlow while-loops ({error})"
-    if not path.exists():
-        return None, "TensorFlow while-loops (native kernels not built: make install)"
+    if not path.exists() and (reason := _first_build(path)):
+        return None, f"TensorFlow while-loops ({reason})"
     try:
         module = tf.load_op_library(str(path))
         interrupt.register(str(path))

@@ -136,6 +136,7 @@ class MainWindow(QMainWindow):
         self.worker.ready.connect(self._on_ready)
         self.worker.failed.connect(self._on_worker_failed)
         self.worker.crashed.connect(lambda text: self.show_error("Computing process ended", text))
+        self.worker.notice.connect(self.message.setText)  # building the native kernels
         self.worker.verified.connect(self.verifier.on_verified)
         self.worker.saved.connect(self.files.on_saved)
         self.state.started.connect(self.run_view.on_started)

@@ -82,6 +82,7 @@ class Worker(QThread):
     paused = Signal(int, int)  # run id, units done: the process holds the run
     saved = Signal(int, str, str)  # request id, path written (or ""), error message (or "")
     crashed = Signal(str)  # the process ended unexpectedly with nothing in flight: how
+    notice = Signal(str)  # a line for the status bar (the native kernels built on a first run)
 
     def __init__(self, engine: Callable | None = None) -> None:
         super().__init__()
@@ -275,6 +276,8 @@ class Worker(QThread):
             if not self._announced:
                 self._announced = True
                 self.ready.emit(message.device)
+        elif isinstance(message, m.Notice):
+            self.notice.emit(message.text)
         elif isinstance(message, m.Broken):
             self._broken = message.message
         elif isinstance(message, m.Started):
