@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import random
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -91,6 +92,9 @@ class GradientFlowCallback(keras.callbacks.Callback):
         self._steps_before = 0  # training batches of the epochs (and fits) finished
         self._steps_in_epoch = 0
         self._next = self.every  # the step of the next record
+        self._said_multiworker = _keras3_multiworker()  # Keras 3 cannot fit there: said once
+        if self._said_multiworker:
+            warnings.warn(MULTIWORKER, stacklevel=2)
 
     @property
     def records(self) -> int:
@@ -137,6 +141,9 @@ class GradientFlowCallback(keras.callbacks.Callback):
         if self._written is None:  # a file put at the path since the callback was made
             check_replaceable(self._target, WHERE)
         self._check_file()
+        if not self._said_multiworker and _keras3_multiworker(self.model):
+            self._said_multiworker = True
+            warnings.warn(MULTIWORKER, stacklevel=2)
         # A model or data it cannot run fails before the first batch; a model that only its
         # first batch builds (no keras.Input) at the first record.
         if self.model.built:
@@ -240,6 +247,47 @@ def _compiled_loss_key(model) -> str:
     config = live_compile_config(model)
     return json.dumps([config.get("loss"), config.get("loss_weights")], sort_keys=True,
                       default=repr)  # fmt: skip
+
+
+# Keras 3 (3.15 on TensorFlow 2.21) cannot fit under a MultiWorkerMirroredStrategy of several
+# workers, with or without lstmviz (keras-team/keras#20585). A model made in the strategy's
+# scope fails before any callback runs ("ValueError: Attempt to convert a value (PerReplica:{…})
+# with an unsupported type … to a Tensor"), so the callback says it when it is made; one made
+# outside and fit in the scope reaches `on_train_begin`, and fails after it.
+MULTIWORKER = (f"{WHERE}: Keras {keras.__version__} cannot fit under a multi-worker "
+               "MultiWorkerMirroredStrategy (its fit fails on a PerReplica value, with or without "
+               "lstmviz: keras-team/keras#20585); tf_keras can (TF_USE_LEGACY_KERAS=1), and the "
+               "callback records there, on the chief")  # fmt: skip
+
+
+def _keras3_multiworker(model=None) -> bool:
+    """Whether a Keras 3 fit is to run under a multi-worker MultiWorkerMirroredStrategy:
+    `model` a Keras 3 model whose strategy (or the scope fit runs in) is one of several
+    workers; without a model, as the callback is made, TF_CONFIG names several workers and no
+    parameter server, and tf_keras (whose models fit there) is not loaded."""
+    if int(keras.__version__.split(".")[0]) < 3:
+        return False
+    if model is None:
+        try:
+            cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+            workers = len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+        except (ValueError, AttributeError, TypeError):
+            return False
+        return workers > 1 and "ps" not in cluster and "tf_keras" not in sys.modules
+    if not isinstance(model, keras.Model):
+        return False  # tf_keras's
+    kinds = (tf.distribute.MultiWorkerMirroredStrategy,
+             tf.distribute.experimental.MultiWorkerMirroredStrategy)  # fmt: skip
+    strategy = getattr(model, "distribute_strategy", None)
+    if not isinstance(strategy, kinds):
+        strategy = tf.distribute.get_strategy()  # fit inside the strategy's scope
+    if not isinstance(strategy, kinds):
+        return False
+    try:
+        cluster = strategy.cluster_resolver.cluster_spec()
+        return sum(cluster.num_tasks(job) for job in cluster.jobs if job in ("chief", "worker")) > 1
+    except (AttributeError, ValueError, TypeError):
+        return True
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
