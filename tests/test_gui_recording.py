@@ -408,3 +408,26 @@ def test_the_faded_legend_says_how_many_earlier_records_it_leaves_out(qtbot):
     panel.set_view(3, None)  # record 4: its 3 earlier ones, every one drawn
     assert panel.faded_records == [0, 1, 2]
     assert "3 earlier records (faded)" in [text.text for _, text in panel.legend.items]
+
+
+@pytest.mark.parametrize(("model_source", "inputs_source", "trainer"), [
+    ("keras.Model 'tokens' (3 layers)", "GradientFlowCallback data: x [8, 7]", "Keras"),
+    ("PyTorch module Net", "GradientFlowRecorder data: x [8, 7]", "PyTorch"),
+    ("PyTorch module Net", "lstmviz.lightning.GradientFlowCallback data: x [8, 7]", "Lightning"),
+    ("", "", "Keras"),  # a recording of a version that named no source
+])  # fmt: skip
+def test_the_loss_legend_names_what_trained_the_model(qtbot, model_source, inputs_source,
+                                                      trainer):  # fmt: skip
+    """The training loss's legend entry names what reported it: Keras's fit, a PyTorch loop or
+    Lightning, as the recording's `model_source` and `inputs_source` say."""
+    from lstmviz.plots.record_panels import RecordLossPanel
+
+    arrays = {"step": np.array([5, 10]), "epoch": np.zeros(2, np.int64),
+              "loss": np.array([0.7, 0.6]), "train_loss": np.array([0.8, 0.65]),
+              "model_source": np.array(model_source),
+              "inputs_source": np.array(inputs_source)}  # fmt: skip
+    panel = RecordLossPanel()
+    qtbot.addWidget(panel)
+    panel.draw(arrays, None)
+    texts = [text.text for _, text in panel.legend.items]
+    assert texts == ["recorded data", f"training ({trainer})"]

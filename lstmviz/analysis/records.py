@@ -123,9 +123,20 @@ def record_text(arrays: Arrays, record: int) -> str:
 
 
 def has_train_loss(arrays: Arrays) -> bool:
-    """Whether Keras reported a training loss at any record."""
+    """Whether the training (Keras's fit, a PyTorch loop) reported a loss at any record."""
     train = arrays.get("train_loss")
     return train is not None and bool(np.isfinite(np.asarray(train, np.float64)).any())
+
+
+def trained_by(arrays: Arrays) -> str:
+    """What trained the model a recording follows, as its writer named it in `model_source`
+    and `inputs_source`: "Lightning" where either names it, "PyTorch" for a PyTorch module
+    ("PyTorch module …"), else "Keras" (the fit callback's, and recordings older than the
+    PyTorch recorder)."""
+    model, data = (str(arrays.get(key, "")) for key in ("model_source", "inputs_source"))
+    if "lightning" in f"{model} {data}".lower():
+        return "Lightning"
+    return "PyTorch" if model.startswith("PyTorch") else "Keras"
 
 
 def recording_summary(arrays: Arrays, sources: bool = True) -> str:

@@ -29,6 +29,7 @@ from lstmviz.analysis.records import (
     record_text,
     step_ticks,
     steps_of,
+    trained_by,
     window_norms,
 )
 from lstmviz.analysis.summary import fmt
@@ -268,7 +269,8 @@ class RecordLossPanel(RecordChoice, LegendPanel):
             self.train.setSymbolBrush("#1f77b4")
         # short labels (the axis says "loss"): the legend fits the panel's narrow width
         legend = [(self.loss, "recorded data")]
-        self.set_legend(legend + [(self.train, "training (Keras)")] if train else legend)
+        trainer = f"training ({trained_by(a)})"  # the loss fit or the training loop reported
+        self.set_legend(legend + [(self.train, trainer)] if train else legend)
         s = self.shown_record()
         if s >= 0:
             self.mark.setValue(self.steps[s])
