@@ -207,6 +207,7 @@ FLOORS = {
     "engine": 3,  # TensorFlow: the modes' computations
     "torch": 3,  # PyTorch modules and programs
     "keras": 3,  # the Keras fit callback (lstmviz.keras), on top of engine/model
+    "lightning": 3,  # the Lightning callback (lstmviz.lightning), on top of torch/
     "tensorboard": 3,  # lstmviz.tensorboard: records as TensorBoard scalars and images
     "analysis": 3,  # NumPy reductions: what the panels, the summary and a diagnosis show
     "plots": 4,  # pyqtgraph: the panels and the offscreen figure, export

@@ -1,0 +1,60 @@
+"""One rank of a plain torch.distributed run (gloo, no Lightning): DDP trains `Net` four steps,
+each rank on its own batches, with a GradientFlowRecorder recording every second step.
+Started once per rank by tests/test_torch_distributed.py with RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT set; argument: the output folder.
+
+Rank 0 records into OUT/run.lvz; rank 1 is given a path in a folder that does not exist, which
+it never opens. Afterwards the refusals (a probe batch smaller than the ranks; rank 0's path
+in a missing folder), and rank 0 saves model mode of the final weights on the whole probe
+batch (OUT/reference.npz). Each rank writes what it saw to OUT/rank{r}.json."""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from tests.helpers.distributed_models import Net, data, probe
+
+
+def main(out: Path) -> None:
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    from lstmviz.core.errors import LstmvizError
+    from lstmviz.torch import GradientFlowRecorder, model_gradients
+
+    torch.manual_seed(0)
+    model = Net()
+    ddp = nn.parallel.DistributedDataParallel(model)
+    x, y = probe()
+    path = out / "run.lvz" if rank == 0 else Path("/no-such-folder/run.lvz")
+    recorder = GradientFlowRecorder(ddp, (x, y), path, every=2, loss_fn="mse")
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.5)
+    train_x, train_y = data(8, seed=2 + rank)
+    traces = []
+    for step in range(4):
+        optimizer.zero_grad()
+        batch = slice(2 * step, 2 * step + 2)
+        loss = nn.functional.mse_loss(ddp(train_x[batch]), train_y[batch])
+        loss.backward()
+        optimizer.step()
+        traces.append(recorder.step(loss))
+    recorder.close()
+    seen = {"records": recorder.records, "traces": [t is not None for t in traces]}
+    missing = out / "missing" / "run.lvz" if rank == 0 else path
+    for name, given, where in (("small", (x[:1], y[:1]), path), ("unwritable", (x, y), missing)):
+        try:
+            GradientFlowRecorder(ddp, given, where, every=1, loss_fn="mse")
+            seen[name] = None
+        except LstmvizError as exc:
+            seen[name] = str(exc)
+    if rank == 0:
+        model_gradients(model, x, y, "mse").save(out / "reference.npz")
+    (out / f"rank{rank}.json").write_text(json.dumps(seen))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

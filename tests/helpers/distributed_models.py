@@ -1,0 +1,92 @@
+"""What the distributed tests share: a tiny recurrent model (two bidirectional LSTM layers →
+Linear on the last step: four directions), its LightningModule, fixed data, and how to start
+processes that meet on loopback (`tests/test_lightning.py`, `tests/test_torch_distributed.py`;
+the scripts `lightning_ddp.py` and `ddp_recorder.py` beside this file).
+
+Sizes: T = 5 steps of I = 3 inputs, H = 4 units; the probe batch B = 5 (split 3 + 2 over two
+ranks: unequal shares, so a share's gradients wrongly scaled or put together show)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[2]
+HELPERS = Path(__file__).resolve().parent
+STEPS, INPUTS, UNITS, PROBE = 5, 3, 4, 5
+
+
+class Net(nn.Module):
+    """x [B, T, I] → y [B, 1]."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(INPUTS, UNITS, num_layers=2, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(2 * UNITS, 1)
+
+    def forward(self, x):
+        return self.out(self.lstm(x)[0][:, -1])
+
+
+def data(samples: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x [samples, T, I], y [samples, 1]), the same for a seed in every process."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(samples, STEPS, INPUTS, generator=generator)
+    return x, x.sum((1, 2))[:, None] / 4
+
+
+def probe() -> tuple[torch.Tensor, torch.Tensor]:
+    return data(PROBE, seed=1)
+
+
+def lightning_module():
+    """A LightningModule around a fresh `Net` (seeded: the same weights in every process)."""
+    import lightning.pytorch as pl
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = Net()
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.mse_loss(self(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.5)
+
+    return Module()
+
+
+def loader(samples: int = 16):
+    """Training data in batches of 2, in order (a DDP run shares it out by rank)."""
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*data(samples, seed=2)),
+                                       batch_size=2)  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """The environment of a process a test starts: this checkout importable, the ranks
+    meeting on loopback, one thread each (two ranks share two cores)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MASTER_ADDR="127.0.0.1",
+               GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONWARNINGS="ignore")  # fmt: skip
+    env.update(extra)
+    return env
+
+
+PYTHON = sys.executable
