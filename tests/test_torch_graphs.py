@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from lstmviz.torch import model_gradients  # noqa: E402
+from lstmviz.engine import native  # noqa: E402
+from lstmviz.torch import fused, model_gradients  # noqa: E402
 from tests.helpers.torch_graph_reference import Reference  # noqa: E402
 from tests.helpers.torch_reference import assert_close  # noqa: E402
 
@@ -25,9 +26,11 @@ class Seq2Seq(nn.Module):
     """Encoder nn.LSTM over the source; decoder nn.LSTM stepped once per target token from the
     encoder's (h_n, c_n), (h, c) handed on, teacher forcing; a Linear head on every step.
     `bridge`: the decoder's h0 is tanh(Linear(h_n)) (no hand-over by identity: no link, but
-    the gradient still flows back)."""
+    the gradient still flows back). `read`: what the head and the next step take — "output"
+    (the decoder's output), "state" (its h_n: a state gradient between calls) or "fed" (each
+    step's input adds the previous step's output: an input that depends on the call before)."""
 
-    def __init__(self, layers: int = 1, bridge: bool = False):
+    def __init__(self, layers: int = 1, bridge: bool = False, read: str = "output"):
         super().__init__()
         self.src = nn.Embedding(V, I)
         self.tgt = nn.Embedding(V, I)
@@ -35,6 +38,7 @@ class Seq2Seq(nn.Module):
         self.decoder = nn.LSTM(I, H, num_layers=layers, batch_first=True)
         self.bridge = nn.Linear(H, H) if bridge else None
         self.head = nn.Linear(H, V)
+        self.read = read
 
     def forward(self, src, tgt_in):
         _, (h, c) = self.encoder(self.src(src))
@@ -42,9 +46,13 @@ class Seq2Seq(nn.Module):
             h = torch.tanh(self.bridge(h))
         emb = self.tgt(tgt_in)
         logits = []
+        out = None
         for t in range(tgt_in.shape[1]):
-            out, (h, c) = self.decoder(emb[:, t : t + 1], (h, c))
-            logits.append(self.head(out[:, 0]))
+            step = emb[:, t : t + 1]
+            if self.read == "fed" and out is not None:
+                step = step + 0.5 * out[..., :I]
+            out, (h, c) = self.decoder(step, (h, c))
+            logits.append(self.head(h[-1] if self.read == "state" else out[:, 0]))
         return torch.stack(logits, 1)  # [B, TARGET, V]
 
 
@@ -75,12 +83,24 @@ def tokens(seed: int):
     return src, tgt[:, :-1], tgt[:, 1:]
 
 
-@pytest.mark.parametrize("layers", [1, 2], ids=["one-layer", "two-layer-decoder"])
-def test_a_seq2seq_decoder_stepped_per_token_is_one_direction_linked_to_its_encoder(layers):
+@pytest.mark.parametrize(
+    "layers, read, runs",
+    [(1, "output", [TARGET]), (2, "output", [TARGET]), (2, "state", []), (1, "fed", [])],
+    ids=["one-layer", "two-layer-decoder", "head-reads-the-state", "output-fed-back"],
+)
+def test_a_seq2seq_decoder_stepped_per_token_is_one_direction_linked_to_its_encoder(
+    layers, read, runs, monkeypatch
+):
+    """`runs`: the decoder's steps have one backward (fused.backward_run) only where nothing
+    PyTorch computes between them takes a gradient from them."""
     torch.manual_seed(layers)
-    net = Seq2Seq(layers)
+    net = Seq2Seq(layers, read=read)
     src, tgt_in, y = tokens(layers)
+    ran, backward_run = [], fused.backward_run
+    monkeypatch.setattr(fused, "backward_run", lambda c, *a: ran.append(len(c)) or backward_run(
+        c, *a))  # fmt: skip
     trace = model_gradients(net, (src, tgt_in), y, sequence_xent)
+    assert ran == (runs if native.library() is not None else [])
     ref = Reference(net)
     assert trace.loss == pytest.approx(ref.run((src, tgt_in), y, sequence_xent), rel=1e-5)
     enc = [f"encoder/l{k}" for k in range(layers)]

@@ -24,7 +24,9 @@ import numpy as np
 _STEPS = ("h", "c", "grad_h_total", "grad_c_total", "grad_h_direct", "norm_h_total",
           "norm_h_direct", "norm_c_total")  # fmt: skip
 _GATE_STEPS = ("gates_mean", "gates_saturated")  # [G, T]
-_SUMS = ("grad_kernel", "grad_recurrent_kernel", "grad_bias")
+# summed over the calls; a run of calls with one backward (fused.backward_run) has them in its
+# last call only
+SUMS = ("grad_kernel", "grad_recurrent_kernel", "grad_bias")
 _MEANS = ("gates_unit_mean", "gates_saturated_diagnosis")  # over the unmasked (t, b)
 
 
@@ -88,9 +90,10 @@ def join(chain: Chain, calls: list, results: list) -> dict[str, np.ndarray]:
     for key in _GATE_STEPS:
         if key in first:
             one[key] = np.concatenate([p[key] for p in parts], 1)
-    for key in _SUMS:
-        if key in first:
-            one[key] = np.sum([p[key] for p in parts], 0, dtype=first[key].dtype)
+    for key in SUMS:
+        found = [p[key] for p in parts if key in p]
+        if found:
+            one[key] = np.sum(found, 0, dtype=found[0].dtype)
     weights = np.array([samples(calls[n]) for n in chain.calls], np.float64)
     for key in _MEANS:
         if key in first:

@@ -33,6 +33,7 @@ from lstmviz.engine.cell import input_projection
 from lstmviz.engine.cells import cell_activations, saturations
 from lstmviz.engine.model_forward import Direction, _side_by_side, gate_activity
 from lstmviz.engine.tfload import tf
+from lstmviz.torch.chains import SUMS
 
 _FORWARD: dict[tuple, _Compiled] = {}
 _BACKWARD: dict[tuple, _Compiled] = {}
@@ -133,6 +134,81 @@ def backward(call, given: list, chain: list | None):
         row |= {name: np.asarray(value) for name, value in saved.stats[k].items()}
         results.append(row)
     return results, _torch(dx), _torch(dh0), _torch(dc0) if lstm else None
+
+
+def joins(before, call) -> bool:
+    """Whether `call`, continuing the state of `before`, can have one backward with it
+    (`backward_run`): both ran on the native kernels as one sequence of the same module
+    (one direction per layer, every sequence at full length)."""
+    if before.saved is None or call.saved is None or call.saved.key != before.saved.key:
+        return False
+    return call.directions == 1 and call.layout.rows is None and before.layout.rows is None
+
+
+def backward_run(calls: list, given: list, chain: list | None):
+    """`backward` of a run of calls that `joins` one to the next, as one sequence: the ops run
+    once over all their steps (a decoder stepping its LSTM once per token: one backward of T
+    steps, not T of one). `given` per call as for `backward`; every call's final state but the
+    last's must have had no gradient from PyTorch (it only goes on into the next call), else
+    the caller runs them one by one. Returns, per call, its directions and dL/dx [T_n, B, I]
+    (the weight gradients of the whole run in the last call's rows, missing from the others),
+    and dL/dh_0 (, dL/dc_0) of the run's first call."""
+    lstm = calls[0].kind == "lstm"
+    saved = [call.saved for call in calls]
+    outputs = []
+    for call, grads in zip(calls, given, strict=True):
+        value = grads[0]  # a cell's h′, a module's output: the direct gradient of its steps
+        if value is not None and not call.cell:
+            value = call.layout.to_time(value)
+        elif value is not None:
+            value = value[None]
+        outputs.append(value)
+    steps = [int(s.x.shape[0]) for s in saved]
+    if all(v is None for v in outputs):
+        d_out = None
+    else:
+        like = next(v for v in outputs if v is not None)
+        d_out = torch.cat([like.new_zeros(n, *like.shape[1:]) if v is None else v
+                           for v, n in zip(outputs, steps, strict=True)])  # fmt: skip
+    last = given[-1]
+    states = [None, last[1] if lstm else None] if calls[-1].cell else list(last[1:]) + [None]
+    chain = [None, None] if chain is None else [*chain, None]
+    parts = [d_out, states[0], states[1] if lstm else None, chain[0], chain[1] if lstm else None]
+    present = tuple(p is not None for p in parts)
+    first = saved[0]
+    key = (*first.key, False, present)
+    if key not in _BACKWARD:
+        _BACKWARD[key] = _Compiled(_backward(*key))
+
+    def joined(values):
+        return tf.concat(values, 0)
+
+    inputs = [joined([s.inputs[k] for s in saved]) for k in range(len(first.inputs))]
+    kept = [tuple(joined([s.directions[k][j] for s in saved]) for j in range(len(one)))
+            for k, one in enumerate(first.directions)]  # fmt: skip
+    named, dx, dh0, dc0 = _BACKWARD[key](
+        joined([s.x for s in saved]), first.h0, first.c0, first.weights, inputs, kept,
+        [_tf(p) for p in parts if p is not None], ())  # fmt: skip
+    named = [{name: np.asarray(value) for name, value in one.items()} for one in named]
+    dx = _torch(dx)
+    results, dxs, at = [], [], 0
+    for n, one in enumerate(saved):
+        end = at + steps[n]
+        rows = []
+        for k, whole in enumerate(named):
+            row = {name: value[at:end] for name, value in whole.items() if name not in SUMS}
+            if n == len(saved) - 1:
+                row |= {name: whole[name] for name in SUMS}
+            row["h"] = np.asarray(one.directions[k][0])
+            if lstm:
+                row["c"] = np.asarray(one.directions[k][1])
+            row |= {name: np.asarray(value) for name, value in one.stats[k].items()}
+            rows.append(row)
+        results.append(rows)
+        dxs.append(dx[at:end])
+        at = end
+    return results, dxs, _torch(dh0), _torch(dc0) if lstm else None
+
 
 
 class _Compiled:

@@ -41,6 +41,7 @@ from lstmviz.torch import fused
 from lstmviz.torch.capture import WHERE, Call, capture
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
+from lstmviz.torch.runs import runs
 
 # name -> (loss, per-sample loss with reduction="none" reduced to [B])
 LOSSES: dict[str, Callable] = {
@@ -115,7 +116,8 @@ def _backward(
     them) and dL/d input of the first direction [T_0, B, I] (its calls' inputs in call
     order), from the loss `value`. Calls run from the last to the first: each one's dL/d input
     and dL/d(initial state) go back through PyTorch into the outputs of the calls before it,
-    except a chain's hand-over, which is the earlier call's state cotangent (`d_chain`)."""
+    except a chain's hand-over, which is the earlier call's state cotangent (`d_chain`). A run
+    of calls (`runs`) has one backward, at its last call."""
     targets = [t for call in calls for t in call.outputs]
     spans, at = [], 0
     for call in calls:
@@ -129,26 +131,39 @@ def _backward(
     chained: list[list[torch.Tensor] | None] = [None] * len(calls)
     results: list = [None] * len(calls)
     dxs: dict[int, np.ndarray] = {}
+    joined = runs(calls, grads, spans)
+    inside = {m for run in joined.values() for m in run[:-1]}
     for n in range(len(calls) - 1, -1, -1):
-        call = calls[n]
-        start, end = spans[n]
-        results[n], dx, dh0, dc0 = _call_gradients(call, grads[start:end], chained[n])
-        dxs[n] = _numpy(dx)
-        states = [dh0] + ([] if dc0 is None else [dc0])
+        if n in inside:  # its run's backward ran at the run's last call
+            continue
+        run = joined.get(n, [n])
+        if len(run) > 1:
+            given = [grads[slice(*spans[m])] for m in run]
+            rows, dx_run, dh0, dc0 = fused.backward_run([calls[m] for m in run], given,
+                                                        chained[n])  # fmt: skip
+        else:
+            one, dx, dh0, dc0 = _call_gradients(calls[n], grads[slice(*spans[n])], chained[n])
+            rows, dx_run = [one], [dx]
         outputs, cotangents = [], []
-        if call.source.requires_grad:
-            outputs.append(call.source)
-            cotangents.append(call.layout.from_time(dx.to(call.source.dtype)))
-        if call.chained_from is not None:  # the recurrence goes on into the earlier call
-            m = call.chained_from
+        for m, one, dx in zip(run, rows, dx_run, strict=True):
+            results[m], dxs[m] = one, _numpy(dx)
+            if calls[m].source.requires_grad:
+                outputs.append(calls[m].source)
+                cotangents.append(calls[m].layout.from_time(dx.to(calls[m].source.dtype)))
+        head = calls[run[0]]
+        states = [dh0] + ([] if dc0 is None else [dc0])
+        if head.chained_from is not None:  # the recurrence goes on into the earlier call
+            m = head.chained_from
             chained[m] = states if chained[m] is None else [
                 a + b for a, b in zip(chained[m], states, strict=True)]  # fmt: skip
         else:
-            for tensor, d in zip(call.hx, states, strict=False):
+            for tensor, d in zip(head.hx, states, strict=False):
                 if tensor.requires_grad:
                     outputs.append(tensor)
-                    cotangents.append((d[0] if call.cell else d).to(tensor.dtype))
-        below = list(range(start)) + [first_at[m] for m in firsts if m < n]
+                    cotangents.append((d[0] if head.cell else d).to(tensor.dtype))
+        members = set(run)
+        below = [i for m in range(n) if m not in members for i in range(*spans[m])]
+        below += [first_at[m] for m in firsts if m < n and m not in members]
         if not outputs or not below:
             continue
         more = torch.autograd.grad(outputs, [wanted[i] for i in below], cotangents,
