@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml
 $(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc lstmviz/engine/gru_kernels.cc \
 		lstmviz/engine/rnn_kernels.cc lstmviz/engine/step_norms.cc lstmviz/engine/gate_stats.cc \
 		lstmviz/engine/panel_gemm.h lstmviz/engine/kernel_common.h lstmviz/engine/cell_activations.h \
+		lstmviz/engine/gate_sums.h \
 		lstmviz/engine/native.py
 	$(PY) -m lstmviz.engine.native
 	touch $(NATIVE)

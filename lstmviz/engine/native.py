@@ -301,7 +301,7 @@ def _first_build(target: Path) -> str:
         remedy = "python -m lstmviz.engine.native -v builds them again and shows the commands"
     else:
         _say(f"building the native kernels for this CPU, once ({SPEEDUP} than the "
-             f"while-loops; about a minute of {Path(found).name})…")  # fmt: skip
+             f"while-loops; a minute or two of {Path(found).name})…")  # fmt: skip
         start = time.perf_counter()
         try:
             build()
