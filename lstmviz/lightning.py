@@ -72,6 +72,9 @@ class GradientFlowCallback(Callback):
         extra = {} if self.tensorboard is None else {"tensorboard": self.tensorboard}
         self.recorder = GradientFlowRecorder(pl_module, self.probe, self.path, every=self.every,
                                              loss_fn=self.loss_fn, **extra)  # fmt: skip
+        # the recording's inputs_source names Lightning (the app's legend says what trained)
+        shapes = self.recorder.source.partition(" data: ")[2]
+        self.recorder.source = f"Lightning {WHERE} data: {shapes}"
 
     def on_train_start(self, trainer, pl_module) -> None:
         """Where this fit starts (a resumed fit's global step is known from here on): append

@@ -14,6 +14,7 @@ pytest.importorskip("lightning")
 import lightning.pytorch as pl  # noqa: E402
 
 import lstmviz  # noqa: E402
+from lstmviz.analysis.records import trained_by  # noqa: E402
 from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.io.trace import GradientTrace  # noqa: E402
 from tests.helpers.distributed_models import (  # noqa: E402
@@ -47,6 +48,10 @@ def test_ddp_last_record_is_the_whole_batch_model_trace(ddp_run):
     recording = lstmviz.load_recording(ddp_run / "run.lvz")
     compare(recording, GradientTrace.load(ddp_run / "reference.npz"))
     assert recording.finished
+    # the whole probe batch's shapes, and the app's legend says Lightning trained it
+    assert str(recording.inputs_source) == (
+        "Lightning GradientFlowCallback data: x [5, 5, 3], y [5, 1]")  # fmt: skip
+    assert trained_by(recording.arrays) == "Lightning"
 
 
 @pytest.mark.slow
@@ -151,6 +156,8 @@ def test_tensorboard_is_handed_to_the_recorder(monkeypatch, tmp_path):
     made = {}
 
     class Recorder:
+        source = "GradientFlowRecorder data: x [5, 5, 3]"
+
         def __init__(self, module, data, path, **kwargs):
             made.update(kwargs)
 
