@@ -227,3 +227,9 @@ def test_the_worker_hands_a_notice_on_to_the_window(qtbot):
     with qtbot.waitSignal(worker.notice, timeout=1000) as got:
         worker._handle(messages.Notice("native kernels built in 61 s, cached in /x"))
     assert got.args == ["native kernels built in 61 s, cached in /x"]
+
+
+def test_the_window_shows_a_notice_in_its_status_line(qtbot, window):
+    window.worker.notice.emit("native kernels built in 61 s, cached in /x")
+    qtbot.waitUntil(lambda: window.message.text() == "native kernels built in 61 s, cached in /x",
+                    timeout=2000)  # fmt: skip
