@@ -75,14 +75,15 @@ def fit(callback, max_steps, ckpt_path=None, module=None):
 
 @pytest.fixture(scope="module")
 def one_device(tmp_path_factory):
-    """A fit of 4 steps recording every 2nd, its checkpoint, then a fit resumed from it to
-    step 6 with a new callback (appends)."""
+    """A fit of 4 steps recording every 2nd (to TensorBoard too), its checkpoint, then a fit
+    resumed from it to step 6 with a new callback (appends)."""
     from lstmviz.lightning import GradientFlowCallback
     from lstmviz.torch import model_gradients
 
     out = tmp_path_factory.mktemp("lightning_one")
     path = out / "run.lvz"
-    trainer, module = fit(GradientFlowCallback(probe(), path, every=2, loss_fn="mse"), 4)
+    trainer, module = fit(GradientFlowCallback(probe(), path, every=2, loss_fn="mse",
+                                               tensorboard=out / "tb"), 4)  # fmt: skip
     first = lstmviz.load_recording(path)
     reference = model_gradients(module, *probe(), "mse")
     trainer.save_checkpoint(out / "step4.ckpt")
@@ -102,6 +103,7 @@ def test_one_device_records_the_model_trace_and_a_resumed_fit_appends(one_device
     assert list(resumed.step) == [2, 4, 6] and resumed.finished
     compare(resumed, one_device["resumed_ref"])
     np.testing.assert_array_equal(resumed.norm_h_total_by_layer[:2], first.norm_h_total_by_layer)
+    assert list((one_device["out"] / "tb").glob("events.out.tfevents*"))  # handed on
 
 
 @pytest.mark.slow
