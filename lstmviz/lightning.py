@@ -12,8 +12,8 @@ per optimizer step) it runs model mode on the probe batch with the LightningModu
 that moment and appends a record at that step. On one device, or under DDP (any number of
 processes, CPU or GPU): every rank traces its share of the probe batch and rank 0 alone writes
 the one `.lvz`, each record equal to what one process computes on the whole batch
-(`lstmviz.torch.distributed`; FSDP and DeepSpeed, which shard the parameters, are not
-supported: each rank would need the full parameters while it traces).
+(`lstmviz.torch.distributed`; FSDP and DeepSpeed, which shard the parameters, are refused at
+set-up: each rank would need the full parameters while it traces).
 
 A fit that starts at global step 0 starts the file afresh (replacing a recording of that name,
 never another kind of file); a fit resumed from a checkpoint (global step G > 0) appends to the
@@ -41,6 +41,8 @@ except ImportError:  # pragma: no cover - depends on what is installed
     from pytorch_lightning import Callback
 
 WHERE = "GradientFlowCallback"
+# Strategies that shard the parameters across ranks (by their class names): refused
+SHARDED = ("FSDP", "ModelParallel", "DeepSpeed")
 
 
 class GradientFlowCallback(Callback):
@@ -65,6 +67,11 @@ class GradientFlowCallback(Callback):
         DDP run exists by now), and make the recorder."""
         if stage != "fit" or self.recorder is not None:
             return
+        strategy = type(getattr(trainer, "strategy", None)).__name__
+        if any(name in strategy for name in SHARDED):
+            raise LstmvizError(f"{WHERE}: does not record under {strategy}: it shards the "
+                               "parameters, and model mode needs them whole on the ranks "
+                               "that trace (use strategy=\"ddp\")")  # fmt: skip
         if not any(isinstance(m, RECURRENT + CELLS) for m in pl_module.modules()):
             raise LstmvizError(f"{WHERE}: {type(pl_module).__name__} has no recurrent layer "
                                "(nn.LSTM, nn.GRU, nn.RNN or one of their cells) to "

@@ -152,6 +152,19 @@ def test_bad_input_is_refused_at_setup(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.lvz"]
 
 
+def test_strategies_that_shard_the_parameters_are_refused(tmp_path):
+    from types import SimpleNamespace
+
+    from lstmviz.lightning import GradientFlowCallback
+
+    class FSDPStrategy:  # named as Lightning's
+        pass
+
+    callback = GradientFlowCallback(probe(), tmp_path / "run.lvz", loss_fn="mse")
+    with pytest.raises(LstmvizError, match="under FSDPStrategy: it shards the parameters"):
+        callback.setup(SimpleNamespace(strategy=FSDPStrategy()), lightning_module(), "fit")
+
+
 def test_tensorboard_is_handed_to_the_recorder(monkeypatch, tmp_path):
     import lstmviz.lightning as lightning_callback
 
