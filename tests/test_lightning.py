@@ -61,7 +61,8 @@ def test_ddp_records_every_n_optimizer_steps_by_rank_0_alone(ddp_run):
     # one per epoch (not batches 2, 4, 6, 8)
     assert list(recording.step) == [2, 4] and list(recording.epoch) == [0, 1]
     seen = [json.loads((ddp_run / f"rank{r}.json").read_text()) for r in (0, 1)]
-    assert seen == [{"records": 2, "global_step": 4}] * 2
+    # each rank traced its share of the probe batch of 5 (3 + 2)
+    assert seen == [{"records": 2, "global_step": 4, "ranks": 2, "sizes": [3, 2]}] * 2
     assert sorted(p.name for p in ddp_run.iterdir()) == [
         "rank0.json", "rank1.json", "reference.npz", "run.lvz"]  # fmt: skip
 

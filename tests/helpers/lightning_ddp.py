@@ -4,11 +4,13 @@ with MASTER_ADDR and MASTER_PORT set; argument: the output folder.
 
 16 samples in batches of 2, shared out by rank (8 each: 4 batches an epoch), two batches
 accumulated per optimizer step, 4 optimizer steps (2 epochs); a record every 2 optimizer
-steps (at steps 2 and 4, not batches 2, 4, 6, 8). Rank 0 then saves model mode of the final
-weights on the whole probe batch (OUT/reference.npz); each rank writes its callback's record
-count to OUT/rank{r}.json."""
+steps (at steps 2 and 4, not batches 2, 4, 6, 8); rank 1 is given a path in a missing folder,
+which it never opens. Rank 0 then saves model mode of the final weights on the whole probe
+batch (OUT/reference.npz); each rank writes its record count and share sizes to
+OUT/rank{r}.json."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -22,7 +24,11 @@ def main(out: Path) -> None:
     from lstmviz.torch import model_gradients
 
     module = lightning_module()
-    callback = GradientFlowCallback(probe(), out / "run.lvz", every=2, loss_fn="mse")
+    # Lightning sets LOCAL_RANK for the ranks it starts; rank 1's path (a missing folder) is
+    # never opened
+    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    path = out / "run.lvz" if rank == 0 else Path("/no-such-folder/run.lvz")
+    callback = GradientFlowCallback(probe(), path, every=2, loss_fn="mse")
     trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_steps=4,
                          accumulate_grad_batches=2, callbacks=[callback], logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
@@ -30,8 +36,10 @@ def main(out: Path) -> None:
     trainer.fit(module, loader())
     if trainer.is_global_zero:
         model_gradients(module, *probe(), "mse").save(out / "reference.npz")
+    recorder = callback.recorder
     (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(
-        {"records": callback.records, "global_step": trainer.global_step}))  # fmt: skip
+        {"records": callback.records, "global_step": trainer.global_step,
+         "ranks": recorder.ranks, "sizes": recorder.sizes}))  # fmt: skip
 
 
 if __name__ == "__main__":
