@@ -105,7 +105,12 @@ def test_the_probe_batch_is_shared_out_along_axis_0():
     assert distributed.world() == (0, 1)  # no process group here
 
 
-def test_shares_of_a_model_trace_combine_into_the_whole_batch_one():
+def squared_error(y_pred, y):  # a user's callable: the mean over the samples
+    return ((y_pred - y) ** 2).mean()
+
+
+@pytest.mark.parametrize("loss", ["mse", squared_error, None])  # None: "mean", without y
+def test_shares_of_a_model_trace_combine_into_the_whole_batch_one(loss):
     """Combined in this process from traces of two shares: equal to the whole batch's trace
     (the rules `lstmviz.torch.distributed.combine` applies, without processes)."""
     from lstmviz.torch import distributed, model_gradients
@@ -114,8 +119,10 @@ def test_shares_of_a_model_trace_combine_into_the_whole_batch_one():
     torch.manual_seed(0)
     model = Net()
     x, y = probe()
-    whole = model_gradients(model, x, y, "mse")
-    parts = [model_gradients(model, x[a:b], y[a:b], "mse") for a, b in ((0, 3), (3, 5))]
+    y = None if loss is None else y
+    whole = model_gradients(model, x, y, loss)
+    parts = [model_gradients(model, x[a:b], None if y is None else y[a:b], loss)
+             for a, b in ((0, 3), (3, 5))]  # fmt: skip
     combined = distributed.combine([(p.arrays, p.config) for p in parts], [3, 2], "w")
 
     class Recorded:  # the rows `compare` reads, of one record

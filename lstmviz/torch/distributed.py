@@ -45,11 +45,15 @@ _SUMMED = ("grad_kernel", "grad_recurrent_kernel", "grad_bias")  # each share's 
 _STEP_MEANS = ("gates_mean", "gates_saturated")  # [G, T]: over the unmasked (b, j) of a step
 _MEANS = ("gates_unit_mean", "gates_saturated_diagnosis")  # over every unmasked (t, b)
 _SAME = ("cell", "gate_names", "calls", "initial_from")
-_NORMS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer")
+# norms over (b, j) per direction and step [L, T] (the anchored ones [L, A, T]: of the loss at
+# one step t* alone)
+_NORMS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer",
+          "anchor_norm_h_by_layer", "anchor_norm_c_by_layer")  # fmt: skip
 # whole-model keys
 _ALONG_B = {"x": 1, "mask": 1, "y": 0, "y_pred": 0, "loss_by_sample": 0}  # key -> its B axis
 _SCALED_ALONG_B = {"grad_input": 1, "saliency": 0}
-_FIRST = ("layer_names", "lstm_kernel", "model_summary", "model_source", "inputs_source")
+_FIRST = ("layer_names", "lstm_kernel", "model_summary", "model_source", "inputs_source",
+          "anchors_by_layer")  # fmt: skip
 
 
 def world() -> tuple[int, int]:
