@@ -32,8 +32,6 @@ import torch
 from lstmviz.core.errors import LstmvizError
 from lstmviz.io.recording import RecordingError, load_recording
 from lstmviz.torch import distributed
-from lstmviz.torch.capture import CELLS, RECURRENT
-from lstmviz.torch.recorder import GradientFlowRecorder
 
 try:  # the `lightning` package, else the older `pytorch_lightning` of the same API
     from lightning.pytorch import Callback
@@ -59,7 +57,7 @@ class GradientFlowCallback(Callback):
         super().__init__()
         self.probe, self.path, self.every = probe, path, every
         self.loss_fn, self.tensorboard = loss_fn, tensorboard
-        self.recorder: GradientFlowRecorder | None = None
+        self.recorder = None  # the GradientFlowRecorder, made at set-up
         self._last = -1  # the global step of the last record (or the run's first step)
 
     def setup(self, trainer, pl_module, stage: str) -> None:
@@ -72,6 +70,11 @@ class GradientFlowCallback(Callback):
             raise LstmvizError(f"{WHERE}: does not record under {strategy}: it shards the "
                                "parameters, and model mode needs them whole on the ranks "
                                "that trace (use strategy=\"ddp\")")  # fmt: skip
+        # Imported here, not with this module: they import TensorFlow (seconds), which each
+        # DDP rank then does side by side, after Lightning has started them all.
+        from lstmviz.torch.capture import CELLS, RECURRENT
+        from lstmviz.torch.recorder import GradientFlowRecorder
+
         if not any(isinstance(m, RECURRENT + CELLS) for m in pl_module.modules()):
             raise LstmvizError(f"{WHERE}: {type(pl_module).__name__} has no recurrent layer "
                                "(nn.LSTM, nn.GRU, nn.RNN or one of their cells) to "
@@ -111,7 +114,7 @@ class GradientFlowCallback(Callback):
         if stage == "fit" and self.recorder is not None:
             self.recorder.close()
 
-    def _recorder(self) -> GradientFlowRecorder:
+    def _recorder(self):
         if self.recorder is None:
             raise LstmvizError(f"{WHERE}: not set up: add it to the Trainer's callbacks")
         return self.recorder
@@ -122,7 +125,7 @@ class GradientFlowCallback(Callback):
         return 0 if self.recorder is None else self.recorder.records
 
 
-def _resume(recorder: GradientFlowRecorder, start: int) -> None:
+def _resume(recorder, start: int) -> None:
     """On rank 0, before a fit that starts at global step `start`: a fit at step 0 with a
     writer that has written nothing starts the file afresh; otherwise the records go on after
     those in the file, which must all come before `start`."""

@@ -168,6 +168,7 @@ def test_strategies_that_shard_the_parameters_are_refused(tmp_path):
 
 def test_tensorboard_is_handed_to_the_recorder(monkeypatch, tmp_path):
     import lstmviz.lightning as lightning_callback
+    import lstmviz.torch.recorder
 
     made = {}
 
@@ -177,7 +178,7 @@ def test_tensorboard_is_handed_to_the_recorder(monkeypatch, tmp_path):
         def __init__(self, module, data, path, **kwargs):
             made.update(kwargs)
 
-    monkeypatch.setattr(lightning_callback, "GradientFlowRecorder", Recorder)
+    monkeypatch.setattr(lstmviz.torch.recorder, "GradientFlowRecorder", Recorder)
     callback = lightning_callback.GradientFlowCallback(probe(), tmp_path / "r.lvz",
                                                        tensorboard=tmp_path / "tb")  # fmt: skip
     callback.setup(None, lightning_module(), "fit")

@@ -21,7 +21,6 @@ from tests.helpers.distributed_models import lightning_module, loader, probe
 
 def main(out: Path) -> None:
     from lstmviz.lightning import GradientFlowCallback
-    from lstmviz.torch import model_gradients
 
     module = lightning_module()
     # Lightning sets LOCAL_RANK for the ranks it starts; rank 1's path (a missing folder) is
@@ -35,6 +34,8 @@ def main(out: Path) -> None:
                          enable_model_summary=False)  # fmt: skip
     trainer.fit(module, loader())
     if trainer.is_global_zero:
+        from lstmviz.torch import model_gradients
+
         model_gradients(module, *probe(), "mse").save(out / "reference.npz")
     recorder = callback.recorder
     (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(
