@@ -30,7 +30,7 @@ from lstmviz.analysis.raster import (
 )
 from lstmviz.analysis.values import display_values, finite_range
 
-WIDTH, CURVES_HEIGHT = 640, 360
+WIDTH, CURVES_HEIGHT = 640, 240  # TensorBoard fits an image into a card ~230 px high
 GRID = (232, 232, 232)
 NAME_CHARS = 22  # a direction's name is cut to this many characters in a legend or row label
 
