@@ -82,9 +82,11 @@ def test_to_dict_is_the_json_contract(engine_traces):
     assert set(out) == {"T", "layers"} and out["T"] == T
     (layer,) = out["layers"]
     assert set(layer) == {"name", "cell", "h", "c", "units_unreached", "gates_saturated",
-                          "verdict"}  # fmt: skip
+                          "anchors", "verdict"}  # fmt: skip
+    assert layer["anchors"] == []  # the loss on one step: no anchor followed
     for d in (layer["h"], layer["c"]):
-        assert set(d) == {"decay_per_step", "steps_per_decade", "reach", "trend"}
+        assert set(d) == {"decay_per_step", "steps_per_decade", "reach", "trend", "anchor"}
+        assert d["anchor"] is None
     assert layer["h"]["decay_per_step"] is None and layer["h"]["trend"] == "not reached"
     assert set(layer["gates_saturated"]) == {"i", "f", "g", "o"}
 

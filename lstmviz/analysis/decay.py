@@ -40,7 +40,8 @@ class Decay:
     or "connectivity lag profile"), `note` why a value is missing. A span that crosses a
     hand-over (`chain_span`): `steps` names each of its steps, n = 0, 1, …, as (direction,
     input position); `loss_step` is then an input position of the direction `steps[0]` names,
-    `exceeds_at` counts steps back (`step_at` names it)."""
+    `exceeds_at` counts steps back (`step_at` names it). `anchor`: the step whose loss alone
+    was followed back (the error of one step), None when the span starts at the loss."""
 
     decay_per_step: float | None = None
     steps_per_decade: float | None = None
@@ -52,6 +53,7 @@ class Decay:
     source: str = "norms"
     note: str = ""
     steps: list[tuple[str, int]] | None = None
+    anchor: int | None = None
 
     def step_at(self, n: int) -> tuple[str, int] | None:
         """(direction, input position) of the span's step n steps back, for a span across a
@@ -60,7 +62,7 @@ class Decay:
 
     def to_dict(self) -> dict:
         return {"decay_per_step": self.decay_per_step, "steps_per_decade": self.steps_per_decade,
-                "reach": self.reach, "trend": self.trend}  # fmt: skip
+                "reach": self.reach, "trend": self.trend, "anchor": self.anchor}  # fmt: skip
 
 
 def loss_steps(direct: np.ndarray | None, T: int) -> np.ndarray:
@@ -110,6 +112,25 @@ def curve_decay(norm: np.ndarray, positions: np.ndarray, T: int) -> Decay:
     if positions.size < 2:
         decay.note = "the loss enters at every step: the decay cannot be separated from it"
     return decay
+
+
+def anchored_decay(curves: np.ndarray, anchors: np.ndarray, T: int, reverse: bool) -> Decay:
+    """The decay of the error of one step (docs/diagnosis.md): per anchor t* its curve [T]
+    (‖∂L_t*/∂h_t‖ of row a of `curves` [A, T]) fitted from t* back to the sequence's start
+    (a backward direction: forward to its end); the decay of the anchor whose decay per step
+    is the median of those defined (the lower one of two), with `anchor` set."""
+    found = []
+    for curve, anchor in zip(curves, anchors, strict=True):
+        anchor = int(anchor)
+        positions = np.arange(anchor, T) if reverse else np.arange(anchor, -1, -1)
+        decay = curve_decay(curve, positions, T)
+        decay.anchor = anchor
+        if positions.size < 2:
+            decay.note = "the anchor is the direction's first step: nothing to follow back"
+        found.append(decay)
+    fitted = sorted((d for d in found if d.decay_per_step is not None),
+                    key=lambda d: d.decay_per_step)  # fmt: skip
+    return fitted[(len(fitted) - 1) // 2] if fitted else found[0]
 
 
 def profile_decay(values: np.ndarray, full: int) -> Decay:

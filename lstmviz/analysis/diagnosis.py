@@ -6,8 +6,8 @@ RecordingDiagnosis (also `recording.diagnosis`), one Diagnosis per record from i
 `to_dict()` gives the JSON contract (docs/diagnosis.md):
 
     {"T": T, "layers": [{"name", "cell", "h": D, "c": D (LSTM only), "units_unreached",
-     "gates_saturated": {gate: fraction}, "verdict"}]}
-    D = {"decay_per_step", "steps_per_decade", "reach", "trend"}
+     "gates_saturated": {gate: fraction}, "anchors": [t*, …], "verdict"}]}
+    D = {"decay_per_step", "steps_per_decade", "reach", "trend", "anchor": t* or null}
 
 A direction of a graph whose length differs from T adds "steps": T_k; one whose final state is
 another's initial state (an encoder handing over to its decoder) is followed across the
@@ -28,6 +28,7 @@ import numpy as np
 from lstmviz.analysis.decay import (
     Decay,
     Segment,
+    anchored_decay,
     chain_decay,
     connectivity_decay,
     curve_decay,
@@ -56,7 +57,9 @@ class DirectionDiagnosis:
     NaN or Inf, `rows` [(label, Decay)] per batch or training step, `notes`; `steps` T_k,
     `chain` the directions its diagnosis follows across hand-overs (itself first; [] when it
     is diagnosed alone), `fed_by` the direction whose final state is its initial state,
-    `handover` lines on its hand-overs (`details` shows them)."""
+    `handover` lines on its hand-overs (`details` shows them), `anchors` the steps whose loss
+    alone its h and c follow back where the loss enters at every step (the error of one step;
+    [] otherwise)."""
 
     name: str
     cell: str
@@ -77,6 +80,7 @@ class DirectionDiagnosis:
     chain: list[str] = field(default_factory=list)
     fed_by: str = ""
     handover: list[str] = field(default_factory=list)
+    anchors: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         out = {"name": self.name, "cell": self.cell, "h": self.h.to_dict()}
@@ -84,7 +88,7 @@ class DirectionDiagnosis:
             out["c"] = None if self.c is None else self.c.to_dict()
         out |= {"units_unreached": _json_float(self.units_unreached),
                 "gates_saturated": {g: _json_float(f) for g, f in self.gates_saturated.items()},
-                "verdict": self.verdict}  # fmt: skip
+                "anchors": list(self.anchors), "verdict": self.verdict}  # fmt: skip
         if self.chain and self.h.steps is not None:
             reached = self.h.step_at(self.h.reach - 1) if self.h.reach else None
             out["across"] = {"chain": list(self.chain), "span": self.h.span,
@@ -244,10 +248,17 @@ def diagnose_direction(d: Direction) -> DirectionDiagnosis:
     span = span_of(steps, T, reverse)
     h = curve_decay(d.norm_h, span, T)
     c = curve_decay(d.norm_c, span, T) if d.norm_c is not None else None
-    if span.size < 2 and d.connectivity is not None:
+    anchored = span.size < 2 and d.anchor_h is not None and len(d.anchors)
+    if anchored:  # the loss enters at every step: the error of one step, followed back
+        h = anchored_decay(d.anchor_h, d.anchors, T, reverse)
+        c = anchored_decay(d.anchor_c, d.anchors, T, reverse) if (
+            d.anchor_c is not None and c is not None) else c  # fmt: skip
+    elif span.size < 2 and d.connectivity is not None:
         h = connectivity_decay(d.connectivity)
     out = DirectionDiagnosis(d.name, d.cell, h, c, None, {}, reverse=reverse,
                              notes=list(d.notes), row_kind=d.row_kind, steps=T)  # fmt: skip
+    if anchored:
+        out.anchors = [int(a) for a in d.anchors]
     if d.grad_h is not None and span.size >= 2:
         out.units_unreached = units_unreached(np.asarray(d.grad_h)[span])
     if d.grad_h is not None:
@@ -465,6 +476,9 @@ def _words(x: Decay, T: int, what: str) -> str:
         loss = _at(x.step_at(0)) if x.steps is not None else f"t={x.loss_step}"
         return f"not reached: {what} is zero before the loss step ({loss})"
     lag = " (lag profile of the connectivity map)" if x.source != "norms" else ""
+    if x.anchor is not None:  # the error of one step: the span runs from it to an end
+        lag = f" from the error of step t={x.anchor}"
+        T = x.span
     reach = f"reaches back {x.reach} of {T} steps{lag}"
     if x.steps is not None:
         reach = (f"reaches back {x.reach} of {x.span} steps from {_at(x.step_at(0))} across "

@@ -39,7 +39,8 @@ class Direction:
     mean over (b, j) per step (model mode's `gates_mean`, where `gates_unit_mean` is missing);
     `rows` {label: [R, T]} per-row norms (batches, training steps) and `row_labels` [R].
     A model direction: `index` k, `initial_from` (the index of the direction whose final state
-    is its initial state, -1 for none) and `calls` (of its layer)."""
+    is its initial state, -1 for none) and `calls` (of its layer); `anchors` [A] the steps
+    whose loss alone `anchor_h` and `anchor_c` [A, T] follow back (the error of one step)."""
 
     name: str
     cell: str
@@ -60,6 +61,9 @@ class Direction:
     index: int = 0
     initial_from: int = -1
     calls: int = 1
+    anchors: np.ndarray | None = None
+    anchor_h: np.ndarray | None = None
+    anchor_c: np.ndarray | None = None
 
     @property
     def T(self) -> int:
@@ -124,6 +128,7 @@ def _model_direction(a: dict, k: int, name: str) -> Direction:
                   index=k, initial_from=initial_from(a, k), calls=calls_of(a, k))  # fmt: skip
     if cell != "lstm":
         d.norm_c = d.grad_c = None
+    _anchored(d, a, k, steps)
     names = a.get(f"layer{k}_gate_names")
     names = [str(n) for n in names] if names is not None else list(DEFAULT_GATES.get(cell, ()))
     # Traces written before model mode recorded the per-unit means and the diagnosis's
@@ -147,6 +152,18 @@ def _model_direction(a: dict, k: int, name: str) -> Direction:
             d.notes.append(f"one forget-gate timescale for the direction (its mean over the "
                            f"units): the trace has no layer{k}_gates_unit_mean")  # fmt: skip
     return d
+
+
+def _anchored(d: Direction, a: dict, k: int, steps: int | None, s: int | None = None) -> None:
+    """Give `d` the anchored norms of direction k (of record `s` of a recording's arrays),
+    where the arrays hold them."""
+    if "anchor_norm_h_by_layer" not in a or "anchors_by_layer" not in a:
+        return
+    pick = (lambda key: a[key][k]) if s is None else (lambda key: a[key][s][k])
+    d.anchors = np.asarray(pick("anchors_by_layer"), np.int64)
+    d.anchor_h = _f32(pick("anchor_norm_h_by_layer"))[:, :steps]
+    if d.cell == "lstm" and "anchor_norm_c_by_layer" in a:
+        d.anchor_c = _f32(pick("anchor_norm_c_by_layer"))[:, :steps]
 
 
 def _batchwise(a: dict, full: bool) -> Direction:
@@ -224,4 +241,5 @@ def record_directions(recording, s: int) -> list[Direction]:
                              None if direct is None else _f32(direct[s][k][:steps]), index=k,
                              initial_from=initial_from(last, k) if last else -1,
                              calls=calls_of(last, k) if last else 1))  # fmt: skip
+        _anchored(out[-1], a, k, steps, s)
     return out

@@ -7,7 +7,8 @@ roles, and the window tells live rows from curves by them.
 Dimensions are symbols: T (timesteps; P·Tp in a multi-pass run), B (batch), I (input size),
 H (hidden units), P and Tp (passes and steps per pass), N (batches of a per-batch run),
 S (training steps; a recording's records), L (LSTM directions of a model), O (outputs of a
-read-out), E (input width of a model's first recurrent layer). A leading integer multiplies:
+read-out), E (input width of a model's first recurrent layer), A (anchor steps a direction's
+error of one step is followed from). A leading integer multiplies:
 `4H` is four times H.
 Per-layer keys are patterns with `{k}` (`layer{k}_h`), whose symbols carry the layer's index:
 `H{k}` is that layer's width and `T{k}` its steps, so widths and lengths may differ by layer (an
@@ -216,6 +217,13 @@ _MODEL = [
     _k("norm_c_total_by_layer", ("L", "T"), ROWS, MODEL, "cell ‖dL/dc_t‖ per direction (NaN "
        "for a direction without c)",
        row="layer"),  # fmt: skip
+    # the error of one step followed back (docs/diagnosis.md): A anchors per direction
+    _k("anchors_by_layer", ("L", "A"), DATA, MODEL, "the anchor steps t* (input positions) "
+       "whose loss alone each direction's anchored norms follow", kinds="iu"),  # fmt: skip
+    _k("anchor_norm_h_by_layer", ("L", "A", "T"), DATA, MODEL,
+       "‖∂L_t*/∂h_t‖ per direction and anchor (the totals for a loss on one step)"),  # fmt: skip
+    _k("anchor_norm_c_by_layer", ("L", "A", "T"), DATA, MODEL,
+       "‖∂L_t*/∂c_t‖ per direction and anchor (NaN for a direction without c)"),  # fmt: skip
     _k("x", (("T", "B"), ("T", "B", "I")), DATA, MODEL, "token ids [T, B] or inputs [T, B, I]",
        kinds="fiu"),  # fmt: skip
     _k("y", None, DATA, MODEL, "targets, batch-major as Keras takes them", kinds="fiub"),

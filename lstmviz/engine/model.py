@@ -33,6 +33,7 @@ from lstmviz.engine.gradients import (
     gradient_sources,
     graph_last_axis_norm,
     graph_norms,
+    graph_step_norm,
     named_gradients,
 )
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity, with_shapes
@@ -129,7 +130,9 @@ class ModelGradients:
         return step(x, y, weights)
 
     def _compute(self, x, y, weights):
-        with tf.GradientTape() as tape:
+        # persistent: the anchored passes differentiate again (in a graph this costs nothing
+        # where they do not: what no output needs is never computed)
+        with tf.GradientTape(persistent=True) as tape:
             tape.watch(weights)
             forward = self.forward(x, weights, tape)
             per_sample, value = self.loss(y, forward.output, forward.mask)
@@ -163,6 +166,7 @@ class ModelGradients:
                 norms[key].append(found.get(prefix + key, tf.fill(tf.shape(x)[:1], np.nan)))
         for key, rows in norms.items():
             out[f"{key}_by_layer"] = tf.stack(rows)
+        out |= anchored_norms(tape, value, forward.output, forward.directions, out)
         if "grad_input" in named:
             out["grad_input"] = named["grad_input"]
             # [B, T]: float32 squares of a vanishing gradient (< 1e-19) would flush to 0
@@ -170,6 +174,43 @@ class ModelGradients:
         if forward.input_mask is not None:
             out["mask"] = forward.input_mask
         return out
+
+
+def anchored_norms(tape, value, output, directions: list, out: dict) -> dict[str, tf.Tensor]:
+    """The error of one step followed back (docs/diagnosis.md, "The error of one step"): per
+    direction k the norms of ∂L_{t*}/∂h_s and ∂L_{t*}/∂c_s over s [T] (NaN for no c), L_{t*}
+    the loss at the anchor step t* alone, t* the last step for a forward direction and the
+    first for a backward one: `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, 1, T] and
+    `anchors_by_layer` [L, 1] (input positions). An output without a time axis (a loss on one
+    step): the totals, already computed. An output [B, T, …]: one more backward per anchor,
+    of the output with the loss's gradient there kept at step t* alone."""
+    rows_h, rows_c = out["norm_h_total_by_layer"], out["norm_c_total_by_layer"]
+    steps = tf.shape(rows_h)[1]
+    firsts = [d.backwards for d in directions]
+    anchors = tf.stack([0 if first else steps - 1 for first in firsts])[:, None]
+    found = {"anchors_by_layer": anchors}
+    if output.shape.rank is None or output.shape.rank < 3 or not directions:
+        return found | {"anchor_norm_h_by_layer": rows_h[:, None],
+                        "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
+    d_output = tape.gradient(value, output, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    at = tf.shape(output)[1]
+    h_rows, c_rows = [None] * len(directions), [None] * len(directions)
+    for first in sorted(set(firsts)):
+        keep = tf.one_hot(0 if first else at - 1, at, dtype=d_output.dtype)
+        keep = tf.reshape(keep, tf.concat([[1, at], tf.ones([output.shape.rank - 2], tf.int32)],
+                                          0))  # fmt: skip
+        ks = [k for k, f in enumerate(firsts) if f == first]
+        probes = [p for k in ks for p in directions[k].probes if p is not None]
+        grads = iter(tape.gradient(output, probes, output_gradients=d_output * keep,
+                                   unconnected_gradients=tf.UnconnectedGradients.ZERO))
+        for k in ks:
+            d = directions[k]
+            h_rows[k] = graph_step_norm(d.in_input_order(next(grads)))
+            nan = tf.fill(tf.shape(h_rows[k]), np.float32(np.nan))
+            c_rows[k] = graph_step_norm(d.in_input_order(next(grads))) if (
+                d.probes[1] is not None) else nan  # fmt: skip
+    return found | {"anchor_norm_h_by_layer": tf.stack(h_rows)[:, None],
+                    "anchor_norm_c_by_layer": tf.stack(c_rows)[:, None]}  # fmt: skip
 
 
 def _tensor(weight) -> tf.Tensor:

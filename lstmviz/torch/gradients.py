@@ -86,7 +86,8 @@ class Tracer:
             value, per_sample = self.loss(output, y, y_pred)
             found = chains(calls)
             results, grad_input = _backward(calls, found, value)
-        arrays = _arrays(calls, found, results, grad_input)
+            arrays = _arrays(calls, found, results, grad_input)
+            arrays |= _anchored(calls, found, value, y_pred, arrays)
         steps = len(arrays["norm_h_total_by_layer"][0])
         arrays["loss"] = np.float32(value.detach().cpu())
         if per_sample is not None:
@@ -110,11 +111,12 @@ class Tracer:
 
 
 def _backward(
-    calls: list[Call], found: list[Chain], value: torch.Tensor
+    calls: list[Call], found: list[Chain], value: torch.Tensor, cotangent=None
 ) -> tuple[list, np.ndarray]:
     """Every call's directions (per call, one dict per row, as `engine.call_gradients` gives
     them) and dL/d input of the first direction [T_0, B, I] (its calls' inputs in call
-    order), from the loss `value`. Calls run from the last to the first: each one's dL/d input
+    order), from the loss `value` (or from the tensor `value` with the gradient `cotangent`).
+    Calls run from the last to the first: each one's dL/d input
     and dL/d(initial state) go back through PyTorch into the outputs of the calls before it,
     except a chain's hand-over, which is the earlier call's state cotangent (`d_chain`). A run
     of calls (`runs`) has one backward, at its last call."""
@@ -127,7 +129,8 @@ def _backward(
     first_at = {n: len(targets) + i for i, n in enumerate(firsts)}
     wanted = targets + [calls[n].source for n in firsts]
     # None: the loss does not reach it (zero)
-    grads = list(torch.autograd.grad(value, wanted, allow_unused=True, retain_graph=True))
+    grads = list(torch.autograd.grad(value, wanted, cotangent, allow_unused=True,
+                                     retain_graph=True))  # fmt: skip
     chained: list[list[torch.Tensor] | None] = [None] * len(calls)
     results: list = [None] * len(calls)
     dxs: dict[int, np.ndarray] = {}
@@ -179,6 +182,50 @@ def _backward(
     return results, np.concatenate(inputs, 0)
 
 
+def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred: torch.Tensor,
+              arrays: dict) -> dict[str, np.ndarray]:
+    """The error of one step followed back, as `engine.model.anchored_norms` gives it
+    (`anchors_by_layer` [L, 1], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, 1, T]):
+    the totals when the output has no time axis of the last direction's length (a loss on one
+    step), else one more backward per anchor (the last step for forward directions, the first
+    for backward ones) of the output with the loss's gradient kept at that step alone."""
+    rows_h, rows_c = arrays["norm_h_total_by_layer"], arrays["norm_c_total_by_layer"]
+    lengths = [int(np.isfinite(row).sum()) or len(row) for row in rows_h]
+    firsts = [chain.name.rsplit("/", 1)[-1] == "backward" for chain in found]
+    anchors = np.array([[0 if first else n - 1] for first, n in zip(firsts, lengths,
+                                                                   strict=True)])  # fmt: skip
+    out = {"anchors_by_layer": anchors}
+    axis = _time_axis(y_pred, calls[-1], lengths[-1])
+    if axis is None:
+        return out | {"anchor_norm_h_by_layer": rows_h[:, None],
+                      "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
+    d_output = torch.autograd.grad(value, y_pred, retain_graph=True)[0]
+    h_rows, c_rows = np.full_like(rows_h, np.nan), np.full_like(rows_c, np.nan)
+    for first in sorted(set(firsts)):
+        keep = torch.zeros_like(d_output)
+        keep.select(axis, 0 if first else y_pred.shape[axis] - 1).fill_(1)
+        results, _ = _backward(calls, found, y_pred, d_output * keep)
+        for k in (k for k, f in enumerate(firsts) if f == first):
+            one = join(found[k], calls, results)
+            exact = all(calls[n].saved is not None for n in found[k].calls)
+            h_rows[k] = _norm_row(one, "norm_h_total", "grad_h_total", exact, len(h_rows[k]))
+            c_rows[k] = _norm_row(one, "norm_c_total", "grad_c_total", exact, len(c_rows[k]))
+    return out | {"anchor_norm_h_by_layer": h_rows[:, None],
+                  "anchor_norm_c_by_layer": c_rows[:, None]}  # fmt: skip
+
+
+def _time_axis(y_pred: torch.Tensor, last: Call, steps: int) -> int | None:
+    """The axis of the output that is the last direction's time (of `steps`): the module's
+    batch_first says which of 0 and 1 to try first; None when neither is (one output a
+    sequence)."""
+    if y_pred.dim() < 3 or not y_pred.requires_grad:
+        return None
+    for axis in (1, 0) if last.layout.batch_first else (0, 1):
+        if y_pred.shape[axis] == steps and y_pred.shape[1 - axis] == last.layout.batch:
+            return axis
+    return None
+
+
 def _call_gradients(call: Call, given: list, chain: list | None):
     """(the call's directions, dL/dx [T, B, I], dL/dh_0 (, dL/dc_0) [L·D, B, H] or None) from
     the gradients PyTorch left at its outputs (None: zero) and the chain's ([dL/dh_0, dL/dc_0]
@@ -215,11 +262,8 @@ def _arrays(calls: list[Call], found: list[Chain], results: list, grad_input: np
     exact = [all(calls[n].saved is not None for n in chain.calls) for chain in found]
     for k, (chain, one) in enumerate(zip(found, directions, strict=True)):
         for grad, norm in NORMS.items():  # a cell without c: a NaN row of norm_c_total
-            row = np.full(steps, np.nan, np.float32)
-            if one.get(norm) is not None:
-                row[: lengths[k]] = exact_norm(one[norm].astype(np.float32), one[grad],
-                                               exact=exact[k])  # fmt: skip
-                bad[: lengths[k]] |= ~np.isfinite(row[: lengths[k]])
+            row = _norm_row(one, norm, grad, exact[k], steps)
+            bad[: lengths[k]] |= ~np.isfinite(row[: lengths[k]]) if norm in one else False
             norms[norm].append(row)
         for key in PER_DIRECTION:
             if key in one and key not in norms:
@@ -248,6 +292,15 @@ def _arrays(calls: list[Call], found: list[Chain], results: list, grad_input: np
     arrays["lstm_kernel"] = np.array(kernel_name())
     arrays["nonfinite_steps"] = np.flatnonzero(bad)
     return arrays
+
+
+def _norm_row(one: dict, norm: str, grad: str, exact: bool, steps: int) -> np.ndarray:
+    """[steps] the per-step norm `norm` of a joined direction (`exact_norm` redoes what float32
+    lost unless the native ops summed it exactly), NaN after its end or where it has none."""
+    row = np.full(steps, np.nan, np.float32)
+    if one.get(norm) is not None:
+        row[: len(one[norm])] = exact_norm(one[norm].astype(np.float32), one[grad], exact=exact)
+    return row
 
 
 def _mask(call: Call) -> np.ndarray | None:

@@ -1,0 +1,192 @@
+"""The error of one step (docs/diagnosis.md): where the loss enters at every step (a tagger's
+per-step loss, the lower layers of a stack), the diagnosis follows the loss of one anchor step
+t* alone back through every direction. Checked against the closed form of a zero-kernel LSTM,
+against Keras's own cells unrolled under a tape with the loss of step t* alone (and, for a
+classifier, the reach read from the unrolled totals), and against PyTorch's cells unrolled
+with `retain_grad` for a PyTorch tagger."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from lstmviz.analysis.decay import profile_decay
+from lstmviz.engine.model import model_gradients
+from lstmviz.io.trace import GradientTrace
+from tests.helpers.cell_reference import unrolled
+
+B, T, V = 3, 9, 11  # batch, steps, vocabulary
+
+
+def at_step(name: str, t: int):
+    """A Keras loss whose mean over [B, T] is the loss `name` of step t alone: the per-step
+    loss the model is compiled with, restricted to the anchor."""
+    per_step = keras.losses.get(name)
+
+    def loss(y, y_pred):
+        values = per_step(y, y_pred)  # [B, T]
+        return values * tf.one_hot(t, values.shape[1], dtype=values.dtype)
+
+    return loss
+
+
+def norms(grads: np.ndarray) -> np.ndarray:
+    """[T, B, H] -> [T]."""
+    return np.sqrt(np.square(grads.astype(np.float64)).sum(axis=(1, 2)))
+
+
+def diagnosis_json(trace) -> dict:
+    return json.loads(json.dumps(trace.diagnosis.to_dict()))
+
+
+def test_a_zero_kernel_lstm_under_a_per_step_loss_decays_by_its_forget_gate():
+    """i shut, o open, zero kernels: c_t = σ(b_f)·c_{t−1} exactly as far as the gradient goes,
+    so ‖∂L_t*/∂c_s‖ falls by σ(b_f) a step back from t*, whatever the loss at other steps."""
+    f = 0.5
+    units = 2
+    bias = np.concatenate([np.full(units, -30.0), np.full(units, math.log(f / (1 - f))),
+                           np.zeros(units), np.full(units, 30.0)]).astype(np.float32)  # fmt: skip
+    inputs = keras.Input((T, 2))
+    lstm = keras.layers.LSTM(units, return_sequences=True, kernel_initializer="zeros",
+                             recurrent_initializer="zeros")  # fmt: skip
+    model = keras.Model(inputs, keras.layers.Dense(1)(lstm(inputs)))
+    lstm.set_weights([np.zeros((2, 4 * units)), np.zeros((units, 4 * units)), bias])
+    model.compile(loss="mse")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(B, T, 2)).astype(np.float32)
+    y = rng.normal(size=(B, T, 1)).astype(np.float32)
+    trace = model_gradients(model, x, y)
+    (layer,) = diagnosis_json(trace)["layers"]
+    assert layer["anchors"] == [T - 1]
+    c = layer["c"]
+    assert c["anchor"] == T - 1
+    assert c["decay_per_step"] == pytest.approx(f, rel=1e-4)
+    assert c["steps_per_decade"] == pytest.approx(math.log(10) / abs(math.log(f)), rel=1e-3)
+    # reach: 1 + the farthest n with f^n ≥ 10⁻³ (n ≤ 9.97), capped at the span's T steps
+    assert c["reach"] == min(T, math.floor(math.log(1e-3) / math.log(f)) + 1)
+    assert c["trend"] == "vanishing"
+    row = trace["anchor_norm_c_by_layer"][0, 0]
+    np.testing.assert_allclose(row[:-1] / row[1:], f, rtol=1e-4)
+
+
+def stacked(cell: str, top_sequences: bool) -> keras.Model:
+    layer = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU,
+             "simple_rnn": keras.layers.SimpleRNN}[cell]  # fmt: skip
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([
+        keras.Input((T,), dtype="int32"),
+        keras.layers.Embedding(V, 4),
+        keras.layers.Bidirectional(layer(3, return_sequences=True), name="bi"),
+        layer(3, return_sequences=top_sequences, name="top"),
+        keras.layers.Dense(V, activation="softmax"),
+    ])  # fmt: skip
+    model.compile(loss="sparse_categorical_crossentropy")
+    return model
+
+
+def tokens(top_sequences: bool):
+    rng = np.random.default_rng(2)
+    x = rng.integers(1, V, (B, T)).astype(np.int32)
+    y = rng.integers(0, V, (B, T) if top_sequences else (B,)).astype(np.int32)
+    return x, y
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "simple_rnn"])
+def test_a_stacked_tagger_answers_every_direction_from_the_error_of_one_step(cell):
+    """Every direction of Embedding → Bidirectional → top → per-step softmax is answered, from
+    the last step for forward directions and the first for the backward one; the anchored
+    norms equal Keras's own cells unrolled with the loss of that step alone."""
+    model = stacked(cell, top_sequences=True)
+    x, y = tokens(True)
+    trace = model_gradients(model, x, y)
+    names = [str(n) for n in trace.layer_names]
+    assert names == ["bi/forward", "bi/backward", "top"]
+    anchors = {"bi/forward": T - 1, "bi/backward": 0, "top": T - 1}
+    out = diagnosis_json(trace)
+    for k, layer in enumerate(out["layers"]):
+        assert layer["anchors"] == [anchors[layer["name"]]], layer
+        assert layer["h"]["anchor"] == anchors[layer["name"]]
+        assert layer["h"]["decay_per_step"] is not None and layer["h"]["reach"], layer
+        assert layer["h"]["trend"] in ("vanishing", "exploding", "stable"), layer
+        assert "loss enters at every step" not in layer["verdict"]
+        # the reference: the loss of that anchor alone, by Keras's cells stepped in Python
+        _, _, dh, _ = unrolled(model, x, y, at_step("sparse_categorical_crossentropy",
+                                                    anchors[names[k]]))  # fmt: skip
+        np.testing.assert_allclose(trace["anchor_norm_h_by_layer"][k, 0], norms(dh[k]),
+                                   rtol=2e-4, atol=1e-9, err_msg=names[k])  # fmt: skip
+
+
+def test_a_stacked_classifier_answers_its_lower_layers_from_its_one_loss_step():
+    """A loss on the last step only: the anchored norms are the totals, and the lower layer's
+    reach is the one read from the unrolled totals of the top loss (a per-step tape)."""
+    model = stacked("lstm", top_sequences=False)
+    x, y = tokens(False)
+    trace = model_gradients(model, x, y)
+    np.testing.assert_array_equal(trace["anchor_norm_h_by_layer"][:, 0],
+                                  trace["norm_h_total_by_layer"])  # fmt: skip
+    _, _, dh, _ = unrolled(model, x, y, "sparse_categorical_crossentropy")
+    out = diagnosis_json(trace)
+    for k, layer in enumerate(out["layers"]):
+        assert layer["h"]["reach"] is not None, layer
+        curve = norms(dh[k])
+        expected = profile_decay(curve[::-1] if k != 1 else curve, full=T)
+        assert layer["h"]["reach"] == expected.reach, layer["name"]
+        assert layer["h"]["decay_per_step"] == pytest.approx(expected.decay_per_step, rel=1e-3)
+
+
+def test_diagnose_reads_the_anchored_norms_from_a_saved_trace(tmp_path):
+    model = stacked("gru", top_sequences=True)
+    x, y = tokens(True)
+    trace = model_gradients(model, x, y)
+    trace.save(tmp_path / "t.npz")
+    again = GradientTrace.load(tmp_path / "t.npz")
+    assert diagnosis_json(again) == diagnosis_json(trace)
+
+
+def test_a_pytorch_tagger_answers_every_direction_against_its_unrolled_cells():
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from lstmviz.torch import model_gradients as torch_gradients
+    from tests.helpers.torch_reference import reference
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(V, 4)
+            self.lstm = nn.LSTM(4, 3, num_layers=2, bidirectional=True, batch_first=True)
+            self.head = nn.Linear(6, V)
+
+        def forward(self, x):
+            return self.head(self.lstm(self.embed(x))[0])
+
+    def loss_fn(out, y):
+        return nn.functional.cross_entropy(out.reshape(-1, V), y.reshape(-1))
+
+    torch.manual_seed(0)
+    net = Tagger()
+    x = torch.randint(0, V, (B, T))
+    y = torch.randint(0, V, (B, T))
+    trace = torch_gradients(net, x, y, loss_fn)
+    out = diagnosis_json(trace)
+    assert len(out["layers"]) == 4
+    for k, layer in enumerate(out["layers"]):
+        backward = layer["name"].endswith("/backward")
+        anchor = 0 if backward else T - 1
+        assert layer["anchors"] == [anchor] and layer["h"]["decay_per_step"] is not None
+        assert layer["c"]["reach"] is not None, layer
+
+        def alone(output, target, t=anchor):  # the mean's share of step t
+            return nn.functional.cross_entropy(output[:, t], target[:, t], reduction="sum") / (
+                B * T)  # fmt: skip
+
+        ref = reference(net, (x,), y, alone)["directions"][k]
+        np.testing.assert_allclose(trace["anchor_norm_h_by_layer"][k, 0],
+                                   norms(ref["grad_h_total"]), rtol=2e-4, atol=1e-9)  # fmt: skip
+        np.testing.assert_allclose(trace["anchor_norm_c_by_layer"][k, 0],
+                                   norms(ref["grad_c_total"]), rtol=2e-4, atol=1e-9)  # fmt: skip
