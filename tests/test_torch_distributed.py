@@ -88,6 +88,10 @@ def test_bad_input_stops_every_rank_with_one_message(ddp_run):
         assert "probe batch holds 1 sample, fewer than the 2 ranks" in s["small"]
     assert seen[0]["unwritable"].endswith("missing: no such folder")
     assert seen[1]["unwritable"] == f"rank 0: {seen[0]['unwritable']}"
+    # a record failing on one rank: raised there, and on the others naming it; nothing written
+    assert seen[1]["failed"] == "ValueError: a share of fewer than 3 samples"
+    assert seen[0]["failed"] == "LstmvizError: rank 1: a share of fewer than 3 samples"
+    assert not (ddp_run / "failed.lvz").exists()
 
 
 def test_the_probe_batch_is_shared_out_along_axis_0():

@@ -5,8 +5,9 @@ MASTER_PORT set; argument: the output folder.
 
 Rank 0 records into OUT/run.lvz; rank 1 is given a path in a folder that does not exist, which
 it never opens. Afterwards the refusals (a probe batch smaller than the ranks; rank 0's path
-in a missing folder), and rank 0 saves model mode of the final weights on the whole probe
-batch (OUT/reference.npz). Each rank writes what it saw to OUT/rank{r}.json."""
+in a missing folder), a record whose loss fails on rank 1 alone, and rank 0 saves model mode
+of the final weights on the whole probe batch (OUT/reference.npz). Each rank writes what it
+saw to OUT/rank{r}.json."""
 
 import json
 import sys
@@ -17,6 +18,12 @@ import torch.distributed as dist
 from torch import nn
 
 from tests.helpers.distributed_models import Net, data, probe
+
+
+def picky_loss(y_pred, y):
+    if len(y) < 3:
+        raise ValueError("a share of fewer than 3 samples")
+    return ((y_pred - y) ** 2).mean()
 
 
 def main(out: Path) -> None:
@@ -50,6 +57,14 @@ def main(out: Path) -> None:
             seen[name] = None
         except LstmvizError as exc:
             seen[name] = str(exc)
+    # a record that fails on rank 1 alone (its share is 2 samples): every rank raises
+    picky = GradientFlowRecorder(ddp, (x, y), out / "failed.lvz" if rank == 0 else path,
+                                 every=1, loss_fn=picky_loss)  # fmt: skip
+    try:
+        picky.step()
+        seen["failed"] = None
+    except Exception as exc:
+        seen["failed"] = f"{type(exc).__name__}: {exc}"
     if rank == 0:
         model_gradients(model, x, y, "mse").save(out / "reference.npz")
     (out / f"rank{rank}.json").write_text(json.dumps(seen))
