@@ -67,12 +67,8 @@ def test_tf_keras_workers_record_on_the_chief_alone(tmp_path):
     with np.load(tmp_path / "results" / "expected.npz") as expected:
         keys = [k for k in expected.files if k != "model_seconds"]
         assert "layer0_grad_h_total" in keys or "norm_h_total_by_layer" in keys
-        for key in keys:
-            ours, theirs = np.asarray(rec.last[key]), expected[key]
-            np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=key)
-            scale = max(float(np.nanmax(np.abs(theirs), initial=0.0)), 1e-6)
-            worst = float(np.nanmax(np.abs(ours - theirs), initial=0.0)) / scale
-            assert worst <= 1e-5, (key, worst)
+        for key in keys:  # the same computation on the same weights: equal to the bit
+            np.testing.assert_array_equal(np.asarray(rec.last[key]), expected[key], err_msg=key)
 
 
 @pytest.mark.slow
