@@ -45,7 +45,7 @@ from lstmviz.analysis.panel_images import layer_map_image, layers_image
 from lstmviz.analysis.raster import png
 from lstmviz.core.errors import ConfigError, LstmvizError
 from lstmviz.io import files
-from lstmviz.io.recording import SERIES, Recording, load_recording
+from lstmviz.io.recording import LOSS_NAMES, Recording, load_recording
 from lstmviz.io.trace import GradientTrace
 
 PANELS = ("layers", "layer_map")
@@ -116,7 +116,9 @@ class TensorBoardWriter:
     def add_rows(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         """One record: its rows (`io.recording.record_rows`) and its model trace (for each
         direction's cell, length and hand-over, as a recording's diagnosis reads them)."""
-        arrays = {key: np.asarray(rows[key])[None] for key in SERIES}
+        # every row the record has (the .lvz's rows), as a recording of one record
+        arrays = {key: np.asarray(value)[None] for key, value in rows.items()
+                  if key != LOSS_NAMES}  # fmt: skip
         arrays["layer_names"] = np.asarray(trace.arrays["layer_names"])
         self.add_recording(Recording(Path(""), arrays, trace, False))
 
