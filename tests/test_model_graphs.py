@@ -55,8 +55,9 @@ def unrolled(layer, inputs, state):
     return states, outputs
 
 
-def reference(model, x, y, attention: bool):
-    """(loss, {direction: (totals h, totals c, direct)}) of the seq2seq by its unrolled cells."""
+def reference(model, x, y, attention: bool, step: int | None = None):
+    """(loss, {direction: (totals h, totals c, direct)}) of the seq2seq by its unrolled cells;
+    with `step`, of the loss of that decoder step alone (its share of the mean)."""
     get = model.get_layer
     with tf.GradientTape(persistent=True) as tape:
         e, d = get("emb_e")(x["enc"]), get("emb_d")(x["dec"])
@@ -68,7 +69,10 @@ def reference(model, x, y, attention: bool):
         if attention:
             seq = get("cat")([seq, get("att")([seq, tf.stack(enc_out, 1)])])
         probs = get("head")(seq)
-        loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, probs))
+        losses = keras.losses.sparse_categorical_crossentropy(y, probs)  # [B, TD]
+        if step is not None:
+            losses = losses * tf.one_hot(step, TD)
+        loss = tf.reduce_mean(losses)
     def grad(tensor):
         return tape.gradient(loss, tensor, unconnected_gradients="zero").numpy()
 
@@ -107,6 +111,27 @@ def test_an_encoder_decoder_matches_its_unrolled_cells(attention):
         np.testing.assert_allclose(a[f"layer{k}_grad_kernel"], grad.numpy(), **TOL)
     assert a["saliency_enc"].shape == (B, TE) and a["x_dec"].shape == (TD, B)
     trace.check()
+
+
+def test_the_error_of_the_decoders_last_step_is_followed_into_the_encoder():
+    """A loss on every decoder token: each direction's anchored norms are the gradient of the
+    loss of the decoder's last step alone (through the attention and the hand-over), and the
+    decoder's diagnosis is answered from it."""
+    import lstmviz
+
+    model, x, y = seq2seq(True)
+    trace = lstmviz.model_gradients(model, x, y)
+    _, alone = reference(model, x, y, True, step=TD - 1)
+    for k, name in enumerate(("encoder", "decoder")):
+        steps = (TE, TD)[k]
+        total_h, total_c, _ = alone[name]
+        norms = [np.sqrt(np.square(g.astype(np.float64)).sum(axis=(1, 2)))
+                 for g in (total_h, total_c)]  # fmt: skip
+        np.testing.assert_allclose(trace["anchor_norm_h_by_layer"][k, 0, :steps], norms[0], **TOL)
+        np.testing.assert_allclose(trace["anchor_norm_c_by_layer"][k, 0, :steps], norms[1], **TOL)
+        assert trace["anchors_by_layer"][k, 0] == steps - 1
+    decoder = trace.diagnosis.to_dict()["layers"][1]
+    assert decoder["anchors"] == [TD - 1] and decoder["h"]["decay_per_step"] is not None
 
 
 class Stepper(keras.Model):

@@ -151,6 +151,15 @@ def named_gradients(
     }
 
 
+def one_step_only(gradient: tf.Tensor, first: bool) -> tf.Tensor:
+    """A gradient at a model output [B, T, …] kept at its first (or last) step alone, zero at
+    the others: the cotangent of the error of one step (docs/diagnosis.md)."""
+    steps = tf.shape(gradient)[1]
+    keep = tf.one_hot(0 if first else steps - 1, steps, dtype=gradient.dtype)
+    ones = tf.ones([gradient.shape.rank - 2], tf.int32)
+    return gradient * tf.reshape(keep, tf.concat([[1, steps], ones], 0))
+
+
 def graph_step_norm(g: tf.Tensor) -> tf.Tensor:
     """[T, B, H] -> [T] (TensorFlow, float32): sqrt of the sum of squares over batch and units.
     With the native kernels the backward op's own norms of what it wrote or was given

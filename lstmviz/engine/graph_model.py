@@ -35,6 +35,7 @@ from lstmviz.engine.graph_data import (
 from lstmviz.engine.keras_graph import (
     GraphLayout,
     Recorder,
+    anchored_norms,
     call_gradients,
     chain_arrays,
     chains,
@@ -298,7 +299,8 @@ class GraphGradients:
         import keras
 
         model = self.graph.model
-        with tf.GradientTape() as tape:
+        # persistent: the anchored passes differentiate again (in a graph, free otherwise)
+        with tf.GradientTape(persistent=True) as tape:
             recorder = Recorder(tape)
             with recording(model, self.traced, recorder):
                 outputs = model(_packed(self._structure, xs), training=False)
@@ -324,6 +326,7 @@ class GraphGradients:
             out[f"y_pred{n}"] = y_pred
         for k, chain in enumerate(found):
             out |= chain_arrays(k, chain, calls, named)
+        out |= anchored_norms(tape, value, outputs, calls, found)
         for n in sorted(firsts):
             grad = named[f"grad_input_{names[n]}"]
             out[f"grad_input_{names[n]}"] = grad
@@ -376,6 +379,7 @@ def graph_arrays(graph: KerasGraph, losses: list, data: GraphData,
     preds = [arrays.pop(f"y_pred{n}") for n in range(len(data.ys))]
     count = len(layout.names)
     rows = {key: [] for key in NORM_KEYS}
+    anchored = {"h": [], "c": []}
     for k in range(count):
         prefix = f"layer{k}_"
         arrays.pop(prefix + "count", None)
@@ -388,12 +392,19 @@ def graph_arrays(graph: KerasGraph, losses: list, data: GraphData,
             rows[norm].append(row)
         if prefix + "c" not in arrays:  # no cell state: a NaN row
             rows["norm_c_total"].append(np.full(len(arrays[prefix + "h"]), np.nan, np.float32))
+        # the error of one step: its own pass, or (a loss on one step) the totals
+        for state, norm in (("h", "norm_h_total"), ("c", "norm_c_total")):
+            anchored[state].append(arrays.pop(f"{prefix}anchor_norm_{state}", rows[norm][-1]))
         arrays[prefix + "cell"] = np.array(layout.cells[k])
         arrays[prefix + "gate_names"] = np.array(CELL_GATES[layout.cells[k]])
         arrays[prefix + "calls"] = np.int64(layout.calls[k])
         arrays[prefix + "initial_from"] = np.int64(layout.initial_from[k])
     for key, found in rows.items():
         arrays[f"{key}_by_layer"] = pad_rows(found)
+    arrays["anchors_by_layer"] = np.array([[int(arrays.pop(f"layer{k}_anchor"))]
+                                           for k in range(count)], np.int64)  # fmt: skip
+    for state, found in anchored.items():
+        arrays[f"anchor_norm_{state}_by_layer"] = pad_rows(found)[:, None]
     arrays["layer_names"] = np.array(layout.names)
     if "mask" in arrays:
         arrays["mask"] = arrays["mask"] > 0

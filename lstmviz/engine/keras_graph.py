@@ -29,7 +29,9 @@ from lstmviz.engine.gradients import (
     gradient_sources,
     graph_last_axis_norm,
     graph_norms,
+    graph_step_norm,
     named_gradients,
+    one_step_only,
 )
 from lstmviz.engine.model_forward import Direction, gate_activity, probed_direction
 from lstmviz.engine.tfload import tf
@@ -332,6 +334,47 @@ def first_calls(calls: list[Call], inputs: list) -> dict[int, int]:
         if len(found) == len(inputs):
             break
     return found
+
+
+def anchored_norms(tape, value, outputs: list, calls: list[Call], found: list[Chain]) -> dict:
+    """The error of one step followed back through the graph (docs/diagnosis.md): per
+    direction k `layer{k}_anchor` (its last input position, its first for a backward
+    direction) and, where an output has a time axis ([B, T, …]: a loss on every step),
+    `layer{k}_anchor_norm_h` (and `_c`) [T_k], the norms of the gradient of the outputs'
+    loss at that step alone (each output's gradient kept at its own last or first step)
+    with respect to the direction's states, by one more backward per anchor. Without such
+    an output the totals are that gradient (the caller takes them)."""
+    firsts = [calls[chain.calls[0]].direction.backwards for chain in found]
+    lengths = [tf.add_n([tf.shape(calls[i].direction.h)[0] for i in chain.calls])
+               for chain in found]  # fmt: skip
+    out = {f"layer{k}_anchor": 0 if first else n - 1
+           for k, (first, n) in enumerate(zip(firsts, lengths, strict=True))}  # fmt: skip
+    # Keras's cross-entropies read a softmax's logits (`_keras_logits`), not its output: the
+    # loss reaches the output through them
+    steps = [getattr(o, "_keras_logits", o) for o in outputs
+             if o.shape.rank is not None and o.shape.rank >= 3]  # fmt: skip
+    if not steps:
+        return out
+    zero = tf.UnconnectedGradients.ZERO
+    d_outputs = tape.gradient(value, steps, unconnected_gradients=zero)
+    for first in sorted(set(firsts)):
+        ks = [k for k, f in enumerate(firsts) if f == first]
+        directions = [calls[i].direction for k in ks for i in found[k].calls]
+        probes = [p for d in directions for p in d.probes if p is not None]
+        cotangents = [one_step_only(g, first) for g in d_outputs]
+        grads = iter(tape.gradient(steps, probes, output_gradients=cotangents,
+                                   unconnected_gradients=zero))  # fmt: skip
+        for k in ks:
+            hs, cs = [], []
+            for i in found[k].calls:
+                d = calls[i].direction
+                hs.append(graph_step_norm(d.in_input_order(next(grads))))
+                if d.probes[1] is not None:
+                    cs.append(graph_step_norm(d.in_input_order(next(grads))))
+            out[f"layer{k}_anchor_norm_h"] = tf.concat(hs, 0)
+            if cs:
+                out[f"layer{k}_anchor_norm_c"] = tf.concat(cs, 0)
+    return out
 
 
 def pad_rows(rows: list[np.ndarray]) -> np.ndarray:

@@ -35,6 +35,7 @@ from lstmviz.engine.gradients import (
     graph_norms,
     graph_step_norm,
     named_gradients,
+    one_step_only,
 )
 from lstmviz.engine.model_forward import ModelForward, flat_weights, gate_activity, with_shapes
 from lstmviz.engine.model_loss import ModelLoss, keras_loss
@@ -192,16 +193,14 @@ def anchored_norms(tape, value, output, directions: list, out: dict) -> dict[str
     if output.shape.rank is None or output.shape.rank < 3 or not directions:
         return found | {"anchor_norm_h_by_layer": rows_h[:, None],
                         "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
+    # a cross-entropy of Keras reads a softmax's logits (`_keras_logits`), not its output
+    output = getattr(output, "_keras_logits", output)
     d_output = tape.gradient(value, output, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    at = tf.shape(output)[1]
     h_rows, c_rows = [None] * len(directions), [None] * len(directions)
     for first in sorted(set(firsts)):
-        keep = tf.one_hot(0 if first else at - 1, at, dtype=d_output.dtype)
-        keep = tf.reshape(keep, tf.concat([[1, at], tf.ones([output.shape.rank - 2], tf.int32)],
-                                          0))  # fmt: skip
         ks = [k for k, f in enumerate(firsts) if f == first]
         probes = [p for k in ks for p in directions[k].probes if p is not None]
-        grads = iter(tape.gradient(output, probes, output_gradients=d_output * keep,
+        grads = iter(tape.gradient(output, probes, output_gradients=one_step_only(d_output, first),
                                    unconnected_gradients=tf.UnconnectedGradients.ZERO))
         for k in ks:
             d = directions[k]
