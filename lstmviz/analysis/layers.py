@@ -377,3 +377,89 @@ def gates_of_layer(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray] | No
     if mean is None or saturated is None:
         return None
     return blank_masked(mean, arrays), blank_masked(saturated, arrays)
+
+
+# ---- the error of one step (docs/diagnosis.md): `anchors_by_layer` [L, A] and ------------------
+# `anchor_norm_h_by_layer` [L, A, T], ‖∂L_t*/∂h_t‖ of the loss of anchor step t* alone
+
+
+def anchor_count(arrays: Arrays) -> int:
+    """A, the anchors each direction follows; 0 when the trace has no anchored norms."""
+    anchors, rows = arrays.get("anchors_by_layer"), arrays.get("anchor_norm_h_by_layer")
+    if anchors is None or rows is None or np.ndim(anchors) != 2 or np.ndim(rows) != 3:
+        return 0
+    return int(np.shape(anchors)[1])
+
+
+def anchor_labels(arrays: Arrays) -> list[str]:
+    """A label per anchor a [A]: "t*=12" when row a is one step in every direction (several
+    anchors), else its distinct steps in model order, "t*=23 / 0" (the default single anchor:
+    the last step for forward directions, the first for backward ones)."""
+    anchors = np.asarray(arrays.get("anchors_by_layer", np.zeros((0, 0))), np.int64)
+    return ["t*=" + " / ".join(str(t) for t in dict.fromkeys(anchors[:, a].tolist()))
+            for a in range(anchor_count(arrays))]  # fmt: skip
+
+
+def _runs_backward(arrays: Arrays, k: int, steps: int) -> bool:
+    """Whether direction k reads the sequence from its end, as its diagnosis decides it
+    (`decay.runs_backward` on its own steps' norm rows)."""
+    from lstmviz.analysis.decay import loss_steps, runs_backward
+
+    direct = arrays.get("norm_h_direct_by_layer")
+    direct = None if direct is None else np.asarray(direct[k][:steps], np.float64)
+    total = np.asarray(arrays["norm_h_total_by_layer"][k][:steps], np.float64)
+    return runs_backward(layer_names(arrays)[k], total, loss_steps(direct, steps))
+
+
+def anchored_rows(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Direction k's error of one step per anchor: (rows [A, T_k] ‖∂L_t*/∂h_t‖ as stored (float32),
+    anchors [A] t* (int64), reach [A] the input position of the farthest step each row reaches
+    from its t* as docs/diagnosis.md defines the reach, −1 where not defined); None when the
+    trace has no anchored norms."""
+    from lstmviz.analysis.decay import anchored_decay
+
+    if anchor_count(arrays) == 0 or not 0 <= k < len(arrays["anchors_by_layer"]):
+        return None
+    steps = direction_steps(arrays, k) or int(np.shape(arrays["anchor_norm_h_by_layer"])[-1])
+    rows = np.asarray(arrays["anchor_norm_h_by_layer"][k], np.float32)[:, :steps]
+    anchors = np.asarray(arrays["anchors_by_layer"][k], np.int64)
+    reverse = _runs_backward(arrays, k, steps)
+    reach = np.full(len(anchors), -1, np.int64)
+    for a, t in enumerate(anchors):
+        if 0 <= t < steps:
+            decay = anchored_decay(rows[a : a + 1], anchors[a : a + 1], steps, reverse)
+            if decay.reach is not None:
+                reach[a] = t + (decay.reach - 1) * (1 if reverse else -1)
+    return rows, anchors, reach
+
+
+def anchored_curves(arrays: Arrays, anchor: int | None = None):
+    """Every direction's error of one step, for the curves: (rows [L, T] float64, NaN after a
+    direction's T_k and at steps masked in every sample; anchors [L] the t* each row follows;
+    reach [L] the input position of the farthest step each reaches, −1 where not defined).
+    `anchor`: the anchor a shown (from 0); None or out of range: for each direction the anchor
+    its diagnosis follows (`decay.anchored_decay`: the median decay per step). None when the
+    trace has no anchored norms."""
+    from lstmviz.analysis.decay import anchored_decay
+
+    count = anchor_count(arrays)
+    if count == 0:
+        return None
+    stored = arrays["anchor_norm_h_by_layer"]
+    L, T = len(stored), int(np.shape(stored)[-1])
+    out = np.full((L, T), np.nan)
+    anchors, reach = np.full(L, -1, np.int64), np.full(L, -1, np.int64)
+    for k in range(L):
+        rows, t_stars, reaches = anchored_rows(arrays, k)
+        steps = rows.shape[1]
+        inside = [a for a in range(count) if 0 <= t_stars[a] < steps]
+        if not inside:
+            continue
+        a = anchor if anchor is not None and anchor in inside else None
+        if a is None:  # the diagnosis's: the anchor whose decay is the median
+            median = anchored_decay(rows[inside], t_stars[inside], steps,
+                                    _runs_backward(arrays, k, steps))  # fmt: skip
+            a = next(i for i in inside if t_stars[i] == median.anchor)
+        out[k, :steps] = rows[a]
+        anchors[k], reach[k] = t_stars[a], reaches[a]
+    return blank_masked(out, arrays), anchors, reach

@@ -12,13 +12,18 @@ class ViewOptions:
     by its largest value (View → Normalise per pass). `layer`: the direction a model trace's gates
     and per-unit panels show (an index into `layer_names`). `record`: a recording's record (from
     0, negative from the end; None: the last). `t_range`: the timesteps [start, stop) a
-    recording's heatmap shows (None: every t)."""
+    recording's heatmap shows (None: every t). `anchored`: a model trace's curves of the error of
+    one step (`anchor_norm_h_by_layer` [L, A, T]) beside the full gradient (View → Error of one
+    step t*). `anchor`: which of the trace's A anchors they show (an index a from 0; None: for
+    each direction the one its diagnosis follows, the median of its anchors' decays)."""
 
     log: bool = True
     normalise: bool = False
     layer: int = 0
     record: int | None = None
     t_range: tuple[int, int] | None = None
+    anchored: bool = False
+    anchor: int | None = None
 
     def but(self, **changes) -> ViewOptions:
         """A copy with `changes` (field=value) applied."""
