@@ -7,8 +7,11 @@ Tags:
   ‖dL/dh_t‖, as `lstmviz diagnose` computes them from the record's norms) and, for a direction
   with a cell state, `…/c_reach`, `…/c_steps_per_decade`, `…/c_decay_per_step` (of ‖dL/dc_t‖);
   `lstmviz/loss` (on the recorded data) and `lstmviz/train_loss` (what training reported); a
-  value the diagnosis leaves undefined (the reach of a direction the loss enters at every step,
-  the decay of one never reached) is written as NaN, never left out;
+  value the diagnosis leaves undefined (the reach of a direction the loss enters at every step
+  when the record has no error of one step to follow, as records written before model mode
+  kept it; the decay of one never reached) is written as NaN, never left out. Where the record
+  has the error of one step (`anchor_norm_h_by_layer`), such a direction's values are that
+  error's, as `lstmviz diagnose` gives them;
 - images `lstmviz/panels/layers` (‖dL/dh_t‖ of each direction over t, log axis) and
   `lstmviz/panels/layer_map` (layers × timesteps heatmap), PNG, one per record.
 

@@ -11,8 +11,11 @@ steps (`T`; the JSON lists its own steps only). JSON contract (docs/diagnosis.md
     {"layers": [{"name", "log10_ratio_h": [T], "log10_ratio_c": [T] (LSTM), "a": {…}, "b": {…}}],
      "only_in_a": […], "only_in_b": […], "config_diff": {field: [a, b]}}
 
-with null where either norm is 0 or not finite; recordings add "records": {"a": …, "b": …},
-each {"step", "loss", "reach": {direction: [S]}, "steps_per_decade": {direction: [S]}}.
+with null where either norm is 0 or not finite; a direction whose diagnosis follows the
+error of one step (docs/diagnosis.md) in A or B adds "log10_ratio_anchor_h": [T], the same of
+‖∂L_t*/∂h_t‖ at each run's anchor t* (where both have one). Recordings add "records": {"a": …,
+"b": …}, each {"step", "loss", "reach": {direction: [S]}, "steps_per_decade": {direction: [S]},
+"anchor": {direction: [S]}} (the anchor t* of each record's diagnosis, null where none).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class LayerComparison:
     """One direction in both runs: `a_h`, `b_h` (and `a_c`, `b_c` for LSTMs) the aligned norms
     [T], `log10_ratio_h` / `_c` [T] = log10(‖B‖/‖A‖) (NaN where either is 0 or not finite,
     and after the direction's own `steps` aligned steps), `a` and `b` the direction's
-    diagnoses."""
+    diagnoses; `a_anchor_h`, `b_anchor_h`, `log10_ratio_anchor_h` [T] the same of the error of
+    one step at each diagnosis's anchor, where both have one and either diagnosis used it."""
 
     name: str
     cell: str
@@ -51,6 +55,9 @@ class LayerComparison:
     a_c: np.ndarray | None = None
     b_c: np.ndarray | None = None
     log10_ratio_c: np.ndarray | None = None
+    a_anchor_h: np.ndarray | None = None
+    b_anchor_h: np.ndarray | None = None
+    log10_ratio_anchor_h: np.ndarray | None = None
     steps: int = 0
 
     def changes(self) -> str:
@@ -62,6 +69,11 @@ class LayerComparison:
             parts.append(f"{label} {_text(x)} → {_text(y)}" + (" steps" * (label == "reach")))
         if self.a.h.trend != self.b.h.trend:
             parts.append(f"{self.a.h.trend or '–'} → {self.b.h.trend or '–'}")
+        anchors = (self.a.h.anchor, self.b.h.anchor)
+        if anchors != (None, None):  # the error of one step was followed in A or B (or both)
+            parts.append(f"from the error of step t={_text(anchors[0])}" if anchors[0] ==
+                         anchors[1] else f"from the error of step t={_text(anchors[0])} (A), "
+                         f"t={_text(anchors[1])} (B)")  # fmt: skip
         return f"{self.name}: " + ", ".join(parts)
 
 
@@ -92,6 +104,8 @@ class Comparison:
             out = {"name": layer.name, "log10_ratio_h": _json(layer.log10_ratio_h[own])}
             if layer.log10_ratio_c is not None:
                 out["log10_ratio_c"] = _json(layer.log10_ratio_c[own])
+            if layer.log10_ratio_anchor_h is not None:
+                out["log10_ratio_anchor_h"] = _json(layer.log10_ratio_anchor_h[own])
             layers.append(out | {"a": layer.a.to_dict(), "b": layer.b.to_dict()})
         out = {"layers": layers, "only_in_a": list(self.only_in_a),
                "only_in_b": list(self.only_in_b),
@@ -115,8 +129,13 @@ class Comparison:
             ratio = layer.log10_ratio_h[np.isfinite(layer.log10_ratio_h)]
             span = (f"log10 ‖B‖/‖A‖ of dL/dh_t: {ratio.min():+.3g} … {ratio.max():+.3g}"
                     if ratio.size else "log10 ‖B‖/‖A‖: not defined")  # fmt: skip
-            lines += [layer.changes(), f"  {span}", f"  A: {layer.a.verdict}",
-                      f"  B: {layer.b.verdict}"]  # fmt: skip
+            lines += [layer.changes(), f"  {span}"]
+            if layer.log10_ratio_anchor_h is not None:
+                ratio = layer.log10_ratio_anchor_h[np.isfinite(layer.log10_ratio_anchor_h)]
+                lines.append(f"  log10 ‖B‖/‖A‖ of ∂L_t*/∂h_t: {ratio.min():+.3g} … "
+                             f"{ratio.max():+.3g}" if ratio.size else
+                             "  log10 ‖B‖/‖A‖ of ∂L_t*/∂h_t: not defined")  # fmt: skip
+            lines += [f"  A: {layer.a.verdict}", f"  B: {layer.b.verdict}"]
         for label, names in (("only in A", self.only_in_a), ("only in B", self.only_in_b)):
             if names:
                 lines.append(f"{label}: {', '.join(names)}")
@@ -201,7 +220,20 @@ def _layer(da: Direction, db: Direction, diag_a, diag_b, steps: int, T: int) -> 
     if da.norm_c is not None and db.norm_c is not None:
         out.a_c, out.b_c = _last(da.norm_c, steps, T), _last(db.norm_c, steps, T)
         out.log10_ratio_c = log10_ratio(out.a_c, out.b_c)
+    rows = _anchor_row(da, diag_a), _anchor_row(db, diag_b)
+    if None not in rows and (diag_a.anchors or diag_b.anchors):
+        out.a_anchor_h, out.b_anchor_h = (_last(row, steps, T) for row in rows)
+        out.log10_ratio_anchor_h = log10_ratio(out.a_anchor_h, out.b_anchor_h)
     return out
+
+
+def _anchor_row(d: Direction, diagnosis: DirectionDiagnosis) -> np.ndarray | None:
+    """‖∂L_t*/∂h_t‖ [T] of `d` at the anchor its diagnosis's h names (where it follows the
+    error of one step), else at its first anchor; None without anchored norms."""
+    if d.anchor_h is None or d.anchors is None or not len(d.anchors):
+        return None
+    at = [int(a) for a in d.anchors]
+    return d.anchor_h[at.index(diagnosis.h.anchor) if diagnosis.h.anchor in at else 0]
 
 
 def _last(curve: np.ndarray, steps: int, T: int) -> np.ndarray:
@@ -228,7 +260,8 @@ def _records(rec) -> dict:
     series = diagnosis.series()
     return {"step": np.asarray(rec.arrays["step"]), "loss": np.asarray(rec.arrays["loss"]),
             "reach": {n: s["reach"] for n, s in series.items()},
-            "steps_per_decade": {n: s["steps_per_decade"] for n, s in series.items()}}  # fmt: skip
+            "steps_per_decade": {n: s["steps_per_decade"] for n, s in series.items()},
+            "anchor": {n: s["anchor"] for n, s in series.items()}}  # fmt: skip
 
 
 def _json(values) -> list:
@@ -239,7 +272,9 @@ def _json_records(records: dict) -> dict:
     return {"step": [int(s) for s in records["step"]], "loss": _json(records["loss"]),
             "reach": {n: _json(v) for n, v in records["reach"].items()},
             "steps_per_decade": {n: _json(v)
-                                 for n, v in records["steps_per_decade"].items()}}  # fmt: skip
+                                 for n, v in records["steps_per_decade"].items()},
+            "anchor": {n: [None if math.isnan(v) else int(v) for v in values]
+                       for n, values in records["anchor"].items()}}  # fmt: skip
 
 
 def _plain(value):

@@ -167,17 +167,21 @@ class RecordingDiagnosis:
 
     def series(self) -> dict[str, dict[str, np.ndarray]]:
         """Per direction: `steps_per_decade` and `reach` of ‖dL/dh_t‖ over the records [S]
-        (NaN where not defined), with `step` [S]."""
+        (NaN where not defined), with `step` [S] and `anchor` [S] (the step t* whose error
+        alone was followed back; NaN where the loss's own span was fitted)."""
         return series_of([(int(s), d) for s, d in zip(self.step, self.records, strict=True)])
 
     def table(self) -> str:
         """Steps per decade and reach of ‖dL/dh_t‖ per direction, a row per record."""
         lines = []
         for name, cols in self.series().items():
-            lines.append(f"{name}: step, steps/decade, reach (of {self.T})")
+            anchored = bool(np.isfinite(cols["anchor"]).any())  # a column of t* where used
+            lines.append(f"{name}: step, steps/decade, reach (of {self.T})"
+                         + ", from the error of step t*" * anchored)  # fmt: skip
+            rows = zip(cols["step"], cols["steps_per_decade"], cols["reach"], cols["anchor"],
+                       strict=True)  # fmt: skip
             lines += [f"  {int(s):>7}  {_num(x, '.3g'):>10}  {_num(r, '.0f'):>5}"
-                      for s, x, r in zip(cols["step"], cols["steps_per_decade"],
-                                         cols["reach"], strict=True)]  # fmt: skip
+                      + f"  {_num(a, '.0f'):>5}" * anchored for s, x, r, a in rows]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -194,14 +198,17 @@ def pre_html(text: str) -> str:
 
 
 def series_of(points: list[tuple[int, Diagnosis]]) -> dict[str, dict[str, np.ndarray]]:
-    """{direction: {"step", "steps_per_decade", "reach"} [S]} from (step, Diagnosis) pairs."""
+    """{direction: {"step", "steps_per_decade", "reach", "anchor"} [S]} from (step, Diagnosis)
+    pairs (`anchor` NaN where no error of one step was followed)."""
     out: dict[str, dict[str, list]] = {}
     for step, diagnosis in points:
         for d in diagnosis.layers:
-            cols = out.setdefault(d.name, {"step": [], "steps_per_decade": [], "reach": []})
+            cols = out.setdefault(d.name, {"step": [], "steps_per_decade": [], "reach": [],
+                                           "anchor": []})  # fmt: skip
             cols["step"].append(step)
             cols["steps_per_decade"].append(_nan(d.h.steps_per_decade))
             cols["reach"].append(_nan(d.h.reach))
+            cols["anchor"].append(_nan(d.h.anchor))
     return {name: {k: np.asarray(v, np.float64) for k, v in cols.items()}
             for name, cols in out.items()}  # fmt: skip
 
@@ -418,12 +425,14 @@ def diagnosis_lines(diagnosis) -> list[str]:
             return []
         lines = []
         for name, cols in diagnosis.series().items():
-            steps = cols["step"]
+            steps, anchors = cols["step"], np.unique(cols["anchor"][np.isfinite(cols["anchor"])])
+            # the error of one step: the anchor followed, when one anchor served every record
+            anchor = f" from the error of step t={int(anchors[0])}" if len(anchors) == 1 else ""
             lines.append(f"diagnosis · {name}: steps per decade "
                          f"{_num(cols['steps_per_decade'][0], '.3g')} → "
                          f"{_num(cols['steps_per_decade'][-1], '.3g')}, reach "
                          f"{_num(cols['reach'][0], '.0f')} → {_num(cols['reach'][-1], '.0f')} "
-                         f"of {diagnosis.T} steps (training steps {int(steps[0])}–"
+                         f"of {diagnosis.T} steps{anchor} (training steps {int(steps[0])}–"
                          f"{int(steps[-1])})")  # fmt: skip
         return lines + diagnosis_lines(diagnosis.records[-1])
     return [f"diagnosis · {d.name}: {d.verdict}" for d in diagnosis.layers]

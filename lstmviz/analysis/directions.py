@@ -156,11 +156,15 @@ def _model_direction(a: dict, k: int, name: str) -> Direction:
 
 def _anchored(d: Direction, a: dict, k: int, steps: int | None, s: int | None = None) -> None:
     """Give `d` the anchored norms of direction k (of record `s` of a recording's arrays),
-    where the arrays hold them."""
+    where the arrays hold them. A record whose anchors are negative has none (a recording's
+    fill rows: `io.recording_rows.anchor_fill`)."""
     if "anchor_norm_h_by_layer" not in a or "anchors_by_layer" not in a:
         return
     pick = (lambda key: a[key][k]) if s is None else (lambda key: a[key][s][k])
-    d.anchors = np.asarray(pick("anchors_by_layer"), np.int64)
+    anchors = np.asarray(pick("anchors_by_layer"), np.int64)
+    if anchors.size == 0 or (anchors < 0).any():
+        return
+    d.anchors = anchors
     d.anchor_h = _f32(pick("anchor_norm_h_by_layer"))[:, :steps]
     if d.cell == "lstm" and "anchor_norm_c_by_layer" in a:
         d.anchor_c = _f32(pick("anchor_norm_c_by_layer"))[:, :steps]

@@ -4,11 +4,13 @@ Diagnosis CSV (`lstmviz export --csv F.csv` writes it beside the curves as `F_di
 one row per direction and curve (‖dL/dh_t‖ "h", ‖dL/dc_t‖ "c"), columns `record` (the training
 step of a recording's record, of a training trace's step or the batch of a per-batch trace;
 empty for the whole trace), `direction`, `cell`, `of`, `decay_per_step`, `steps_per_decade`,
-`reach`, `trend`, `loss_step`, `units_unreached`, `verdict`. Empty fields: not defined.
+`reach`, `trend`, `loss_step`, `anchor` (the step t* whose loss alone was followed back where
+the loss enters at every step: the error of one step, docs/diagnosis.md), `units_unreached`,
+`verdict`. Empty fields: not defined.
 
 Comparison CSV (`lstmviz compare A B --out F.csv`): a row per aligned timestep t; per direction
-`{name}_a_h`, `{name}_b_h`, `{name}_log10_ratio_h` (and `_c` for LSTMs), empty past a
-direction's own aligned steps.
+`{name}_a_h`, `{name}_b_h`, `{name}_log10_ratio_h` (and `_c` for LSTMs; `_anchor_h`, the
+error of one step, where the comparison has it), empty past a direction's own aligned steps.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from lstmviz.analysis.records import panel_arrays
 from lstmviz.core import schema
 
 HEADER = ("record", "direction", "cell", "of", "decay_per_step", "steps_per_decade", "reach",
-          "trend", "loss_step", "units_unreached", "verdict")  # fmt: skip
+          "trend", "loss_step", "anchor", "units_unreached", "verdict")  # fmt: skip
 
 
 def diagnosis_rows(diagnosis) -> list[tuple]:
@@ -49,7 +51,7 @@ def _rows(diagnosis, record) -> list[tuple]:
 
 def _decay(x) -> tuple:
     return (_field(x.decay_per_step), _field(x.steps_per_decade), _field(x.reach),
-            x.trend or "", _field(x.loss_step))  # fmt: skip
+            x.trend or "", _field(x.loss_step), _field(x.anchor))  # fmt: skip
 
 
 def _field(value) -> str:
@@ -73,7 +75,7 @@ def comparison_columns(comparison) -> list[tuple[str, np.ndarray]]:
     for layer in comparison.layers:
         # a direction of fewer aligned steps (a graph's): empty fields after its own
         past = np.arange(comparison.T) >= (layer.steps or comparison.T)
-        for of in ("h", "c"):
+        for of in ("h", "c", "anchor_h"):
             ratio = getattr(layer, f"log10_ratio_{of}")
             if ratio is not None:
                 columns += [(f"{layer.name}_{part}", np.ma.masked_array(values, mask=past)
@@ -103,7 +105,9 @@ def recording_columns(recording) -> list[tuple[str, np.ndarray]]:
     a = recording.arrays
     last = recording.last.arrays if recording.last is not None else {}
     columns = [(key, np.asarray(a[key])) for key in RECORD_COLUMNS]
-    norms = sorted((k for k in a if k.endswith("_by_layer")), key=schema.order)
+    # the norms [S, L, T] (not the anchored rows [S, L, A, T]: the diagnosis CSV has their use)
+    norms = sorted((k for k in a if k.startswith("norm_") and k.endswith("_by_layer")),
+                   key=schema.order)  # fmt: skip
     padded = masked_steps(panel_arrays(recording))  # [T] or None
     for k, name in enumerate(a["layer_names"]):  # a block per direction, as a model trace's
         for key in norms:

@@ -262,6 +262,13 @@ _RECORDING = [
        "direct ‖∂L/∂h_t‖ per record and direction"),  # fmt: skip
     _k("norm_c_total_by_layer", ("S", "L", "T"), DATA, _RECORD,
        "cell ‖dL/dc_t‖ per record and direction"),  # fmt: skip
+    # the error of one step (docs/diagnosis.md), where the first record's trace had it
+    _k("anchors_by_layer", ("S", "L", "A"), DATA, _RECORD, "the anchor steps t* per record and "
+       "direction (-1: the record has none)", kinds="iu"),  # fmt: skip
+    _k("anchor_norm_h_by_layer", ("S", "L", "A", "T"), DATA, _RECORD,
+       "‖∂L_t*/∂h_t‖ per record, direction and anchor"),  # fmt: skip
+    _k("anchor_norm_c_by_layer", ("S", "L", "A", "T"), DATA, _RECORD,
+       "‖∂L_t*/∂c_t‖ per record, direction and anchor (NaN without c)"),  # fmt: skip
     _k("saliency", ("S", "T"), DATA, _RECORD, "‖grad_input‖ over E, mean over the samples"),
     _k("layer_names", ("L",), TEXT, _RECORD, "one name per LSTM direction", kinds="U"),
     _k("model_summary", (), TEXT, _RECORD, "the model's layers", kinds="U"),

@@ -10,7 +10,9 @@ Layout (every dataset exists from the first record on; SWMR forbids creating any
   training batch, counted across epochs: N, 2N, …), `epoch` [S] (0-based, as Keras counts),
   `loss` [S] (on the recorded data), `train_loss` [S] (what Keras reported), `record_seconds`
   [S], `norm_h_total_by_layer`, `norm_h_direct_by_layer`, `norm_c_total_by_layer` [S, L, T],
-  `saliency` [S, T] (the mean over the samples);
+  `saliency` [S, T] (the mean over the samples); where the first record's trace had the error
+  of one step (docs/diagnosis.md), `anchors_by_layer` [S, L, A] (int64 input positions t*),
+  `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [S, L, A, T] (`recording_rows`);
 - `loss_name` [S]: the loss each record was computed with (UTF-8, at most `LOSS_BYTES` bytes);
   it changes where the model was compiled again between two fits;
 - `text/`: the text of the first record's trace (`layer_names` [L], `model_summary`,
@@ -63,18 +65,16 @@ from lstmviz.core.errors import ConfigError, LstmvizError, TraceError
 from lstmviz.io import files
 from lstmviz.io.atomic import atomic_path
 from lstmviz.io.recording_hdf5 import WRITE_ERRORS, access, divert, open_file
+from lstmviz.io.recording_rows import ANCHOR_KEYS, LOSS_BYTES, LOSS_NAMES, SERIES, anchor_fill
+from lstmviz.io.recording_rows import NORM_KEYS as NORM_KEYS  # re-exported, as before
+from lstmviz.io.recording_rows import record_rows as record_rows  # re-exported, as before
 from lstmviz.io.trace import GradientTrace
 
 FORMAT = "lstmviz-recording"
 FORMAT_VERSION = 1
-# The rows of a record drawn from the model trace: the per-direction norms over t.
-NORM_KEYS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer")
-SERIES = ("step", "epoch", "loss", "train_loss", "record_seconds", *NORM_KEYS, "saliency")
 TEXT_KEYS = ("layer_names", "model_summary", "model_source", "inputs_source")
-LOSS_NAMES = "loss_name"  # the rows of the loss's name, kept out of the checked arrays
-LOSS_BYTES = 256  # the longest loss name a row holds (longer: cut, ending in "…")
 NAME_DTYPE = h5py.string_dtype("utf-8", LOSS_BYTES)
-ROWS = (*SERIES, LOSS_NAMES)  # the datasets a record adds a row to
+ROWS = (*SERIES, LOSS_NAMES)  # the datasets every record adds a row to (and ANCHOR_KEYS)
 READ_ATTEMPTS = 50  # reads of a record the writer overwrote meanwhile, before giving up
 RETRY_SECONDS = 0.002  # the pause before reading again, so a starved reader gets a turn
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -89,7 +89,9 @@ class RecordingError(LstmvizError):
 @dataclass
 class Recording:
     """A recording as read: `arrays` holds the rows of every record (`step` [S], `epoch`,
-    `loss`, `train_loss`, `record_seconds` [S], the norms [S, L, T], `saliency` [S, T]) and
+    `loss`, `train_loss`, `record_seconds` [S], the norms [S, L, T], `saliency` [S, T]; the
+    error of one step where the file has it: `anchors_by_layer` [S, L, A],
+    `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [S, L, A, T]) and
     `layer_names` [L], `model_summary`, `model_source`, `inputs_source`, `every`; `last` is
     the last record's full model trace (None when not read); `finished` says whether the
     writer has closed the file (False while fit runs); `loss_names` [S] the loss each record
@@ -143,47 +145,6 @@ class Recording:
         from lstmviz.notebook.html import recording_html
 
         return recording_html(self)
-
-
-def record_rows(
-    trace: GradientTrace,
-    step: int,
-    epoch: int,
-    train_loss: float = np.nan,
-    seconds: float = np.nan,
-    loss_name: str | None = None,
-) -> dict[str, np.ndarray]:
-    """One record's rows (the `SERIES` keys and `LOSS_NAMES`) from a model-mode trace.
-    `loss_name`: the loss it was computed with as the user knows it (its arguments too),
-    else the trace config's."""
-    arrays = trace.arrays
-    rows = {
-        "step": np.int64(step),
-        "epoch": np.int64(epoch),
-        "loss": np.float32(arrays["loss"]),
-        "train_loss": np.float32(train_loss),
-        "record_seconds": np.float32(seconds),
-    }
-    rows |= {key: np.asarray(arrays[key], np.float32) for key in NORM_KEYS}
-    # a model of several inputs: the saliency of the first that reaches a recurrent layer
-    key = "saliency" if "saliency" in arrays else next(
-        (k for k in arrays if k.startswith("saliency_")), None)  # fmt: skip
-    steps = np.shape(arrays["norm_h_total_by_layer"])[1]  # its longest direction's
-    rows["saliency"] = np.full(steps, np.nan, np.float32)
-    if key:
-        mean = np.asarray(arrays[key], np.float32).mean(axis=0)[:steps]
-        rows["saliency"][: len(mean)] = mean
-    rows[LOSS_NAMES] = np.bytes_(_cut(loss_name or trace.config.loss or "?"))
-    return rows
-
-
-def _cut(name: str) -> bytes:
-    """`name` in UTF-8 within LOSS_BYTES, cut at a character and ending in "…" when longer."""
-    data = name.encode()
-    if len(data) <= LOSS_BYTES:
-        return data
-    ellipsis = "…".encode()
-    return data[: LOSS_BYTES - len(ellipsis)].decode(errors="ignore").encode() + ellipsis
 
 
 class RecordingWriter:
@@ -286,7 +247,7 @@ class RecordingWriter:
                 f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, every=self.every)
                 for name in ("records", "writing", "finished"):
                     _flushed(f.create_dataset(name, data=np.int64(0)))
-                for key in ROWS:
+                for key in (*ROWS, *(k for k in ANCHOR_KEYS if k in rows)):
                     value = np.asarray(rows[key])
                     shape = value.shape
                     dtype = NAME_DTYPE if key == LOSS_NAMES else value.dtype
@@ -343,10 +304,14 @@ class RecordingWriter:
 
     def _write(self, rows: Mapping[str, np.ndarray], trace: GradientTrace) -> None:
         f, n = self._file, self.records
-        for key in ROWS:
+        for key in (*ROWS, *(k for k in ANCHOR_KEYS if k in f)):
             dataset = f[key]
             dataset.resize(n + 1, axis=0)
-            dataset[n] = rows[key]
+            value = rows.get(key)
+            # a record without the file's anchor rows (or of another A): no anchor, NaN norms
+            if key in ANCHOR_KEYS and (value is None or np.shape(value) != dataset.shape[1:]):
+                value = anchor_fill(key, dataset.shape[1:])
+            dataset[n] = value
             dataset.flush()
         _set(f["writing"], n + 1)
         slot = f[f"trace/{n % 2}"]
@@ -505,7 +470,9 @@ def _read(path: Path, f: h5py.File, with_trace: bool) -> Recording:
         count = _counter(f, "records")
         if count < 1:
             raise RecordingError(f"{path}: holds no complete record")
-        arrays = {key: _rows(path, f[key], count) for key in SERIES}
+        # a file from before the error of one step was recorded has no anchor rows
+        keys = (*SERIES, *(key for key in ANCHOR_KEYS if key in f))
+        arrays = {key: _rows(path, f[key], count) for key in keys}
         names = _rows(path, f[LOSS_NAMES], count) if LOSS_NAMES in f else None
         numeric = _slot(f[f"trace/{(count - 1) % 2}"]) if with_trace else None
         slot_text = f.get(f"trace_text/{(count - 1) % 2}")
