@@ -5,7 +5,7 @@ No Qt here (`lstmviz.plots.export` checks panel names with it before any renderi
 
 from __future__ import annotations
 
-from lstmviz.analysis.layers import is_model
+from lstmviz.analysis.layers import anchor_count, is_model
 from lstmviz.analysis.values import Arrays
 from lstmviz.core import modes
 from lstmviz.core.config import RunConfig
@@ -59,13 +59,16 @@ def figure_rows(names: list[str]) -> list[list[str]]:
 def panels_for(arrays: Arrays, config: RunConfig | None = None, live: bool = False) -> list[str]:
     """The names of the panels that show `arrays`, in `PANEL_NAMES` order.
 
-    A model trace (or a live run of mode "model"): the model panels. Otherwise the gradient
+    A model trace (or a live run of mode "model"): the model panels, and the connectivity map
+    when it follows two anchors or more (`anchors_by_layer` [L, A]). Otherwise the gradient
     norm and both heatmaps always; the loss when there is `loss_by_step`, the connectivity map
     when there is `connectivity`. `live`: a run of `config` whose results are still arriving,
     which gets the loss panel when it trains and the map when it computes one (taped and
     training runs with `config.connectivity`) before their first values arrive."""
     if is_model(arrays, config.mode if config is not None else None):
-        return list(MODEL_PANELS)
+        if anchor_count(arrays) < 2:
+            return list(MODEL_PANELS)
+        return [name for name in PANEL_NAMES if name in {*MODEL_PANELS, "connectivity"}]
     running = config if live else None
     wanted = {
         "loss": "loss_by_step" in arrays

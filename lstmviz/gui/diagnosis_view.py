@@ -1,6 +1,8 @@
 """The window's diagnosis and comparison: a Diagnosis dock (a row per direction: cell, decay
-per step, steps per decade, reach, trend, verdict; for a recording also steps per decade and
-reach per direction over training steps), the reach marked on the norm curves, and File →
+per step, steps per decade, reach, trend, verdict, the anchor step followed; for a recording
+also steps per decade and reach per direction over training steps), the reach marked on the
+norm curves, the error of one step shown on them (View → Error of one step t*, the dock's
+check box and its choice of anchor; `ViewOptions.anchored`, `.anchor`), and File →
 Compare with… (a window with both runs' curves, the log-ratio heatmap, one cursor for both,
 and both diagnoses with the change).
 
@@ -14,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
     QDockWidget,
     QFileDialog,
     QHBoxLayout,
@@ -21,11 +25,12 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QTableWidget,
     QTableWidgetItem,
+    QVBoxLayout,
     QWidget,
 )
 
 from lstmviz.analysis.diagnosis import details, reach_point, reach_text
-from lstmviz.analysis.layers import chain_offsets
+from lstmviz.analysis.layers import anchor_count, anchor_labels, chain_offsets
 from lstmviz.core import modes
 from lstmviz.core.errors import LstmvizError
 from lstmviz.gui.shown import Shown
@@ -34,7 +39,20 @@ FULL_LIMIT = 4_000_000  # gradient values above which the window diagnoses from 
 DOCK_HEIGHT = 170  # px: the Diagnosis dock's first height
 
 
-COLUMNS = ("direction", "cell", "decay/step", "steps/decade", "reach", "trend", "verdict")
+# The anchor column ("from t*") comes last in the model and shows before the verdict.
+COLUMNS = ("direction", "cell", "decay/step", "steps/decade", "reach", "trend", "verdict",
+           "from t*")  # fmt: skip
+ANCHOR_COLUMN = COLUMNS.index("from t*")
+ANCHORED_TIP = (
+    "Draw each direction's error of one step beside its full gradient on the norm curves\n"
+    "(dotted, in its colour; a diamond at the farthest step it reaches): ‖∂L_t*/∂h_t‖, the\n"
+    "loss of the anchor step t* alone followed back through every path. Where the loss\n"
+    "enters at every step (a tagger, the lower layers of a stack) the diagnosis reads this\n"
+    "curve, not the full one (docs/diagnosis.md, \"The error of one step\"). Ctrl+T."
+)
+ANCHOR_TIP = ("Which anchor step's error the curves show: the one each direction's diagnosis\n"
+              "follows (the median of its anchors' decays), or one of the trace's anchors")
+DIAGNOSED = "as diagnosed (median)"  # the anchor chooser's first entry (`ViewOptions.anchor` None)
 
 
 def _text(value, spec: str) -> str:
@@ -50,15 +68,30 @@ class DiagnosisPanel(QWidget):
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().moveSection(ANCHOR_COLUMN, COLUMNS.index("verdict"))
+        # the error of one step on the norm curves, and which anchor (a trace with anchors)
+        self.anchored_box = QCheckBox("Error of one step t*", toolTip=ANCHORED_TIP)
+        self.anchor_box = QComboBox(toolTip=ANCHOR_TIP, sizeAdjustPolicy=QComboBox.AdjustToContents)
+        self.controls = QWidget()
+        row = QHBoxLayout(self.controls)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.anchored_box)
+        row.addWidget(self.anchor_box)
+        row.addStretch(1)
+        self.controls.hide()
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QTableWidget.NoEditTriggers)
         self.history = QWidget()
         QHBoxLayout(self.history).setContentsMargins(0, 0, 0, 0)
         self.plots: dict = {}  # made on first use (`diagnosis_panels.history_plots`)
         self.history.hide()
+        left = QVBoxLayout()
+        left.setSpacing(2)
+        left.addWidget(self.controls)
+        left.addWidget(self.table, 1)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
-        layout.addWidget(self.table, 3)
+        layout.addLayout(left, 3)
         layout.addWidget(self.history, 2)
 
     def show_diagnosis(self, diagnosis) -> None:
@@ -69,8 +102,11 @@ class DiagnosisPanel(QWidget):
             reach = reach_text(d, x, diagnosis.T)
             values = (d.name, d.cell, _text(x.decay_per_step, ".4g"),
                       _text(x.steps_per_decade, ".3g"), reach, x.trend or "–",
-                      d.verdict)  # fmt: skip
+                      d.verdict, anchor_text(d))  # fmt: skip
             tip = "\n".join(details(d))
+            if d.anchors:
+                tip = (f"the loss enters at every step: the error of step t={x.anchor} alone, "
+                       f"followed back (anchors {', '.join(map(str, d.anchors))})\n{tip}")
             if d.c is not None:
                 tip = (f"cell state ‖dL/dc_t‖: decay {_text(d.c.decay_per_step, '.4g')}, "
                        f"{_text(d.c.steps_per_decade, '.3g')} steps/decade, reach "
@@ -79,7 +115,28 @@ class DiagnosisPanel(QWidget):
                 item = QTableWidgetItem(value)
                 item.setToolTip(tip)
                 self.table.setItem(r, c, item)
+        self.table.setColumnHidden(ANCHOR_COLUMN, not any(d.anchors for d in diagnosis.layers))
         self.table.resizeColumnsToContents()
+
+    def show_anchors(self, arrays, anchored: bool, anchor: int | None) -> None:
+        """The check box and the anchor chooser for a trace's `arrays` (shown when it has
+        anchored norms; the chooser when it has two anchors or more), set to `anchored` and
+        `anchor` (None: the diagnosis's), without signals."""
+        labels = anchor_labels(arrays)
+        self.controls.setVisible(bool(labels))
+        for widget in (self.anchored_box, self.anchor_box):
+            widget.blockSignals(True)
+        try:
+            self.anchored_box.setChecked(anchored)
+            self.anchor_box.clear()
+            self.anchor_box.addItem(DIAGNOSED, None)
+            for a, label in enumerate(labels):
+                self.anchor_box.addItem(label, a)
+            self.anchor_box.setCurrentIndex(0 if anchor is None else anchor + 1)
+        finally:
+            for widget in (self.anchored_box, self.anchor_box):
+                widget.blockSignals(False)
+        self.anchor_box.setVisible(len(labels) > 1)
 
     def show_history(self, series: dict | None) -> None:
         """Steps per decade and reach [S] per direction over the training steps, or hide."""
@@ -92,6 +149,14 @@ class DiagnosisPanel(QWidget):
             from lstmviz.gui.diagnosis_panels import draw_history
 
             draw_history(self.plots, series)
+
+
+def anchor_text(d) -> str:
+    """The dock's "from t*" cell: the anchor step whose error alone the diagnosis followed
+    ("t=8", "t=8 (median of 4)"), "–" where it fitted the loss's own span."""
+    if not d.anchors or d.h.anchor is None:
+        return "–"
+    return f"t={d.h.anchor}" + (f" (median of {len(d.anchors)})" if len(d.anchors) > 1 else "")
 
 
 class DiagnosisView(QObject):
@@ -110,6 +175,9 @@ class DiagnosisView(QObject):
         self.dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetClosable)
         self.panel = DiagnosisPanel()
         self.dock.setWidget(self.panel)
+        self.panel.anchored_box.toggled.connect(self.set_anchored)
+        self.panel.anchor_box.activated.connect(
+            lambda i: self.show_anchored(True, self.panel.anchor_box.itemData(i)))
         # the Parameters dock keeps the whole left side: under it the strip would cut its
         # height (a scroll bar, narrower fields)
         window.setCorner(Qt.BottomLeftCorner, Qt.LeftDockWidgetArea)
@@ -130,11 +198,39 @@ class DiagnosisView(QObject):
             return None
         panel = self.panel
         panel.show_diagnosis(diagnosis)
+        view = self.shown.view
+        if view.anchor is not None and view.anchor >= anchor_count(trace.arrays):
+            self.show_anchored(view.anchored, None)  # an anchor of another trace
+        panel.show_anchors(trace.arrays, self.shown.view.anchored, self.shown.view.anchor)
         recording = self.shown.recording
         panel.show_history(recording.diagnosis.series() if recording is not None else
                            _rows_series(diagnosis))  # fmt: skip
         self.mark_reach(diagnosis)
         return diagnosis
+
+    def anchored_toggled(self) -> None:
+        """View → Error of one step t* (its check state)."""
+        self.set_anchored(self.window.anchored_action.isChecked())
+
+    def set_anchored(self, anchored: bool) -> None:
+        """Show the error of one step on the norm curves, or not (the anchor as it is)."""
+        self.show_anchored(anchored, self.shown.view.anchor)
+
+    def show_anchored(self, anchored: bool, anchor: int | None) -> None:
+        """Show the error of one step on the norm curves (`anchored`) of the anchor `anchor`
+        (an index into the trace's anchors; None: the one each direction's diagnosis
+        follows): in what is shown (`ViewOptions`), the View menu's item, the dock's controls
+        and the panels."""
+        self.shown.view = self.shown.view.but(anchored=bool(anchored), anchor=anchor)
+        action = getattr(self.window, "anchored_action", None)
+        if action is not None and action.isChecked() != bool(anchored):
+            action.setChecked(bool(anchored))
+        trace = self.shown.trace
+        self.panel.show_anchors(trace.arrays if trace is not None else {}, bool(anchored),
+                                anchor)  # fmt: skip
+        area = self.window.made_area
+        if area is not None:
+            area.set_anchored(bool(anchored), anchor)
 
     def mark_reach(self, diagnosis=None) -> None:
         """A dotted vertical line per direction on the norm curves at the farthest step its

@@ -64,10 +64,12 @@ def window_panels(window) -> list[Panel]:
 
 def _view_options(window) -> ViewOptions:
     """How the window draws what it shows: View's log scale and normalising, the LSTM
-    direction a model's gates and units panels show, a recording's record and timesteps."""
+    direction a model's gates and units panels show, the error of one step and its anchor,
+    a recording's record and timesteps."""
     view = ViewOptions(log=window.log_action.isChecked(),
                        normalise=window.normalise_action.isChecked(),
-                       layer=window.area.layer)  # fmt: skip
+                       layer=window.area.layer, anchored=window.shown.view.anchored,
+                       anchor=window.shown.view.anchor)  # fmt: skip
     if window.recording is not None:
         view = view.but(record=window.area.record, t_range=window.area.t_range)
     return view

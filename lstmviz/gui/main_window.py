@@ -248,6 +248,7 @@ class MainWindow(QMainWindow):
         area.created.connect(self._wire_panel)
         area.log, area.normalise = self.shown.view.log, self.shown.view.normalise
         area.chained = self.chain_action.isChecked()
+        area.anchored, area.anchor = self.shown.view.anchored, self.shown.view.anchor
         area.layer = self.shown.view.layer
         area.layer_chosen.connect(self._layer_chosen)
         area.hidden = set(self.hidden_panels)
@@ -368,6 +369,7 @@ class MainWindow(QMainWindow):
         self.log_action.setChecked(s.value("view/log", "true") == "true")
         self.normalise_action.setChecked(s.value("view/normalise", "false") == "true")
         self.view_changed()
+        self.diagnosis.set_anchored(s.value("view/anchored", "false") == "true")
         self.files.fill_recent()
 
     def _save_settings(self) -> None:
@@ -379,6 +381,7 @@ class MainWindow(QMainWindow):
         s.setValue("params", self.params.config().to_json())
         s.setValue("view/log", str(self.log_action.isChecked()).lower())
         s.setValue("view/normalise", str(self.normalise_action.isChecked()).lower())
+        s.setValue("view/anchored", str(self.shown.view.anchored).lower())
         s.sync()
 
     # ---- runs ------------------------------------------------------------------------------

@@ -140,7 +140,7 @@ def build_menus(window) -> None:
     """Add the menus to `window` (a MainWindow, its parts made but the run view: its items
     are wired to the parts) and keep the actions it enables as its attributes: save_action,
     export_action, export_panel_action, save_weights_action, run_action, pause_action,
-    stop_action, verify_action, log_action, normalise_action, chain_action."""
+    stop_action, verify_action, log_action, normalise_action, chain_action, anchored_action."""
     w, bar = window, window.menuBar()
     w.window_keys = WindowKeys(w)
     file = bar.addMenu("&File")
@@ -204,7 +204,13 @@ def build_menus(window) -> None:
                              "the encoder's steps, the hand-over, then the decoder's, on one "
                              "time axis of the norm curves and the layers heatmap (off: each "
                              "direction over its own steps)")  # fmt: skip
-    for action in (w.log_action, w.normalise_action, w.chain_action):
+    w.anchored_action = _action(w, view, "&Error of one step t*", w.diagnosis.anchored_toggled,
+                                "Ctrl+T", "A model trace: beside each direction's full "
+                                "gradient, the loss of one anchor step t* alone followed back "
+                                "(dotted; a diamond at the farthest step it reaches), the "
+                                "curve its diagnosis reads where the loss enters at every "
+                                "step; the anchor in the Diagnosis dock")  # fmt: skip
+    for action in (w.log_action, w.normalise_action, w.chain_action, w.anchored_action):
         action.setCheckable(True)
     w.chain_action.setChecked(True)
     view.addSeparator()

@@ -77,6 +77,7 @@ class PanelArea(QWidget):
         self.hidden: set[str] = set()  # turned off in the View menu
         self.log, self.normalise = True, False
         self.chained = True  # hand-overs on one time axis (View → Chain hand-overs …)
+        self.anchored, self.anchor = False, None  # the error of one step (View → Error of …)
         self.rows_splitters: list[QSplitter] = [QSplitter(Qt.Horizontal) for _ in WINDOW_ROWS]
         self.rows_splitters[0].hide()  # a recording's
         self.splitter = QSplitter(Qt.Vertical)
@@ -141,6 +142,8 @@ class PanelArea(QWidget):
         panel.log, panel.normalise = self.log, self.normalise
         if isinstance(panel, Handovers):
             panel.chained = self.chained
+        if isinstance(panel, LayerNormPanel):
+            panel.anchored, panel.anchor = self.anchored, self.anchor
         if isinstance(panel, LayerChoice):
             panel.layer = self.layer
             panel.layer_box.activated.connect(self.set_layer)
@@ -297,6 +300,16 @@ class PanelArea(QWidget):
         for panel in chaining:
             panel.chained = chained
         self.stages += [panel.redraw for panel in chaining if panel.arrays]
+        self.draw_stage()
+
+    def set_anchored(self, anchored: bool, anchor: int | None) -> None:
+        """View → Error of one step t*, and the anchor shown (None: each direction's
+        diagnosis's), in the norm curves of a model trace."""
+        self.anchored, self.anchor = anchored, anchor
+        curves = [p for p in self.panels if isinstance(p, LayerNormPanel)]
+        for panel in curves:
+            panel.anchored, panel.anchor = anchored, anchor
+        self.stages += [panel.redraw for panel in curves if panel.arrays]
         self.draw_stage()
 
     def stage(self, calls: Iterable[Callable[[], None]], at_once: bool = True) -> None:

@@ -4,7 +4,10 @@
   one colour per layer, backward directions dashed, the legend naming `layer_names`; a chain of
   hand-overs (`layer{k}_initial_from`: an encoder's final state its decoder's initial state) on
   one time axis, the source's steps and then its own, a labelled line at each hand-over
-  (`chained`, View → Chain hand-overs on one time axis);
+  (`chained`, View → Chain hand-overs on one time axis); with `anchored` (View → Error of one
+  step t*) also each direction's ‖∂L_t*/∂h_t‖ (`anchor_norm_h_by_layer` [L, A, T], the anchor
+  `anchor` or the diagnosis's) dotted in its colour (a backward direction dash-dot-dotted), a
+  diamond at the farthest step it reaches;
 - `GatesPanel`: for the direction chosen in its combo box, the mean activation of its cell's
   gates over t (LSTM i, f, g, o; GRU z, r, h̃; SimpleRNN h; solid) and the fraction of
   (sample, unit) saturated (dashed).
@@ -24,6 +27,7 @@ from PySide6.QtWidgets import QComboBox
 from lstmviz.analysis.layers import (
     CELL_TEXT,
     GATES,
+    anchored_curves,
     cell_of,
     chain_names,
     chain_offsets,
@@ -48,6 +52,8 @@ GATE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")  # i, f, g, o
 # The gates panel's y label, the longest first that its height has room for.
 GATE_AXIS_LABELS = ("activation / fraction", "act. / fraction", "0 … 1")
 HANDOVER_PEN = {"color": "#444", "width": 1.5, "style": Qt.DashLine}
+ANCHORED_TEXT = ("error of one step t* (dotted)", "t* (dotted)")  # its legend entry: long, short
+REACH_SYMBOL = {"symbol": "d", "symbolSize": 11, "symbolPen": pg.mkPen("#222", width=1)}
 GATE_TEXT = {"i": "input i", "f": "forget f", "g": "candidate g", "o": "output o",
              "z": "update z", "r": "reset r", "h~": "candidate h̃", "h": "h = act(·)"}  # fmt: skip
 
@@ -280,18 +286,33 @@ class LayerNormPanel(Handovers, DirectionCurves):
             "An encoder handing its final state to a decoder: one time axis, the encoder's\n"
             "steps, the hand-over (dashed line), then the decoder's: follow the gradient from\n"
             "the decoder back into the encoder (View → Chain hand-overs on one time axis).\n"
+            "View → Error of one step t* (Ctrl+T): also the loss of one anchor step t* alone\n"
+            "followed back (dotted; a diamond at the farthest step it reaches), what the\n"
+            "diagnosis reads where the loss enters at every step.\n"
             "Steps masked in every sample are left out. Log scale: View menu.",
         )
         self.curves: list[pg.PlotDataItem] = []
         self._log: bool | None = None
         decimate(self.plot.getPlotItem())
+        # the error of one step (View → Error of one step t*): a dotted curve per direction
+        # and a diamond at the farthest step each reaches; `anchored_rows` [L, W] as drawn
+        self.anchored, self.anchor = False, None
+        self.anchored_lines: list[pg.PlotDataItem] = []
+        self.anchored_rows = np.zeros((0, 0))
+        self.anchors = np.zeros(0, np.int64)  # [L] the t* of each row shown
+        self.reach_marks = pg.PlotDataItem(pen=None, **REACH_SYMBOL)
+        self.reach_marks.setZValue(10)
+        self.plot.addItem(self.reach_marks)
+        self.anchored_sample = pg.PlotDataItem(pen=pg.mkPen("#555", width=1.5,
+                                                          style=Qt.DotLine))  # fmt: skip
 
-    def _curve(self, k: int) -> pg.PlotDataItem:
-        while len(self.curves) <= k:
+    def _curve(self, k: int, curves: list[pg.PlotDataItem] | None = None) -> pg.PlotDataItem:
+        curves = self.curves if curves is None else curves
+        while len(curves) <= k:
             curve = one_sample_a_pixel(pg.PlotDataItem(connect="finite"))
             self.plot.addItem(curve)
-            self.curves.append(curve)
-        return self.curves[k]
+            curves.append(curve)
+        return curves[k]
 
     def redraw(self) -> None:
         if self._log != self.log:
@@ -302,10 +323,7 @@ class LayerNormPanel(Handovers, DirectionCurves):
         self.rows = np.zeros((0, 0)) if rows is None else rows
         self.names = layer_names(self.arrays)[: len(self.rows)]
         if self.normalise and self.rows.size:
-            with warnings.catch_warnings():  # a row without a finite value stays NaN
-                warnings.simplefilter("ignore", RuntimeWarning)
-                peak = np.nanmax(np.where(np.isfinite(self.rows), self.rows, np.nan), axis=1)
-            self.rows = self.rows / np.where(peak > 0, peak, 1.0)[:, None]
+            self.rows = self._normalised(self.rows)
         self.mark_handovers(self.arrays)
         if self.offsets is not None:
             self.rows = chain_rows(self.rows, self.arrays)
@@ -328,8 +346,66 @@ class LayerNormPanel(Handovers, DirectionCurves):
             legend.append((curve, self.names[k]))
         for curve in self.curves[len(self.names):]:
             curve.setData([], [])
-        self.set_legend(*self.layer_legends(legend))
+        later = [(tuple((self.anchored_sample, text) for text in ANCHORED_TEXT))]
+        shown = self.draw_anchored(steps)
+        self.set_legend(*self.layer_legends(legend, *(later if shown else ())))
         self.marks.set_steps(self.arrays.get("nonfinite_steps"))
+
+    def _normalised(self, rows: np.ndarray) -> np.ndarray:
+        """`rows` [L, T] each divided by its largest finite value (View → Normalise)."""
+        with warnings.catch_warnings():  # a row without a finite value stays NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            peak = np.nanmax(np.where(np.isfinite(rows), rows, np.nan), axis=1)
+        return rows / np.where(peak > 0, peak, 1.0)[:, None]
+
+    def draw_anchored(self, width: int) -> bool:
+        """The error of one step when `anchored` and the trace has it: each direction's row
+        of `analysis.layers.anchored_curves` (anchor `anchor`) dotted in its colour over its
+        own steps (on the chain time axis when chained; `width` the axis's steps), and a
+        diamond on it at its reach (a backward direction dash-dot-dotted, as its full curve is
+        dashed). Whether any is drawn."""
+        found = anchored_curves(self.arrays, self.anchor) if self.anchored else None
+        rows, self.anchors, reach = found if found is not None else (
+            np.zeros((0, 0)), np.zeros(0, np.int64), np.zeros(0, np.int64))  # fmt: skip
+        rows = rows[: len(self.names)]
+        if self.normalise and rows.size:
+            rows = self._normalised(rows)
+        if self.offsets is not None and rows.size:
+            rows = chain_rows(rows, self.arrays)
+        self.anchored_rows = rows
+        points: list[tuple[int, float, str]] = []
+        for k, (layer, backward) in enumerate(layer_groups(self.names) if rows.size else ()):
+            curve, color = self._curve(k, self.anchored_lines), PALETTE[layer % len(PALETTE)]
+            pen = line_pen(color, width, width=1.8)
+            pen.setStyle(Qt.DashDotDotLine if backward else Qt.DotLine)
+            curve.opts["antialias"] = width <= SMOOTH_UP_TO
+            curve.setPen(pen)
+            first = int(self.offsets[k]) if self.offsets is not None else 0
+            own = direction_steps(self.arrays, k) or width
+            x = np.arange(first, min(first + own, rows.shape[1]))
+            y = rows[k, x]
+            curve.setData(x, positive(y) if self.log else y)
+            at = first + int(reach[k])
+            if reach[k] >= 0 and at < rows.shape[1] and np.isfinite(rows[k, at]) and (
+                    rows[k, at] > 0 or not self.log):  # fmt: skip
+                points.append((at, float(rows[k, at]), color))
+        for curve in self.anchored_lines[len(rows) :]:
+            curve.setData([], [])
+        if points:
+            x, y, colors = zip(*points, strict=True)
+            self.reach_marks.setData(np.array(x), np.array(y), symbolBrush=list(colors))
+        else:
+            self.reach_marks.setData([], [])
+        return bool(rows.size)
+
+    def readout_at(self, x: float, y: float) -> str:
+        text = super().readout_at(x, y)
+        t, rows = int(round(x)), self.anchored_rows
+        if not text or not rows.size or not 0 <= t < rows.shape[1]:
+            return text
+        values = " · ".join(f"{n} {fmt(rows[k, t])}" for k, n in enumerate(self.names)
+                            if k < len(rows) and np.isfinite(rows[k, t]))  # fmt: skip
+        return f"{text} · error of t*: {values}" if values else text
 
 
 class LayerChoice:

@@ -1,7 +1,10 @@
 """Panels of training runs and the connectivity map:
 
 - `LossPanel`: `loss_by_step` [S] against the training step, with a running mean;
-- `ConnectivityPanel`: `connectivity` [T, T], C[t, s] = ‖∂L_t/∂h_s‖, as a heatmap.
+- `ConnectivityPanel`: `connectivity` [T, T], C[t, s] = ‖∂L_t/∂h_s‖, as a heatmap; for a model
+  trace of two anchors or more, the direction chosen in its combo box: C[t*, s] =
+  ‖∂L_t*/∂h_s‖ (`anchor_norm_h_by_layer` [L, A, T], a row per anchor t*), a diamond on each
+  row at the farthest step it reaches.
 """
 
 from __future__ import annotations
@@ -9,11 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from lstmviz.analysis.layers import anchor_count, anchored_rows, blank_masked
 from lstmviz.analysis.summary import fmt
 from lstmviz.analysis.values import display_values, running_mean
 from lstmviz.plots.curves import fit_legend, legend_below
 from lstmviz.plots.heatmaps import HeatmapPanel
 from lstmviz.plots.marks import NonFiniteMarks
+from lstmviz.plots.model_curves import REACH_SYMBOL, LayerChoice
 from lstmviz.plots.panel import Panel, set_symbol_and_data
 from lstmviz.plots.style import opaque
 
@@ -26,7 +31,11 @@ CONNECTIVITY_TIP = (
     "means step t still depends on a state long before it, i.e. a long memory.\n"
     "Above the diagonal it is zero (blank: the future cannot influence the past); the diagonal\n"
     "is the direct gradient ‖∂L_t/∂h_t‖. With last_mse only the last row is filled.\n"
-    "Tick 'Connectivity' in the parameters (taped and training runs) to compute it."
+    "Tick 'Connectivity' in the parameters (taped and training runs) to compute it.\n"
+    "A model trace of several anchors (model mode's Anchors): for the direction chosen on\n"
+    "the right, a row per anchor step t*, C[t*, s] = ‖∂L_t*/∂h_s‖, the error of step t* alone\n"
+    "followed back through every path; a diamond marks the farthest step s each reaches\n"
+    "(10⁻³ of its peak, docs/diagnosis.md)."
 )
 
 
@@ -97,8 +106,10 @@ class LossPanel(Panel):
         return f"step {s}: loss {fmt(self.loss[s - 1])}"
 
 
-class ConnectivityPanel(HeatmapPanel):
-    """C[t, s] = ‖∂L_t/∂h_s‖ as an image: loss step t down, hidden-state step s across."""
+class ConnectivityPanel(LayerChoice, HeatmapPanel):
+    """C[t, s] = ‖∂L_t/∂h_s‖ as an image: loss step t down, hidden-state step s across. A model
+    trace: the anchored rows of one direction (`anchors` [A] its t*, row a; `reach` [A] the
+    step each reaches, −1 where not defined)."""
 
     y0 = -0.5  # both axes are timesteps: cell (t, s) centred on them
 
@@ -106,15 +117,36 @@ class ConnectivityPanel(HeatmapPanel):
         super().__init__("Connectivity map ‖∂L_t/∂h_s‖", CONNECTIVITY_TIP, "‖∂L_t/∂h_s‖")
         self.plot.setLabel("bottom", "hidden state h_s, step s")
         self.plot.setAspectLocked(False)
+        self.add_layer_box()
+        self.name = ""
+        self.anchors: np.ndarray | None = None  # a model trace's: the t* of each row
+        self.reach = np.zeros(0, np.int64)
+        self.reach_marks = pg.ScatterPlotItem(
+            pen=REACH_SYMBOL["symbolPen"], brush="#fff", symbol="d", size=REACH_SYMBOL["symbolSize"]
+        )
+        self.reach_marks.setZValue(10)
+        self.plot.addItem(self.reach_marks)
 
     def matrix(self) -> tuple[np.ndarray, str] | None:
+        self.anchors, self.reach = None, np.zeros(0, np.int64)
         c = self.arrays.get("connectivity")
-        if c is None or np.ndim(c) != 2:
+        if c is not None and np.ndim(c) == 2:
+            return np.asarray(c, np.float64), "loss step t"
+        if anchor_count(self.arrays) < 2:  # one row is the curve (View → Error of one step)
             return None
-        return np.asarray(c, np.float64), "loss step t"
+        k, self.name = self.chosen_layer()
+        found = anchored_rows(self.arrays, k)
+        if found is None:
+            return None
+        rows, self.anchors, self.reach = found
+        return blank_masked(rows, self.arrays), "anchor step t*"
 
     def redraw(self) -> None:
         found = self.matrix()
+        model = self.anchors is not None
+        self.title.setText("<b>Connectivity map ‖∂L_t/∂h_s‖</b>" if not model else
+                           f"<b>Connectivity of {self.name} ‖∂L_t*/∂h_s‖</b>")  # fmt: skip
+        self.reach_marks.setData([], [])
         if found is None:
             self.data = np.zeros((0, 0))
             self.image.clear()
@@ -122,7 +154,7 @@ class ConnectivityPanel(HeatmapPanel):
         self.data, self.row_name = found
         # Zeros (above the diagonal, rows without a loss term) are blank on the log scale.
         shown = display_values(self.data, self.log, self.normalise)
-        if not self.log:
+        if not self.log and not model:
             shown = np.where(np.tril(np.ones_like(shown)) > 0, shown, np.nan)
         finite = shown[np.isfinite(shown)]
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -131,13 +163,26 @@ class ConnectivityPanel(HeatmapPanel):
         hi = hi if hi > lo else lo + 1.0
         self.show_image(shown, (lo, hi))
         self.label_bar(self.normalise)
-        self.plot.setLabel("left", "loss term L_t, step t")
         axis = self.plot.getAxis("left")
-        axis.setTicks(None)
         axis.counts, axis.span = True, (0, len(self.data) - 1)  # timesteps, as across
+        if not model:
+            self.plot.setLabel("left", "loss term L_t, step t")
+            axis.setTicks(None)
+            return
+        # a row per anchor (row a centred on a), labelled with its t*; at most about 20 labels
+        self.plot.setLabel("left", "error of step t*")
+        every = max(1, int(np.ceil(len(self.anchors) / 20)))
+        axis.setTicks([[(a, str(int(t))) for a, t in enumerate(self.anchors)
+                        if a % every == 0], []])  # fmt: skip
+        kept = np.flatnonzero(self.reach >= 0)
+        self.reach_marks.setData(self.reach[kept].astype(np.float64), kept.astype(np.float64))
 
     def readout_at(self, x: float, y: float) -> str:
         s, t = self.cell_at(x, y)
         if not (0 <= t < self.data.shape[0] and 0 <= s < self.data.shape[1]):
             return ""
+        if self.anchors is not None:
+            reach = f" (reaches s = {self.reach[t]})" if self.reach[t] >= 0 else ""
+            return (f"{self.name}, t* = {self.anchors[t]}, s = {s}: ‖∂L_t*/∂h_s‖ = "
+                    f"{fmt(self.data[t, s])}{reach}")  # fmt: skip
         return f"t = {t}, s = {s}: ‖∂L_t/∂h_s‖ = {fmt(self.data[t, s])}"
