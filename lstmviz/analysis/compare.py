@@ -221,7 +221,7 @@ def _layer(da: Direction, db: Direction, diag_a, diag_b, steps: int, T: int) -> 
         out.a_c, out.b_c = _last(da.norm_c, steps, T), _last(db.norm_c, steps, T)
         out.log10_ratio_c = log10_ratio(out.a_c, out.b_c)
     rows = _anchor_row(da, diag_a), _anchor_row(db, diag_b)
-    if None not in rows and (diag_a.anchors or diag_b.anchors):
+    if all(row is not None for row in rows) and (diag_a.anchors or diag_b.anchors):
         out.a_anchor_h, out.b_anchor_h = (_last(row, steps, T) for row in rows)
         out.log10_ratio_anchor_h = log10_ratio(out.a_anchor_h, out.b_anchor_h)
     return out
