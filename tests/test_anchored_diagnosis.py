@@ -190,3 +190,54 @@ def test_a_pytorch_tagger_answers_every_direction_against_its_unrolled_cells():
                                    norms(ref["grad_h_total"]), rtol=2e-4, atol=1e-9)  # fmt: skip
         np.testing.assert_allclose(trace["anchor_norm_c_by_layer"][k, 0],
                                    norms(ref["grad_c_total"]), rtol=2e-4, atol=1e-9)  # fmt: skip
+    given = torch_gradients(net, x, y, loss_fn, anchors=[4])
+    assert given["anchors_by_layer"].tolist() == [[4]] * 4
+    at_four = reference(net, (x,), y, lambda output, target: nn.functional.cross_entropy(
+        output[:, 4], target[:, 4], reduction="sum") / (B * T))["directions"]  # fmt: skip
+    for k in range(4):
+        ref = at_four[k]
+        np.testing.assert_allclose(given["anchor_norm_h_by_layer"][k, 0],
+                                   norms(ref["grad_h_total"]), rtol=2e-4, atol=1e-9)  # fmt: skip
+
+
+def test_given_anchors_are_each_followed_back_and_their_median_answers():
+    model = stacked("lstm", top_sequences=True)
+    x, y = tokens(True)
+    trace = model_gradients(model, x, y, anchors=[3, 7])
+    assert trace.config.anchors == "3,7"
+    np.testing.assert_array_equal(trace["anchors_by_layer"], [[3, 7]] * 3)
+    for a, t in enumerate((3, 7)):
+        _, _, dh, _ = unrolled(model, x, y, at_step("sparse_categorical_crossentropy", t))
+        for k in range(3):
+            np.testing.assert_allclose(trace["anchor_norm_h_by_layer"][k, a], norms(dh[k]),
+                                       rtol=2e-4, atol=1e-9)  # fmt: skip
+    layer = diagnosis_json(trace)["layers"][0]  # bi/forward, each anchor fitted back to t = 0
+    assert layer["anchors"] == [3, 7] and layer["h"]["anchor"] in (3, 7)
+    every = model_gradients(model, x, y, anchors="every:3")
+    np.testing.assert_array_equal(every["anchors_by_layer"][0], [2, 5, 8])
+    with pytest.raises(Exception, match="anchors.*past the output's 9 steps"):
+        model_gradients(model, x, y, anchors=[9])
+    with pytest.raises(Exception, match="ambiguous"):
+        model_gradients(model, x, y, anchors=4)
+
+
+def test_the_cli_follows_the_anchors_it_is_given_and_refuses_a_step_past_the_end(tmp_path):
+    import subprocess
+    import sys
+
+    model = stacked("gru", top_sequences=True)
+    x, y = tokens(True)
+    model.save(tmp_path / "m.keras")
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    run = [sys.executable, "-m", "lstmviz", "run", "--mode", "model", "--model",
+           str(tmp_path / "m.keras"), "--inputs", str(tmp_path / "d.npz"), "--quiet"]  # fmt: skip
+    done = subprocess.run([*run, "--anchors", "every:4", "--out", str(tmp_path / "t.npz")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = subprocess.run([sys.executable, "-m", "lstmviz", "diagnose", str(tmp_path / "t.npz"),
+                          "--json"], capture_output=True, text=True)  # fmt: skip
+    assert [d["anchors"] for d in json.loads(out.stdout)["layers"]] == [[0, 4, 8]] * 3
+    bad = subprocess.run([*run, "--anchors", "3,12", "--out", str(tmp_path / "u.npz")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "step 12 is past the output's 9 steps" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "u.npz").exists()

@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     option("time_major", action="store_true")
     option("model", metavar="FILE")
     option("module", metavar="PKG.MOD:FACTORY")
+    option("anchors", metavar="every:K|T1,T2,…")
     run.add_argument("--targets", metavar="Y.npy",
                      help="model mode: targets y when --inputs is an x .npy")  # fmt: skip
     option("connectivity", action="store_true")

@@ -63,6 +63,11 @@ HELP = {
     "connectivity": "Also compute the connectivity map C[t, s] = ‖∂L_t/∂h_s‖ (taped and\n"
     "training runs): how strongly the loss at step t reaches back to the state at step s.\n"
     "About T/2 extra backward passes of work.",
+    "anchors": "Model mode, where the loss enters at every step (a tagger, the lower layers of\n"
+    "a stack): the steps whose error alone is followed back (docs/diagnosis.md).\n"
+    "Empty: the last step (the first for backward directions); every:K every K-th step\n"
+    "back from the last; or steps by input position, e.g. 10,20,30. One more backward\n"
+    "pass each.",
     "seed": "Seeds every random draw (inputs, weights, targets): same seed, same run.",
     "random_state": "Draw h0 and c0 from U(-0.5, 0.5) instead of starting from zeros.",
     "weights": "LSTM weights: seeded random (Keras's initialisers), or a file\n"
@@ -87,6 +92,53 @@ HELP = {
     "save_model": "Where training your model saves it when done (.keras, written atomically).",
 }
 
+
+
+MAX_ANCHORS = 256  # each is one more backward pass of the whole model
+
+
+def anchor_steps(value, steps: int | None, where: str = "anchors") -> list[int] | None:
+    """The anchor steps `value` names for a model output of `steps` steps (None: only check
+    the form): None or "" the default (None: the last step, the first for backward
+    directions); "every:K" every K-th step back from the last, ascending; a list of input
+    positions, or their text "10,20,30". Raises ConfigError naming `where`."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, int | np.integer | bool):
+        raise ConfigError(where, f"{value!r} is ambiguous: give [{value}] for that step, or "
+                          f'"every:{value}" for one every {value} steps')  # fmt: skip
+    every = None
+    if isinstance(value, str) and value.strip().startswith("every:"):
+        every = value.strip()[len("every:"):]
+    if every is not None:
+        if not every.strip().isdigit() or int(every) < 1:
+            raise ConfigError(where, f"every:K needs a whole K ≥ 1, got {value!r}")
+        return None if steps is None else list(range(steps - 1, -1, -int(every)))[::-1][
+            -MAX_ANCHORS:]  # fmt: skip
+    parts = value.split(",") if isinstance(value, str) else value
+    try:
+        found = [int(p) for p in parts]
+    except (TypeError, ValueError):
+        raise ConfigError(where, f"{value!r} is neither every:K nor a list of steps such as "
+                          "10,20,30") from None  # fmt: skip
+    if not found or min(found) < 0 or len(found) > MAX_ANCHORS:
+        raise ConfigError(where, f"{value!r}: give 1 to {MAX_ANCHORS} steps, each ≥ 0")
+    if steps is not None and max(found) >= steps:
+        raise ConfigError(where, f"step {max(found)} is past the output's {steps} steps "
+                          f"(0 to {steps - 1})")  # fmt: skip
+    return sorted(set(found))
+
+
+def anchors_text(anchors) -> str | None:
+    """The API's `anchors` (a list of steps, "every:K", or None) as RunConfig keeps it."""
+    if anchors is None or isinstance(anchors, str):
+        return anchors
+    anchor_steps(anchors, None)  # a single number: refused as ambiguous
+    try:
+        return ",".join(str(int(t)) for t in anchors)
+    except (TypeError, ValueError):
+        raise ConfigError("anchors", f"{anchors!r} is neither a list of steps nor "
+                          "every:K") from None  # fmt: skip
 
 
 def help_for(name: str) -> str:
@@ -139,6 +191,7 @@ class RunConfig:
     record: str | None = None
     save_model: str | None = None
     module: str | None = None
+    anchors: str | None = None
 
     def __post_init__(self) -> None:
         self._plain_numbers()
@@ -200,6 +253,7 @@ class RunConfig:
         if self.module is not None and not isinstance(self.module, str):
             raise ConfigError("module", f"must be an import path pkg.mod:factory, got "
                               f"{self.module!r}")  # fmt: skip
+        anchor_steps(self.anchors, None)
         return self
 
     def check_flags(self) -> RunConfig:

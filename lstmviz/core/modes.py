@@ -208,7 +208,7 @@ register(
         label="model",
         help="a whole saved model (Embedding, stacked and bidirectional LSTMs, a head) under\n"
         "its own loss on your data: every LSTM direction, gate and input step.",
-        params=frozenset({"model", "inputs", "targets", "loss", "module"}),
+        params=frozenset({"model", "inputs", "targets", "loss", "module", "anchors"}),
         run="lstmviz.engine.model:run_model",
         sizes="T={steps} B={batch}",
         any_loss=True,

@@ -154,8 +154,13 @@ def named_gradients(
 def one_step_only(gradient: tf.Tensor, first: bool) -> tf.Tensor:
     """A gradient at a model output [B, T, …] kept at its first (or last) step alone, zero at
     the others: the cotangent of the error of one step (docs/diagnosis.md)."""
+    return at_step(gradient, 0 if first else tf.shape(gradient)[1] - 1)
+
+
+def at_step(gradient: tf.Tensor, step) -> tf.Tensor:
+    """A gradient at a model output [B, T, …] kept at step `step` alone, zero elsewhere."""
     steps = tf.shape(gradient)[1]
-    keep = tf.one_hot(0 if first else steps - 1, steps, dtype=gradient.dtype)
+    keep = tf.one_hot(step, steps, dtype=gradient.dtype)
     ones = tf.ones([gradient.shape.rank - 2], tf.int32)
     return gradient * tf.reshape(keep, tf.concat([[1, steps], ones], 0))
 

@@ -36,6 +36,14 @@ class GraphData:
         return ", ".join(f"{name} {list(np.shape(x))}"
                          for name, x in zip(self.input_names, self.xs, strict=True))  # fmt: skip
 
+    def output_steps(self) -> int:
+        """The steps of the first target of a sequence ([B, T, …]; a loss on every step), else
+        of the first input of a sequence: what anchors (docs/diagnosis.md) count on."""
+        for value in [*self.ys, *self.xs]:
+            if value is not None and np.ndim(value) >= 2:
+                return int(np.shape(value)[1])
+        return 1
+
     def sized(self, config: RunConfig) -> RunConfig:
         """`config` with B (and T, for a sequence) of the first input."""
         first = self.xs[0]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.core.config import LOSSES, RunConfig
+from lstmviz.core.config import LOSSES, RunConfig, anchor_steps, anchors_text
 from lstmviz.core.errors import ConfigError, ModelError, ref
 from lstmviz.core.schema import CELL_GATES
 from lstmviz.engine.arrays import NORMS, exact_norm
@@ -281,13 +281,17 @@ class GraphGradients:
         self._layouts: dict = {}
         self.summaries: dict = {}  # the summary text by input shapes
         self._tracing: GraphLayout | None = None
-        self._step = tf.function(self._compute, reduce_retracing=True, autograph=False)
+        self._steps: dict[tuple[int, ...], object] = {}  # per anchors (docs/diagnosis.md)
 
-    def __call__(self, xs: list, ys: list, structure, cancelled=bool):
+    def __call__(self, xs: list, ys: list, structure, cancelled=bool, anchors=None):
         self._structure = structure
         xs = [tf.convert_to_tensor(x) for x in xs]
         ys = [tf.zeros([0]) if y is None else tf.convert_to_tensor(y) for y in ys]
-        step = self._step.get_concrete_function(xs, ys)
+        key = tuple(anchors or ())
+        if key not in self._steps:
+            self._steps[key] = tf.function(self._computing(key), reduce_retracing=True,
+                                           autograph=False)  # fmt: skip
+        step = self._steps[key].get_concrete_function(xs, ys)
         if self._tracing is not None:
             self._layouts[id(step)] = (step, self._tracing)
             self._tracing = None
@@ -295,7 +299,12 @@ class GraphGradients:
             raise tf.errors.CancelledError(None, None, "model run cancelled")
         return step(xs, ys), self._layouts[id(step)][1]
 
-    def _compute(self, xs, ys):
+    def _computing(self, anchors: tuple[int, ...]):
+        """`_compute` for these anchors: a function of the tensors alone (what TensorFlow
+        traces)."""
+        return lambda xs, ys: self._compute(xs, ys, anchors)
+
+    def _compute(self, xs, ys, anchors=()):
         import keras
 
         model = self.graph.model
@@ -326,7 +335,7 @@ class GraphGradients:
             out[f"y_pred{n}"] = y_pred
         for k, chain in enumerate(found):
             out |= chain_arrays(k, chain, calls, named)
-        out |= anchored_norms(tape, value, outputs, calls, found)
+        out |= anchored_norms(tape, value, outputs, calls, found, anchors)
         for n in sorted(firsts):
             grad = named[f"grad_input_{names[n]}"]
             out[f"grad_input_{names[n]}"] = grad
@@ -368,11 +377,12 @@ def compiled(graph: KerasGraph, losses: list) -> GraphGradients:
     return found
 
 
-def graph_arrays(graph: KerasGraph, losses: list, data: GraphData,
-                 cancelled=bool) -> dict[str, np.ndarray]:  # fmt: skip
-    """The trace arrays of one run (module docstring)."""
+def graph_arrays(graph: KerasGraph, losses: list, data: GraphData, cancelled=bool,
+                 anchors: list[int] | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """The trace arrays of one run (module docstring); `anchors` the output steps whose error
+    alone is followed back (None: the default ones)."""
     gradients = compiled(graph, losses)
-    named, layout = gradients(data.xs, data.ys, data.structure, cancelled)
+    named, layout = gradients(data.xs, data.ys, data.structure, cancelled, anchors)
     arrays = {key: np.asarray(value) for key, value in named.items()}
     arrays["loss"] = np.float32(arrays["loss"])
     arrays["loss_by_sample"] = np.asarray(arrays["loss_by_sample"], np.float32).reshape(-1)
@@ -392,19 +402,23 @@ def graph_arrays(graph: KerasGraph, losses: list, data: GraphData,
             rows[norm].append(row)
         if prefix + "c" not in arrays:  # no cell state: a NaN row
             rows["norm_c_total"].append(np.full(len(arrays[prefix + "h"]), np.nan, np.float32))
-        # the error of one step: its own pass, or (a loss on one step) the totals
+        # the error of one step [A, T_k]: its own passes, or (a loss on one step) the totals
         for state, norm in (("h", "norm_h_total"), ("c", "norm_c_total")):
-            anchored[state].append(arrays.pop(f"{prefix}anchor_norm_{state}", rows[norm][-1]))
+            anchored[state].append(arrays.pop(f"{prefix}anchor_norm_{state}", None))
+            if anchored[state][-1] is None:
+                anchored[state][-1] = rows[norm][-1][None]
         arrays[prefix + "cell"] = np.array(layout.cells[k])
         arrays[prefix + "gate_names"] = np.array(CELL_GATES[layout.cells[k]])
         arrays[prefix + "calls"] = np.int64(layout.calls[k])
         arrays[prefix + "initial_from"] = np.int64(layout.initial_from[k])
     for key, found in rows.items():
         arrays[f"{key}_by_layer"] = pad_rows(found)
-    arrays["anchors_by_layer"] = np.array([[int(arrays.pop(f"layer{k}_anchor"))]
-                                           for k in range(count)], np.int64)  # fmt: skip
+    arrays["anchors_by_layer"] = np.stack([arrays.pop(f"layer{k}_anchor") for k in range(count)]
+                                          ).astype(np.int64)  # fmt: skip
     for state, found in anchored.items():
-        arrays[f"anchor_norm_{state}_by_layer"] = pad_rows(found)[:, None]
+        width = max(rows.shape[1] for rows in found)
+        arrays[f"anchor_norm_{state}_by_layer"] = np.stack([pad_rows(list(rows) + [
+            np.zeros(width)])[:-1] for rows in found])  # fmt: skip
     arrays["layer_names"] = np.array(layout.names)
     if "mask" in arrays:
         arrays["mask"] = arrays["mask"] > 0
@@ -454,10 +468,10 @@ def _inputs(arrays: dict, data: GraphData, layout) -> None:
             arrays[f"x_{name}"] = np.ascontiguousarray(np.swapaxes(x, 0, 1) if sequence else x)
 
 
-def _run_arrays(graph, losses, data, cancelled):
+def _run_arrays(graph, losses, data, cancelled, anchors=None):
     start = time.perf_counter()
     refresh(graph)
-    arrays = graph_arrays(graph, losses, data, cancelled)
+    arrays = graph_arrays(graph, losses, data, cancelled, anchors)
     arrays["model_seconds"] = np.float32(time.perf_counter() - start)
     return arrays
 
@@ -468,10 +482,11 @@ def graph_run(graph: KerasGraph, losses: list, data: GraphData, config: RunConfi
     GradientTrace. One unit of work: a cancel ends the run without a trace."""
     from lstmviz.engine.stopping import Units
 
+    anchors = anchor_steps(config.anchors, data.output_steps())
     yield TraceUpdate(0, 1, f"{graph.name}: recurrent calls run by lstmviz, the graph by Keras")
     units, results = Units(1, cancelled, keep), []
     for _ in units:
-        units.run(lambda: results.append(_run_arrays(graph, losses, data, cancelled)))
+        units.run(lambda: results.append(_run_arrays(graph, losses, data, cancelled, anchors)))
     if not results:
         return
     arrays = results[0]
@@ -531,7 +546,7 @@ def run_graph(graph: KerasGraph, config: RunConfig, cancelled=bool, keep=bool):
     return graph_run(graph, losses, data, config, cancelled, keep)
 
 
-def graph_trace(model, x=None, y=None, loss=None) -> GradientTrace:
+def graph_trace(model, x=None, y=None, loss=None, anchors=None) -> GradientTrace:
     """`lstmviz.model_gradients` for a model lstmviz runs through Keras (a KerasGraph or a
     live keras.Model)."""
     graph = model if isinstance(model, KerasGraph) else live_graph(model)
@@ -540,6 +555,7 @@ def graph_trace(model, x=None, y=None, loss=None) -> GradientTrace:
         data = random_graph_data(graph, losses, 20, 8, 0)
     else:
         data = graph_data(graph, losses, x, y, "model_gradients")
-    config = data.sized(RunConfig(mode="model", loss="mean_h", model=None))
+    config = data.sized(RunConfig(mode="model", loss="mean_h", model=None,
+                                  anchors=anchors_text(anchors)))  # fmt: skip
     *_, trace = graph_run(graph, losses, data, config)
     return trace

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lstmviz.engine.gradients import (
+    at_step,
     gradient_sources,
     graph_last_axis_norm,
     graph_norms,
@@ -336,18 +337,20 @@ def first_calls(calls: list[Call], inputs: list) -> dict[int, int]:
     return found
 
 
-def anchored_norms(tape, value, outputs: list, calls: list[Call], found: list[Chain]) -> dict:
+def anchored_norms(tape, value, outputs: list, calls: list[Call], found: list[Chain],
+                   anchors: tuple[int, ...] = ()) -> dict:  # fmt: skip
     """The error of one step followed back through the graph (docs/diagnosis.md): per
-    direction k `layer{k}_anchor` (its last input position, its first for a backward
-    direction) and, where an output has a time axis ([B, T, …]: a loss on every step),
-    `layer{k}_anchor_norm_h` (and `_c`) [T_k], the norms of the gradient of the outputs'
-    loss at that step alone (each output's gradient kept at its own last or first step)
-    with respect to the direction's states, by one more backward per anchor. Without such
-    an output the totals are that gradient (the caller takes them)."""
+    direction k `layer{k}_anchor` [A] and, where an output has a time axis ([B, T, …]: a loss
+    on every step), `layer{k}_anchor_norm_h` (and `_c`) [A, T_k], the norms of the gradient of
+    the outputs' loss at that step alone with respect to the direction's states, by one more
+    backward per anchor. `anchors` the steps of the outputs (every direction the same); ()
+    one, each output's last step for forward directions and its first for backward ones (the
+    anchor then the direction's own last or first position). Without such an output the
+    totals are that gradient (the caller takes them)."""
     firsts = [calls[chain.calls[0]].direction.backwards for chain in found]
     lengths = [tf.add_n([tf.shape(calls[i].direction.h)[0] for i in chain.calls])
                for chain in found]  # fmt: skip
-    out = {f"layer{k}_anchor": 0 if first else n - 1
+    out = {f"layer{k}_anchor": tf.stack([0 if first else n - 1])
            for k, (first, n) in enumerate(zip(firsts, lengths, strict=True))}  # fmt: skip
     # Keras's cross-entropies read a softmax's logits (`_keras_logits`), not its output: the
     # loss reaches the output through them
@@ -357,11 +360,13 @@ def anchored_norms(tape, value, outputs: list, calls: list[Call], found: list[Ch
         return out
     zero = tf.UnconnectedGradients.ZERO
     d_outputs = tape.gradient(value, steps, unconnected_gradients=zero)
-    for first in sorted(set(firsts)):
-        ks = [k for k, f in enumerate(firsts) if f == first]
+    passes = [(t, list(range(len(found)))) for t in anchors] or [
+        (first, [k for k, f in enumerate(firsts) if f == first]) for first in sorted(set(firsts))]
+    rows: dict[str, list] = {}
+    for at, ks in passes:
         directions = [calls[i].direction for k in ks for i in found[k].calls]
         probes = [p for d in directions for p in d.probes if p is not None]
-        cotangents = [one_step_only(g, first) for g in d_outputs]
+        cotangents = [at_step(g, at) if anchors else one_step_only(g, at) for g in d_outputs]
         grads = iter(tape.gradient(steps, probes, output_gradients=cotangents,
                                    unconnected_gradients=zero))  # fmt: skip
         for k in ks:
@@ -371,10 +376,12 @@ def anchored_norms(tape, value, outputs: list, calls: list[Call], found: list[Ch
                 hs.append(graph_step_norm(d.in_input_order(next(grads))))
                 if d.probes[1] is not None:
                     cs.append(graph_step_norm(d.in_input_order(next(grads))))
-            out[f"layer{k}_anchor_norm_h"] = tf.concat(hs, 0)
+            rows.setdefault(f"layer{k}_anchor_norm_h", []).append(tf.concat(hs, 0))
             if cs:
-                out[f"layer{k}_anchor_norm_c"] = tf.concat(cs, 0)
-    return out
+                rows.setdefault(f"layer{k}_anchor_norm_c", []).append(tf.concat(cs, 0))
+    if anchors:
+        out = {f"layer{k}_anchor": tf.constant(anchors, tf.int32) for k in range(len(found))}
+    return out | {key: tf.stack(values) for key, values in rows.items()}
 
 
 def pad_rows(rows: list[np.ndarray]) -> np.ndarray:

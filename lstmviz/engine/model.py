@@ -26,10 +26,18 @@ from pathlib import Path
 
 import numpy as np
 
-from lstmviz.core.config import LOSSES, RunConfig, check_fits, in_python_terms
+from lstmviz.core.config import (
+    LOSSES,
+    RunConfig,
+    anchor_steps,
+    anchors_text,
+    check_fits,
+    in_python_terms,
+)
 from lstmviz.core.errors import ConfigError, GraphModel, InputError, ref
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.gradients import (
+    at_step,
     gradient_sources,
     graph_last_axis_norm,
     graph_norms,
@@ -90,7 +98,7 @@ class ModelGradients:
         # autograph=False: the computation is written in TensorFlow ops (its loops are Python
         # loops over layers, or explicit while loops); converting its code would be most of
         # the first call's time (bench/bench_model.py)
-        self._step = tf.function(self._compute, reduce_retracing=True, autograph=False)
+        self._steps: dict[tuple[int, ...], Callable] = {}  # per anchors (docs/diagnosis.md)
         self._keras_weights = {layer.name: layer.weights for layer in spec.layers
                                if layer.kind == "keras"}  # what those layers hold  # fmt: skip
 
@@ -115,22 +123,32 @@ class ModelGradients:
         next `load_keras_weights` loads every one of them."""
         self._keras_weights = dict.fromkeys(self._keras_weights)
 
-    def __call__(self, x, y, weights=None, cancelled=bool) -> dict[str, tf.Tensor]:
+    def __call__(self, x, y, weights=None, cancelled=bool, anchors=None) -> dict[str, tf.Tensor]:
         """x and y batch-major as Keras takes them (NumPy); weights in `weight_names` order
         (the spec's own when None). The first call of a shape traces the graph (seconds for a
         big model); `cancelled()` is asked once that is done, before the computation (which
         raises tf.errors.CancelledError then: the native kernels would not see a cancel that
-        came before they started)."""
+        came before they started). `anchors`: the steps whose error alone is followed back
+        (None: the last, the first for backward directions; `anchored_norms`)."""
         weights = flat_weights(self.spec) if weights is None else weights
         y = tf.zeros([0]) if y is None else tf.convert_to_tensor(y)
         x = tf.convert_to_tensor(np.ascontiguousarray(np.swapaxes(np.asarray(x), 0, 1)))
         weights = [_tensor(w) for w in weights]
-        step = self._step.get_concrete_function(x, y, weights)
+        key = tuple(anchors or ())
+        if key not in self._steps:
+            self._steps[key] = tf.function(self._computing(key), reduce_retracing=True,
+                                           autograph=False)  # fmt: skip
+        step = self._steps[key].get_concrete_function(x, y, weights)
         if cancelled():
             raise tf.errors.CancelledError(None, None, "model run cancelled")
         return step(x, y, weights)
 
-    def _compute(self, x, y, weights):
+    def _computing(self, anchors: tuple[int, ...]) -> Callable:
+        """`_compute` for these anchors: a function of the tensors alone (what TensorFlow
+        traces)."""
+        return lambda x, y, weights: self._compute(x, y, weights, anchors)
+
+    def _compute(self, x, y, weights, anchors=()):
         # persistent: the anchored passes differentiate again (in a graph this costs nothing
         # where they do not: what no output needs is never computed)
         with tf.GradientTape(persistent=True) as tape:
@@ -167,7 +185,7 @@ class ModelGradients:
                 norms[key].append(found.get(prefix + key, tf.fill(tf.shape(x)[:1], np.nan)))
         for key, rows in norms.items():
             out[f"{key}_by_layer"] = tf.stack(rows)
-        out |= anchored_norms(tape, value, forward.output, forward.directions, out)
+        out |= anchored_norms(tape, value, forward.output, forward.directions, out, anchors)
         if "grad_input" in named:
             out["grad_input"] = named["grad_input"]
             # [B, T]: float32 squares of a vanishing gradient (< 1e-19) would flush to 0
@@ -177,20 +195,26 @@ class ModelGradients:
         return out
 
 
-def anchored_norms(tape, value, output, directions: list, out: dict) -> dict[str, tf.Tensor]:
+def anchored_norms(tape, value, output, directions: list, out: dict,
+                   anchors: tuple[int, ...] = ()) -> dict[str, tf.Tensor]:  # fmt: skip
     """The error of one step followed back (docs/diagnosis.md, "The error of one step"): per
     direction k the norms of ∂L_{t*}/∂h_s and ∂L_{t*}/∂c_s over s [T] (NaN for no c), L_{t*}
-    the loss at the anchor step t* alone, t* the last step for a forward direction and the
-    first for a backward one: `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, 1, T] and
-    `anchors_by_layer` [L, 1] (input positions). An output without a time axis (a loss on one
-    step): the totals, already computed. An output [B, T, …]: one more backward per anchor,
-    of the output with the loss's gradient there kept at step t* alone."""
+    the loss at the anchor step t* alone: `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer`
+    [L, A, T] and `anchors_by_layer` [L, A] (input positions). `anchors` the A steps (every
+    direction the same ones); () one, the last step for a forward direction and the first for
+    a backward one. An output without a time axis (a loss on one step): the totals, already
+    computed, whatever `anchors` says. An output [B, T, …]: one more backward per anchor, of
+    the output with the loss's gradient there kept at step t* alone."""
     rows_h, rows_c = out["norm_h_total_by_layer"], out["norm_c_total_by_layer"]
     steps = tf.shape(rows_h)[1]
     firsts = [d.backwards for d in directions]
-    anchors = tf.stack([0 if first else steps - 1 for first in firsts])[:, None]
-    found = {"anchors_by_layer": anchors}
-    if output.shape.rank is None or output.shape.rank < 3 or not directions:
+    per_step = output.shape.rank is not None and output.shape.rank >= 3 and directions
+    if anchors and per_step:
+        given = tf.constant(anchors, tf.int32)
+        return {"anchors_by_layer": tf.tile(given[None], [len(directions), 1])} | _at_anchors(
+            tape, value, output, directions, anchors)  # fmt: skip
+    found = {"anchors_by_layer": tf.stack([0 if f else steps - 1 for f in firsts])[:, None]}
+    if not per_step:
         return found | {"anchor_norm_h_by_layer": rows_h[:, None],
                         "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
     # a cross-entropy of Keras reads a softmax's logits (`_keras_logits`), not its output
@@ -210,6 +234,27 @@ def anchored_norms(tape, value, output, directions: list, out: dict) -> dict[str
                 d.probes[1] is not None) else nan  # fmt: skip
     return found | {"anchor_norm_h_by_layer": tf.stack(h_rows)[:, None],
                     "anchor_norm_c_by_layer": tf.stack(c_rows)[:, None]}  # fmt: skip
+
+
+def _at_anchors(tape, value, output, directions: list, anchors: tuple[int, ...]) -> dict:
+    """`anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, A, T] of the given anchors: one
+    backward of the output per anchor, its loss gradient kept at that step alone."""
+    output = getattr(output, "_keras_logits", output)
+    d_output = tape.gradient(value, output, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    probes = [p for d in directions for p in d.probes if p is not None]
+    h_rows, c_rows = [], []
+    for t in anchors:
+        grads = iter(tape.gradient(output, probes, output_gradients=at_step(d_output, t),
+                                   unconnected_gradients=tf.UnconnectedGradients.ZERO))
+        hs, cs = [], []
+        for d in directions:
+            hs.append(graph_step_norm(d.in_input_order(next(grads))))
+            cs.append(graph_step_norm(d.in_input_order(next(grads))) if d.probes[1] is not None
+                      else tf.fill(tf.shape(hs[-1]), np.float32(np.nan)))  # fmt: skip
+        h_rows.append(tf.stack(hs))
+        c_rows.append(tf.stack(cs))
+    return {"anchor_norm_h_by_layer": tf.stack(h_rows, 1),
+            "anchor_norm_c_by_layer": tf.stack(c_rows, 1)}  # fmt: skip
 
 
 def _tensor(weight) -> tf.Tensor:
@@ -265,10 +310,13 @@ def compiled(spec: ModelSpec, loss: ModelLoss) -> ModelGradients:
 
 
 def model_arrays(
-    spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y, cancelled: Callable[[], bool] = bool
+    spec: ModelSpec, loss: ModelLoss, x: np.ndarray, y, cancelled: Callable[[], bool] = bool,
+    anchors: list[int] | None = None,
 ) -> dict[str, np.ndarray]:
-    """The trace arrays of one run (docs/model-mode.md) for checked x, y (batch-major)."""
-    named = compiled(spec, loss)(x, y, flat_weights(spec), cancelled=cancelled)
+    """The trace arrays of one run (docs/model-mode.md) for checked x, y (batch-major);
+    `anchors` the steps whose error alone is followed back (None: the default ones)."""
+    named = compiled(spec, loss)(x, y, flat_weights(spec), cancelled=cancelled,
+                                 anchors=anchors)  # fmt: skip
     return named_arrays(spec, named, x, y)
 
 
@@ -439,8 +487,9 @@ def _run(spec, loss, x, y, config, source, cancelled=bool, keep=bool):
                       f"{loss.name}")  # fmt: skip
     units, results = Units(1, cancelled, keep), []
     start = time.perf_counter()
+    anchors = anchor_steps(config.anchors, int(np.shape(x)[1]))
     for _ in units:
-        units.run(lambda: results.append(model_arrays(spec, loss, x, y, cancelled)))
+        units.run(lambda: results.append(model_arrays(spec, loss, x, y, cancelled, anchors)))
     if not results:
         return
     arrays = results[0]
@@ -453,7 +502,8 @@ def _run(spec, loss, x, y, config, source, cancelled=bool, keep=bool):
     yield GradientTrace("model", config, arrays)
 
 
-def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> GradientTrace:
+def model_gradients(model_or_path, x=None, y=None, loss: str | None = None,
+                    anchors=None) -> GradientTrace:  # fmt: skip
     """The gradient flow of a whole model under its loss: `model_or_path` a model file
     (`.keras`, Keras 2 `.h5`, a weights-only stack) or a live `keras.Model`; x, y batch-major as
     Keras takes them (seeded random data of the model's shapes when None); `loss` the loss when
@@ -466,7 +516,11 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     removed, renamed or configured otherwise, a weight of another shape or dtype, another
     input shape), when the loss changes (another loss or its arguments), and on the first
     call with x or y of a new shape (another batch size or sequence length: TensorFlow
-    traces again). The four most recently used are kept."""
+    traces again). The four most recently used are kept.
+
+    `anchors`, where the loss enters at every step: the steps whose error alone is followed
+    back (docs/diagnosis.md) — a list of input positions, or "every:K"; None: the last step
+    (the first for backward directions)."""
     from lstmviz.weights.model_files import load_model, spec_from_keras
 
     try:
@@ -486,10 +540,11 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
         graph = load_graph(model_or_path) if isinstance(model_or_path, str | Path) else (
             model_or_path)  # fmt: skip
         try:
-            return graph_trace(graph, x, y, loss)
+            return graph_trace(graph, x, y, loss, anchors)
         except (ConfigError, InputError) as exc:
             raise in_python_terms(exc) from None
-    config = RunConfig(mode="model", loss=loss or "mean_h", model=None)
+    config = RunConfig(mode="model", loss=loss or "mean_h", model=None,
+                       anchors=anchors_text(anchors))  # fmt: skip
     if x is None and y is not None:
         raise InputError("y given without x")
     try:
@@ -497,7 +552,10 @@ def model_gradients(model_or_path, x=None, y=None, loss: str | None = None) -> G
     except (ConfigError, InputError) as exc:
         raise in_python_terms(exc) from None
     model_loss, x, y, source = prepared
-    *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source)
+    try:
+        *_, trace = _run(spec, model_loss, x, y, _config(config, x, spec, model_loss), source)
+    except ConfigError as exc:  # the anchors, checked against the data's length
+        raise in_python_terms(exc) from None
     return trace
 
 

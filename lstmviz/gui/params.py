@@ -57,6 +57,7 @@ LABELS = {
     "batches": "Batches N",
     "generator": "Generator",
     "loss": "Loss",
+    "anchors": "Anchors",
     "task": "Task",
     "train_steps": "Train steps",
     "connectivity": "Connectivity",
@@ -144,6 +145,9 @@ class ParamsEditor(QWidget):
                 widget = LayerField()
             elif name == "module":  # a PyTorch state dict's module: its factory's import path
                 widget = QLineEdit(placeholderText="pkg.mod:factory (a PyTorch state dict)",
+                                   clearButtonEnabled=True)  # fmt: skip
+            elif name == "anchors":  # the error of one step: which steps are followed back
+                widget = QLineEdit(placeholderText="last step (every:K, or 10,20,30)",
                                    clearButtonEnabled=True)  # fmt: skip
             else:
                 text = {

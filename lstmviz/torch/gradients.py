@@ -31,8 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lstmviz.core.config import RunConfig
-from lstmviz.core.errors import InputError, LstmvizError
+from lstmviz.core.config import RunConfig, anchor_steps, anchors_text, in_python_terms
+from lstmviz.core.errors import ConfigError, InputError, LstmvizError
 from lstmviz.core.schema import CELL_GATES
 from lstmviz.engine.arrays import NORMS, exact_norm
 from lstmviz.engine.native import kernel_name
@@ -54,23 +54,28 @@ LOSSES: dict[str, Callable] = {
 }
 
 
-def model_gradients(module: nn.Module, x, y=None, loss_fn=None) -> GradientTrace:
+def model_gradients(module: nn.Module, x, y=None, loss_fn=None, anchors=None) -> GradientTrace:
     """The gradient flow of `module` under its loss on x (and y): a GradientTrace with the
     model-mode keys. `x` a tensor (or NumPy array) the module takes, or a tuple of its
     arguments; `loss_fn` a callable (y_pred, y) -> scalar tensor, or a name: mse, l1,
     cross_entropy, nll, bce_with_logits, bce (mean reduction), or "mean" (the mean of the
-    output; the default when y is None). The module is left as it was."""
-    return Tracer(module, loss_fn, y is not None).trace(x, y)
+    output; the default when y is None). The module is left as it was. `anchors`, where the
+    loss enters at every step: the steps of the output whose error alone is followed back
+    (docs/diagnosis.md) — a list of steps or "every:K"; None: the last (the first for
+    backward directions)."""
+    return Tracer(module, loss_fn, y is not None, anchors).trace(x, y)
 
 
 class Tracer:
     """model_gradients for one module and loss, called again with new data or weights (the
     recorder's: TensorFlow's compiled graphs are kept between calls)."""
 
-    def __init__(self, module: nn.Module, loss_fn=None, has_targets: bool = True):
+    def __init__(self, module: nn.Module, loss_fn=None, has_targets: bool = True, anchors=None):
         if not isinstance(module, nn.Module):
             raise LstmvizError(f"{WHERE}: expects a torch.nn.Module, got {type(module).__name__}")
         self.module = module
+        _checked(anchor_steps, anchors, None)  # its form, before any run
+        self.anchors = anchors
         self.loss, self.loss_name = _loss(loss_fn, has_targets)
 
     def trace(self, x, y=None, source: str = "") -> GradientTrace:
@@ -87,7 +92,7 @@ class Tracer:
             found = chains(calls)
             results, grad_input = _backward(calls, found, value)
             arrays = _arrays(calls, found, results, grad_input)
-            arrays |= _anchored(calls, found, value, y_pred, arrays)
+            arrays |= _anchored(calls, found, value, y_pred, arrays, self.anchors)
         steps = len(arrays["norm_h_total_by_layer"][0])
         arrays["loss"] = np.float32(value.detach().cpu())
         if per_sample is not None:
@@ -106,7 +111,8 @@ class Tracer:
         first = calls[0]
         config = RunConfig(mode="model", steps=steps, batch=first.layout.batch,
                            input_dim=int(first.x.shape[2]), hidden=first.hidden,
-                           loss=self.loss_name, model=None)  # fmt: skip
+                           loss=self.loss_name, model=None,
+                           anchors=_checked(anchors_text, self.anchors))  # fmt: skip
         return GradientTrace("model", config, arrays)
 
 
@@ -183,23 +189,27 @@ def _backward(
 
 
 def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred: torch.Tensor,
-              arrays: dict) -> dict[str, np.ndarray]:
+              arrays: dict, anchors=None) -> dict[str, np.ndarray]:  # fmt: skip
     """The error of one step followed back, as `engine.model.anchored_norms` gives it
-    (`anchors_by_layer` [L, 1], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, 1, T]):
+    (`anchors_by_layer` [L, A], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, A, T]):
     the totals when the output has no time axis of the last direction's length (a loss on one
-    step), else one more backward per anchor (the last step for forward directions, the first
-    for backward ones) of the output with the loss's gradient kept at that step alone."""
+    step), else one more backward per anchor of the output with the loss's gradient kept at
+    that step alone: `anchors` (a list or "every:K", the same steps for every direction), or
+    by default one, the last step for forward directions and the first for backward ones."""
     rows_h, rows_c = arrays["norm_h_total_by_layer"], arrays["norm_c_total_by_layer"]
     lengths = [int(np.isfinite(row).sum()) or len(row) for row in rows_h]
     firsts = [chain.name.rsplit("/", 1)[-1] == "backward" for chain in found]
-    anchors = np.array([[0 if first else n - 1] for first, n in zip(firsts, lengths,
+    default = np.array([[0 if first else n - 1] for first, n in zip(firsts, lengths,
                                                                    strict=True)])  # fmt: skip
-    out = {"anchors_by_layer": anchors}
+    out = {"anchors_by_layer": default}
     axis = _time_axis(y_pred, calls[-1], lengths[-1])
     if axis is None:
         return out | {"anchor_norm_h_by_layer": rows_h[:, None],
                       "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
     d_output = torch.autograd.grad(value, y_pred, retain_graph=True)[0]
+    given = _checked(anchor_steps, anchors, y_pred.shape[axis])
+    if given:
+        return _at_anchors(calls, found, y_pred, d_output, axis, given, rows_h.shape[1])
     h_rows, c_rows = np.full_like(rows_h, np.nan), np.full_like(rows_c, np.nan)
     for first in sorted(set(firsts)):
         keep = torch.zeros_like(d_output)
@@ -212,6 +222,32 @@ def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred
             c_rows[k] = _norm_row(one, "norm_c_total", "grad_c_total", exact, len(c_rows[k]))
     return out | {"anchor_norm_h_by_layer": h_rows[:, None],
                   "anchor_norm_c_by_layer": c_rows[:, None]}  # fmt: skip
+
+
+def _at_anchors(calls, found, y_pred, d_output, axis: int, anchors: list[int],
+                steps: int) -> dict[str, np.ndarray]:  # fmt: skip
+    """The anchored rows of the given anchors: one backward per anchor, every direction."""
+    h_rows = np.full((len(found), len(anchors), steps), np.nan, np.float32)
+    c_rows = h_rows.copy()
+    for a, t in enumerate(anchors):
+        keep = torch.zeros_like(d_output)
+        keep.select(axis, t).fill_(1)
+        results, _ = _backward(calls, found, y_pred, d_output * keep)
+        for k, chain in enumerate(found):
+            one = join(chain, calls, results)
+            exact = all(calls[n].saved is not None for n in chain.calls)
+            h_rows[k, a] = _norm_row(one, "norm_h_total", "grad_h_total", exact, steps)
+            c_rows[k, a] = _norm_row(one, "norm_c_total", "grad_c_total", exact, steps)
+    return {"anchors_by_layer": np.tile(np.array(anchors, np.int64), (len(found), 1)),
+            "anchor_norm_h_by_layer": h_rows, "anchor_norm_c_by_layer": c_rows}  # fmt: skip
+
+
+def _checked(check, *args):
+    """`check(*args)`, its ConfigError as the Python API names it (`anchors=`)."""
+    try:
+        return check(*args)
+    except ConfigError as exc:
+        raise in_python_terms(exc) from None
 
 
 def _time_axis(y_pred: torch.Tensor, last: Call, steps: int) -> int | None:
