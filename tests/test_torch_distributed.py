@@ -14,7 +14,9 @@ import torch
 from lstmviz.core.errors import LstmvizError
 from tests.helpers.distributed_models import HELPERS, PYTHON, ROOT, environment, free_port
 
-NORMS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer")
+# a record's rows: the norms, and the error of one step's (anchors [L, A], norms [L, A, T])
+NORMS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer",
+         "anchors_by_layer", "anchor_norm_h_by_layer", "anchor_norm_c_by_layer")  # fmt: skip
 
 
 def run_ranks(script: str, out, ranks: int = 2, timeout: float = 240) -> None:
