@@ -177,7 +177,7 @@ class RecordingDiagnosis:
         for name, cols in self.series().items():
             anchored = bool(np.isfinite(cols["anchor"]).any())  # a column of t* where used
             lines.append(f"{name}: step, steps/decade, reach (of {self.T})"
-                         + ", from the error of step t*" * anchored)  # fmt: skip
+                         + ", anchor t* (the error of one step)" * anchored)  # fmt: skip
             rows = zip(cols["step"], cols["steps_per_decade"], cols["reach"], cols["anchor"],
                        strict=True)  # fmt: skip
             lines += [f"  {int(s):>7}  {_num(x, '.3g'):>10}  {_num(r, '.0f'):>5}"
