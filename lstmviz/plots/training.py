@@ -145,7 +145,7 @@ class ConnectivityPanel(LayerChoice, HeatmapPanel):
         found = self.matrix()
         model = self.anchors is not None
         self.title.setText("<b>Connectivity map ‖∂L_t/∂h_s‖</b>" if not model else
-                           f"<b>Connectivity of {self.name} ‖∂L_t*/∂h_s‖</b>")  # fmt: skip
+                           f"<b>Connectivity of {self.name}</b>")  # fmt: skip
         self.reach_marks.setData([], [])
         if found is None:
             self.data = np.zeros((0, 0))
