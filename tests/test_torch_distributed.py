@@ -141,3 +141,21 @@ def test_shares_of_a_model_trace_combine_into_the_whole_batch_one(loss):
     compare(Recorded(), whole)
     with pytest.raises(LstmvizError, match="batch-major"):  # shares told wrongly
         distributed.combine([(p.arrays, p.config) for p in parts], [2, 3], "w")
+
+
+def test_shares_of_a_two_input_trace_combine_each_inputs_keys():
+    """A seq2seq of two inputs: each input's x_, grad_input_ and saliency_ join along B."""
+    from lstmviz.torch import distributed, model_gradients
+    from tests.test_torch_graphs import Seq2Seq, sequence_xent, tokens
+
+    torch.manual_seed(3)
+    net = Seq2Seq()
+    src, tgt_in, y = tokens(3)  # B = 2: one sample a share
+    whole = model_gradients(net, (src, tgt_in), y, sequence_xent)
+    parts = [model_gradients(net, (src[b:b + 1], tgt_in[b:b + 1]), y[b:b + 1], sequence_xent)
+             for b in (0, 1)]  # fmt: skip
+    combined = distributed.combine([(p.arrays, p.config) for p in parts], [1, 1], "w")
+    for key in ("x_src", "x_tgt_in", "grad_input_src", "grad_input_tgt_in", "saliency_src",
+                "saliency_tgt_in"):  # fmt: skip
+        np.testing.assert_allclose(combined.arrays[key], whole.arrays[key], rtol=1e-5,
+                                   atol=1e-8, err_msg=key)  # fmt: skip

@@ -52,6 +52,7 @@ _NORMS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_la
 # whole-model keys
 _ALONG_B = {"x": 1, "mask": 1, "y": 0, "y_pred": 0, "loss_by_sample": 0}  # key -> its B axis
 _SCALED_ALONG_B = {"grad_input": 1, "saliency": 0}
+_SCALED_INPUTS = ("grad_input_", "saliency_")  # per input of several: [T, B, I], [B, T]
 _FIRST = ("layer_names", "lstm_kernel", "model_summary", "model_source", "inputs_source",
           "anchors_by_layer")  # fmt: skip
 
@@ -165,8 +166,12 @@ def _combined(key: str, values: list[np.ndarray], scales: list[float], arrays: l
     name = key.split("_", 1)[1] if key.startswith("layer") and key[5:6].isdigit() else None
     if name in _CONCAT_T_B or key in _ALONG_B:
         return np.concatenate(values, 1 if name else _ALONG_B[key])
-    if name in _SCALED_T_B or key in _SCALED_ALONG_B:
-        axis = 1 if name else _SCALED_ALONG_B[key]
+    if key.startswith("x_"):  # one of several inputs: time-major [T, B, …] or [B, …]
+        shares = [np.shape(a[f"saliency_{key[2:]}"])[0] for a in arrays]
+        major = all(v.ndim >= 2 and v.shape[1] == b for v, b in zip(values, shares, strict=True))
+        return np.concatenate(values, 1 if major else 0)
+    if name in _SCALED_T_B or key in _SCALED_ALONG_B or key.startswith(_SCALED_INPUTS):
+        axis = 1 if name or key.startswith("grad_input_") else _SCALED_ALONG_B.get(key, 0)
         return np.concatenate([v * np.asarray(s, v.dtype) for v, s in zip(values, scales,
                                                                             strict=True)], axis)
     if name in _SUMMED or key == "loss":

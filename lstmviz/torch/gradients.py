@@ -23,6 +23,7 @@ whose two biases add); a direction's are its calls' part of them.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -41,6 +42,7 @@ from lstmviz.torch import fused
 from lstmviz.torch.capture import WHERE, Call, capture
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
+from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
 from lstmviz.torch.runs import runs
 
 # name -> (loss, per-sample loss with reduction="none" reduced to [B])
@@ -82,17 +84,28 @@ class Tracer:
         start = time.perf_counter()
         args = _arguments(self.module, x)
         y = _tensor(y, self.module) if y is not None else None
+        several = sum(torch.is_tensor(a) for a in args) > 1  # each input's own keys
         with capture(self.module) as calls:
-            output = self.module(*args)
+            try:
+                with Provenance(args) if several else contextlib.nullcontext():
+                    output = self.module(*args)
+            finally:
+                unmark(args)
             if not calls:
                 raise LstmvizError(f"{WHERE}: the forward ran none of the module's recurrent "
                                    "layers")  # fmt: skip
             y_pred = _first_tensor(output)
             value, per_sample = self.loss(output, y, y_pred)
             found = chains(calls)
-            results, grad_input = _backward(calls, found, value)
-            arrays = _arrays(calls, found, results, grad_input)
+            feeds = first_feeds(calls, found, len(args)) if several else {}
+            feeds = feeds if len(feeds) > 1 else {}
+            results, grads = _backward(calls, found, value, feeds=tuple(sorted(
+                {0, *feeds.values()})))  # fmt: skip
+            arrays = _arrays(calls, found, results, grads[0])
             arrays |= _anchored(calls, found, value, y_pred, arrays, self.anchors)
+            if feeds:
+                _several_inputs(arrays, args, feeds, found, calls, grads,
+                                input_names(self.module, len(args)))  # fmt: skip
         steps = len(arrays["norm_h_total_by_layer"][0])
         arrays["loss"] = np.float32(value.detach().cpu())
         if per_sample is not None:
@@ -100,7 +113,7 @@ class Tracer:
         arrays["y_pred"] = _numpy(y_pred)
         if y is not None:
             arrays["y"] = _numpy(y)
-        model_x = _model_x(args[0], calls[0], len(grad_input))
+        model_x = None if feeds else _model_x(args[0], calls[0], len(grads[0]))
         if model_x is not None and len(model_x) == steps:
             arrays["x"] = model_x
         arrays["model_summary"] = np.array(summary(self.module))
@@ -117,11 +130,13 @@ class Tracer:
 
 
 def _backward(
-    calls: list[Call], found: list[Chain], value: torch.Tensor, cotangent=None
-) -> tuple[list, np.ndarray]:
+    calls: list[Call], found: list[Chain], value: torch.Tensor, cotangent=None,
+    feeds: tuple[int, ...] = (0,),
+) -> tuple[list, dict[int, np.ndarray]]:
     """Every call's directions (per call, one dict per row, as `engine.call_gradients` gives
-    them) and dL/d input of the first direction [T_0, B, I] (its calls' inputs in call
-    order), from the loss `value` (or from the tensor `value` with the gradient `cotangent`).
+    them) and, for each direction k in `feeds`, dL/d its input [T_k, B, I] (its calls' inputs
+    in call order), from the loss `value` (or from the tensor `value` with the gradient
+    `cotangent`).
     Calls run from the last to the first: each one's dL/d input
     and dL/d(initial state) go back through PyTorch into the outputs of the calls before it,
     except a chain's hand-over, which is the earlier call's state cotangent (`d_chain`). A run
@@ -131,7 +146,8 @@ def _backward(
     for call in calls:
         spans.append((at, at + len(call.outputs)))
         at += len(call.outputs)
-    firsts = [n for n in dict.fromkeys(found[0].calls) if calls[n].source.requires_grad]
+    fed = dict.fromkeys(n for k in feeds for n in found[k].calls)
+    firsts = [n for n in fed if calls[n].source.requires_grad]
     first_at = {n: len(targets) + i for i, n in enumerate(firsts)}
     wanted = targets + [calls[n].source for n in firsts]
     # None: the loss does not reach it (zero)
@@ -180,12 +196,28 @@ def _backward(
         for i, g in zip(below, more, strict=True):
             if g is not None:
                 grads[i] = g if grads[i] is None else grads[i] + g
-    inputs = []
-    for n in dict.fromkeys(found[0].calls):
+    inputs = {}
+    for n in fed:
         extra = grads[first_at[n]] if n in first_at else None
         extra = 0 if extra is None else _numpy(calls[n].layout.to_time(extra))
-        inputs.append(dxs[n] + extra)
-    return results, np.concatenate(inputs, 0)
+        inputs[n] = dxs[n] + extra
+    return results, {k: np.concatenate([inputs[n] for n in dict.fromkeys(found[k].calls)], 0)
+                     for k in feeds}  # fmt: skip
+
+
+def _several_inputs(arrays: dict, args: tuple, feeds: dict[int, int], found: list[Chain],
+                    calls: list[Call], grads: dict, names: list[str]) -> None:  # fmt: skip
+    """A module of several inputs: per input that reaches a recurrent layer `x_{name}`,
+    `grad_input_{name}` [T_k, B, I] (of the first direction k it feeds) and `saliency_{name}`
+    [B, T_k], in place of `grad_input` and `saliency` (as a Keras graph's trace)."""
+    del arrays["grad_input"], arrays["saliency"]
+    for i, k in sorted(feeds.items()):
+        grad = grads[k].astype(np.float32, copy=False)
+        first = calls[found[k].calls[0]]
+        arrays[f"x_{names[i]}"] = time_major(args[i], first, len(grad))
+        arrays[f"grad_input_{names[i]}"] = grad
+        wide = np.sqrt(np.square(grad.astype(np.float64)).sum(-1))  # [T_k, B]
+        arrays[f"saliency_{names[i]}"] = wide.T.astype(np.float32)
 
 
 def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred: torch.Tensor,
