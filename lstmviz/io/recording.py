@@ -307,10 +307,12 @@ class RecordingWriter:
         for key in (*ROWS, *(k for k in ANCHOR_KEYS if k in f)):
             dataset = f[key]
             dataset.resize(n + 1, axis=0)
-            value = rows.get(key)
-            # a record without the file's anchor rows (or of another A): no anchor, NaN norms
-            if key in ANCHOR_KEYS and (value is None or np.shape(value) != dataset.shape[1:]):
-                value = anchor_fill(key, dataset.shape[1:])
+            if key in ANCHOR_KEYS:  # a record without them (or of another A): the fill rows
+                value = rows.get(key)
+                if value is None or np.shape(value) != dataset.shape[1:]:
+                    value = anchor_fill(key, dataset.shape[1:])
+            else:
+                value = rows[key]
             dataset[n] = value
             dataset.flush()
         _set(f["writing"], n + 1)
