@@ -179,6 +179,23 @@ def test_the_csv_and_the_pdf_report_carry_the_anchor(run, tmp_path):
     assert verdicts and f"from the error of step t={T - 1}" in verdicts[-1], lines
 
 
+def test_tensorboard_scalars_of_the_tagger_are_the_error_of_one_steps(run, tmp_path):
+    """Where the loss enters at every step, a record with the anchored rows writes defined
+    reach and steps per decade (those of the recording's diagnosis), not NaN."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    folder, _, _ = run
+    assert main(["export", str(folder / "tagged.lvz"), "--tensorboard", str(tmp_path)]) == 0
+    events = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    events.Reload()
+    series = load_recording(folder / "tagged.lvz").diagnosis.series()["lstm"]
+    for key in ("reach", "steps_per_decade"):
+        found = events.Scalars(f"lstmviz/lstm/{key}")
+        assert [e.step for e in found] == [1, 2, 3]
+        np.testing.assert_allclose([e.value for e in found], series[key], rtol=1e-6)
+
+
 def test_a_pytorch_recorder_record_holds_the_anchored_rows(tmp_path):
     torch = pytest.importorskip("torch")
     from torch import nn

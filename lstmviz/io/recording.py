@@ -126,8 +126,9 @@ class Recording:
 
     @property
     def diagnosis(self):
-        """Each record's diagnosis from its norm rows (`lstmviz.analysis.diagnosis.
-        RecordingDiagnosis`; `.series()` steps per decade and reach over training steps)."""
+        """Each record's diagnosis from its norm rows, and its anchored rows where the loss
+        enters at every step (`lstmviz.analysis.diagnosis.RecordingDiagnosis`; `.series()`
+        steps per decade and reach over training steps)."""
         from lstmviz.analysis.diagnosis import diagnose_recording
 
         return diagnose_recording(self)
