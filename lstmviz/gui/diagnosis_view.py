@@ -190,6 +190,10 @@ class DiagnosisView(QObject):
         the dock's rows, and the reach marked on the norm curves. Returns the Diagnosis."""
         from lstmviz.analysis.diagnosis import diagnose
 
+        view = self.shown.view
+        if view.anchor is not None and view.anchor >= anchor_count(trace.arrays):
+            self.show_anchored(view.anchored, None)  # an anchor of another trace
+        self.panel.show_anchors(trace.arrays, self.shown.view.anchored, self.shown.view.anchor)
         try:
             size = sum(np.size(v) for k, v in trace.arrays.items() if "grad_" in k)
             diagnosis = diagnose(trace, full=size <= FULL_LIMIT)
@@ -198,10 +202,6 @@ class DiagnosisView(QObject):
             return None
         panel = self.panel
         panel.show_diagnosis(diagnosis)
-        view = self.shown.view
-        if view.anchor is not None and view.anchor >= anchor_count(trace.arrays):
-            self.show_anchored(view.anchored, None)  # an anchor of another trace
-        panel.show_anchors(trace.arrays, self.shown.view.anchored, self.shown.view.anchor)
         recording = self.shown.recording
         panel.show_history(recording.diagnosis.series() if recording is not None else
                            _rows_series(diagnosis))  # fmt: skip
