@@ -4,11 +4,16 @@ model, in one process.
     .venv/bin/python bench/bench_model.py                      # the reference model (below)
     .venv/bin/python bench/bench_model.py --steps 200 --batch 64 --units 128 --repeats 7
     .venv/bin/python bench/bench_model.py --cell gru            # the same model of GRUs
+    .venv/bin/python bench/bench_model.py --per-step            # a loss on every step
     LSTMVIZ_NATIVE_ARCH=haswell ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python bench/bench_model.py
 
 The model: Embedding(20000, 128) → Bidirectional(LSTM(128, return_sequences=True)) → LSTM(128)
 → Dense(1, sigmoid), binary cross-entropy (compiled with Adam: bench_record.py fits it too);
 `--cell gru` / `simple_rnn` puts that cell (Keras's defaults) in place of both LSTMs.
+`--per-step`: the top LSTM returns sequences and Dense(1, sigmoid) reads every step (a
+tagger's shape, a loss on every step): lstmviz then also follows the error of the last step
+(the first, for the backward direction) back through every direction, one more backward
+each (docs/diagnosis.md); the classifier needs none (its loss is on one step).
 Keras: `tape.gradient(loss, model.trainable_weights)` in a `tf.function` (its LSTM on the CPU:
 a while loop), the gradients as NumPy. lstmviz: `lstmviz.model_gradients(model, x, y)` as a
 user calls it on the live model, the whole trace as NumPy (every direction's h, c, total and
@@ -44,7 +49,8 @@ from lstmviz.engine.device import device_description  # noqa: E402
 from lstmviz.engine.tfload import tf  # noqa: E402
 
 
-def build(vocabulary: int, embed: int, units: int, steps: int, cell: str = "lstm"):
+def build(vocabulary: int, embed: int, units: int, steps: int, cell: str = "lstm",
+          per_step: bool = False):  # fmt: skip
     import keras
 
     L = keras.layers
@@ -53,7 +59,7 @@ def build(vocabulary: int, embed: int, units: int, steps: int, cell: str = "lstm
     inp = keras.Input((steps,), dtype="int32")
     x = L.Embedding(vocabulary, embed)(inp)
     x = L.Bidirectional(layer(units, return_sequences=True))(x)
-    x = layer(units)(x)
+    x = layer(units, return_sequences=per_step)(x)
     model = keras.Model(inp, L.Dense(1, activation="sigmoid")(x))
     model.compile(loss="binary_crossentropy", optimizer="adam")  # bench_record.py fits it
     return model
@@ -87,21 +93,24 @@ def main(argv=None) -> None:
     parser.add_argument("--vocabulary", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cell", choices=("lstm", "gru", "simple_rnn"), default="lstm")
+    parser.add_argument("--per-step", action="store_true", help="a loss on every step")
     args = parser.parse_args(argv)
     import keras
 
     load = os.getloadavg()[0]
-    model = build(args.vocabulary, args.units, args.units, args.steps, args.cell)
+    model = build(args.vocabulary, args.units, args.units, args.steps, args.cell, args.per_step)
     rng = np.random.default_rng(0)
     x = rng.integers(1, args.vocabulary, (args.batch, args.steps)).astype(np.int32)
-    y = rng.integers(0, 2, (args.batch, 1)).astype(np.float32)
+    shape = (args.batch, args.steps, 1) if args.per_step else (args.batch, 1)
+    y = rng.integers(0, 2, shape).astype(np.float32)
     first, times = measure(*calls(model, x, y, keras.losses.BinaryCrossentropy(), rng),
                            args.repeats)  # fmt: skip
     print_machine(load)
     cell = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}[args.cell]
+    top = f"{cell}({args.units}, return_sequences)" if args.per_step else f"{cell}({args.units})"
     print(f"model: Embedding({args.vocabulary}, {args.units}) → Bidirectional({cell}({args.units},"
-          f" return_sequences)) → {cell}({args.units}) → Dense(1, sigmoid); T={args.steps} "
-          f"B={args.batch}; median of {args.repeats}")  # fmt: skip
+          f" return_sequences)) → {top} → Dense(1, sigmoid){' per step' * args.per_step}; "
+          f"T={args.steps} B={args.batch}; median of {args.repeats}")  # fmt: skip
     print_rows(first, times)
 
 
