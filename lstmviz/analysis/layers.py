@@ -411,11 +411,14 @@ def _runs_backward(arrays: Arrays, k: int, steps: int) -> bool:
     return runs_backward(layer_names(arrays)[k], total, loss_steps(direct, steps))
 
 
-def anchored_rows(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def anchored_rows(
+    arrays: Arrays, k: int, reached=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Direction k's error of one step per anchor: (rows [A, T_k] ‖∂L_t*/∂h_t‖ as stored (float32),
     anchors [A] t* (int64), reach [A] the input position of the farthest step each row reaches
-    from its t* as docs/diagnosis.md defines the reach, −1 where not defined); None when the
-    trace has no anchored norms."""
+    from its t* as docs/diagnosis.md defines the reach, −1 where not defined or not asked:
+    `reached` the anchors a whose reach is wanted, None every one); None when the trace has no
+    anchored norms."""
     from lstmviz.analysis.decay import anchored_decay
 
     if anchor_count(arrays) == 0 or not 0 <= k < len(arrays["anchors_by_layer"]):
@@ -426,7 +429,7 @@ def anchored_rows(arrays: Arrays, k: int) -> tuple[np.ndarray, np.ndarray, np.nd
     reverse = _runs_backward(arrays, k, steps)
     reach = np.full(len(anchors), -1, np.int64)
     for a, t in enumerate(anchors):
-        if 0 <= t < steps:
+        if 0 <= t < steps and (reached is None or a in reached):
             decay = anchored_decay(rows[a : a + 1], anchors[a : a + 1], steps, reverse)
             if decay.reach is not None:
                 reach[a] = t + (decay.reach - 1) * (1 if reverse else -1)
@@ -450,7 +453,7 @@ def anchored_curves(arrays: Arrays, anchor: int | None = None):
     out = np.full((L, T), np.nan)
     anchors, reach = np.full(L, -1, np.int64), np.full(L, -1, np.int64)
     for k in range(L):
-        rows, t_stars, reaches = anchored_rows(arrays, k)
+        rows, t_stars, _ = anchored_rows(arrays, k, reached=())
         steps = rows.shape[1]
         inside = [a for a in range(count) if 0 <= t_stars[a] < steps]
         if not inside:
@@ -461,5 +464,5 @@ def anchored_curves(arrays: Arrays, anchor: int | None = None):
                                     _runs_backward(arrays, k, steps))  # fmt: skip
             a = next(i for i in inside if t_stars[i] == median.anchor)
         out[k, :steps] = rows[a]
-        anchors[k], reach[k] = t_stars[a], reaches[a]
+        anchors[k], reach[k] = t_stars[a], anchored_rows(arrays, k, reached=(a,))[2][a]
     return blank_masked(out, arrays), anchors, reach
