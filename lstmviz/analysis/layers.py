@@ -24,6 +24,7 @@ import warnings
 import numpy as np
 
 from lstmviz.analysis import values
+from lstmviz.analysis.decay import anchored_decay, loss_steps, runs_backward
 from lstmviz.analysis.values import Arrays
 from lstmviz.core import modes
 from lstmviz.core.schema import CELL_CLASSES, CELL_GATES
@@ -403,8 +404,6 @@ def anchor_labels(arrays: Arrays) -> list[str]:
 def _runs_backward(arrays: Arrays, k: int, steps: int) -> bool:
     """Whether direction k reads the sequence from its end, as its diagnosis decides it
     (`decay.runs_backward` on its own steps' norm rows)."""
-    from lstmviz.analysis.decay import loss_steps, runs_backward
-
     direct = arrays.get("norm_h_direct_by_layer")
     direct = None if direct is None else np.asarray(direct[k][:steps], np.float64)
     total = np.asarray(arrays["norm_h_total_by_layer"][k][:steps], np.float64)
@@ -419,8 +418,6 @@ def anchored_rows(
     from its t* as docs/diagnosis.md defines the reach, −1 where not defined or not asked:
     `reached` the anchors a whose reach is wanted, None every one); None when the trace has no
     anchored norms."""
-    from lstmviz.analysis.decay import anchored_decay
-
     if anchor_count(arrays) == 0 or not 0 <= k < len(arrays["anchors_by_layer"]):
         return None
     steps = direction_steps(arrays, k) or int(np.shape(arrays["anchor_norm_h_by_layer"])[-1])
@@ -443,8 +440,6 @@ def anchored_curves(arrays: Arrays, anchor: int | None = None):
     `anchor`: the anchor a shown (from 0); None or out of range: for each direction the anchor
     its diagnosis follows (`decay.anchored_decay`: the median decay per step). None when the
     trace has no anchored norms."""
-    from lstmviz.analysis.decay import anchored_decay
-
     count = anchor_count(arrays)
     if count == 0:
         return None
