@@ -39,7 +39,8 @@ FULL_LIMIT = 4_000_000  # gradient values above which the window diagnoses from 
 DOCK_HEIGHT = 170  # px: the Diagnosis dock's first height
 
 
-# The anchor column ("from t*") comes last in the model and shows before the verdict.
+# The anchor column ("from t*") is the last by index (the verdict keeps its own) and is shown
+# before the verdict, which stretches to the table's width.
 COLUMNS = ("direction", "cell", "decay/step", "steps/decade", "reach", "trend", "verdict",
            "from t*")  # fmt: skip
 ANCHOR_COLUMN = COLUMNS.index("from t*")
