@@ -340,11 +340,13 @@ def chain_diagnosis(d: Direction, directions: list[Direction], out: DirectionDia
 
 
 def reach_text(d: DirectionDiagnosis, x: Decay, T: int) -> str:
-    """ "reach/steps": of the span across a hand-over, else of the direction's own steps (T
-    when not known)."""
+    """ "reach/steps": of the span across a hand-over or from the error of one step (from its
+    anchor to the sequence's end it reads back to), else of the direction's own steps (T when
+    not known)."""
     if x.reach is None:
         return "–"
-    return f"{x.reach}/{x.span if x.steps is not None else d.steps or T}"
+    spanned = x.steps is not None or x.anchor is not None
+    return f"{x.reach}/{x.span if spanned else d.steps or T}"
 
 
 def reach_point(d: DirectionDiagnosis) -> tuple[str, int] | None:

@@ -194,6 +194,8 @@ class Figure:
                 panel.setAttribute(Qt.WA_DontShowOnScreen)
                 if isinstance(panel, LayerChoice):
                     panel.layer = view.layer
+                if isinstance(panel, LayerNormPanel):
+                    panel.anchored, panel.anchor = view.anchored, view.anchor
                 panel.set_options(view.log, view.normalise)
                 self.draw_panel(name, panel)
                 if panel.drawn():
