@@ -317,7 +317,7 @@ def test_a_model_graph_passes_no_zeros_to_the_backward():
     loss, x, y, _ = engine.prepare(spec, engine.RunConfig(mode="model"), x, y)
     gradients = engine.ModelGradients(spec, loss)
     arguments = [tf.constant(np.swapaxes(x, 0, 1)), tf.constant(y), engine.flat_weights(spec)]
-    graph = gradients._step.get_concrete_function(*arguments).graph
+    graph = gradients.function().get_concrete_function(*arguments).graph
     (backward,) = [op for op in graph.get_operations() if op.type == "LstmvizSequenceBackward"]
     assert backward.get_attr("dh_given") == 1 and backward.get_attr("dc_given") == 0
 

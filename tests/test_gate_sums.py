@@ -100,7 +100,7 @@ def test_model_mode_takes_an_lstm_s_statistics_from_its_forward():
     x, y = np.ones((2, 4, 2), np.float32), np.ones((2, 1), np.float32)
     trace = lstmviz.model_gradients(model, x, y)
     gradients = next(iter(engine._COMPILED.values()))
-    graph = gradients._step.get_concrete_function(
+    graph = gradients.function().get_concrete_function(
         tf.constant(np.swapaxes(x, 0, 1)), tf.constant(y),
         [tf.constant(w) for w in flat_weights(gradients.spec)]).graph  # fmt: skip
     types = [op.type for op in graph.get_operations()]

@@ -47,7 +47,8 @@ def fresh():
 
 
 def traces() -> int:
-    return sum(g._step.experimental_get_tracing_count() for g in engine._COMPILED.values())
+    return sum(f.experimental_get_tracing_count() for g in engine._COMPILED.values()
+               for f in g._steps.values())
 
 
 def keras_gradients(model, x, y) -> tuple[float, dict]:

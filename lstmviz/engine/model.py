@@ -134,19 +134,19 @@ class ModelGradients:
         y = tf.zeros([0]) if y is None else tf.convert_to_tensor(y)
         x = tf.convert_to_tensor(np.ascontiguousarray(np.swapaxes(np.asarray(x), 0, 1)))
         weights = [_tensor(w) for w in weights]
-        key = tuple(anchors or ())
-        if key not in self._steps:
-            self._steps[key] = tf.function(self._computing(key), reduce_retracing=True,
-                                           autograph=False)  # fmt: skip
-        step = self._steps[key].get_concrete_function(x, y, weights)
+        step = self.function(anchors).get_concrete_function(x, y, weights)
         if cancelled():
             raise tf.errors.CancelledError(None, None, "model run cancelled")
         return step(x, y, weights)
 
-    def _computing(self, anchors: tuple[int, ...]) -> Callable:
-        """`_compute` for these anchors: a function of the tensors alone (what TensorFlow
-        traces)."""
-        return lambda x, y, weights: self._compute(x, y, weights, anchors)
+    def function(self, anchors=None):
+        """The tf.function of (x, y, weights) for these anchors (None: the default ones), made
+        once each."""
+        key = tuple(anchors or ())
+        if key not in self._steps:
+            self._steps[key] = tf.function(lambda x, y, weights: self._compute(
+                x, y, weights, key), reduce_retracing=True, autograph=False)  # fmt: skip
+        return self._steps[key]
 
     def _compute(self, x, y, weights, anchors=()):
         # persistent: the anchored passes differentiate again (in a graph this costs nothing

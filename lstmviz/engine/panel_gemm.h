@@ -147,7 +147,21 @@ class Panels {
   // Packs rows k < depth of a matrix (element (k, j) at b[k·k_stride + j·j_stride]) below
   // the rows packed so far.
   void Append(const float* b, int64_t depth, int64_t k_stride, int64_t j_stride) {
-    for (int64_t p = 0; p < panels_; ++p) {
+    const int64_t whole = j_stride == 1 ? columns_ / kPanel : 0;  // full panels of unit stride
+    if (whole > 0) {
+      // Row by row: each row of b is read once, front to back, into `whole` panel streams.
+      float* const base = packed_.data() + depth_ * kPanel;
+      const int64_t panel_size = max_depth_ * kPanel;
+      for (int64_t k = 0; k < depth; ++k) {
+        const float* from = b + k * k_stride;
+        float* to = base + k * kPanel;
+        for (int64_t p = 0; p < whole; ++p, from += kPanel, to += panel_size) {
+          ei::pstore(to, ei::ploadu<Packet>(from));
+          ei::pstore(to + kLanes, ei::ploadu<Packet>(from + kLanes));
+        }
+      }
+    }
+    for (int64_t p = whole; p < panels_; ++p) {
       const int64_t j0 = p * kPanel, width = std::min<int64_t>(kPanel, columns_ - j0);
       for (int64_t k = 0; k < depth; ++k) {
         float* to = packed_.data() + (p * max_depth_ + depth_ + k) * kPanel;

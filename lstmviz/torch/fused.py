@@ -86,8 +86,8 @@ def forward(call, cache: list) -> list[torch.Tensor]:
     if key not in _FORWARD:
         _FORWARD[key] = _Compiled(_forward(*key))
     x = _tf(torch.from_numpy(call.x))
-    h0 = tf.constant(call.h0)
-    c0 = h0 if call.c0 is None else tf.constant(call.c0)
+    h0 = _tf(torch.from_numpy(call.h0))
+    c0 = h0 if call.c0 is None else _tf(torch.from_numpy(call.c0))
     weights = _tf_weights(call, cache)
     mask = () if not masked else (tf.constant(_mask(lengths, call.layout.steps)),)
     out, h_n, c_n, inputs, directions, stats = _FORWARD[key](x, h0, c0, weights, *mask)
@@ -220,6 +220,7 @@ class _Compiled:
         self.run = run
         self.concrete = None
         self.flat_call = None
+        self.pack = None
 
     def __call__(self, *args):
         flat = tf.nest.flatten(args)
@@ -234,7 +235,45 @@ class _Compiled:
                 self.flat_call = atomic.call_flat
         if self.flat_call is None:
             return self.concrete(*args)
-        return tf.nest.pack_sequence_as(self.concrete.structured_outputs, self.flat_call(*flat))
+        outputs = self.flat_call(*flat)
+        if self.pack is None:  # TensorFlow's packing checks types at every call (~0.2 ms)
+            structure = self.concrete.structured_outputs
+            self.pack = _packer(structure)
+            expected = tf.nest.pack_sequence_as(structure, outputs)
+            if not _same(self.pack(outputs), expected):
+                self.pack = lambda flat: tf.nest.pack_sequence_as(structure, flat)
+        return self.pack(outputs)
+
+
+def _packer(structure):
+    """flat outputs -> `structure` (nested tuples, lists and dicts, tf.nest's order: a dict by
+    sorted keys), as a function made once."""
+    count = 0
+
+    def build(part):
+        nonlocal count
+        if isinstance(part, dict):
+            keys = sorted(part)
+            inner = [build(part[k]) for k in keys]
+            return lambda flat: {k: f(flat) for k, f in zip(keys, inner, strict=True)}
+        if type(part) in (list, tuple):
+            inner = [build(p) for p in part]
+            kind = type(part)
+            return lambda flat: kind(f(flat) for f in inner)
+        at = count
+        count += 1
+        return lambda flat: flat[at]
+
+    return build(structure)
+
+
+def _same(a, b) -> bool:
+    """Whether two nests hold the same objects in the same places."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if type(a) in (list, tuple):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    return a is b
 
 
 def _tf(tensor: torch.Tensor) -> tf.Tensor:
