@@ -364,6 +364,10 @@ class SequenceBackward : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(8, TensorShape({T, 3}), &norms_out));
     // dx likewise only when asked for: each step's product gives it beside dh_{t-1}.
     const int64_t dx_width = ctx->output_required(9) ? I : 0;
+    // The weight gradients likewise (a pass that follows only the states' gradients, e.g. the
+    // error of one step, prunes them): their chunk products are half the work of a step.
+    const bool weight_grads =
+        ctx->output_required(5) || ctx->output_required(6) || ctx->output_required(7);
     if (dx_width > 0) OP_REQUIRES_OK(ctx, ctx->allocate_output(9, x.shape(), &dx_out));
     const float *xs = x.flat<float>().data(), *gates = gates_in.flat<float>().data(),
                 *hs = h_in.flat<float>().data(), *cs = c_in.flat<float>().data(),
@@ -420,9 +424,9 @@ class SequenceBackward : public OpKernel {
         static thread_local Eigen::ArrayXf dh_next, dc_next, chunk, scratch;
         dh_next.setZero(n * width);
         dc_next.setZero(n * H);
-        chunk.setOnes(chunk_steps * n * wide);  // [x | h | 1]
+        chunk.setOnes(weight_grads ? chunk_steps * n * wide : 0);  // [x | h | 1]
         Eigen::ArrayXf& partial = partials[block];
-        partial.setZero(wide * gradient_width);
+        partial.setZero(weight_grads ? wide * gradient_width : 0);
         static thread_local Panels dz_chunk(0, 0);
         dz_chunk.Reset(4 * H, chunk_steps * n);
         scratch.resize(keep_dz ? 0 : n * 4 * H);  // this step's dz [n, 4H]
@@ -478,6 +482,7 @@ class SequenceBackward : public OpKernel {
               Store(carry + j, carried);
             });
             squares.Add(block, t, square, square_tail);
+            if (!weight_grads) continue;
             float* chunk_row = chunk.data() + (chunked * n + r) * wide;
             std::copy_n(xs + (row + r) * I, I, chunk_row);
             std::copy_n(step == 0 ? h_init + (r0 + r) * H : hs + at - back * H, H, chunk_row + I);
@@ -497,8 +502,8 @@ class SequenceBackward : public OpKernel {
             next.Add(dcs + before * H, n * H, true);
           }
           if (dxs != nullptr) next.Add(dxs + row * I, n * I, true);
-          dz_chunk.Append(dz_step, n, 4 * H, 1);
-          if (++chunked == chunk_steps || step == 0) {
+          if (weight_grads) dz_chunk.Append(dz_step, n, 4 * H, 1);
+          if (weight_grads && (++chunked == chunk_steps || step == 0)) {
             dz_chunk.Multiply<true>(wide, {{chunk.data(), 1, wide, chunked * n}},
                                     partial.data(), gradient_width, &next);
             dz_chunk.Clear();
@@ -538,6 +543,7 @@ class SequenceBackward : public OpKernel {
         ArrayMap sum(sums[part] + (m - first_row[part]) * 4 * H, 4 * H);
         sum.setZero();
         for (const Eigen::ArrayXf& partial : partials) {
+          if (!weight_grads) break;  // zeros: nothing reads them
           sum += ConstArrayMap(partial.data() + m * gradient_width, 4 * H);
         }
       }

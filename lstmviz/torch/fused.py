@@ -99,12 +99,13 @@ def forward(call, cache: list) -> list[torch.Tensor]:
     return [call.layout.from_time(_torch(out)), *states]
 
 
-def backward(call, given: list, chain: list | None):
+def backward(call, given: list, chain: list | None, weights: bool = True):
     """(one dict of NumPy arrays per direction, dL/dx [T, B, I], dL/dh_0 (, dL/dc_0)
     [L·D, B, H] or None) of a call `forward` ran, from the gradients PyTorch `given` its outputs
     (`call.outputs`' order; None where the loss does not reach one) and `chain` ([dL/dh_0,
     dL/dc_0] of the call continuing its state; None: none). The three gradients are PyTorch
-    tensors."""
+    tensors. `weights=False`: without the weight gradients (the error of one step needs none;
+    the LSTM op then skips their products)."""
     saved: Saved = call.saved
     lstm = call.kind == "lstm"
     if call.cell:  # a cell's outputs are its states
@@ -119,7 +120,7 @@ def backward(call, given: list, chain: list | None):
     batch_major = call.layout.batch_first and call.layout.rows is None and not call.cell
     if batch_major and d_out is not None and d_out.transpose(0, 1).is_contiguous():
         parts[0], batch_major = d_out.transpose(0, 1), False  # a time-major array's view
-    key = (*saved.key, batch_major, present)
+    key = (*saved.key, batch_major, present, weights)
     if key not in _BACKWARD:
         _BACKWARD[key] = _Compiled(_backward(*key))
     named, dx, dh0, dc0 = _BACKWARD[key](
@@ -145,7 +146,7 @@ def joins(before, call) -> bool:
     return call.directions == 1 and call.layout.rows is None and before.layout.rows is None
 
 
-def backward_run(calls: list, given: list, chain: list | None):
+def backward_run(calls: list, given: list, chain: list | None, weights: bool = True):
     """`backward` of a run of calls that `joins` one to the next, as one sequence: the ops run
     once over all their steps (a decoder stepping its LSTM once per token: one backward of T
     steps, not T of one). `given` per call as for `backward`; every call's final state but the
@@ -176,7 +177,7 @@ def backward_run(calls: list, given: list, chain: list | None):
     parts = [d_out, states[0], states[1] if lstm else None, chain[0], chain[1] if lstm else None]
     present = tuple(p is not None for p in parts)
     first = saved[0]
-    key = (*first.key, False, present)
+    key = (*first.key, False, present, weights)
     if key not in _BACKWARD:
         _BACKWARD[key] = _Compiled(_backward(*key))
 
@@ -198,7 +199,7 @@ def backward_run(calls: list, given: list, chain: list | None):
         for k, whole in enumerate(named):
             row = {name: value[at:end] for name, value in whole.items() if name not in SUMS}
             if n == len(saved) - 1:
-                row |= {name: whole[name] for name in SUMS}
+                row |= {name: whole[name] for name in SUMS if name in whole}
             row["h"] = np.asarray(one.directions[k][0])
             if lstm:
                 row["c"] = np.asarray(one.directions[k][1])
@@ -375,7 +376,7 @@ def _forward(kind: str, activation: str, layers: int, directions: int, masked: b
 
 
 def _backward(kind: str, activation: str, layers: int, directions: int, masked: bool, share: int,
-              batch_major: bool, present: tuple[bool, ...]):  # fmt: skip
+              batch_major: bool, present: tuple[bool, ...], weights: bool = True):  # fmt: skip
     """The compiled backward of a module: (x, h0, c0, weights, inputs, kept, [the `present`
     ones of d_out, d_h, d_c, chain_h, chain_c], (mask)) -> ([per direction its gradients], dx,
     dh0, dc0)."""
@@ -453,9 +454,10 @@ def _backward(kind: str, activation: str, layers: int, directions: int, masked: 
                     direct_norm = norms[:, 1]
                 if chain_h is not None:  # the op's norm is of the direct gradient and chain's
                     direct_norm = kernels.lstmviz_step_norms(direct)
-                one |= {"grad_h_total": dh, "grad_kernel": dk, "grad_recurrent_kernel": dr,
-                        "grad_bias": db, "norm_h_total": norms[:, 0],
+                one |= {"grad_h_total": dh, "norm_h_total": norms[:, 0],
                         "norm_h_direct": direct_norm}  # fmt: skip
+                if weights:  # else not returned: the LSTM op then skips their products
+                    one |= {"grad_kernel": dk, "grad_recurrent_kernel": dr, "grad_bias": db}
                 named[k] = one
                 dx = dxd if dx is None else dx + dxd
             above = dx

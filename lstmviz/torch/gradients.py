@@ -131,7 +131,7 @@ class Tracer:
 
 def _backward(
     calls: list[Call], found: list[Chain], value: torch.Tensor, cotangent=None,
-    feeds: tuple[int, ...] = (0,),
+    feeds: tuple[int, ...] = (0,), weights: bool = True,
 ) -> tuple[list, dict[int, np.ndarray]]:
     """Every call's directions (per call, one dict per row, as `engine.call_gradients` gives
     them) and, for each direction k in `feeds`, dL/d its input [T_k, B, I] (its calls' inputs
@@ -165,9 +165,10 @@ def _backward(
         if len(run) > 1:
             given = [grads[slice(*spans[m])] for m in run]
             rows, dx_run, dh0, dc0 = fused.backward_run([calls[m] for m in run], given,
-                                                        chained[n])  # fmt: skip
+                                                        chained[n], weights)  # fmt: skip
         else:
-            one, dx, dh0, dc0 = _call_gradients(calls[n], grads[slice(*spans[n])], chained[n])
+            one, dx, dh0, dc0 = _call_gradients(calls[n], grads[slice(*spans[n])], chained[n],
+                                                weights)  # fmt: skip
             rows, dx_run = [one], [dx]
         outputs, cotangents = [], []
         for m, one, dx in zip(run, rows, dx_run, strict=True):
@@ -246,7 +247,7 @@ def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred
     for first in sorted(set(firsts)):
         keep = torch.zeros_like(d_output)
         keep.select(axis, 0 if first else y_pred.shape[axis] - 1).fill_(1)
-        results, _ = _backward(calls, found, y_pred, d_output * keep)
+        results, _ = _backward(calls, found, y_pred, d_output * keep, weights=False)
         for k in (k for k, f in enumerate(firsts) if f == first):
             one = join(found[k], calls, results)
             exact = all(calls[n].saved is not None for n in found[k].calls)
@@ -264,7 +265,7 @@ def _at_anchors(calls, found, y_pred, d_output, axis: int, anchors: list[int],
     for a, t in enumerate(anchors):
         keep = torch.zeros_like(d_output)
         keep.select(axis, t).fill_(1)
-        results, _ = _backward(calls, found, y_pred, d_output * keep)
+        results, _ = _backward(calls, found, y_pred, d_output * keep, weights=False)
         for k, chain in enumerate(found):
             one = join(chain, calls, results)
             exact = all(calls[n].saved is not None for n in chain.calls)
@@ -294,14 +295,14 @@ def _time_axis(y_pred: torch.Tensor, last: Call, steps: int) -> int | None:
     return None
 
 
-def _call_gradients(call: Call, given: list, chain: list | None):
+def _call_gradients(call: Call, given: list, chain: list | None, weights: bool = True):
     """(the call's directions, dL/dx [T, B, I], dL/dh_0 (, dL/dc_0) [L·D, B, H] or None) from
     the gradients PyTorch left at its outputs (None: zero) and the chain's ([dL/dh_0, dL/dc_0]
     of the call continuing its state, or None): by its native backward ops when it ran on
     them, else by `engine.call_gradients`; the three gradients as tensors on the call's
     device."""
     if call.saved is not None:
-        return fused.backward(call, given, chain)
+        return fused.backward(call, given, chain, weights)
     given = [torch.zeros_like(t) if g is None else g
              for t, g in zip(call.outputs, given, strict=True)]  # fmt: skip
     arrays = [_numpy(g) for g in given]
