@@ -17,11 +17,11 @@ $(STAMP): pyproject.toml
 
 # The native LSTM, GRU and SimpleRNN kernels (~60 s of g++); without a compiler the app uses
 # TensorFlow's loops.
-$(NATIVE): $(STAMP) lstmviz/engine/lstm_kernels.cc lstmviz/engine/gru_kernels.cc \
-		lstmviz/engine/rnn_kernels.cc lstmviz/engine/step_norms.cc lstmviz/engine/gate_stats.cc \
-		lstmviz/engine/panel_gemm.h lstmviz/engine/kernel_common.h lstmviz/engine/cell_activations.h \
-		lstmviz/engine/gate_sums.h \
-		lstmviz/engine/native.py
+$(NATIVE): $(STAMP) lstmviz/engine/native/src/lstm_kernels.cc lstmviz/engine/native/src/gru_kernels.cc \
+		lstmviz/engine/native/src/rnn_kernels.cc lstmviz/engine/native/src/step_norms.cc lstmviz/engine/native/src/gate_stats.cc \
+		lstmviz/engine/native/src/panel_gemm.h lstmviz/engine/native/src/kernel_common.h lstmviz/engine/native/src/cell_activations.h \
+		lstmviz/engine/native/src/gate_sums.h \
+		lstmviz/engine/native/kernels.py
 	$(PY) -m lstmviz.engine.native
 	touch $(NATIVE)
 
@@ -45,4 +45,4 @@ bench: install
 	$(PY) bench/bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info lstmviz/engine/_native
+	rm -rf $(VENV) build *.egg-info lstmviz/engine/native/_lib

@@ -44,13 +44,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lstmviz.engine.batchwise import batchwise_gradients  # noqa: E402
-from lstmviz.engine.cell import lstm_sequence  # noqa: E402
+from lstmviz.engine.cells.lstm import lstm_sequence  # noqa: E402
 from lstmviz.engine.device import device_description  # noqa: E402
-from lstmviz.engine.multipass import multipass_gradients  # noqa: E402
-from lstmviz.engine.native import build_description, cpu_vector_extensions  # noqa: E402
-from lstmviz.engine.taped import connectivity_map, taped_gradients  # noqa: E402
-from lstmviz.engine.tfload import tf  # noqa: E402
+from lstmviz.engine.modes.batchwise import batchwise_gradients  # noqa: E402
+from lstmviz.engine.modes.multipass import multipass_gradients  # noqa: E402
+from lstmviz.engine.modes.taped import connectivity_map, taped_gradients  # noqa: E402
+from lstmviz.engine.native.kernels import build_description, cpu_vector_extensions  # noqa: E402
+from lstmviz.engine.quiet_tensorflow import tf  # noqa: E402
 from lstmviz.weights import random_weights  # noqa: E402
 
 MODES = ("taped", "multipass", "batchwise", "connectivity")

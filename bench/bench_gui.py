@@ -273,7 +273,7 @@ def engine_arrays(rows: int = 200, steps: int = 2000) -> dict:
     of B=4, H=32, random weights; their rows repeated to 200), for the norm panel's realistic
     cost next to the white-noise worst case."""
     from lstmviz.core.config import RunConfig
-    from lstmviz.engine.batchwise import run_batchwise
+    from lstmviz.engine.modes.batchwise import run_batchwise
 
     config = RunConfig(mode="batchwise", steps=steps, batches=20, batch=4, hidden=32)
     *_, trace = run_batchwise(config)

@@ -46,7 +46,7 @@ def probe(steps: int, batch: int, units: int, repeats: int) -> dict:
     """In this process: the seconds of each T-step call, the first one's peak memory growth,
     its trace's bytes and the memory guard's estimate."""
     import lstmviz
-    from lstmviz.engine.model import model_bytes
+    from lstmviz.engine.modes.model import model_bytes
     from lstmviz.weights.model_files import spec_from_keras
 
     model = build(VOCABULARY, EMBED, units, None)

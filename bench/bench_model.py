@@ -44,9 +44,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lstmviz  # noqa: E402
-from lstmviz.engine import native  # noqa: E402
 from lstmviz.engine.device import device_description  # noqa: E402
-from lstmviz.engine.tfload import tf  # noqa: E402
+from lstmviz.engine.native import kernels  # noqa: E402
+from lstmviz.engine.quiet_tensorflow import tf  # noqa: E402
 
 
 def build(vocabulary: int, embed: int, units: int, steps: int, cell: str = "lstm",
@@ -159,9 +159,9 @@ def measure(keras_call, lstmviz_call, repeats: int) -> tuple[dict, dict]:
 def print_machine(load: float) -> None:
     """The device, cores, TensorFlow, vector extensions, the kernels and the load average."""
     info = device_description()
-    kernels = native.build_description() if native.library() is not None else info["lstm"]
+    built = kernels.build_description() if kernels.library() is not None else info["lstm"]
     print(f"{info['device']} · {os.cpu_count()} cores · TF {info['tensorflow']} · "
-          f"{native.cpu_vector_extensions()} · LSTM {kernels} · load {load:.2f} at start, "
+          f"{kernels.cpu_vector_extensions()} · LSTM {built} · load {load:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at the end")  # fmt: skip
 
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from lstmviz.engine import native  # noqa: E402
+from lstmviz.engine.native import kernels  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
 
 
@@ -113,7 +113,7 @@ def main() -> None:
     cpu = os.cpu_count()
     print(f"T={args.steps} B={args.batch} H={args.units}, torch {torch.__version__} "
           f"({torch.get_num_threads()} threads), {cpu} CPUs, LSTM kernel "
-          f"{'native' if native.library() is not None else 'while_loop'}; load "
+          f"{'native' if kernels.library() is not None else 'while_loop'}; load "
           f"{os.getloadavg()[0]:.1f}")  # fmt: skip
     base = statistics.median(times["pytorch forward + backward"])
     for name, values in times.items():

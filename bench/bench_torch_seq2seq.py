@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from lstmviz.engine import native  # noqa: E402
+from lstmviz.engine.native import kernels  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
 
 
@@ -84,9 +84,9 @@ def main() -> None:
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
-    kernels = native.build_description() if native.library() is not None else "while loops"
+    built = kernels.build_description() if kernels.library() is not None else "while loops"
     print(f"CPU · {os.cpu_count()} cores · torch {torch.__version__} · "
-          f"{native.cpu_vector_extensions()} · LSTM {kernels} · load {load:.2f} at start, "
+          f"{kernels.cpu_vector_extensions()} · LSTM {built} · load {load:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at the end")  # fmt: skip
     print(f"seq2seq: 2-layer LSTM({args.units}) encoder → 2-layer LSTM({args.units}) decoder "
           f"stepped per token; T={args.steps}+{args.steps} B={args.batch}; median of "

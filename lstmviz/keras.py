@@ -5,9 +5,9 @@
     model.fit(x, y, epochs=5, callbacks=[record])
 
 At the end of every N-th training batch (counted across epochs) the callback runs model mode
-(`lstmviz.engine.model`) on the fixed data with the model's current weights and appends a record
-to the `.lvz` (`lstmviz.io.recording`): per-direction gradient norms over t, the loss, the input
-saliency, and the full model trace of the latest record. Training goes on exactly as without
+(`lstmviz.engine.modes.model`) on the fixed data with the model's current weights and appends a
+record to the `.lvz` (`lstmviz.io.recording`): per-direction gradient norms over t, the loss, the
+input saliency, and the full model trace of the latest record. Training goes on exactly as without
 it: it reads the weights and writes nothing back, runs the model in inference (no dropout, no
 noise), and draws from no random stream the training uses.
 
@@ -17,7 +17,7 @@ Imports Keras (and TensorFlow): import it explicitly, `import lstmviz` does not.
 from __future__ import annotations
 
 # TensorFlow first, through lstmviz's quiet import of it, then Keras (which imports it).
-from lstmviz.engine.tfload import tf  # isort: skip
+from lstmviz.engine.quiet_tensorflow import tf  # isort: skip
 
 import contextlib
 import json
@@ -34,8 +34,8 @@ import numpy as np
 
 from lstmviz.core.config import RunConfig, in_python_terms
 from lstmviz.core.errors import ConfigError, GraphModel, InputError, LstmvizError, ModelError
-from lstmviz.engine.model import ModelGradients, compiled, named_arrays, prepare
-from lstmviz.engine.model_forward import weight_names
+from lstmviz.engine.autodiff.forward import weight_names
+from lstmviz.engine.modes.model import ModelGradients, compiled, named_arrays, prepare
 from lstmviz.io import files
 from lstmviz.io.recording import RecordingWriter, check_replaceable, record_rows
 from lstmviz.io.trace import GradientTrace
@@ -361,7 +361,7 @@ class _LiveModel:
         return GradientTrace("model", self.config, arrays)
 
     def _arrays(self, named: dict) -> dict[str, np.ndarray]:
-        """The model-mode trace arrays, as `lstmviz.engine.model.model_arrays` gives them."""
+        """The model-mode trace arrays, as `lstmviz.engine.modes.model.model_arrays` gives them."""
         arrays = named_arrays(self.spec, named, self.x, self.y)
         arrays["model_source"] = np.array(self.spec.source)
         arrays["inputs_source"] = np.array(self.source)
@@ -373,7 +373,7 @@ class _LiveGraph:
     data: its compiled computation reads the model's variables at every record."""
 
     def __init__(self, model, x, y, loss):
-        from lstmviz.engine.graph_model import graph_data, graph_losses, live_graph
+        from lstmviz.engine.modes.graph_model import graph_data, graph_losses, live_graph
 
         self.model, self.compiled = model, _compiled_loss_key(model)
         self.graph = live_graph(model)
@@ -389,7 +389,7 @@ class _LiveGraph:
         self.data.source = f"{WHERE} data: {self.data.shapes()}"
 
     def trace(self) -> GradientTrace:
-        from lstmviz.engine.graph_model import graph_run
+        from lstmviz.engine.modes.graph_model import graph_run
 
         with _random_streams_kept():
             *_, trace = graph_run(self.graph, self.losses, self.data, self.config)

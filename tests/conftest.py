@@ -12,7 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def _has_gpu() -> bool:
     try:
-        from lstmviz.engine.tfload import tf
+        from lstmviz.engine.quiet_tensorflow import tf
     except Exception:
         return False
     return bool(tf.config.list_physical_devices("GPU"))

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from lstmviz.core.errors import ModelError
-from lstmviz.engine.activations import activation
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.cells.activations import activation
+from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.weights.model import ACTIVATIONS
 
 # points away from every kink (0, ±1, ±2.5, ±3, 6) so a one-sided slope cannot hide
@@ -83,8 +83,8 @@ def test_gate_saturation_flags_are_each_gates_own_whatever_shape_is_known():
     each gate's own `Activation.saturated`, in a function traced with no static shape (as a
     PyTorch program's directions are) and eagerly."""
     from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
-    from lstmviz.engine.activations import SATURATION
-    from lstmviz.engine.cells import saturations
+    from lstmviz.engine.cells.activations import SATURATION
+    from lstmviz.engine.cells.any_cell import saturations
 
     acts = [activation(name) for name in ("sigmoid", "sigmoid", "tanh", "sigmoid")]
     rng = np.random.default_rng(3)

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from lstmviz.analysis.decay import profile_decay
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.trace import GradientTrace
 from tests.helpers.cell_reference import unrolled
 

@@ -19,7 +19,7 @@ import pytest
 
 from lstmviz.analysis.compare import compare
 from lstmviz.cli import main
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
 from lstmviz.io.recording_rows import ANCHOR_KEYS
 from lstmviz.keras import GradientFlowCallback

@@ -46,7 +46,7 @@ def test_tensorflow_import_is_quiet_but_loses_nothing_other_threads_write():
         "    time.sleep(0.2)\n"
         "    os.write(2, b'written meanwhile\\n')\n"
         "threading.Thread(target=other).start()\n"
-        "from lstmviz.engine.tfload import tf\n"
+        "from lstmviz.engine.quiet_tensorflow import tf\n"
         "tf.constant(1.0) + 1.0\n"
         "print('after', file=sys.stderr)\n"
     )

@@ -51,7 +51,7 @@ def test_a_training_run_too_big_for_memory_is_refused_before_it_starts(monkeypat
     """As `lstmviz run` and the app refuse it (`RunConfig.check_memory`): in a notebook the
     system would otherwise kill the kernel, and every result in it, mid-run."""
     import lstmviz.core.config
-    from lstmviz.engine import train as train_module
+    from lstmviz.engine.modes import train as train_module
 
     monkeypatch.setattr(lstmviz.core.config, "available_memory", lambda: 2**20)  # 1 MiB
 

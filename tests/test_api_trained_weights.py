@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lstmviz
-from lstmviz.engine import train as train_module
+from lstmviz.engine.modes import train as train_module
 from tests.helpers.reference import np_forward
 
 KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
@@ -28,7 +28,7 @@ def _readout(trace, x: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize(("task", "name"), [("adding", "w.weights.h5"), ("sine", "w.npz")])
 def test_train_writes_the_trained_weights_where_save_model_asks(tmp_path, task, name):
-    from lstmviz.engine.trained import keras_model
+    from lstmviz.engine.modes.trained_weights import keras_model
 
     path = tmp_path / name
     trace = lstmviz.train(task=task, save_model=path, **SIZES)

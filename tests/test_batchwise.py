@@ -7,14 +7,14 @@ import pytest
 from lstmviz.cli import main
 from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import InputError
-from lstmviz.engine.batchwise import batch_step, batchwise_gradients
-from lstmviz.engine.cudnn import cudnn_lstm, pack_cudnn_params, params_size
-from lstmviz.engine.generators import Hypernetwork
-from lstmviz.engine.problem import check_problem
-from lstmviz.engine.rnn import choose_backend, gpu_visible, lstm_forward
+from lstmviz.engine.cells.cudnn import cudnn_lstm, pack_cudnn_params, params_size
+from lstmviz.engine.cells.lstm_backends import choose_backend, gpu_visible, lstm_forward
+from lstmviz.engine.modes.batchwise import batch_step, batchwise_gradients
+from lstmviz.engine.modes.taped import taped_gradients
+from lstmviz.engine.problem.seeded import check_problem
+from lstmviz.engine.problem.weight_sources import Hypernetwork
+from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.engine.runner import run
-from lstmviz.engine.taped import taped_gradients
-from lstmviz.engine.tfload import tf
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights, random_weights
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss, sigmoid

@@ -1,4 +1,4 @@
-"""Both implementations of `cell.lstm_sequence` — the native CPU kernels and the TensorFlow
+"""Both implementations of `lstm.lstm_sequence` — the native CPU kernels and the TensorFlow
 while-loops — against NumPy BPTT (tests/helpers/reference.py): states, the total gradients at every
 h_t and c_t, and the gradients of x, the weights and the initial state; eagerly and compiled
 (where the native backward writes dz over the gates' buffer), with losses that reach h, c or
@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lstmviz.engine import cell, native
-from lstmviz.engine.gradients import graph_step_norm
-from lstmviz.engine.tfload import gpu_visible, tf
+from lstmviz.engine.autodiff.gradients import graph_step_norm
+from lstmviz.engine.cells import lstm
+from lstmviz.engine.native import kernels
+from lstmviz.engine.quiet_tensorflow import gpu_visible, tf
 from lstmviz.io.trace import step_norm
 from tests.helpers.reference import assert_close, interrupted_outcome, np_bptt, np_forward
 
@@ -29,19 +30,19 @@ def test_native_kernels_build_and_load():
         pytest.skip("no C++ compiler")
     if gpu_visible() or os.environ.get("LSTMVIZ_NATIVE") == "0":
         pytest.skip("the while-loops run here by design")
-    assert native.build().exists()
-    native._load.cache_clear()
-    assert native.library() is not None, native.status()
-    assert native.status() == "native CPU kernels"
+    assert kernels.build().exists()
+    kernels._load.cache_clear()
+    assert kernels.library() is not None, kernels.status()
+    assert kernels.status() == "native CPU kernels"
 
 
 def _native(*args):
-    if native.library() is None:
-        pytest.skip(native.status())
-    return native.sequence(*args)
+    if kernels.library() is None:
+        pytest.skip(kernels.status())
+    return kernels.sequence(*args)
 
 
-BACKENDS = {"native": _native, "loops": cell._lstm_sequence}
+BACKENDS = {"native": _native, "loops": lstm._lstm_sequence}
 
 
 # (7, 4, 3, 5) and (12, 9, 6, 16): odd B, uneven row blocks; (6, 19, 7, 21): 21 units are whole
@@ -70,7 +71,7 @@ def _check_against_numpy(rng, backend, arrays, loss="h_and_c", mask=None, compil
     """Run `backend` on arrays (x, h0, c0, kernel, recurrent, bias) under a random weighting of
     the states `loss` names; compare states, every gradient and the per-step norms of dL/dh_t,
     dL/dc_t and ∂L/∂h_t with NumPy BPTT. Compiled with the native kernels, the norms are the
-    backward op's own (`native.backward_norms`). Without `dx` nothing asks for dL/dx, so a
+    backward op's own (`native.kernels.backward_norms`). Without `dx` nothing asks for dL/dx, so a
     compiled native backward keeps dz in scratch rows instead of writing it out."""
     steps, batch, _ = arrays[0].shape
     hidden = arrays[1].shape[1]
@@ -93,7 +94,7 @@ def _check_against_numpy(rng, backend, arrays, loss="h_and_c", mask=None, compil
         zero = tf.UnconnectedGradients.ZERO
         *grads, direct = tape.gradient(value, wanted, unconnected_gradients=zero)
         checked = grads[-2:] + ([direct] if on_h else [])
-        fused.append([native.backward_norms(g) is not None for g in checked])
+        fused.append([kernels.backward_norms(g) is not None for g in checked])
         return h, c, grads, [graph_step_norm(g) for g in checked]
 
     run = tf.function(run) if compiled else run
@@ -151,12 +152,12 @@ def test_compiled_runs_without_dx_match_numpy_bptt(rng, backend, masked):
 
 
 def _use_backend(backend: str, monkeypatch) -> None:
-    """`cell.lstm_sequence` on `backend`: the native kernels (skipped where they are not
+    """`lstm.lstm_sequence` on `backend`: the native kernels (skipped where they are not
     built) or, with the library hidden, the while-loops."""
-    if backend == "native" and native.library() is None:
-        pytest.skip(native.status())
+    if backend == "native" and kernels.library() is None:
+        pytest.skip(kernels.status())
     if backend == "loops":
-        monkeypatch.setattr(native, "library", lambda: None)
+        monkeypatch.setattr(kernels, "library", lambda: None)
 
 
 def _joined(ref_gates) -> np.ndarray:
@@ -175,7 +176,7 @@ def test_gate_activations_match_numpy_and_are_not_differentiated(rng, backend, m
     sources = [tf.constant(a) for a in arrays]
     with tf.GradientTape() as tape:
         tape.watch(sources)
-        h, _, gates = cell.lstm_sequence(*sources, mask=mask, with_gates=True)
+        h, _, gates = lstm.lstm_sequence(*sources, mask=mask, with_gates=True)
         total = tf.reduce_sum(gates)
     assert all(g is None for g in tape.gradient(total, sources))
     x, h0, c0, kernel, recurrent, bias = arrays
@@ -200,7 +201,7 @@ def test_reading_from_the_end_keeps_input_positions(rng, backend, compiled, monk
         probes = [tf.zeros((steps, batch, hidden)) for _ in range(2)]
         with tf.GradientTape() as tape:
             tape.watch([*sources, *probes])
-            h, c, gates = cell.lstm_sequence(*sources, *probes, mask=tf.constant(mask),
+            h, c, gates = lstm.lstm_sequence(*sources, *probes, mask=tf.constant(mask),
                                              with_gates=True, reverse=True)  # fmt: skip
             value = tf.reduce_sum(h * weight_h) + tf.reduce_sum(c * weight_c)
         grads = tape.gradient(value, [*sources, *probes])
@@ -241,9 +242,9 @@ def test_probes_add_to_the_states(rng, backend):
 
 
 def test_native_kernels_name_inconsistent_shapes():
-    lib = native.library()
+    lib = kernels.library()
     if lib is None:
-        pytest.skip(native.status())
+        pytest.skip(kernels.status())
     x, zeros = tf.zeros((3, 2, 4)), tf.zeros((2, 5))
     with pytest.raises(tf.errors.InvalidArgumentError, match="LSTM shapes disagree"):
         lib.lstmviz_sequence_forward(
@@ -257,7 +258,7 @@ def test_step_norms_match_float64(rng, backend, monkeypatch):
     """`graph_step_norm` (the native op, or TensorFlow's reduction): per-step norms over
     whole and partial vectors of values as NumPy's in float64, and NaN stays NaN. Where the
     squares leave float32's range the native op sums them in double (exact); TensorFlow's
-    reduction makes Inf and 0 there, which `arrays.exact_norm` redoes."""
+    reduction makes Inf and 0 there, which `trace_arrays.exact_norm` redoes."""
     _use_backend(backend, monkeypatch)
     for shape in ((6, 64, 37), (3, 1, 5), (0, 4, 8)):
         g = rng.standard_normal(shape).astype(np.float32) * 1e3
@@ -267,7 +268,7 @@ def test_step_norms_match_float64(rng, backend, monkeypatch):
     norms = np.asarray(graph_step_norm(tf.constant(g)))
     assert np.isnan(norms[1])
     np.testing.assert_allclose(norms[[0, 3]], np.sqrt(120), rtol=1e-6)
-    assert native.exact_norms() == (backend == "native")
+    assert kernels.exact_norms() == (backend == "native")
     if backend == "native":
         np.testing.assert_allclose(norms[[2, 4]], step_norm(g[[2, 4]]), rtol=1e-6)
     else:
@@ -275,13 +276,13 @@ def test_step_norms_match_float64(rng, backend, monkeypatch):
 
 
 def test_a_compiled_step_neither_writes_nor_reads_zeros(monkeypatch):
-    """In the compiled taped step the probes are `native.unread_probes` (the forward takes
+    """In the compiled taped step the probes are `native.kernels.unread_probes` (the forward takes
     them as zeros without reading them) and the zeros a tape makes for dL/dc, which mean_h
     does not reach, are not passed to the backward; the while-loops refuse such probes."""
-    from lstmviz.engine.gradients import HiddenLoss, compiled_step
+    from lstmviz.engine.autodiff.gradients import HiddenLoss, compiled_step
 
-    if native.library() is None:
-        pytest.skip(native.status())
+    if kernels.library() is None:
+        pytest.skip(kernels.status())
     graph = compiled_step(HiddenLoss("mean_h"), 3, 2, 5).get_concrete_function().graph
     ops = {op.type: op for op in graph.get_operations()}
     forward, backward = ops["LstmvizSequenceForward"], ops["LstmvizSequenceBackward"]
@@ -293,9 +294,9 @@ def test_a_compiled_step_neither_writes_nor_reads_zeros(monkeypatch):
     def loops():
         x, h0 = tf.zeros((4, 3, 2)), tf.zeros((3, 5))
         weights = tf.zeros((2, 20)), tf.zeros((5, 20)), tf.zeros(20)
-        return cell.lstm_sequence(x, h0, h0, *weights, *native.unread_probes(x, h0))
+        return lstm.lstm_sequence(x, h0, h0, *weights, *kernels.unread_probes(x, h0))
 
-    monkeypatch.setattr(native, "library", lambda: None)
+    monkeypatch.setattr(kernels, "library", lambda: None)
     with pytest.raises(ValueError, match="unread_probes"):
         loops.get_concrete_function()
 
@@ -305,11 +306,11 @@ def test_a_model_graph_passes_no_zeros_to_the_backward():
     not reach, are a Fill rather than a ZerosLike; the backward takes no dc_direct either."""
     import keras
 
-    from lstmviz.engine import model as engine
+    from lstmviz.engine.modes import model as engine
     from lstmviz.weights.model_files import spec_from_keras
 
-    if native.library() is None:
-        pytest.skip(native.status())
+    if kernels.library() is None:
+        pytest.skip(kernels.status())
     model = keras.Sequential([keras.Input((4, 2)), keras.layers.LSTM(3), keras.layers.Dense(1)])
     model.compile(loss="mse")
     spec = spec_from_keras(model)
@@ -324,28 +325,28 @@ def test_a_model_graph_passes_no_zeros_to_the_backward():
 
 def test_native_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("LSTMVIZ_NATIVE", "0")
-    native._load.cache_clear()
+    kernels._load.cache_clear()
     try:
-        assert native._load() == (None, "TensorFlow while-loops (LSTMVIZ_NATIVE=0)")
+        assert kernels._load() == (None, "TensorFlow while-loops (LSTMVIZ_NATIVE=0)")
     finally:
         monkeypatch.delenv("LSTMVIZ_NATIVE")
-        native._load.cache_clear()
+        kernels._load.cache_clear()
 
 
 def test_traces_record_which_kernel_ran_and_the_summary_says_so(rng, tmp_path):
     from lstmviz.analysis.summary import summary_text
-    from lstmviz.engine.batchwise import batchwise_gradients
-    from lstmviz.engine.taped import taped_gradients
+    from lstmviz.engine.modes.batchwise import batchwise_gradients
+    from lstmviz.engine.modes.taped import taped_gradients
     from lstmviz.io.trace import GradientTrace
     from lstmviz.weights import random_weights
 
     x = rng.normal(size=(5, 2, 3)).astype(np.float32)
     weights = random_weights(3, 4, rng)
     taped = taped_gradients(x, weights)
-    assert str(taped.lstm_kernel) == native.kernel_name()
+    assert str(taped.lstm_kernel) == kernels.kernel_name()
     loaded = GradientTrace.load(taped.save(tmp_path / "t.npz"))
-    assert str(loaded.lstm_kernel) == native.kernel_name()
-    shown = {"native": "native kernels", "while_loop": "tf.while_loop"}[native.kernel_name()]
+    assert str(loaded.lstm_kernel) == kernels.kernel_name()
+    shown = {"native": "native kernels", "while_loop": "tf.while_loop"}[kernels.kernel_name()]
     assert shown in summary_text("taped", loaded.arrays, loaded.config, 0.1)
     per_batch = batchwise_gradients(np.stack([x, x]), [weights, weights])
     assert np.shape(per_batch.lstm_kernel) == ()  # one text, not one per batch
@@ -359,16 +360,16 @@ def test_traces_record_which_kernel_ran_and_the_summary_says_so(rng, tmp_path):
 def test_interrupt_stops_a_running_native_op_and_later_runs_are_unaffected():
     """`interrupt.interrupt()` (ctypes, any thread) makes a running kernel fail with
     CancelledError at its next step; the next call runs to the end."""
-    if native.library() is None:
-        pytest.skip(native.status())
+    if kernels.library() is None:
+        pytest.skip(kernels.status())
     steps, hidden = 1_000_000, 4  # long enough to outlast one 5 ms interrupt interval
     x = tf.ones((steps, 1, 1))
     weights = (tf.fill((1, 4 * hidden), 0.1), tf.fill((hidden, 4 * hidden), 0.1), tf.zeros(16))
     zeros, probes = tf.zeros((1, hidden)), tf.zeros((steps, 1, hidden))
     outcome = interrupted_outcome(
-        lambda: native.sequence(x, zeros, zeros, *weights, probes, probes))  # fmt: skip
+        lambda: kernels.sequence(x, zeros, zeros, *weights, probes, probes))  # fmt: skip
     assert "LSTM run interrupted" in outcome
-    h, _ = native.sequence(x[:10], zeros, zeros, *weights, probes[:10], probes[:10])
+    h, _ = kernels.sequence(x[:10], zeros, zeros, *weights, probes[:10], probes[:10])
     assert np.isfinite(h).all()
 
 
@@ -376,7 +377,8 @@ def test_a_cancelled_run_whose_kernel_was_interrupted_ends_quietly(monkeypatch):
     """The runner turns the kernel's CancelledError into a cancelled run (no trace, no
     error) when the run was cancelled, and lets it through otherwise."""
     from lstmviz.core.config import RunConfig
-    from lstmviz.engine import runner, taped
+    from lstmviz.engine import runner
+    from lstmviz.engine.modes import taped
 
     def interrupted(*args, **kwargs):
         raise tf.errors.CancelledError(None, None, "LSTM run interrupted")
@@ -397,44 +399,44 @@ def test_a_cancelled_run_whose_kernel_was_interrupted_ends_quietly(monkeypatch):
 
 def test_a_failing_compiler_is_named_and_leaves_nothing_behind(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", "/bin/false")
-    monkeypatch.setattr(native, "library_path", lambda: tmp_path / "lstm_kernels-x.so")
+    monkeypatch.setattr(kernels, "library_path", lambda: tmp_path / "lstm_kernels-x.so")
     with pytest.raises(RuntimeError, match="/bin/false failed: exit code 1"):
-        native.build()
+        kernels.build()
     assert list(tmp_path.iterdir()) == []
 
 
 def test_the_native_arch_names_the_build_and_its_flags(monkeypatch):
-    monkeypatch.delenv(native.ARCH_VARIABLE, raising=False)
-    default = native.library_path()
-    assert native.arch() == "native" and "-march=native" in native._flags()
+    monkeypatch.delenv(kernels.ARCH_VARIABLE, raising=False)
+    default = kernels.library_path()
+    assert kernels.arch() == "native" and "-march=native" in kernels._flags()
     assert default.name.startswith("lstm_kernels-native-")
-    monkeypatch.setenv(native.ARCH_VARIABLE, "haswell")
-    assert "-march=haswell" in native._flags() and "-march=native" not in native._flags()
-    assert native.library_path().name.startswith("lstm_kernels-haswell-")
-    assert native.library_path().parent == default.parent
+    monkeypatch.setenv(kernels.ARCH_VARIABLE, "haswell")
+    assert "-march=haswell" in kernels._flags() and "-march=native" not in kernels._flags()
+    assert kernels.library_path().name.startswith("lstm_kernels-haswell-")
+    assert kernels.library_path().parent == default.parent
 
 
 def test_a_malformed_native_arch_is_named_and_the_loops_run(monkeypatch):
     if gpu_visible() or os.environ.get("LSTMVIZ_NATIVE") == "0":
         pytest.skip("the while-loops run here by design")
-    monkeypatch.setenv(native.ARCH_VARIABLE, "x -O0")
-    native._load.cache_clear()
+    monkeypatch.setenv(kernels.ARCH_VARIABLE, "x -O0")
+    kernels._load.cache_clear()
     try:
-        library, status = native._load()
+        library, status = kernels._load()
         assert library is None
         expected = "LSTMVIZ_NATIVE_ARCH='x -O0' is not a g++ -march name"
         assert status == f"TensorFlow while-loops ({expected})"
     finally:
-        monkeypatch.delenv(native.ARCH_VARIABLE)
-        native._load.cache_clear()
+        monkeypatch.delenv(kernels.ARCH_VARIABLE)
+        kernels._load.cache_clear()
 
 
 def test_the_build_description_names_the_vector_instructions():
-    if native.library() is None:
-        assert native.build_description() == ""
-        pytest.skip(native.status())
-    described = native.build_description()
-    assert described.startswith(f"-march={native.arch()}: ")
+    if kernels.library() is None:
+        assert kernels.build_description() == ""
+        pytest.skip(kernels.status())
+    described = kernels.build_description()
+    assert described.startswith(f"-march={kernels.arch()}: ")
     assert any(isa in described for isa in ("AVX-512,", "AVX2+FMA,", "AVX,", "NEON,", "SSE2,"))
     assert "floats a vector" in described and "register tiles" in described
 
@@ -458,7 +460,7 @@ def test_the_avx2_build_matches_numpy_bptt():
     if gpu_visible() or os.environ.get("LSTMVIZ_NATIVE") == "0":
         pytest.skip("the while-loops run here by design")
     root = Path(__file__).resolve().parents[1]
-    env = os.environ | {native.ARCH_VARIABLE: "haswell"}
+    env = os.environ | {kernels.ARCH_VARIABLE: "haswell"}
     subprocess.run([sys.executable, "-m", "lstmviz.engine.native"], env=env, cwd=root,
                    check=True, capture_output=True, timeout=600)  # fmt: skip
     selected = "native and not avx2_build and not malformed"

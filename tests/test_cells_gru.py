@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from lstmviz.core.errors import ModelError
-from lstmviz.engine.cells import cell_sequence
-from lstmviz.engine.model import model_gradients
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.cells.any_cell import cell_sequence
+from lstmviz.engine.modes.model import model_gradients
+from lstmviz.engine.quiet_tensorflow import tf
 from tests.helpers.cell_reference import check_trace, finite_differences, spec_of
 
 L = keras.layers

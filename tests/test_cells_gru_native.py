@@ -12,11 +12,11 @@ import keras
 import numpy as np
 import pytest
 
-from lstmviz.engine import model as model_module
-from lstmviz.engine import native
-from lstmviz.engine.cells import cell_sequence
-from lstmviz.engine.model import model_gradients
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.cells.any_cell import cell_sequence
+from lstmviz.engine.modes import model as model_module
+from lstmviz.engine.modes.model import model_gradients
+from lstmviz.engine.native import kernels
+from lstmviz.engine.quiet_tensorflow import tf
 from tests.helpers.cell_reference import check_trace, finite_differences, numpy_direction, spec_of
 from tests.helpers.reference import interrupted_outcome
 
@@ -24,9 +24,9 @@ L = keras.layers
 
 
 @pytest.fixture(autouse=True)
-def kernels():
-    if native.library() is None:
-        pytest.skip(native.status())
+def kernels_built():
+    if kernels.library() is None:
+        pytest.skip(kernels.status())
 
 
 @pytest.fixture
@@ -42,8 +42,8 @@ def counted(monkeypatch):
 
         return counting
 
-    monkeypatch.setattr(native, "gru_sequence", counted_run(native.gru_sequence, slice(-2, None)))
-    monkeypatch.setattr(native, "rnn_sequence", counted_run(native.rnn_sequence, slice(-1, None)))
+    monkeypatch.setattr(kernels, "gru_sequence", counted_run(kernels.gru_sequence, slice(-2, None)))
+    monkeypatch.setattr(kernels, "rnn_sequence", counted_run(kernels.rnn_sequence, slice(-1, None)))
     monkeypatch.setattr(model_module, "_COMPILED", {})
     return calls
 
@@ -78,7 +78,7 @@ def test_native_gru_model_matches_keras(counted, gate):
 @pytest.mark.parametrize("cell", ["gru", "simple_rnn"])
 def test_while_loop_models_match_keras(counted, monkeypatch, cell):
     """Without the kernels (as LSTMVIZ_NATIVE=0) the while-loops compute the same models."""
-    monkeypatch.setattr(native, "library", lambda: None)
+    monkeypatch.setattr(kernels, "library", lambda: None)
     model, x, y = _model("sigmoid") if cell == "gru" else _rnn_model()
     loss = "binary_crossentropy" if cell == "gru" else "mse"
     check_trace(model, model_gradients(spec_of(model, loss), x, y).arrays, x, y, loss)
@@ -182,7 +182,7 @@ def test_interrupt_stops_a_running_gru_op():
     steps, hidden = 1_000_000, 4  # long enough to outlast one 5 ms interrupt interval
     zx, h0 = tf.ones((steps, 1, 3 * hidden)), tf.zeros((1, hidden))
     recurrent, probe = tf.fill((hidden, 3 * hidden), 0.1), tf.zeros((steps, 1, hidden))
-    outcome = interrupted_outcome(lambda: native.gru_sequence(
+    outcome = interrupted_outcome(lambda: kernels.gru_sequence(
         zx, h0, recurrent, None, probe, None, "sigmoid", "tanh"))  # fmt: skip
     assert "GRU run interrupted" in outcome
 

@@ -10,7 +10,7 @@ import pytest
 
 from lstmviz.analysis.model_report import model_lines
 from lstmviz.analysis.summary import summary_text
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.trace import GradientTrace
 from lstmviz.plots.export import csv_columns, export
 from tests.helpers.cell_reference import spec_of

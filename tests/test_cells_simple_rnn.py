@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_cells_gru import _randomized, finite_difference_check
 
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 from tests.helpers.cell_reference import check_trace, spec_of
 
 L = keras.layers

@@ -39,7 +39,7 @@ def _reference(trace: GradientTrace, x: np.ndarray) -> np.ndarray:
                                             ("copy", "w.weights.h5")])  # fmt: skip
 def test_a_task_runs_trained_weights_load_in_keras_and_compute_the_lstm(tmp_path, capsys, task,
                                                                          name):  # fmt: skip
-    from lstmviz.engine.trained import keras_model
+    from lstmviz.engine.modes.trained_weights import keras_model
 
     weights = tmp_path / name
     code, trace = _run(tmp_path, task, str(weights))

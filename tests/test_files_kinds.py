@@ -136,7 +136,7 @@ def test_a_keras21_list_config_is_a_model(keras21):
 
 
 def test_a_keras21_model_runs_as_keras_computes_it(keras21):
-    from lstmviz.engine.model import run_model
+    from lstmviz.engine.modes.model import run_model
 
     folder, model = keras21
     config = RunConfig(mode="model", model=str(folder / "model.h5"),

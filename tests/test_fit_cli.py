@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import load_recording
 from lstmviz.io.trace import GradientTrace
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lstmviz.engine import native
-from lstmviz.engine.activations import gate_stat_bounds
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.cells.activations import gate_stat_bounds
+from lstmviz.engine.native import kernels
+from lstmviz.engine.quiet_tensorflow import tf
 
 T, B, I, H = 6, 5, 3, 21
 
 
 @pytest.fixture(autouse=True)
 def _kernels():
-    if native.library() is None:
-        pytest.skip(native.status())
+    if kernels.library() is None:
+        pytest.skip(kernels.status())
 
 
 def numpy_sums(gates: np.ndarray, mask: np.ndarray, attrs: dict) -> tuple[np.ndarray, ...]:
@@ -53,15 +53,15 @@ def test_the_lstm_forward_sums_its_gates_as_the_separate_pass_does():
     bias, h0 = tf.zeros([4 * H]), tf.constant(rng.normal(size=(B, H)) * 0.5, tf.float32)
     mask = np.ones((T, B), np.float32)
     mask[2:, 1] = mask[0, 3] = mask[4, :] = 0.0  # a row's end, one step, a whole step
-    attrs = gate_stat_bounds(native.LSTM_ACTIVATIONS)
+    attrs = gate_stat_bounds(kernels.LSTM_ACTIVATIONS)
 
     @tf.function
     def run(mask):
         probes = tf.zeros([T, B, H]), tf.zeros([T, B, H])
-        _, _, gates = native.sequence(x, h0, h0, kernel, recurrent, bias, *probes, mask,
+        _, _, gates = kernels.sequence(x, h0, h0, kernel, recurrent, bias, *probes, mask,
                                       with_gates=True)  # fmt: skip
-        separate = native.library().lstmviz_gate_stats(gates, [mask], **attrs)
-        return gates, native.gate_sums(gates, attrs), separate
+        separate = kernels.library().lstmviz_gate_stats(gates, [mask], **attrs)
+        return gates, kernels.gate_sums(gates, attrs), separate
 
     gates, fused, separate = run(tf.constant(mask))
     expected = numpy_sums(gates.numpy(), mask, attrs)
@@ -78,7 +78,7 @@ def test_the_separate_pass_sums_a_gru_s_gates():
     gates = np.concatenate([1 / (1 + np.exp(-pre[:, :, :2])), np.tanh(pre[:, :, 2:])], axis=2)
     gates = gates.reshape(steps, 3, 3 * H).astype(np.float32)
     attrs = gate_stat_bounds(("sigmoid", "sigmoid", "tanh"))
-    found = tf.function(lambda g: native.library().lstmviz_gate_stats(g, [], **attrs))(gates)
+    found = tf.function(lambda g: kernels.library().lstmviz_gate_stats(g, [], **attrs))(gates)
     check(found, numpy_sums(gates, np.ones((steps, 3)), attrs))
 
 
@@ -87,8 +87,8 @@ def test_model_mode_takes_an_lstm_s_statistics_from_its_forward():
     the LSTM's in their forward ops."""
     keras = pytest.importorskip("keras")
     import lstmviz
-    from lstmviz.engine import model as engine
-    from lstmviz.engine.model_forward import flat_weights
+    from lstmviz.engine.autodiff.forward import flat_weights
+    from lstmviz.engine.modes import model as engine
 
     engine._COMPILED.clear()
     keras.utils.set_random_seed(1)

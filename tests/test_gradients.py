@@ -1,16 +1,16 @@
-"""The builder's parts (engine/gradients.py) as code with its own tape uses them: two stacked
-LSTMs on one tape, names prefixed per layer, against NumPy BPTT through both layers."""
+"""The builder's parts (engine/autodiff/gradients.py) as code with its own tape uses them: two
+stacked LSTMs on one tape, names prefixed per layer, against NumPy BPTT through both layers."""
 
 import numpy as np
 
-from lstmviz.engine.cell import lstm_sequence
-from lstmviz.engine.gradients import (
+from lstmviz.engine.autodiff.gradients import (
     gradient_sources,
     graph_norms,
     named_gradients,
     watch_probes,
 )
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.cells.lstm import lstm_sequence
+from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.io.trace import step_norm
 from lstmviz.weights import random_weights
 from tests.helpers.reference import assert_close, np_bptt, np_forward

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from lstmviz.engine.tasks import read_task_file  # noqa: E402
+from lstmviz.engine.problem.tasks import read_task_file  # noqa: E402
 
 
 def _mode(window, name: str) -> None:

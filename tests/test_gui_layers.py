@@ -191,7 +191,7 @@ def test_per_batch_files_use_the_layer_picked(qtbot, window, errors, keras_pair)
     assert "using its forward half" in window.params.sources.text()
     config = window.params.validated()
     assert config.layer == "bi" and config.batches == 2
-    from lstmviz.engine.generators import make_generator
+    from lstmviz.engine.problem.weight_sources import make_generator
 
     generator = make_generator(config, [])
     for n, model in enumerate(models):

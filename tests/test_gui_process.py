@@ -21,7 +21,10 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.engine import child, messages  # noqa: E402
+from lstmviz.engine.process import (
+    computing,  # noqa: E402
+    messages,  # noqa: E402
+)
 from lstmviz.gui import worker as worker_module  # noqa: E402
 from lstmviz.gui.worker import exit_text  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
@@ -270,16 +273,16 @@ def test_pack_writes_large_arrays_once_and_unpack_maps_them(tmp_path):
     rng = np.random.default_rng(0)
     big = rng.standard_normal((200, 200)).astype(np.float32)  # 160 KB, every other row 80 KB
     arrays = {"big": big, "small": np.float32(0.5), "text": np.array("cancelled")}
-    packed = child.pack(arrays, tmp_path / "a")
+    packed = computing.pack(arrays, tmp_path / "a")
     assert packed["big"] == str(tmp_path / "a" / "big.npy")
     assert isinstance(packed["small"], np.ndarray) and packed["text"] == np.array("cancelled")
-    mapped = child.unpack(packed)
+    mapped = computing.unpack(packed)
     assert isinstance(mapped["big"], np.memmap) and not mapped["big"].flags.writeable
     np.testing.assert_array_equal(mapped["big"], big)
-    again = child.pack({"big": mapped["big"], "view": mapped["big"][::2]}, tmp_path / "b")
+    again = computing.pack({"big": mapped["big"], "view": mapped["big"][::2]}, tmp_path / "b")
     assert again["big"] == packed["big"]  # a mapped file crosses as its name
     assert again["view"] == str(tmp_path / "b" / "view.npy")  # a view is written
-    np.testing.assert_array_equal(child.unpack(again)["view"], big[::2])
+    np.testing.assert_array_equal(computing.unpack(again)["view"], big[::2])
     assert sorted(os.listdir(tmp_path / "b")) == ["view.npy"]
 
 
@@ -290,8 +293,8 @@ def test_a_dropped_traces_files_are_unmapped_in_a_thread_once_the_window_lets_go
 
     rng = np.random.default_rng(1)
     arrays = {"big": rng.standard_normal((300, 300)).astype(np.float32), "loss": np.float32(1)}
-    trace = child.received_trace(messages.PackedTrace("taped", RunConfig(),
-                                                      child.pack(arrays, tmp_path / "run")),
+    trace = computing.received_trace(messages.PackedTrace("taped", RunConfig(),
+                                                      computing.pack(arrays, tmp_path / "run")),
                                  tmp_path / "run")  # fmt: skip
     held = trace.big  # a panel's reference
     mapping = weakref.ref(held.base)
@@ -302,7 +305,7 @@ def test_a_dropped_traces_files_are_unmapped_in_a_thread_once_the_window_lets_go
         time.sleep(0.01)
     assert not (tmp_path / "run").exists()  # the folder goes with the trace
     np.testing.assert_array_equal(held, arrays["big"])  # still readable, mapped
-    time.sleep(3 * child.RELEASE_POLL)
+    time.sleep(3 * computing.RELEASE_POLL)
     assert mapping() is not None
     del held  # the window lets go: not unmapped here…
     assert mapping() is not None
@@ -313,7 +316,7 @@ def test_a_dropped_traces_files_are_unmapped_in_a_thread_once_the_window_lets_go
 
 
 def test_the_reader_cancels_flags_and_stops_the_kernels_of_the_run_in_progress_only(monkeypatch):
-    from lstmviz.engine import interrupt
+    from lstmviz.engine.native import interrupt
 
     calls = []
     monkeypatch.setattr(interrupt, "interrupt", lambda: calls.append("stop"))
@@ -325,13 +328,13 @@ def test_the_reader_cancels_flags_and_stops_the_kernels_of_the_run_in_progress_o
         def recv(self):
             return self.messages.pop(0)
 
-    flags = child._Flags()
+    flags = computing._Flags()
     flags.current = 4
     requests: queue.Queue = queue.Queue()
     run = messages.Run(8, SMALL, None, "folder")
     script = [messages.Cancel(3), messages.Cancel(4), messages.Finish(5), messages.Pause(6),
               messages.Resume(6), messages.Pause(7), run, messages.Close()]  # fmt: skip
-    child._read(Script(script), requests, flags)
+    computing._read(Script(script), requests, flags)
     assert calls == ["stop"]  # run 4 only: 3 and 5 are not computing
     assert flags.cancelled == {3, 4, 5} and flags.finish == {5} and flags.paused == {7}
     assert requests.get_nowait() == run and requests.get_nowait() is None
@@ -347,9 +350,9 @@ def test_quitting_mid_run_exits_0_and_leaves_no_process(tmp_path, how):
     try:
         app.wait_for("first-update")
         started = children(app.proc.pid)
-        computing = [pid for pid in started if b"spawn_main" in Path(f"/proc/{pid}/cmdline")
+        spawned = [pid for pid in started if b"spawn_main" in Path(f"/proc/{pid}/cmdline")
                      .read_bytes()]  # fmt: skip
-        assert computing, started
+        assert spawned, started
         if how == "SIGTERM":
             app.proc.send_signal(signal.SIGTERM)
         else:  # a terminal's Ctrl-C: SIGINT to the whole process group

@@ -108,7 +108,7 @@ def test_training_pause_resume_keep_steps_connectivity_and_save(
     with qtbot.waitSignal(window.worker.saved, timeout=30_000) as saved:
         window.save_weights_button.click()
     assert saved.args[1] == str(path) and not saved.args[2]
-    from lstmviz.engine.trained import keras_model
+    from lstmviz.engine.modes.trained_weights import keras_model
 
     model = keras_model(2, 4, 1, False)
     model.load_weights(path)
@@ -131,7 +131,7 @@ def test_stop_training_and_discard(qtbot, window, monkeypatch):
 def test_open_keras_with_two_lstms_picks_a_layer_and_locks_sizes(
     qtbot, window, errors, monkeypatch, tmp_path
 ):
-    from lstmviz.engine.tfload import tf
+    from lstmviz.engine.quiet_tensorflow import tf
 
     keras = tf.keras
     model = keras.Sequential(

@@ -14,8 +14,8 @@ import pytest
 
 from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import ConfigError
-from lstmviz.engine.arrays import add_norms
-from lstmviz.engine.taped import taped_gradients
+from lstmviz.engine.modes.taped import taped_gradients
+from lstmviz.engine.modes.trace_arrays import add_norms
 from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import LSTMWeights, random_weights
 
@@ -158,7 +158,7 @@ def test_norms_whose_float32_squares_overflow_are_recomputed_exactly(rng):
 
 def test_cli_warns_on_non_finite(tmp_path, monkeypatch, capsys):
     from lstmviz import cli
-    from lstmviz.engine import problem as problem_module
+    from lstmviz.engine.problem import seeded as problem_module
 
     original = problem_module.seeded_problem
 
@@ -167,7 +167,7 @@ def test_cli_warns_on_non_finite(tmp_path, monkeypatch, capsys):
         p.x[3] = np.nan
         return p
 
-    monkeypatch.setattr("lstmviz.engine.taped.seeded_problem", with_nan)
+    monkeypatch.setattr("lstmviz.engine.modes.taped.seeded_problem", with_nan)
     out = tmp_path / "t.npz"
     argv = ["run", "--steps", "6", "--batch", "2", "--hidden", "3", "--quiet", "--out", str(out)]
     assert cli.main(argv) == 0
@@ -402,7 +402,7 @@ def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
 def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
     """Multi-pass, interrupted after some of 1000 passes: the kept trace is the multi-pass
     trace of the passes done, as the API gives for those passes of the same arrays."""
-    from lstmviz.engine.multipass import multipass_gradients
+    from lstmviz.engine.modes.multipass import multipass_gradients
 
     args = ["--mode", "multipass", "--passes", "1000", "--steps", "300", "--batch", "4",
             "--input-dim", "3", "--hidden", "16", "--loss", "last_mse", "--random-state",
@@ -442,7 +442,7 @@ def test_ctrl_c_during_one_long_tensorflow_call_exits_promptly(tmp_path):
 
 
 def test_partial_training_trace_equals_a_shorter_run():
-    from lstmviz.engine.train import run_train
+    from lstmviz.engine.modes.train import run_train
 
     config = RunConfig(mode="train", task="adding", train_steps=50, steps=6, batch=3, hidden=4)
     polls = []
@@ -464,7 +464,7 @@ def test_partial_training_trace_equals_a_shorter_run():
 
 
 def test_nan_in_multipass_is_recorded(tmp_path, rng):
-    from lstmviz.engine.multipass import multipass_gradients
+    from lstmviz.engine.modes.multipass import multipass_gradients
 
     w = random_weights(3, 4, rng)
     x = rng.standard_normal((3, 4, 2, 3)).astype(np.float32)  # P=3 passes of Tp=4
@@ -477,7 +477,7 @@ def test_nan_in_multipass_is_recorded(tmp_path, rng):
 
 
 def test_nan_weights_in_one_batch_are_recorded_per_batch(tmp_path, rng):
-    from lstmviz.engine.batchwise import batchwise_gradients
+    from lstmviz.engine.modes.batchwise import batchwise_gradients
 
     good = random_weights(3, 4, rng)
     kernel = good.kernel.copy()
@@ -492,7 +492,7 @@ def test_nan_weights_in_one_batch_are_recorded_per_batch(tmp_path, rng):
 
 
 def _nan_at_step(monkeypatch, bad_step: int) -> None:
-    from lstmviz.engine import train as train_module
+    from lstmviz.engine.modes import train as train_module
 
     make_task = train_module.make_task
 
@@ -546,16 +546,16 @@ def test_loading_never_runs_code_from_a_file():
         for unsafe in ("safe_mode=False", "pickle.load", "enable_unsafe"):
             assert unsafe not in source, (path, unsafe)
         # Keras's model loader; lstmviz's own load_model reads the files with json and h5py.
-        # Training a model (engine/fit.py) hands Keras a file, in safe mode, once lstmviz's
+        # Training a model (engine/modes/fit.py) hands Keras a file, in safe mode, once lstmviz's
         # own loader has read it (no Lambda or custom layers); so does a graph Keras runs
-        # (engine/graph_model.py), in safe mode, once lstmviz's reader found it a graph.
+        # (engine/modes/graph_model.py), in safe mode, once lstmviz's reader found it a graph.
         keras_calls = re.findall(r"(?:models|saving)\.load_model\([^)]*\)", source)
         imported = re.search(r"from (tf_)?keras[\w.]* import .*load_model", source)
         assert not imported, (path, "keras load_model")
-        if path == ROOT / "lstmviz" / "engine" / "fit.py":
+        if path == ROOT / "lstmviz" / "engine" / "modes" / "fit.py":
             assert keras_calls and all("safe_mode=True" in call for call in keras_calls), path
             assert "spec = load_model(path)" in source, path
-        elif path == ROOT / "lstmviz" / "engine" / "graph_model.py":
+        elif path == ROOT / "lstmviz" / "engine" / "modes" / "graph_model.py":
             assert keras_calls and all("safe_mode=True" in call for call in keras_calls), path
         else:
             assert not keras_calls, (path, "keras load_model")

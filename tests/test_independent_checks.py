@@ -18,18 +18,20 @@ import keras
 import numpy as np
 import pytest
 
-from lstmviz.engine import gradients, multipass, native
-from lstmviz.engine import model as model_engine
-from lstmviz.engine import train as train_module
-from lstmviz.engine.batchwise import batch_step, batchwise_gradients
-from lstmviz.engine.cell import lstm_sequence
-from lstmviz.engine.generators import Hypernetwork
-from lstmviz.engine.model import model_gradients
-from lstmviz.engine.multipass import multipass_gradients
-from lstmviz.engine.problem import check_problem
-from lstmviz.engine.taped import connectivity_map, taped_gradients
-from lstmviz.engine.tfload import tf
-from lstmviz.engine.train import train
+from lstmviz.engine.autodiff import gradients
+from lstmviz.engine.cells.lstm import lstm_sequence
+from lstmviz.engine.modes import model as model_engine
+from lstmviz.engine.modes import multipass
+from lstmviz.engine.modes import train as train_module
+from lstmviz.engine.modes.batchwise import batch_step, batchwise_gradients
+from lstmviz.engine.modes.model import model_gradients
+from lstmviz.engine.modes.multipass import multipass_gradients
+from lstmviz.engine.modes.taped import connectivity_map, taped_gradients
+from lstmviz.engine.modes.train import train
+from lstmviz.engine.native import kernels
+from lstmviz.engine.problem.seeded import check_problem
+from lstmviz.engine.problem.weight_sources import Hypernetwork
+from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.weights import random_weights
 from tests.helpers.model_reference import reference_all
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
@@ -75,18 +77,18 @@ def kernel(request, monkeypatch):
     """Run the test on the native kernels (skipped where they are not built) or on the
     while-loops (as LSTMVIZ_NATIVE=0: `native.library()` is None). Compiled graphs are dropped
     before and after, so that none traced with the other kernel is reused."""
-    if request.param == "native" and native.library() is None:
-        pytest.skip(native.status())
+    if request.param == "native" and kernels.library() is None:
+        pytest.skip(kernels.status())
     used = Kernel(request.param)
     if request.param == "while_loop":
-        monkeypatch.setattr(native, "library", lambda: None)
-    sequence = native.sequence
+        monkeypatch.setattr(kernels, "library", lambda: None)
+    sequence = kernels.sequence
 
     def counted(*args, **kwargs):
         used.calls += 1
         return sequence(*args, **kwargs)
 
-    monkeypatch.setattr(native, "sequence", counted)
+    monkeypatch.setattr(kernels, "sequence", counted)
     fresh = tf.function(lstm_sequence, input_signature=multipass.pass_states.input_signature,
                         reduce_retracing=True)  # fmt: skip
     monkeypatch.setattr(multipass, "pass_states", fresh)

@@ -18,7 +18,7 @@ import pytest
 
 from lstmviz.analysis.summary import model_parts
 from lstmviz.core.errors import LstmvizError
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import load_recording
 from lstmviz.keras import GradientFlowCallback
 from tests.test_model_mode import close
@@ -513,7 +513,7 @@ MIRRORED = """
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
-    from lstmviz.engine.model import model_gradients
+    from lstmviz.engine.modes.model import model_gradients
     from lstmviz.keras import GradientFlowCallback
     from lstmviz.io.recording import load_recording
 

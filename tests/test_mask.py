@@ -1,13 +1,14 @@
 """Masked sequences (Keras's masking: a step whose mask is 0 carries the state over) in both
-implementations of `cell.lstm_sequence`: against NumPy BPTT (tests/helpers/reference.py), finite
+implementations of `lstm.lstm_sequence`: against NumPy BPTT (tests/helpers/reference.py), finite
 differences in float64, and Keras's own LSTM layer with a mask."""
 
 import keras
 import numpy as np
 import pytest
 
-from lstmviz.engine import cell, native
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.cells import lstm
+from lstmviz.engine.native import kernels
+from lstmviz.engine.quiet_tensorflow import tf
 from tests.helpers.reference import assert_close, np_bptt
 from tests.test_cell_backends import BACKENDS
 
@@ -113,7 +114,7 @@ def test_lstm_sequence_takes_bool_or_number_masks_and_gives_the_mask_no_gradient
     for given in (tf.constant(mask > 0), tf.constant(scaled, dtype), as_float):
         with tf.GradientTape() as tape:
             tape.watch(arrays + [as_float])
-            h, _ = cell.lstm_sequence(*arrays, mask=given)
+            h, _ = lstm.lstm_sequence(*arrays, mask=given)
             loss = tf.reduce_sum(h)
         grads = tape.gradient(loss, arrays + [as_float])
         assert grads[-1] is None  # the mask is not differentiated
@@ -127,13 +128,13 @@ def test_lstm_sequence_takes_bool_or_number_masks_and_gives_the_mask_no_gradient
 def test_a_mask_of_the_wrong_shape_is_refused(rng, dtype):
     arrays = _problem(rng, dtype=dtype)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"mask must be \[T, B\]"):
-        cell.lstm_sequence(*arrays, mask=np.ones((BATCH, STEPS), dtype))
+        lstm.lstm_sequence(*arrays, mask=np.ones((BATCH, STEPS), dtype))
 
 
 def test_the_native_ops_check_their_mask():
-    lib = native.library()
+    lib = kernels.library()
     if lib is None:
-        pytest.skip(native.status())
+        pytest.skip(kernels.status())
     x, zeros, probes = tf.zeros((3, 2, 4)), tf.zeros((2, 5)), tf.zeros((3, 2, 5))
     weights = (tf.zeros((4, 20)), tf.zeros((5, 20)), tf.zeros(20))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"mask must be \[T, B\] = \[3, 2\]"):
@@ -161,7 +162,7 @@ def test_masked_gradients_match_finite_differences_in_float64(rng):
     weight_h, weight_c = rng.normal(size=(2, steps, batch, hidden))
 
     def loss(x, h0, c0, kernel, recurrent, bias, probe_h):
-        h, c = cell._lstm_sequence(
+        h, c = lstm._lstm_sequence(
             x, h0, c0, kernel, recurrent, bias, probe_h, tf.zeros_like(probe_h), mask
         )
         return tf.reduce_sum(h * weight_h) + tf.reduce_sum(c * weight_c)

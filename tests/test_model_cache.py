@@ -16,7 +16,7 @@ keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
 import lstmviz  # noqa: E402
-from lstmviz.engine import model as engine  # noqa: E402
+from lstmviz.engine.modes import model as engine  # noqa: E402
 
 L = keras.layers
 

@@ -13,7 +13,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from lstmviz.core.errors import LstmvizError
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 from tests.helpers.model_fixtures import (
     bad_keras3_models,
     keras2_models,

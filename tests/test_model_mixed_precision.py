@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 
 L = keras.layers
 T = 9

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from lstmviz.engine.model import model_gradients
+from lstmviz.engine.modes.model import model_gradients
 from tests.helpers.model_reference import leaves, reference
 
 L = keras.layers

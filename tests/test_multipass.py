@@ -6,7 +6,7 @@ import pytest
 from lstmviz.cli import main
 from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import InputError
-from lstmviz.engine.multipass import multipass_gradients, pass_states, run_multipass
+from lstmviz.engine.modes.multipass import multipass_gradients, pass_states, run_multipass
 from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import LSTMWeights, random_weights
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss

@@ -1,6 +1,6 @@
 """A copy pip installed (`pip install` of a clone, not editable, without `make install`) builds
 the native kernels on its first run, once, into the user's cache, and runs on them; without a
-compiler it says so once, in one line (`native._first_build`).
+compiler it says so once, in one line (`native.kernels._first_build`).
 
 The copy: the checkout's tracked files (what a fresh clone holds) installed by
 `pip install --no-deps --no-build-isolation` into a new venv that reads `.venv`'s packages
@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lstmviz.engine import native
-from lstmviz.engine.tfload import gpu_visible
+from lstmviz.engine.native import kernels
+from lstmviz.engine.quiet_tensorflow import gpu_visible
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPERS = ROOT / "tests" / "helpers"
@@ -115,10 +115,10 @@ def installed(tmp_path_factory) -> Installed:
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps",
                     "--no-build-isolation", "--no-index", "--disable-pip-version-check",
                     str(clone)], check=True, cwd=root, timeout=TIMEOUT)  # fmt: skip
-    package = Path(purelib) / "lstmviz" / "engine"
-    assert {p.name for p in native.SOURCES + native.HEADERS} <= {p.name for p in
+    package = Path(purelib) / "lstmviz" / "engine" / "native" / "src"
+    assert {p.name for p in kernels.SOURCES + kernels.HEADERS} <= {p.name for p in
                                                                  package.iterdir()}  # fmt: skip
-    return Installed(root, python, native.library_path())
+    return Installed(root, python, kernels.library_path())
 
 
 def _until(stream, text: str) -> list[str]:
@@ -139,7 +139,7 @@ def test_two_first_runs_build_the_kernels_once_and_run_on_them(installed, tmp_pa
     The CLI says so on stderr, the computing process in `Notice` messages before `Ready`
     (the status bar's). A later run finds the library and says nothing."""
     if not installed.library.exists():  # what the stand-in compiler links
-        pytest.skip(f"the checkout's kernels are not built (make install): {native.status()}")
+        pytest.skip(f"the checkout's kernels are not built (make install): {kernels.status()}")
     env = installed.env(tmp_path)
     cache = tmp_path / "cache" / "lstmviz"
     cache.mkdir(parents=True)
@@ -174,7 +174,7 @@ def test_two_first_runs_build_the_kernels_once_and_run_on_them(installed, tmp_pa
 
     calls = _calls(tmp_path)
     links = [call for call in calls if "-c" not in call]
-    assert len(links) == 1 and len(calls) == len(native.SOURCES) + 1, calls  # built once
+    assert len(links) == 1 and len(calls) == len(kernels.SOURCES) + 1, calls  # built once
     # the installed sources give the checkout's key: the same library name, nothing else left
     assert [p.name for p in cache.iterdir()] == [installed.library.name]
 
@@ -217,7 +217,7 @@ def test_without_a_compiler_a_first_run_says_once_what_the_kernels_bring(install
 def test_the_worker_hands_a_notice_on_to_the_window(qtbot):
     """The computing process's `Notice` (a first run building the kernels) becomes the
     worker's `notice` signal, which the window shows in its status line."""
-    from lstmviz.engine import messages
+    from lstmviz.engine.process import messages
     from lstmviz.gui.worker import Worker
 
     worker = Worker()

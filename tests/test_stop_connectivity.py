@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from lstmviz.core.config import RunConfig
-from lstmviz.engine import connectivity as connectivity_module
+from lstmviz.engine.autodiff import connectivity as connectivity_module
+from lstmviz.engine.modes.taped import connectivity_map, taped_gradients
 from lstmviz.engine.runner import run
-from lstmviz.engine.taped import connectivity_map, taped_gradients
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
 from tests.helpers.reference import assert_close
@@ -131,7 +131,7 @@ def test_ctrl_c_during_the_map_without_keep_stops_it_and_writes_nothing(tmp_path
 def test_a_training_runs_map_stops_between_its_chunks():
     """A training run that completed its steps, stopped during its connectivity map: with keep
     the trace of every step without the map (as a taped run's); without keep nothing."""
-    from lstmviz.engine import train as train_module
+    from lstmviz.engine.modes import train as train_module
 
     config = RunConfig(mode="train", task="adding", train_steps=3, steps=6, batch=3, hidden=4,
                        connectivity=True)  # fmt: skip

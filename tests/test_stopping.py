@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from lstmviz.core.config import RunConfig
-from lstmviz.engine import interrupt, multipass, native
-from lstmviz.engine.multipass import multipass_gradients
-from lstmviz.engine.problem import seeded_problem
+from lstmviz.engine.modes import multipass
+from lstmviz.engine.modes.multipass import multipass_gradients
+from lstmviz.engine.native import interrupt, kernels
+from lstmviz.engine.problem.seeded import seeded_problem
+from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.engine.runner import run
-from lstmviz.engine.tfload import tf
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 STOP_KEYS = ("stopped", "units_done", "units_requested")
@@ -173,7 +174,7 @@ def test_a_cancel_in_the_final_computation_keeps_every_pass(monkeypatch, stage):
     assert not any(isinstance(item, GradientTrace) for item in items)
 
 
-@pytest.mark.skipif(native.library() is None, reason="needs the native kernels")
+@pytest.mark.skipif(kernels.library() is None, reason="needs the native kernels")
 def test_the_kept_trace_is_not_stopped_by_the_interrupt_of_its_own_cancel(monkeypatch):
     """A caller sets the cancel flag, then interrupts the kernels (`interrupt.cancel_run`);
     the run sees the flag in between and starts its kept trace. `settle()` holds that

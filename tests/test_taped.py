@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from lstmviz.core.errors import InputError
-from lstmviz.engine.gradients import HiddenLoss, compiled_step
-from lstmviz.engine.taped import taped_gradients
+from lstmviz.engine.autodiff.gradients import HiddenLoss, compiled_step
+from lstmviz.engine.modes.taped import taped_gradients
 from lstmviz.weights import LSTMWeights, random_weights
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 
@@ -196,7 +196,7 @@ def test_sequence_gradients_reach_variables_and_inputs(rng, use_function):
     equal an unrolled eager loop's."""
     import tensorflow as tf
 
-    from lstmviz.engine.cell import lstm_sequence
+    from lstmviz.engine.cells.lstm import lstm_sequence
 
     x, w, _, h0, c0 = make_case(rng, "mean_h")
     kernel = tf.Variable(w.kernel)
@@ -230,7 +230,7 @@ def test_the_progress_of_a_taped_run_with_its_map_says_the_map_is_under_way():
     """The map takes T²/2 backward steps, far longer than the run at large T: the update after
     the run does not say "done" while it is computed."""
     from lstmviz.core.config import RunConfig
-    from lstmviz.engine.taped import run_taped
+    from lstmviz.engine.modes.taped import run_taped
     from lstmviz.io.trace import TraceUpdate
 
     with_map = RunConfig(steps=6, batch=2, hidden=3, connectivity=True)

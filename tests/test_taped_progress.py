@@ -12,7 +12,7 @@ import pytest
 
 from lstmviz.core import modes
 from lstmviz.core.config import RunConfig
-from lstmviz.engine.taped import run_taped
+from lstmviz.engine.modes.taped import run_taped
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

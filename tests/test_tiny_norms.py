@@ -13,12 +13,12 @@ import keras
 import numpy as np
 import pytest
 
-from lstmviz.engine import native
-from lstmviz.engine.batchwise import batchwise_gradients
-from lstmviz.engine.model import model_gradients
-from lstmviz.engine.multipass import multipass_gradients
-from lstmviz.engine.taped import connectivity_map, taped_gradients
-from lstmviz.engine.train import train
+from lstmviz.engine.modes.batchwise import batchwise_gradients
+from lstmviz.engine.modes.model import model_gradients
+from lstmviz.engine.modes.multipass import multipass_gradients
+from lstmviz.engine.modes.taped import connectivity_map, taped_gradients
+from lstmviz.engine.modes.train import train
+from lstmviz.engine.native import kernels
 from lstmviz.weights import random_weights
 from tests.test_independent_checks import kernel  # noqa: F401  (fixture: both LSTM kernels)
 
@@ -59,13 +59,13 @@ def test_a_step_traced_with_the_loops_is_not_taken_for_exact(case, monkeypatch):
     """The compiled step is kept per kernel: the while-loops' graph (float32 norms, which NumPy
     corrects) is not run again once the native kernels (exact norms, kept as they are) are
     back; a reused graph would show norms of 0 at the vanishing steps."""
-    if native.library() is None:
-        pytest.skip(native.status())
+    if kernels.library() is None:
+        pytest.skip(kernels.status())
     x, w, target = case
-    loaded = native.library
-    monkeypatch.setattr(native, "library", lambda: None)
+    loaded = kernels.library
+    monkeypatch.setattr(kernels, "library", lambda: None)
     loops = taped_gradients(x, w, loss="last_mse", target=target)
-    monkeypatch.setattr(native, "library", loaded)
+    monkeypatch.setattr(kernels, "library", loaded)
     fast = taped_gradients(x, w, loss="last_mse", target=target)
     assert (str(loops["lstm_kernel"]), str(fast["lstm_kernel"])) == ("while_loop", "native")
     for trace in (loops, fast):

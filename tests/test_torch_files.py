@@ -75,7 +75,7 @@ def test_a_torchscript_file_runs_from_the_cli(saved):
 
 def test_a_pt2_program_runs_in_model_mode_on_its_data_or_its_example_inputs(saved):
     from lstmviz.core.config import RunConfig
-    from lstmviz.engine.model import run_model
+    from lstmviz.engine.modes.model import run_model
 
     folder, expected = saved
     path = str(folder / "tagger.pt2")

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from lstmviz.engine import native  # noqa: E402
+from lstmviz.engine.native import kernels  # noqa: E402
 from lstmviz.torch import fused, model_gradients  # noqa: E402
 from tests.helpers.torch_graph_reference import Reference  # noqa: E402
 from tests.helpers.torch_reference import assert_close  # noqa: E402
@@ -101,7 +101,7 @@ def test_a_seq2seq_decoder_stepped_per_token_is_one_direction_linked_to_its_enco
         c, *a))  # fmt: skip
     trace = model_gradients(net, (src, tgt_in), y, sequence_xent)
     # twice: the loss's backward, and the error of the last step's (a loss on every step)
-    assert ran == (runs * 2 if native.library() is not None else [])
+    assert ran == (runs * 2 if kernels.library() is not None else [])
     ref = Reference(net)
     assert trace.loss == pytest.approx(ref.run((src, tgt_in), y, sequence_xent), rel=1e-5)
     enc = [f"encoder/l{k}" for k in range(layers)]

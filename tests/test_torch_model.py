@@ -216,10 +216,10 @@ def test_the_native_kernels_run_each_forward_once_and_give_the_trace_pytorch_s_o
     """Float32 layers run forward once, on lstmviz's native kernels during the forward (their
     backward ops called after PyTorch's backward); without them PyTorch's op runs and lstmviz's
     cells run again in the backward: the same trace either way."""
-    from lstmviz.engine import native
+    from lstmviz.engine.native import kernels
     from lstmviz.torch import fused
 
-    if native.library() is None:
+    if kernels.library() is None:
         pytest.skip("the native kernels are not built")
     torch.manual_seed(7)
     net = Net(cell, True, **kw)
@@ -249,7 +249,8 @@ def test_lstmviz_the_window_and_model_mode_do_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys, lstmviz, lstmviz.io.files, lstmviz.engine.model, lstmviz.gui.main_window; "
+    code = ("import sys, lstmviz, lstmviz.io.files, lstmviz.engine.modes.model, "
+            "lstmviz.gui.main_window; "
             "lstmviz.io.files.torch_program('m.pt2'); print('torch' in sys.modules)")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)  # fmt: skip

@@ -12,11 +12,11 @@ import pytest
 from lstmviz.cli import main
 from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import InputError
-from lstmviz.engine import train as train_module
-from lstmviz.engine.taped import connectivity_map, taped_gradients
-from lstmviz.engine.tasks import make_task
-from lstmviz.engine.train import run_train, train
-from lstmviz.engine.trained import keras_model, save_trained_weights
+from lstmviz.engine.modes import train as train_module
+from lstmviz.engine.modes.taped import connectivity_map, taped_gradients
+from lstmviz.engine.modes.train import run_train, train
+from lstmviz.engine.modes.trained_weights import keras_model, save_trained_weights
+from lstmviz.engine.problem.tasks import make_task
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 from tests.test_taped import make_case

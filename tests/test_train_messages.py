@@ -7,10 +7,10 @@ import pytest
 from lstmviz.cli import main
 from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import LstmvizError
-from lstmviz.engine.child import _save, describe
-from lstmviz.engine.messages import PackedTrace, Save, Saved
-from lstmviz.engine.train import run_train, train
-from lstmviz.engine.trained import save_trained_weights
+from lstmviz.engine.modes.train import run_train, train
+from lstmviz.engine.modes.trained_weights import save_trained_weights
+from lstmviz.engine.process.computing import _save, describe
+from lstmviz.engine.process.messages import PackedTrace, Save, Saved
 from lstmviz.io.trace import TraceUpdate
 
 

@@ -3,8 +3,8 @@
 An LSTM treats batch rows independently, so nudging h_t[b, j] changes only row b from step t on:
 each check re-runs one row from t to the end, which is cheap even for long sequences. Works for
 any trace holding one set of weights (taped, multi-pass and training runs); the loss is rebuilt
-from the trace's RunConfig as `engine/losses.py` defines it (multi-pass `last_mse`: one target
-per pass end; training: its task's loss on the dense read-out, at the final weights and the
+from the trace's RunConfig as `engine/problem/losses.py` defines it (multi-pass `last_mse`:
+a target per pass end; training: its task's loss on the dense read-out, at the final weights and the
 last batch).
 """
 
@@ -111,8 +111,8 @@ def verify_trace(
 
 
 def _hidden_row_loss(loss: str, target, shape: tuple[int, int, int]):
-    """Row b's share of a loss on h itself (`engine/losses.py`'s hidden losses), as a function
-    of b and the row's h [T, H] (the other rows do not change)."""
+    """Row b's share of a loss on h itself (the hidden losses of `engine/problem/losses.py`), as a
+    function of b and the row's h [T, H] (the other rows do not change)."""
     steps = shape[0]
     size = float(np.prod(shape))
 

@@ -38,7 +38,7 @@ try:
     )
     from lstmviz.core.errors import ConfigError, LstmvizError
     from lstmviz.core.progress import Progress, is_terminal
-    from lstmviz.engine.interrupt import cancel_run
+    from lstmviz.engine.native.interrupt import cancel_run
     from lstmviz.io import files
 except KeyboardInterrupt:
     sys.stderr.write("lstmviz: interrupted; nothing written\n")
@@ -244,7 +244,7 @@ def _read_files(config: RunConfig) -> list[tuple[str, Path]]:
     """(flag, path) for every file the run reads: inputs, targets, the model, the weights
     (per-batch weights: each file of the list, or of the folder, as the files generator finds
     them)."""
-    from lstmviz.engine.generators import weight_paths  # no TensorFlow
+    from lstmviz.engine.problem.weight_sources import weight_paths  # no TensorFlow
 
     found = [(flag(name), Path(getattr(config, name)))
              for name in ("inputs", "targets", "model") if getattr(config, name)]  # fmt: skip
@@ -303,10 +303,10 @@ def _run(args: argparse.Namespace) -> int:
     _check_flags(args, config)
     _note_unread(config)
     out = Path(args.out) if args.out else None
-    from lstmviz.engine import native
+    from lstmviz.engine.native import kernels
     from lstmviz.engine.runner import run
 
-    native.library()  # an installed copy's first run builds its kernels, before the progress line
+    kernels.library()  # an installed copy's first run builds its kernels, before the progress line
     cancel, keeping = threading.Event(), threading.Event()
     items = run(config, cancel.is_set, keeping.is_set)  # validates, loads files
     return _drive(items, config, args, out, cancel, keeping)
@@ -436,7 +436,7 @@ def _save_weights(trace, args: argparse.Namespace) -> str:
     the path written, or "" when none was asked for."""
     if (path := _weights_out(args)) is None:
         return ""
-    from lstmviz.engine.trained import save_trained_weights
+    from lstmviz.engine.modes.trained_weights import save_trained_weights
 
     try:
         return str(save_trained_weights(trace, path))

@@ -38,7 +38,7 @@ class Mode:
     - `lead`: leading axes of its per-unit arrays (per-batch runs stack every batch's arrays:
       ("N",); see `lstmviz.core.schema`);
     - `fit`: the RunConfig fields it reads in place of `params` when given a `model`: it then
-      trains that Keras model (`lstmviz.engine.fit`), and `loss` may name any Keras loss.
+      trains that Keras model (`lstmviz.engine.modes.fit`), and `loss` may name any Keras loss.
 
     What a mode is, for the rules the config, the front ends and the panels apply (each rule
     reads one of these, never a mode's name):
@@ -142,7 +142,7 @@ register(
         help="one LSTM under a GradientTape (the native kernels, or a tf.while_loop where\n"
         "they are not built); probes give dL/dh_t at every step.",
         params=_FILES | {"input_dim", "loss", "random_state", "connectivity"},
-        run="lstmviz.engine.taped:run_taped",
+        run="lstmviz.engine.modes.taped:run_taped",
         problem=True,
         verifiable=True,
     )
@@ -154,7 +154,7 @@ register(
         help="several forward passes with the state carried between them; full gradient\n"
         "through all passes next to the truncated one a stateful RNN gives.",
         params=_FILES | {"input_dim", "loss", "random_state", "passes"},
-        run="lstmviz.engine.multipass:run_multipass",
+        run="lstmviz.engine.modes.multipass:run_multipass",
         problem=True,
         unit="pass",
         count="passes",
@@ -172,7 +172,7 @@ register(
         params=frozenset(
             {"input_dim", "loss", "random_state", "batches", "generator", "weights", "layer"}
         ),
-        run="lstmviz.engine.batchwise:run_batchwise",
+        run="lstmviz.engine.modes.batchwise:run_batchwise",
         unit="batch",
         count="batches",
         sizes="T={steps} N={batches} B={batch} I={input_dim} H={hidden}",
@@ -188,7 +188,7 @@ register(
         help="train on a task and watch the gradient flow change step by step; with --model,\n"
         "fit your own Keras model on your data and record its gradient flow (.lvz).",
         params=frozenset({"task", "train_steps", "connectivity", "inputs"}),
-        run="lstmviz.engine.fit:run_training",
+        run="lstmviz.engine.modes.train:run_training",
         unit="training step",
         count="train_steps",
         trains=True,
@@ -209,7 +209,7 @@ register(
         help="a whole saved model (Embedding, stacked and bidirectional LSTMs, a head) under\n"
         "its own loss on your data: every LSTM direction, gate and input step.",
         params=frozenset({"model", "inputs", "targets", "loss", "module", "anchors"}),
-        run="lstmviz.engine.model:run_model",
+        run="lstmviz.engine.modes.model:run_model",
         sizes="T={steps} B={batch}",
         any_loss=True,
         whole_model=True,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from lstmviz.engine import native
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.native import kernels
+from lstmviz.engine.quiet_tensorflow import tf
 
 
 def device_description() -> dict[str, str]:
     """{'device': 'CPU' or the GPU's name, 'tensorflow': version, 'cudnn': 'yes'/'no',
-    'lstm': which LSTM implementation runs (`native.kernel_name()`: 'native' or 'while_loop'),
-    'lstm_detail': the same in words, with the reason (`native.status()`)}."""
+    'lstm': which LSTM implementation runs (`kernels.kernel_name()`: 'native' or 'while_loop'),
+    'lstm_detail': the same in words, with the reason (`kernels.status()`)}."""
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         details = tf.config.experimental.get_device_details(gpus[0])
@@ -21,6 +21,6 @@ def device_description() -> dict[str, str]:
         "device": name,
         "tensorflow": tf.__version__,
         "cudnn": cudnn,
-        "lstm": native.kernel_name(),
-        "lstm_detail": native.status(),
+        "lstm": kernels.kernel_name(),
+        "lstm_detail": kernels.status(),
     }

@@ -46,13 +46,13 @@ def run(
     mode = modes.get(config.mode)
     problem, sources = None, {}
     if mode.problem and (config.weights or config.inputs):
-        from lstmviz.engine.problem import loaded_problem
+        from lstmviz.engine.problem.seeded import loaded_problem
 
         config, problem, sources = loaded_problem(config)
     elif config.weights and config.weight_files_listed():
         config, sources = _sized_by_weight_files(config)
     config.check_memory()
-    from lstmviz.engine.tfload import spend_native_notices
+    from lstmviz.engine.quiet_tensorflow import spend_native_notices
 
     spend_native_notices()
     extra = {"problem": problem} if mode.problem else {}
@@ -78,7 +78,7 @@ def _sized_by_weight_files(config: RunConfig) -> tuple[RunConfig, dict[str, str]
     reads it); and the trace's `weights_source` names them."""
     from dataclasses import replace
 
-    from lstmviz.engine.generators import weight_paths
+    from lstmviz.engine.problem.weight_sources import weight_paths
     from lstmviz.weights.loaders import bidirectional_pick, read_weights
 
     paths = weight_paths(config.weights, config.batches)

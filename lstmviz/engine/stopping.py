@@ -15,8 +15,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from lstmviz.engine import interrupt
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.native import interrupt
+from lstmviz.engine.quiet_tensorflow import tf
 
 _T = TypeVar("_T")
 

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 
 def _stamp(event: str) -> None:
-    # stdout: TensorFlow's import points fd 2 at /dev/null for a few seconds (engine/tfload.py)
+    # stdout: TensorFlow's import points fd 2 at /dev/null for a few seconds
+    # (engine/quiet_tensorflow.py)
     sys.stdout.write(f"lstmviz-timing {event} {time.time():.4f}\n")
     sys.stdout.flush()
 

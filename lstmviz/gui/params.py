@@ -246,7 +246,7 @@ class ParamsEditor(QWidget):
                 path = getattr(config, name)
                 listed = [path] if path else []
                 if name == "weights" and path and mode.lists_weight_files:
-                    from lstmviz.engine.generators import weight_paths  # no TensorFlow
+                    from lstmviz.engine.problem.weight_sources import weight_paths  # no TensorFlow
 
                     listed = weight_paths(path, config.batches)  # one file per batch
                 for one in (p for p in listed if not Path(p).is_file()):

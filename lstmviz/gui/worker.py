@@ -1,8 +1,8 @@
-"""The worker thread: owns the computing process where TensorFlow runs (`engine/child.py`),
-sends it the window's requests (engine runs, verifications, saving trained weights) and turns
-its answers into signals received by main-thread objects. This process never imports
-TensorFlow: importing it, tracing and computing would hold the GIL for seconds and freeze the
-window.
+"""The worker thread: owns the computing process where TensorFlow runs
+(`engine/process/computing.py`), sends it the window's requests (engine runs, verifications, saving
+trained weights) and turns its answers into signals received by main-thread objects. This process
+never imports TensorFlow: importing it, tracing and computing would hold the GIL for seconds and
+freeze the window.
 
 The thread starts the process at once (multiprocessing's "spawn": a process holding Qt is never
 forked), so TensorFlow is warm by the first Run, and waits on three things: the window's
@@ -40,8 +40,8 @@ from pathlib import Path
 from PySide6.QtCore import QThread, Signal
 
 from lstmviz.core.config import RunConfig
-from lstmviz.engine import messages as m
-from lstmviz.engine.child import describe, pack, received_trace, serve
+from lstmviz.engine.process import messages as m
+from lstmviz.engine.process.computing import describe, pack, received_trace, serve
 from lstmviz.io.trace import GradientTrace
 from lstmviz.plots import prepare
 
@@ -113,7 +113,7 @@ class Worker(QThread):
 
     # ---- requests (any thread) -----------------------------------------------------------
 
-    # The thread's inbox holds the messages of `engine/messages.py` as the process will get
+    # The thread's inbox holds the messages of `engine/process/messages.py` as the process will get
     # them, except that a Run's folder is not named yet and a Verify's or Save's trace is the
     # GradientTrace itself: the thread packs it (`_request`).
 

@@ -25,7 +25,8 @@ RECORDINGS = (".lvz",)  # a training run's recording (lstmviz.io.recording)
 INPUTS = (".npy", ".npz")
 # Longest first where one ends another (`.weights.h5` before `.h5`).
 WEIGHTS = (".keras", ".weights.h5", ".h5", ".hdf5", ".npz", ".safetensors", ".pt", ".pth")
-# A training run's trained LSTM and read-out (`lstmviz.engine.trained.save_trained_weights`).
+# A training run's trained LSTM and read-out
+# (`lstmviz.engine.modes.trained_weights.save_trained_weights`).
 TRAINED_WEIGHTS = (".weights.h5", ".npz")
 
 # The names PyTorch programs usually have (the dialogs offer them; `torch_program` reads the

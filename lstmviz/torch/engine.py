@@ -25,12 +25,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from lstmviz.engine.arrays import NORMS
-from lstmviz.engine.cell import lstm_sequence
-from lstmviz.engine.cells import cell_activations, cell_sequence, saturations
-from lstmviz.engine.gradients import gradient_sources, graph_norms, named_gradients, watch_probes
-from lstmviz.engine.model_forward import Direction, gate_activity
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.autodiff.forward import Direction, gate_activity
+from lstmviz.engine.autodiff.gradients import (
+    gradient_sources,
+    graph_norms,
+    named_gradients,
+    watch_probes,
+)
+from lstmviz.engine.cells.any_cell import cell_activations, cell_sequence, saturations
+from lstmviz.engine.cells.lstm import lstm_sequence
+from lstmviz.engine.modes.trace_arrays import NORMS
+from lstmviz.engine.quiet_tensorflow import tf
 
 PER_DIRECTION = ("h", "c", "grad_h_total", "grad_c_total", "grad_h_direct", "grad_kernel",
                  "grad_recurrent_kernel", "grad_bias", "gates_mean", "gates_saturated",

@@ -8,7 +8,7 @@ directions side by side), hands its outputs on as PyTorch tensors sharing Tensor
 each direction's h, c, gates (a GRU's h·U_h + β_h too) — and the gate summaries the forward
 computed. Once PyTorch's backward left the direct gradients at those outputs, `backward` calls
 the backward ops directly, top layer first, as their registered gradient functions
-(`native._sequence_gradient`, `_gru_gradient`, `_rnn_gradient`) do. Direction k's direct
+(`kernels._sequence_gradient`, `_gru_gradient`, `_rnn_gradient`) do. Direction k's direct
 gradient is its part of ∂L/∂output (top layer) or of the layer above's dL/d input, plus ∂L/∂h_n
 (and ∂L/∂c_n) at its last step that ran; the chain's dL/dh_0 (dL/dc_0) of a later call that
 continues this one's state joins it there, as the recurrence going on, not as direct gradient.
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lstmviz.engine import native
-from lstmviz.engine.cell import input_projection
-from lstmviz.engine.cells import cell_activations, saturations
-from lstmviz.engine.model_forward import Direction, _side_by_side, gate_activity
-from lstmviz.engine.tfload import tf
+from lstmviz.engine.autodiff.forward import Direction, _side_by_side, gate_activity
+from lstmviz.engine.cells.any_cell import cell_activations, saturations
+from lstmviz.engine.cells.lstm import input_projection
+from lstmviz.engine.native import kernels
+from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.torch.chains import SUMS
 
 _FORWARD: dict[tuple, _Compiled] = {}
@@ -59,13 +59,13 @@ class Saved:
 def runs(call) -> bool:
     """Whether `call` (capture.Call, before it ran) runs on the native kernels here; else
     PyTorch runs it (and raises its own errors for shapes that do not fit)."""
-    if native.library() is None or call.x.dtype != np.float32:
+    if kernels.library() is None or call.x.dtype != np.float32:
         return False
     if call.source.device.type != "cpu" or any(t.device.type != "cpu" for t in call.hx):
         return False
-    if call.kind == "gru" and not native.gru_native("sigmoid", "tanh", tf.float32):
+    if call.kind == "gru" and not kernels.gru_native("sigmoid", "tanh", tf.float32):
         return False
-    if call.kind == "simple_rnn" and not native.rnn_native(call.activation, tf.float32):
+    if call.kind == "simple_rnn" and not kernels.rnn_native(call.activation, tf.float32):
         return False
     rows = (call.layers * call.directions, call.layout.batch, call.hidden)
     states = [call.h0] + ([] if call.c0 is None else [call.c0])
@@ -324,7 +324,7 @@ def _forward(kind: str, activation: str, layers: int, directions: int, masked: b
     summaries])."""
     acts = cell_activations(kind, {"activation": activation})
     names = tuple(a.name for a in acts)
-    kernels = native.library()
+    library = kernels.library()
 
     def run(x, h0, c0, weights, mask=None):
         steps, batch = tf.shape(x)[0], tf.shape(x)[1]
@@ -341,19 +341,19 @@ def _forward(kind: str, activation: str, layers: int, directions: int, masked: b
                                          dtype=tf.float32)  # never read  # fmt: skip
                 masks = [] if mask is None else [mask]
                 if kind == "lstm":
-                    h, c, gates = native.sequence(value, h0[k], c0[k], kernel, recurrent, bias,
+                    h, c, gates = kernels.sequence(value, h0[k], c0[k], kernel, recurrent, bias,
                                                   probe, probe, mask, with_gates=True,
                                                   read_probes=False, **order)  # fmt: skip
                     kept = (h, c, gates)
                 elif kind == "gru":
                     zx = input_projection(value, kernel, bias[0])
-                    h, gates, recurrent_h = kernels.lstmviz_gru_forward(
+                    h, gates, recurrent_h = library.lstmviz_gru_forward(
                         zx, h0[k], recurrent, [bias[1]], probe, masks, reset_after=True,
                         gate="sigmoid", activation="tanh", **order)  # fmt: skip
                     c, kept = None, (h, gates, recurrent_h)
                 else:
                     zx = input_projection(value, kernel, bias)
-                    h, gates = kernels.lstmviz_rnn_forward(
+                    h, gates = library.lstmviz_rnn_forward(
                         zx, h0[k], recurrent, probe, masks, activation=activation,
                         **order)  # fmt: skip
                     c, kept = None, (h, gates)
@@ -380,7 +380,7 @@ def _backward(kind: str, activation: str, layers: int, directions: int, masked: 
     """The compiled backward of a module: (x, h0, c0, weights, inputs, kept, [the `present`
     ones of d_out, d_h, d_c, chain_h, chain_c], (mask)) -> ([per direction its gradients], dx,
     dh0, dc0)."""
-    kernels = native.library()
+    library = kernels.library()
 
     def run(x, h0, c0, weights, inputs, kept, given, mask):
         mask = mask[0] if mask else None
@@ -425,7 +425,7 @@ def _backward(kind: str, activation: str, layers: int, directions: int, masked: 
                     ends = [p[k] for p in (d_c, chain_c) if p is not None]
                     dc_given = [] if not ends else [tf.scatter_nd(where, tf.add_n(ends), shape)]
                     _, dh, dc, dh0[k], dc0[k], dk, dr, db, norms, dxd = (
-                        kernels.lstmviz_sequence_backward(
+                        library.lstmviz_sequence_backward(
                             value, recurrent, h0[k], c0[k], h, c, gates, dh_given, dc_given,
                             masks, kernel, **order))  # fmt: skip
                     one |= {"grad_c_total": dc, "norm_c_total": norms[:, 1]}
@@ -433,13 +433,13 @@ def _backward(kind: str, activation: str, layers: int, directions: int, masked: 
                 else:
                     if kind == "gru":
                         _, gates, recurrent_h = kept[k]
-                        dzx, dh, dh0[k], dr, d_rbias, norms = kernels.lstmviz_gru_backward(
+                        dzx, dh, dh0[k], dr, d_rbias, norms = library.lstmviz_gru_backward(
                             recurrent, h0[k], h, gates, recurrent_h, dh_given, masks,
                             reset_after=True, gate="sigmoid", activation="tanh",
                             **order)  # fmt: skip
                     else:
                         _, gates = kept[k]
-                        dzx, dh, dh0[k], dr, norms = kernels.lstmviz_rnn_backward(
+                        dzx, dh, dh0[k], dr, norms = library.lstmviz_rnn_backward(
                             recurrent, h0[k], h, gates, dh_given, masks, activation=activation,
                             **order)  # fmt: skip
                     # the input projection zx = x·kernel + b
@@ -453,7 +453,7 @@ def _backward(kind: str, activation: str, layers: int, directions: int, masked: 
                                      tf.shape(value))  # fmt: skip
                     direct_norm = norms[:, 1]
                 if chain_h is not None:  # the op's norm is of the direct gradient and chain's
-                    direct_norm = kernels.lstmviz_step_norms(direct)
+                    direct_norm = library.lstmviz_step_norms(direct)
                 one |= {"grad_h_total": dh, "norm_h_total": norms[:, 0],
                         "norm_h_direct": direct_norm}  # fmt: skip
                 if weights:  # else not returned: the LSTM op then skips their products

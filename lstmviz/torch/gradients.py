@@ -35,8 +35,8 @@ from torch import nn
 from lstmviz.core.config import RunConfig, anchor_steps, anchors_text, in_python_terms
 from lstmviz.core.errors import ConfigError, InputError, LstmvizError
 from lstmviz.core.schema import CELL_GATES
-from lstmviz.engine.arrays import NORMS, exact_norm
-from lstmviz.engine.native import kernel_name
+from lstmviz.engine.modes.trace_arrays import NORMS, exact_norm
+from lstmviz.engine.native.kernels import kernel_name
 from lstmviz.io.trace import GradientTrace
 from lstmviz.torch import fused
 from lstmviz.torch.capture import WHERE, Call, capture
@@ -327,7 +327,7 @@ def _arrays(calls: list[Call], found: list[Chain], results: list, grad_input: np
     arrays: dict[str, np.ndarray] = {}
     norms: dict[str, list] = {norm: [] for norm in NORMS.values()}
     bad = np.zeros(steps, bool)
-    # the native backward ops' norms are exact (`native.exact_norms`)
+    # the native backward ops' norms are exact (`kernels.exact_norms`)
     exact = [all(calls[n].saved is not None for n in chain.calls) for chain in found]
     for k, (chain, one) in enumerate(zip(found, directions, strict=True)):
         for grad, norm in NORMS.items():  # a cell without c: a NaN row of norm_c_total

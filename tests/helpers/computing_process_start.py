@@ -12,8 +12,8 @@ import tempfile
 
 def main() -> None:
     import lstmviz
-    from lstmviz.engine import messages
-    from lstmviz.engine.child import serve
+    from lstmviz.engine.process import messages
+    from lstmviz.engine.process.computing import serve
 
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()

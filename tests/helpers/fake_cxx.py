@@ -1,5 +1,6 @@
 """A stand-in C++ compiler for tests/test_native_first_run.py: it answers the commands
-`lstmviz.engine.native` gives g++ without compiling (a real build takes a minute of two cores).
+`lstmviz.engine.native.kernels` gives g++ without compiling (a real build takes a minute of two
+cores).
 
 Each call appends its arguments to FAKE_CXX_LOG (one JSON line). A compile (`-c SRC -o OBJ`)
 writes an empty object file; the link (`-o LIB`) waits FAKE_CXX_SLEEP seconds (so that two first

@@ -38,7 +38,7 @@ if FLAVOUR == "tf_keras":
 else:
     import keras
 
-from lstmviz.engine.model import model_gradients  # noqa: E402
+from lstmviz.engine.modes.model import model_gradients  # noqa: E402
 from lstmviz.keras import GradientFlowCallback  # noqa: E402
 
 

@@ -47,7 +47,8 @@ def np_forward(x, kernel, recurrent, bias, h0, c0, mask=None):
 
 
 def np_loss(loss, h, target):
-    """Loss value and its direct partial dL/dh [T, B, H], as lstmviz/engine/losses.py defines."""
+    """Loss value and its direct partial dL/dh [T, B, H], as lstmviz/engine/problem/losses.py
+    defines."""
     direct = np.zeros_like(h)
     if loss == "mean_h":
         direct[:] = 1.0 / h.size
@@ -145,7 +146,7 @@ def interrupted_outcome(run) -> str:
 
     import tensorflow as tf
 
-    from lstmviz.engine import interrupt
+    from lstmviz.engine.native import interrupt
 
     outcome = {}
 
