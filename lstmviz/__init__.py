@@ -55,7 +55,7 @@ _API = {
     "ModelError": "lstmviz.core.errors",
     "TraceError": "lstmviz.core.errors",
     "RecordingError": "lstmviz.io.recording",
-    "ExportError": "lstmviz.plots.export",
+    "ExportError": "lstmviz.plots.export.writer",
 }
 
 __all__ = sorted(_API)

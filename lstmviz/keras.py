@@ -40,8 +40,8 @@ from lstmviz.io import files
 from lstmviz.io.recording import RecordingWriter, check_replaceable, record_rows
 from lstmviz.io.trace import GradientTrace
 from lstmviz.tensorboard import TensorBoardWriter
-from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec
 from lstmviz.weights.model_files import live_compile_config, spec_from_keras
+from lstmviz.weights.model_spec import RECURRENT, LayerSpec, ModelSpec
 
 WHERE = "GradientFlowCallback"
 

@@ -44,8 +44,8 @@ import numpy as np
 
 from lstmviz.analysis.diagnosis import Diagnosis, diagnose_directions
 from lstmviz.analysis.directions import Direction, record_directions, trace_directions
-from lstmviz.analysis.panel_images import layer_map_image, layers_image
-from lstmviz.analysis.raster import png
+from lstmviz.analysis.images.panel_images import layer_map_image, layers_image
+from lstmviz.analysis.images.raster import png
 from lstmviz.core.errors import ConfigError, LstmvizError
 from lstmviz.io import files
 from lstmviz.io.recording import LOSS_NAMES, Recording, load_recording

@@ -11,7 +11,7 @@ import pytest
 from lstmviz.core.errors import ModelError
 from lstmviz.engine.cells.activations import activation
 from lstmviz.engine.quiet_tensorflow import tf
-from lstmviz.weights.model import ACTIVATIONS
+from lstmviz.weights.model_spec import ACTIVATIONS
 
 # points away from every kink (0, ±1, ±2.5, ±3, 6) so a one-sided slope cannot hide
 X = np.array([-7.1, -4.2, -2.7, -2.2, -1.3, -0.6, -0.1, 0.2, 0.7, 1.4, 2.3, 2.8, 4.1, 6.6])

@@ -23,7 +23,7 @@ from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
 from lstmviz.io.recording_rows import ANCHOR_KEYS
 from lstmviz.keras import GradientFlowCallback
-from lstmviz.plots.export import export
+from lstmviz.plots.export.writer import export
 from tests.test_recording import L, model_trace
 from tests.test_recording import T as T_REC
 
@@ -159,7 +159,7 @@ def test_compare_carries_the_anchored_measures(run, capsys):
 
 
 def test_the_csv_and_the_pdf_report_carry_the_anchor(run, tmp_path):
-    from lstmviz.plots.recording_figure import RecordingFigure
+    from lstmviz.plots.export.recording_figure import RecordingFigure
 
     folder, _, _ = run
     written = export(folder / "tagged.lvz", csv=tmp_path / "rec.csv", pdf=tmp_path / "rec.pdf")

@@ -153,7 +153,7 @@ def test_error_classes_and_verify_resolve_from_the_top_level():
     import lstmviz
     from lstmviz.analysis.verify import verify_trace
     from lstmviz.io.recording import RecordingError
-    from lstmviz.plots.export import ExportError
+    from lstmviz.plots.export.writer import ExportError
 
     assert lstmviz.RecordingError is RecordingError
     assert lstmviz.ExportError is ExportError
@@ -236,7 +236,7 @@ def test_what_a_notebook_passes_is_checked_and_copied(rng, tmp_path):
         lstmviz.taped_gradients(x, w, target=np.zeros((2, 4)))
     with pytest.raises(lstmviz.InputError, match="one LSTMWeights per batch"):
         lstmviz.batchwise_gradients(x[None], w)
-    from lstmviz.plots.export import export
+    from lstmviz.plots.export.writer import export
 
     with pytest.raises(lstmviz.ExportError, match="not a dict"):
         export(dict(trace.arrays), csv=tmp_path / "t.csv")
@@ -309,7 +309,7 @@ def _colours(image, step: int = 7) -> int:
 
 def test_plot_shows_the_panels_inline_as_the_png_export_draws_them(rng, tmp_path):
     import lstmviz
-    from lstmviz.plots.export import export_png
+    from lstmviz.plots.export.writer import export_png
 
     w = lstmviz.random_weights(5, 7, rng)
     trace = lstmviz.taped_gradients(rng.standard_normal((37, 3, 5)), w, loss="mean_h")

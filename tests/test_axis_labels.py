@@ -27,7 +27,7 @@ def axis_labels(panel, side: str = "left") -> list[tuple]:
 def shown_norm_panel(qtbot, y: np.ndarray, height: int, log: bool = True):
     from PySide6.QtCore import Qt
 
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)

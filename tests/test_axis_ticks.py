@@ -110,7 +110,7 @@ def check_drawn(panel, labels: list[tuple]) -> None:
 def loss_panel(qtbot, loss: np.ndarray, height: int):
     from PySide6.QtCore import Qt
 
-    from lstmviz.plots.training import LossPanel
+    from lstmviz.plots.panels.training import LossPanel
 
     panel = LossPanel()
     qtbot.addWidget(panel)
@@ -213,8 +213,8 @@ def synthetic_training_trace(loss: np.ndarray):
 def test_an_exported_training_loss_of_less_than_a_decade_shows_its_scale(qtbot, size):
     """The export's loss panel (800 × 500 px at 144 dpi: a short one) as the window's:
     at least two labels ("0.6" alone before), apart and inside the axis."""
-    from lstmviz.plots.figure import LOGICAL_DPI, Figure
-    from lstmviz.plots.training import LossPanel
+    from lstmviz.plots.export.figure import LOGICAL_DPI, Figure
+    from lstmviz.plots.panels.training import LossPanel
 
     loss = 0.527 * (0.697 / 0.527) ** np.abs(np.sin(np.arange(150) * 0.37))
     loss[[0, 1]] = 0.697, 0.527
@@ -229,8 +229,8 @@ def test_an_exported_training_loss_of_less_than_a_decade_shows_its_scale(qtbot, 
 def test_axes_that_count_have_no_ticks_between_whole_numbers(qtbot):
     """Timesteps, training steps and unit numbers: a sequence of 3 steps had ticks at
     t = 0.5, 1.5 and 2 units at -0.5, 0.5 (pyqtgraph's finer levels); value axes keep them."""
-    from lstmviz.plots.heatmaps import UnitsHeatmap
-    from lstmviz.plots.panel import plot_widget
+    from lstmviz.plots.panels.heatmaps import UnitsHeatmap
+    from lstmviz.plots.panels.panel import plot_widget
 
     units = UnitsHeatmap()
     qtbot.addWidget(units)
@@ -246,7 +246,7 @@ def test_axes_that_count_have_no_ticks_between_whole_numbers(qtbot):
 def test_a_taped_runs_batch_samples_are_numbered_from_0_as_x_b(qtbot):
     """Rows of a taped trace are the batch's samples, numbered as the data (sample b is x[b]),
     as the saliency panel and the units number theirs: they said 1 and 2 for x[0] and x[1]."""
-    from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
+    from lstmviz.plots.panels.heatmaps import RowsHeatmap, UnitsHeatmap
 
     for panel in (RowsHeatmap(), UnitsHeatmap()):
         qtbot.addWidget(panel)

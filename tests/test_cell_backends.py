@@ -334,7 +334,7 @@ def test_native_can_be_switched_off(monkeypatch):
 
 
 def test_traces_record_which_kernel_ran_and_the_summary_says_so(rng, tmp_path):
-    from lstmviz.analysis.summary import summary_text
+    from lstmviz.analysis.report.summary import summary_text
     from lstmviz.engine.modes.batchwise import batchwise_gradients
     from lstmviz.engine.modes.taped import taped_gradients
     from lstmviz.io.trace import GradientTrace

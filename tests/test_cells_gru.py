@@ -119,7 +119,7 @@ def test_gru_total_gradient_finite_differences(reset_after):
 
 
 def test_gru_weights_that_do_not_fit_are_named():
-    from lstmviz.weights.model import LayerSpec, ModelSpec
+    from lstmviz.weights.model_spec import LayerSpec, ModelSpec
 
     w = {"kernel": np.zeros((2, 9)), "recurrent_kernel": np.zeros((3, 9)), "bias": np.zeros(9)}
     layers = (LayerSpec("input", "input", "InputLayer", output_shape=(5, 2)),

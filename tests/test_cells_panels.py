@@ -8,11 +8,11 @@ import keras
 import numpy as np
 import pytest
 
-from lstmviz.analysis.model_report import model_lines
-from lstmviz.analysis.summary import summary_text
+from lstmviz.analysis.report.model_report import model_lines
+from lstmviz.analysis.report.summary import summary_text
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.trace import GradientTrace
-from lstmviz.plots.export import csv_columns, export
+from lstmviz.plots.export.writer import csv_columns, export
 from tests.helpers.cell_reference import spec_of
 
 L = keras.layers

@@ -170,8 +170,8 @@ def test_exports_carry_the_diagnosis(files):
     direction and curve); the PDF report's summary has each direction's verdict."""
     import csv
 
-    from lstmviz.plots.export import export
-    from lstmviz.plots.figure import Figure
+    from lstmviz.plots.export.figure import Figure
+    from lstmviz.plots.export.writer import export
 
     written = export(files / "r1.lvz", csv=files / "rec.csv")
     assert written == [files / "rec.csv", files / "rec_diagnosis.csv"]

@@ -9,7 +9,7 @@ import csv
 import numpy as np
 
 from lstmviz.io.recording import RecordingWriter, record_rows
-from lstmviz.plots.export import export
+from lstmviz.plots.export.writer import export
 from tests.test_recording import model_trace
 
 NAMES = ['enc,1/forward', 'say "hi"/backward']

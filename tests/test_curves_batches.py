@@ -32,7 +32,7 @@ def batch_norms(trace) -> np.ndarray:
 
 
 def _panel(qtbot, trace, log=True, normalise=False):
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -71,7 +71,7 @@ def test_ten_batches_get_no_note_and_eleven_name_the_one_left_out(qtbot, batches
 
 
 def test_the_exported_norm_panel_names_every_drawn_batch(batches, tmp_path):
-    from lstmviz.plots.export import export
+    from lstmviz.plots.export.writer import export
 
     svg = export(batches, svg=tmp_path / "n.svg", width=1600, height=1000, dpi=144,
                  panels=["norm"])[0]  # fmt: skip

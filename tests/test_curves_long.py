@@ -28,7 +28,7 @@ def spots(monkeypatch):
 
 
 def test_the_first_draw_of_a_long_trace_builds_no_scatter_spots(qtbot, spots):
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -46,7 +46,7 @@ def test_the_first_draw_of_a_long_trace_builds_no_scatter_spots(qtbot, spots):
 
 
 def test_the_loss_panel_of_a_long_training_run_builds_no_scatter_spots(qtbot, spots):
-    from lstmviz.plots.training import LossPanel
+    from lstmviz.plots.panels.training import LossPanel
 
     panel = LossPanel()
     qtbot.addWidget(panel)

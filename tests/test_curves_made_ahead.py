@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.plots.curves import MAX_HISTORY_CURVES, NormHistoryPanel  # noqa: E402
+from lstmviz.plots.panels.curves import MAX_HISTORY_CURVES, NormHistoryPanel  # noqa: E402
 
 
 def norms(seed: int, shape) -> np.ndarray:
@@ -110,7 +110,7 @@ def test_a_panel_with_only_faded_curves_counts_as_drawn(panel):
 def test_a_changed_legend_keeps_its_rows_and_matches_a_fresh_one(qtbot):
     """`set_legend` changes rows in place (new rows cost two graphics widgets each) and lays
     them out as a legend built afresh would, also when an item moves to another row."""
-    from lstmviz.plots.curves import fit_legend, legend_below, set_legend
+    from lstmviz.plots.panels.curves import fit_legend, legend_below, set_legend
 
     def plot():
         widget = pg.PlotWidget()
@@ -147,7 +147,7 @@ def test_faded_curves_keep_their_steps_as_a_live_run_grows(panel, monkeypatch):
     """Each shown earlier step's curve holds that step's row (the oldest lightest) at every
     live update; when the stride doubles only the curves of steps not shown before are
     re-set (re-setting all 24 would stall one draw)."""
-    from lstmviz.plots.curves import HISTORY_COLOR
+    from lstmviz.plots.panels.curves import HISTORY_COLOR
 
     rows = norms(8, (80, 30))
     config = RunConfig(mode="train", steps=30, batch=2, hidden=3)

@@ -65,8 +65,8 @@ def assert_apart(texts: list[tuple], size) -> None:
 
 
 def direction_heatmaps():
-    from lstmviz.plots.model_maps import LayerHeatmap
-    from lstmviz.plots.record_panels import RecordHeatmap
+    from lstmviz.plots.panels.model_maps import LayerHeatmap
+    from lstmviz.plots.panels.record_panels import RecordHeatmap
 
     return [(LayerHeatmap, trace_arrays()), (RecordHeatmap, recording_arrays())]
 
@@ -107,8 +107,8 @@ def test_a_legend_of_nine_directions_names_the_layers_in_a_short_panel(qtbot, ki
     curve. It now shows an entry per layer in its colour (short names if need be) and one
     for the dashed backward curves, in less room the layers alone; the whole legend where it
     fits."""
-    from lstmviz.plots.model_curves import LayerNormPanel
-    from lstmviz.plots.record_panels import RecordNormPanel
+    from lstmviz.plots.panels.model_curves import LayerNormPanel
+    from lstmviz.plots.panels.record_panels import RecordNormPanel
 
     panel = LayerNormPanel() if kind == "trace" else RecordNormPanel()
     qtbot.addWidget(panel)
@@ -139,7 +139,7 @@ def test_a_legend_of_nine_directions_names_the_layers_in_a_short_panel(qtbot, ki
 def test_a_legend_shown_later_keeps_the_panels_text_colour(qtbot):
     """A legend form shown on a resize outside the style the panel was made in (an export's
     is set only while it draws) kept pyqtgraph's default grey text."""
-    from lstmviz.plots.model_curves import LayerNormPanel
+    from lstmviz.plots.panels.model_curves import LayerNormPanel
 
     saved = pg.getConfigOption("foreground")
     pg.setConfigOptions(foreground="#222")
@@ -164,7 +164,7 @@ def test_the_pdf_summary_keeps_the_top_layer(count):
     """The PDF's summary listed 8 directions, then "… and 1 more directions": of nine, the
     one left out was the top LSTM (nearest the loss). It lists nine, of more the first seven,
     how many are left out, and the last."""
-    from lstmviz.analysis.model_report import model_lines
+    from lstmviz.analysis.report.model_report import model_lines
 
     names = [f"bidirectional_{k}/{d}" for k in range(count // 2) for d in ("forward", "backward")]
     names = (names + ["lstm_top"])[:count] if count % 2 else names[:-1] + ["lstm_top"]
@@ -183,7 +183,7 @@ def test_a_short_legend_is_not_rebuilt_on_each_redraw(qtbot, monkeypatch):
     """With a shorter form shown, a redraw (live runs redraw a few times a second) or a resize
     to no more room tried the full legend first, clearing and refilling its nine entries and
     then the short form's: twice per redraw. Now only a larger room tries the full one."""
-    from lstmviz.plots.model_curves import LayerNormPanel
+    from lstmviz.plots.panels.model_curves import LayerNormPanel
 
     panel = LayerNormPanel()
     qtbot.addWidget(panel)

@@ -29,7 +29,7 @@ def test_short_labels_that_would_collide_are_cut_in_the_middle_until_they_differ
 
 
 def test_the_layer_heatmap_keeps_its_width_beside_long_colliding_names(qapp):
-    from lstmviz.plots.figure import Figure
+    from lstmviz.plots.export.figure import Figure
 
     trace = model_trace(2)
     trace.arrays["layer_names"] = np.array(["encoder_bidirectional_first_block",

@@ -16,7 +16,7 @@ from lstmviz.cli import main
 from lstmviz.core.config import RunConfig
 from lstmviz.core.view import ViewOptions
 from lstmviz.io.trace import GradientTrace
-from lstmviz.plots.export import ExportError, export, export_csv, export_pdf, export_png
+from lstmviz.plots.export.writer import ExportError, export, export_csv, export_pdf, export_png
 
 ROOT = Path(__file__).resolve().parents[1]
 SVG = "{http://www.w3.org/2000/svg}"
@@ -106,7 +106,7 @@ def test_a_part_made_ahead_in_other_colours_is_not_taken(qapp, traces, tmp_path)
     by a later export, whose norm plot then stayed black (seen when a test window came first)."""
     import pyqtgraph as pg
 
-    from lstmviz.plots.panel import SPARES, plot_widget
+    from lstmviz.plots.panels.panel import SPARES, plot_widget
 
     saved = pg.getConfigOption("background")
     pg.setConfigOptions(background="k")
@@ -184,7 +184,7 @@ def test_csv_has_one_row_per_timestep_and_the_trace_norms(traces, tmp_path, mode
 def test_pdf_report_lists_only_the_fields_the_run_reads(traces):
     """The run configuration in the PDF listed the model fit's `epochs` and `every` for a
     multi-pass run, which reads neither."""
-    from lstmviz.plots.figure import Figure
+    from lstmviz.plots.export.figure import Figure
 
     with Figure(traces["multipass"]) as figure:
         report = figure.report_html()
@@ -279,7 +279,7 @@ def _svg_texts(path):
 def test_a_narrow_figure_wraps_its_summary_and_elides_titles(traces, tmp_path):
     from PySide6.QtGui import QFontMetricsF
 
-    from lstmviz.plots.figure import _font, ensure_app
+    from lstmviz.plots.export.figure import _font, ensure_app
 
     ensure_app()
     path = export(traces["multipass"], svg=tmp_path / "n.svg", width=480, height=400,
@@ -327,7 +327,7 @@ def _label_spills(figure) -> list[tuple[str, str]]:
     of the scene an export draws (less the text's document margins)."""
     import pyqtgraph as pg
 
-    from lstmviz.plots.panel import panel_title
+    from lstmviz.plots.panels.panel import panel_title
 
     spills = []
     for panel in figure.panels:
@@ -345,7 +345,7 @@ def _label_spills(figure) -> list[tuple[str, str]]:
 def test_titles_in_a_row_line_up_beside_a_layer_box():
     """A model panel's layer box (its title row's control, which the figure does not draw) put
     its title and plot ~5 px lower than those of the panels beside it."""
-    from lstmviz.plots.figure import Figure
+    from lstmviz.plots.export.figure import Figure
     from tests.test_recording import model_trace
 
     with Figure(model_trace(0)) as figure:
@@ -364,8 +364,8 @@ def test_axis_labels_and_legends_fit_at_every_size(traces, size):
     past short plots and were cut at small sizes (640 × 480 px at 144 dpi: 427 × 320 logical;
     the smallest 200 × 150; a wide, short one like the PDF's), and the gates' legend was folded
     away. Now the figure is laid out larger, then labels are shortened, until they fit."""
-    from lstmviz.plots.figure import Figure
-    from lstmviz.plots.fitting import folded_legend
+    from lstmviz.plots.export.figure import Figure
+    from lstmviz.plots.export.fitting import folded_legend
     from tests.test_recording import model_trace
 
     for trace in (model_trace(0), traces["multipass"], traces["train"]):
@@ -378,8 +378,8 @@ def test_axis_labels_and_legends_fit_at_every_size(traces, size):
 def test_a_label_without_room_is_shortened_with_an_ellipsis():
     """Laid out too small for its labels (no `fit`), each label is cut at a character with
     "…" and stays inside its plot; a larger layout shows the whole label again."""
-    from lstmviz.plots.figure import Figure
-    from lstmviz.plots.model_curves import GATE_AXIS_LABELS
+    from lstmviz.plots.export.figure import Figure
+    from lstmviz.plots.panels.model_curves import GATE_AXIS_LABELS
     from tests.test_recording import model_trace
 
     with Figure(model_trace(0), panels=["gates", "layer_units"]) as figure:
@@ -416,7 +416,7 @@ def test_svg_in_qts_renderer_has_no_frame_the_png_lacks(traces, tmp_path):
 
 
 def test_a_failure_in_any_format_writes_nothing(traces, tmp_path, monkeypatch):
-    from lstmviz.plots import figure
+    from lstmviz.plots.export import figure
 
     old = tmp_path / "a.png"
     old.write_bytes(b"previous")

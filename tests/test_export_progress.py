@@ -6,7 +6,7 @@ import pytest
 
 from lstmviz.core.config import RunConfig
 from lstmviz.io.trace import GradientTrace
-from lstmviz.plots.export import ExportCancelled, export
+from lstmviz.plots.export.writer import ExportCancelled, export
 from tests.test_export import traces as traces  # the module fixture: a trace of each mode
 
 FORMATS = ("png", "svg", "pdf", "csv", "npz")
@@ -28,7 +28,7 @@ def outputs(folder) -> dict:
 
 
 def test_progress_rises_through_every_format_to_the_end(tmp_path, monkeypatch):
-    monkeypatch.setattr("lstmviz.plots.export.CSV_BLOCK", 100)  # 300 rows: three blocks
+    monkeypatch.setattr("lstmviz.plots.export.writer.CSV_BLOCK", 100)  # 300 rows: three blocks
     seen = []
     export(long_trace(), **outputs(tmp_path), width=640, height=400, dpi=96,
            progress=lambda done, what: seen.append((done, what)))  # None: go on  # fmt: skip
@@ -84,7 +84,7 @@ def test_csv_of_a_long_trace_matches_the_arrays_to_float32(tmp_path):
 @pytest.mark.parametrize("file", ["multipass", "long"])
 def test_svg_paths_mapped_in_bulk_are_pyqtgraphs_own_to_the_byte(traces, tmp_path, monkeypatch,
                                                                  file):  # fmt: skip
-    import lstmviz.plots.svg as svg
+    import lstmviz.plots.export.svg as svg
 
     shown = traces["multipass"] if file == "multipass" else long_trace(steps=3_000, rows=30)
     arrays = {key: np.array(value) for key, value in shown.arrays.items()}

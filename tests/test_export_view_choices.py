@@ -1,8 +1,8 @@
-"""The view choices of `lstmviz.plot` and `lstmviz.plots.export.export`: `layer` (the LSTM direction
-a model trace's gates and per-unit panels show; refused by `plot` when the trace lacks it) and
-`record` (the record a recording's curves show). A choice the file does not have is refused naming
-it, whether the trace or recording is given as an object or as a path, and nothing is written; a
-negative record counts from the end, as Python's indexing does."""
+"""The view choices of `lstmviz.plot` and `lstmviz.plots.export.writer.export`: `layer` (the LSTM
+direction a model trace's gates and per-unit panels show; refused by `plot` when the trace lacks it)
+and `record` (the record a recording's curves show). A choice the file does not have is refused
+naming it, whether the trace or recording is given as an object or as a path, and nothing is
+written; a negative record counts from the end, as Python's indexing does."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import lstmviz
 from lstmviz.core.errors import LstmvizError
 from lstmviz.io.recording import load_recording
-from lstmviz.plots.export import ExportError, export
+from lstmviz.plots.export.writer import ExportError, export
 from tests.test_recording import NAMES, model_trace, write
 
 SVG = "{http://www.w3.org/2000/svg}"

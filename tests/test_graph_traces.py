@@ -15,7 +15,7 @@ import pytest
 from lstmviz.analysis import layers
 from lstmviz.analysis.compare import compare
 from lstmviz.analysis.diagnosis import reach_point
-from lstmviz.analysis.summary import plain, summary_text
+from lstmviz.analysis.report.summary import plain, summary_text
 from lstmviz.cli import main
 from lstmviz.io.trace import GradientTrace
 from tests.helpers.graph_trace import T_DEC, T_ENC, chain_norms, graph_arrays, graph_trace
@@ -183,7 +183,7 @@ def test_a_single_input_graph_keeps_the_plain_keys():
 
 def test_a_recording_of_graph_traces_keeps_each_directions_length(tmp_path):
     from lstmviz.analysis.records import panel_arrays, window_norms
-    from lstmviz.analysis.tables import recording_columns
+    from lstmviz.analysis.report.tables import recording_columns
     from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
 
     writer = RecordingWriter(tmp_path / "run.lvz", 5)

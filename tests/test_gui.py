@@ -233,7 +233,7 @@ def test_verify_agrees_with_numpy_bptt_and_catches_a_wrong_gradient(rng, loss):
 
 def test_gui_modules_do_not_import_tensorflow():
     code = (
-        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker,"
+        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.threads.worker,"
         " lstmviz.analysis.verify, lstmviz.engine.process.computing;"
         "sys.exit('tensorflow' in sys.modules or 'keras' in sys.modules)"
     )
@@ -244,7 +244,7 @@ def test_the_window_and_its_worker_come_before_pyqtgraph():
     """What the window needs for its first paint does not import pyqtgraph (slow to import): the
     panels' modules come after it (`MainWindow.prepare_panels`)."""
     code = (
-        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.worker;"
+        "import sys, lstmviz.gui.app, lstmviz.gui.main_window, lstmviz.gui.threads.worker;"
         "sys.exit('pyqtgraph' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
@@ -255,8 +255,8 @@ def test_long_curves_are_drawn_aliased_then_thin_on_screen(qtbot):
     SMOOTH_UP_TO points and drop antialiasing above (a wide antialiased pen on a long curve is
     slow to paint); dashed curves drop to 1 px there too (wider dashes are stroked as a path),
     solid ones above THIN_ABOVE. The model panels' pens follow the same rule."""
-    from lstmviz.plots.curves import MAIN_CURVES, SMOOTH_UP_TO, THIN_ABOVE, NormPanel
-    from lstmviz.plots.model_curves import line_pen
+    from lstmviz.plots.panels.curves import MAIN_CURVES, SMOOTH_UP_TO, THIN_ABOVE, NormPanel
+    from lstmviz.plots.panels.model_curves import line_pen
 
     assert SMOOTH_UP_TO < THIN_ABOVE
     panel = NormPanel()
@@ -284,9 +284,9 @@ def test_panels_are_made_from_the_parts_made_ahead_in_earlier_turns(qtbot, monke
     before the panel, which takes them instead of making its own."""
     from collections import defaultdict
 
-    from lstmviz.gui.panel_area import PanelArea
-    from lstmviz.plots.heatmaps import colour_bar
-    from lstmviz.plots.panel import SPARES, plot_widget
+    from lstmviz.gui.widgets.panel_area import PanelArea
+    from lstmviz.plots.panels.heatmaps import colour_bar
+    from lstmviz.plots.panels.panel import SPARES, plot_widget
 
     area = PanelArea()
     qtbot.addWidget(area)
@@ -313,7 +313,7 @@ def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
     import pyqtgraph as pg
     from PySide6.QtGui import QPainter
 
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -342,7 +342,7 @@ def test_grid_lines_are_opaque_blends_drawn_under_the_curves(qtbot):
 def test_a_log_axis_spanning_less_than_a_decade_still_has_distinct_labels(qtbot):
     """pyqtgraph's log ticks are 1..9 × 10^n, labelled with one digit: between 0.0013 and
     0.0019 there were none (an axis without numbers) — now evenly spaced ticks, told apart."""
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -359,7 +359,7 @@ def test_a_log_axis_spanning_less_than_a_decade_still_has_distinct_labels(qtbot)
 
 
 def test_the_norm_legend_sits_below_the_plot_not_over_the_curves(qtbot):
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)

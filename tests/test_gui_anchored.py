@@ -172,7 +172,7 @@ def test_two_anchors_get_the_connectivity_map_and_the_anchor_chooser(idle, qtbot
     for k, line in enumerate(curves.anchored_lines[:3]):
         np.testing.assert_allclose(line.yData, rows[k, 0], rtol=1e-6)
     assert list(curves.reach_marks.xData) == [reach_of(rows[1, 0], 0, True)]  # bi/backward's
-    from lstmviz.gui.export_dialog import _view_options
+    from lstmviz.gui.dialogs.export_dialog import _view_options
 
     view = _view_options(idle)  # File → Export… draws what the window shows
     assert view.anchored and view.anchor == 0

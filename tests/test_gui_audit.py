@@ -51,7 +51,7 @@ def with_trace(shown, qtbot):
 
 def export_with(monkeypatch, window, base: str, formats=("png",), width: int = 320) -> bool:
     """File → Export… with `base` typed as the file name and `formats` ticked."""
-    from lstmviz.gui.export_dialog import ExportDialog, export_dialog
+    from lstmviz.gui.dialogs.export_dialog import ExportDialog, export_dialog
 
     def accept(dialog):
         dialog.base.setText(base)
@@ -111,7 +111,7 @@ def test_normalise_tooltip_says_which_panels_it_rescales(shown):
 
 
 def test_every_export_dialog_control_has_a_tooltip(with_trace):
-    from lstmviz.gui.export_dialog import ExportDialog
+    from lstmviz.gui.dialogs.export_dialog import ExportDialog
 
     dialog = ExportDialog(with_trace)
     controls = [w for cls in (QAbstractButton, QSpinBox, QComboBox)
@@ -126,7 +126,7 @@ def test_every_export_dialog_control_has_a_tooltip(with_trace):
 def test_a_panel_export_does_not_rename_the_next_one(with_trace, monkeypatch, tmp_path):
     """Export panel… twice: the second file name offered is the export base and the panel,
     not the first panel's file name with the second's appended ("p-norm-rows.png")."""
-    from lstmviz.gui.export_dialog import export_panel
+    from lstmviz.gui.dialogs.export_dialog import export_panel
 
     offered = []
 

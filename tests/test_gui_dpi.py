@@ -95,7 +95,7 @@ def test_colour_bar_label_fits_a_short_panel(qtbot):
     """The colour bar's label, longer than a short panel's bar (a recording's row of model
     panels in a 1280×720 window), was cut at both ends ("og₁₀ mean |dL/dh"): it shows a
     shorter form that fits, and the whole label again once the panel is tall."""
-    from lstmviz.plots.heatmaps import UnitsHeatmap
+    from lstmviz.plots.panels.heatmaps import UnitsHeatmap
 
     panel = UnitsHeatmap()
     qtbot.addWidget(panel)
@@ -126,7 +126,7 @@ def model_arrays(samples: int, t: int = 30) -> dict:
 
 
 def test_direction_axis_label_fits_a_short_panel(qtbot):
-    from lstmviz.plots.model_maps import LayerHeatmap
+    from lstmviz.plots.panels.model_maps import LayerHeatmap
 
     panel = LayerHeatmap()
     qtbot.addWidget(panel)
@@ -153,7 +153,7 @@ def tick_texts(axis: pg.AxisItem) -> list[tuple[QRectF, str]]:
 def test_saliency_row_labels_never_overlap(qtbot):
     """64 samples: "mean" and a label every 8 samples. In a short panel (a recording's model
     row in a 1280×720 window) all nine were drawn on top of each other."""
-    from lstmviz.plots.model_maps import SaliencyHeatmap
+    from lstmviz.plots.panels.model_maps import SaliencyHeatmap
 
     panel = SaliencyHeatmap()
     qtbot.addWidget(panel)
@@ -181,7 +181,7 @@ def test_saliency_row_labels_never_overlap(qtbot):
 def test_panels_keep_a_readable_size_in_the_smallest_window(qtbot, settings):
     """Shrunk to its minimum, the window squeezed its panels to slivers (~30 px high: crushed
     axes, overlapping tick labels): its minimum now leaves every panel shown 10 × 7 lines."""
-    from lstmviz.gui.panel_area import MIN_PANEL_LINES
+    from lstmviz.gui.widgets.panel_area import MIN_PANEL_LINES
 
     win = MainWindow(settings=settings)
     qtbot.addWidget(win)
@@ -199,7 +199,7 @@ def test_panels_keep_a_readable_size_in_the_smallest_window(qtbot, settings):
 
 
 def panel_name(panel) -> str:
-    from lstmviz.plots.panel import panel_title
+    from lstmviz.plots.panels.panel import panel_title
 
     return panel_title(panel)
 
@@ -207,7 +207,7 @@ def panel_name(panel) -> str:
 def test_the_recording_bars_controls_do_not_touch(qtbot):
     """"Heatmap over", its combo box and the note after it, and the slider's row: a gap between
     neighbours (the window's style gave these rows none: the note touched the combo box)."""
-    from lstmviz.gui.recording_bar import RecordingBar
+    from lstmviz.gui.widgets.recording_bar import RecordingBar
 
     bar = RecordingBar()
     qtbot.addWidget(bar)

@@ -59,7 +59,7 @@ def test_gui_right_click_export_writes_the_panel(window, tmp_path, monkeypatch):
 def test_gui_export_dialog_writes_every_chosen_format(window, tmp_path, monkeypatch):
     from PySide6.QtWidgets import QDialog
 
-    from lstmviz.gui.export_dialog import ExportDialog
+    from lstmviz.gui.dialogs.export_dialog import ExportDialog
 
     base = tmp_path / "fig"
     export_every_format(window, monkeypatch, base, 800, 500)
@@ -86,7 +86,7 @@ def test_gui_export_panel_under_cursor(window, tmp_path, monkeypatch):
     from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QFileDialog
 
-    from lstmviz.gui.export_dialog import export_under_cursor
+    from lstmviz.gui.dialogs.export_dialog import export_under_cursor
 
     target = tmp_path / "units.csv"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))

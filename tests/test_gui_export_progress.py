@@ -63,7 +63,7 @@ def test_cancel_in_the_progress_dialog_writes_nothing(window, monkeypatch, out, 
 
 def test_the_progress_dialog_names_each_step_and_the_files_are_written(window, monkeypatch,
                                                                        out, errors):  # fmt: skip
-    monkeypatch.setattr("lstmviz.gui.export_dialog.PROGRESS_AFTER_MS", 0)  # shown at once
+    monkeypatch.setattr("lstmviz.gui.dialogs.export_dialog.PROGRESS_AFTER_MS", 0)  # shown at once
     labels = watch_progress(window, cancel=False)
     assert export_with(monkeypatch, window, str(out / "fig"), ("png", "svg", "csv")), errors
     assert sorted(p.name for p in out.iterdir()) == ["fig.csv", "fig.png", "fig.svg",

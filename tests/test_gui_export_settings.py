@@ -12,7 +12,7 @@ from PySide6.QtGui import QImage  # noqa: E402
 from PySide6.QtWidgets import QFileDialog  # noqa: E402
 
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from lstmviz.plots.export import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH  # noqa: E402
+from lstmviz.plots.export.writer import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH  # noqa: E402
 from tests.test_gui_audit import export_with, small_trace  # noqa: E402
 
 EDITED = """[export]
@@ -43,7 +43,7 @@ def test_unreadable_export_settings_open_the_dialog_with_the_defaults(edited, mo
                                                                       tmp_path):  # fmt: skip
     from PySide6.QtWidgets import QDialog
 
-    from lstmviz.gui.export_dialog import ExportDialog, export_dialog
+    from lstmviz.gui.dialogs.export_dialog import ExportDialog, export_dialog
 
     seen = {}
 

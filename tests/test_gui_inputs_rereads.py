@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from lstmviz.gui import file_actions  # noqa: E402
+from lstmviz.gui.parts import file_actions  # noqa: E402
 
 
 @pytest.fixture

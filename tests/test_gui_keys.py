@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (  # noqa: E402
 )
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.gui import run_view  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from lstmviz.gui.run_state import Outcome  # noqa: E402
+from lstmviz.gui.parts import run_view  # noqa: E402
+from lstmviz.gui.state.run_state import Outcome  # noqa: E402
 from lstmviz.io.trace import GradientTrace, TraceUpdate, step_norm  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -248,7 +248,7 @@ def test_file_and_help_keys_open_their_dialogs(qtbot, win, monkeypatch):
                         lambda parent, title, *a: seen.append(title) or ("", ""))  # fmt: skip
     monkeypatch.setattr(QMessageBox, "information",
                         lambda parent, title, text: seen.append(title))  # fmt: skip
-    from lstmviz.gui.export_dialog import ExportDialog
+    from lstmviz.gui.dialogs.export_dialog import ExportDialog
 
     monkeypatch.setattr(ExportDialog, "exec", lambda d: seen.append("Export") or QDialog.Rejected)
     win.show_trace(small_trace(), 0.1)
@@ -380,7 +380,7 @@ class LikeLinuxLineEdit(QObject):
 def test_ctrl_e_exports_from_a_field_that_claims_it_for_end_of_line(
     qtbot, win, monkeypatch, field
 ):
-    from lstmviz.gui.export_dialog import ExportDialog
+    from lstmviz.gui.dialogs.export_dialog import ExportDialog
 
     seen = []
     monkeypatch.setattr(ExportDialog, "exec", lambda d: seen.append("Export") or QDialog.Rejected)

@@ -14,7 +14,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.gui.run_view import NOTHING_KEPT  # noqa: E402
+from lstmviz.gui.parts.run_view import NOTHING_KEPT  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
 from tests.helpers.gui_fakes import PASSES, TP  # noqa: E402
 
@@ -175,7 +175,7 @@ def test_a_trace_opened_during_a_run_ends_it_and_stays(qtbot, window, tmp_path):
 def test_the_dock_lists_only_the_files_the_mode_reads(qtbot):
     """Weights loaded for a taped run are not "Weights: …" under a training or model run's
     fields (those runs do not read them); back in taped mode they are again."""
-    from lstmviz.gui.params import ParamsEditor
+    from lstmviz.gui.widgets.params import ParamsEditor
 
     params = ParamsEditor()
     qtbot.addWidget(params)

@@ -25,8 +25,8 @@ from lstmviz.engine.process import (
     computing,  # noqa: E402
     messages,  # noqa: E402
 )
-from lstmviz.gui import worker as worker_module  # noqa: E402
-from lstmviz.gui.worker import exit_text  # noqa: E402
+from lstmviz.gui.threads import worker as worker_module  # noqa: E402
+from lstmviz.gui.threads.worker import exit_text  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
 from tests.helpers.app_process import App  # noqa: E402
 

@@ -273,7 +273,7 @@ def test_a_growing_recording_is_followed_without_blocking_the_window(
     some of that), while the same slow read in the window's thread makes it late by more."""
     from PySide6.QtCore import QTimer
 
-    from lstmviz.gui import recording_follow
+    from lstmviz.gui.threads import recording_follow
 
     read_changes = recording_follow.read_changes
 
@@ -392,7 +392,7 @@ def test_gui_opens_a_recording_on_the_command_line(tmp_path, fitted):
 def test_the_faded_legend_says_how_many_earlier_records_it_leaves_out(qtbot):
     """40 records: the faded curves are a sample of the earlier ones, and the legend says of
     how many ("8 earlier records" over 39 read as a recording of 9)."""
-    from lstmviz.plots.record_panels import RecordNormPanel
+    from lstmviz.plots.panels.record_panels import RecordNormPanel
 
     rng = np.random.default_rng(0)
     count, steps = 40, 6
@@ -420,7 +420,7 @@ def test_the_loss_legend_names_what_trained_the_model(qtbot, model_source, input
                                                       trainer):  # fmt: skip
     """The training loss's legend entry names what reported it: Keras's fit, a PyTorch loop or
     Lightning, as the recording's `model_source` and `inputs_source` say."""
-    from lstmviz.plots.record_panels import RecordLossPanel
+    from lstmviz.plots.panels.record_panels import RecordLossPanel
 
     arrays = {"step": np.array([5, 10]), "epoch": np.zeros(2, np.int64),
               "loss": np.array([0.7, 0.6]), "train_loss": np.array([0.8, 0.65]),

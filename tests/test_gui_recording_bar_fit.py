@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from lstmviz.analysis.records import panel_arrays  # noqa: E402
-from lstmviz.analysis.summary import plain  # noqa: E402
-from lstmviz.gui.recording_bar import RecordingBar  # noqa: E402
+from lstmviz.analysis.report.summary import plain  # noqa: E402
+from lstmviz.gui.widgets.recording_bar import RecordingBar  # noqa: E402
 from lstmviz.io.recording import load_recording  # noqa: E402
 
 RECORDING = Path(__file__).resolve().parent / "data" / "recording_format1.lvz.gz"

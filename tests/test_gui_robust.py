@@ -218,8 +218,8 @@ def test_live_heatmap_and_curves_equal_the_trace_after_streaming(qtbot):
     skipped) end with the same numbers as drawing the whole matrix at once."""
     from lstmviz.analysis.values import display_values
     from lstmviz.core.config import RunConfig
-    from lstmviz.plots.curves import NormHistoryPanel
-    from lstmviz.plots.heatmaps import RowsHeatmap
+    from lstmviz.plots.panels.curves import NormHistoryPanel
+    from lstmviz.plots.panels.heatmaps import RowsHeatmap
     from lstmviz.plots.style import colour
 
     rng = np.random.default_rng(0)
@@ -290,7 +290,7 @@ def test_live_curve_panel_y_range_only_grows_and_holds_the_data(qtbot):
     """During a live run the norm panel's y range (and so its grid) changes only when the
     data leaves it; a finished trace fits the data again."""
     from lstmviz.core.config import RunConfig
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
 
     panel = NormPanel()
     qtbot.addWidget(panel)
@@ -348,7 +348,7 @@ def test_staged_redraw_ends_with_every_panel_showing_the_newest_trace(qtbot, tmp
 def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):
     """Batches overlap on the time axis: at most one curve per palette colour (the heatmap
     shows every batch). Passes sit side by side: up to 20."""
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
     from lstmviz.plots.style import PALETTE
 
     panel = NormPanel()
@@ -372,7 +372,7 @@ def test_per_batch_curves_get_one_colour_each_and_passes_up_to_twenty(qtbot):
 def test_summary_flags_a_non_finite_array_the_per_step_check_does_not_cover():
     """With `nonfinite_steps` the summary trusts it for states and normed gradients and scans
     only the other float arrays: a NaN weight gradient is still reported."""
-    from lstmviz.analysis.summary import summary_text
+    from lstmviz.analysis.report.summary import summary_text
 
     steps = 6
     grad = np.ones((steps, 2, 3), np.float32)

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.gui import trace_loading  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
+from lstmviz.gui.threads import trace_loading  # noqa: E402
 from lstmviz.io.trace import GradientTrace  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
 from tests.helpers.gui_fakes import PASSES, TP  # noqa: E402

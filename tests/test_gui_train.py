@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("pytestqt")
 from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox  # noqa: E402
 
-from lstmviz.analysis.summary import LSTM_KERNEL_TEXT  # noqa: E402
-from lstmviz.gui.dialogs import LayerPickerDialog  # noqa: E402
+from lstmviz.analysis.report.summary import LSTM_KERNEL_TEXT  # noqa: E402
+from lstmviz.gui.dialogs.file_dialogs import LayerPickerDialog  # noqa: E402
 
 
 def set_params(win, **values):

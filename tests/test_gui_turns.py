@@ -175,7 +175,7 @@ def test_a_file_opened_before_tensorflow_is_ready_stays_in_the_status_line(shown
 def test_a_file_field_shows_the_names_and_keeps_the_paths(qtbot):
     """The dock is narrow: a file field shows the file's name (a path cut at its start said
     nothing), the whole path in its tooltip; empty, the tooltip says what that means."""
-    from lstmviz.gui.params import FileField
+    from lstmviz.gui.widgets.params import FileField
 
     field = FileField("random (seeded)")
     qtbot.addWidget(field)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from lstmviz.gui.recording_bar import RecordingBar  # noqa: E402
+from lstmviz.gui.widgets.recording_bar import RecordingBar  # noqa: E402
 from lstmviz.io.trace import GradientTrace, step_norm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

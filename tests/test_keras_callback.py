@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import pytest
 
-from lstmviz.analysis.summary import model_parts
+from lstmviz.analysis.report.summary import model_parts
 from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import load_recording
@@ -125,7 +125,7 @@ def test_the_last_record_is_model_mode_at_the_final_weights(tmp_path, build):
                      for k in range(len(expected["layer_names"]))])  # fmt: skip
     assert np.isnan(rec.norm_c_total_by_layer[:, ~lstm]).all()
     assert np.isfinite(rec.norm_c_total_by_layer[:, lstm]).all()
-    from lstmviz.plots.export import recording_columns
+    from lstmviz.plots.export.writer import recording_columns
 
     headers = [name for name, _ in recording_columns(rec)]
     assert sum("norm_c_total" in h for h in headers) == 3 * lstm.sum()  # mean, min, max

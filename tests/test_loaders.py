@@ -514,7 +514,7 @@ def test_hdf5_links_are_not_followed(tmp_path, rng):
 
 def test_a_refused_layer_without_a_name_is_not_listed_as_an_empty_name():
     """ "no LSTM layer inside (: not an LSTM …)": an unnamed layer's reason stands alone."""
-    from lstmviz.weights.found import FoundLayer
+    from lstmviz.weights.formats.found import FoundLayer
     from lstmviz.weights.loaders import _usable
 
     named = FoundLayer("gru", {"kernel": np.zeros((2, 9))}, problem="a GRU, not an LSTM")

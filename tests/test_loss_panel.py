@@ -1,4 +1,4 @@
-"""The training-loss panel (`lstmviz.plots.training.LossPanel`): a run of one training step
+"""The training-loss panel (`lstmviz.plots.panels.training.LossPanel`): a run of one training step
 shows its one loss as a dot (a curve of one point draws no line, and the panel looked empty);
 the legend sits below the plot."""
 
@@ -11,7 +11,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.plots.training import LossPanel  # noqa: E402
+from lstmviz.plots.panels.training import LossPanel  # noqa: E402
 
 
 def red_pixels(panel) -> int:

@@ -145,7 +145,7 @@ def test_a_live_spec_views_its_variables_and_keeps_the_values_read():
     """A live spec's arrays are read-only views of the variables' values, which a run takes
     without a copy; an update in place (as an optimizer's assign_add) after the read leaves
     them as they were, and the next read sees it."""
-    from lstmviz.weights.keras_live import tensor_of
+    from lstmviz.weights.live.keras_live import tensor_of
     from lstmviz.weights.model_files import spec_from_keras
 
     model = keras.Sequential([keras.Input((5, 3)), L.LSTM(4, name="low")])

@@ -31,7 +31,7 @@ def long_arrays() -> dict:
 
 
 def test_long_model_curves_are_painted_with_about_two_points_a_pixel(qtbot):
-    from lstmviz.plots.model_curves import GatesPanel, LayerNormPanel
+    from lstmviz.plots.panels.model_curves import GatesPanel, LayerNormPanel
 
     arrays, config = long_arrays(), RunConfig(mode="model", steps=STEPS)
     norm, gates = LayerNormPanel(), GatesPanel()

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lstmviz.core.errors import LstmvizError, ModelError
-from lstmviz.weights.keras_config import LOSSES
+from lstmviz.weights.formats.keras_config import LOSSES
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
-from lstmviz.weights.model import ACTIVATIONS
 from lstmviz.weights.model_files import load_model, spec_from_keras
+from lstmviz.weights.model_spec import ACTIVATIONS
 from tests.helpers.model_fixtures import (
     bad_keras3_models,
     cudnn_forward,
@@ -217,7 +217,7 @@ def test_keras3_layers_only_keras_runs(k3):
     layers compute; a nested Sequential is flattened in place."""
     import keras
 
-    from lstmviz.weights.keras_rebuild import keras_layer
+    from lstmviz.weights.live.keras_rebuild import keras_layer
 
     model = k3["models"]["nested"]
     spec = load_model(k3["folder"] / "nested.keras")
@@ -560,7 +560,7 @@ def test_truncated_and_bit_flipped_files_load_or_raise_one_line(k3, k2, tmp_path
 
 def test_model_spec_checks_the_chain(rng):
     """ModelSpec refuses layers that do not take what the layer before gives."""
-    from lstmviz.weights.model import LayerSpec, ModelSpec
+    from lstmviz.weights.model_spec import LayerSpec, ModelSpec
 
     def lstm(name, i, h, sequences):
         w = {"kernel": rng.standard_normal((i, 4 * h)), "recurrent_kernel": np.ones((h, 4 * h))}

@@ -59,8 +59,8 @@ def test_a_model_file_is_a_model_and_an_lstm_weights_file_is_weights(model_file,
 
 
 def test_the_model_panels_show_the_trace(qtbot, trace):
-    from lstmviz.plots.model_curves import GatesPanel, LayerNormPanel
-    from lstmviz.plots.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
+    from lstmviz.plots.panels.model_curves import GatesPanel, LayerNormPanel
+    from lstmviz.plots.panels.model_maps import LayerHeatmap, LayerUnitsHeatmap, SaliencyHeatmap
 
     a = trace.arrays
     names = [str(n) for n in a["layer_names"]]
@@ -166,7 +166,7 @@ def test_export_of_a_model_trace_names_every_direction_and_writes_a_block_per_la
 
 
 def test_the_pdf_report_lists_the_model_summary_table(trace):
-    from lstmviz.plots.figure import Figure
+    from lstmviz.plots.export.figure import Figure
 
     with Figure(trace, view=ViewOptions(layer=1)) as figure:
         assert figure.names == list(MODEL_PANELS)
@@ -181,7 +181,7 @@ def test_the_pdf_report_lists_the_model_summary_table(trace):
 
 
 def test_csv_of_a_trace_without_layer_names_numbers_the_layers():
-    from lstmviz.plots.export import csv_columns
+    from lstmviz.plots.export.writer import csv_columns
 
     rows = np.arange(6, dtype=np.float32).reshape(2, 3)
     trace = GradientTrace("model", RunConfig(mode="model", steps=3),
@@ -194,7 +194,7 @@ def test_csv_of_a_trace_without_layer_names_numbers_the_layers():
 def test_the_gates_axis_label_fits_a_short_panel(qtbot, trace):
     """The window's recording view leaves the gates panel ~150 px of plot: its y label is
     shortened to fit, not cut off by Qt; a tall panel keeps the whole label."""
-    from lstmviz.plots.model_curves import GATE_AXIS_LABELS, GatesPanel
+    from lstmviz.plots.panels.model_curves import GATE_AXIS_LABELS, GatesPanel
 
     gates = GatesPanel()
     qtbot.addWidget(gates)

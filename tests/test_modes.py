@@ -46,7 +46,7 @@ def test_a_registered_mode_appears_in_the_cli_and_runs(toy, tmp_path):
 
 
 def test_a_registered_mode_appears_in_the_gui(toy, qtbot):
-    from lstmviz.gui.params import ParamsEditor
+    from lstmviz.gui.widgets.params import ParamsEditor
 
     editor = ParamsEditor()
     qtbot.addWidget(editor)

@@ -218,7 +218,7 @@ def test_the_worker_hands_a_notice_on_to_the_window(qtbot):
     """The computing process's `Notice` (a first run building the kernels) becomes the
     worker's `notice` signal, which the window shows in its status line."""
     from lstmviz.engine.process import messages
-    from lstmviz.gui.worker import Worker
+    from lstmviz.gui.threads.worker import Worker
 
     worker = Worker()
     with qtbot.waitSignal(worker.notice, timeout=1000) as got:

@@ -24,7 +24,7 @@ from lstmviz.core.config import RunConfig
 from lstmviz.io import files, recording
 from lstmviz.io.recording import RecordingError, RecordingWriter, load_recording, record_rows
 from lstmviz.io.trace import GradientTrace
-from lstmviz.plots.export import export
+from lstmviz.plots.export.writer import export
 
 ROOT = Path(__file__).resolve().parents[1]
 T, B, L, H = 6, 3, 2, 4
@@ -461,7 +461,7 @@ def test_reading_a_recording_needs_neither_tensorflow_nor_qt():
     code = (
         "import sys, lstmviz\n"
         "assert callable(lstmviz.load_recording) and lstmviz.Recording\n"
-        "import lstmviz.plots.export, lstmviz.io.recording\n"
+        "import lstmviz.plots.export.writer, lstmviz.io.recording\n"
         "assert 'tensorflow' not in sys.modules and 'PySide6' not in sys.modules\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_plot_and_analysis_modules_are_small():
     sizes = {
         p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
-        for p in [*ROOT.glob("lstmviz/plots/*.py"), *ROOT.glob("lstmviz/analysis/*.py")]
+        for p in [*ROOT.glob("lstmviz/plots/**/*.py"), *ROOT.glob("lstmviz/analysis/**/*.py")]
     }
     assert sizes and max(sizes.values()) <= 600, sizes
 
@@ -63,7 +63,7 @@ def trained():
 
 
 def test_figure_of_a_training_trace_has_loss_and_connectivity_laid_out_like_the_window(trained):
-    from lstmviz.plots.figure import Figure
+    from lstmviz.plots.export.figure import Figure
 
     with Figure(trained) as figure:
         assert figure.names == list(LSTM_PANELS)
@@ -85,7 +85,7 @@ def _svg_texts(path) -> str:
 def test_export_of_a_training_trace_writes_the_loss_and_connectivity_panels(trained, tmp_path):
     from PySide6.QtGui import QImage
 
-    from lstmviz.plots.export import export
+    from lstmviz.plots.export.writer import export
 
     png, svg = export(trained, png=tmp_path / "t.png", svg=tmp_path / "t.svg", width=1400,
                       height=900, dpi=96)  # fmt: skip
@@ -180,7 +180,7 @@ def test_export_of_a_recording_draws_its_evolution_figure(tmp_path, capsys):
 def test_beside_pass_colours_the_direct_and_cell_curves_are_grey_and_listed_last(qtbot):
     """Colour means a pass (or batch) in a multi-pass plot: the direct and cell curves take no
     pass's colour, and the legend lists the passes in order before them."""
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
     from lstmviz.plots.style import PALETTE
 
     panel = NormPanel()
@@ -217,7 +217,7 @@ def test_a_heatmap_cell_without_a_value_is_grey_not_the_background(qtbot):
     the heatmaps' grey, which white, the panel's background, would hide."""
     from PySide6.QtCore import QPointF, Qt
 
-    from lstmviz.plots.heatmaps import NO_VALUE, RowsHeatmap
+    from lstmviz.plots.panels.heatmaps import NO_VALUE, RowsHeatmap
 
     panel = RowsHeatmap()
     qtbot.addWidget(panel)
@@ -248,9 +248,9 @@ def test_a_heatmap_cell_without_a_value_is_grey_not_the_background(qtbot):
 def test_a_heatmap_column_is_centred_on_its_timestep_where_the_curves_put_it(qtbot):
     """Step t's cell spans t-0.5…t+0.5 (the axis's tick t at its centre, as the curves above
     draw step t at x = t), and hovering reads the cell under the pointer."""
-    from lstmviz.plots.curves import NormPanel
-    from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
-    from lstmviz.plots.training import ConnectivityPanel
+    from lstmviz.plots.panels.curves import NormPanel
+    from lstmviz.plots.panels.heatmaps import RowsHeatmap, UnitsHeatmap
+    from lstmviz.plots.panels.training import ConnectivityPanel
 
     rows = np.arange(1.0, 25.0, dtype=np.float32).reshape(4, 6)
     arrays = {"norm_h_total_by_pass": rows, "norm_h_total": rows.ravel()}
@@ -287,7 +287,7 @@ def _multipass_norm_panel(qtbot):
     """A NormPanel (not on screen) drawing 4 passes of 6 steps: a legend of five rows."""
     from PySide6.QtCore import Qt
 
-    from lstmviz.plots.curves import NormPanel
+    from lstmviz.plots.panels.curves import NormPanel
 
     rows = np.arange(1.0, 25.0, dtype=np.float32).reshape(4, 6)
     panel = NormPanel()
@@ -302,7 +302,7 @@ def _multipass_norm_panel(qtbot):
 def test_a_legend_folds_away_in_a_panel_too_short_for_it_and_its_curves(qtbot):
     """In a small window a legend below the x axis left the curves a sliver: under
     MIN_VIEW_PX of room it is hidden and gives its room back, and returns when there is."""
-    from lstmviz.plots.curves import MIN_VIEW_PX
+    from lstmviz.plots.panels.curves import MIN_VIEW_PX
 
     panel = _multipass_norm_panel(qtbot)
     panel.show()
@@ -324,7 +324,7 @@ def test_the_curves_keep_the_panels_width_when_the_legend_narrows(qtbot, rng):
     import pyqtgraph as pg
     from PySide6.QtCore import Qt
 
-    from lstmviz.plots.curves import NormHistoryPanel
+    from lstmviz.plots.panels.curves import NormHistoryPanel
 
     steps = 30
     history = np.exp(rng.uniform(np.log(0.002), np.log(0.012), (20, steps))).astype(np.float32)
@@ -349,8 +349,8 @@ def test_the_curves_keep_the_panels_width_when_the_legend_narrows(qtbot, rng):
 def test_training_steps_count_from_1_in_every_panel_and_the_summary(qtbot):
     """The loss panel, its NaN/Inf marks, its readout and the summary count training steps
     from 1, as the steps × timesteps heatmap labels its rows and the CSV names its columns."""
-    from lstmviz.analysis.summary import summary_text
-    from lstmviz.plots.training import LossPanel
+    from lstmviz.analysis.report.summary import summary_text
+    from lstmviz.plots.panels.training import LossPanel
 
     loss = np.array([1.0, 0.8, np.nan, 0.5, 0.4])
     arrays = {"loss_by_step": loss, "nonfinite_loss_steps": np.array([2])}  # the third step
@@ -369,7 +369,7 @@ def test_a_recording_of_one_record_marks_its_training_loss(qtbot, tmp_path):
     and the legend named it); with more records it is a line again."""
     from lstmviz.analysis.records import panel_arrays
     from lstmviz.io.recording import load_recording
-    from lstmviz.plots.record_panels import RecordLossPanel
+    from lstmviz.plots.panels.record_panels import RecordLossPanel
     from tests.test_recording import write
 
     panel = RecordLossPanel()
@@ -386,7 +386,7 @@ def test_row_labels_thin_out_in_a_short_heatmap(qtbot):
     15, 20 are (the labels of every row overlapped)."""
     from PySide6.QtCore import Qt
 
-    from lstmviz.plots.heatmaps import RowsHeatmap
+    from lstmviz.plots.panels.heatmaps import RowsHeatmap
     from tests.helpers.gui_checks import drawn_labels
 
     rows = np.arange(1.0, 121.0, dtype=np.float32).reshape(20, 6)
@@ -404,7 +404,7 @@ def test_a_narrow_panel_elides_its_title_and_folds_a_legend_wider_than_its_plot(
     """In a small window a title cut mid-letter ran under the controls beside it, and a
     one-column legend wider than the plot had its labels cut: the title ends in "…" (the
     full one stays its text, for exports), the legend folds away."""
-    from lstmviz.plots.panel import panel_title
+    from lstmviz.plots.panels.panel import panel_title
 
     panel = _multipass_norm_panel(qtbot)
     for width, narrow in ((900, False), (150, True), (900, False)):
@@ -422,7 +422,7 @@ def test_summary_shapes_are_never_parted_by_a_wrap():
     """Qt's line breaker finds no break in a shape or "(max |Δ| 1.9e-08)" (it broke after "|")."""
     from PySide6.QtCore import QTextBoundaryFinder
 
-    from lstmviz.analysis.summary import plain, reference_part, summary_text
+    from lstmviz.analysis.report.summary import plain, reference_part, summary_text
 
     config = RunConfig(mode="model", steps=40, batch=32, loss="mse")
     arrays = {"loss": np.float32(0.5), "inputs_source": "d.npz: x [32, 40] · y [32, 1]"}
@@ -435,7 +435,7 @@ def test_summary_shapes_are_never_parted_by_a_wrap():
 
 
 def test_summary_vouches_for_no_nan_only_once_there_are_arrays():
-    from lstmviz.analysis.summary import summary_text
+    from lstmviz.analysis.report.summary import summary_text
 
     config = RunConfig(mode="taped", steps=5)
     before = summary_text("taped", {}, config, 0.0)
@@ -456,13 +456,15 @@ def test_summary_vouches_for_no_nan_only_once_there_are_arrays():
 
 
 def test_render_pins_the_singletons_for_exports_without_the_window():
-    """lstmviz.plots.export draws with Qt but never imports lstmviz.gui: importing lstmviz.plots
-    pins None/True/False against PySide6 6.12's reference-counting bug (CPython < 3.12)."""
+    """lstmviz.plots.export.writer draws with Qt but never imports lstmviz.gui: importing
+    lstmviz.plots pins None/True/False against PySide6 6.12's reference-counting bug (CPython <
+    3.12)."""
     import subprocess
     import sys
 
     code = (
-        "import sys; before = sys.getrefcount(None); import lstmviz.plots, lstmviz.plots.export; "
+        "import sys; before = sys.getrefcount(None); "
+        "import lstmviz.plots, lstmviz.plots.export.writer; "
         "print(before, sys.getrefcount(None), 'lstmviz.gui' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -558,9 +560,9 @@ def test_a_recordings_report_lists_the_last_records_lines_under_one_heading(tmp_
     """The PDF summary of a recording: the last record's model lines (one a direction, and
     more) under one heading, not each prefixed with "last record (step …)", which made every
     line wrap in two and, with many directions, squeezed the panels."""
-    from lstmviz.analysis.model_report import model_lines
+    from lstmviz.analysis.report.model_report import model_lines
     from lstmviz.io.recording import load_recording
-    from lstmviz.plots.recording_figure import RecordingFigure
+    from lstmviz.plots.export.recording_figure import RecordingFigure
     from tests.test_recording import write
 
     path = tmp_path / "run.lvz"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lstmviz.analysis.summary import plain, summary_text, trained_on
+from lstmviz.analysis.report.summary import plain, summary_text, trained_on
 from lstmviz.core.config import RunConfig
 
 

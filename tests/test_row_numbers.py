@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from lstmviz.core.config import RunConfig
-from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
+from lstmviz.plots.panels.heatmaps import RowsHeatmap, UnitsHeatmap
 from tests.helpers.gui_checks import drawn_labels
 
 
@@ -37,7 +37,7 @@ def test_units_are_labelled_from_0(qtbot):
 
 @pytest.mark.parametrize("steps", [2, 3, 40])
 def test_the_connectivity_maps_loss_steps_are_whole_timesteps_from_0(qtbot, steps):
-    from lstmviz.plots.training import ConnectivityPanel
+    from lstmviz.plots.panels.training import ConnectivityPanel
 
     panel = ConnectivityPanel()
     qtbot.addWidget(panel)

@@ -32,7 +32,7 @@ def batch_norms(trace) -> np.ndarray:
 
 
 def test_the_pdf_summary_names_the_largest_norm_and_its_batch(per_batch):
-    from lstmviz.plots.figure import Figure
+    from lstmviz.plots.export.figure import Figure
 
     norms = batch_norms(per_batch)
     n, t = np.unravel_index(int(np.argmax(norms)), norms.shape)

@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import QObject, Signal
 
 from lstmviz.core.config import RunConfig
-from lstmviz.gui.run_state import Outcome, Phase, RunState, Stop
+from lstmviz.gui.state.run_state import Outcome, Phase, RunState, Stop
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 
@@ -83,7 +83,7 @@ def test_pause_and_resume(state):
 
 
 def test_time_paused_or_held_by_the_keep_question_is_not_run_time(state, monkeypatch):
-    from lstmviz.gui import run_state
+    from lstmviz.gui.state import run_state
 
     clock = [100.0]
     monkeypatch.setattr(run_state.time, "monotonic", lambda: clock[0])

@@ -25,7 +25,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
 from lstmviz.core.config import RunConfig
-from lstmviz.plots.heatmaps import RowsHeatmap, UnitsHeatmap
+from lstmviz.plots.panels.heatmaps import RowsHeatmap, UnitsHeatmap
 
 app = QApplication([])
 kind, steps, rows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -5,7 +5,7 @@ the trace shown before it with its file."""
 from types import SimpleNamespace
 
 from lstmviz.core.config import RunConfig
-from lstmviz.gui.shown import Shown
+from lstmviz.gui.state.shown import Shown
 from lstmviz.io.trace import GradientTrace
 
 

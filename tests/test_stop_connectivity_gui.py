@@ -12,7 +12,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.gui import worker as worker_module  # noqa: E402
+from lstmviz.gui.threads import worker as worker_module  # noqa: E402
 from tests.test_gui_process import alive, ended_at, run_to_end  # noqa: E402
 
 # the whole map: about a minute on 2 cores

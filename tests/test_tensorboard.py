@@ -21,7 +21,7 @@ from PySide6.QtGui import QImage  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 from lstmviz.analysis.diagnosis import diagnose  # noqa: E402
-from lstmviz.analysis.raster import PALETTE, viridis  # noqa: E402
+from lstmviz.analysis.images.raster import PALETTE, viridis  # noqa: E402
 from lstmviz.cli import main  # noqa: E402
 from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.io.recording import RecordingWriter, load_recording, record_rows  # noqa: E402

@@ -89,7 +89,7 @@ def test_a_sequence_too_short_for_its_task_names_the_steps(tmp_path, capsys, tas
 def test_a_run_on_sequences_is_named_for_them_not_for_the_unread_task(tmp_path, qapp):
     """A run on the user's sequences keeps `task` at its default: the figure's summary and
     the default name of its saved weights name the sequences' file instead."""
-    from lstmviz.plots.figure import Figure
+    from lstmviz.plots.export.figure import Figure
 
     rng = np.random.default_rng(3)
     path = tmp_path / "walks.npz"

@@ -6,5 +6,8 @@
 - `diagnosis`: a `Diagnosis` per trace (`trace.diagnosis`), a `RecordingDiagnosis` per recording;
 - `compare`: two runs side by side (`lstmviz.compare`).
 
+Rooms: `images/` (pictures drawn with NumPy alone) and `report/` (the summary line, the PDF
+report's parts, the CSV tables).
+
 Definitions, formulas and sources: docs/diagnosis.md.
 """

@@ -152,7 +152,7 @@ class Comparison:
     def plot(self, width: int = 1000, height: int = 700, dpi: float = 96):
         """The curves (A solid, B dashed) and the log-ratio heatmap as a notebook figure
         (`lstmviz.notebook.Figure`-like: PNG bytes, shown inline by Jupyter). Needs Qt."""
-        from lstmviz.plots.compare_figure import compare_plot
+        from lstmviz.plots.export.compare_figure import compare_plot
 
         return compare_plot(self, width, height, dpi)
 

@@ -1,6 +1,6 @@
 """Which panels show a trace, and where: one decision for the window and the exported figure.
 
-No Qt here (`lstmviz.plots.export` checks panel names with it before any rendering).
+No Qt here (`lstmviz.plots.export.writer` checks panel names with it before any rendering).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from lstmviz.core.config import RunConfig
 
 # The panels of one-LSTM traces, then those of model traces (`analysis.layers`), then those of a
 # recording of a training run (`analysis.records`).
+LOGICAL_DPI = 96  # a figure's sizes are laid out at 96 dpi and scaled by dpi / 96
 LSTM_PANELS = ("norm", "loss", "rows", "units", "connectivity")
 MODEL_PANELS = ("layers", "gates", "layer_map", "saliency", "layer_units")
 RECORDING_PANELS = ("record_norms", "record_loss", "record_map")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.analysis.layers import blank_masked, direction_steps
-from lstmviz.analysis.summary import fmt
+from lstmviz.analysis.report.summary import fmt
 from lstmviz.analysis.values import Arrays
 
 TimeRange = tuple[int, int] | None

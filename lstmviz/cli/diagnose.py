@@ -100,9 +100,9 @@ def _check_inputs(args: argparse.Namespace) -> None:
 def _write(comparison, out: Path) -> None:
     """The figure (Qt, offscreen without a display) or the CSV, atomically."""
     if files.suffix_of(out, (".csv",)):
-        from lstmviz.analysis.tables import comparison_columns
+        from lstmviz.analysis.report.tables import comparison_columns
         from lstmviz.io.atomic import atomic_path
-        from lstmviz.plots.export import csv_of_columns
+        from lstmviz.plots.export.writer import csv_of_columns
 
         with atomic_path(out, suffix=".csv") as tmp:
             tmp.write_text(csv_of_columns(comparison_columns(comparison)), encoding="utf-8")
@@ -110,7 +110,7 @@ def _write(comparison, out: Path) -> None:
     display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
     if not display or not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from lstmviz.plots.compare_figure import write_comparison
+    from lstmviz.plots.export.compare_figure import write_comparison
 
     try:
         write_comparison(comparison, out)

@@ -28,7 +28,7 @@ STEPS = 1000  # the fraction done is shown in steps of 1/STEPS (a percentage, by
 
 def add_parser(sub) -> None:
     """Add `export` and its flags to the subparsers `sub`."""
-    from lstmviz.plots.export import (
+    from lstmviz.plots.export.writer import (
         DEFAULT_DPI,
         DEFAULT_HEIGHT,
         DEFAULT_WIDTH,
@@ -89,7 +89,7 @@ def export_command(args: argparse.Namespace, report: Callable[[str], None]) -> i
     if not display or not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from lstmviz.core.view import ViewOptions
-    from lstmviz.plots.export import ExportCancelled, ExportError, export
+    from lstmviz.plots.export.writer import ExportCancelled, ExportError, export
 
     check_flags(args)
     plots = any((args.png, args.svg, args.pdf, args.csv))

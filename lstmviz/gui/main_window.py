@@ -1,11 +1,11 @@
 """The main window: the parameter dock, the panels, the summary line, menus and status bar.
 
-A view that holds its parts, each handed what it needs when made: what is shown lives in
-`Shown` (gui/shown.py); the run's state in `RunState` (gui/run_state.py), which drives the
-`Worker` thread (gui/worker.py); `files` (gui/file_actions.py) opens and saves files,
-`recordings` (gui/recording_actions.py) shows a recording, `run_view` (gui/run_view.py) a run's
-life (Stop, Pause, progress, live redraws), `diagnosis` (gui/diagnosis_view.py) the Diagnosis
-dock and Compare with…. The window wires its menus (gui/menus.py) and signals to them.
+A view that holds its parts, each handed what it needs when made: what is shown lives in `Shown`
+(gui/state/shown.py); the run's state in `RunState` (gui/state/run_state.py), which drives the
+`Worker` thread (gui/threads/worker.py); `files` (gui/parts/file_actions.py) opens and saves files,
+`recordings` (gui/parts/recording_actions.py) shows a recording, `run_view` (gui/parts/run_view.py)
+a run's life (Stop, Pause, progress, live redraws), `diagnosis` (gui/parts/diagnosis_view.py) the
+Diagnosis dock and Compare with…. The window wires its menus (gui/menus.py) and signals to them.
 """
 
 from __future__ import annotations
@@ -31,21 +31,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from lstmviz.analysis.summary import LSTM_KERNEL_TEXT
+from lstmviz.analysis.report.summary import LSTM_KERNEL_TEXT
 from lstmviz.core import modes
 from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import LstmvizError
 from lstmviz.gui import qt_types
-from lstmviz.gui.diagnosis_view import DiagnosisView
-from lstmviz.gui.file_actions import FileActions
 from lstmviz.gui.menus import build_menus, show_about
-from lstmviz.gui.params import FieldsArea, ParamsEditor, in_dock_terms
-from lstmviz.gui.recording_actions import RecordingActions
-from lstmviz.gui.run_state import RunState
-from lstmviz.gui.run_view import LOADING, RunView, StatusLine
-from lstmviz.gui.shown import Shown
-from lstmviz.gui.summary import SummaryPanel, Verifier
-from lstmviz.gui.worker import Worker
+from lstmviz.gui.parts.diagnosis_view import DiagnosisView
+from lstmviz.gui.parts.file_actions import FileActions
+from lstmviz.gui.parts.recording_actions import RecordingActions
+from lstmviz.gui.parts.run_view import LOADING, RunView, StatusLine
+from lstmviz.gui.parts.summary import SummaryPanel, Verifier
+from lstmviz.gui.state.run_state import RunState
+from lstmviz.gui.state.shown import Shown
+from lstmviz.gui.threads.worker import Worker
+from lstmviz.gui.widgets.params import FieldsArea, ParamsEditor, in_dock_terms
 from lstmviz.io.recording import Recording
 from lstmviz.io.trace import GradientTrace
 
@@ -54,8 +54,8 @@ NOT_LOADED = "TensorFlow: not loaded"  # the device label when the computing pro
 # What the panels need (pyqtgraph is slow to import), imported after the window's first
 # paint in a thread of their own (`MainWindow.prepare_panels`).
 ALL_MADE = object()  # the end of `qt_types.making`
-PANEL_MODULES = ("pyqtgraph", "lstmviz.gui.panel_area", "lstmviz.plots.style",
-                 "lstmviz.gui.export_dialog")  # fmt: skip
+PANEL_MODULES = ("pyqtgraph", "lstmviz.gui.widgets.panel_area", "lstmviz.plots.style",
+                 "lstmviz.gui.dialogs.export_dialog")  # fmt: skip
 
 
 def demo_config() -> RunConfig:
@@ -235,7 +235,7 @@ class MainWindow(QMainWindow):
         if self._area is not None:
             return
         from lstmviz.analysis.layout import MODEL_PANELS
-        from lstmviz.gui.panel_area import LSTM_PREPARED, PanelArea
+        from lstmviz.gui.widgets.panel_area import LSTM_PREPARED, PanelArea
 
         if self.styled:
             import pyqtgraph as pg
@@ -477,7 +477,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _wire_panel(self, panel) -> None:
         """Right-click → Export panel… of `panel` (also of the panels made later)."""
-        from lstmviz.gui import export_dialog
+        from lstmviz.gui.dialogs import export_dialog
 
         panel.export_action.triggered.connect(
             lambda _=False, p=panel: export_dialog.export_panel(self, p)

@@ -153,7 +153,7 @@ def is_data(names: list[str]) -> bool:
 def layer_classes(config) -> list[str]:
     """The class names of a Keras model config's layers, nested models opened (a Bidirectional
     counts as itself). [] for anything that is not a model config."""
-    from lstmviz.weights.keras_config import MODELS  # the classes that nest layers
+    from lstmviz.weights.formats.keras_config import MODELS  # the classes that nest layers
 
     found: list[str] = []
 

@@ -15,7 +15,7 @@ import numpy as np
 from lstmviz.core.errors import InputError
 from lstmviz.io import files
 from lstmviz.io.inputs import TRACE_KEY, beyond_float32, read_numpy
-from lstmviz.weights.model import ModelSpec, shape_text
+from lstmviz.weights.model_spec import ModelSpec, shape_text
 
 # Losses whose targets are class indices, one-hot rows, or 0/1 labels.
 SPARSE = ("sparse_categorical_crossentropy", "sparse_categorical_hinge")

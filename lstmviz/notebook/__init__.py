@@ -63,14 +63,13 @@ def plot(
     view: ViewOptions | None = None,
 ) -> Figure:
     """The panels of `trace` (a GradientTrace, a Recording, or a path to a trace `.npz` or a
-    recording `.lvz`) as a Figure. The arguments are `lstmviz.plots.export.export`'s: `panels` names
-    from `lstmviz.plots.export.PANEL_NAMES` (default: those the app shows for the trace), `log` and
-    `normalise` as View → Log scale / Normalise per pass, `layer` the LSTM direction of a model
-    trace, `record` and `t_range` a recording's record and timestep range; `view` a
-    `lstmviz.ViewOptions` holding those five (the keywords given besides it override its
-    fields). Raises
-    LstmvizError (ExportError, TraceError, RecordingError) naming what is wrong."""
-    from lstmviz.plots.export import check_layer, export, load_subject
+    recording `.lvz`) as a Figure. The arguments are `lstmviz.plots.export.writer.export`'s:
+    `panels` names from `lstmviz.plots.export.writer.PANEL_NAMES` (default: those the app shows for
+    the trace), `log` and `normalise` as View → Log scale / Normalise per pass, `layer` the LSTM
+    direction of a model trace, `record` and `t_range` a recording's record and timestep range;
+    `view` a `lstmviz.ViewOptions` holding those five (the keywords given besides it override its
+    fields). Raises LstmvizError (ExportError, TraceError, RecordingError) naming what is wrong."""
+    from lstmviz.plots.export.writer import check_layer, export, load_subject
 
     view = ViewOptions.given(view, log=log, normalise=normalise, layer=layer, record=record,
                              t_range=t_range)  # fmt: skip

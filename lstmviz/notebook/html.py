@@ -7,7 +7,7 @@
                      # (click to unfold)
     load_recording("run.lvz")   # records, steps, epochs, loss first → last, directions
 
-The facts come from the helpers the app's summaries use (`lstmviz.analysis.summary`,
+The facts come from the helpers the app's summaries use (`lstmviz.analysis.report.summary`,
 `lstmviz.analysis.records`, `lstmviz.analysis.layers`: NumPy only), so the notebook and the window
 say the same. No Qt and no TensorFlow are imported. Every text from a trace or a file is
 escaped; colours are inherited (no background is set), so light and dark themes both read.
@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from lstmviz.analysis.layers import layer_names, layer_rows
-from lstmviz.analysis.model_report import extremes, going_back
 from lstmviz.analysis.records import (
     evolution_lines,
     panel_arrays,
@@ -32,7 +31,8 @@ from lstmviz.analysis.records import (
     recording_summary,
     steps_of,
 )
-from lstmviz.analysis.summary import WARNING_STYLE, fmt, summary_text
+from lstmviz.analysis.report.model_report import extremes, going_back
+from lstmviz.analysis.report.summary import WARNING_STYLE, fmt, summary_text
 from lstmviz.core import modes, schema
 from lstmviz.core.shapes import array_groups
 

@@ -1,6 +1,7 @@
 """The plots, drawn from a trace's arrays alone: pyqtgraph items, the panels and the offscreen
 figure that `lstmviz export` writes. No window and no TensorFlow here; the window (`lstmviz.gui`)
-shows these same panels.
+shows these same panels. Rooms: `panels/` (the panels) and `export/` (the offscreen figures and
+the files); here `style`, `axis` and `prepare` (what the window's worker computes ahead).
 
 Importing this package first guards the process against a reference-counting bug of PySide6
 (see `pin_singletons`), so every Qt user below the window is covered too.

@@ -5,7 +5,8 @@ object is made."""
 
 from __future__ import annotations
 
-from lstmviz.analysis import layers, summary, values
+from lstmviz.analysis import layers, values
+from lstmviz.analysis.report import summary
 from lstmviz.analysis.values import Arrays
 
 

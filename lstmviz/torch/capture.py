@@ -40,8 +40,8 @@ from torch.nn.utils.rnn import PackedSequence
 
 from lstmviz.core.errors import ModelError
 from lstmviz.torch import fused
-from lstmviz.weights.found import FoundLayer
-from lstmviz.weights.torch_files import convert
+from lstmviz.weights.formats.found import FoundLayer
+from lstmviz.weights.formats.torch_files import convert
 
 RECURRENT = (nn.LSTM, nn.GRU, nn.RNN)
 CELLS = (nn.LSTMCell, nn.GRUCell, nn.RNNCell)

@@ -18,11 +18,11 @@ import numpy as np
 
 from lstmviz.core.errors import WeightsError
 from lstmviz.io import files
-from lstmviz.weights.core import LSTMWeights
-from lstmviz.weights.found import FoundLayer, class_of, found_kind
-from lstmviz.weights.keras_files import h5_layers, keras_zip_layers
-from lstmviz.weights.npz_files import npz_layers
-from lstmviz.weights.torch_files import pt_layers, safetensors_layers
+from lstmviz.weights.formats.found import FoundLayer, class_of, found_kind
+from lstmviz.weights.formats.keras_files import h5_layers, keras_zip_layers
+from lstmviz.weights.formats.npz_files import npz_layers
+from lstmviz.weights.formats.torch_files import pt_layers, safetensors_layers
+from lstmviz.weights.lstm_weights import LSTMWeights
 
 _FORMATS: dict[str, tuple[str, Callable[[Path], list[FoundLayer]]]] = {
     ".keras": ("Keras model (.keras)", keras_zip_layers),

@@ -28,13 +28,13 @@ import h5py
 import numpy as np
 
 from lstmviz.core.errors import GraphModel, LstmvizError, ModelError, WeightsError
-from lstmviz.weights.found import FoundLayer, class_of, found_kind
-from lstmviz.weights.keras_config import config_model
-from lstmviz.weights.keras_files import h5_child, h5_text, read_keras_archive
-from lstmviz.weights.keras_model import Keras3Weights, LegacyWeights, spec_from_config
+from lstmviz.weights.formats.found import FoundLayer, class_of, found_kind
+from lstmviz.weights.formats.keras_config import config_model
+from lstmviz.weights.formats.keras_files import h5_child, h5_text, read_keras_archive
+from lstmviz.weights.formats.keras_model import Keras3Weights, LegacyWeights, spec_from_config
+from lstmviz.weights.formats.torch_files import module_of
 from lstmviz.weights.loaders import checked, file_format, layer_reader, one_line, read_file
-from lstmviz.weights.model import LayerSpec, ModelSpec, infer_output_shape
-from lstmviz.weights.torch_files import module_of
+from lstmviz.weights.model_spec import LayerSpec, ModelSpec, infer_output_shape
 
 _KERAS_HDF5 = (".h5", ".hdf5", ".weights.h5")
 
@@ -85,7 +85,7 @@ def spec_from_keras(model) -> ModelSpec:
         raise GraphModel(f"{where}: a subclassed model (class {type(model).__name__})")
     if not model.built:
         raise ModelError(f"{where}: not built yet; give it a keras.Input or call it once")
-    from lstmviz.weights.keras_live import LiveWeights
+    from lstmviz.weights.live.keras_live import LiveWeights
 
     tree = _call(where, lambda: keras.saving.serialize_keras_object(model))
 

@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from lstmviz.weights.model import LayerSpec, ModelSpec
+from lstmviz.weights.model_spec import LayerSpec, ModelSpec
 
 KINDS = {"LSTM": "lstm", "GRU": "gru", "SimpleRNN": "simple_rnn"}
 

@@ -22,7 +22,7 @@ def export_every_format(window, monkeypatch, base, width: int, height: int) -> N
     width × height px at 96 dpi."""
     from PySide6.QtWidgets import QDialog, QFileDialog
 
-    from lstmviz.gui.export_dialog import ExportDialog
+    from lstmviz.gui.dialogs.export_dialog import ExportDialog
 
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(base) + ".png", ""))
 

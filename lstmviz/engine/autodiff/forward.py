@@ -32,7 +32,14 @@ from lstmviz.engine.cells.activations import activation, gate_stat_bounds
 from lstmviz.engine.cells.any_cell import cell_activations, cell_sequence, needs_read_probe
 from lstmviz.engine.native import kernels
 from lstmviz.engine.quiet_tensorflow import tf
-from lstmviz.weights.model import CELL_GATES, CELLS, RECURRENT, DirectionSpec, LayerSpec, ModelSpec
+from lstmviz.weights.model_spec import (
+    CELL_GATES,
+    CELLS,
+    RECURRENT,
+    DirectionSpec,
+    LayerSpec,
+    ModelSpec,
+)
 
 
 @dataclass
@@ -109,7 +116,7 @@ def with_shapes(spec: ModelSpec) -> ModelSpec:
     """`spec` with the shapes a file's config leaves out around layers Keras runs (lstmviz does
     not model them): such a layer without a recorded input shape takes the output of the layer
     before it, and Keras computes its output shape from that."""
-    from lstmviz.weights.keras_rebuild import keras_output_shape
+    from lstmviz.weights.live.keras_rebuild import keras_output_shape
 
     layers = list(spec.layers)
     for i, layer in enumerate(layers):
@@ -128,7 +135,7 @@ class ModelForward:
     """The forward of `spec` (built once: layers of kind "keras" are rebuilt in Keras here)."""
 
     def __init__(self, spec: ModelSpec):
-        from lstmviz.weights.keras_rebuild import keras_layer
+        from lstmviz.weights.live.keras_rebuild import keras_layer
 
         self.spec = spec
         self.names = weight_names(spec)

@@ -36,7 +36,7 @@ from lstmviz.engine.autodiff.gradients import (
     one_step_only,
 )
 from lstmviz.engine.quiet_tensorflow import tf
-from lstmviz.weights.model import ACTIVATIONS, KERAS2_HARD_SIGMOID
+from lstmviz.weights.model_spec import ACTIVATIONS, KERAS2_HARD_SIGMOID
 
 CELL_KINDS = {"LSTMCell": "lstm", "GRUCell": "gru", "SimpleRNNCell": "simple_rnn"}
 PER_STEP = ("h", "c", "grad_h_total", "grad_c_total", "grad_h_direct")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from lstmviz.core.errors import ModelError
 from lstmviz.core.schema import GATE_SATURATION_DIAGNOSIS
 from lstmviz.engine.quiet_tensorflow import tf
-from lstmviz.weights.model import ACROSS_UNITS, ACTIVATIONS, KERAS2_HARD_SIGMOID
+from lstmviz.weights.model_spec import ACROSS_UNITS, ACTIVATIONS, KERAS2_HARD_SIGMOID
 
 SATURATION = 0.01  # the gates panel's margin (module docstring)
 # The bounded activations, name -> (centre, half-width): saturated where |y − centre| >

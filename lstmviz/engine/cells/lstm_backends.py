@@ -16,7 +16,7 @@ from lstmviz.engine.cells.cudnn import cudnn_lstm
 from lstmviz.engine.cells.lstm import lstm_sequence
 from lstmviz.engine.problem.seeded import batch_major_error
 from lstmviz.engine.quiet_tensorflow import gpu_visible, tf
-from lstmviz.weights.core import pytorch_layout
+from lstmviz.weights.lstm_weights import pytorch_layout
 
 BACKENDS = ("cudnn", "while_loop")
 

@@ -49,8 +49,8 @@ from lstmviz.engine.problem.graph_data import (
 )
 from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.io.trace import GradientTrace, TraceUpdate
-from lstmviz.weights.keras_config import compiled_loss, loss_label
-from lstmviz.weights.model import layer_table
+from lstmviz.weights.formats.keras_config import compiled_loss, loss_label
+from lstmviz.weights.model_spec import layer_table
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
 
@@ -143,7 +143,7 @@ def load_graph(path: str | Path) -> KerasGraph:
     writer: `_legacy_h5`); ModelError naming the file when Keras cannot build it."""
     import keras
 
-    from lstmviz.weights.keras_files import read_keras_archive
+    from lstmviz.weights.formats.keras_files import read_keras_archive
 
     path = Path(path)
     try:
@@ -173,7 +173,7 @@ def _legacy_h5(path: Path) -> KerasGraph:
     import h5py
     from keras.src.legacy.saving import legacy_h5_format, saving_utils
 
-    from lstmviz.weights.keras_files import h5_text
+    from lstmviz.weights.formats.keras_files import h5_text
 
     with h5py.File(path, "r") as f:
         config = json.loads(h5_text(f.attrs.get("model_config")) or "null")

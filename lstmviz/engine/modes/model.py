@@ -53,8 +53,8 @@ from lstmviz.engine.stopping import Units
 from lstmviz.io.files import torch_program
 from lstmviz.io.model_data import SPARSE, check_data, load_data, random_data
 from lstmviz.io.trace import GradientTrace, TraceUpdate
-from lstmviz.weights.keras_config import loss_name
-from lstmviz.weights.model import RECURRENT, LayerSpec, ModelSpec, shape_text
+from lstmviz.weights.formats.keras_config import loss_name
+from lstmviz.weights.model_spec import RECURRENT, LayerSpec, ModelSpec, shape_text
 
 NORM_KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")
 
@@ -106,7 +106,7 @@ class ModelGradients:
         """Give the layers Keras runs the weights of `spec` (a model of the same structure):
         the compiled function reads their variables. Layers whose weights are the same values
         are left as they are."""
-        from lstmviz.weights.keras_rebuild import load_layer_weights
+        from lstmviz.weights.live.keras_rebuild import load_layer_weights
 
         for layer in spec.layers:
             if layer.name not in self._keras_weights:
@@ -260,7 +260,7 @@ def _at_anchors(tape, value, output, directions: list, anchors: tuple[int, ...])
 def _tensor(weight) -> tf.Tensor:
     """A weight as a tensor: the one a live model's variable was read into (no copy), or a
     copy of the array."""
-    from lstmviz.weights.keras_live import tensor_of
+    from lstmviz.weights.live.keras_live import tensor_of
 
     tensor = tensor_of(weight)
     return tf.convert_to_tensor(weight) if tensor is None else tensor

@@ -1,4 +1,4 @@
-"""What the window's worker (`gui/worker.py`) and its computing process
+"""What the window's worker (`gui/threads/worker.py`) and its computing process
 (`engine/process/computing.py`) say to each other: small frozen dataclasses, pickled through the
 connection between them. This module imports neither TensorFlow nor Qt (the window's process imports
 it).
