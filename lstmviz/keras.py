@@ -369,7 +369,7 @@ class _LiveModel:
 
 
 class _LiveGraph:
-    """Model mode for one live model Keras runs as a graph (`engine.graph_model`), on fixed
+    """Model mode for one live model Keras runs as a graph (`engine.modes.graph_model`), on fixed
     data: its compiled computation reads the model's variables at every record."""
 
     def __init__(self, model, x, y, loss):

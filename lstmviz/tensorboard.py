@@ -15,12 +15,11 @@ Tags:
 - images `lstmviz/panels/layers` (‖dL/dh_t‖ of each direction over t, log axis) and
   `lstmviz/panels/layer_map` (layers × timesteps heatmap), PNG, one per record.
 
-The raw per-step norms stay in the `.lvz`. The event files are written with TensorBoard's own
-record writer and protos (`tensorboard` package), synchronously and flushed at each record, so
-TensorBoard shows a record as it comes; TensorBoard's EventFileWriter is not used because it
-imports TensorFlow (seconds, and a second framework in a PyTorch run). No Qt: the images are
-drawn with NumPy (`analysis.panel_images`), so this runs in a process without a display and on
-any thread.
+The raw per-step norms stay in the `.lvz`. The event files are written with TensorBoard's own record
+writer and protos (`tensorboard` package), synchronously and flushed at each record, so TensorBoard
+shows a record as it comes; TensorBoard's EventFileWriter is not used because it imports TensorFlow
+(seconds, and a second framework in a PyTorch run). No Qt: the images are drawn with NumPy
+(`analysis.images.panel_images`), so this runs in a process without a display and on any thread.
 
     writer = TensorBoardWriter("runs/a", "tensorboard")  # checks the folder, writes nothing
     writer.add_rows(record_rows(trace, step, epoch), trace)  # one record; or:

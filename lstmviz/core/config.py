@@ -334,7 +334,7 @@ class RunConfig:
     def check_memory(self, available: int | None = None) -> RunConfig:
         """Raise ConfigError('memory', ...) when the run would not fit in available memory. A
         whole model's run is checked by its engine instead, once the model's layers and its
-        data's sizes are known (`engine.model.run_model`)."""
+        data's sizes are known (`engine.modes.model.run_model`)."""
         if not self.model:
             run = self.for_mode()  # the sizes the run has (training a task: the task's I)
             check_fits(run.estimated_bytes(), run.sizes(),

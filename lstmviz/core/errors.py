@@ -5,7 +5,7 @@ export or plot argument such as "panels") and names the other fields it mentions
 each front end writes those names its own way, with one naming function of its own:
 the command line `cli_term` ("--steps", "--weights FILE": what `str(exc)` shows), the Python
 API `config.keyword` ("steps=", "weights=FILE", through `LstmvizError.worded`), the window
-`gui.params.dock_term` (the dock's labels). The CLI turns any LstmvizError into one line on
+`gui.widgets.params.dock_term` (the dock's labels). The CLI turns any LstmvizError into one line on
 stderr and exit code 2; the GUI into a dialog; the Python API raises it.
 """
 

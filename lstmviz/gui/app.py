@@ -20,7 +20,7 @@ def _report_timing(app, window) -> None:
     """With LSTMVIZ_TIMING set, print `lstmviz-timing EVENT EPOCH_SECONDS` lines on stdout when
     the window is built, when its first widget is painted, when it first settles with
     TensorFlow loaded, and when a run's first update is shown. Read by bench/bench_gui.py and
-    tests/test_gui_robust.py."""
+    tests/gui/test_gui_robust.py."""
     from PySide6.QtCore import QEvent, QObject
 
     class FirstPaint(QObject):

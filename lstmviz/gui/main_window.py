@@ -187,12 +187,12 @@ class MainWindow(QMainWindow):
 
     @property
     def made_area(self):
-        """The panels (`gui.panel_area.PanelArea`) if they are made, else None."""
+        """The panels (`gui.widgets.panel_area.PanelArea`) if they are made, else None."""
         return self._area
 
     @property
     def area(self):
-        """The panels (`gui.panel_area.PanelArea`), made now if they are not yet."""
+        """The panels (`gui.widgets.panel_area.PanelArea`), made now if they are not yet."""
         if self._area is None:
             if self.importing is not None:
                 # Their modules are being imported in the thread: wait for it. Importing them

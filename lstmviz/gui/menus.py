@@ -72,7 +72,7 @@ class WindowKeys(QObject):
 
 
 def _export(name: str, window) -> None:
-    """`gui.export_dialog.<name>(window)`, imported on first use (with the export code)."""
+    """`gui.dialogs.export_dialog.<name>(window)`, imported on first use (with the export code)."""
     from lstmviz.gui.dialogs import export_dialog
 
     getattr(export_dialog, name)(window)

@@ -100,7 +100,7 @@ def describe_inputs(path: str | os.PathLike, x: np.ndarray, time_major: bool) ->
 def describe_training(path: str | os.PathLike, shape: tuple[int, ...],
                       names: list[str] | None) -> str:  # fmt: skip
     """One line on what training reads from the inputs file `path` (as
-    `engine.tasks.read_task_file` does): `shape` is the shape of its x as stored, `names`
+    `engine.problem.tasks.read_task_file` does): `shape` is the shape of its x as stored, `names`
     the arrays of an .npz (None: an .npy of series [N, T+1, I], y one step ahead of x)."""
     dims = ", ".join(str(int(n)) for n in shape)
     if names is None:

@@ -23,7 +23,7 @@ of the same layer whose every row continues the same rows of one earlier call, h
 
 Layouts: PyTorch's `weight_ih_l{k}[_reverse]` [G·H, I] and `weight_hh_l{k}` [G·H, H] become
 Keras's kernel [I, G·H] and recurrent_kernel [H, G·H] as for a state dict
-(`weights.torch_files`): LSTM's gate order (i, f, g, o) is Keras's and its two biases add; a
+(`weights.formats.torch_files`): LSTM's gate order (i, f, g, o) is Keras's and its two biases add; a
 GRU's blocks r, z, n become z, r, h̃ with reset_after's bias [2, 3H].
 """
 
@@ -161,7 +161,7 @@ def kind_of(module: nn.Module) -> tuple[str, str]:
 
 
 def keras_weights(module: nn.Module, layer: int, suffix: str) -> dict[str, np.ndarray]:
-    """One direction of one layer in Keras's layout (`weights.torch_files.convert`, as for a
+    """One direction of one layer in Keras's layout (`weights.formats.torch_files.convert`, as for a
     state dict; NumPy, the module's dtype). Without biases (bias=False) zeros of their shape.
     A cell's weights have no `_l{layer}` (layer 0, suffix "")."""
     at = "" if isinstance(module, CELLS) else f"_l{layer}{suffix}"

@@ -5,13 +5,13 @@ Given a `capture.Call` (the module's input, initial state and weights in Keras's
 gradient its outputs get — the direct ∂L/∂output [T, B, D·H], ∂L/∂h_n and ∂L/∂c_n [L·D, B, H]
 PyTorch left there, and the chain's: dL/dh_0, dL/dc_0 of the later call of the same layer that
 continues this one's state — `call_gradients` runs the module's layers again in lstmviz's
-cells, each direction probed (`engine.cell`), on one tape, and differentiates the surrogate
+cells, each direction probed (`engine.cells.lstm`), on one tape, and differentiates the surrogate
 
     Σ output·∂L/∂output + Σ h_n·(∂L/∂h_n + chain h) + Σ c_n·(∂L/∂c_n + chain c)
 
 — the vector-Jacobian product of the module with the whole cotangent, so every gradient below
 equals the true loss's. Per direction (layer-major, forward first) it gives the model-mode
-arrays (`engine.model`'s names after `layer{k}_`; `grad_h_direct` without the chain's part:
+arrays (`engine.modes.model`'s names after `layer{k}_`; `grad_h_direct` without the chain's part:
 that is the recurrence going on), `dx`: dL/d of the module's input [T, B, I], and dL/dh_0,
 dL/dc_0 [L·D, B, H]. h_n is each sequence's state after its last step that ran (a mask [T, B]
 marks the steps of sequences shorter than T; the backward direction reads each sequence from

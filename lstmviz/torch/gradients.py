@@ -223,7 +223,7 @@ def _several_inputs(arrays: dict, args: tuple, feeds: dict[int, int], found: lis
 
 def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred: torch.Tensor,
               arrays: dict, anchors=None) -> dict[str, np.ndarray]:  # fmt: skip
-    """The error of one step followed back, as `engine.model.anchored_norms` gives it
+    """The error of one step followed back, as `engine.modes.model.anchored_norms` gives it
     (`anchors_by_layer` [L, A], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, A, T]):
     the totals when the output has no time axis of the last direction's length (a loss on one
     step), else one more backward per anchor of the output with the loss's gradient kept at

@@ -1,8 +1,8 @@
-"""Start the window's computing process (`engine/child.serve`, multiprocessing "spawn") as
-`gui.worker.Worker` does, without Qt, and print what it says until it is ready: one JSON line a
-message, {"kind": class name, "text": a Notice's text, "lstm": a Ready's LSTM implementation},
-then {"lstmviz": the path of the lstmviz package it imported}. For
-tests/test_native_first_run.py, run by an installed copy's Python."""
+"""Start the window's computing process (`engine/process/computing.serve`, multiprocessing "spawn")
+as `gui.threads.worker.Worker` does, without Qt, and print what it says until it is ready: one JSON
+line a message, {"kind": class name, "text": a Notice's text, "lstm": a Ready's LSTM
+implementation}, then {"lstmviz": the path of the lstmviz package it imported}. For
+tests/engine/test_native_first_run.py, run by an installed copy's Python."""
 
 import json
 import multiprocessing

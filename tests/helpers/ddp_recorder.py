@@ -1,7 +1,7 @@
-"""One rank of a plain torch.distributed run (gloo, no Lightning): DDP trains `Net` four steps,
-each rank on its own batches, with a GradientFlowRecorder recording every second step.
-Started once per rank by tests/test_torch_distributed.py with RANK, WORLD_SIZE, MASTER_ADDR and
-MASTER_PORT set; argument: the output folder.
+"""One rank of a plain torch.distributed run (gloo, no Lightning): DDP trains `Net` four steps, each
+rank on its own batches, with a GradientFlowRecorder recording every second step. Started once per
+rank by tests/torch/test_torch_distributed.py with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+set; argument: the output folder.
 
 Rank 0 records into OUT/run.lvz; rank 1 is given a path in a folder that does not exist, which
 it never opens. Afterwards the refusals (a probe batch smaller than the ranks; rank 0's path

@@ -1,7 +1,7 @@
-"""What the distributed tests share: a tiny recurrent model (two bidirectional LSTM layers →
-Linear on the last step: four directions), its LightningModule, fixed data, and how to start
-processes that meet on loopback (`tests/test_lightning.py`, `tests/test_torch_distributed.py`;
-the scripts `lightning_ddp.py` and `ddp_recorder.py` beside this file).
+"""What the distributed tests share: a tiny recurrent model (two bidirectional LSTM layers → Linear
+on the last step: four directions), its LightningModule, fixed data, and how to start processes that
+meet on loopback (`tests/torch/test_lightning.py`, `tests/torch/test_torch_distributed.py`; the
+scripts `lightning_ddp.py` and `ddp_recorder.py` beside this file).
 
 Sizes: T = 5 steps of I = 3 inputs, H = 4 units; the probe batch B = 5 (split 3 + 2 over two
 ranks: unequal shares, so a share's gradients wrongly scaled or put together show)."""

@@ -1,4 +1,4 @@
-"""A stand-in C++ compiler for tests/test_native_first_run.py: it answers the commands
+"""A stand-in C++ compiler for tests/engine/test_native_first_run.py: it answers the commands
 `lstmviz.engine.native.kernels` gives g++ without compiling (a real build takes a minute of two
 cores).
 

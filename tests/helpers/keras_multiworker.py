@@ -1,5 +1,5 @@
 """One worker of a two-worker `MultiWorkerMirroredStrategy` fit recorded by lstmviz's Keras
-callback, for tests/test_keras_multiworker.py, as on two machines: each worker runs in a
+callback, for tests/callbacks/test_keras_multiworker.py, as on two machines: each worker runs in a
 folder of its own (its current folder), where the callback's `run.lvz` goes.
 
     python keras_multiworker.py INDEX PORTS FLAVOUR RESULTS

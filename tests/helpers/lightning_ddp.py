@@ -1,5 +1,5 @@
 """A Lightning run under DDP on the CPU (two processes, gloo) with lstmviz's callback:
-Lightning starts every rank from this file (`sys.argv[0]`). Started by tests/test_lightning.py
+Lightning starts every rank from this file (`sys.argv[0]`). Started by tests/torch/test_lightning.py
 with MASTER_ADDR and MASTER_PORT set; argument: the output folder.
 
 16 samples in batches of 2, shared out by rank (8 each: 4 batches an epoch), two batches

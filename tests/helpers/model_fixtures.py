@@ -1,5 +1,5 @@
-"""Small real model files for tests/test_model_files.py, written by Keras 3, tf_keras (Keras 2
-for the installed TensorFlow), NumPy and safetensors; plus independent NumPy forwards.
+"""Small real model files for tests/weights/test_model_files.py, written by Keras 3, tf_keras (Keras
+2 for the installed TensorFlow), NumPy and safetensors; plus independent NumPy forwards.
 
 Every model gets random weights (biases too), so a mixed-up array cannot pass by accident.
 """

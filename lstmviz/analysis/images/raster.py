@@ -27,7 +27,7 @@ BLANK = (224, 224, 224)  # a heatmap cell without a value (NaN, or ≤ 0 on a lo
 
 # Viridis, the app's heatmap colour map (`lstmviz.plots.style.COLOR_MAP`), at 33 evenly spaced
 # points of [0, 1] as RGB hex; linear between them it stays within 2/255 of pyqtgraph's
-# 256-entry table (tests/test_tensorboard.py compares them).
+# 256-entry table (tests/callbacks/test_tensorboard.py compares them).
 _VIRIDIS = (
     "440154470d6048186a482374472d7b4537814240863e49893b528b375b8d33638d2f6b8e2c728e297a8e"
     "26828e23898e21908c1f978b1f9f8821a68527ad8131b57b3ebc744dc26c5cc8636ece5882d34d95d840"

@@ -15,10 +15,10 @@ total dL/dh_t, dL/dc_t of those states. What a layer *outputs* at masked steps (
 zeros) is the caller's choice; a backward direction (`go_backwards`) is x and the mask reversed
 in time by the caller.
 
-`lstm_sequence` runs the native CPU kernels when they are built (`kernels.py`: the forward and
-its BPTT as one op each), and otherwise the TensorFlow while-loops below, which compute the
-same; tests/test_cell_backends.py checks both against NumPy BPTT, tests/test_mask.py with masks
-(and against Keras's masked LSTM).
+`lstm_sequence` runs the native CPU kernels when they are built (`kernels.py`: the forward and its
+BPTT as one op each), and otherwise the TensorFlow while-loops below, which compute the same;
+tests/engine/test_cell_backends.py checks both against NumPy BPTT, tests/engine/test_mask.py with
+masks (and against Keras's masked LSTM).
 
 The while-loop version carries its own backward pass (`tf.custom_gradient`): a reverse
 while-loop that is exactly BPTT. The forward loop stores, per step, the factors the backward

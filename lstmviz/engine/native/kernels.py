@@ -9,12 +9,11 @@ CXX): in a source checkout by `python -m lstmviz.engine.native` (`make install` 
 `lstmviz/engine/native/_lib/`; in a copy pip installed (a wheel, `pip install .`) by its first run,
 into the user's cache, `~/.cache/lstmviz` (XDG_CACHE_HOME), saying so on stderr and to
 `report_to`'s receivers (the window's status bar) with the time it took, or once, in one line,
-why it could not and how to get them (`_first_build`). When the library is missing, fails to
-load, a GPU is visible, or LSTMVIZ_NATIVE=0, `library()` is None and `lstm.lstm_sequence` uses
-its while-loops, which compute the same (tests/test_cell_backends.py checks both against NumPy
-BPTT); so does
-`any_cell.cell_sequence` for a GRU, and for a GRU of activations the kernels do not compute
-(`gru_native`; tests/test_cells_gru_native.py checks both against Keras), and for a
+why it could not and how to get them (`_first_build`). When the library is missing, fails to load, a
+GPU is visible, or LSTMVIZ_NATIVE=0, `library()` is None and `lstm.lstm_sequence` uses its
+while-loops, which compute the same (tests/engine/test_cell_backends.py checks both against NumPy
+BPTT); so does `any_cell.cell_sequence` for a GRU, and for a GRU of activations the kernels do not
+compute (`gru_native`; tests/engine/test_cells_gru_native.py checks both against Keras), and for a
 SimpleRNN (`rnn_native`, `rnn_sequence`).
 
 They are built for this CPU (-march=native) unless LSTMVIZ_NATIVE_ARCH names another g++

@@ -1,9 +1,9 @@
 """The desktop app's computing process: TensorFlow runs here, never in the window's process.
 
-`gui.worker.Worker` starts this process (multiprocessing, "spawn") with `serve` as its target
-and one duplex connection. Importing this module imports neither TensorFlow nor Qt: the window
-uses `pack`/`unpack`; `serve` imports TensorFlow in the child. The messages both ends exchange
-are the dataclasses of `engine/process/messages.py`.
+`gui.threads.worker.Worker` starts this process (multiprocessing, "spawn") with `serve` as its
+target and one duplex connection. Importing this module imports neither TensorFlow nor Qt: the
+window uses `pack`/`unpack`; `serve` imports TensorFlow in the child. The messages both ends
+exchange are the dataclasses of `engine/process/messages.py`.
 
 A run's final arrays cross as `.npy` files in the run's `folder` (given by the window, which
 maps them read-only and removes the folder once the trace is dropped); arrays up to

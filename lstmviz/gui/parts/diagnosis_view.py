@@ -8,7 +8,7 @@ and both diagnoses with the change).
 
 Everything here is NumPy (`lstmviz.analysis`) computed in the window's process: a trace whose
 gradients are large is diagnosed from its norm curves alone (FULL_LIMIT). The widgets
-(`gui.diagnosis_panels`, pyqtgraph) are imported when first shown.
+(`gui.widgets.diagnosis_plots`, pyqtgraph) are imported when first shown.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The run in progress and its result, apart from the window (which only shows it).
 
-`RunState` starts, pauses and stops runs through a worker (`gui.worker.Worker`, or anything
+`RunState` starts, pauses and stops runs through a worker (`gui.threads.worker.Worker`, or anything
 with its request methods), receives the worker's reports, keeps the partial arrays a live run
 has sent and the finished trace, and tells its views through signals. It needs no window and
 no TensorFlow: the tests drive it with a fake worker.

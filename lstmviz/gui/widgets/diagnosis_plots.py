@@ -1,4 +1,4 @@
-"""The pyqtgraph widgets of the window's diagnosis and comparison (`gui.diagnosis_view` shows
+"""The pyqtgraph widgets of the window's diagnosis and comparison (`gui.parts.diagnosis_view` shows
 them; imported when first needed): the Diagnosis dock's plots over training steps and the
 comparison window.
 """

@@ -102,7 +102,7 @@ class PanelArea(QWidget):
         A draw meanwhile makes what it needs at once."""
         if self.busy():
             return
-        # each panel's parts made ahead (`plots.panel.SPARES`), then the panel
+        # each panel's parts made ahead (`plots.panels.panel.SPARES`), then the panel
         groups: list[list[Callable[[], object]]] = [
             [*(lambda f=part: SPARES.make(f) for part in PANEL_CLASSES[name].PARTS),
              lambda n=name: self.panel(n)]

@@ -1,5 +1,5 @@
 """The parameter editor: one widget per RunConfig field, ranges from `config.RANGES`; in model
-mode, the loaded model's layer table (`gui.model_table`)."""
+mode, the loaded model's layer table (`gui.widgets.model_table`)."""
 
 from __future__ import annotations
 
