@@ -39,7 +39,7 @@ def check_batches(trace, loss):
         w = (trace.kernel[n], trace.recurrent_kernel[n], trace.bias[n])
         t = None if target is None else target[n]
         value, direct, ref = bptt(loss, trace.x[n], w, trace.h0[n], trace.c0[n], t)
-        assert float(trace.loss_by_batch[n]) == pytest.approx(value, rel=1e-5)
+        assert float(trace.loss_by_batch[n]) == pytest.approx(value, rel=1e-4)  # float32
         assert_close(trace.grad_output[n], direct, what=f"batch {n} grad_output")
         for ref_key, key in GRADS.items():
             assert_close(trace[key][n], ref[ref_key], what=f"batch {n} {key}")
