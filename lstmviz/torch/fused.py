@@ -114,27 +114,41 @@ def backward(call, given: list, chain: list | None, weights: bool = True):
         d_out, states = given[0], list(given[1:])
         if d_out is not None and call.layout.rows is not None:
             d_out = call.layout.to_time(d_out)  # padded, time-major
-    chain = [None, None] if chain is None else [*chain, None]
-    parts = [d_out, states[0], states[1] if lstm else None, chain[0], chain[1] if lstm else None]
-    present = tuple(p is not None for p in parts)
+    parts = _parts(d_out, states, chain, lstm)
     batch_major = call.layout.batch_first and call.layout.rows is None and not call.cell
     if batch_major and d_out is not None and d_out.transpose(0, 1).is_contiguous():
         parts[0], batch_major = d_out.transpose(0, 1), False  # a time-major array's view
-    key = (*saved.key, batch_major, present, weights)
-    if key not in _BACKWARD:
-        _BACKWARD[key] = _Compiled(_backward(*key))
-    named, dx, dh0, dc0 = _BACKWARD[key](
+    named, dx, dh0, dc0 = _compiled_backward(saved.key, batch_major, parts, weights)(
         saved.x, saved.h0, saved.c0, saved.weights, saved.inputs, saved.directions,
         [_tf(p) for p in parts if p is not None], saved.mask)  # fmt: skip
-    results = []
-    for k, one in enumerate(named):
-        row = {name: np.asarray(value) for name, value in one.items()}
-        row["h"] = np.asarray(saved.directions[k][0])
-        if lstm:
-            row["c"] = np.asarray(saved.directions[k][1])
-        row |= {name: np.asarray(value) for name, value in saved.stats[k].items()}
-        results.append(row)
+    results = [_row(saved, k, {name: np.asarray(value) for name, value in one.items()}, lstm)
+               for k, one in enumerate(named)]  # fmt: skip
     return results, _torch(dx), _torch(dh0), _torch(dc0) if lstm else None
+
+
+def _parts(d_out, states: list, chain: list | None, lstm: bool) -> list:
+    """What a backward is given, in `_backward`'s order: [d_out, d_h, d_c, chain_h, chain_c]
+    (None where absent)."""
+    chain = [None, None] if chain is None else [*chain, None]
+    return [d_out, states[0], states[1] if lstm else None, chain[0], chain[1] if lstm else None]
+
+
+def _compiled_backward(key: tuple, batch_major: bool, parts: list, weights: bool) -> _Compiled:
+    """The compiled backward of a module (`Saved.key`) for the `parts` given, made once."""
+    full = (*key, batch_major, tuple(p is not None for p in parts), weights)
+    if full not in _BACKWARD:
+        _BACKWARD[full] = _Compiled(_backward(*full))
+    return _BACKWARD[full]
+
+
+def _row(saved: Saved, k: int, values: dict, lstm: bool) -> dict[str, np.ndarray]:
+    """Direction k's arrays: `values` (its gradients, NumPy), with its h (, c) and gate
+    summaries from the forward."""
+    row = dict(values)
+    row["h"] = np.asarray(saved.directions[k][0])
+    if lstm:
+        row["c"] = np.asarray(saved.directions[k][1])
+    return row | {name: np.asarray(value) for name, value in saved.stats[k].items()}
 
 
 def joins(before, call) -> bool:
@@ -173,13 +187,8 @@ def backward_run(calls: list, given: list, chain: list | None, weights: bool = T
                            for v, n in zip(outputs, steps, strict=True)])  # fmt: skip
     last = given[-1]
     states = [None, last[1] if lstm else None] if calls[-1].cell else list(last[1:]) + [None]
-    chain = [None, None] if chain is None else [*chain, None]
-    parts = [d_out, states[0], states[1] if lstm else None, chain[0], chain[1] if lstm else None]
-    present = tuple(p is not None for p in parts)
+    parts = _parts(d_out, states, chain, lstm)
     first = saved[0]
-    key = (*first.key, False, present, weights)
-    if key not in _BACKWARD:
-        _BACKWARD[key] = _Compiled(_backward(*key))
 
     def joined(values):
         return tf.concat(values, 0)
@@ -187,7 +196,7 @@ def backward_run(calls: list, given: list, chain: list | None, weights: bool = T
     inputs = [joined([s.inputs[k] for s in saved]) for k in range(len(first.inputs))]
     kept = [tuple(joined([s.directions[k][j] for s in saved]) for j in range(len(one)))
             for k, one in enumerate(first.directions)]  # fmt: skip
-    named, dx, dh0, dc0 = _BACKWARD[key](
+    named, dx, dh0, dc0 = _compiled_backward(first.key, False, parts, weights)(
         joined([s.x for s in saved]), first.h0, first.c0, first.weights, inputs, kept,
         [_tf(p) for p in parts if p is not None], ())  # fmt: skip
     named = [{name: np.asarray(value) for name, value in one.items()} for one in named]
@@ -197,19 +206,14 @@ def backward_run(calls: list, given: list, chain: list | None, weights: bool = T
         end = at + steps[n]
         rows = []
         for k, whole in enumerate(named):
-            row = {name: value[at:end] for name, value in whole.items() if name not in SUMS}
+            values = {name: value[at:end] for name, value in whole.items() if name not in SUMS}
             if n == len(saved) - 1:
-                row |= {name: whole[name] for name in SUMS if name in whole}
-            row["h"] = np.asarray(one.directions[k][0])
-            if lstm:
-                row["c"] = np.asarray(one.directions[k][1])
-            row |= {name: np.asarray(value) for name, value in one.stats[k].items()}
-            rows.append(row)
+                values |= {name: whole[name] for name in SUMS if name in whole}
+            rows.append(_row(one, k, values, lstm))
         results.append(rows)
         dxs.append(dx[at:end])
         at = end
     return results, dxs, _torch(dh0), _torch(dc0) if lstm else None
-
 
 
 class _Compiled:

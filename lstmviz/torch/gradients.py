@@ -240,39 +240,28 @@ def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred
         return out | {"anchor_norm_h_by_layer": rows_h[:, None],
                       "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
     d_output = torch.autograd.grad(value, y_pred, retain_graph=True)[0]
-    given = _checked(anchor_steps, anchors, y_pred.shape[axis])
-    if given:
-        return _at_anchors(calls, found, y_pred, d_output, axis, given, rows_h.shape[1])
-    h_rows, c_rows = np.full_like(rows_h, np.nan), np.full_like(rows_c, np.nan)
-    for first in sorted(set(firsts)):
+    size, steps = y_pred.shape[axis], rows_h.shape[1]
+    given = _checked(anchor_steps, anchors, size)
+    # (the output step a pass keeps, the directions it answers): a given step for all, else one
+    # pass per kind of direction, at its own end
+    passes = [(t, range(len(found))) for t in given or ()] or [
+        (0 if first else size - 1, [k for k, f in enumerate(firsts) if f == first])
+        for first in sorted(set(firsts))]  # fmt: skip
+    rows: dict[str, list[list]] = {"h": [[] for _ in found], "c": [[] for _ in found]}
+    for step, ks in passes:
         keep = torch.zeros_like(d_output)
-        keep.select(axis, 0 if first else y_pred.shape[axis] - 1).fill_(1)
+        keep.select(axis, step).fill_(1)
         results, _ = _backward(calls, found, y_pred, d_output * keep, weights=False)
-        for k in (k for k, f in enumerate(firsts) if f == first):
+        for k in ks:
             one = join(found[k], calls, results)
             exact = all(calls[n].saved is not None for n in found[k].calls)
-            h_rows[k] = _norm_row(one, "norm_h_total", "grad_h_total", exact, len(h_rows[k]))
-            c_rows[k] = _norm_row(one, "norm_c_total", "grad_c_total", exact, len(c_rows[k]))
-    return out | {"anchor_norm_h_by_layer": h_rows[:, None],
-                  "anchor_norm_c_by_layer": c_rows[:, None]}  # fmt: skip
-
-
-def _at_anchors(calls, found, y_pred, d_output, axis: int, anchors: list[int],
-                steps: int) -> dict[str, np.ndarray]:  # fmt: skip
-    """The anchored rows of the given anchors: one backward per anchor, every direction."""
-    h_rows = np.full((len(found), len(anchors), steps), np.nan, np.float32)
-    c_rows = h_rows.copy()
-    for a, t in enumerate(anchors):
-        keep = torch.zeros_like(d_output)
-        keep.select(axis, t).fill_(1)
-        results, _ = _backward(calls, found, y_pred, d_output * keep, weights=False)
-        for k, chain in enumerate(found):
-            one = join(chain, calls, results)
-            exact = all(calls[n].saved is not None for n in chain.calls)
-            h_rows[k, a] = _norm_row(one, "norm_h_total", "grad_h_total", exact, steps)
-            c_rows[k, a] = _norm_row(one, "norm_c_total", "grad_c_total", exact, steps)
-    return {"anchors_by_layer": np.tile(np.array(anchors, np.int64), (len(found), 1)),
-            "anchor_norm_h_by_layer": h_rows, "anchor_norm_c_by_layer": c_rows}  # fmt: skip
+            for state in rows:
+                rows[state][k].append(_norm_row(one, f"norm_{state}_total",
+                                                f"grad_{state}_total", exact, steps))  # fmt: skip
+    if given:
+        out["anchors_by_layer"] = np.tile(np.array(given, np.int64), (len(found), 1))
+    return out | {f"anchor_norm_{state}_by_layer": np.array(found_rows, np.float32)
+                  for state, found_rows in rows.items()}  # fmt: skip
 
 
 def _checked(check, *args):

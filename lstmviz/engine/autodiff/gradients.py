@@ -151,6 +151,19 @@ def named_gradients(
     }
 
 
+def anchor_passes(gradients: list, anchors: tuple[int, ...],
+                  firsts: list[bool]) -> list[tuple[list, list[int]]]:  # fmt: skip
+    """The backward passes of the error of one step (docs/diagnosis.md): (the cotangents of
+    the outputs whose loss `gradients` [B, T, …] are, the indices of the directions the pass
+    answers). Given `anchors`: one pass a step, every direction; else one pass per kind of
+    direction (`firsts`: reads its sequence from the end), each output kept at its last step
+    (its first, for backward directions)."""
+    if anchors:
+        return [([at_step(g, t) for g in gradients], list(range(len(firsts)))) for t in anchors]
+    return [([one_step_only(g, first) for g in gradients],
+             [k for k, f in enumerate(firsts) if f == first]) for first in sorted(set(firsts))]
+
+
 def one_step_only(gradient: tf.Tensor, first: bool) -> tf.Tensor:
     """A gradient at a model output [B, T, …] kept at its first (or last) step alone, zero at
     the others: the cotangent of the error of one step (docs/diagnosis.md)."""

@@ -27,13 +27,12 @@ import numpy as np
 
 from lstmviz.engine.autodiff.forward import Direction, gate_activity, probed_direction
 from lstmviz.engine.autodiff.gradients import (
-    at_step,
+    anchor_passes,
     gradient_sources,
     graph_last_axis_norm,
     graph_norms,
     graph_step_norm,
     named_gradients,
-    one_step_only,
 )
 from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.weights.model_spec import ACTIVATIONS, KERAS2_HARD_SIGMOID
@@ -360,13 +359,10 @@ def anchored_norms(tape, value, outputs: list, calls: list[Call], found: list[Ch
         return out
     zero = tf.UnconnectedGradients.ZERO
     d_outputs = tape.gradient(value, steps, unconnected_gradients=zero)
-    passes = [(t, list(range(len(found)))) for t in anchors] or [
-        (first, [k for k, f in enumerate(firsts) if f == first]) for first in sorted(set(firsts))]
     rows: dict[str, list] = {}
-    for at, ks in passes:
+    for cotangents, ks in anchor_passes(d_outputs, anchors, firsts):
         directions = [calls[i].direction for k in ks for i in found[k].calls]
         probes = [p for d in directions for p in d.probes if p is not None]
-        cotangents = [at_step(g, at) if anchors else one_step_only(g, at) for g in d_outputs]
         grads = iter(tape.gradient(steps, probes, output_gradients=cotangents,
                                    unconnected_gradients=zero))  # fmt: skip
         for k in ks:

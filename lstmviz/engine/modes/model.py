@@ -37,13 +37,12 @@ from lstmviz.core.config import (
 from lstmviz.core.errors import ConfigError, GraphModel, InputError, ref
 from lstmviz.engine.autodiff.forward import ModelForward, flat_weights, gate_activity, with_shapes
 from lstmviz.engine.autodiff.gradients import (
-    at_step,
+    anchor_passes,
     gradient_sources,
     graph_last_axis_norm,
     graph_norms,
     graph_step_norm,
     named_gradients,
-    one_step_only,
 )
 from lstmviz.engine.autodiff.model_loss import ModelLoss, keras_loss
 from lstmviz.engine.modes.trace_arrays import NORMS, exact_norm
@@ -208,53 +207,30 @@ def anchored_norms(tape, value, output, directions: list, out: dict,
     rows_h, rows_c = out["norm_h_total_by_layer"], out["norm_c_total_by_layer"]
     steps = tf.shape(rows_h)[1]
     firsts = [d.backwards for d in directions]
+    default = tf.stack([0 if f else steps - 1 for f in firsts])[:, None]
     per_step = output.shape.rank is not None and output.shape.rank >= 3 and directions
-    if anchors and per_step:
-        given = tf.constant(anchors, tf.int32)
-        return {"anchors_by_layer": tf.tile(given[None], [len(directions), 1])} | _at_anchors(
-            tape, value, output, directions, anchors)  # fmt: skip
-    found = {"anchors_by_layer": tf.stack([0 if f else steps - 1 for f in firsts])[:, None]}
     if not per_step:
-        return found | {"anchor_norm_h_by_layer": rows_h[:, None],
-                        "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
+        return {"anchors_by_layer": default, "anchor_norm_h_by_layer": rows_h[:, None],
+                "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
     # a cross-entropy of Keras reads a softmax's logits (`_keras_logits`), not its output
     output = getattr(output, "_keras_logits", output)
     d_output = tape.gradient(value, output, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    h_rows, c_rows = [None] * len(directions), [None] * len(directions)
-    for first in sorted(set(firsts)):
-        ks = [k for k, f in enumerate(firsts) if f == first]
+    h_rows, c_rows = [[] for _ in directions], [[] for _ in directions]
+    for (cotangent,), ks in anchor_passes([d_output], anchors, firsts):
         probes = [p for k in ks for p in directions[k].probes if p is not None]
-        grads = iter(tape.gradient(output, probes, output_gradients=one_step_only(d_output, first),
+        grads = iter(tape.gradient(output, probes, output_gradients=cotangent,
                                    unconnected_gradients=tf.UnconnectedGradients.ZERO))
         for k in ks:
             d = directions[k]
-            h_rows[k] = graph_step_norm(d.in_input_order(next(grads)))
-            nan = tf.fill(tf.shape(h_rows[k]), np.float32(np.nan))
-            c_rows[k] = graph_step_norm(d.in_input_order(next(grads))) if (
-                d.probes[1] is not None) else nan  # fmt: skip
-    return found | {"anchor_norm_h_by_layer": tf.stack(h_rows)[:, None],
-                    "anchor_norm_c_by_layer": tf.stack(c_rows)[:, None]}  # fmt: skip
-
-
-def _at_anchors(tape, value, output, directions: list, anchors: tuple[int, ...]) -> dict:
-    """`anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, A, T] of the given anchors: one
-    backward of the output per anchor, its loss gradient kept at that step alone."""
-    output = getattr(output, "_keras_logits", output)
-    d_output = tape.gradient(value, output, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    probes = [p for d in directions for p in d.probes if p is not None]
-    h_rows, c_rows = [], []
-    for t in anchors:
-        grads = iter(tape.gradient(output, probes, output_gradients=at_step(d_output, t),
-                                   unconnected_gradients=tf.UnconnectedGradients.ZERO))
-        hs, cs = [], []
-        for d in directions:
-            hs.append(graph_step_norm(d.in_input_order(next(grads))))
-            cs.append(graph_step_norm(d.in_input_order(next(grads))) if d.probes[1] is not None
-                      else tf.fill(tf.shape(hs[-1]), np.float32(np.nan)))  # fmt: skip
-        h_rows.append(tf.stack(hs))
-        c_rows.append(tf.stack(cs))
-    return {"anchor_norm_h_by_layer": tf.stack(h_rows, 1),
-            "anchor_norm_c_by_layer": tf.stack(c_rows, 1)}  # fmt: skip
+            h_rows[k].append(graph_step_norm(d.in_input_order(next(grads))))
+            c_rows[k].append(graph_step_norm(d.in_input_order(next(grads))) if (
+                d.probes[1] is not None) else tf.fill(tf.shape(h_rows[k][-1]),
+                                                      np.float32(np.nan)))  # fmt: skip
+    given = tf.tile(tf.constant(anchors, tf.int32)[None], [len(directions), 1]) if anchors else (
+        default)  # fmt: skip
+    return {"anchors_by_layer": given,
+            "anchor_norm_h_by_layer": tf.stack([tf.stack(rows) for rows in h_rows]),
+            "anchor_norm_c_by_layer": tf.stack([tf.stack(rows) for rows in c_rows])}  # fmt: skip
 
 
 def _tensor(weight) -> tf.Tensor:
