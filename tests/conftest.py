@@ -154,6 +154,18 @@ def bare_window(qtbot, settings):
 
 
 @pytest.fixture
+def idle(qtbot, settings, errors):
+    """A main window that starts no computing process, shown, its error dialogs recorded
+    (`errors`); closed afterwards."""
+    from tests.helpers.gui_checks import idle_window
+
+    win = idle_window(qtbot, settings)
+    win.show()
+    yield win
+    win.close()
+
+
+@pytest.fixture
 def window(qtbot, settings, errors):
     """The main window, shown, with TensorFlow loaded in its worker; closed afterwards."""
     from lstmviz.gui.main_window import MainWindow

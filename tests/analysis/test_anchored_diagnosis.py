@@ -153,23 +153,11 @@ def test_a_pytorch_tagger_answers_every_direction_against_its_unrolled_cells():
     from torch import nn
 
     from lstmviz.torch import model_gradients as torch_gradients
-    from tests.helpers.torch_reference import reference
-
-    class Tagger(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = nn.Embedding(V, 4)
-            self.lstm = nn.LSTM(4, 3, num_layers=2, bidirectional=True, batch_first=True)
-            self.head = nn.Linear(6, V)
-
-        def forward(self, x):
-            return self.head(self.lstm(self.embed(x))[0])
-
-    def loss_fn(out, y):
-        return nn.functional.cross_entropy(out.reshape(-1, V), y.reshape(-1))
+    from tests.helpers.torch_reference import Tagger, reference
+    from tests.helpers.torch_reference import tagger_loss as loss_fn
 
     torch.manual_seed(0)
-    net = Tagger()
+    net = Tagger(V, layers=2)
     x = torch.randint(0, V, (B, T))
     y = torch.randint(0, V, (B, T))
     trace = torch_gradients(net, x, y, loss_fn)

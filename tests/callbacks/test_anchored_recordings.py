@@ -198,26 +198,14 @@ def test_tensorboard_scalars_of_the_tagger_are_the_error_of_one_steps(run, tmp_p
 
 def test_a_pytorch_recorder_record_holds_the_anchored_rows(tmp_path):
     torch = pytest.importorskip("torch")
-    from torch import nn
 
     from lstmviz.torch import GradientFlowRecorder
     from lstmviz.torch import model_gradients as torch_gradients
-
-    class Tagger(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = nn.Embedding(V, 4)
-            self.lstm = nn.LSTM(4, 3, batch_first=True, bidirectional=True)
-            self.head = nn.Linear(6, V)
-
-        def forward(self, x):
-            return self.head(self.lstm(self.embed(x))[0])
-
-    def loss_fn(out, y):
-        return nn.functional.cross_entropy(out.reshape(-1, V), y.reshape(-1))
+    from tests.helpers.torch_reference import Tagger
+    from tests.helpers.torch_reference import tagger_loss as loss_fn
 
     torch.manual_seed(0)
-    net = Tagger()
+    net = Tagger(V)
     x, y = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
     with GradientFlowRecorder(net, (x, y), tmp_path / "run.lvz", every=1,
                               loss_fn=loss_fn) as recorder:  # fmt: skip

@@ -61,16 +61,6 @@ def two_anchors(tagger) -> GradientTrace:
     return GradientTrace("model", tagger.config, arrays).check()
 
 
-@pytest.fixture
-def idle(qtbot, settings, errors):
-    win = MainWindow(settings=settings)
-    win.worker_started = True  # no computing process: nothing here runs
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.close()
-
-
 def shown(win, qtbot, trace) -> None:
     win.show_trace(trace, None)
     qtbot.waitUntil(lambda: not win.area.busy(), timeout=10_000)

@@ -12,19 +12,8 @@ pg = pytest.importorskip("pyqtgraph")
 
 pytest.importorskip("pytestqt")
 
-from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from tests.analysis.test_compare import _scaled, _taped  # noqa: E402
 from tests.io.test_recording import write  # noqa: E402
-
-
-@pytest.fixture
-def idle(qtbot, settings, errors):
-    win = MainWindow(settings=settings)
-    win.worker_started = True  # no computing process: nothing here runs
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.close()
 
 
 def test_diagnosis_dock_and_the_reach_on_the_norm_curves(idle, qtbot):

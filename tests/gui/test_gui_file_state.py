@@ -16,6 +16,7 @@ from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from lstmviz.io.trace import GradientTrace  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
+from tests.helpers.gui_checks import idle_window  # noqa: E402
 from tests.helpers.gui_fakes import PASSES, TP  # noqa: E402
 
 
@@ -45,14 +46,6 @@ def files(tmp_path_factory):
     names = ("compiled.keras", "stack.keras", "stack.weights.h5", "x.npy")
     return {name.split(".")[0] if name != "stack.weights.h5" else "weights": str(folder / name)
             for name in names}  # fmt: skip
-
-
-def idle_window(qtbot, settings) -> MainWindow:
-    """A window that starts no computing process (these tests run nothing)."""
-    win = MainWindow(settings=settings)
-    win.worker_started = True
-    qtbot.addWidget(win)
-    return win
 
 
 def reopened(qtbot, settings) -> MainWindow:

@@ -10,18 +10,10 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QApplication, QFileDialog  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from lstmviz.io.trace import GradientTrace  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
+from tests.helpers.gui_checks import idle_window  # noqa: E402
 from tests.helpers.gui_fakes import PASSES, TP  # noqa: E402
-
-
-def idle_window(qtbot, settings) -> MainWindow:
-    """A window that starts no computing process (these tests run nothing)."""
-    win = MainWindow(settings=settings)
-    win.worker_started = True
-    qtbot.addWidget(win)
-    return win
 
 
 def saved_trace(folder: Path) -> Path:

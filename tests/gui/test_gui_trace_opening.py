@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from lstmviz.core.config import RunConfig  # noqa: E402
-from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from lstmviz.gui.threads import trace_loading  # noqa: E402
 from lstmviz.io.trace import GradientTrace  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
+from tests.helpers.gui_checks import idle_window  # noqa: E402
 from tests.helpers.gui_fakes import PASSES, TP  # noqa: E402
 
 
@@ -28,9 +28,8 @@ def saved_trace(path, hidden=5):
 
 @pytest.fixture
 def idle(qtbot, settings):
-    win = MainWindow(settings=settings)
-    win.worker_started = True  # no computing process: nothing here runs
-    qtbot.addWidget(win)
+    """Its dialogs not recorded (the conftest's `idle` records them): an unexpected one fails."""
+    win = idle_window(qtbot, settings)
     win.show()
     return win
 

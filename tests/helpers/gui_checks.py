@@ -5,6 +5,16 @@ from __future__ import annotations
 import time
 
 
+def idle_window(qtbot, settings):
+    """A main window that starts no computing process (its tests run nothing), not shown."""
+    from lstmviz.gui.main_window import MainWindow
+
+    win = MainWindow(settings=settings)
+    win.worker_started = True
+    qtbot.addWidget(win)
+    return win
+
+
 def stop_within_a_second(qtbot, window, before=None) -> None:
     """Stop the run in `window`: idle at once, the computation ended (`cancelled`) within a
     second, no trace kept (the trace shown before the run, `before`, shown again) and

@@ -176,3 +176,22 @@ def assert_close(ours, theirs, what: str, rtol: float = 1e-5) -> None:
     scale = max(np.abs(theirs).max(), 1e-30)
     worst = np.abs(ours - theirs).max() / scale
     assert worst <= rtol, f"{what}: differs by {worst:.2e} of its largest entry"
+
+
+class Tagger(nn.Module):
+    """Embedding(vocabulary, 4) → bidirectional nn.LSTM(4, 3, `layers`, batch_first) → Linear
+    on every step: a tagger, whose loss (`tagger_loss`) enters at every step."""
+
+    def __init__(self, vocabulary: int, layers: int = 1):
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, 4)
+        self.lstm = nn.LSTM(4, 3, num_layers=layers, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(6, vocabulary)
+
+    def forward(self, x):
+        return self.head(self.lstm(self.embed(x))[0])
+
+
+def tagger_loss(out, y):
+    """Cross-entropy over every step of a tagger's output [B, T, V]."""
+    return nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
