@@ -178,11 +178,12 @@ def test_an_error_in_a_log_follows_the_last_update_without_a_blank_line(
 
 def test_ctrl_c_before_the_run_starts_is_one_line_in_a_log(monkeypatch, capsys):
     from lstmviz import cli
+    from lstmviz.cli import run as cli_run
 
-    def interrupted(args):
+    def interrupted(args, report):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_run", interrupted)
+    monkeypatch.setattr(cli_run, "run_command", interrupted)
     assert cli.main(["run", "--out", "t.npz"]) == 130
     assert capsys.readouterr().err == "lstmviz: interrupted; nothing written\n"
 

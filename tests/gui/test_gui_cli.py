@@ -65,7 +65,7 @@ def test_bad_command_lines_exit_2_in_one_line(tmp_path, args, message):
 
 
 def test_the_app_leaves_through_its_exit_handlers(tmp_path):
-    """The window's process skips Python's teardown (`cli._leave`: it destroys Qt's and
+    """The window's process skips Python's teardown (`cli.gui.leave`: it destroys Qt's and
     pyqtgraph's leftovers in an order PySide does not always survive) but still runs the exit
     handlers (a recording is closed there) and says its exit code."""
     shot, handler = tmp_path / "shot.png", tmp_path / "handler"

@@ -293,6 +293,7 @@ def test_lstmviz_gui_takes_module(monkeypatch):
     """`lstmviz gui CKPT DATA --module …` hands the factory to the window (which sets the dock's
     Module field before it opens the files: the window test above runs that)."""
     import lstmviz.cli
+    import lstmviz.cli.gui
     import lstmviz.gui.app
 
     given = {}
@@ -302,8 +303,8 @@ def test_lstmviz_gui_takes_module(monkeypatch):
     def leave(code):  # the app's process would end here
         raise SystemExit(code)
 
-    monkeypatch.setattr(lstmviz.cli, "_leave", leave)
-    monkeypatch.setattr(lstmviz.cli, "_check_gui_flags", lambda args: None)  # no display here
+    monkeypatch.setattr(lstmviz.cli.gui, "leave", leave)
+    monkeypatch.setattr(lstmviz.cli.gui, "check_flags", lambda args: None)  # no display here
     with pytest.raises(SystemExit) as left:
         lstmviz.cli.main(["gui", str(ROOT / "resources" / "demo_inputs.npy"), "--module",
                           "userpkg.nets:six"])  # fmt: skip
