@@ -216,7 +216,7 @@ FLOORS = {
     "plots": 4,  # pyqtgraph: the panels and the offscreen figure, export
     "notebook": 5,  # lstmviz.plot and what Jupyter shows
     "gui": 5,  # the window
-    "cli": 6,  # the command line, and what `lstmviz diagnose` / `compare` read
+    "cli": 6,  # the command line
     "__main__": 6,
 }
 QT = ("PySide6", "pyqtgraph", "shiboken6")

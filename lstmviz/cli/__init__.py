@@ -6,8 +6,8 @@
     run       lstmviz run: the RunConfig of the flags, the run driven with progress and Ctrl-C
     gui       lstmviz gui: its flags checked, the window started, its process ended
     export    lstmviz export
-    diagnose  lstmviz diagnose and lstmviz compare
-    sources   the files diagnose and compare read (a model runs through the engine)
+    diagnose  lstmviz diagnose and lstmviz compare (on analysis/sources.py: lstmviz.diagnose,
+              lstmviz.compare)
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def add_parsers(sub) -> None:
 
 def diagnose_command(args: argparse.Namespace, report: Callable[[str], None]) -> int:
     """Print the diagnosis of `args.source`; 0, or LstmvizError for bad input."""
-    from lstmviz.cli.sources import open_source
+    from lstmviz.analysis.sources import open_source
 
     _check_inputs(args)
     source = open_source(args.source, args.inputs, args.loss, "SOURCE")
@@ -64,7 +64,7 @@ def diagnose_command(args: argparse.Namespace, report: Callable[[str], None]) ->
 
 def compare_command(args: argparse.Namespace, report: Callable[[str], None]) -> int:
     """Compare `args.a` with `args.b`, print the result, write `--out`; 0, or LstmvizError."""
-    from lstmviz.cli.sources import compare
+    from lstmviz.analysis.sources import compare
 
     out = _check_out(args)
     _check_inputs(args)

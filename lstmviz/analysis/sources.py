@@ -1,9 +1,8 @@
-"""What the diagnosis and the comparison read, by file: a trace (.npz), a recording (.lvz), or
-a model (or an LSTM stack's weights) run through model mode on a data file.
-
-`diagnose(source)` and `compare(a, b)` (`lstmviz.diagnose`, `lstmviz.compare`) take
-GradientTraces, Recordings, or their files; model files need `inputs` (or seeded random data)
-and run in this process (TensorFlow is imported only then).
+"""`diagnose(source)` and `compare(a, b)` (`lstmviz.diagnose`, `lstmviz.compare`; `lstmviz
+diagnose` and `lstmviz compare` call them too) on what they read: GradientTraces, Recordings, or
+their files (a trace .npz, a recording .lvz), or a model (or an LSTM stack's weights) run through
+model mode on `inputs` (seeded random data without), in this process: the engine, and with it
+TensorFlow, is imported only then.
 """
 
 from __future__ import annotations
