@@ -380,10 +380,11 @@ def _forward(kind: str, activation: str, layers: int, directions: int, masked: b
 
 
 def _backward(kind: str, activation: str, layers: int, directions: int, masked: bool, share: int,
-              batch_major: bool, present: tuple[bool, ...], weights: bool = True):  # fmt: skip
+              batch_major: bool, present: tuple[bool, ...], weight_grads: bool = True):  # fmt: skip
     """The compiled backward of a module: (x, h0, c0, weights, inputs, kept, [the `present`
     ones of d_out, d_h, d_c, chain_h, chain_c], (mask)) -> ([per direction its gradients], dx,
-    dh0, dc0)."""
+    dh0, dc0); without the weight gradients unless `weight_grads` (then the ops skip their
+    products: nothing reads those outputs)."""
     library = kernels.library()
 
     def run(x, h0, c0, weights, inputs, kept, given, mask):
@@ -460,7 +461,7 @@ def _backward(kind: str, activation: str, layers: int, directions: int, masked: 
                     direct_norm = library.lstmviz_step_norms(direct)
                 one |= {"grad_h_total": dh, "norm_h_total": norms[:, 0],
                         "norm_h_direct": direct_norm}  # fmt: skip
-                if weights:  # else not returned: the LSTM op then skips their products
+                if weight_grads:  # else not returned: the LSTM op then skips their products
                     one |= {"grad_kernel": dk, "grad_recurrent_kernel": dr, "grad_bias": db}
                 named[k] = one
                 dx = dxd if dx is None else dx + dxd

@@ -245,6 +245,36 @@ def test_the_native_kernels_run_each_forward_once_and_give_the_trace_pytorch_s_o
             np.testing.assert_array_equal(ours[key], value, key)
 
 
+def test_the_error_of_one_step_s_pass_asks_the_native_ops_for_no_weight_gradients():
+    """The pass that follows one step's error back needs only the states' gradients: its
+    compiled backward leaves the LSTM ops' weight-gradient outputs (5–7) unread, so the ops
+    skip their products (half a step's work), while the loss's pass reads them."""
+    from lstmviz.engine.native import kernels
+    from lstmviz.torch import fused
+
+    if kernels.library() is None:
+        pytest.skip("the native kernels are not built")
+
+    class PerStep(nn.Module):  # an output at every step: the error of one step has a pass
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.head = nn.LSTM(I, H, batch_first=True), nn.Linear(H, 2)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0])
+
+    fused._BACKWARD.clear()
+    x = torch.randn(B, T, I)
+    trace = model_gradients(PerStep(), x, torch.randn(B, T, 2), mse)
+    assert trace.anchor_norm_h_by_layer.shape == (1, 1, T)
+    read = {}
+    for key, compiled in fused._BACKWARD.items():
+        ops = [op for op in compiled.concrete.graph.get_operations()
+               if op.type == "LstmvizSequenceBackward"]  # fmt: skip
+        read[key[-1]] = {i for op in ops for i in (5, 6, 7) if op.outputs[i].consumers()}
+    assert read == {True: {5, 6, 7}, False: set()}
+
+
 def test_lstmviz_the_window_and_model_mode_do_not_import_torch():
     import subprocess
     import sys
