@@ -40,6 +40,7 @@ from torch.nn.utils.rnn import PackedSequence
 
 from lstmviz.core.errors import ModelError
 from lstmviz.torch import fused
+from lstmviz.torch.inputs import carry, outside
 from lstmviz.weights.formats.found import FoundLayer
 from lstmviz.weights.formats.torch_files import convert
 
@@ -304,19 +305,22 @@ def _recording_forward(sub: nn.Module, name: str, calls: list[Call], owners: dic
     tensors: list = []  # and in TensorFlow (`fused`)
 
     def forward(input, hx=None):
-        call = record(sub, name, input, hx, converted[0] if converted else None)
-        converted[:1] = [call.weights]
-        if fused.runs(call):
-            ran(call, fused.forward(call, tensors))
-        else:
-            with torch.no_grad():
-                result = original(input, hx)
-            ran(call, pytorch_outputs(call, *((result, None) if call.cell else result)))
-        _link(call, calls, owners)
-        for s, leaf in enumerate(call.states):
-            owners[id(leaf)] = (len(calls), s)
-        calls.append(call)
-        return handed_on(call)
+        with outside():
+            call = record(sub, name, input, hx, converted[0] if converted else None)
+            converted[:1] = [call.weights]
+            if fused.runs(call):
+                ran(call, fused.forward(call, tensors))
+            else:
+                with torch.no_grad():
+                    result = original(input, hx)
+                ran(call, pytorch_outputs(call, *((result, None) if call.cell else result)))
+            _link(call, calls, owners)
+            for s, leaf in enumerate(call.states):
+                owners[id(leaf)] = (len(calls), s)
+            calls.append(call)
+            returned = handed_on(call)
+        carry([call.outputs, returned], (input, hx))
+        return returned
 
     return forward
 

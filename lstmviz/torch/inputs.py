@@ -25,7 +25,11 @@ _MARK = "_lstmviz_inputs"  # the attribute a marked tensor carries: a frozenset 
 
 class Provenance(TorchFunctionMode):
     """While active, each op's tensor outputs carry the union of its tensor arguments' marks;
-    the module's arguments (tensors) are marked with their own index."""
+    the module's arguments (tensors) are marked with their own index. lstmviz's own recording
+    of a recurrent call runs `outside` it (its outputs marked by `carry`): a decoder step's
+    hundred-odd ops of conversion would otherwise each pass through here."""
+
+    active = 0  # Provenance modes entered and not exited
 
     def __init__(self, args: tuple):
         super().__init__()
@@ -33,14 +37,39 @@ class Provenance(TorchFunctionMode):
             if torch.is_tensor(arg):
                 _mark(arg, frozenset({i}))
 
+    def __enter__(self):
+        Provenance.active += 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        Provenance.active -= 1
+        return super().__exit__(*exc)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        found = frozenset().union(*(getattr(t, _MARK, ()) for t in _tensors((args, kwargs))))
+        out = func(*args, **(kwargs or {}))
+        found = _marks(args) | _marks(kwargs) if kwargs else _marks(args)
         if found:
-            for tensor in _tensors(out):
-                _mark(tensor, found | getattr(tensor, _MARK, frozenset()))
+            carry_marks(out, found)
         return out
+
+
+def outside():
+    """A context in which no Provenance sees the ops (a no-op when none is active)."""
+    return torch._C.DisableTorchFunction() if Provenance.active else contextlib.nullcontext()
+
+
+def carry(outputs, given) -> None:
+    """Mark the tensors in `outputs` with the marks of those in `given` (nests of tuples,
+    lists and dicts), as an op run under Provenance would have marked them."""
+    if Provenance.active:
+        found = _marks(given)
+        if found:
+            carry_marks(outputs, found)
+
+
+def carry_marks(outputs, found: frozenset) -> None:
+    for tensor in _tensors(outputs):
+        _mark(tensor, found | getattr(tensor, _MARK, frozenset()))
 
 
 def inputs_of(tensor) -> frozenset[int]:
@@ -99,6 +128,25 @@ def time_major(x, call, steps: int) -> np.ndarray:
 def _mark(tensor: torch.Tensor, marks: frozenset) -> None:
     with contextlib.suppress(AttributeError, RuntimeError):  # a subclass without a __dict__
         setattr(tensor, _MARK, marks)
+
+
+def _marks(value) -> frozenset:
+    """The union of the marks of the tensors in a nest (of the arguments of one op: most
+    often flat, checked without a generator)."""
+    if isinstance(value, torch.Tensor):
+        return getattr(value, _MARK, frozenset())
+    found = frozenset()
+    items = value.values() if isinstance(value, dict) else value
+    if not isinstance(items, tuple | list) and not isinstance(value, dict):
+        return found
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            mark = getattr(item, _MARK, None)
+            if mark:
+                found = found | mark
+        elif isinstance(item, tuple | list | dict):
+            found = found | _marks(item)
+    return found
 
 
 def _tensors(value):

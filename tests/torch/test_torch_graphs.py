@@ -14,7 +14,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from lstmviz.engine.native import kernels  # noqa: E402
-from lstmviz.torch import fused, model_gradients  # noqa: E402
+from lstmviz.torch import fused, inputs, model_gradients  # noqa: E402
 from tests.helpers.torch_graph_reference import Reference  # noqa: E402
 from tests.helpers.torch_reference import assert_close  # noqa: E402
 
@@ -99,7 +99,13 @@ def test_a_seq2seq_decoder_stepped_per_token_is_one_direction_linked_to_its_enco
     ran, backward_run = [], fused.backward_run
     monkeypatch.setattr(fused, "backward_run", lambda c, *a: ran.append(len(c)) or backward_run(
         c, *a))  # fmt: skip
+    seen, follow = [], inputs.Provenance.__torch_function__
+    monkeypatch.setattr(inputs.Provenance, "__torch_function__", lambda self, func, *a, **k: (
+        seen.append(getattr(func, "__name__", ""))) or follow(self, func, *a, **k))  # fmt: skip
     trace = model_gradients(net, (src, tgt_in), y, sequence_xent)
+    # the module's own ops are followed; lstmviz's recording of each call (its outputs made
+    # leaves by requires_grad_) runs outside
+    assert "embedding" in seen and "requires_grad_" not in seen
     # twice: the loss's backward, and the error of the last step's (a loss on every step)
     assert ran == (runs * 2 if kernels.library() is not None else [])
     ref = Reference(net)
