@@ -52,7 +52,8 @@ class DirectionDiagnosis:
     `gates_saturated` {gate: fraction}, `verdict`. Details: `reverse` (processes t = T-1 → 0),
     `forget_timescale` [H] −1/ln f̄_j per unit (steps; model traces without
     `layer{k}_gates_unit_mean`: one value, averaged over the units), `measured_timescale`
-    [H] −1/ln r_j of each unit's mean |dL/dc_t,j|, `snr` [T] the gradient's signal-to-noise
+    [H] −1/ln r_j of each unit's mean |dL/dc_t,j|, `own_timescale` [S] a modern layer's own
+    per channel (docs/modern-recurrence.md), `snr` [T] the gradient's signal-to-noise
     ratio across the batch per step, `nonfinite_step` the first input position whose norm is
     NaN or Inf, `rows` [(label, Decay)] per batch or training step, `notes`; `steps` T_k,
     `chain` the directions its diagnosis follows across hand-overs (itself first; [] when it
@@ -71,6 +72,7 @@ class DirectionDiagnosis:
     reverse: bool = False
     forget_timescale: np.ndarray | None = None
     measured_timescale: np.ndarray | None = None
+    own_timescale: np.ndarray | None = None
     snr: np.ndarray | None = None
     nonfinite_step: int | None = None
     rows: list[tuple[int, Decay]] = field(default_factory=list)
@@ -280,6 +282,7 @@ def diagnose_direction(d: Direction) -> DirectionDiagnosis:
         out.forget_timescale = timescale(d.forget_unit_mean)
     if out.forget_timescale is None and d.forget_mean is not None:
         out.forget_timescale = timescale(np.array([np.nanmean(d.forget_mean)]))
+    out.own_timescale = d.own_timescale
     if d.grad_c is not None and span.size >= 2:
         out.measured_timescale = unit_timescales(np.asarray(d.grad_c)[span])
     curves = [d.norm_h] + ([d.norm_c] if d.norm_c is not None else [])
@@ -454,6 +457,10 @@ def details(d: DirectionDiagnosis) -> list[str]:
         if d.measured_timescale is not None:
             words += f"; measured from dL/dc_t: median {_median(d.measured_timescale)} steps"
         lines.append(words)
+    if d.own_timescale is not None:
+        lines.append(f"the layer's own timescale −1/ln(mean decay): median "
+                     f"{_median(d.own_timescale)} steps, longest "
+                     f"{_num(float(np.nanmax(d.own_timescale)), '.3g')}")  # fmt: skip
     if d.snr is not None and np.isfinite(d.snr).any():
         lines.append(f"gradient SNR across the batch: median {np.nanmedian(d.snr):.3g}")
     return lines

@@ -64,6 +64,7 @@ class Direction:
     anchors: np.ndarray | None = None
     anchor_h: np.ndarray | None = None
     anchor_c: np.ndarray | None = None
+    own_timescale: np.ndarray | None = None  # [S] a modern layer's `layer{k}_timescale`
 
     @property
     def T(self) -> int:
@@ -129,6 +130,8 @@ def _model_direction(a: dict, k: int, name: str) -> Direction:
     if cell != "lstm":
         d.norm_c = d.grad_c = None
     _anchored(d, a, k, steps)
+    if f"layer{k}_timescale" in a:
+        d.own_timescale = _f32(a[f"layer{k}_timescale"])
     names = a.get(f"layer{k}_gate_names")
     names = [str(n) for n in names] if names is not None else list(DEFAULT_GATES.get(cell, ()))
     # Traces written before model mode recorded the per-unit means and the diagnosis's

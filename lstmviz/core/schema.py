@@ -52,11 +52,14 @@ LSTM_MODES = frozenset({"taped", "multipass", "batchwise", "train"})  # one LSTM
 RECORDING = "recording"  # stands for a mode when checking a recording's arrays
 # A model direction's cell (`layer{k}_cell`) -> its gate blocks (kernel [I, G·H]) as the trace's
 # `layer{k}_gate_names` holds them ("h~" is GRU's candidate h̃); a trace without the key: lstm
-CELL_GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("z", "r", "h~"), "simple_rnn": ("h",)}
+CELL_GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("z", "r", "h~"), "simple_rnn": ("h",),
+              # modern layers (docs/modern-recurrence.md): what sets their decay
+              "mingru": ("z",), "minlstm": ("f", "i"), "mamba": ("exp(ΔA)",), "lru": ("|λ|",)}
 # The diagnosis's gate saturation: a sigmoid gate below this or above 1 - this, a tanh one
 # |g| > 1 - this (`layer{k}_gates_saturated_diagnosis`; other activations: activations.py)
 GATE_SATURATION_DIAGNOSIS = 0.05
-CELL_CLASSES = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN"}  # Keras's class names
+CELL_CLASSES = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN",  # Keras's class names
+                "mingru": "minGRU", "minlstm": "minLSTM", "mamba": "Mamba", "lru": "LRU"}
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,13 @@ _MODEL = [
        "mean activation of each gate per unit over the unmasked (t, b)"),  # fmt: skip
     _k("layer{k}_gates_saturated_diagnosis", ("G{k}",), DATA, MODEL,
        "fraction of the unmasked (t, b, j) with a gate within 0.05 of a bound"),  # fmt: skip
+    # modern layers (minGRU, minLSTM, Mamba, LRU): docs/modern-recurrence.md
+    _k("layer{k}_state_names", None, TEXT, MODEL, "the states of direction k, its main one "
+       "(under the h keys) first", kinds="U"),  # fmt: skip
+    _k("layer{k}_timescale", ("H{k}",), DATA, MODEL, "the layer's own timescale per channel "
+       "in steps (-1/ln of its mean decay)"),  # fmt: skip
+    _k("layer{k}_grad_weight_{name}", None, DATA, MODEL, "dL/d the parameter named so of "
+       "direction k's layer (complex: [..., 2], real and imaginary parts)"),  # fmt: skip
     _k("norm_h_total_by_layer", ("L", "T"), ROWS, MODEL, "total ‖dL/dh_t‖ per direction",
        row="layer", heatmap=True),  # fmt: skip
     _k("norm_h_direct_by_layer", ("L", "T"), ROWS, MODEL, "direct ‖∂L/∂h_t‖ per direction",

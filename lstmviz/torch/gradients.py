@@ -38,8 +38,8 @@ from lstmviz.core.schema import CELL_GATES
 from lstmviz.engine.modes.trace_arrays import NORMS, exact_norm
 from lstmviz.engine.native.kernels import kernel_name
 from lstmviz.io.trace import GradientTrace
-from lstmviz.torch import fused
-from lstmviz.torch.capture import WHERE, Call, capture
+from lstmviz.torch import fused, modern
+from lstmviz.torch.capture import WHERE, Call, capture, recurrent_modules
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
@@ -84,6 +84,9 @@ class Tracer:
         start = time.perf_counter()
         args = _arguments(self.module, x)
         y = _tensor(y, self.module) if y is not None else None
+        if modern.alone(self.module, bool(recurrent_modules(self.module))):  # minGRU, Mamba…
+            return modern.trace(self.module, args, y, self.loss, self.loss_name, self.anchors,
+                                source, summary(self.module), start)  # fmt: skip
         several = sum(torch.is_tensor(a) for a in args) > 1  # each input's own keys
         with capture(self.module) as calls:
             try:
@@ -473,6 +476,7 @@ def summary(module: nn.Module) -> str:
             lines.append("-" * len(lines[-1]))
     if not program:  # a program's weights are its graph's too
         lines.append(f"Total params: {sum(p.numel() for p in module.parameters()):,}")
+    lines += modern.notes(module, bool(recurrent_modules(module)))  # modern layers left out
     return "\n".join(lines)
 
 

@@ -182,16 +182,18 @@ def chain_parts(arrays: Arrays) -> list[str]:
 
 
 def _own_steps(arrays: Arrays, key: str) -> np.ndarray:
-    """The values of rows `key` ([L, T] or a recording's [S, L, T]) within each direction's
-    own steps: a graph's shorter directions are padded with NaN, which is no value; a cell
-    norm only of the directions with a cell state (a GRU's or SimpleRNN's row is NaN)."""
+    """The values of rows `key` ([L, T] or a recording's [S, L, T]; anchored [·, L, A, T])
+    within each direction's own steps: a graph's shorter directions are padded with NaN,
+    which is no value; a cell norm only of the directions with a cell state (a GRU's or
+    SimpleRNN's row is NaN)."""
     rows = np.asarray(arrays[key])
     if rows.ndim < 2:
         return rows
-    kept = range(rows.shape[-2])
-    if key.startswith("norm_c_total"):
+    axis = -3 if key.startswith("anchor_") else -2  # [L, A, T] anchored: A per direction
+    kept = range(rows.shape[axis])
+    if key.startswith(("norm_c_total", "anchor_norm_c")):
         kept = [k for k in kept if has_cell_state(arrays, k)]
-    parts = [rows[..., k, : direction_steps(arrays, k)].ravel() for k in kept]
+    parts = [np.take(rows, k, axis)[..., : direction_steps(arrays, k)].ravel() for k in kept]
     return np.concatenate(parts) if parts else np.zeros(0, rows.dtype)
 
 
@@ -214,7 +216,8 @@ def nonfinite_part(arrays: Arrays) -> str:
     # ones again would stall the window for a long multi-pass trace).
     checked = "nonfinite_steps" in arrays
     floats = {k: v for k, v in arrays.items() if np.asarray(v).dtype.kind == "f"}
-    for key in ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer"):
+    for key in ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer",
+                "anchor_norm_h_by_layer", "anchor_norm_c_by_layer"):
         if key in floats:
             floats[key] = _own_steps(arrays, key)
     bad = {k: nonfinite_count(v) for k, v in floats.items()

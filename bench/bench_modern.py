@@ -1,0 +1,114 @@
+"""lstmviz.torch.model_gradients on modern recurrent layers next to PyTorch's own forward +
+loss.backward() of the same module.
+
+    .venv/bin/python bench/bench_modern.py                     # every kind (below)
+    .venv/bin/python bench/bench_modern.py --kinds mamba --steps 512 --batch 8 --repeats 5
+
+The modules: 4 layers of one kind with residual connections (x + layer(x), no norm, no
+feed-forward), d_model 128, a linear head on every step, MSE against fixed targets, T=512,
+B=8, CPU: minGRU(128), minLSTM(128) (mingru-pytorch), MambaBlock (mambapy, d_state 16, its
+parallel scan: D·N = 4096 a step, kept per D channel), LRU(128, 128, 128) (lru-pytorch, whose
+own forward loops over samples and steps in Python). PyTorch: zero_grad, forward,
+loss.backward(). lstmviz: the whole trace (every layer's state, total and direct dL/dh_t, the
+anchored pass, weight gradients, saliency) as NumPy. Medians of --repeats after a warm-up
+call, interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from lstmviz.torch import model_gradients  # noqa: E402
+
+KINDS = ("mingru", "minlstm", "mamba", "lru")
+
+
+def layer(kind: str, width: int) -> nn.Module:
+    if kind == "mingru":
+        from minGRU_pytorch import minGRU
+
+        return minGRU(width)
+    if kind == "minlstm":
+        from minGRU_pytorch.minLSTM import minLSTM
+
+        return minLSTM(width)
+    if kind == "mamba":
+        from mambapy.mamba import MambaBlock, MambaConfig
+
+        return MambaBlock(MambaConfig(d_model=width, n_layers=1, d_state=16))
+    from LRU_pytorch import LRU
+
+    return LRU(width, width, width)
+
+
+class Residual(nn.Module):
+    def __init__(self, kind: str, width: int, depth: int):
+        super().__init__()
+        self.layers = nn.ModuleList(layer(kind, width) for _ in range(depth))
+        self.head = nn.Linear(width, width)
+
+    def forward(self, x):
+        for block in self.layers:
+            x = x + block(x)
+        return self.head(x)
+
+
+def torch_backward(net: nn.Module, x, y) -> None:
+    net.zero_grad()
+    nn.functional.mse_loss(net(x), y).backward()
+
+
+def seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--steps", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--width", type=int, default=128)
+    parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"T={args.steps} B={args.batch} d_model={args.width}, {args.depth} residual layers, "
+          f"torch {torch.__version__} ({torch.get_num_threads()} threads), {os.cpu_count()} "
+          f"CPUs; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    for kind in args.kinds:
+        torch.manual_seed(0)
+        net = Residual(kind, args.width, args.depth)
+        x = torch.randn(args.batch, args.steps, args.width)
+        y = torch.randn(args.batch, args.steps, args.width)
+        runs = {
+            "pytorch forward + backward": lambda net=net, x=x, y=y: torch_backward(net, x, y),
+            "lstmviz.torch.model_gradients": lambda net=net, x=x, y=y: model_gradients(
+                net, x, y, "mse"),  # fmt: skip
+        }
+        for fn in runs.values():  # the first call: imports, allocations
+            fn()
+        times = {name: [] for name in runs}
+        for _ in range(args.repeats):
+            for name, fn in runs.items():
+                times[name].append(seconds(fn))
+        base = statistics.median(times["pytorch forward + backward"])
+        print(f"{kind} (load {os.getloadavg()[0]:.1f})")
+        for name, values in times.items():
+            m = statistics.median(values)
+            print(f"  {name:34s} {1000 * m:8.0f} ms  ({m / base:4.2f}×)  "
+                  f"[{', '.join(f'{1000 * v:.0f}' for v in values)}]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""Model mode for a module whose recurrent layers are modern ones (`layers.KNOWN`).
+
+One forward with every such layer's forward traced (`capture`: eval mode, each call's `Piece`),
+the loss, one `torch.autograd.grad` of it with respect to every call's tapped state, the first
+layer's input and the traced layers' parameters: the direct ∂L/∂h_t of each call, the saliency
+and the weight gradients, as PyTorch computes them. The totals follow from the direct gradients
+by the reverse scan (`scan.reverse_scan`). Where the output has a time axis, the error of its
+last step (or the given anchors) is followed back with one more autograd pass to the taps
+(docs/diagnosis.md), as `lstmviz.torch.gradients` does for LSTMs.
+
+Keys are model mode's (docs/modern-recurrence.md): per direction k `layer{k}_h`,
+`layer{k}_grad_h_total`, `layer{k}_grad_h_direct` [T, B, S] (the state's channels flattened,
+or, for a state of more than `piece.MAX_CHANNELS` channels a step, per D channel the norm over
+N; a complex state as its modulus), `layer{k}_state_names`, `layer{k}_timescale` [S],
+`layer{k}_cell`, the decay's gates (`layer{k}_gate_names`, `_gates_mean`, `_gates_saturated`
+[G, T], `_gates_saturated_diagnosis` [G]), `layer{k}_grad_weight_{parameter}` (a complex
+parameter's as [..., 2], real and imaginary parts); the [L, T] norm rows the diagnosis reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from lstmviz.core.config import RunConfig, anchor_steps, anchors_text, in_python_terms
+from lstmviz.core.errors import ConfigError, LstmvizError, ModelError
+from lstmviz.io.trace import GradientTrace
+from lstmviz.torch.modern import layers, mingru, scan, ssm
+from lstmviz.torch.modern.piece import Piece
+
+WHERE = "lstmviz.torch"
+
+
+@contextlib.contextmanager
+def capture(module: nn.Module) -> Iterator[list[Piece]]:
+    """Within: `module` in eval mode with its modern layers' forwards traced, their Pieces
+    recorded into the list yielded (in call order); a modern layer lstmviz does not trace runs
+    its own forward, and where that fails (a CUDA kernel on the CPU) the error is one line
+    naming the layer and why it is not traced. After: every training flag, forward and
+    PyTorch's CPU random state as before."""
+    traced, skipped = layers.found(module)
+    flags = {sub: sub.training for sub in module.modules()}
+    rng = torch.get_rng_state()
+    pieces: list[Piece] = []
+
+    def record(piece: Piece) -> int:
+        pieces.append(piece)
+        return len(pieces) - 1
+
+    def continued(tensor):
+        n = getattr(tensor, "lstmviz_piece", None)
+        if n is None or n >= len(pieces) or pieces[n].final is None:
+            return None
+        return n, pieces[n].final
+
+    patched = []
+    try:
+        module.eval()
+        for name, sub, kind in traced:
+            patched.append((sub, sub.__dict__.get("forward")))
+            if kind in ("mingru", "minlstm"):
+                sub.forward = mingru.forward(sub, name, kind, record, continued)
+            elif kind == "mamba":
+                sub.forward = ssm.mamba_forward(sub, name, record)
+            else:
+                sub.forward = ssm.lru_forward(sub, name, record)
+        for name, sub, why in skipped:
+            patched.append((sub, sub.__dict__.get("forward")))
+            sub.forward = _untraced(sub, name, why)
+        yield pieces
+    finally:
+        for sub, own in patched:
+            if own is None:
+                sub.__dict__.pop("forward", None)
+            else:
+                sub.forward = own
+        for sub, flag in flags.items():
+            sub.training = flag
+        torch.set_rng_state(rng)
+
+
+def _untraced(sub: nn.Module, name: str, why: str):
+    own = type(sub).forward.__get__(sub)
+
+    def forward(*args, **kwargs):
+        try:
+            return own(*args, **kwargs)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelError(f"{WHERE}: {name} is not traced ({why}), and its forward failed: "
+                             f"{first}") from None  # fmt: skip
+
+    return forward
+
+
+def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anchors,
+          source: str, summary: str, start: float) -> GradientTrace:  # fmt: skip
+    """The GradientTrace of `module` on `args` (its arguments) and `y` under `loss` (output,
+    y, y_pred) -> (value, per-sample [B] or None); `summary` the module's table."""
+    traced, skipped = layers.found(module)
+    if not traced:
+        raise ModelError(f"{WHERE}: nothing lstmviz traces: "
+                         + "; ".join(f"{name} ({why})" for name, _, why in skipped))  # fmt: skip
+    with capture(module) as pieces:
+        output = module(*args)
+        if not pieces:
+            raise LstmvizError(f"{WHERE}: the forward ran none of the module's recurrent layers")
+        y_pred = _first_tensor(output)
+        value, per_sample = loss(output, y, y_pred)
+        params = list(dict.fromkeys(p for _, sub, _ in traced for p in sub.parameters()
+                                    if p.requires_grad))  # fmt: skip
+        wanted = [p.tap for p in pieces] + [pieces[0].source] + params
+        grads = torch.autograd.grad(value, wanted, allow_unused=True, retain_graph=True)
+        direct = list(grads[: len(pieces)])
+        found = chains(pieces)
+        arrays = _directions(pieces, found, direct)
+        arrays |= _weights(found, pieces, dict(zip(params, grads[len(pieces) + 1:],
+                                                   strict=True)))  # fmt: skip
+        arrays |= _input(grads[len(pieces)], pieces[0])
+        arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors)
+    steps = arrays["norm_h_total_by_layer"].shape[1]
+    arrays["loss"] = np.float32(value.detach().cpu())
+    if per_sample is not None:
+        arrays["loss_by_sample"] = _numpy(per_sample).astype(np.float32)
+    arrays["y_pred"] = _numpy(y_pred)
+    if y is not None:
+        arrays["y"] = _numpy(y)
+    first = pieces[0]
+    model_x = _model_x(args[0], first.steps, int(first.tap.shape[0]))
+    if model_x is not None and len(model_x) == steps:
+        arrays["x"] = model_x
+    arrays["model_summary"] = np.array(summary)
+    arrays["model_source"] = np.array(f"PyTorch module {type(module).__name__}")
+    if source:
+        arrays["inputs_source"] = np.array(source)
+    arrays["lstm_kernel"] = np.array("pytorch")
+    arrays["model_seconds"] = np.float32(time.perf_counter() - start)
+    config = RunConfig(mode="model", steps=steps, batch=int(first.tap.shape[0]),
+                       input_dim=int(first.source.shape[-1]),
+                       hidden=int(arrays["layer0_h"].shape[-1]), loss=loss_name, model=None,
+                       anchors=_checked(anchors_text, anchors))  # fmt: skip
+    return GradientTrace("model", config, arrays)
+
+
+def chains(pieces: list[Piece]) -> list[tuple[str, list[int]]]:
+    """The directions: (name, the pieces that make it in call order); a piece continuing an
+    earlier one's state joins its direction; a layer making several directions numbers them
+    `#0`, `#1`, …"""
+    found: list[tuple[str, list[int]]] = []
+    where: dict[int, int] = {}
+    for n, piece in enumerate(pieces):
+        if piece.chained_from is not None and piece.chained_from in where:
+            k = where[piece.chained_from]
+            found[k][1].append(n)
+        else:
+            k = len(found)
+            found.append((piece.name, [n]))
+        where[n] = k
+    counts, seen = Counter(name for name, _ in found), Counter()
+    named = []
+    for name, members in found:
+        if counts[name] > 1:
+            name, seen[name] = f"{name}#{seen[name]}", seen[name] + 1
+        named.append((name, members))
+    return named
+
+
+def _time_major(value: torch.Tensor) -> torch.Tensor:
+    return value.detach().movedim(1, 0).contiguous()
+
+
+def _joined(members: list[int], value: Callable) -> torch.Tensor:
+    """[T, B, *C] the pieces' `value(n)` [B, T, *C] (n: a piece's index) joined in call
+    order."""
+    return torch.cat([_time_major(value(n)) for n in members])
+
+
+def _decay(piece: Piece) -> torch.Tensor:
+    """[B, T, *C] the piece's decay (LRU's λ [C] repeated over batch and steps)."""
+    return piece.decay.expand_as(piece.tap) if piece.decay.dim() < piece.tap.dim() else piece.decay
+
+
+def _totals(pieces: list[Piece], members: list[int], direct: list) -> tuple:
+    """(direct, total) [T, B, *C] of one direction from its pieces' direct gradients (None: the
+    loss does not reach that piece: zero)."""
+    d = _joined(members, lambda n: torch.zeros_like(pieces[n].tap) if direct[n] is None
+                else direct[n])  # fmt: skip
+    if len(members) == 1 and pieces[members[0]].decay.dim() < d.dim():
+        decay = pieces[members[0]].decay  # constant: broadcast
+    else:
+        decay = _joined(members, lambda n: _decay(pieces[n]))
+    return d, scan.reverse_scan(d, decay)
+
+
+def _directions(pieces: list[Piece], found: list, direct: list) -> dict:
+    steps = max(sum(pieces[n].steps for n in members) for _, members in found)
+    arrays: dict[str, np.ndarray] = {}
+    rows = {"norm_h_total": [], "norm_h_direct": [], "norm_c_total": []}
+    for k, (_, members) in enumerate(found):
+        first = pieces[members[0]]
+        d, g = _totals(pieces, members, direct)
+        h = _joined(members, lambda n: pieces[n].tap)
+        for key, value in (("h", h), ("grad_h_total", g), ("grad_h_direct", d)):
+            arrays[f"layer{k}_{key}"] = _numpy(scan.channel_view(value, first.reduce)).astype(
+                np.float32, copy=False)  # fmt: skip
+        for key, value in (("norm_h_total", g), ("norm_h_direct", d)):
+            rows[key].append(_padded(_numpy(scan.step_norms(value)), steps))
+        rows["norm_c_total"].append(np.full(steps, np.nan, np.float32))
+        arrays[f"layer{k}_cell"] = np.array(first.kind)
+        arrays[f"layer{k}_state_names"] = np.array(first.state_names)
+        arrays[f"layer{k}_timescale"] = _timescale(pieces, members)
+        arrays[f"layer{k}_calls"] = np.int64(len(members))
+        arrays[f"layer{k}_initial_from"] = np.int64(-1)
+        arrays |= _gates(k, pieces, members)
+    for key, found_rows in rows.items():
+        arrays[f"{key}_by_layer"] = np.stack(found_rows)
+    arrays["layer_names"] = np.array([name for name, _ in found])
+    bad = ~np.isfinite(arrays["norm_h_total_by_layer"]) & ~np.isnan(arrays["norm_c_total_by_layer"])
+    arrays["nonfinite_steps"] = np.flatnonzero(bad.any(0))
+    return arrays
+
+
+def _padded(row: np.ndarray, steps: int) -> np.ndarray:
+    out = np.full(steps, np.nan, np.float32)
+    out[: len(row)] = row
+    return out
+
+
+def _timescale(pieces: list[Piece], members: list[int]) -> np.ndarray:
+    """[S] steps per e-fold of each channel from its mean log decay over the direction's (b, t)
+    (weighted by each call's steps); a state kept per D channel: its slowest mode over N."""
+    weights = torch.tensor([float(pieces[n].steps) for n in members], dtype=torch.float64)
+    stacked = torch.stack([pieces[n].log_decay.double() for n in members])
+    mean = (weights[:, None] * stacked.flatten(1)).sum(0) / weights.sum()
+    tau = scan.timescale(mean.reshape(stacked.shape[1:]))
+    if pieces[members[0]].reduce:
+        tau = tau.amax(-1)
+    return _numpy(tau.flatten()).astype(np.float32)
+
+
+def _gates(k: int, pieces: list[Piece], members: list[int]) -> dict:
+    first = pieces[members[0]]
+    means, saturated, diagnosis = [], [], []
+    for gate in first.gates:
+        value = _joined(members, lambda n, gate=gate: _gate(pieces[n], gate))
+        mean, near, loose = scan.gate_rows(value)
+        means.append(mean)
+        saturated.append(near)
+        diagnosis.append(loose)
+    return {
+        f"layer{k}_gate_names": np.array(list(first.gates)),
+        f"layer{k}_gates_mean": _numpy(torch.stack(means)).astype(np.float32),
+        f"layer{k}_gates_saturated": _numpy(torch.stack(saturated)).astype(np.float32),
+        f"layer{k}_gates_saturated_diagnosis": _numpy(torch.stack(diagnosis)).astype(np.float32),
+    }
+
+
+def _gate(piece: Piece, gate: str) -> torch.Tensor:
+    """[B, T, *C] a gate of the piece (LRU's |λ| [C] repeated over batch and steps)."""
+    value = piece.gates[gate]
+    return value.expand_as(piece.tap.real) if value.dim() < piece.tap.dim() else value
+
+
+def _weights(found: list, pieces: list[Piece], grads: dict) -> dict:
+    """`layer{k}_grad_weight_{parameter}` of each layer's parameters, on the layer's first
+    direction (a layer making several directions: its whole gradient there)."""
+    arrays, seen = {}, set()
+    for k, (_, members) in enumerate(found):
+        module = pieces[members[0]].module
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for name, param in module.named_parameters():
+            grad = grads.get(param)
+            grad = torch.zeros_like(param) if grad is None else grad
+            value = torch.view_as_real(grad) if grad.is_complex() else grad
+            key = name.replace(".", "_")
+            arrays[f"layer{k}_grad_weight_{key}"] = _numpy(value).astype(np.float32, copy=False)
+    return arrays
+
+
+def _input(grad, first: Piece) -> dict:
+    """`grad_input` [T, B, E] (dL/d input of the first direction, through it) and `saliency`."""
+    grad = torch.zeros_like(first.source) if grad is None else grad
+    grad = _numpy(_time_major(grad))
+    wide = np.sqrt(np.square(grad.astype(np.float64)).sum(-1))  # float64: no underflow
+    return {"grad_input": grad.astype(np.float32, copy=False),
+            "saliency": wide.T.astype(np.float32)}  # fmt: skip
+
+
+def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: torch.Tensor,
+              arrays: dict, anchors) -> dict:  # fmt: skip
+    """`anchors_by_layer` [L, A], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer`
+    [L, A, T]: the totals where the output has no time axis of the last direction's length,
+    else per anchor step of the output (given, or its last) one more autograd pass with the
+    loss's gradient kept at that step alone."""
+    rows_h, rows_c = arrays["norm_h_total_by_layer"], arrays["norm_c_total_by_layer"]
+    lengths = [int(np.isfinite(row).sum()) or len(row) for row in rows_h]
+    batch = int(pieces[-1].tap.shape[0])
+    timed = (y_pred.dim() >= 3 and y_pred.requires_grad and y_pred.shape[0] == batch
+             and y_pred.shape[1] == lengths[-1])  # fmt: skip
+    if not timed:
+        _checked(anchor_steps, anchors, None)
+        return {"anchors_by_layer": np.array([[n - 1] for n in lengths], np.int64),
+                "anchor_norm_h_by_layer": rows_h[:, None],
+                "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
+    size = y_pred.shape[1]
+    given = _checked(anchor_steps, anchors, size) or [size - 1]
+    d_output = torch.autograd.grad(value, y_pred, retain_graph=True)[0]
+    taps = [p.tap for p in pieces]
+    found_h = np.full([len(found), len(given), rows_h.shape[1]], np.nan, np.float32)
+    for a, step in enumerate(given):
+        keep = torch.zeros_like(d_output)
+        keep[:, step] = 1
+        direct = list(torch.autograd.grad(y_pred, taps, d_output * keep, allow_unused=True,
+                                          retain_graph=True))  # fmt: skip
+        for k, (_, members) in enumerate(found):
+            _, g = _totals(pieces, members, direct)
+            found_h[k, a, : len(g)] = _numpy(scan.step_norms(g))
+    return {"anchors_by_layer": np.tile(np.array(given, np.int64), (len(found), 1)),
+            "anchor_norm_h_by_layer": found_h,
+            "anchor_norm_c_by_layer": np.full_like(found_h, np.nan)}  # fmt: skip
+
+
+def _checked(check, *args):
+    try:
+        return check(*args)
+    except ConfigError as exc:
+        raise in_python_terms(exc) from None
+
+
+def _first_tensor(output) -> torch.Tensor:
+    if torch.is_tensor(output):
+        return output
+    if isinstance(output, tuple | list):
+        for item in output:
+            if torch.is_tensor(item):
+                return item
+    raise LstmvizError(f"{WHERE}: the module returned {type(output).__name__}, not a tensor")
+
+
+def _model_x(x, steps: int, batch: int) -> np.ndarray | None:
+    """The model's input time-major ([T, B] ids or [T, B, I]) when it is a batch-first tensor
+    of the first direction's B and T, else None."""
+    if not torch.is_tensor(x) or x.dim() not in (2, 3) or tuple(x.shape[:2]) != (batch, steps):
+        return None
+    return np.ascontiguousarray(_numpy(x.transpose(0, 1)))
+
+
+def _numpy(value: torch.Tensor) -> np.ndarray:
+    return value.detach().cpu().numpy()
