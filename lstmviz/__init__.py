@@ -55,7 +55,7 @@ _API = {
     "ModelError": "lstmviz.core.errors",
     "TraceError": "lstmviz.core.errors",
     "RecordingError": "lstmviz.io.recording",
-    "ExportError": "lstmviz.plots.export.writer",
+    "ExportError": "lstmviz.core.errors",
 }
 
 __all__ = sorted(_API)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,14 +101,14 @@ def _write(comparison, out: Path) -> None:
     if files.suffix_of(out, (".csv",)):
         from lstmviz.analysis.report.tables import comparison_columns
         from lstmviz.io.atomic import atomic_path
-        from lstmviz.plots.export.writer import csv_of_columns
+        from lstmviz.plots.export.csv import csv_of_columns
 
         with atomic_path(out, suffix=".csv") as tmp:
             tmp.write_text(csv_of_columns(comparison_columns(comparison)), encoding="utf-8")
         return
-    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    if not display or not os.environ.get("QT_QPA_PLATFORM"):
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from lstmviz.plots.export.app import offscreen_for_files
+
+    offscreen_for_files()
     from lstmviz.plots.export.compare_figure import write_comparison
 
     try:

@@ -12,7 +12,6 @@ raises KeyboardInterrupt at once (the temporary files vanish with it).
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -84,10 +83,9 @@ def add_parser(sub) -> None:
 def export_command(args: argparse.Namespace, report: Callable[[str], None]) -> int:
     """Run `lstmviz export`; `report` prints the closing line. 0 written, 130 interrupted
     (nothing written); bad input raises LstmvizError."""
-    # Exports need no window: render offscreen unless a platform was asked for on a display.
-    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    if not display or not os.environ.get("QT_QPA_PLATFORM"):
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from lstmviz.plots.export.app import offscreen_for_files
+
+    offscreen_for_files()  # exports need no window
     from lstmviz.core.view import ViewOptions
     from lstmviz.plots.export.writer import ExportCancelled, ExportError, export
 

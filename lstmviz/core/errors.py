@@ -116,3 +116,11 @@ class GraphModel(ModelError):
 
 class TraceError(LstmvizError):
     """A trace file cannot be read."""
+
+
+class ExportError(LstmvizError):
+    """An export cannot be written (bad path, size or content). Names the path or flag."""
+
+
+class ExportCancelled(ExportError):
+    """The `progress` callback of `export` asked to stop; nothing was written."""

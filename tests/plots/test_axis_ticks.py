@@ -213,7 +213,8 @@ def synthetic_training_trace(loss: np.ndarray):
 def test_an_exported_training_loss_of_less_than_a_decade_shows_its_scale(qtbot, size):
     """The export's loss panel (800 × 500 px at 144 dpi: a short one) as the window's:
     at least two labels ("0.6" alone before), apart and inside the axis."""
-    from lstmviz.plots.export.figure import LOGICAL_DPI, Figure
+    from lstmviz.analysis.layout import LOGICAL_DPI
+    from lstmviz.plots.export.figure import Figure
     from lstmviz.plots.panels.training import LossPanel
 
     loss = 0.527 * (0.697 / 0.527) ** np.abs(np.sin(np.arange(150) * 0.37))

@@ -279,7 +279,8 @@ def _svg_texts(path):
 def test_a_narrow_figure_wraps_its_summary_and_elides_titles(traces, tmp_path):
     from PySide6.QtGui import QFontMetricsF
 
-    from lstmviz.plots.export.figure import _font, ensure_app
+    from lstmviz.plots.export.app import ensure_app
+    from lstmviz.plots.export.header import font
 
     ensure_app()
     path = export(traces["multipass"], svg=tmp_path / "n.svg", width=480, height=400,
@@ -287,7 +288,7 @@ def test_a_narrow_figure_wraps_its_summary_and_elides_titles(traces, tmp_path):
     root, texts = _svg_texts(path)
     width = float(root.get("viewBox").split()[2])
     for text, x, _, px in texts:  # nothing runs past the right edge
-        advance = QFontMetricsF(_font(px, bold=px != 11)).horizontalAdvance(text)
+        advance = QFontMetricsF(font(px, bold=px != 11)).horizontalAdvance(text)
         assert x + advance <= width + 1, (text, x + advance, width)
     summary = [text for text, _, _, px in texts if px == 11]
     assert len(summary) >= 2  # wrapped, and every part of it kept

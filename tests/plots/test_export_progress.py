@@ -28,7 +28,7 @@ def outputs(folder) -> dict:
 
 
 def test_progress_rises_through_every_format_to_the_end(tmp_path, monkeypatch):
-    monkeypatch.setattr("lstmviz.plots.export.writer.CSV_BLOCK", 100)  # 300 rows: three blocks
+    monkeypatch.setattr("lstmviz.plots.export.csv.CSV_BLOCK", 100)  # 300 rows: three blocks
     seen = []
     export(long_trace(), **outputs(tmp_path), width=640, height=400, dpi=96,
            progress=lambda done, what: seen.append((done, what)))  # None: go on  # fmt: skip

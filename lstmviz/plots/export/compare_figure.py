@@ -18,7 +18,9 @@ from PySide6.QtCore import QRectF, Qt
 
 from lstmviz.core.view import DEFAULT_VIEW, ViewOptions
 from lstmviz.io.atomic import atomic_path
-from lstmviz.plots.export.figure import HEADER_PX, Figure, ensure_app, gui_style
+from lstmviz.plots.export.app import ensure_app, gui_style
+from lstmviz.plots.export.figure import Figure
+from lstmviz.plots.export.header import HEADER_PX
 from lstmviz.plots.panels.panel import Panel
 from lstmviz.plots.style import PALETTE
 

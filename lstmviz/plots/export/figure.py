@@ -1,5 +1,6 @@
-"""A trace's panels rendered offscreen: PNG and SVG through pyqtgraph's exporters, a one-page PDF
-report through QPdfWriter. `lstmviz.plots.export.writer` is the entry point; this module needs Qt.
+"""A trace's panels drawn offscreen (`Figure`): which panels, laid out how, and the text of its
+header and of the PDF report; each format draws it in its module (`png`, `svg`, `pdf`: the
+`image`, `svg` and `pdf` methods). `lstmviz.plots.export.writer` is the entry point.
 
 The panels are the window's own (`lstmviz.plots`), drawn from the trace's arrays alone in
 widgets that are never shown on screen; which panels and where is decided as for the window
@@ -10,49 +11,37 @@ higher DPI gives the same picture with more pixels (text and lines keep their pr
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import re
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
 import numpy as np
-import pyqtgraph as pg
-import pyqtgraph.exporters  # noqa: F401  (registers ImageExporter and SVGExporter)
-from PySide6.QtCore import QEvent, QMarginsF, QPoint, QRectF, Qt, qInstallMessageHandler
-from PySide6.QtGui import (
-    QColor,
-    QFont,
-    QFontMetricsF,
-    QImage,
-    QPageLayout,
-    QPageSize,
-    QPainter,
-    QPdfWriter,
-    QTextDocument,
-)
-from PySide6.QtWidgets import QApplication, QGraphicsItem
+from PySide6.QtCore import QEvent, QPoint, QRectF, Qt
+from PySide6.QtGui import QFontMetricsF, QImage
+from PySide6.QtWidgets import QApplication
 
 import lstmviz
 from lstmviz.analysis.diagnosis import diagnosis_lines
-from lstmviz.analysis.layout import (
-    LOGICAL_DPI,
-    PANEL_NAMES,
-    PANEL_WIDTHS,
-    figure_rows,
-    minimum_size,
-    panels_for,
-)
+from lstmviz.analysis.layout import PANEL_NAMES, PANEL_WIDTHS, figure_rows, minimum_size, panels_for
 from lstmviz.analysis.report.model_report import model_lines, model_table_html
 from lstmviz.analysis.report.summary import WARNING_STYLE, fmt, plain, summary_text, trained_on
 from lstmviz.analysis.values import pass_length
-from lstmviz.core import display, modes
+from lstmviz.core import modes
 from lstmviz.core.view import DEFAULT_VIEW, ViewOptions
 from lstmviz.io.trace import GradientTrace
-from lstmviz.plots.export.fitting import fit_axis_labels, folded_legend, plain_head, scaled_pens
-from lstmviz.plots.export.svg import as_group, closed_path_fix
+from lstmviz.plots.export import pdf, png, svg
+from lstmviz.plots.export.app import ensure_app, gui_style
+from lstmviz.plots.export.fitting import fit_axis_labels, folded_legend, plain_head
+from lstmviz.plots.export.header import (
+    HEADER_PX,
+    LINE_PX,
+    MAX_SUMMARY_LINES,
+    PANEL_TITLE_PX,
+    SUBTITLE_PX,
+    font,
+)
 from lstmviz.plots.panels.curves import NormHistoryPanel
 from lstmviz.plots.panels.heatmaps import RowsHeatmap, UnitsHeatmap
 from lstmviz.plots.panels.model_curves import GatesPanel, LayerChoice, LayerNormPanel
@@ -60,7 +49,6 @@ from lstmviz.plots.panels.model_maps import LayerHeatmap, LayerUnitsHeatmap, Sal
 from lstmviz.plots.panels.panel import Panel, panel_title
 from lstmviz.plots.panels.record_panels import RecordHeatmap, RecordLossPanel, RecordNormPanel
 from lstmviz.plots.panels.training import ConnectivityPanel, LossPanel
-from lstmviz.plots.style import STYLE
 
 PANELS: dict[str, type[Panel]] = {  # the window's panels, by name (PANEL_NAMES)
     "norm": NormHistoryPanel,
@@ -77,75 +65,10 @@ PANELS: dict[str, type[Panel]] = {  # the window's panels, by name (PANEL_NAMES)
     "record_loss": RecordLossPanel,
     "record_map": RecordHeatmap,
 }
-HEADER_PX = 46  # title and a one-line summary above the panels; each wrapped line adds LINE_PX
-TITLE_PX, SUBTITLE_PX, PANEL_TITLE_PX = 16, 11, 12
-LINE_PX, MAX_SUMMARY_LINES = 15, 3
-GAP_PX = 8
 # `Figure.fit` tries up to FIT_ATTEMPTS layouts, each GROWTH times larger than the last while a
 # legend is folded away, or an axis label is shortened (this up to MAX_LABEL_GROWTH in all)
 FIT_ATTEMPTS, GROWTH, MAX_LABEL_GROWTH = 6, 1.2, 1.5
 TOP_ROW_SHARE = 0.56  # of the height below the header, when there are two rows of panels
-
-
-def has_display() -> bool:
-    """Whether Qt can open a window here: a display server that answers and the X11 plugin
-    loads (`lstmviz.core.display`), or a system that always has one (macOS, Windows)."""
-    return display.window_problem() is None
-
-
-def _quiet_messages(kind, context, message: str) -> None:
-    """Qt's messages on stderr, less the offscreen plugin's note about size hints (it comes
-    with every hidden widget that is shown and means nothing for an export)."""
-    if "propagateSizeHints" not in message:
-        sys.stderr.write(message + "\n")
-
-
-def ensure_app() -> QApplication:
-    """The running QApplication, or a new one (offscreen when there is no display)."""
-    app = QApplication.instance()
-    if app is None:
-        if not has_display():
-            os.environ["QT_QPA_PLATFORM"] = "offscreen"
-        qInstallMessageHandler(_quiet_messages)
-        app = QApplication(sys.argv[:1] or ["lstmviz"])
-    return app
-
-
-@contextlib.contextmanager
-def scaled_legends(panels: Sequence[Panel]) -> Iterator[None]:
-    """Legends scale with the rest of the plot while the panels are drawn scaled (the PNG at
-    a DPI above 96, a plot shrunk into the PDF): pyqtgraph draws a legend at one device
-    pixel per unit whatever the painter's scale (ItemIgnoresTransformations), which on a
-    screen at 96 dpi is the same and in an export at 288 dpi a third of its size."""
-    flag = QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations
-    items = [item for panel in panels for item in panel.plot.scene().items()
-             if item.flags() & flag]  # fmt: skip
-    for item in items:
-        item.setFlag(flag, False)
-    try:
-        yield
-    finally:
-        for item in items:
-            item.setFlag(flag, True)
-
-
-@contextlib.contextmanager
-def gui_style() -> Iterator[None]:
-    """pyqtgraph's options as the GUI sets them, restored afterwards (the axes read the
-    foreground colour when they paint, so rendering happens inside)."""
-    saved = {key: pg.getConfigOption(key) for key in STYLE}
-    pg.setConfigOptions(**STYLE)
-    try:
-        yield
-    finally:
-        pg.setConfigOptions(**saved)
-
-
-def _font(px: float, bold: bool = False) -> QFont:
-    font = QFont()
-    font.setPixelSize(max(1, round(px)))
-    font.setBold(bold)
-    return font
 
 
 def panel_name(entry: str | type[Panel]) -> str:
@@ -260,7 +183,7 @@ class Figure:
         """The summary line in lines of at most `width` logical px, broken at its " · "
         separators (a part too long for a line alone, or a last line past
         MAX_SUMMARY_LINES, ends in "…"), as the header shows it."""
-        metrics = QFontMetricsF(_font(SUBTITLE_PX))
+        metrics = QFontMetricsF(font(SUBTITLE_PX))
         room = max(width - 12, 1.0)
         lines: list[str] = []
         for part in plain(self.summary_html()).split(" · "):
@@ -343,7 +266,7 @@ class Figure:
         for _ in range(2):  # the layouts that follow, then the view boxes' ranges
             self.app.processEvents()
         self.cells, self.titles = [], []
-        metrics = QFontMetricsF(_font(PANEL_TITLE_PX, bold=True))
+        metrics = QFontMetricsF(font(PANEL_TITLE_PX, bold=True))
         offsets = [panel.plot.mapTo(panel, QPoint(0, 0)) for panel, _ in boxes]
         band = {}  # the title row's height, one per row of panels (by its top): titles align
         for (_, box), offset in zip(boxes, offsets, strict=True):
@@ -364,161 +287,25 @@ class Figure:
         # once the ranges, hence the axes' tick labels, are final
         self.shortened = sum(fit_axis_labels(panel, self.full_labels) for panel, _ in boxes)
 
-    def _paint_text(self, painter: QPainter, width: float) -> None:
-        painter.setPen(QColor("#111"))
-        title = _font(TITLE_PX, bold=True)
-        painter.setFont(title)
-        text = QFontMetricsF(title).elidedText(self.title(), Qt.ElideRight, width - 12)
-        painter.drawText(QRectF(6, 2, width - 12, 22), Qt.AlignLeft | Qt.AlignVCenter, text)
-        painter.setPen(QColor("#444"))
-        painter.setFont(_font(SUBTITLE_PX))
-        for k, line in enumerate(self.lines):
-            box = QRectF(6, 24 + LINE_PX * k, width - 12, 18)
-            painter.drawText(box, Qt.AlignLeft | Qt.AlignVCenter, line)
-        painter.setPen(QColor("#111"))
-        painter.setFont(_font(PANEL_TITLE_PX, bold=True))
-        for text, box in self.titles:
-            painter.drawText(box, Qt.AlignLeft | Qt.AlignVCenter, text)
-
-    # ---- PNG ---------------------------------------------------------------------------------
+    # ---- the formats -------------------------------------------------------------------------
 
     def image(self, width: int, height: int, dpi: float, step=None) -> QImage:
-        """The figure as a `width` × `height` px image, DPI recorded in the file. `step`:
-        called with the fraction of the plots drawn after each (the SVG's and PDF's too)."""
-        scale = dpi / LOGICAL_DPI
-        scale /= self.fit(width / scale, height / scale)
-        image = QImage(width, height, QImage.Format_ARGB32)
-        image.fill(QColor("white"))
-        dots_per_metre = round(dpi / 0.0254)
-        image.setDotsPerMeterX(dots_per_metre)
-        image.setDotsPerMeterY(dots_per_metre)
-        with gui_style(), scaled_legends(self.panels), scaled_pens(self.panels, scale):
-            plots = []
-            for panel, box in self.cells:
-                exporter = pg.exporters.ImageExporter(panel.plot.getPlotItem())
-                exporter.parameters()["width"] = max(1, round(box.width() * scale))
-                plots.append((exporter.export(toBytes=True), box))
-                if step is not None:
-                    step(len(plots) / len(self.cells))
-        painter = QPainter(image)
-        try:
-            painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
-            painter.scale(scale, scale)
-            for plot, box in plots:
-                painter.drawImage(box, plot)
-            self._paint_text(painter, width / scale)
-        finally:
-            painter.end()
-        return image
-
-    # ---- SVG ---------------------------------------------------------------------------------
+        """The figure as a `width` × `height` px image, DPI recorded in the file (`png.image`).
+        `step`: called with the fraction of the plots drawn after each (the SVG's and PDF's
+        too)."""
+        return png.image(self, width, height, dpi, step)
 
     def svg(self, width: int, height: int, dpi: float, step=None) -> bytes:
-        """The figure as SVG: vector curves and text, heatmaps as embedded PNG images. Its
-        physical size is `width` × `height` px at `dpi`, as the PNG."""
-        scale = dpi / LOGICAL_DPI
-        w, h = width / scale, height / scale
-        factor = self.fit(w, h)
-        w, h = round(w * factor), round(h * factor)
-        parts = [
-            '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
-            '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
-            f'version="1.1" width="{width / dpi:.3f}in" height="{height / dpi:.3f}in" '
-            f'viewBox="0 0 {w} {h}">\n'
-            f"<title>{escape(self.title())}</title>\n"
-            "<style>image { image-rendering: pixelated; }</style>\n"
-            '<rect width="100%" height="100%" fill="#ffffff"/>\n'
-        ]
-        font = 'font-family="DejaVu Sans, Arial, Helvetica, sans-serif"'
-        title = QFontMetricsF(_font(TITLE_PX, bold=True)).elidedText(
-            self.title(), Qt.ElideRight, w - 12
-        )
-        parts.append(
-            f'<text x="6" y="18" {font} font-size="{TITLE_PX}" font-weight="bold" '
-            f'fill="#111111">{escape(title)}</text>\n'
-        )
-        parts += [f'<text x="6" y="{37 + LINE_PX * k}" {font} font-size="{SUBTITLE_PX}" '
-                  f'fill="#444444">{escape(line)}</text>\n'
-                  for k, line in enumerate(self.lines)]  # fmt: skip
-        for text, box in self.titles:
-            y = box.y() + box.height() / 2 + PANEL_TITLE_PX * 0.35
-            parts.append(
-                f'<text x="{box.x():.1f}" y="{y:.1f}" {font} font-size="{PANEL_TITLE_PX}" '
-                f'font-weight="bold" fill="#111111">{escape(text)}</text>\n'
-            )
-        with gui_style(), closed_path_fix():
-            for index, (panel, box) in enumerate(self.cells, start=1):
-                exporter = pg.exporters.SVGExporter(panel.plot.getPlotItem())
-                inner = exporter.export(toBytes=True).decode("utf-8")
-                parts.append(as_group(inner, f"panel{index}_", box))
-                if step is not None:
-                    step(index / len(self.cells))
-        parts.append("</svg>\n")
-        return "".join(parts).encode("utf-8")
-
-    # ---- PDF ---------------------------------------------------------------------------------
+        """The figure as SVG (`svg.svg`): vector curves and text, heatmaps as embedded PNG
+        images. Its physical size is `width` × `height` px at `dpi`, as the PNG."""
+        return svg.svg(self, width, height, dpi, step)
 
     def pdf(self, path: str, step=None) -> None:
-        """A one-page A4 landscape report: title, the panels (vector), the run's configuration
-        and summary."""
-        writer = QPdfWriter(path)
-        writer.setTitle(self.title())
-        writer.setCreator(f"lstmviz {lstmviz.__version__}")
-        writer.setResolution(LOGICAL_DPI)  # 1 unit = 1 logical px (vector output regardless)
-        writer.setPageLayout(
-            QPageLayout(
-                QPageSize(QPageSize.A4),
-                QPageLayout.Landscape,
-                QMarginsF(12, 12, 12, 12),
-                QPageLayout.Millimeter,
-            )
-        )
-        scale = writer.resolution() / LOGICAL_DPI
-        page = writer.pageLayout().paintRectPixels(writer.resolution())
-        w, h = page.width() / scale, page.height() / scale
-        report = self.report_document(w)
-        text_h = report.size().height()
-        factor = self.fit(w, h - text_h - GAP_PX)
-        painter = QPainter()
-        if not painter.begin(writer):
-            raise OSError(f"{path}: cannot start a PDF there")
-        try:
-            painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
-            painter.scale(scale, scale)
-            painter.save()
-            painter.scale(1 / factor, 1 / factor)
-            with gui_style(), scaled_legends(self.panels), scaled_pens(self.panels, scale / factor):
-                for index, (panel, box) in enumerate(self.cells, start=1):
-                    item = panel.plot.getPlotItem()
-                    exporter = pg.exporters.ImageExporter(item)
-                    exporter.setExportMode(
-                        True,
-                        {"antialias": True, "background": QColor("white"), "painter": painter,
-                         "resolutionScale": 1.0},
-                    )  # fmt: skip
-                    try:
-                        painter.save()
-                        painter.setClipRect(box)
-                        item.scene().render(painter, box, item.sceneBoundingRect())
-                        painter.restore()
-                    finally:
-                        exporter.setExportMode(False)
-                    if step is not None:
-                        step(index / len(self.cells))
-            self._paint_text(painter, w * factor)
-            painter.restore()
-            painter.translate(0, h - text_h)
-            report.drawContents(painter)
-        finally:
-            painter.end()
+        """A one-page A4 landscape report (`pdf.write`): title, the panels (vector), the run's
+        configuration and summary (`report_html`)."""
+        pdf.write(self, path, step)
 
-    def report_document(self, width: float) -> QTextDocument:
-        doc = QTextDocument()
-        doc.setDefaultFont(_font(10))
-        doc.setDocumentMargin(2)
-        doc.setHtml(self.report_html())
-        doc.setTextWidth(width)
-        return doc
+    # ---- the PDF report's text -----------------------------------------------------------------
 
     def report_html(self) -> str:
         config = self.trace.config

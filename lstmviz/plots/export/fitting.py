@@ -1,6 +1,6 @@
 """Fitting a figure's panels to their boxes (`lstmviz.plots.export.figure`): the title row without
 its controls, axis labels no longer than their room, whether a legend was folded away, and
-curves whose lines scale with the drawing."""
+curves and legends that scale with the drawing."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QPen
+from PySide6.QtWidgets import QGraphicsItem
 
 from lstmviz.plots.panels.curves import THIN_ABOVE
 from lstmviz.plots.panels.panel import Panel
@@ -96,3 +97,21 @@ def scaled_pens(panels: Sequence[Panel], scale: float) -> Iterator[None]:
     finally:
         for item, pen in saved:
             item.setPen(pen)
+
+
+@contextlib.contextmanager
+def scaled_legends(panels: Sequence[Panel]) -> Iterator[None]:
+    """Legends scale with the rest of the plot while the panels are drawn scaled (the PNG at
+    a DPI above 96, a plot shrunk into the PDF): pyqtgraph draws a legend at one device
+    pixel per unit whatever the painter's scale (ItemIgnoresTransformations), which on a
+    screen at 96 dpi is the same and in an export at 288 dpi a third of its size."""
+    flag = QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations
+    items = [item for panel in panels for item in panel.plot.scene().items()
+             if item.flags() & flag]  # fmt: skip
+    for item in items:
+        item.setFlag(flag, False)
+    try:
+        yield
+    finally:
+        for item in items:
+            item.setFlag(flag, True)

@@ -1,5 +1,6 @@
-"""SVG helpers for the figure: pyqtgraph's SVG of one plot made into a group of a larger
-document (`as_group`), heatmap images upscaled so viewers do not blur their cells, and a fix for
+"""SVG: a figure (`lstmviz.plots.export.figure.Figure`) as one SVG document (`svg`: vector
+curves and text, heatmaps as embedded PNG images), made of pyqtgraph's SVG of each plot as a
+group (`as_group`), heatmap images upscaled so viewers do not blur their cells, and a fix for
 pyqtgraph's parser of Qt's paths (`closed_path_fix`), which also maps the paths' points in bulk
 (pyqtgraph maps them one by one: seconds for a curve of 20 000 points)."""
 
@@ -11,10 +12,17 @@ import importlib
 import math
 import re
 from collections.abc import Iterator
+from xml.sax.saxutils import escape
 
 import numpy as np
+import pyqtgraph as pg
+import pyqtgraph.exporters  # noqa: F401  (registers SVGExporter)
 from PySide6.QtCore import QBuffer, QIODevice, QRectF, Qt
 from PySide6.QtGui import QImage
+
+from lstmviz.analysis.layout import LOGICAL_DPI
+from lstmviz.plots.export.app import gui_style
+from lstmviz.plots.export.header import svg_text
 
 MIN_SVG_IMAGE_PX = 1024  # heatmaps are upscaled (nearest) so no SVG viewer blurs their cells
 
@@ -150,3 +158,31 @@ def as_group(inner: str, prefix: str, box: QRectF) -> str:
     )
     inner = re.sub(r"<svg\b[^>]*>", lambda _: head, inner, count=1)
     return re.sub(r"</svg>\s*$", "</g>\n", inner)
+
+
+def svg(figure, width: int, height: int, dpi: float, step=None) -> bytes:
+    """`figure` as SVG, its physical size `width` × `height` px at `dpi` (as the PNG). `step`:
+    called with the fraction of the plots written after each."""
+    scale = dpi / LOGICAL_DPI
+    w, h = width / scale, height / scale
+    factor = figure.fit(w, h)
+    w, h = round(w * factor), round(h * factor)
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+        f'version="1.1" width="{width / dpi:.3f}in" height="{height / dpi:.3f}in" '
+        f'viewBox="0 0 {w} {h}">\n'
+        f"<title>{escape(figure.title())}</title>\n"
+        "<style>image { image-rendering: pixelated; }</style>\n"
+        '<rect width="100%" height="100%" fill="#ffffff"/>\n'
+    ]
+    parts += svg_text(figure, w)
+    with gui_style(), closed_path_fix():
+        for index, (panel, box) in enumerate(figure.cells, start=1):
+            exporter = pg.exporters.SVGExporter(panel.plot.getPlotItem())
+            inner = exporter.export(toBytes=True).decode("utf-8")
+            parts.append(as_group(inner, f"panel{index}_", box))
+            if step is not None:
+                step(index / len(figure.cells))
+    parts.append("</svg>\n")
+    return "".join(parts).encode("utf-8")

@@ -1,62 +1,22 @@
-"""Export a trace: PNG and SVG of the plots, a one-page PDF report, CSV of the curves.
-
-    from lstmviz.plots.export.writer import export
-    export("t.npz", png="t.png", svg="t.svg", pdf="t.pdf", csv="t.csv")
-
-The plots are the window's own panels drawn offscreen (`lstmviz.plots.export.figure`; Qt is imported
-only for PNG, SVG and PDF, and runs offscreen when there is no display), the same panels the
-window shows for the trace (the loss and the connectivity map of a training run included).
-Every file is written to a temporary name in its folder and renamed at the end, all of them
-after every one has been rendered: an error (a missing folder, no permission) leaves no file
-behind, partial or whole, and raises `ExportError` naming the path.
-
-CSV: one row per timestep of the sequence (P·Tp rows in multi-pass mode), comma-separated, a
-header naming each column after the trace key it comes from:
-
-- `t` (0-based); in multi-pass mode also `pass` (1-based) and `t_in_pass`;
-- every per-timestep norm of the trace: `norm_h_total`, `norm_h_direct`, `norm_c_total`, then
-  any others in schema order (multi-pass: `norm_h_reference`, `norm_h_truncated`,
-  `norm_c_truncated`), last the initial weights' of a training run (`step0_norm_h_total`, …);
-- per-row norms [rows, T], one column per row, numbered from 1: per-batch weights
-  `norm_h_total_batch1`, … (likewise `norm_h_direct_batch*`, `norm_c_total_batch*`); training
-  `norm_h_total_step1` … `norm_h_total_stepS` (step s before its update, while the plain
-  `norm_h_total` is for the final weights). Multi-pass `*_by_pass` arrays are the plain columns
-  cut into passes, so they are not repeated.
-- a model trace: with a mask, `unmasked_samples` (how many samples step t counts for; 0: a
-  gap in the figure), then one block of columns per recurrent direction, named by
-  `layer_names`: `<layer>_norm_h_total`, `<layer>_norm_h_direct`, `<layer>_norm_c_total` (e.g.
-  `bi/forward_norm_h_total`), from the `*_by_layer` rows; the last for LSTM directions only
-  (a GRU or SimpleRNN has no cell state). A graph's direction shorter than the longest has
-  empty fields after its own steps (the rows' NaN padding).
-
-Values are written with 9 significant digits (float32 exactly); NaN and Inf as `nan`, `inf`;
-a header with a comma or a quote (Keras allows them in a layer's name) in double quotes.
-Beside `F.csv` goes `F_diagnosis.csv`: the diagnosis, a row per direction and curve (a
-recording: per record; `lstmviz.analysis.report.tables`, docs/diagnosis.md).
-
-A recording (`.lvz`, `lstmviz.io.recording`) exports the app's recording panels
-(`lstmviz.plots.export.recording_figure`): ‖dL/dh_t‖ per direction at the last record over earlier
-records faded, the loss per record, and the directions × training steps heatmap; `panels` may
-add the model panels of its last record. Its CSV has one row per record: `step`, `epoch`,
-`loss`, `train_loss`, `record_seconds`, then a block per recurrent direction: the mean, min and
-max over t of each norm (`bi/forward_norm_h_total_mean`, …; the steps padded in every sample
-left out, as the panels leave them blank; no cell norm for a GRU or SimpleRNN); `npz` saves
-its last record's trace.
+"""`export()`: a trace or a recording written as PNG, SVG, PDF, CSV and NPZ (the entry of
+`lstmviz export` and the window's Export), after its arguments are checked (paths, sizes,
+panels, the record). Each format has its module (`png`, `svg`, `pdf`, `csv`), the figures
+theirs (`figure`, `recording_figure`); Qt is imported only to draw, and started by
+`app.ensure_app`. Every file is written to a temporary name in its folder and all are renamed
+once every one is complete: an error leaves no file behind and raises `ExportError` naming
+the path. What each file holds: docs/traces.md#exporting-plots, docs/recording.md.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv as csv_module  # `csv` is export's keyword for the CSV file
 import errno
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from lstmviz.analysis.layers import direction_steps
 from lstmviz.analysis.layout import (
     LOGICAL_DPI,
     LSTM_PANELS,
@@ -65,13 +25,13 @@ from lstmviz.analysis.layout import (
     RECORDING_PANELS,
     panels_for,
 )
-from lstmviz.analysis.report.tables import diagnosis_csv, recording_columns, without_c
-from lstmviz.core import schema
-from lstmviz.core.errors import ConfigError, LstmvizError, TraceError, ref
+from lstmviz.analysis.report.tables import diagnosis_csv, recording_columns
+from lstmviz.core.errors import ConfigError, ExportCancelled, ExportError, TraceError, ref
 from lstmviz.core.view import ViewOptions
 from lstmviz.io import files
 from lstmviz.io.atomic import atomic_path
 from lstmviz.io.trace import GradientTrace
+from lstmviz.plots.export.csv import csv_columns, csv_of_columns, csv_text, diagnosis_path
 
 FORMATS = ("png", "svg", "pdf", "csv")
 # The names each output may have: (suffixes, what files of it are called in a refusal).
@@ -86,14 +46,6 @@ PANEL_DATA = {
 }
 DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_DPI = 1600, 1000, 144
 MAX_PIXELS = 20_000  # per side
-class ExportError(LstmvizError):
-    """An export cannot be written (bad path, size or content). Names the path or flag."""
-
-
-class ExportCancelled(ExportError):
-    """The `progress` callback of `export` asked to stop; nothing was written."""
-
-
 STAGES = {"csv": "Writing the CSV", "figure": "Drawing the panels", "png": "Rendering the PNG",
           "svg": "Rendering the SVG", "pdf": "Rendering the PDF", "npz": "Saving the trace"}
 
@@ -117,112 +69,6 @@ class _Progress:
         """A callback for the work of `stage`: called with the fraction of it done."""
         return lambda fraction: self(stage, fraction)
 
-
-# ---- CSV ----------------------------------------------------------------------------------------
-
-
-def csv_columns(trace: GradientTrace) -> list[tuple[str, np.ndarray]]:
-    """(header, values [T]) for every column of the CSV, in order (see the module docstring):
-    the trace's curves and rows as `lstmviz.core.schema` names them."""
-    a, mode = trace.arrays, trace.mode
-    curves = [k for k in schema.keys_with(schema.CURVE, a, mode) if np.ndim(a[k]) == 1]
-    rows = [k for k in schema.keys_with(schema.ROWS, a, mode) if np.ndim(a[k]) == 2]
-    joined = {k: schema.lookup(k)[0].joins for k in rows if schema.lookup(k)[0].joins}
-    if curves:
-        length = len(a[curves[0]])
-    elif rows:
-        first = np.shape(a[rows[0]])
-        length = first[0] * first[1] if rows[0] in joined else first[1]
-    else:
-        raise ExportError("the trace has no per-timestep gradient norms (norm_h_total)")
-    t = np.arange(length)
-    columns: list[tuple[str, np.ndarray]] = [("t", t)]
-    if joined:  # passes side by side on the time axis
-        tp = int(a.get("pass_length", np.shape(a[next(iter(joined))])[-1]))
-        columns += [("pass", t // tp + 1), ("t_in_pass", t % tp)]
-    mask = a.get("mask")
-    if mask is not None and np.shape(mask)[:1] == (length,):  # 0: padded in every sample,
-        columns.append(("unmasked_samples", np.asarray(mask).sum(axis=1).astype(np.int64)))
-    late = [k for k in curves if k.startswith("step0_")]  # the initial weights' curves last
-    columns += [(k, np.asarray(a[k])) for k in curves if k not in late]
-    by_layer = [k for k in rows if schema.row_name(k) == "layer"]
-    columns += _layer_columns(a, by_layer, length)
-    for key in (k for k in rows if k not in by_layer):
-        value = np.asarray(a[key])
-        if key in joined:
-            if joined[key] not in a:  # else the same numbers are already a column
-                columns.append((joined[key], value.reshape(-1)))
-        elif value.shape[1] == length and value.dtype.kind == "f":
-            base, row = key.rsplit("_by_", 1)[0], schema.row_name(key)
-            columns += [(f"{base}_{row}{r + 1}", value[r]) for r in range(len(value))]
-    columns += [(k, np.asarray(a[k])) for k in late]
-    return columns
-
-
-def _layer_columns(a, keys: list[str], length: int) -> list[tuple[str, np.ndarray]]:
-    """One block per recurrent direction of the rows `keys` ([L, T] each): `<layer>_<base>`."""
-    shaped = [k for k in keys if np.shape(a[k])[1:] == (length,)]
-    if not shaped:
-        return []
-    count = np.shape(a[shaped[0]])[0]
-    names = [str(n) for n in np.ravel(a.get("layer_names", []))]
-    if len(names) != count:
-        names = [f"layer{k + 1}" for k in range(count)]
-    return [(f"{name}_{key.rsplit('_by_', 1)[0]}", _own_steps(np.asarray(a[key][k]), a, k))
-            for k, name in enumerate(names) for key in shaped
-            if not without_c(a, key, k)]  # fmt: skip
-
-
-def _own_steps(row: np.ndarray, a, k: int) -> np.ndarray:
-    """Direction k's row [T]; masked after its own T_k (a graph's shorter direction): empty
-    fields, not its NaN padding."""
-    steps = direction_steps(a, k)
-    if steps is None or steps >= len(row):
-        return row
-    return np.ma.masked_array(row, mask=np.arange(len(row)) >= steps)
-
-
-def diagnosis_path(csv_path: Path) -> Path:
-    """Where the diagnosis CSV goes beside the curves' CSV `F.csv`: `F_diagnosis.csv`."""
-    return csv_path.with_name(f"{csv_path.stem}_diagnosis.csv")
-
-
-def csv_text(trace: GradientTrace) -> str:
-    """The trace's curves, one row per timestep."""
-    return csv_of_columns(csv_columns(trace))
-
-
-CSV_BLOCK = 20_000  # rows formatted between two progress reports
-
-
-def csv_of_columns(columns: list[tuple[str, np.ndarray]], step=None) -> str:
-    """The columns as CSV text: a header, then a row per value; a field with a comma or a
-    quote (a Keras layer's name may hold them) quoted as RFC 4180 says. Integers as they are,
-    floats with 9 significant digits (`nan`, `inf`, `-inf` as Python writes them). `step`:
-    called with the fraction of rows done after each block of `CSV_BLOCK` rows."""
-    text = io.StringIO()
-    writer = csv_module.writer(text, lineterminator="\n")
-    writer.writerow(name for name, _ in columns)
-    # one %-format per row: the fields are numbers, never quoted; a masked array's masked
-    # values (a direction's steps past its own length) are empty fields
-    formats = ["%d" if np.asarray(values).dtype.kind in "iub" else "%.9g" for _, values in columns]
-    data = [_fields(values, f) if np.ma.isMaskedArray(values) else np.asarray(values).tolist()
-            for (_, values), f in zip(columns, formats, strict=True)]  # fmt: skip
-    row_format = ",".join("%s" if np.ma.isMaskedArray(values) else f
-                          for (_, values), f in zip(columns, formats, strict=True)) + "\n"
-    rows = list(zip(*data, strict=True))
-    for start in range(0, len(rows), CSV_BLOCK):
-        text.write("".join([row_format % row for row in rows[start:start + CSV_BLOCK]]))
-        if step is not None:
-            step(min(start + CSV_BLOCK, len(rows)) / len(rows))
-    return text.getvalue()
-
-
-def _fields(values: np.ma.MaskedArray, spec: str) -> list[str]:
-    """A masked column's CSV fields: its values as `spec` formats them, "" where masked."""
-    mask = np.ma.getmaskarray(values)
-    return ["" if m else spec % v for v, m in zip(np.ma.getdata(values).tolist(), mask.tolist(),
-                                                   strict=True)]  # fmt: skip
 
 
 # ---- paths and atomic writes ------------------------------------------------------------------
@@ -465,6 +311,8 @@ def _render(trace, source, temps, targets, size, panels, view: ViewOptions, step
     `temps` of `targets` (messages name the targets, not the temporary files). `size`: (width,
     height, dpi); `view`: how it is drawn (a recording: its record and t_range checked);
     `step`: `_Progress`."""
+    from lstmviz.plots.export import pdf, png
+
     width, height, dpi = size
     step("figure")
     try:
@@ -483,7 +331,9 @@ def _render(trace, source, temps, targets, size, panels, view: ViewOptions, step
         _check_drawn(trace, panels, figure.names)
         if "png" in temps:
             step("png")
-            data = _png(figure.image(width, height, dpi, step.part("png")), targets["png"])
+            data = png.encoded(figure.image(width, height, dpi, step.part("png")))
+            if data is None:
+                raise ExportError(f"{ref('png', targets['png'])}: Qt could not encode the image")
             with _writing("png", targets["png"]):
                 temps["png"].write_bytes(data)
         if "svg" in temps:
@@ -495,29 +345,9 @@ def _render(trace, source, temps, targets, size, panels, view: ViewOptions, step
             step("pdf")
             with _writing("pdf", targets["pdf"]):
                 figure.pdf(str(temps["pdf"]), step.part("pdf"))
-                if not _complete_pdf(temps["pdf"]):
+                if not pdf.complete(temps["pdf"]):
                     raise ExportError(f"{ref('pdf', targets['pdf'])}: Qt could not write the PDF "
                                       "(is the disk full?)")  # fmt: skip
-
-
-def _complete_pdf(path: Path) -> bool:
-    """Whether the PDF at `path` has its header and its end: Qt's PDF writer says nothing
-    when a write fails, and a full disk leaves the first blocks of the file only."""
-    data = path.read_bytes()
-    return data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF")
-
-
-def _png(image, path: Path) -> bytes:
-    """`image` encoded as PNG in memory, written by the caller like every other format: a full
-    disk is then an OSError naming `path`, not a bare False from Qt and libpng's own line on
-    stderr."""
-    from PySide6.QtCore import QBuffer, QIODevice
-
-    buffer = QBuffer()
-    buffer.open(QIODevice.WriteOnly)
-    if not image.save(buffer, "PNG"):
-        raise ExportError(f"{ref('png', path)}: Qt could not encode the image")
-    return bytes(buffer.data())
 
 
 def _check_drawn(trace, panels, drawn: list[str]) -> None:
