@@ -200,11 +200,17 @@ def test_subclassed_shared_and_branching_models():
     np.testing.assert_allclose(a["layer0_grad_kernel"], grad.numpy(), **TOL)
 
     first, second = keras.Input((TE, 2), name="a"), keras.Input((TE, 2), name="b")
-    enc = L.LSTM(H, name="enc")
+    enc = L.LSTM(H, name="enc", kernel_regularizer=keras.regularizers.L2(0.3))
     both = keras.Model([first, second], L.Dense(1)(L.Concatenate()([enc(first), enc(second)])))
     xs = [rng.standard_normal((B, TE, 2)), rng.standard_normal((B, TE, 2))]
     a = lstmviz.model_gradients(both, xs, np.zeros((B, 1)), loss="mse").arrays
     assert list(a["layer_names"]) == ["enc#0", "enc#1"]
+    # the shared layer's two calls sum to Keras's gradient, its L2 penalty's part included
+    with tf.GradientTape() as tape:
+        value = tf.reduce_mean(tf.square(both(xs))) + tf.add_n(both.losses)
+    np.testing.assert_allclose(a["loss"], value.numpy(), rtol=1e-5)
+    grad = tape.gradient(value, enc.cell.kernel).numpy()
+    np.testing.assert_allclose(a["layer0_grad_kernel"] + a["layer1_grad_kernel"], grad, **TOL)
     with pytest.raises(InputError, match="takes 'a', 'b'"):
         lstmviz.model_gradients(both, xs[0], np.zeros((B, 1)), loss="mse")
 

@@ -64,6 +64,7 @@ class Call:
     initial: list
     final: list
     chain: int = -1  # the direction (chain of calls) it belongs to
+    variables: dict = field(default_factory=dict)  # the cell's weights by WEIGHTS key
 
 
 @dataclass
@@ -163,10 +164,11 @@ class Recorder:
         states = list(initial_state) if isinstance(initial_state, list | tuple) else [
             initial_state]  # fmt: skip
         states = [tf.cast(state, tf.float32) for state in states]
-        weights = {}
+        weights, variables = {}, {}
         for key in WEIGHTS:  # read on the tape (a layer without a bias: none)
             variable = getattr(cell, key, None) if key != "bias" or cell.use_bias else None
             if variable is not None:
+                variables[key] = variable
                 weights[key] = tf.cast(tf.identity(tf.convert_to_tensor(variable)), tf.float32)
                 self.tape.watch(weights[key])
         step_mask = None if mask is None else tf.transpose(tf.cast(mask, x.dtype))  # [T, B]
@@ -182,7 +184,7 @@ class Recorder:
             outputs = tf.transpose(h, [1, 0, 2])
         else:
             outputs = final[0][:, None, :]
-        self.calls.append(Call(traced, direction, x, states, final))
+        self.calls.append(Call(traced, direction, x, states, final, variables=variables))
         return final[0], outputs, final
 
 
@@ -253,20 +255,35 @@ def chains(calls: list[Call]) -> list[Chain]:
 
 
 def call_gradients(value: tf.Tensor, tape: tf.GradientTape, calls: list[Call],
-                   inputs: dict[str, int]) -> dict[str, tf.Tensor]:  # fmt: skip
+                   inputs: dict[str, int], penalized: bool = False) -> dict:  # fmt: skip
     """dL/d every call's probes, states, weights (`call{i}_grad_*`, by `gradients` names) and,
     for each model input in `inputs` (name -> the index of the first call it feeds), dL/d that
-    call's x (`grad_input_{name}`)."""
+    call's x (`grad_input_{name}`). `penalized`: the loss holds weight regularizers' penalties,
+    which read the layers' variables, not a call's weights: each layer's first call's weight
+    gradients then take what dL/d the variables holds beyond its calls' (so that a layer's
+    calls sum to Keras's own gradient of the variable)."""
     sources = {}
+    layers: dict[int, list[int]] = {}  # a traced layer -> its calls
     for i, call in enumerate(calls):
         d = call.direction
         probes = d.probes if d.c is not None else None
         sources |= gradient_sources(probes, d.weights, d.h, prefix=f"call{i}_")
         if probes is None:
             sources[f"call{i}_grad_h_total"] = d.probes[0]
+        layers.setdefault(id(call.layer), []).append(i)
     for name, i in inputs.items():
         sources[f"grad_input_{name}"] = calls[i].x
-    return named_gradients(tape, value, sources)
+    if penalized:
+        for ones in layers.values():
+            sources[f"variables{ones[0]}"] = list(calls[ones[0]].variables.values())
+    named = named_gradients(tape, value, sources)
+    for ones in layers.values() if penalized else ():
+        whole = named.pop(f"variables{ones[0]}")
+        for key, grad in zip(calls[ones[0]].variables, whole, strict=True):
+            parts = [named[f"call{i}_grad_{key}"] for i in ones]
+            beyond = tf.cast(grad, tf.float32) - tf.add_n(parts)
+            named[f"call{ones[0]}_grad_{key}"] = parts[0] + beyond
+    return named
 
 
 def chain_arrays(k: int, chain: Chain, calls: list[Call], named: dict) -> dict[str, tf.Tensor]:

@@ -329,7 +329,8 @@ class GraphGradients:
         found = chains(calls)
         firsts = first_calls(calls, xs)
         names = self._input_names(len(xs))
-        named = call_gradients(value, tape, calls, {names[n]: i for n, i in firsts.items()})
+        named = call_gradients(value, tape, calls, {names[n]: i for n, i in firsts.items()},
+                               penalized=bool(penalty))  # fmt: skip
         out = {"loss": value, "loss_by_sample": per_sample}
         for n, y_pred in enumerate(outputs):
             out[f"y_pred{n}"] = y_pred
