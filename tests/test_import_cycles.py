@@ -228,8 +228,10 @@ MAY_IMPORT_TENSORFLOW = ("engine", "torch", "keras")
 UPWARD = {
     ("lstmviz.io.trace", "lstmviz.analysis.diagnosis"): "trace.diagnosis, computed when asked",
     ("lstmviz.io.trace", "lstmviz.notebook.html"): "a trace's _repr_html_, shown by Jupyter",
-    ("lstmviz.io.recording", "lstmviz.analysis.diagnosis"): "recording.diagnosis, when asked",
-    ("lstmviz.io.recording", "lstmviz.notebook.html"): "a recording's _repr_html_ in Jupyter",
+    ("lstmviz.io.recording.reader", "lstmviz.analysis.diagnosis"):
+        "recording.diagnosis, when asked",
+    ("lstmviz.io.recording.reader", "lstmviz.notebook.html"):
+        "a recording's _repr_html_ in Jupyter",
     ("lstmviz.analysis.compare", "lstmviz.plots.export.compare_figure"):
         "Comparison.plot() draws it",
     ("lstmviz.plots.export.compare_figure", "lstmviz.notebook"):

@@ -160,7 +160,7 @@ def _model_direction(a: dict, k: int, name: str) -> Direction:
 def _anchored(d: Direction, a: dict, k: int, steps: int | None, s: int | None = None) -> None:
     """Give `d` the anchored norms of direction k (of record `s` of a recording's arrays),
     where the arrays hold them. A record whose anchors are negative has none (a recording's
-    fill rows: `io.recording_rows.anchor_fill`)."""
+    fill rows: `io.recording.rows.anchor_fill`)."""
     if "anchor_norm_h_by_layer" not in a or "anchors_by_layer" not in a:
         return
     pick = (lambda key: a[key][k]) if s is None else (lambda key: a[key][s][k])

@@ -21,7 +21,7 @@ from lstmviz.analysis.compare import compare
 from lstmviz.cli import main
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
-from lstmviz.io.recording_rows import ANCHOR_KEYS
+from lstmviz.io.recording.rows import ANCHOR_KEYS
 from lstmviz.keras import GradientFlowCallback
 from lstmviz.plots.export.writer import export
 from tests.io.test_recording import L, model_trace

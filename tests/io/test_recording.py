@@ -293,14 +293,14 @@ def fill_the_disk(counter: str = "writing", value: int = 1) -> None:
     """Fill the disk of every RecordingWriter as it sets `counter` to `value`: "writing" to n,
     in the middle of record n (its rows written, its trace not), "finished" to 1 as `close`
     ends the file. HDF5 meets the failure where, and as, it would on a full disk."""
-    set_counter = recording._set
+    set_counter = recording.writer._set
 
     def full_then_set(dataset: h5py.Dataset, to: int) -> None:
         if dataset.name == f"/{counter}" and to == value:
             full_disk(dataset.file)
         set_counter(dataset, to)
 
-    recording._set = full_then_set
+    recording.writer._set = full_then_set
 
 
 FULL = """
