@@ -15,16 +15,16 @@ def trace(mode="taped"):
 
 def test_a_file_names_the_trace_it_came_with_only():
     shown = Shown()
-    shown.name_file("/tmp/nothing.npz")  # nothing shown: nothing to name
+    shown.set_file("/tmp/nothing.npz")  # nothing shown: nothing to name
     assert shown.file_name() is None
     opened = trace()
     shown.show_trace(opened)
-    shown.name_file("/data/run.npz")
+    shown.set_file("/data/run.npz")
     assert shown.file_name() == "run.npz" and shown.seconds is None
-    before = shown.showing
+    before = shown.trace_shown
     shown.show_run(RunConfig(mode="multipass"))
     assert shown.trace is None and shown.config.mode == "multipass" and shown.file_name() is None
-    shown.showing = before  # the run kept nothing
+    shown.trace_shown = before  # the run kept nothing
     assert shown.trace is opened and shown.file_name() == "run.npz"
     shown.show_trace(trace("multipass"), 1.5)  # a run's own trace: no file
     assert shown.file_name() is None and shown.seconds == 1.5
@@ -34,7 +34,7 @@ def test_a_recording_is_what_is_shown_and_named_first():
     shown = Shown()
     last = trace("model")
     shown.show_trace(last)
-    shown.name_file("last.npz")
+    shown.set_file("last.npz")
     shown.recording = SimpleNamespace(path=SimpleNamespace(name="fit.lvz"), last=last)
     assert shown.file_name() == "fit.lvz" and shown.current() is shown.recording
     shown.recording = None

@@ -102,7 +102,7 @@ class FileActions(QObject, WeightsActions):
         self.settings.setValue("recent", paths[:MAX_RECENT])
         self.fill_recent()
         if self.shown.trace is not None and not self.state.running:
-            self.shown.name_file(path)
+            self.shown.set_file(path)
             self.window.set_title()
 
     def fill_recent(self) -> None:

@@ -11,7 +11,7 @@ asks the user while the run is held, then calls `keep()` (the runner yields the 
 of the units done), `discard()`, or `go_on()`.
 
 Nothing is lost: a run that ends without a trace (stopped, discarded, failed) leaves the trace
-shown before it (`Shown.showing`: trace, config, seconds, file) as it was, and `restored` tells
+shown before it (`Shown.trace_shown`: trace, config, seconds, file) as it was, and `restored` tells
 the views to show it again; only a finished run or an opened trace replaces it.
 """
 
@@ -25,7 +25,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from lstmviz.core import modes, schema
 from lstmviz.core.config import RunConfig
-from lstmviz.gui.state.shown import Showing, Shown
+from lstmviz.gui.state.shown import Shown, ShownTrace
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 
 
@@ -80,7 +80,7 @@ class RunState(QObject):
         self._chosen = Phase.RUNNING
         # what was shown when the run in progress started: shown again if it ends without a
         # trace of its own
-        self.before = Showing()
+        self.before = ShownTrace()
         self.restored = False  # the last run ended without a trace: `before` is back
         self.outcome = Outcome.NONE
         self.pending: dict[str, np.ndarray] = {}
@@ -151,7 +151,7 @@ class RunState(QObject):
         if self.running:
             return False
         self.last_id += 1
-        self.before = self.shown.showing
+        self.before = self.shown.trace_shown
         self.active = self.last_id
         self.shown.show_run(config)
         self.restored, self.outcome = False, Outcome.NONE
@@ -281,7 +281,7 @@ class RunState(QObject):
             return
         seconds = self.elapsed()
         self.shown.show_trace(trace, seconds)
-        self.before = Showing()
+        self.before = ShownTrace()
         self.outcome = Outcome.KEPT if self.finishing else Outcome.DONE
         self._idle()
         self.finished.emit(trace, seconds)
@@ -304,10 +304,10 @@ class RunState(QObject):
         self.pending, self.rows_total = {}, None
         self.outcome, self.restored = outcome, restore
         if restore:
-            self.shown.showing = self.before
+            self.shown.trace_shown = self.before
             if self.trace is not None:
                 message += " · nothing kept: the trace from before is shown again"
-        self.before = Showing()
+        self.before = ShownTrace()
         self._idle()
         self.ended.emit(message)
 

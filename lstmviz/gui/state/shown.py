@@ -2,7 +2,7 @@
 the recording, the file they came from, and how they are drawn (`lstmviz.core.view.ViewOptions`).
 
 One `Shown` per window. `RunState` writes the trace a run finishes with (and puts back the one
-shown before a run that kept nothing: `Showing`, a snapshot); the window's parts write what
+shown before a run that kept nothing: `ShownTrace`, a snapshot); the window's parts write what
 they open and what the user chooses to see; the title, the menus and the exports read it.
 NumPy and the standard library only: the tests drive it without a window.
 """
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # h5py: not needed to hold one
 
 
 @dataclass(frozen=True)
-class Showing:
+class ShownTrace:
     """A trace shown and what goes with it: its run's configuration, the seconds its run took
     (None: opened from a file) and the name of the file it was opened from or saved to (None:
     a run's own trace, not saved)."""
@@ -35,46 +35,46 @@ class Showing:
 
 @dataclass
 class Shown:
-    """`showing`: the trace shown (None during a run: its `config` is the run's). `recording`:
-    the recording shown (its last record's trace is `showing.trace`), None when there is none.
+    """`trace_shown`: the trace shown (None during a run: its `config` is the run's). `recording`:
+    the recording shown (its last record's trace is `trace_shown.trace`), None when there is none.
     `view`: log scale, normalise, the model direction, the recording's record and timesteps."""
 
-    showing: Showing = field(default_factory=Showing)
+    trace_shown: ShownTrace = field(default_factory=ShownTrace)
     recording: Recording | None = None
     view: ViewOptions = field(default_factory=ViewOptions)
 
     @property
     def trace(self) -> GradientTrace | None:
-        return self.showing.trace
+        return self.trace_shown.trace
 
     @property
     def config(self) -> RunConfig | None:
-        return self.showing.config
+        return self.trace_shown.config
 
     @property
     def seconds(self) -> float | None:
-        return self.showing.seconds
+        return self.trace_shown.seconds
 
     def show_trace(self, trace: GradientTrace, seconds: float | None = None) -> None:
         """`trace` is shown: a run's (it took `seconds`) or an opened one (`seconds` None,
-        its file named by `name_file`)."""
-        self.showing = Showing(trace, trace.config, seconds)
+        its file named by `set_file`)."""
+        self.trace_shown = ShownTrace(trace, trace.config, seconds)
 
     def show_run(self, config: RunConfig) -> None:
         """A run of `config` starts: no trace until it finishes."""
-        self.showing = Showing(None, config)
+        self.trace_shown = ShownTrace(None, config)
 
-    def name_file(self, path: str) -> None:
+    def set_file(self, path: str) -> None:
         """The trace shown was opened from `path`, or saved to it (the title names it)."""
         if self.trace is not None:
-            self.showing = Showing(self.trace, self.config, self.seconds, Path(path).name)
+            self.trace_shown = ShownTrace(self.trace, self.config, self.seconds, Path(path).name)
 
     def file_name(self) -> str | None:
         """The name of the file whose contents are shown (the recording, or the trace opened
         or saved), None for a run's own trace or nothing shown."""
         if self.recording is not None:
             return self.recording.path.name
-        return self.showing.file if self.trace is not None else None
+        return self.trace_shown.file if self.trace is not None else None
 
     def current(self):
         """What an export writes and a comparison takes: the recording, else the trace."""
