@@ -1,4 +1,4 @@
-"""Stop the native LSTM kernels in the middle of a run, from any thread.
+"""Stop the native kernels (LSTM, GRU, SimpleRNN) in the middle of a run, from any thread.
 
 A run is one TensorFlow call that Python cannot interrupt; the native kernels poll a counter
 once per timestep. `interrupt()` bumps it through ctypes, so the GUI thread can call it without
@@ -7,8 +7,9 @@ fail with `tf.errors.CancelledError`, which the engines turn into a cancelled ru
 started afterwards run to the end.
 
 `cancel_run(set_flag)` is how a caller cancels a run: it sets the run's cancel flag and stops
-the kernels as one step, and a run that keeps what it has done calls `settle()` first, so the
-kernels that compute the kept trace start after that interrupt and are not stopped by it.
+the kernels as one step, and a run that keeps what it has done calls `wait_for_cancel()`
+first, so the kernels that compute the kept trace start after that interrupt and are not
+stopped by it.
 """
 
 from __future__ import annotations
@@ -27,20 +28,20 @@ def register(library_path: str) -> None:
 
 
 def interrupt() -> None:
-    """Make every native LSTM op running now stop at its next step (no-op without them)."""
+    """Make every native sequence op running now stop at its next step (no-op without them)."""
     for stop in _STOPS:
         stop()
 
 
 def cancel_run(set_flag: Callable[[], object]) -> None:
     """Cancel a run: `set_flag()` (whatever makes the run's `cancelled()` true), then
-    `interrupt()`, as one step that `settle()` waits for."""
+    `interrupt()`, as one step that `wait_for_cancel()` waits for."""
     with _CANCELLING:
         set_flag()
         interrupt()
 
 
-def settle() -> None:
+def wait_for_cancel() -> None:
     """Return once a `cancel_run` in progress has interrupted the kernels. A run that saw its
     cancel flag calls this before computing the trace it keeps."""
     with _CANCELLING:

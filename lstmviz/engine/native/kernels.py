@@ -1,5 +1,6 @@
-"""The native whole-sequence kernels, LSTM (`lstm_kernels.cc`) and GRU (`gru_kernels.cc`):
-build, load, differentiate.
+"""The native whole-sequence kernels, LSTM (`lstm_kernels.cc`), GRU (`gru_kernels.cc`) and
+SimpleRNN (`rnn_kernels.cc`), with the step norms and gate statistics: build, load,
+differentiate.
 
 On the CPU the taped engine's cost is TensorFlow dispatching some 40 small ops per step of its
 while-loops (a GRU's some 20); each cell's two kernels (SimpleRNN's too, `rnn_kernels.cc`) run

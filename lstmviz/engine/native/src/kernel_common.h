@@ -1,5 +1,5 @@
-// What every native sequence kernel shares (lstm_kernels.cc, gru_kernels.cc): the interrupt
-// counter, the split of a batch into one block of rows per intra-op thread, the optional
+// What every native sequence kernel shares (lstm_kernels.cc, gru_kernels.cc, rnn_kernels.cc;
+// gate_stats.cc its row blocks): the interrupt counter, the split of a batch into one block of rows per intra-op thread, the optional
 // inputs (a mask, a given gradient) and the elementwise helpers of a row's units in registers.
 #ifndef LSTMVIZ_ENGINE_KERNEL_COMMON_H_
 #define LSTMVIZ_ENGINE_KERNEL_COMMON_H_

@@ -1,4 +1,4 @@
-// The matrix products of the LSTM kernels (lstm_kernels.cc): a register-tiled FMA kernel on
+// The matrix products of the sequence kernels (lstm_kernels.cc, gru_kernels.cc, rnn_kernels.cc): a register-tiled FMA kernel on
 // packed panels, in Eigen's packets (AVX-512, AVX2+FMA, NEON, ... as the build's -march gives).
 #ifndef LSTMVIZ_ENGINE_PANEL_GEMM_H_
 #define LSTMVIZ_ENGINE_PANEL_GEMM_H_
