@@ -75,11 +75,11 @@ class Units:
 
     def keeps(self) -> bool:
         """Whether the run, cancelled, keeps the trace of the units done: `keep()` and at least
-        one done. Then waits for the cancel's interrupt to have landed (`interrupt.settle`), so
-        the kernels that compute that trace run to the end."""
+        one done. Then waits for the cancel's interrupt to have landed
+        (`interrupt.wait_for_cancel`), so the kernels that compute that trace run to the end."""
         if self.stopped != "cancelled" or not self.done or not self.keep():
             return False
-        interrupt.settle()
+        interrupt.wait_for_cancel()
         return True
 
     def keys(self) -> dict[str, np.ndarray]:

@@ -177,7 +177,7 @@ def test_a_cancel_in_the_final_computation_keeps_every_pass(monkeypatch, stage):
 @pytest.mark.skipif(kernels.library() is None, reason="needs the native kernels")
 def test_the_kept_trace_is_not_stopped_by_the_interrupt_of_its_own_cancel(monkeypatch):
     """A caller sets the cancel flag, then interrupts the kernels (`interrupt.cancel_run`);
-    the run sees the flag in between and starts its kept trace. `settle()` holds that
+    the run sees the flag in between and starts its kept trace. `wait_for_cancel()` holds that
     computation until the interrupt has landed, so its kernels run to the end the first time."""
     config = RunConfig(mode="multipass", steps=4000, batch=8, input_dim=4, hidden=64, passes=3)
     flag = threading.Event()

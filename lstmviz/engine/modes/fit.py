@@ -284,7 +284,7 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
     if stopped == "cancelled":
         if not keep():
             return
-        interrupt.settle()
+        interrupt.wait_for_cancel()
     if config.save_model:
         save_model(model, config.save_model)
     trace = callback.trace()

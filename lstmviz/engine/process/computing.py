@@ -212,7 +212,7 @@ def _read(connection, requests: queue.Queue, flags: _Flags) -> None:
             run_id = message.run_id
             if isinstance(message, Finish):
                 flags.finish.add(run_id)
-            if run_id == flags.current:  # flag and interrupt as one step (interrupt.settle)
+            if run_id == flags.current:  # flag and interrupt as one step (wait_for_cancel)
                 cancel_run(lambda run_id=run_id: flags.cancelled.add(run_id))
             else:
                 flags.cancelled.add(run_id)
