@@ -279,7 +279,7 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
         closing.set()
         worker.join()
     if failure:
-        _raise(failure[0], config, cancelled)
+        _raise_unless_cancelled(failure[0], config, cancelled)
     stopped = "cancelled" if cancelled() else "completed"
     if stopped == "cancelled":
         if not keep():
@@ -293,9 +293,10 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
     yield trace
 
 
-def _raise(exc: BaseException, config: RunConfig, cancelled) -> None:
-    """A failure inside fit as the user's problem (bad data for this model, a recording that
-    cannot be written), or as it is."""
+def _raise_unless_cancelled(exc: BaseException, config: RunConfig, cancelled) -> None:
+    """Raise a failure inside fit as the user's problem (bad data for this model, a recording
+    that cannot be written), or as it is; return when it is the cancel's own (a record
+    interrupted by it)."""
     if isinstance(exc, tf.errors.CancelledError) and cancelled():
         return  # a record interrupted by the cancel: the records before it are kept
     if isinstance(exc, RecordingError):  # it says what the file keeps
