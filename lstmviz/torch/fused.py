@@ -99,13 +99,13 @@ def forward(call, cache: list) -> list[torch.Tensor]:
     return [call.layout.from_time(_torch(out)), *states]
 
 
-def backward(call, given: list, chain: list | None, weights: bool = True):
+def backward(call, given: list, chain: list | None, weights: bool = True, dx: bool = True):
     """(one dict of NumPy arrays per direction, dL/dx [T, B, I], dL/dh_0 (, dL/dc_0)
     [L·D, B, H] or None) of a call `forward` ran, from the gradients PyTorch `given` its outputs
     (`call.outputs`' order; None where the loss does not reach one) and `chain` ([dL/dh_0,
     dL/dc_0] of the call continuing its state; None: none). The three gradients are PyTorch
     tensors. `weights=False`: without the weight gradients (the error of one step needs none;
-    the LSTM op then skips their products)."""
+    the LSTM op then skips their products); `dx=False`: dL/dx None, its product skipped."""
     saved: Saved = call.saved
     lstm = call.kind == "lstm"
     if call.cell:  # a cell's outputs are its states
@@ -118,12 +118,12 @@ def backward(call, given: list, chain: list | None, weights: bool = True):
     batch_major = call.layout.batch_first and call.layout.rows is None and not call.cell
     if batch_major and d_out is not None and d_out.transpose(0, 1).is_contiguous():
         parts[0], batch_major = d_out.transpose(0, 1), False  # a time-major array's view
-    named, dx, dh0, dc0 = _compiled_backward(saved.key, batch_major, parts, weights)(
+    named, d_x, dh0, dc0 = _compiled_backward(saved.key, batch_major, parts, weights, dx)(
         saved.x, saved.h0, saved.c0, saved.weights, saved.inputs, saved.directions,
         [_tf(p) for p in parts if p is not None], saved.mask)  # fmt: skip
     results = [_row(saved, k, {name: np.asarray(value) for name, value in one.items()}, lstm)
                for k, one in enumerate(named)]  # fmt: skip
-    return results, _torch(dx), _torch(dh0), _torch(dc0) if lstm else None
+    return results, _torch(d_x) if dx else None, _torch(dh0), _torch(dc0) if lstm else None
 
 
 def _parts(d_out, states: list, chain: list | None, lstm: bool) -> list:
@@ -133,9 +133,10 @@ def _parts(d_out, states: list, chain: list | None, lstm: bool) -> list:
     return [d_out, states[0], states[1] if lstm else None, chain[0], chain[1] if lstm else None]
 
 
-def _compiled_backward(key: tuple, batch_major: bool, parts: list, weights: bool) -> _Compiled:
+def _compiled_backward(key: tuple, batch_major: bool, parts: list, weights: bool,
+                       dx: bool = True) -> _Compiled:  # fmt: skip
     """The compiled backward of a module (`Saved.key`) for the `parts` given, made once."""
-    full = (*key, batch_major, tuple(p is not None for p in parts), weights)
+    full = (*key, batch_major, tuple(p is not None for p in parts), weights, dx)
     if full not in _BACKWARD:
         _BACKWARD[full] = _Compiled(_backward(*full))
     return _BACKWARD[full]
@@ -160,14 +161,15 @@ def joins(before, call) -> bool:
     return call.directions == 1 and call.layout.rows is None and before.layout.rows is None
 
 
-def backward_run(calls: list, given: list, chain: list | None, weights: bool = True):
+def backward_run(calls: list, given: list, chain: list | None, weights: bool = True,
+                 dx: bool = True):  # fmt: skip
     """`backward` of a run of calls that `joins` one to the next, as one sequence: the ops run
     once over all their steps (a decoder stepping its LSTM once per token: one backward of T
     steps, not T of one). `given` per call as for `backward`; every call's final state but the
     last's must have had no gradient from PyTorch (it only goes on into the next call), else
     the caller runs them one by one. Returns, per call, its directions and dL/dx [T_n, B, I]
-    (the weight gradients of the whole run in the last call's rows, missing from the others),
-    and dL/dh_0 (, dL/dc_0) of the run's first call."""
+    (None without `dx`; the weight gradients of the whole run in the last call's rows, missing
+    from the others), and dL/dh_0 (, dL/dc_0) of the run's first call."""
     lstm = calls[0].kind == "lstm"
     saved = [call.saved for call in calls]
     outputs = []
@@ -196,11 +198,11 @@ def backward_run(calls: list, given: list, chain: list | None, weights: bool = T
     inputs = [joined([s.inputs[k] for s in saved]) for k in range(len(first.inputs))]
     kept = [tuple(joined([s.directions[k][j] for s in saved]) for j in range(len(one)))
             for k, one in enumerate(first.directions)]  # fmt: skip
-    named, dx, dh0, dc0 = _compiled_backward(first.key, False, parts, weights)(
+    named, d_x, dh0, dc0 = _compiled_backward(first.key, False, parts, weights, dx)(
         joined([s.x for s in saved]), first.h0, first.c0, first.weights, inputs, kept,
         [_tf(p) for p in parts if p is not None], ())  # fmt: skip
     named = [{name: np.asarray(value) for name, value in one.items()} for one in named]
-    dx = _torch(dx)
+    d_x = _torch(d_x) if dx else None
     results, dxs, at = [], [], 0
     for n, one in enumerate(saved):
         end = at + steps[n]
@@ -211,7 +213,7 @@ def backward_run(calls: list, given: list, chain: list | None, weights: bool = T
                 values |= {name: whole[name] for name in SUMS if name in whole}
             rows.append(_row(one, k, values, lstm))
         results.append(rows)
-        dxs.append(dx[at:end])
+        dxs.append(None if d_x is None else d_x[at:end])
         at = end
     return results, dxs, _torch(dh0), _torch(dc0) if lstm else None
 
@@ -380,11 +382,12 @@ def _forward(kind: str, activation: str, layers: int, directions: int, masked: b
 
 
 def _backward(kind: str, activation: str, layers: int, directions: int, masked: bool, share: int,
-              batch_major: bool, present: tuple[bool, ...], weight_grads: bool = True):  # fmt: skip
+              batch_major: bool, present: tuple[bool, ...], weight_grads: bool = True,
+              input_grads: bool = True):  # fmt: skip
     """The compiled backward of a module: (x, h0, c0, weights, inputs, kept, [the `present`
     ones of d_out, d_h, d_c, chain_h, chain_c], (mask)) -> ([per direction its gradients], dx,
-    dh0, dc0); without the weight gradients unless `weight_grads` (then the ops skip their
-    products: nothing reads those outputs)."""
+    dh0, dc0); without the weight gradients unless `weight_grads`, and dx empty unless
+    `input_grads` (then the ops skip their products: nothing reads those outputs)."""
     library = kernels.library()
 
     def run(x, h0, c0, weights, inputs, kept, given, mask):
@@ -464,9 +467,10 @@ def _backward(kind: str, activation: str, layers: int, directions: int, masked: 
                 if weight_grads:  # else not returned: the LSTM op then skips their products
                     one |= {"grad_kernel": dk, "grad_recurrent_kernel": dr, "grad_bias": db}
                 named[k] = one
-                dx = dxd if dx is None else dx + dxd
+                if layer or input_grads:  # else unread: pruned (the LSTM op skips its product)
+                    dx = dxd if dx is None else dx + dxd
             above = dx
         dc_all = tf.stack(dc0) if kind == "lstm" else tf.zeros([0])
-        return named, dx, tf.stack(dh0), dc_all
+        return named, dx if input_grads else tf.zeros([0]), tf.stack(dh0), dc_all
 
     return run

@@ -43,7 +43,7 @@ from lstmviz.torch.capture import WHERE, Call, capture, recurrent_modules
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
-from lstmviz.torch.runs import runs
+from lstmviz.torch.runs import reads_earlier, runs
 
 # name -> (loss, per-sample loss with reduction="none" reduced to [B])
 LOSSES: dict[str, Callable] = {
@@ -143,7 +143,8 @@ def _backward(
     Calls run from the last to the first: each one's dL/d input
     and dL/d(initial state) go back through PyTorch into the outputs of the calls before it,
     except a chain's hand-over, which is the earlier call's state cotangent (`d_chain`). A run
-    of calls (`runs`) has one backward, at its last call."""
+    of calls (`runs`) has one backward, at its last call. A call's dL/d input is computed where
+    it is asked for (`feeds`) or goes on into an earlier call (`reads_earlier`)."""
     targets = [t for call in calls for t in call.outputs]
     spans, at = [], 0
     for call in calls:
@@ -161,21 +162,26 @@ def _backward(
     dxs: dict[int, np.ndarray] = {}
     joined = runs(calls, grads, spans)
     inside = {m for run in joined.values() for m in run[:-1]}
+    wants_dx = [n in fed or reads_earlier(calls, n) for n in range(len(calls))]
     for n in range(len(calls) - 1, -1, -1):
         if n in inside:  # its run's backward ran at the run's last call
             continue
         run = joined.get(n, [n])
         if len(run) > 1:
             given = [grads[slice(*spans[m])] for m in run]
-            rows, dx_run, dh0, dc0 = fused.backward_run([calls[m] for m in run], given,
-                                                        chained[n], weights)  # fmt: skip
+            rows, dx_run, dh0, dc0 = fused.backward_run(
+                [calls[m] for m in run], given, chained[n], weights,
+                any(wants_dx[m] for m in run))  # fmt: skip
         else:
             one, dx, dh0, dc0 = _call_gradients(calls[n], grads[slice(*spans[n])], chained[n],
-                                                weights)  # fmt: skip
+                                                weights, wants_dx[n])  # fmt: skip
             rows, dx_run = [one], [dx]
         outputs, cotangents = [], []
         for m, one, dx in zip(run, rows, dx_run, strict=True):
-            results[m], dxs[m] = one, _numpy(dx)
+            results[m] = one
+            if dx is None:
+                continue
+            dxs[m] = _numpy(dx)
             if calls[m].source.requires_grad:
                 outputs.append(calls[m].source)
                 cotangents.append(calls[m].layout.from_time(dx.to(calls[m].source.dtype)))
@@ -254,7 +260,7 @@ def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred
     for step, ks in passes:
         keep = torch.zeros_like(d_output)
         keep.select(axis, step).fill_(1)
-        results, _ = _backward(calls, found, y_pred, d_output * keep, weights=False)
+        results, _ = _backward(calls, found, y_pred, d_output * keep, (), weights=False)
         for k in ks:
             one = join(found[k], calls, results)
             exact = all(calls[n].saved is not None for n in found[k].calls)
@@ -287,14 +293,15 @@ def _time_axis(y_pred: torch.Tensor, last: Call, steps: int) -> int | None:
     return None
 
 
-def _call_gradients(call: Call, given: list, chain: list | None, weights: bool = True):
+def _call_gradients(call: Call, given: list, chain: list | None, weights: bool = True,
+                    dx: bool = True):  # fmt: skip
     """(the call's directions, dL/dx [T, B, I], dL/dh_0 (, dL/dc_0) [L·D, B, H] or None) from
     the gradients PyTorch left at its outputs (None: zero) and the chain's ([dL/dh_0, dL/dc_0]
     of the call continuing its state, or None): by its native backward ops when it ran on
-    them, else by `engine.call_gradients`; the three gradients as tensors on the call's
-    device."""
+    them (dL/dx None unless `dx`), else by `engine.call_gradients`; the three gradients as
+    tensors on the call's device."""
     if call.saved is not None:
-        return fused.backward(call, given, chain, weights)
+        return fused.backward(call, given, chain, weights, dx)
     given = [torch.zeros_like(t) if g is None else g
              for t, g in zip(call.outputs, given, strict=True)]  # fmt: skip
     arrays = [_numpy(g) for g in given]

@@ -84,29 +84,44 @@ class _Reach:
 
     def _walk(self, call) -> tuple[set[int], set[int]] | None:
         """(ids of the leaves and of the graph's nodes strictly upstream of the call's inputs)
-        or None past the budget. The inputs' own nodes are not upstream: two inputs made by
-        one node (a sequence's `unbind`) do not depend on each other."""
-        tensors = [call.source] + ([] if call.chained_from is not None else list(call.hx))
-        leaves: set[int] = set()
-        nodes: set[int] = set()
-        stack = []
-        for tensor in tensors:
-            if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
-                continue
-            if tensor.grad_fn is None:
-                leaves.add(id(tensor))
-            else:
-                stack += [fn for fn, _ in tensor.grad_fn.next_functions if fn is not None]
-        while stack:
-            node = stack.pop()
-            if id(node) in nodes:
-                continue
-            nodes.add(id(node))
-            if len(nodes) > _BUDGET:
-                return None
-            variable = getattr(node, "variable", None)
-            if variable is not None:
-                leaves.add(id(variable))
-                continue
-            stack += [fn for fn, _ in node.next_functions if fn is not None]
-        return leaves, nodes
+        or None past the budget."""
+        return _upstream([call.source] + ([] if call.chained_from is not None else list(call.hx)))
+
+
+def reads_earlier(calls: list, n: int) -> bool:
+    """Whether call n's input is computed in PyTorch from the outputs of a call before it (its
+    dL/d input then goes on into them; unknown: yes)."""
+    walked = _upstream([calls[n].source])
+    if walked is None:
+        return True
+    leaves = walked[0]
+    return any(id(t) in leaves for call in calls[:n] for t in call.outputs)
+
+
+def _upstream(tensors: list) -> tuple[set[int], set[int]] | None:
+    """(ids of the leaves and of the graph's nodes strictly upstream of `tensors`) or None past
+    the budget. The tensors' own nodes are not upstream: two inputs made by one node (a
+    sequence's `unbind`) do not depend on each other."""
+    leaves: set[int] = set()
+    nodes: set[int] = set()
+    stack = []
+    for tensor in tensors:
+        if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
+            continue
+        if tensor.grad_fn is None:
+            leaves.add(id(tensor))
+        else:
+            stack += [fn for fn, _ in tensor.grad_fn.next_functions if fn is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in nodes:
+            continue
+        nodes.add(id(node))
+        if len(nodes) > _BUDGET:
+            return None
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            leaves.add(id(variable))
+            continue
+        stack += [fn for fn, _ in node.next_functions if fn is not None]
+    return leaves, nodes

@@ -245,10 +245,11 @@ def test_the_native_kernels_run_each_forward_once_and_give_the_trace_pytorch_s_o
             np.testing.assert_array_equal(ours[key], value, key)
 
 
-def test_the_error_of_one_step_s_pass_asks_the_native_ops_for_no_weight_gradients():
+def test_the_error_of_one_step_s_pass_asks_the_native_ops_for_no_weight_or_input_gradients():
     """The pass that follows one step's error back needs only the states' gradients: its
-    compiled backward leaves the LSTM ops' weight-gradient outputs (5–7) unread, so the ops
-    skip their products (half a step's work), while the loss's pass reads them."""
+    compiled backward leaves the LSTM ops' weight-gradient outputs (5–7) and, where dL/d input
+    goes nowhere, dx (9) unread, so the ops skip their products (half a step's work), while
+    the loss's pass reads them."""
     from lstmviz.engine.native import kernels
     from lstmviz.torch import fused
 
@@ -271,8 +272,39 @@ def test_the_error_of_one_step_s_pass_asks_the_native_ops_for_no_weight_gradient
     for key, compiled in fused._BACKWARD.items():
         ops = [op for op in compiled.concrete.graph.get_operations()
                if op.type == "LstmvizSequenceBackward"]  # fmt: skip
-        read[key[-1]] = {i for op in ops for i in (5, 6, 7) if op.outputs[i].consumers()}
-    assert read == {True: {5, 6, 7}, False: set()}
+        read[key[-2:]] = {i for op in ops for i in (5, 6, 7, 9) if op.outputs[i].consumers()}
+    assert read == {(True, True): {5, 6, 7, 9}, (False, False): set()}
+
+
+def test_the_error_of_one_step_crosses_from_one_recurrent_module_into_the_one_below():
+    """Two modules stacked (a bidirectional LSTM read by an LSTM): the error of one step's
+    pass computes dL/d input only where it goes on into an earlier call (the upper module's),
+    and the lower module's anchored norms equal the unrolled cells' under that step's loss."""
+
+    class Stacked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.low = nn.LSTM(I, H, batch_first=True, bidirectional=True)
+            self.high, self.head = nn.LSTM(2 * H, H, batch_first=True), nn.Linear(H, 2)
+
+        def forward(self, x):
+            return self.head(self.high(self.low(x)[0])[0])
+
+    torch.manual_seed(11)
+    net, x, y = Stacked(), torch.randn(B, T, I), torch.randn(B, T, 2)
+    trace = model_gradients(net, x, y, mse)
+    assert list(trace.layer_names) == ["low/l0/forward", "low/l0/backward", "high/l0"]
+    for k, anchor in enumerate((T - 1, 0, T - 1)):
+
+        def alone(output, target, t=anchor):  # the mean's share of step t
+            return ((output[:, t] - target[:, t]) ** 2).sum() / output.numel()
+
+        ref = reference(net, (x,), y, alone)["directions"][k]
+        for state in ("h", "c"):
+            theirs = np.sqrt(np.square(ref[f"grad_{state}_total"].astype(np.float64)).sum((1, 2)))
+            assert theirs.min() > 0  # the lower module's too: the error reached it
+            assert_close(trace[f"anchor_norm_{state}_by_layer"][k, 0], theirs, f"{k} {state}",
+                         2e-4)  # fmt: skip
 
 
 def test_lstmviz_the_window_and_model_mode_do_not_import_torch():
