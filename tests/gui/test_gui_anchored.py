@@ -135,7 +135,7 @@ def test_the_toggle_draws_each_directions_error_of_one_step_and_its_reach(idle, 
 def test_two_anchors_get_the_connectivity_map_and_the_anchor_chooser(idle, qtbot, two_anchors):
     shown(idle, qtbot, two_anchors)
     panel = idle.area.panel("connectivity")
-    assert panel.isVisible() and panel.drawn()
+    assert panel.isVisible() and panel.has_data()
     rows = two_anchors["anchor_norm_h_by_layer"]  # [L, 2, T]
     for k in (0, 1):
         idle.area.set_layer(k)  # the direction the gates and per-unit panels show too

@@ -133,7 +133,7 @@ def test_a_model_run_fills_the_model_panels(qtbot, window, errors, models):
     area = window.area
     shown = {name for name, panel in area.by_name.items() if panel.isVisibleTo(window)}
     assert shown == {"layers", "gates", "layer_map", "saliency", "layer_units"}
-    assert all(area.by_name[name].drawn() for name in shown)
+    assert all(area.by_name[name].has_data() for name in shown)
     np.testing.assert_allclose(area.by_name["layer_map"].data[:, :4],
                                trace["norm_h_total_by_layer"][:, :4], rtol=1e-6)  # fmt: skip
     text = window.summary.text.text()

@@ -352,7 +352,7 @@ def test_a_recording_that_goes_bad_while_followed_gets_a_dialog(qtbot, window, e
     assert errors[-1].startswith(str(path)) and "\n" not in errors[-1]
     assert not window.recordings.follower.following
     assert "not followed" in window.recordings.bar.header.text()
-    assert len(window.recording) == 2 and window.area.by_name["record_map"].drawn()
+    assert len(window.recording) == 2 and window.area.by_name["record_map"].has_data()
 
 
 def test_the_window_exports_the_recording_it_shows(qtbot, window, errors, fitted, tmp_path,

@@ -72,7 +72,7 @@ def test_window_shows_a_gru_trace_with_its_gates(qtbot, window, errors, gru_trac
         area.turn()
     assert not errors
     gates = area.by_name["gates"]
-    assert gates.drawn() and gates.gates == ("z", "r", "h~")
+    assert gates.has_data() and gates.gates == ("z", "r", "h~")
     assert "(GRU)" in gates.title.text()
     assert gates.means[3].yData is None or len(gates.means[3].yData) == 0  # three gates only
     np.testing.assert_allclose(gates.means[0].yData[:4], window.trace["layer0_gates_mean"][0, :4])
@@ -81,7 +81,7 @@ def test_window_shows_a_gru_trace_with_its_gates(qtbot, window, errors, gru_trac
         area.turn()
     assert gates.gates == ("h",) and "(SimpleRNN)" in gates.title.text()
     assert "h " in gates.readout_at(1, 0.5)
-    assert area.by_name["layer_units"].drawn()
+    assert area.by_name["layer_units"].has_data()
     assert "GRU" in window.summary.text.text()
 
 

@@ -104,7 +104,7 @@ def test_idle_turns_make_the_faded_curves_before_a_training_run(qtbot, bare_wind
 def test_a_panel_with_only_faded_curves_counts_as_drawn(panel):
     panel.draw({"norm_h_total_by_step": norms(7, (5, 30))},
                RunConfig(mode="train", steps=30, batch=2, hidden=3), rows_total=9)  # fmt: skip
-    assert panel.drawn() and panel.stack.currentWidget() is panel.plot
+    assert panel.has_data() and panel.stack.currentWidget() is panel.plot
 
 
 def test_a_changed_legend_keeps_its_rows_and_matches_a_fresh_one(qtbot):

@@ -109,4 +109,4 @@ def test_a_torchscript_file_opens_and_runs_in_the_window(qtbot, window, errors, 
     trace = window.trace
     assert trace is not None and trace.mode == "model"
     same(trace, expected)
-    assert window.area.by_name["layer_map"].drawn()
+    assert window.area.by_name["layer_map"].has_data()

@@ -56,7 +56,7 @@ class CompareCurvesPanel(Panel):
                 self.plot.plot(t, shown, pen=pg.mkPen(colour, width=2, style=style),
                                name=f"{layer.name} · {run}", connect="finite")  # fmt: skip
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         return bool(self.comparison.layers)
 
     def readout_at(self, x: float, y: float) -> str:
@@ -102,7 +102,7 @@ class RatioHeatmapPanel(Panel):
         self.image.setRect(QRectF(0, 0, matrix.shape[1], matrix.shape[0]))
         self.bar.setLevels((-half, half))
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         return bool(self.comparison.layers)
 
     def readout_at(self, x: float, y: float) -> str:

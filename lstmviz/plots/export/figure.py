@@ -121,7 +121,7 @@ class Figure:
                     panel.anchored, panel.anchor = view.anchored, view.anchor
                 panel.set_options(view.log, view.normalise)
                 self.draw_panel(name, panel)
-                if panel.drawn():
+                if panel.has_data():
                     self.named.append((name, panel))
                 else:
                     panel.deleteLater()

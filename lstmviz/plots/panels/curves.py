@@ -337,7 +337,7 @@ class NormPanel(Panel):
     def fit_legend(self) -> None:
         fit_legend(self.legend, self.plot)
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         items = [*self.curves.values(), *(full for full, _ in self.row_curves)]
         return any(item.yData is not None and len(item.yData) for item in items)
 
@@ -467,5 +467,5 @@ class NormHistoryPanel(NormPanel):
             row[0].update()
             row[1].setText(text)
 
-    def drawn(self) -> bool:
-        return super().drawn() or any(c.holds for c in self.history)
+    def has_data(self) -> bool:
+        return super().has_data() or any(c.holds for c in self.history)

@@ -227,7 +227,7 @@ class HeatmapPanel(Panel):
         the image."""
         return int(np.floor(x - self.x0)), int(np.floor(y - self.y0))
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         return self.data.size > 0
 
     def readout_at(self, x: float, y: float) -> str:

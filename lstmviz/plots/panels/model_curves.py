@@ -252,7 +252,7 @@ class DirectionCurves(LegendPanel):
         legends.append([(curve, layer_label(name, True)) for curve, name in first.values()])
         return legends
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         return bool(self.names) and self.rows.size > 0
 
     def readout_at(self, x: float, y: float) -> str:
@@ -497,7 +497,7 @@ class GatesPanel(LayerChoice, LegendPanel):
         self.set_legend(legend)
         self.marks.set_steps(self.arrays.get("nonfinite_steps"))
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         return self.data is not None and self.data[0].size > 0
 
     def readout_at(self, x: float, y: float) -> str:

@@ -175,7 +175,7 @@ class Panel(QWidget):
         # the auto range now, not when painting: a range that moves during a paint has Qt
         # paint the whole panel (curves, axes and grid) a second time
         self.plot.getPlotItem().getViewBox().prepareForPaint()
-        self.stack.setCurrentWidget(self.plot if self.drawn() else self.placeholder)
+        self.stack.setCurrentWidget(self.plot if self.has_data() else self.placeholder)
 
     # Curve panels with a grid: during a live run the y range only grows, in steps with
     # headroom, instead of following the data on every update. The grid lines belong to the
@@ -213,7 +213,7 @@ class Panel(QWidget):
     def redraw(self) -> None:
         raise NotImplementedError
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         """Whether the plot shows any data (else the placeholder is shown)."""
         raise NotImplementedError
 

@@ -278,7 +278,7 @@ class RecordLossPanel(RecordChoice, LegendPanel):
         else:
             self.mark.hide()
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         return self.values.size > 0
 
     def readout_at(self, x: float, y: float) -> str:

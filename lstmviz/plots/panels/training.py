@@ -96,7 +96,7 @@ class LossPanel(Panel):
         else:
             self.plot.enableAutoRange(x=True)
 
-    def drawn(self) -> bool:
+    def has_data(self) -> bool:
         return self.loss.size > 0
 
     def readout_at(self, x: float, y: float) -> str:
