@@ -215,13 +215,13 @@ def test_every_training_row_matches_numpy_bptt_at_that_steps_weights(kernel, mon
     weights and batch of that step (read as the trainer met them), and the final taped keys,
     the read-out's gradients included, are the final weights' on the last batch."""
     seen = []
-    original = train_module.Trainer.gradients
+    original = train_module.TaskModel.gradients
 
     def spy(self, x, y):
         seen.append((x, y, self.weights()))
         return original(self, x, y)
 
-    monkeypatch.setattr(train_module.Trainer, "gradients", spy)
+    monkeypatch.setattr(train_module.TaskModel, "gradients", spy)
     steps_done = 4
     trace = train(task=task, train_steps=steps_done, steps=6, batch=3, hidden=4, seed=7)
     kernel.ran(trace)

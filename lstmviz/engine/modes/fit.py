@@ -83,7 +83,7 @@ def run_fit(
                           f"{ref('every', config.every)}: no record would be written")  # fmt: skip
     data = (x[:RECORD_SAMPLES], y[:RECORD_SAMPLES])
     callback = GradientFlowCallback(data, record, every=config.every, loss=config.loss)
-    return _fit(model, x, y, config, callback, cancelled, keep)
+    return _fit_in_a_thread(model, x, y, config, callback, cancelled, keep)
 
 
 def load_keras_model(path: str, loss: str = ""):
@@ -244,7 +244,7 @@ class _Progress:
         return Report()
 
 
-def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
+def _fit_in_a_thread(model, x, y, config: RunConfig, callback, cancelled, keep):
     per_epoch = -(-len(x) // config.batch)
     total = per_epoch * config.epochs
     closing = threading.Event()  # the consumer left: stop fitting
@@ -254,15 +254,15 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
                       f"{every}")  # fmt: skip
     failure: list[BaseException] = []
 
-    def train() -> None:
+    def keras_fit() -> None:
         model.fit(x, y, batch_size=config.batch, epochs=config.epochs, verbose=0, shuffle=True,
                   callbacks=[callback, progress.callback(callback)])  # fmt: skip
 
-    def fit() -> None:
+    def fit_and_close() -> None:
         """Fit, then close the recording whatever fit did; what either raises goes to the
         generator, and the end is signalled in every case: the generator waits for it."""
         try:
-            for step in (train, callback.close):
+            for step in (keras_fit, callback.close):
                 try:
                     step()
                 except BaseException as exc:  # noqa: BLE001 - handed to the generator's thread
@@ -270,7 +270,7 @@ def _fit(model, x, y, config: RunConfig, callback, cancelled, keep):
         finally:
             progress.updates.put(None)
 
-    worker = threading.Thread(target=fit, name="lstmviz-fit", daemon=True)
+    worker = threading.Thread(target=fit_and_close, name="lstmviz-fit", daemon=True)
     worker.start()
     try:
         while (update := progress.updates.get()) is not None:

@@ -66,8 +66,9 @@ def initial_weights(task: Task, hidden: int, rng: np.random.Generator) -> dict[s
     }
 
 
-class Trainer:
-    """The weights as tf.Variables and Adam, for batches x [T, batch, I] from h0 = c0 = 0.
+class TaskModel:
+    """The task's model: its LSTM and read-out weights as tf.Variables, trained by Adam, for
+    batches x [T, batch, I] from h0 = c0 = 0.
 
     `gradients(x, y)` -> the named tensors of the compiled step (gradients.py) at the current
     weights; `apply(named)` one Adam update with their weight gradients (compiled, traced once
@@ -100,7 +101,8 @@ class Trainer:
 
 
 def taped_arrays(x, y, weights: dict[str, np.ndarray], named, state) -> dict[str, np.ndarray]:
-    """A taped trace's keys for one batch from a Trainer result (the named tensors)."""
+    """A taped trace's keys for one batch from a `TaskModel.gradients` result (the named
+    tensors)."""
     arrays = {"x": x, "target": y, "h0": state, "c0": state, **weights}
     arrays["lstm_kernel"] = np.array(kernel_name())
     # The state is fixed at zero: its gradients are not part of a training trace.
@@ -153,10 +155,10 @@ def run_train(
             f"{total} steps × T={steps} is more than {MAX_HISTORY:,} history cells; "
             "train for fewer steps or shorter sequences",
         )
-    return Training(config, task).items(cancelled, keep)
+    return TrainingRun(config, task).items(cancelled, keep)
 
 
-class Training:
+class TrainingRun:
     """The state of one training run: the weights, the batches drawn, the history so far."""
 
     def __init__(self, config: RunConfig, task: Task):
@@ -165,7 +167,7 @@ class Training:
         self.initial = initial_weights(task, config.hidden, self.rng)
         self.losses = np.zeros(config.train_steps, np.float32)
         self.norms = np.zeros((config.train_steps, config.steps), np.float32)
-        self.trainer: Trainer | None = None  # built on the first item: TF work stays lazy
+        self.model: TaskModel | None = None  # built on the first item: TF work stays lazy
         self.first: dict[str, np.ndarray] | None = None  # step 0's taped arrays
         self.batch = None  # the last (x, y)
         self.bad = None  # the named tensors of a step that went non-finite (not applied)
@@ -173,15 +175,15 @@ class Training:
     def step(self, n: int) -> None:
         """Training step n: draw a batch, its gradients, then (when finite) the update."""
         x, y = self.task.sample(self.rng)
-        named = self.trainer.gradients(x, y)
+        named = self.model.gradients(x, y)
         loss = np.float32(named["loss"])
         norm = exact_norm(np.asarray(named["norm_h_total"]), named["grad_h_total"],
                           exact=exact_norms())  # fmt: skip
         self.losses[n], self.norms[n], self.batch = loss, norm, (x, y)
         if n == 0:
-            self.first = taped_arrays(x, y, self.initial, named, self.trainer.state)
+            self.first = taped_arrays(x, y, self.initial, named, self.model.state)
         if np.isfinite(loss) and np.isfinite(norm).all():
-            self.trainer.apply(named)
+            self.model.apply(named)
         else:
             self.bad = named
 
@@ -189,7 +191,7 @@ class Training:
         self, cancelled: Callable[[], bool], keep: Callable[[], bool]
     ) -> Iterator[TraceUpdate | GradientTrace]:
         config, total = self.config, self.config.train_steps
-        self.trainer = Trainer(self.task, self.initial, config.batch)
+        self.model = TaskModel(self.task, self.initial, config.batch)
         yield TraceUpdate(0, total, f"training on {self.task.name}, T={config.steps}")
         last_update = time.monotonic()
         units = Units(total, cancelled, keep)
@@ -242,11 +244,11 @@ class Training:
 
     def trace(self, units: Units) -> GradientTrace:
         """The complete trace of the `units.done` steps done."""
-        done, state = units.done, self.trainer.state
+        done, state = units.done, self.model.state
         x, y = self.batch
         # The final weights on the last batch (a bad step: the weights it saw, its gradients).
-        named = self.trainer.gradients(x, y) if self.bad is None else self.bad
-        arrays = taped_arrays(x, y, self.trainer.weights(), named, state)
+        named = self.model.gradients(x, y) if self.bad is None else self.bad
+        arrays = taped_arrays(x, y, self.model.weights(), named, state)
         arrays.update({f"step0_{key}": value for key, value in self.first.items()})
         losses = self.losses[:done].copy()
         arrays.update(
