@@ -21,8 +21,8 @@ from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import ConfigError, TraceError
 from lstmviz.core.shapes import array_groups
 from lstmviz.io import files
+from lstmviz.io.absolute_paths import absolute_config
 from lstmviz.io.atomic import atomic_write
-from lstmviz.io.file_paths import absolute_config
 
 FORMAT_VERSION = 1
 # Methods a notebook user reaches for to draw a trace; `lstmviz.plot` is the one there is.

@@ -71,7 +71,7 @@ def test_the_rules_a_mode_follows_are_its_attributes(tmp_path):
     model gets each of those rules."""
     from lstmviz.analysis.layout import panels_for
     from lstmviz.analysis.verify import verify_trace
-    from lstmviz.io.file_paths import listed_weights
+    from lstmviz.io.absolute_paths import listed_weights
     from lstmviz.io.trace import GradientTrace
 
     plain = dict(name="toy", label="toy", help="", run="tests.core.test_modes:toy_run", unit="half",

@@ -27,7 +27,7 @@ from lstmviz.gui.state.shown import Shown
 from lstmviz.gui.threads import trace_loading
 from lstmviz.gui.widgets.params import FILE_WIDGETS, ParamsEditor
 from lstmviz.io import files
-from lstmviz.io.file_paths import absolute, listed_weights
+from lstmviz.io.absolute_paths import absolute, listed_weights
 from lstmviz.io.inputs import TRACE_KEY, describe_inputs, describe_training, load_inputs
 from lstmviz.io.model_data import check_data, load_data
 from lstmviz.io.trace import GradientTrace

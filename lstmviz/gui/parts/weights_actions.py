@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFileDialog
 from lstmviz.core.errors import LstmvizError
 from lstmviz.gui.dialogs.file_dialogs import ask_to_open, last_folder, pick_layer, remember_folder
 from lstmviz.io import files
-from lstmviz.io.file_paths import absolute
+from lstmviz.io.absolute_paths import absolute
 from lstmviz.weights.loaders import LayerInfo, WeightsFile, bidirectional_pick, weight_files
 
 
