@@ -10,6 +10,12 @@ pytest.importorskip("pytestqt")
 from lstmviz.engine.problem.tasks import read_task_file  # noqa: E402
 
 
+@pytest.fixture
+def window(idle):
+    """The window without a computing process: the captions are the window's, nothing runs."""
+    return idle
+
+
 def _mode(window, name: str) -> None:
     box = window.params.widgets["mode"]
     box.setCurrentIndex(box.findData(name))

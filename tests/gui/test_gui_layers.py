@@ -15,6 +15,13 @@ from lstmviz.weights import loaders  # noqa: E402
 from lstmviz.weights.loaders import list_lstm_layers  # noqa: E402
 
 
+@pytest.fixture
+def window(idle):
+    """The window without a computing process: the files are read in the window's process,
+    nothing runs."""
+    return idle
+
+
 @pytest.fixture(scope="module")
 def keras_pair(tmp_path_factory):
     """Two models of one shape, Input → Bidirectional(LSTM(3)) 'bi' → LSTM(5) 'top', with
