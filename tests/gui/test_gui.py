@@ -142,7 +142,8 @@ def test_engine_errors_become_a_dialog(qtbot, window, errors):
     assert "engine exploded" in errors[-1] and not window.state.running
 
 
-def test_open_a_saved_trace_and_a_corrupt_one(qtbot, window, errors, tmp_path):
+def test_open_a_saved_trace_and_a_corrupt_one(qtbot, idle, errors, tmp_path):
+    window = idle  # nothing here runs: no computing process
     config = RunConfig(steps=PASSES * TP, batch=3, hidden=5)
     trace = next(item for item in gui_fakes.multipass(config) if isinstance(item, GradientTrace))
     path = trace.save(tmp_path / "t.npz")
@@ -375,10 +376,11 @@ def test_the_norm_legend_sits_below_the_plot_not_over_the_curves(qtbot):
     assert legend.height() > 0 and legend.top() >= view.bottom()
 
 
-def test_a_trace_opened_over_loaded_weights_shows_its_own_sizes(qtbot, window, tmp_path):
+def test_a_trace_opened_over_loaded_weights_shows_its_own_sizes(qtbot, idle, tmp_path):
     """The demo's weights (I=2, H=16) loaded, then a trace of seeded weights (I=5, H=7)
     opened: the dock shows the trace's sizes, unlocked (they had stayed 2 and 16, so Run would
     not have rerun the trace)."""
+    window = idle  # nothing here runs: no computing process
     from lstmviz.gui.main_window import demo_config
 
     window.params.set_config(demo_config())

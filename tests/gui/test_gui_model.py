@@ -45,7 +45,8 @@ def models(tmp_path_factory):
     return {name: str(path) for name, path in paths.items()}
 
 
-def test_each_model_file_kind_opens_in_model_mode(qtbot, window, errors, models):
+def test_each_model_file_kind_opens_in_model_mode(qtbot, idle, errors, models):
+    window = idle  # nothing here runs: no computing process
     params = window.params
     assert window.open_path(models["keras"])  # a drop
     config = params.config()
@@ -100,7 +101,8 @@ def test_a_model_without_a_compiled_loss_asks_for_one(qtbot, window, errors, mod
     assert params.validated().loss == "mse"
 
 
-def test_an_unsupported_layer_gets_a_dialog_and_nothing_changes(qtbot, window, errors, models):
+def test_an_unsupported_layer_gets_a_dialog_and_nothing_changes(qtbot, idle, errors, models):
+    window = idle  # nothing here runs: no computing process
     assert window.open_path(models["keras"])
     before = window.params.config()
     assert not window.open_path(models["relu"])
@@ -111,7 +113,8 @@ def test_an_unsupported_layer_gets_a_dialog_and_nothing_changes(qtbot, window, e
     assert [r[0] for r in window.params.model_table.rows()][-1] == "head"
 
 
-def test_data_of_the_wrong_shape_gets_a_dialog_and_nothing_changes(qtbot, window, errors, models):
+def test_data_of_the_wrong_shape_gets_a_dialog_and_nothing_changes(qtbot, idle, errors, models):
+    window = idle  # nothing here runs: no computing process
     assert window.open_path(models["keras"])
     assert window.open_path(models["data"])  # model mode: inputs are the model's data
     before = window.params.config()

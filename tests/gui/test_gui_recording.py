@@ -131,11 +131,12 @@ def test_a_finished_recording_opens_whole(qtbot, window, errors, fitted):
     assert not bar.summary_window.isVisible()
 
 
-def test_the_recording_panels_fit_the_window_as_records_accumulate(qtbot, window, errors,
+def test_the_recording_panels_fit_the_window_as_records_accumulate(qtbot, idle, errors,
                                                                    tmp_path):  # fmt: skip
     """In the window at its first size, with the model panels below: no legend widens a plot
     past its view (its right part would be cut off), and the heatmap labels as many records
     by their training step as its axis has room for, the labels never overlapping."""
+    window = idle  # nothing here runs: no computing process
     from PySide6.QtGui import QFontMetrics
 
     path = tmp_path / "long.lvz"
@@ -230,7 +231,8 @@ def test_a_run_that_keeps_nothing_shows_the_recording_again(qtbot, window, error
     window.worker.engine = None
 
 
-def test_corrupt_or_truncated_recordings_get_a_dialog(qtbot, window, errors, fitted, tmp_path):
+def test_corrupt_or_truncated_recordings_get_a_dialog(qtbot, idle, errors, fitted, tmp_path):
+    window = idle  # nothing here runs: no computing process
     data = fitted.read_bytes()
     cases = {"half.lvz": data[: len(data) // 2], "text.lvz": b"not hdf5 at all" * 10}
     for name, content in cases.items():
@@ -265,12 +267,13 @@ writer.close()
 
 @pytest.mark.serial  # times the window's thread: alone under xdist
 def test_a_growing_recording_is_followed_without_blocking_the_window(
-    qtbot, window, errors, tmp_path, monkeypatch
+    qtbot, idle, errors, tmp_path, monkeypatch
 ):
     """A writer process appends a record every 0.25 s. The window picks each up within two
     seconds, reading in its own thread, each read made 0.35 s slower (as from a slow disk): a
     10 ms timer of the window's thread is never late by 0.25 s (drawing the new record takes
     some of that), while the same slow read in the window's thread makes it late by more."""
+    window = idle  # nothing here runs: no computing process
     from PySide6.QtCore import QTimer
 
     from lstmviz.gui.threads import recording_follow
@@ -335,7 +338,8 @@ def test_a_growing_recording_is_followed_without_blocking_the_window(
     assert np.diff(ticks).max() - 0.010 > 0.3
 
 
-def test_a_recording_that_goes_bad_while_followed_gets_a_dialog(qtbot, window, errors, tmp_path):
+def test_a_recording_that_goes_bad_while_followed_gets_a_dialog(qtbot, idle, errors, tmp_path):
+    window = idle  # nothing here runs: no computing process
     path = tmp_path / "run.lvz"
     writer = RecordingWriter(path, 5)
     for n in (1, 2):
@@ -355,8 +359,9 @@ def test_a_recording_that_goes_bad_while_followed_gets_a_dialog(qtbot, window, e
     assert len(window.recording) == 2 and window.area.by_name["record_map"].has_data()
 
 
-def test_the_window_exports_the_recording_it_shows(qtbot, window, errors, fitted, tmp_path,
+def test_the_window_exports_the_recording_it_shows(qtbot, idle, errors, fitted, tmp_path,
                                                   monkeypatch):  # fmt: skip
+    window = idle  # nothing here runs: no computing process
     assert window.open_path(str(fitted))
     drain(window)
     window.recordings.bar.slider.setValue(2)
