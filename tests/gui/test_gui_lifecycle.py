@@ -227,9 +227,10 @@ def test_batchwise_files_take_one_weights_file_per_batch_from_the_dialog(
         np.testing.assert_array_equal(window.trace["kernel"][k], made[name].kernel)
 
 
-def test_batchwise_weights_named_by_a_folder_are_read_again_as_its_files(window, tmp_path):
+def test_batchwise_weights_named_by_a_folder_are_read_again_as_its_files(idle, tmp_path):
     """A config from the CLI may name the per-batch weights as a folder (`--weights DIR`):
     reopened in the window (a trace, the settings) its files are read, I and H locked."""
+    window = idle  # nothing here runs: no computing process
     from lstmviz.weights import random_weights
 
     rng = np.random.default_rng(0)
