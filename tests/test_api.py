@@ -329,7 +329,7 @@ def test_plot_shows_the_panels_inline_as_the_png_export_draws_them(rng, tmp_path
 
 def test_plot_takes_a_recording_and_names_its_own_arguments_in_errors(tmp_path):
     import lstmviz
-    from tests.io.test_recording import write
+    from tests.helpers.recordings import write
 
     write(tmp_path / "run.lvz", [1, 2, 3])
     rec = lstmviz.load_recording(tmp_path / "run.lvz")

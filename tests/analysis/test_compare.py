@@ -17,7 +17,7 @@ from lstmviz.cli import main
 from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import InputError
 from lstmviz.io.trace import GradientTrace
-from tests.io.test_recording import model_trace, write
+from tests.helpers.recordings import model_trace, write
 
 T, B, H = 12, 2, 3
 

@@ -24,8 +24,8 @@ from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
 from lstmviz.io.recording.rows import ANCHOR_KEYS
 from lstmviz.keras import GradientFlowCallback
 from lstmviz.plots.export.writer import export
-from tests.io.test_recording import L, model_trace
-from tests.io.test_recording import T as T_REC
+from tests.helpers.recordings import L, model_trace
+from tests.helpers.recordings import T as T_REC
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 B, T, V = 4, 6, 9  # recorded samples, steps, vocabulary

@@ -557,7 +557,7 @@ FULL_DISK = """
     from lstmviz.keras import GradientFlowCallback
     from lstmviz.io.recording import load_recording
     from tests.callbacks.test_keras_callback import token_data, tokens_model
-    from tests.io.test_recording import fill_the_disk
+    from tests.helpers.recordings import fill_the_disk
 
     fill_the_disk("writing", 3)  # in the middle of the third record
     model, (x, y) = tokens_model(), token_data()

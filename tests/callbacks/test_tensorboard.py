@@ -27,7 +27,7 @@ from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.io.recording import RecordingWriter, load_recording, record_rows  # noqa: E402
 from lstmviz.io.trace import GradientTrace  # noqa: E402
 from lstmviz.tensorboard import DECAY, PANELS, TensorBoardWriter  # noqa: E402
-from tests.io.test_recording import NAMES, T, model_trace  # noqa: E402
+from tests.helpers.recordings import NAMES, T, model_trace  # noqa: E402
 
 R = 0.5  # the decay per step of the first direction's ‖dL/dh_t‖ in `geometric_trace`
 

@@ -252,7 +252,7 @@ def test_a_full_disk_ends_the_fit_at_once_in_one_line(workspace, records):
     one line naming --record and what the file keeps, no traceback, no hang, no crash, and
     neither the model nor the trace written."""
     w = workspace
-    code = ("import sys; from tests.io.test_recording import fill_the_disk; "
+    code = ("import sys; from tests.helpers.recordings import fill_the_disk; "
             f"fill_the_disk('writing', {records + 1}); from lstmviz.cli import main; "
             "sys.exit(main(sys.argv[1:]))")  # fmt: skip
     args = ["run", "--mode", "train", "--model", "m.keras", "--inputs", "d.npz", "--epochs",

@@ -13,7 +13,7 @@ pg = pytest.importorskip("pyqtgraph")
 pytest.importorskip("pytestqt")
 
 from tests.analysis.test_compare import _scaled, _taped  # noqa: E402
-from tests.io.test_recording import write  # noqa: E402
+from tests.helpers.recordings import write  # noqa: E402
 
 
 def test_diagnosis_dock_and_the_reach_on_the_norm_curves(idle, qtbot):
@@ -50,7 +50,7 @@ def decaying_recording(path, rates) -> None:
     """A recording whose record s has ‖dL/dh_t‖ = rates[s]^n, n steps back from a loss on the
     last step (forward) or the first (backward), in both directions."""
     from lstmviz.io.recording import RecordingWriter, record_rows
-    from tests.io.test_recording import model_trace
+    from tests.helpers.recordings import model_trace
 
     writer = RecordingWriter(path, 5)
     for s, rate in enumerate(rates, 1):

@@ -21,7 +21,7 @@ pytest.importorskip("pytestqt")
 from lstmviz.io.recording import RecordingWriter, load_recording  # noqa: E402
 from lstmviz.io.recording import record_rows as rows_of  # noqa: E402
 from tests.helpers.gui_checks import export_every_format  # noqa: E402
-from tests.io.test_recording import model_trace  # noqa: E402
+from tests.helpers.recordings import model_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING_PANELS = {"record_norms", "record_loss", "record_map"}
@@ -248,9 +248,9 @@ def test_corrupt_or_truncated_recordings_get_a_dialog(qtbot, idle, errors, fitte
 WRITER = """
 import sys, time
 sys.path.insert(0, {root!r})
-import tests.io.test_recording as shapes
+import tests.helpers.recordings as shapes
 shapes.T, shapes.B, shapes.H = 120, 32, 64  # 1 MB per state or gradient array
-from tests.io.test_recording import model_trace
+from tests.helpers.recordings import model_trace
 from lstmviz.io.recording import RecordingWriter, record_rows
 writer = RecordingWriter({path!r}, 2)
 for n in range(1, {count} + 1):

@@ -12,7 +12,7 @@ import numpy as np
 
 from lstmviz.cli import main
 from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
-from tests.io.test_recording import NAMES, model_trace
+from tests.helpers.recordings import NAMES, model_trace
 
 PADDED = 2  # the first steps, padded in every sample (Keras's pad_sequences pads in front)
 EVERY = 5

@@ -14,7 +14,7 @@ import numpy as np
 
 from lstmviz.io.recording import RecordingWriter, load_recording, record_rows
 from lstmviz.io.trace import GradientTrace
-from tests.io.test_recording import NAMES, model_trace, same_trace
+from tests.helpers.recordings import NAMES, model_trace, same_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -304,7 +304,7 @@ def test_a_recording_written_by_the_callback_shows_its_facts(recorded):
 
 
 def test_a_recording_being_written_says_so(tmp_path):
-    from tests.io.test_recording import write
+    from tests.helpers.recordings import write
 
     write(tmp_path / "live.lvz", [1, 2], close=False)
     rec = lstmviz.load_recording(tmp_path / "live.lvz", trace=False)

@@ -10,7 +10,7 @@ import numpy as np
 
 from lstmviz.io.recording import RecordingWriter, record_rows
 from lstmviz.plots.export.writer import export
-from tests.io.test_recording import model_trace
+from tests.helpers.recordings import model_trace
 
 NAMES = ['enc,1/forward', 'say "hi"/backward']
 KEYS = ("norm_h_total", "norm_h_direct", "norm_c_total")

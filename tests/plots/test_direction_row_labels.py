@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from lstmviz.analysis.layers import direction_label, row_labels
-from tests.io.test_recording import model_trace
+from tests.helpers.recordings import model_trace
 
 LONG = ["encoder_bidirectional_first_block/forward", "encoder_bidirectional_first_block/backward",
         "encoder_bidirectional_second_block/forward",

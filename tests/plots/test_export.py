@@ -347,7 +347,7 @@ def test_titles_in_a_row_line_up_beside_a_layer_box():
     """A model panel's layer box (its title row's control, which the figure does not draw) put
     its title and plot ~5 px lower than those of the panels beside it."""
     from lstmviz.plots.export.figure import Figure
-    from tests.io.test_recording import model_trace
+    from tests.helpers.recordings import model_trace
 
     with Figure(model_trace(0)) as figure:
         assert {"gates", "layer_units"} <= set(figure.names)  # the panels with a layer box
@@ -367,7 +367,7 @@ def test_axis_labels_and_legends_fit_at_every_size(traces, size):
     away. Now the figure is laid out larger, then labels are shortened, until they fit."""
     from lstmviz.plots.export.figure import Figure
     from lstmviz.plots.export.fitting import folded_legend
-    from tests.io.test_recording import model_trace
+    from tests.helpers.recordings import model_trace
 
     for trace in (model_trace(0), traces["multipass"], traces["train"]):
         with Figure(trace) as figure:
@@ -381,7 +381,7 @@ def test_a_label_without_room_is_shortened_with_an_ellipsis():
     "…" and stays inside its plot; a larger layout shows the whole label again."""
     from lstmviz.plots.export.figure import Figure
     from lstmviz.plots.panels.model_curves import GATE_AXIS_LABELS
-    from tests.io.test_recording import model_trace
+    from tests.helpers.recordings import model_trace
 
     with Figure(model_trace(0), panels=["gates", "layer_units"]) as figure:
         figure.layout(700, 250)

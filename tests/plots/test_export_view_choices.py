@@ -15,7 +15,7 @@ import lstmviz
 from lstmviz.core.errors import LstmvizError
 from lstmviz.io.recording import load_recording
 from lstmviz.plots.export.writer import ExportError, export
-from tests.io.test_recording import NAMES, model_trace, write
+from tests.helpers.recordings import NAMES, model_trace, write
 
 SVG = "{http://www.w3.org/2000/svg}"
 EVERY = 5

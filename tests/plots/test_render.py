@@ -130,7 +130,7 @@ def test_export_of_a_recording_draws_its_evolution_figure(tmp_path, capsys):
     from PySide6.QtGui import QImage
 
     from lstmviz.cli import main
-    from tests.io.test_recording import NAMES, write
+    from tests.helpers.recordings import NAMES, write
 
     path = tmp_path / "run.lvz"
     write(path, [1, 2, 3, 4], every=5)
@@ -370,7 +370,7 @@ def test_a_recording_of_one_record_marks_its_training_loss(qtbot, tmp_path):
     from lstmviz.analysis.records import panel_arrays
     from lstmviz.io.recording import load_recording
     from lstmviz.plots.panels.record_panels import RecordLossPanel
-    from tests.io.test_recording import write
+    from tests.helpers.recordings import write
 
     panel = RecordLossPanel()
     qtbot.addWidget(panel)
@@ -563,7 +563,7 @@ def test_a_recordings_report_lists_the_last_records_lines_under_one_heading(tmp_
     from lstmviz.analysis.report.model_report import model_lines
     from lstmviz.io.recording import load_recording
     from lstmviz.plots.export.recording_figure import RecordingFigure
-    from tests.io.test_recording import write
+    from tests.helpers.recordings import write
 
     path = tmp_path / "run.lvz"
     write(path, [1, 2, 3, 4], every=5)
