@@ -73,12 +73,14 @@ class GradientFlowCallback(Callback):
         # Imported here, not with this module: they import TensorFlow (seconds), which each
         # DDP rank then does side by side, after Lightning has started them all.
         from lstmviz.torch.capture import CELLS, RECURRENT
+        from lstmviz.torch.modern import found
         from lstmviz.torch.recorder import GradientFlowRecorder
 
-        if not any(isinstance(m, RECURRENT + CELLS) for m in pl_module.modules()):
+        if not any(isinstance(m, RECURRENT + CELLS) for m in pl_module.modules()) and not (
+                found(pl_module)[0]):  # fmt: skip
             raise LstmvizError(f"{WHERE}: {type(pl_module).__name__} has no recurrent layer "
-                               "(nn.LSTM, nn.GRU, nn.RNN or one of their cells) to "
-                               "record")  # fmt: skip
+                               "(nn.LSTM, nn.GRU, nn.RNN or one of their cells, minGRU, "
+                               "minLSTM, Mamba, LRU) to record")  # fmt: skip
         extra = {} if self.tensorboard is None else {"tensorboard": self.tensorboard}
         self.recorder = GradientFlowRecorder(pl_module, self.probe, self.path, every=self.every,
                                              loss_fn=self.loss_fn, **extra)  # fmt: skip

@@ -147,3 +147,49 @@ def test_a_constant_gate_decays_exactly_by_one_minus_z_a_step():
     assert_close(trace.layer0_gates_mean, np.full((1, T), 0.5), "z", 1e-6)
     found = diagnose(trace).layers[0]
     assert found.cell == "mingru" and found.h.decay_per_step == pytest.approx(0.5, rel=1e-4)
+
+
+def test_the_recorder_records_a_minGRU_model(tmp_path):
+    from lstmviz import load_recording
+    from lstmviz.torch import GradientFlowRecorder
+
+    torch.manual_seed(4)
+    model = nn.Sequential(minGRU(D), nn.Linear(D, 2))
+    x, y = torch.randn(B, T, D), torch.randn(B, T, 2)
+    recorder = GradientFlowRecorder(model, (x, y), tmp_path / "r.lvz", every=1, loss_fn="mse")
+    for _ in range(2):
+        loss = nn.functional.mse_loss(model(x), y)
+        recorder.step(loss)
+    recorder.close()
+    found = load_recording(tmp_path / "r.lvz")
+    assert found.arrays["norm_h_total_by_layer"].shape == (2, 1, T)
+    assert str(found.last.arrays["layer0_cell"]) == "mingru"
+
+
+@pytest.mark.parametrize("cls", [minGRU, minLSTM])
+def test_parallel_chunks_handing_the_state_on_are_one_direction(cls):
+    """Two parallel calls, the second from the first's last state: one direction of 2 calls
+    whose total at the first call's last step is the gradient the package's own run leaves at
+    that state (its direct part plus all that flows back through the second call; minLSTM's
+    parallel mode starts from g(prev_hidden): g′ is in the decay there)."""
+    torch.manual_seed(5)
+    layer = cls(D)
+
+    class Chunks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = layer
+
+        def forward(self, x):
+            first, h = self.cell(x[:, :3], return_next_prev_hidden=True)
+            second = self.cell(x[:, 3:], h)
+            return torch.cat([first, second], 1)
+
+    x, y = torch.randn(B, T, D), torch.randn(B, T, D)
+    trace = model_gradients(Chunks(), x, y, loss_fn="mse")
+    assert list(trace.layer_names) == ["cell"] and int(trace.layer0_calls) == 2
+    first, h = layer(x[:, :3], return_next_prev_hidden=True)  # the package's own forward
+    first.retain_grad()
+    nn.functional.mse_loss(torch.cat([first, layer(x[:, 3:], h)], 1), y).backward()
+    assert_close(trace.layer0_grad_h_total[2], first.grad[:, 2], "total at the hand-over")
+    assert_close(trace.layer0_grad_h_direct[:2], first.grad[:, :2].transpose(0, 1), "direct")

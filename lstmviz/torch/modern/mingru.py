@@ -61,6 +61,7 @@ def forward(module, name: str, kind: str, record: Callable, continued: Callable)
                 log_values = torch.cat((start, log_values), dim=1)
                 log_coeffs = F.pad(log_coeffs, (0, 0, 1, 0))
                 if kind == "minlstm":  # h_{-1} = g(prev_hidden): its slope joins the decay
+                    # (1 for a state the layer made: those are positive)
                     decay = decay.clone()
                     decay[:, :1] *= _g_slope(prev_hidden.detach())
             out = heinsen_associative_scan_log(log_coeffs, log_values)[:, -seq_len:]

@@ -171,14 +171,12 @@ def chains(pieces: list[Piece]) -> list[tuple[str, list[int]]]:
     return named
 
 
-def _time_major(value: torch.Tensor) -> torch.Tensor:
-    return value.detach().movedim(1, 0).contiguous()
-
-
 def _joined(members: list[int], value: Callable) -> torch.Tensor:
-    """[T, B, *C] the pieces' `value(n)` [B, T, *C] (n: a piece's index) joined in call
-    order."""
-    return torch.cat([_time_major(value(n)) for n in members])
+    """[B, T, *C] the pieces' `value(n)` [B, T, *C] (n: a piece's index) joined along time in
+    call order (no copy for a direction of one call)."""
+    if len(members) == 1:
+        return value(members[0])
+    return torch.cat([value(n) for n in members], dim=1)
 
 
 def _decay(piece: Piece) -> torch.Tensor:
@@ -187,8 +185,8 @@ def _decay(piece: Piece) -> torch.Tensor:
 
 
 def _totals(pieces: list[Piece], members: list[int], direct: list) -> tuple:
-    """(direct, total) [T, B, *C] of one direction from its pieces' direct gradients (None: the
-    loss does not reach that piece: zero)."""
+    """(direct, total) [B, T, *C] of one direction from its pieces' direct gradients (None:
+    the loss does not reach that piece: zero)."""
     d = _joined(members, lambda n: torch.zeros_like(pieces[n].tap) if direct[n] is None
                 else direct[n])  # fmt: skip
     if len(members) == 1 and pieces[members[0]].decay.dim() < d.dim():
@@ -207,10 +205,10 @@ def _directions(pieces: list[Piece], found: list, direct: list) -> dict:
         d, g = _totals(pieces, members, direct)
         h = _joined(members, lambda n: pieces[n].tap)
         for key, value in (("h", h), ("grad_h_total", g), ("grad_h_direct", d)):
-            arrays[f"layer{k}_{key}"] = _numpy(scan.channel_view(value, first.reduce)).astype(
-                np.float32, copy=False)  # fmt: skip
-        for key, value in (("norm_h_total", g), ("norm_h_direct", d)):
-            rows[key].append(_padded(_numpy(scan.step_norms(value)), steps))
+            channels, norms = scan.kept(value, first.reduce, norms=key != "h")
+            arrays[f"layer{k}_{key}"] = np.ascontiguousarray(_numpy(channels), np.float32)
+            if norms is not None:
+                rows[f"norm_{key[5:]}"].append(_padded(_numpy(norms), steps))
         rows["norm_c_total"].append(np.full(steps, np.nan, np.float32))
         arrays[f"layer{k}_cell"] = np.array(first.kind)
         arrays[f"layer{k}_state_names"] = np.array(first.state_names)
@@ -262,9 +260,10 @@ def _gates(k: int, pieces: list[Piece], members: list[int]) -> dict:
 
 
 def _gate(piece: Piece, gate: str) -> torch.Tensor:
-    """[B, T, *C] a gate of the piece (LRU's |λ| [C] repeated over batch and steps)."""
+    """[B, T, ·] a gate of the piece (LRU's |λ| [C], one for every step, repeated over batch
+    and steps)."""
     value = piece.gates[gate]
-    return value.expand_as(piece.tap.real) if value.dim() < piece.tap.dim() else value
+    return value.expand_as(piece.tap.real) if value.dim() == 1 else value
 
 
 def _weights(found: list, pieces: list[Piece], grads: dict) -> dict:
@@ -288,7 +287,7 @@ def _weights(found: list, pieces: list[Piece], grads: dict) -> dict:
 def _input(grad, first: Piece) -> dict:
     """`grad_input` [T, B, E] (dL/d input of the first direction, through it) and `saliency`."""
     grad = torch.zeros_like(first.source) if grad is None else grad
-    grad = _numpy(_time_major(grad))
+    grad = np.ascontiguousarray(_numpy(grad.transpose(0, 1)))
     wide = np.sqrt(np.square(grad.astype(np.float64)).sum(-1))  # float64: no underflow
     return {"grad_input": grad.astype(np.float32, copy=False),
             "saliency": wide.T.astype(np.float32)}  # fmt: skip
@@ -322,7 +321,8 @@ def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: tor
                                           retain_graph=True))  # fmt: skip
         for k, (_, members) in enumerate(found):
             _, g = _totals(pieces, members, direct)
-            found_h[k, a, : len(g)] = _numpy(scan.step_norms(g))
+            norms = scan.kept(g, reduce=False)[1]
+            found_h[k, a, : len(norms)] = _numpy(norms)
     return {"anchors_by_layer": np.tile(np.array(given, np.int64), (len(found), 1)),
             "anchor_norm_h_by_layer": found_h,
             "anchor_norm_c_by_layer": np.full_like(found_h, np.nan)}  # fmt: skip

@@ -8,7 +8,8 @@ complex state, LRU's). The scan is a plain loop over t, vectorised over the batc
 channels: a product of decays (a cumulative-product shortcut) under- or overflows over long
 sequences, one step at a time never divides.
 
-Tensors are time-major here: [T, B, *C] (C the state's channels, Mamba's [D, N]).
+Tensors are batch-major as the layers hold them: [B, T, *C] (C the state's channels, Mamba's
+[D, N]); what a trace keeps of them is made time-major at the end, when it is small.
 """
 
 from __future__ import annotations
@@ -17,37 +18,44 @@ import torch
 
 
 def reverse_scan(direct: torch.Tensor, decay: torch.Tensor) -> torch.Tensor:
-    """g [T, B, *C]: g_{T-1} = d_{T-1}, g_t = d_t + conj(a_{t+1}) ⊙ g_{t+1}. `direct` d
-    [T, B, *C]; `decay` a [T, B, *C] (or broadcastable to one step: LRU's constant λ [*C])."""
-    steps = len(direct)
+    """g [B, T, *C]: g_{T-1} = d_{T-1}, g_t = d_t + conj(a_{t+1}) ⊙ g_{t+1}. `direct` d
+    [B, T, *C]; `decay` a [B, T, *C] (or one for every step: LRU's constant λ [*C])."""
+    steps = direct.shape[1]
     g = torch.empty_like(direct)
     if steps == 0:
         return g
     per_step = decay.dim() == direct.dim()
     factor = decay.conj() if decay.is_complex() else decay
-    g[-1] = direct[-1]
+    g[:, -1] = direct[:, -1]
     for t in range(steps - 2, -1, -1):
-        a = factor[t + 1] if per_step else factor
-        torch.addcmul(direct[t], a, g[t + 1], out=g[t])
+        a = factor[:, t + 1] if per_step else factor
+        g[:, t] = torch.addcmul(direct[:, t], a, g[:, t + 1])
     return g
 
 
-def step_norms(value: torch.Tensor) -> torch.Tensor:
-    """[T] the L2 norm of each step of `value` [T, B, *C] (complex: over real and imaginary
-    parts), summed in float64: float32 squares of a vanishing gradient (< 1e-19) flush to 0."""
-    wide = value.abs() if value.is_complex() else value
-    return wide.double().square().flatten(1).sum(1).sqrt()
-
-
-def channel_view(value: torch.Tensor, reduce: bool) -> torch.Tensor:
-    """[T, B, S] float of a state or gradient [T, B, *C]: the channels flattened (S = ∏C), or,
-    with `reduce`, the norm over the last axis (Mamba's N; S = D); a complex one as its
-    modulus (its norm over real and imaginary parts), so that a step's norm over S is the
-    state's."""
-    wide = value.abs() if value.is_complex() else value
-    if reduce:
-        wide = wide.double().square().sum(-1).sqrt()
-    return wide.flatten(2)
+def kept(value: torch.Tensor, reduce: bool, norms: bool = True):
+    """(channels [T, B, S], per-step L2 norms [T] float64 or None) of a state or gradient
+    [B, T, *C]: the channels flattened (S = ∏C), or, with `reduce`, the norm over the last
+    axis (Mamba's N; S = D); a complex one as its modulus (its norm over real and imaginary
+    parts), so that a step's norm over S is the state's. Norms are taken of each step scaled
+    by its largest entry: float32 squares of a vanishing gradient (< 1e-19) would flush to 0,
+    and a float64 copy of a wide state costs more than the scaling."""
+    wide = value.detach().abs() if value.is_complex() else value.detach()
+    if not norms and not reduce:
+        return wide.flatten(2).transpose(0, 1), None
+    low, high = torch.aminmax(wide.transpose(0, 1).reshape(wide.shape[1], -1), dim=1)
+    scale = torch.maximum(low.abs(), high)  # [T]
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    shaped = scale.view(1, -1, *[1] * (wide.dim() - 2))
+    if reduce:  # [B, T, D]: one pass over the wide state
+        reduced = torch.linalg.vector_norm(wide / shaped, dim=-1)
+        channels = reduced * shaped.squeeze(-1)
+        steps = torch.linalg.vector_norm(reduced.double(), dim=(0, 2))
+    else:
+        channels = wide
+        steps = torch.linalg.vector_norm(wide / shaped, dim=(0, *range(2, wide.dim()))).double()
+    channels = channels.flatten(2).transpose(0, 1)
+    return channels, (steps * scale.double() if norms else None)
 
 
 def timescale(log_decay: torch.Tensor) -> torch.Tensor:
@@ -57,10 +65,13 @@ def timescale(log_decay: torch.Tensor) -> torch.Tensor:
 
 
 def gate_rows(gate: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """For a gate in (0, 1) [T, B, *C]: its mean per step [T], the fraction of its (b, c) below
+    """For a gate in (0, 1) [B, T, *C]: its mean per step [T], the fraction of its (b, c) below
     0.01 or above 0.99 per step [T] (model mode's `gates_saturated`), and the fraction within
     0.05 of a bound over all (t, b, c) (the diagnosis's)."""
-    flat = gate.flatten(1).float()
-    near = (flat < 0.01) | (flat > 0.99)
-    loose = (flat < 0.05) | (flat > 0.95)
-    return flat.mean(1), near.float().mean(1), loose.float().mean()
+    gate = gate.detach()
+    dims = (0, *range(2, gate.dim()))  # all but time
+    count = gate.numel() // gate.shape[1]
+    off = (gate - 0.5).abs()
+    near = (off > 0.49).sum(dims, dtype=torch.float64) / count
+    loose = (off > 0.45).sum(dtype=torch.float64) / off.numel()
+    return gate.mean(dims, dtype=torch.float64), near, loose

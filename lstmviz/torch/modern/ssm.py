@@ -4,7 +4,8 @@ packages compute them with the state tapped (`piece.Piece`).
 
 Mamba: x_t = exp(Δ_t A) ⊙ x_{t-1} + Δ_t B_t u_t, the state x [B, T, D, N] (D = d_inner, N =
 d_state), read by y_t = x_t C_t + D ⊙ u_t; the decay exp(Δ_t·A) per (d, n). A state of more
-than `piece.MAX_CHANNELS` a step is kept per D channel (the norm over N).
+than `piece.MAX_CHANNELS` a step is kept per D channel (the norm over N). The gate rows show
+each D channel's slowest decay, exp(Δ_t·max_n A_dn) [B, T, D] (A < 0).
 
 LRU: x_t = λ ⊙ x_{t-1} + γ ⊙ (B u_t), complex, read by y_t = Re(C x_t) + D u_t; the decay λ
 is constant (|λ| = exp(−exp(ν))). The package loops over samples and steps in Python (and
@@ -58,10 +59,12 @@ def mamba_forward(module, name: str, record: Callable):
             states = torch.stack(steps, dim=1)
         tap = states.view_as(states)
         size = a_matrix.shape[0] * a_matrix.shape[1]
+        slowest = a_matrix.detach().amax(-1)  # [D]: the A nearest 0 of each channel
         record(Piece(
             name, "mamba", module, tap, decay.detach(), x,
             delta.detach().mean((0, 1))[:, None] * a_matrix.detach(),
-            {"exp(ΔA)": decay.detach()}, state_names=("x",), reduce=size > MAX_CHANNELS,
+            {"exp(ΔA)": torch.exp(delta.detach() * slowest)}, state_names=("x",),
+            reduce=size > MAX_CHANNELS,
         ))  # fmt: skip
         y = (tap @ c.unsqueeze(-1)).squeeze(3) + d_skip * u
         return module.out_proj(y * F.silu(z))
