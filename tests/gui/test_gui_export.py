@@ -24,9 +24,9 @@ def window(qtbot, tmp_path, traces, monkeypatch):
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     win = MainWindow(settings=settings)
     win.errors_shown = errors
+    win.worker_started = True  # no computing process: nothing here runs
     qtbot.addWidget(win)
     win.show()
-    qtbot.waitUntil(lambda: win.device is not None, timeout=60_000)
     assert not win.export_action.isEnabled()  # nothing to export yet
     win.show_trace(traces["multipass"], None)
     yield win
