@@ -1,10 +1,7 @@
 """Hardening: bad CLI input, memory guard, non-finite values, Ctrl-C, partial training traces."""
 
-import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +15,7 @@ from lstmviz.engine.modes.taped import taped_gradients
 from lstmviz.engine.modes.trace_arrays import add_norms
 from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import LSTMWeights, random_weights
+from tests.helpers.cli_process import ROOT, SMALL, CliRun, cli_env, console, files_in
 
 
 def test_oversized_run_is_refused_quickly_naming_memory(tmp_path):
@@ -178,20 +176,6 @@ def test_cli_warns_on_non_finite(tmp_path, monkeypatch, capsys):
 
 # --- CLI validation audit: bad input exits 2 with one line naming the flag or file ---------
 
-ROOT = Path(__file__).resolve().parents[1]
-SMALL = ["--steps", "4", "--batch", "2", "--hidden", "3", "--quiet"]
-
-
-def _console() -> list[str]:
-    """The installed `lstmviz` console script (else `python -m lstmviz`), run on this tree."""
-    script = Path(sys.executable).with_name("lstmviz")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "lstmviz"]
-
-
-def _env() -> dict[str, str]:
-    return os.environ | {"PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
 def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
     """(arguments after `run`, text the one error line must contain)."""
     garbage = tmp / "garbage.npz"
@@ -217,15 +201,11 @@ def _bad_cases(tmp: Path) -> list[tuple[list[str], str]]:
     ]
 
 
-def _files(tmp: Path) -> set[str]:
-    return {p.name for p in tmp.rglob("*")}
-
-
 def test_bad_cli_input_in_process_exits_2_with_one_line(tmp_path, capsys):
     from lstmviz.cli import main
 
     cases = _bad_cases(tmp_path)
-    before = _files(tmp_path)
+    before = files_in(tmp_path)
     for args, expected in cases:
         assert main(["run", *SMALL, *args]) == 2, args
         err = capsys.readouterr().err
@@ -233,19 +213,19 @@ def test_bad_cli_input_in_process_exits_2_with_one_line(tmp_path, capsys):
         assert len(lines) == 1 and lines[0].startswith("lstmviz: error: "), (args, err)
         assert expected in lines[0], (args, err)
         assert "Traceback" not in err
-        assert _files(tmp_path) == before, args  # nothing written, no temporary left
+        assert files_in(tmp_path) == before, args  # nothing written, no temporary left
 
 
 def test_bad_cli_input_through_the_console_script(tmp_path):
     cases = _bad_cases(tmp_path)
-    before = _files(tmp_path)
+    before = files_in(tmp_path)
     for index in (0, 3, 5, 10):  # a range, a choice, a missing file, a flag without its partner
         args, expected = cases[index]
         done = subprocess.run(
-            [*_console(), "run", *SMALL, *args],
+            [*console(), "run", *SMALL, *args],
             capture_output=True,
             text=True,
-            env=_env(),
+            env=cli_env(),
             cwd=tmp_path,
             timeout=120,
         )
@@ -253,7 +233,7 @@ def test_bad_cli_input_through_the_console_script(tmp_path):
         lines = done.stderr.splitlines()
         assert len(lines) == 1 and expected in lines[0], (args, done.stderr)
         assert done.stdout == ""
-        assert _files(tmp_path) == before
+        assert files_in(tmp_path) == before
 
 
 def _weights_files(folder: Path, names: tuple[str, ...]) -> list[Path]:
@@ -285,7 +265,7 @@ def test_out_that_is_one_of_the_weights_files_is_refused(tmp_path, capsys, given
     err = capsys.readouterr().err
     assert err == f"lstmviz: error: --out: {first}: would overwrite the --weights file {first}\n"
     assert first.read_bytes() == before
-    assert _files(tmp_path) == {"wdir", "a.npz", "b.npz"}
+    assert files_in(tmp_path) == {"wdir", "a.npz", "b.npz"}
 
 
 @pytest.mark.parametrize(
@@ -306,62 +286,24 @@ def test_empty_file_names_are_refused(tmp_path, capsys, args, expected):
 
     (w,) = _weights_files(tmp_path / "w", ("a.npz",))
     args = [a.format(w=w) for a in args]
-    before = _files(tmp_path)
+    before = files_in(tmp_path)
     assert main(["run", *SMALL, *args, "--out", str(tmp_path / "t.npz")]) == 2
     err = capsys.readouterr().err
     assert err == f"lstmviz: error: {expected.format(w=w)}\n"
-    assert _files(tmp_path) == before
+    assert files_in(tmp_path) == before
 
 
 def test_screenshot_that_is_a_folder_exits_2_before_the_window_opens(tmp_path):
     shot = tmp_path / "shot.png"
     shot.mkdir()
-    done = subprocess.run([*_console(), "gui", "--screenshot", str(shot)], capture_output=True,
-                          text=True, env=_env(), cwd=tmp_path, timeout=120)  # fmt: skip
+    done = subprocess.run([*console(), "gui", "--screenshot", str(shot)], capture_output=True,
+                          text=True, env=cli_env(), cwd=tmp_path, timeout=120)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"lstmviz: error: --screenshot: {shot}: is a folder, not a file name\n"
-    assert _files(tmp_path) == {"shot.png"}
+    assert files_in(tmp_path) == {"shot.png"}
 
 
 # --- Interruption: Ctrl-C exits 130 promptly and leaves nothing broken ---------------------
-
-
-class _Run:
-    """A CLI run in a subprocess whose stderr (progress lines end in \\r) is collected live."""
-
-    def __init__(self, args: list[str], cwd: Path):
-        self.proc = subprocess.Popen(
-            [*_console(), "run", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=_env(),
-            cwd=cwd,
-        )
-        self.err = bytearray()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        while chunk := self.proc.stderr.read1(4096):
-            self.err.extend(chunk)
-
-    def wait_for(self, text: str, timeout: float = 120) -> None:
-        end = time.monotonic() + timeout
-        while text.encode() not in self.err:
-            assert self.proc.poll() is None, self.text()
-            assert time.monotonic() < end, self.text()
-            time.sleep(0.02)
-
-    def interrupt(self) -> tuple[int, float]:
-        start = time.monotonic()
-        self.proc.send_signal(signal.SIGINT)
-        code = self.proc.wait(timeout=60)
-        elapsed = time.monotonic() - start
-        self.proc.stdout.close()
-        time.sleep(0.05)
-        return code, elapsed
-
-    def text(self) -> str:
-        return self.err.decode(errors="replace")
 
 
 TRAIN = ["--mode", "train", "--task", "sine", "--steps", "20", "--batch", "4", "--hidden", "8",
@@ -370,25 +312,25 @@ TRAIN = ["--mode", "train", "--task", "sine", "--steps", "20", "--batch", "4", "
 
 @pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_stops_training_and_writes_nothing(tmp_path):
-    run = _Run([*TRAIN, "--out", "t.npz"], tmp_path)
+    run = CliRun([*TRAIN, "--out", "t.npz"], tmp_path)
     run.wait_for("[train] 1")  # the first step has run: TensorFlow is busy training
     code, elapsed = run.interrupt()
     assert code == 130, run.text()
     assert elapsed < 10, elapsed  # generous for a loaded machine
     assert "nothing written" in run.text() and "Traceback" not in run.text()
-    assert _files(tmp_path) == set()
+    assert files_in(tmp_path) == set()
 
 
 @pytest.mark.slow
 @pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_with_keep_partial_keeps_a_complete_trace(tmp_path):
-    run = _Run([*TRAIN, "--keep-partial", "--out", "t.npz"], tmp_path)
+    run = CliRun([*TRAIN, "--keep-partial", "--out", "t.npz"], tmp_path)
     run.wait_for("[train] 1")
     code, elapsed = run.interrupt()
     assert code == 130, run.text()
     assert elapsed < 10, elapsed
     assert "kept them as a complete trace" in run.text(), run.text()
-    assert _files(tmp_path) == {"t.npz"}  # no temporary file beside it
+    assert files_in(tmp_path) == {"t.npz"}  # no temporary file beside it
     trace = GradientTrace.load(tmp_path / "t.npz")  # runs GradientTrace.check too
     done = int(trace["units_done"])
     assert 1 <= done < 100000 and str(trace["stopped"]) == "cancelled"
@@ -407,13 +349,13 @@ def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
     args = ["--mode", "multipass", "--passes", "1000", "--steps", "300", "--batch", "4",
             "--input-dim", "3", "--hidden", "16", "--loss", "last_mse", "--random-state",
             "--keep-partial", "--out", "t.npz"]  # fmt: skip
-    run = _Run(args, tmp_path)
+    run = CliRun(args, tmp_path)
     run.wait_for("[multipass] 2/1001")
     code, elapsed = run.interrupt()
     assert code == 130, run.text()
     assert elapsed < 30, elapsed
     assert "passes; kept them as a complete trace in t.npz" in run.text(), run.text()
-    assert "Traceback" not in run.text() and _files(tmp_path) == {"t.npz"}
+    assert "Traceback" not in run.text() and files_in(tmp_path) == {"t.npz"}
     trace = GradientTrace.load(tmp_path / "t.npz")  # runs GradientTrace.check too
     done = int(trace["units_done"])
     assert 2 <= done < 1000 and int(trace["units_requested"]) == 1000
@@ -431,14 +373,15 @@ def test_ctrl_c_with_keep_partial_keeps_the_passes_done(tmp_path):
 def test_ctrl_c_during_one_long_tensorflow_call_exits_promptly(tmp_path):
     # A single taped call of several seconds: TensorFlow cannot be interrupted inside it, so
     # the CLI runs it in a worker thread and leaves without it, well before the call ends.
-    run = _Run(["--steps", "3000", "--batch", "16", "--hidden", "128", "--out", "t.npz"], tmp_path)
+    run = CliRun(["--steps", "3000", "--batch", "16", "--hidden", "128", "--out", "t.npz"],
+                 tmp_path)  # fmt: skip
     run.wait_for("[taped] 0/1")
     time.sleep(0.5)  # inside the compiled call by now
     code, elapsed = run.interrupt()
     assert code == 130, run.text()
     assert elapsed < 10, elapsed
     assert "nothing written" in run.text() and "Traceback" not in run.text()
-    assert _files(tmp_path) == set()
+    assert files_in(tmp_path) == set()
 
 
 def test_partial_training_trace_equals_a_shorter_run():

@@ -20,20 +20,20 @@ from lstmviz.core.errors import WeightsError
 from lstmviz.io import files
 from lstmviz.io.trace import GradientTrace
 from lstmviz.weights.loaders import list_lstm_layers, load_weights, read_weights
+from tests.helpers.cli_process import ROOT, SMALL, files_in
 from tests.helpers.model_fixtures import keras3_models, npz_stack
-from tests.test_hardening import ROOT, SMALL, _files
 
 
 def refused(argv: list[str], capsys, folder) -> str:
     """Run the CLI on `argv`: it must exit 2 with one error line and leave `folder` as it
     was. Returns the line without its "lstmviz: error: " prefix."""
-    before = _files(folder)
+    before = files_in(folder)
     assert main(argv) == 2, argv
     err = capsys.readouterr().err
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("lstmviz: error: "), err
     assert "Traceback" not in err and "Warning" not in err, err
-    assert _files(folder) == before, argv
+    assert files_in(folder) == before, argv
     return lines[0].removeprefix("lstmviz: error: ")
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from lstmviz.core.progress import Progress
 from tests.cli.test_cli_progress import _Clock
+from tests.helpers.cli_process import ROOT, cli_env
 from tests.plots.test_export_progress import long_trace
-from tests.test_hardening import ROOT, _env
 
 LINE = re.compile(r"\[export\] (\d+)% (.*) · (\d+\.\d) s")  # one progress line in a log
 
@@ -144,7 +144,7 @@ def test_sigint_to_a_long_export_after_its_progress_shows_exits_130_with_nothing
     long_trace(steps=20_000, rows=300).save(trace)
     outputs = [f"--{fmt}={tmp_path / f'out.{fmt}'}" for fmt in ("csv", "png", "svg", "pdf")]
     proc = subprocess.Popen([sys.executable, "-m", "lstmviz", "export", str(trace), *outputs],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
                             cwd=ROOT)  # fmt: skip
     started = time.monotonic()
     first = proc.stderr.readline().decode()  # blocks until the export has taken a second

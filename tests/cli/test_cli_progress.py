@@ -17,7 +17,7 @@ import pytest
 from lstmviz.core import progress as progress_module
 from lstmviz.core.progress import FIRST, INTERVAL, TENTHS, Progress
 from lstmviz.io.trace import TraceUpdate
-from tests.test_hardening import ROOT, _env
+from tests.helpers.cli_process import ROOT, cli_env
 
 LINE = re.compile(r"\[(\w+)\] (\d+)/(\d+) (.*) · (\d+\.\d) s")  # one progress line in a log
 
@@ -197,7 +197,7 @@ SMALL_MULTIPASS = ["--mode", "multipass", "--passes", "300", "--steps", "2", "--
 def test_a_run_into_a_pipe_writes_a_few_plain_lines(tmp_path):
     # Bytes: text mode would turn a \r into \n.
     done = subprocess.run([sys.executable, "-m", "lstmviz", "run", *SMALL_MULTIPASS, "--out",
-                           str(tmp_path / "t.npz")], capture_output=True, env=_env(),
+                           str(tmp_path / "t.npz")], capture_output=True, env=cli_env(),
                           timeout=300)  # fmt: skip
     err = done.stderr.decode()
     assert done.returncode == 0, err[-3000:]
@@ -218,7 +218,7 @@ def test_a_run_on_a_terminal_redraws_its_line_as_before(tmp_path):
     args = ["--mode", "taped", "--steps", "3", "--batch", "1", "--input-dim", "1", "--hidden",
             "2", "--out", str(tmp_path / "t.npz")]  # fmt: skip
     with subprocess.Popen([sys.executable, "-m", "lstmviz", "run", *args], stderr=follower,
-                          stdout=subprocess.PIPE, env=_env(), cwd=ROOT) as proc:  # fmt: skip
+                          stdout=subprocess.PIPE, env=cli_env(), cwd=ROOT) as proc:  # fmt: skip
         os.close(follower)
         chunks = []
         while True:

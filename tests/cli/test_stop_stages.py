@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.test_hardening import ROOT, _env, _files, _Run
+from tests.helpers.cli_process import ROOT, CliRun, cli_env, files_in
 
 # A SIGINT delivered while `lstmviz.cli` imports its modules (as a Ctrl-C pressed right after
 # Enter lands): the finder raises it when the import reaches lstmviz.cli.export.
@@ -33,11 +33,11 @@ sys.exit(main())
 
 def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(tmp_path):
     done = subprocess.run([sys.executable, "-c", STARTING, "run", "--out", "t.npz"],
-                          capture_output=True, text=True, env=_env(), cwd=tmp_path,
+                          capture_output=True, text=True, env=cli_env(), cwd=tmp_path,
                           timeout=120)  # fmt: skip
     assert done.returncode == 130, done.stderr
     assert done.stderr == "lstmviz: interrupted; nothing written\n"
-    assert _files(tmp_path) == set()
+    assert files_in(tmp_path) == set()
 
 
 @pytest.mark.slow
@@ -52,7 +52,7 @@ def test_ctrl_c_in_a_one_unit_run_with_keep_partial_stops_it_and_keeps_nothing(
     args = ["--mode", "taped", "--steps", "20000", "--batch", "8", "--hidden", "128",
             "--keep-partial", "--out", "t.npz"]  # fmt: skip
     monkeypatch.setenv("LSTMVIZ_NATIVE", "0")
-    run = _Run(args, tmp_path)
+    run = CliRun(args, tmp_path)
     run.wait_for("[taped] 0/1 taped while-loop")
     time.sleep(1.0)  # inside the compiled call
     code, elapsed = run.interrupt()
@@ -61,4 +61,4 @@ def test_ctrl_c_in_a_one_unit_run_with_keep_partial_stops_it_and_keeps_nothing(
     assert elapsed < 6, (elapsed, text)  # the grace second, then out
     assert ("lstmviz: stopping (nothing to keep: the run has not finished); press Ctrl-C "
             "again to quit at once\nlstmviz: interrupted; nothing written\n") in text  # fmt: skip
-    assert "Traceback" not in text and _files(tmp_path) == set()
+    assert "Traceback" not in text and files_in(tmp_path) == set()

@@ -19,8 +19,8 @@ from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
 from tests.engine.test_stopping import assert_same_trace, check_stop_keys
 from tests.engine.test_train import np_connectivity
+from tests.helpers.cli_process import CliRun, files_in
 from tests.helpers.reference import assert_close
-from tests.test_hardening import _files, _Run
 
 TAPED = RunConfig(mode="taped", steps=30, batch=2, input_dim=3, hidden=4, connectivity=True)
 
@@ -96,7 +96,7 @@ LONG_MAP = ["--mode", "taped", "--steps", "3000", "--batch", "8", "--hidden", "3
 @pytest.mark.slow
 @pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_during_the_map_keeps_the_trace_without_it_at_once(tmp_path):
-    run = _Run([*LONG_MAP, "--keep-partial", "--out", "t.npz"], tmp_path)
+    run = CliRun([*LONG_MAP, "--keep-partial", "--out", "t.npz"], tmp_path)
     run.wait_for("computing the connectivity map")
     time.sleep(2.0)  # past the tracing of the map's chunk
     code, elapsed = run.interrupt()
@@ -107,7 +107,7 @@ def test_ctrl_c_during_the_map_keeps_the_trace_without_it_at_once(tmp_path):
     assert "lstmviz: stopping (keeping the trace without its connectivity map); press " in text
     assert "lstmviz: interrupted during the connectivity map; kept the trace without the map " \
            "in t.npz\n" in text  # fmt: skip
-    assert "Traceback" not in text and _files(tmp_path) == {"t.npz"}
+    assert "Traceback" not in text and files_in(tmp_path) == {"t.npz"}
     trace = GradientTrace.load(tmp_path / "t.npz")  # runs GradientTrace.check too
     assert "connectivity" not in trace and not trace.config.connectivity
     check_stop_keys(trace, 1, 1)
@@ -117,7 +117,7 @@ def test_ctrl_c_during_the_map_keeps_the_trace_without_it_at_once(tmp_path):
 @pytest.mark.slow
 @pytest.mark.serial  # times the exit after Ctrl-C: alone under xdist
 def test_ctrl_c_during_the_map_without_keep_stops_it_and_writes_nothing(tmp_path):
-    run = _Run([*LONG_MAP, "--out", "t.npz"], tmp_path)
+    run = CliRun([*LONG_MAP, "--out", "t.npz"], tmp_path)
     run.wait_for("computing the connectivity map")
     time.sleep(2.0)
     code, elapsed = run.interrupt()
@@ -125,7 +125,7 @@ def test_ctrl_c_during_the_map_without_keep_stops_it_and_writes_nothing(tmp_path
     assert code == 130 and elapsed < 10, (elapsed, text)
     assert text.endswith("lstmviz: stopping (nothing will be written); press Ctrl-C again to "
                          "quit at once\nlstmviz: interrupted; nothing written\n"), text  # fmt: skip
-    assert _files(tmp_path) == set()
+    assert files_in(tmp_path) == set()
 
 
 def test_a_training_runs_map_stops_between_its_chunks():
