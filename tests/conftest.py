@@ -50,8 +50,10 @@ def heaviest_files_first(items: list) -> list:
 # A test marked `serial` measures how quickly something happens (a stop within a second, a
 # window's thread never blocked): with `-n` it runs while the other workers wait, so that their
 # load does not make it fail. Two lock files shared by the workers: every test holds `main`
-# shared; a serial test takes `gate` exclusively first, so that no new test starts, then `main`
-# exclusively once the running ones have ended.
+# shared; a serial test's call takes `gate` exclusively first, so that no new test starts, then
+# `main` exclusively once the running ones have ended. Its set-up and tear-down (a window waiting
+# for TensorFlow in its computing process, a module's fixtures) time nothing: they hold `main`
+# shared as any test does, so that the others go on meanwhile.
 
 
 @contextlib.contextmanager
@@ -64,21 +66,55 @@ def _locked(path, mode: int):
             fcntl.flock(file, fcntl.LOCK_UN)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Under xdist, every test's set-up, call and tear-down (of module fixtures too) hold the
-    locks above: shared, or exclusively for a `serial` test."""
+@contextlib.contextmanager
+def _held(item, alone: bool):
+    """The locks above for `item` under xdist: shared, or exclusively (`alone`)."""
     basetemp = getattr(item.config.option, "basetemp", None)
     if not os.environ.get("PYTEST_XDIST_WORKER") or not basetemp:
-        return (yield)
+        yield
+        return
     shared = Path(basetemp).parent  # the session's folder; each worker's basetemp is in it
     gate, main = shared / "serial-gate.lock", shared / "serial-main.lock"
-    if item.get_closest_marker("serial"):
+    if alone:
         with _locked(gate, fcntl.LOCK_EX), _locked(main, fcntl.LOCK_EX):
-            return (yield)
+            yield
+        return
     with contextlib.ExitStack() as held:
         with _locked(gate, fcntl.LOCK_SH):
             held.enter_context(_locked(main, fcntl.LOCK_SH))
+        yield
+
+
+def _serial(item) -> bool:
+    return item.get_closest_marker("serial") is not None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, every test's set-up, call and tear-down (of module fixtures too) hold the
+    locks above shared; a `serial` test's phases take them each on their own (below)."""
+    if _serial(item):
+        return (yield)
+    with _held(item, alone=False):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _held(item, alone=False) if _serial(item) else contextlib.nullcontext():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A `serial` test's call: alone."""
+    with _held(item, alone=True) if _serial(item) else contextlib.nullcontext():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with _held(item, alone=False) if _serial(item) else contextlib.nullcontext():
         return (yield)
 
 
