@@ -13,9 +13,9 @@ import time
 import pytest
 
 from lstmviz.core.progress import Progress
-from tests.cli.test_cli_progress import _Clock
 from tests.helpers.cli_process import ROOT, cli_env
-from tests.plots.test_export_progress import long_trace
+from tests.helpers.clock import Clock
+from tests.helpers.trace_fixtures import long_trace
 
 LINE = re.compile(r"\[export\] (\d+)% (.*) · (\d+\.\d) s")  # one progress line in a log
 
@@ -25,7 +25,7 @@ LINE = re.compile(r"\[export\] (\d+)% (.*) · (\d+\.\d) s")  # one progress line
 
 @pytest.mark.parametrize("terminal", [False, True], ids=["log", "terminal"])
 def test_updates_before_the_delay_show_nothing_and_a_quick_end_writes_nothing(terminal):
-    clock, stream = _Clock(), io.StringIO()
+    clock, stream = Clock(), io.StringIO()
     progress = Progress("export", stream, terminal=terminal, clock=clock, after=1.0,
                         percent=True)  # fmt: skip
     for done in range(0, 1000, 100):  # 0.9 s in all
@@ -36,7 +36,7 @@ def test_updates_before_the_delay_show_nothing_and_a_quick_end_writes_nothing(te
 
 
 def test_after_the_delay_a_log_gets_percent_lines_timed_from_the_start():
-    clock, stream = _Clock(), io.StringIO()
+    clock, stream = Clock(), io.StringIO()
     progress = Progress("export", stream, terminal=False, clock=clock, after=1.0, percent=True)
     for done in range(0, 1001, 50):  # 0.25 s apart: the first line at 1.0 s, 20%
         progress.update(done, 1000, "Rendering the PNG")
@@ -50,7 +50,7 @@ def test_after_the_delay_a_log_gets_percent_lines_timed_from_the_start():
 
 
 def test_percent_on_a_terminal_redraws_one_line():
-    clock, stream = _Clock(), io.StringIO()
+    clock, stream = Clock(), io.StringIO()
     progress = Progress("export", stream, terminal=True, clock=clock, after=1.0, percent=True)
     progress.update(0, 1000, "Writing the CSV")
     clock.now += 1.5

@@ -18,19 +18,12 @@ from lstmviz.core import progress as progress_module
 from lstmviz.core.progress import FIRST, INTERVAL, TENTHS, Progress
 from lstmviz.io.trace import TraceUpdate
 from tests.helpers.cli_process import ROOT, cli_env
+from tests.helpers.clock import Clock
 
 LINE = re.compile(r"\[(\w+)\] (\d+)/(\d+) (.*) · (\d+\.\d) s")  # one progress line in a log
 
 
-class _Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _log(clock: _Clock) -> tuple[Progress, io.StringIO]:
+def _log(clock: Clock) -> tuple[Progress, io.StringIO]:
     stream = io.StringIO()
     return Progress("train", stream, terminal=False, clock=clock), stream
 
@@ -41,7 +34,7 @@ def _log(clock: _Clock) -> tuple[Progress, io.StringIO]:
 def test_a_long_run_in_a_log_is_a_few_plain_lines_first_tenths_and_last():
     """10 000 updates over 20 s: the first FIRST, one per tenth of the units and the last,
     each a plain line; the last one's time is its own."""
-    clock = _Clock()
+    clock = Clock()
     progress, stream = _log(clock)
     total = 10_000
     for done in range(total + 1):
@@ -61,7 +54,7 @@ def test_a_slow_run_in_a_log_gets_a_line_every_interval_and_its_last_update_at_t
     """Updates 0.5 s apart for 60 s within one tenth of the units: a line every INTERVAL
     seconds; the last update, skipped when it came, is written by `end` (once), with the time
     it came at."""
-    clock = _Clock()
+    clock = Clock()
     progress, stream = _log(clock)
     for done in range(121):
         progress.update(done, 100_000, "")
@@ -79,7 +72,7 @@ def test_a_slow_run_in_a_log_gets_a_line_every_interval_and_its_last_update_at_t
 
 
 def test_the_line_limit_holds_for_any_run_length():
-    clock = _Clock()
+    clock = Clock()
     progress, stream = _log(clock)
     seconds, total = 600, 3_000_000
     for done in range(0, total + 1, 100):  # every 0.02 s
@@ -92,7 +85,7 @@ def test_the_line_limit_holds_for_any_run_length():
 
 
 def test_on_a_terminal_every_update_redraws_the_one_line():
-    clock = _Clock()
+    clock = Clock()
     stream = io.StringIO()
     progress = Progress("taped", stream, terminal=True, clock=clock)
     progress.end()  # nothing drawn: nothing to end

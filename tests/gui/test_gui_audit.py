@@ -13,16 +13,15 @@ pytest.importorskip("pytestqt")
 from PySide6.QtWidgets import (  # noqa: E402
     QAbstractButton,
     QComboBox,
-    QDialog,
     QFileDialog,
     QMessageBox,
     QSpinBox,
 )
 
-from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.core.errors import ConfigError  # noqa: E402
 from lstmviz.gui.main_window import DEMO_WEIGHTS, MainWindow  # noqa: E402
-from lstmviz.io.trace import GradientTrace, step_norm  # noqa: E402
+from tests.helpers.gui_checks import export_with  # noqa: E402
+from tests.helpers.trace_fixtures import small_trace  # noqa: E402
 
 
 @pytest.fixture
@@ -36,34 +35,11 @@ def shown(qtbot, settings, errors):
     win.close()
 
 
-def small_trace(seed: int = 0) -> GradientTrace:
-    g = np.random.default_rng(seed).standard_normal((10, 2, 3)).astype(np.float32)
-    arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
-    return GradientTrace("taped", RunConfig(steps=10, batch=2, hidden=3), arrays)
-
-
 @pytest.fixture
 def with_trace(shown, qtbot):
     with qtbot.waitSignal(shown.area.drawn, timeout=10_000):
         shown.show_trace(small_trace(), 0.1)
     return shown
-
-
-def export_with(monkeypatch, window, base: str, formats=("png",), width: int = 320) -> bool:
-    """File → Export… with `base` typed as the file name and `formats` ticked."""
-    from lstmviz.gui.dialogs.export_dialog import ExportDialog, export_dialog
-
-    def accept(dialog):
-        dialog.base.setText(base)
-        for key, box in dialog.checks.items():
-            box.setChecked(key in formats)
-        dialog.width_box.setValue(width)
-        dialog.height_box.setValue(200)
-        dialog.dpi_box.setValue(96)
-        return QDialog.Accepted
-
-    monkeypatch.setattr(ExportDialog, "exec", accept)
-    return export_dialog(window)
 
 
 # ---- Help → Keyboard shortcuts ------------------------------------------------------------------

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from lstmviz.io.trace import GradientTrace
-from tests.helpers.gui_checks import export_every_format
-from tests.plots.test_export import P, T, read_csv
-from tests.plots.test_export import traces as traces  # the module fixture the window shows
+from tests.helpers.gui_checks import export_every_format, export_with
+from tests.helpers.trace_fixtures import P, T, read_csv
+from tests.helpers.trace_fixtures import traces as traces  # the module fixture the window shows
 
 
 @pytest.fixture
@@ -99,7 +99,6 @@ def test_gui_export_panel_under_cursor(window, tmp_path, monkeypatch):
 
 
 def test_every_panel_hidden_refuses_images_and_writes_the_csv(window, tmp_path, monkeypatch):
-    from tests.gui.test_gui_audit import export_with
 
     panels = ("Gradient", "Loss", "Rows", "Units", "Connectivity")  # the View menu's LSTM panels
     for action in window.findChildren(type(window.log_action)):

@@ -10,8 +10,8 @@ from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QFileDialog, QProgressDialog  # noqa: E402
 
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from tests.gui.test_gui_audit import export_with  # noqa: E402
-from tests.plots.test_export_progress import long_trace  # noqa: E402
+from tests.helpers.gui_checks import export_with  # noqa: E402
+from tests.helpers.trace_fixtures import long_trace  # noqa: E402
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QFileDialog  # noqa: E402
 
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
 from lstmviz.plots.export.writer import DEFAULT_DPI, DEFAULT_HEIGHT, DEFAULT_WIDTH  # noqa: E402
-from tests.gui.test_gui_audit import export_with, small_trace  # noqa: E402
+from tests.helpers.gui_checks import export_with  # noqa: E402
+from tests.helpers.trace_fixtures import small_trace  # noqa: E402
 
 EDITED = """[export]
 width=wide

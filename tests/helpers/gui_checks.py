@@ -65,3 +65,22 @@ def drawn_labels(panel, qtbot, height: int = 500) -> list[str]:
     finally:
         painter.end()
     return sorted((text for _, _, text in specs[2]), key=float)
+
+
+def export_with(monkeypatch, window, base: str, formats=("png",), width: int = 320) -> bool:
+    """File → Export… with `base` typed as the file name and `formats` ticked."""
+    from PySide6.QtWidgets import QDialog
+
+    from lstmviz.gui.dialogs.export_dialog import ExportDialog, export_dialog
+
+    def accept(dialog):
+        dialog.base.setText(base)
+        for key, box in dialog.checks.items():
+            box.setChecked(key in formats)
+        dialog.width_box.setValue(width)
+        dialog.height_box.setValue(200)
+        dialog.dpi_box.setValue(96)
+        return QDialog.Accepted
+
+    monkeypatch.setattr(ExportDialog, "exec", accept)
+    return export_dialog(window)

@@ -1,7 +1,6 @@
 """Export: PNG/SVG/PDF/CSV of real traces of every mode, the `lstmviz export` CLI (exit codes,
 atomic writes, headless), and the GUI's export actions."""
 
-import csv
 import os
 import re
 import subprocess
@@ -13,20 +12,13 @@ import numpy as np
 import pytest
 
 from lstmviz.cli import main
-from lstmviz.core.config import RunConfig
 from lstmviz.core.view import ViewOptions
-from lstmviz.io.trace import GradientTrace
 from lstmviz.plots.export.writer import ExportError, export, export_csv, export_pdf, export_png
+from tests.helpers.trace_fixtures import CONFIGS, N, P, S, T, read_csv
+from tests.helpers.trace_fixtures import traces as traces  # the fixture: a trace of each mode
 
 ROOT = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"
-T, P, N, S = 12, 3, 3, 3
-CONFIGS = {
-    "taped": RunConfig(mode="taped", steps=T, batch=3, input_dim=2, hidden=4, loss="last_mse"),
-    "multipass": RunConfig(mode="multipass", steps=T, passes=P, batch=3, input_dim=2, hidden=4),
-    "batchwise": RunConfig(mode="batchwise", steps=T, batches=N, batch=2, input_dim=2, hidden=4),
-    "train": RunConfig(mode="train", task="sine", train_steps=S, steps=T, batch=4, hidden=4),
-}
 HEADERS = {
     "taped": ["t", "norm_h_total", "norm_h_direct", "norm_c_total"],
     "multipass": ["t", "pass", "t_in_pass", "norm_h_total", "norm_h_direct", "norm_c_total",
@@ -39,26 +31,9 @@ HEADERS = {
 }  # fmt: skip
 
 
-def _run(config: RunConfig) -> GradientTrace:
-    from lstmviz.engine.runner import run
-
-    return next(item for item in run(config) if isinstance(item, GradientTrace))
-
-
-@pytest.fixture(scope="module")
-def traces():
-    return {mode: _run(config) for mode, config in CONFIGS.items()}
-
-
 @pytest.fixture(scope="module")
 def trace_file(traces, tmp_path_factory):
     return traces["multipass"].save(tmp_path_factory.mktemp("trace") / "multipass.npz")
-
-
-def read_csv(path):
-    with open(path, newline="") as handle:
-        rows = list(csv.reader(handle))
-    return rows[0], rows[1:]
 
 
 def pdf_pages(data: bytes) -> int:

@@ -4,23 +4,12 @@ False from it cancels with nothing written, no temporary file left either."""
 import numpy as np
 import pytest
 
-from lstmviz.core.config import RunConfig
 from lstmviz.io.trace import GradientTrace
 from lstmviz.plots.export.writer import ExportCancelled, export
-from tests.plots.test_export import traces as traces  # the module fixture: a trace of each mode
+from tests.helpers.trace_fixtures import long_trace
+from tests.helpers.trace_fixtures import traces as traces  # the fixture: a trace of each mode
 
 FORMATS = ("png", "svg", "pdf", "csv", "npz")
-
-
-def long_trace(steps: int = 300, rows: int = 4) -> GradientTrace:
-    """A training trace of `rows` steps × `steps` timesteps of random norms."""
-    rng = np.random.default_rng(3)
-    norm = rng.random(steps).astype(np.float32) + 0.1
-    arrays = {"norm_h_total": norm, "norm_h_direct": norm / 2, "norm_c_total": norm * 2,
-              "norm_h_total_by_step": rng.random((rows, steps)).astype(np.float32) + 0.1,
-              "loss_by_step": rng.random(rows).astype(np.float32)}  # fmt: skip
-    config = RunConfig(mode="train", task="sine", steps=steps, train_steps=rows, hidden=4)
-    return GradientTrace("train", config, arrays)
 
 
 def outputs(folder) -> dict:
