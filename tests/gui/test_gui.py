@@ -123,7 +123,8 @@ def test_stop_cancels_a_long_run_within_a_second(qtbot, window):
     stop_within_a_second(qtbot, window)
 
 
-def test_invalid_parameters_show_an_error_and_start_nothing(qtbot, window, errors, monkeypatch):
+def test_invalid_parameters_show_an_error_and_start_nothing(qtbot, idle, errors, monkeypatch):
+    window = idle  # nothing here runs: no computing process
     calls = []
     monkeypatch.setattr(window.worker, "request_run", lambda *a: calls.append(a))
     for name, value in (("steps", 100_000), ("batch", 4096), ("hidden", 4096)):

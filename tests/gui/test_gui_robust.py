@@ -131,8 +131,9 @@ def test_stop_cancels_a_long_multi_unit_run_within_a_second(qtbot, window, monke
 
 
 def test_invalid_fields_show_a_dialog_naming_the_field_and_start_nothing(
-    qtbot, window, errors, monkeypatch, tmp_path
+    qtbot, idle, errors, monkeypatch, tmp_path
 ):
+    window = idle  # nothing here runs: no computing process
     calls = []
     monkeypatch.setattr(window.worker, "request_run", lambda *a: calls.append(a))
     widgets = window.params.widgets
