@@ -17,34 +17,11 @@ from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.engine.runner import run
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss, sigmoid
+from tests.helpers.mode_references import check_batches, numpy_hypernetwork
+from tests.helpers.reference import assert_close, np_forward, sigmoid
 
 N, T, B, I, H = 3, 6, 2, 3, 4
 CLI_SHAPE = ["--steps", "15", "--batch", "2", "--input-dim", "3", "--hidden", "5"]
-GRADS = {"dkernel": "grad_kernel", "drecurrent": "grad_recurrent_kernel", "dbias": "grad_bias"}
-GRADS |= {"dh": "grad_h_total", "dc": "grad_c_total", "dh0": "grad_h0", "dc0": "grad_c0"}
-
-
-def bptt(loss, x, w, h0, c0, target):
-    """Independent NumPy loss and BPTT for one batch."""
-    h, _, _ = np_forward(x, *w, h0, c0)
-    value, direct = np_loss(loss, h, target)
-    return value, direct, np_bptt(x, *w, h0, c0, direct)
-
-
-def check_batches(trace, loss):
-    """Every batch's gradients equal NumPy BPTT with that batch's own weights (to 1e-4)."""
-    target = trace.arrays.get("target")
-    for n in range(trace.x.shape[0]):
-        w = (trace.kernel[n], trace.recurrent_kernel[n], trace.bias[n])
-        t = None if target is None else target[n]
-        value, direct, ref = bptt(loss, trace.x[n], w, trace.h0[n], trace.c0[n], t)
-        assert float(trace.loss_by_batch[n]) == pytest.approx(value, rel=1e-4)  # float32
-        assert_close(trace.grad_output[n], direct, what=f"batch {n} grad_output")
-        for ref_key, key in GRADS.items():
-            assert_close(trace[key][n], ref[ref_key], what=f"batch {n} {key}")
-    assert_close(trace.norm_h_total_by_batch, np.sqrt((trace.grad_h_total**2).sum(axis=(2, 3))))
-    assert not np.allclose(trace.kernel[0], trace.kernel[1]), "batches share their weights"
 
 
 # --- cuDNN parameter buffer -------------------------------------------------------------------
@@ -263,33 +240,6 @@ def test_run_yields_after_every_batch_and_stops_on_cancel():
 
 
 # --- the hypernetwork -------------------------------------------------------------------------
-
-
-def numpy_hypernetwork(hyper, x, loss, target):
-    """The hypernetwork, the LSTM and the chain rule back to the model's weights, in NumPy float64.
-
-    Returns (loss(params), gradients) with params = [W1, b1, W2, b2] read from the Keras model.
-    """
-    params = [np.asarray(v, np.float64) for v in hyper.model.get_weights()]
-    base = hyper.base.numpy().astype(np.float64)
-    meta = np.concatenate([x.mean(axis=(0, 1)), x.std(axis=(0, 1))]).astype(np.float64)
-    zeros = np.zeros((x.shape[1], H))
-
-    def weights(p):
-        a = np.tanh(meta @ p[0] + p[1])
-        flat = base + a @ p[2] + p[3]
-        k, r, b = np.split(flat, [I * 4 * H, (I + H) * 4 * H])
-        return a, (k.reshape(I, 4 * H), r.reshape(H, 4 * H), b)
-
-    def value(p):
-        h, _, _ = np_forward(x, *weights(p)[1], zeros, zeros)
-        return np_loss(loss, h, target)[0]
-
-    a, w = weights(params)
-    _, _, ref = bptt(loss, x, w, zeros, zeros, target)
-    dflat = np.concatenate([ref["dkernel"].ravel(), ref["drecurrent"].ravel(), ref["dbias"]])
-    dz = (params[2] @ dflat) * (1 - a**2)
-    return value, params, [np.outer(meta, dz), dz, np.outer(a, dflat), dflat]
 
 
 def test_hypernetwork_gradients_match_numpy_chain_rule_and_finite_differences(rng):

@@ -33,12 +33,16 @@ from lstmviz.engine.problem.seeded import check_problem
 from lstmviz.engine.problem.weight_sources import Hypernetwork
 from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.weights import random_weights
-from tests.engine.test_batchwise import check_batches, numpy_hypernetwork
 from tests.engine.test_model_mode import keras_directions
-from tests.engine.test_multipass import make_case as multipass_case
-from tests.engine.test_multipass import np_multipass
-from tests.engine.test_taped import make_case as taped_case
-from tests.engine.test_train import np_connectivity, np_readout
+from tests.helpers.mode_references import (
+    check_batches,
+    multipass_case,
+    np_connectivity,
+    np_multipass,
+    np_readout,
+    numpy_hypernetwork,
+    taped_case,
+)
 from tests.helpers.model_reference import reference_all
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 

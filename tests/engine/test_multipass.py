@@ -9,47 +9,14 @@ from lstmviz.core.errors import InputError
 from lstmviz.engine.modes.multipass import multipass_gradients, pass_states, run_multipass
 from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
+from tests.helpers.mode_references import multipass_case as make_case
+from tests.helpers.mode_references import np_multipass
+from tests.helpers.reference import assert_close
 
 LOSSES = ["mean_h", "last_mse", "seq_mse"]
 TP, B, I, H = 4, 2, 3, 5
 WEIGHT_GRADS = [("grad_kernel", "dkernel"), ("grad_recurrent_kernel", "drecurrent"),
                 ("grad_bias", "dbias")]  # fmt: skip
-
-
-def make_case(rng, loss, passes, pass_length=TP):
-    w = random_weights(I, H, rng)
-    # A larger recurrent kernel keeps the gradient alive across passes of a few steps.
-    w = LSTMWeights(w.kernel, 1.5 * w.recurrent_kernel, w.bias + 0.1 * rng.standard_normal(4 * H))
-    x = rng.standard_normal((passes, pass_length, B, I)).astype(np.float32)
-    h0, c0 = (rng.uniform(-0.5, 0.5, (B, H)).astype(np.float32) for _ in range(2))
-    target = {
-        "mean_h": None,
-        "last_mse": rng.uniform(-0.5, 0.5, (passes, B, H)),
-        "seq_mse": rng.uniform(-0.5, 0.5, (passes * pass_length, B, H)),
-    }[loss]
-    return x, w, target, h0, c0
-
-
-def np_multipass(loss, x, w, target, h0, c0, cut=False):
-    """Independent: the mean of the per-pass losses (each pass a separate np_loss), its direct
-    partials, and BPTT over the joined sequence, uncut or cut at every pass start."""
-    passes, pass_length = x.shape[:2]
-    joined = x.reshape(passes * pass_length, *x.shape[2:])
-    h, _, _ = np_forward(joined, w.kernel, w.recurrent_kernel, w.bias, h0, c0)
-    direct = np.zeros_like(h)
-    values = []
-    for p in range(passes):
-        seg = slice(p * pass_length, (p + 1) * pass_length)
-        seg_target = {"mean_h": None, "last_mse": target, "seq_mse": target}[loss]
-        if seg_target is not None:
-            seg_target = seg_target[p] if loss == "last_mse" else seg_target[seg]
-        value, seg_direct = np_loss(loss, h[seg], seg_target)
-        values.append(value)
-        direct[seg] = seg_direct / passes
-    cut_at = range(0, passes * pass_length, pass_length) if cut else ()
-    ref = np_bptt(joined, w.kernel, w.recurrent_kernel, w.bias, h0, c0, direct, cut_at=cut_at)
-    return np.mean(values), np.array(values), direct, ref
 
 
 @pytest.mark.parametrize("passes", [1, 2, 5])

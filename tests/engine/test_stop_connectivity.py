@@ -18,8 +18,8 @@ from lstmviz.engine.runner import run
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
 from tests.engine.test_stopping import assert_same_trace, check_stop_keys
-from tests.engine.test_train import np_connectivity
 from tests.helpers.cli_process import CliRun, files_in
+from tests.helpers.mode_references import np_connectivity
 from tests.helpers.reference import assert_close
 
 TAPED = RunConfig(mode="taped", steps=30, batch=2, input_dim=3, hidden=4, connectivity=True)

@@ -6,26 +6,12 @@ import pytest
 from lstmviz.core.errors import InputError
 from lstmviz.engine.autodiff.gradients import HiddenLoss, compiled_step
 from lstmviz.engine.modes.taped import taped_gradients
-from lstmviz.weights import LSTMWeights, random_weights
+from lstmviz.weights import random_weights
+from tests.helpers.mode_references import taped_case as make_case
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 
 LOSSES = ["mean_h", "last_mse", "seq_mse"]
 T, B, I, H = 9, 3, 4, 5
-
-
-def make_case(rng, loss, steps=T, random_state=True):
-    w = random_weights(I, H, rng)
-    # Scale the recurrent kernel up a little so that gradients do not vanish in 9 steps.
-    w = LSTMWeights(w.kernel, 1.5 * w.recurrent_kernel, w.bias + 0.1 * rng.standard_normal(4 * H))
-    x = rng.standard_normal((steps, B, I)).astype(np.float32)
-    h0 = rng.uniform(-0.5, 0.5, (B, H)).astype(np.float32) if random_state else None
-    c0 = rng.uniform(-0.5, 0.5, (B, H)).astype(np.float32) if random_state else None
-    target = {
-        "mean_h": None,
-        "last_mse": rng.uniform(-0.5, 0.5, (B, H)),
-        "seq_mse": rng.uniform(-0.5, 0.5, (steps, B, H)),
-    }[loss]
-    return x, w, target, h0, c0
 
 
 @pytest.mark.parametrize("loss", LOSSES)

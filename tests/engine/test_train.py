@@ -18,40 +18,9 @@ from lstmviz.engine.modes.train import run_train, train
 from lstmviz.engine.modes.trained_weights import keras_model, save_trained_weights
 from lstmviz.engine.problem.tasks import make_task
 from lstmviz.io.trace import GradientTrace, TraceUpdate
-from tests.engine.test_taped import make_case
+from tests.helpers.mode_references import np_connectivity, np_readout
+from tests.helpers.mode_references import taped_case as make_case
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
-
-
-def np_readout(task_loss, per_step, h, kernel, bias, y):
-    """Loss of the dense read-out and its direct partial dL/dh [T, B, H], in float64."""
-    kernel = np.asarray(kernel, np.float64)
-    out = (h if per_step else h[-1]) @ kernel + bias
-    if task_loss == "xent":
-        p = np.exp(out - out.max(axis=-1, keepdims=True))
-        p /= p.sum(axis=-1, keepdims=True)
-        value = np.mean(-np.sum(y * np.log(p), axis=-1))
-        dout = (p - y) / (out.size / out.shape[-1])
-    else:
-        value = np.mean((out - y) ** 2)
-        dout = 2 * (out - y) / out.size
-    direct = np.zeros_like(h)
-    if per_step:
-        direct[:] = dout @ kernel.T
-    else:
-        direct[-1] = dout @ kernel.T
-    return value, direct, dout
-
-
-def np_connectivity(x, kernel, recurrent, bias, h0, c0, direct):
-    """T independent NumPy BPTT passes, each with the one-step loss L_t."""
-    steps = x.shape[0]
-    c = np.zeros((steps, steps))
-    for t in range(steps):
-        one = np.zeros_like(direct)
-        one[t] = direct[t]
-        dh = np_bptt(x, kernel, recurrent, bias, h0, c0, one)["dh"]
-        c[t] = np.sqrt((dh**2).sum(axis=(1, 2)))
-    return c
 
 
 def check_against_numpy(trace, prefix, task_loss):
