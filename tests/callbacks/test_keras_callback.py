@@ -21,7 +21,7 @@ from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import load_recording
 from lstmviz.keras import GradientFlowCallback
-from tests.engine.test_model_mode import close
+from tests.helpers.model_reference import close
 
 L = keras.layers
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,7 +33,6 @@ from lstmviz.engine.problem.seeded import check_problem
 from lstmviz.engine.problem.weight_sources import Hypernetwork
 from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.weights import random_weights
-from tests.engine.test_model_mode import keras_directions
 from tests.helpers.mode_references import (
     check_batches,
     multipass_case,
@@ -43,7 +42,7 @@ from tests.helpers.mode_references import (
     numpy_hypernetwork,
     taped_case,
 )
-from tests.helpers.model_reference import reference_all
+from tests.helpers.model_reference import keras_directions, reference_all
 from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
 
 LOSSES = ("mean_h", "last_mse", "seq_mse")

@@ -14,7 +14,6 @@ from safetensors.numpy import save_file
 
 from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.modes.model import model_gradients
-from tests.engine.test_model_mode import check_against_keras, close
 from tests.helpers.model_fixtures import (
     bad_keras3_models,
     keras2_models,
@@ -22,6 +21,7 @@ from tests.helpers.model_fixtures import (
     torch_bidirectional_forward,
     torch_state_dict,
 )
+from tests.helpers.model_reference import check_against_keras, close
 
 
 @pytest.fixture(scope="module")

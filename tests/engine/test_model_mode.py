@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from lstmviz.engine.modes.model import model_gradients
-from tests.helpers.model_reference import leaves, reference
+from tests.helpers.model_reference import check_against_keras, close
 
 L = keras.layers
 T, B = 7, 3
@@ -78,54 +78,6 @@ def data(model, loss, rng):
     return x, y
 
 
-def keras_directions(model):
-    """The LSTM layers of each direction, in lstmviz's order."""
-    found = []
-    for layer in leaves(model):
-        if isinstance(layer, L.Bidirectional):
-            found += [layer.forward_layer, layer.backward_layer]
-        elif isinstance(layer, L.LSTM):
-            found.append(layer)
-    return found
-
-
-def close(a, b, rtol, what):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    scale = max(np.abs(b).max(), 1e-6)
-    assert np.abs(a - b).max() <= rtol * scale, f"{what}: max |Δ| {np.abs(a - b).max():.3g}"
-
-
-def check_against_keras(model, loss, x, y, trace, masked=None):
-    """y_pred, the loss, every direction's weight gradients against Keras; dL/dh_t, dL/dc_t
-    against the unrolled reference (at the steps `masked` does not hide)."""
-    trace.check()
-    with tf.GradientTape() as tape:
-        y_pred = model(x, training=False)
-        value = model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
-    grads = dict(zip((id(w) for w in model.trainable_weights),
-                     tape.gradient(value, model.trainable_weights), strict=True))  # fmt: skip
-    close(trace.y_pred, y_pred, 1e-5, "y_pred")
-    assert float(trace.loss) == pytest.approx(float(value), rel=1e-5)
-    assert trace.loss_by_sample.shape == (len(x),)
-    ref_loss, _, totals = reference(model, x, y, loss)
-    assert ref_loss == pytest.approx(float(value), rel=1e-5)  # the reference is Keras's model
-    directions = keras_directions(model)
-    assert len(trace.layer_names) == len(directions) == len(totals)
-    keep = 1.0 if masked is None else masked.T[..., None]  # [T, B, 1]
-    for k, (layer, name_k) in enumerate(zip(directions, totals, strict=True)):
-        cell = layer.cell
-        weights = (("kernel", cell.kernel), ("recurrent_kernel", cell.recurrent_kernel))
-        weights += (("bias", cell.bias),) if cell.use_bias else ()
-        for key, weight in weights:
-            close(trace[f"layer{k}_grad_{key}"], grads[id(weight)], 1e-4, f"{name_k} {key}")
-        dh, dc, gate_means, gate_saturated = totals[name_k]
-        close(trace[f"layer{k}_grad_h_total"] * keep, dh * keep, 1e-4, f"{name_k} dL/dh")
-        close(trace[f"layer{k}_grad_c_total"] * keep, dc * keep, 1e-4, f"{name_k} dL/dc")
-        close(trace[f"layer{k}_gates_mean"], gate_means, 1e-5, f"{name_k} gates")
-        np.testing.assert_allclose(trace[f"layer{k}_gates_saturated"], gate_saturated,
-                                   atol=1.5 / (len(x) * dh.shape[2]))  # one (b, j) at an edge
-    assert trace.norm_h_total_by_layer.shape == (len(directions), x.shape[1])
-    return trace
 
 
 @pytest.mark.parametrize("name", list(MODELS))
