@@ -21,34 +21,11 @@ from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import load_recording
 from lstmviz.keras import GradientFlowCallback
+from tests.helpers.keras_models import T, token_data, tokens_model
 from tests.helpers.model_reference import close
 
 L = keras.layers
 ROOT = Path(__file__).resolve().parents[2]
-T = 7
-
-
-def tokens_model(seed: int = 0):
-    """Embedding with mask_zero → Bidirectional(LSTM) → Dropout → LSTM → Dense."""
-    keras.utils.set_random_seed(seed)
-    model = keras.Sequential([
-        keras.Input((T,), dtype="int32"),
-        L.Embedding(30, 6, mask_zero=True),
-        L.Bidirectional(L.LSTM(5, return_sequences=True)),
-        L.Dropout(0.3),
-        L.LSTM(4),
-        L.Dense(1, activation="sigmoid"),
-    ])  # fmt: skip
-    model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(0.02))
-    return model
-
-
-def token_data(count: int = 40, seed: int = 1):
-    rng = np.random.default_rng(seed)
-    x = rng.integers(0, 30, (count, T)).astype(np.int32)
-    x[:, :2] = np.maximum(x[:, :2], 1)  # a masked step or two, never a fully masked sample
-    y = (x[:, :3].sum(1) > 45).astype(np.float32)[:, None]
-    return x, y
 
 
 def test_records_come_at_every_nth_batch_counted_across_epochs(tmp_path):
@@ -556,7 +533,7 @@ FULL_DISK = """
     from lstmviz.core.errors import LstmvizError
     from lstmviz.keras import GradientFlowCallback
     from lstmviz.io.recording import load_recording
-    from tests.callbacks.test_keras_callback import token_data, tokens_model
+    from tests.helpers.keras_models import token_data, tokens_model
     from tests.helpers.recordings import fill_the_disk
 
     fill_the_disk("writing", 3)  # in the middle of the third record

@@ -455,7 +455,7 @@ def test_every_record_of_the_callback_matches_the_reference_at_that_batch(tmp_pa
     unrolled reference on the model's weights at that batch; the last record's full trace too."""
     from lstmviz.io.recording import load_recording
     from lstmviz.keras import GradientFlowCallback
-    from tests.callbacks.test_keras_callback import token_data, tokens_model
+    from tests.helpers.keras_models import token_data, tokens_model
 
     model, (x, y) = tokens_model(), token_data(32)
     data = (x[:6], y[:6])

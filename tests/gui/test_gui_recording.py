@@ -33,7 +33,7 @@ def fitted(tmp_path_factory):
     """A recording of a real fit: Embedding(mask_zero) → Bidirectional(LSTM) → Dropout → LSTM →
     Dense, 3 epochs of 5 batches, a record every 2 batches (7 records)."""
     from lstmviz.keras import GradientFlowCallback
-    from tests.callbacks.test_keras_callback import token_data, tokens_model
+    from tests.helpers.keras_models import token_data, tokens_model
 
     path = tmp_path_factory.mktemp("fit") / "run.lvz"
     model, (x, y) = tokens_model(), token_data()
