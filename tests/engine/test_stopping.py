@@ -21,8 +21,7 @@ from lstmviz.engine.problem.seeded import seeded_problem
 from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.engine.runner import run
 from lstmviz.io.trace import GradientTrace, TraceUpdate
-
-STOP_KEYS = ("stopped", "units_done", "units_requested")
+from tests.helpers.kept_traces import assert_same_trace, check_stop_keys
 
 
 def cancel_after(updates: int):
@@ -44,20 +43,6 @@ def drive(config: RunConfig, units: int, keep: bool = True) -> list:
         if isinstance(item, TraceUpdate):
             seen.append(item.done)
     return items
-
-
-def assert_same_trace(kept: GradientTrace, fresh: GradientTrace, skip=()) -> None:
-    assert kept.mode == fresh.mode
-    assert set(kept.keys()) - set(STOP_KEYS) == set(fresh.keys())
-    for key in fresh.arrays:
-        if key not in skip:
-            np.testing.assert_array_equal(kept[key], fresh[key], err_msg=key)
-
-
-def check_stop_keys(trace: GradientTrace, done: int, requested: int) -> None:
-    assert str(trace["stopped"]) == "cancelled"
-    assert trace["units_done"].dtype == np.int64 and int(trace["units_done"]) == done
-    assert trace["units_requested"].dtype == np.int64 and int(trace["units_requested"]) == requested
 
 
 MULTIPASS = RunConfig(mode="multipass", steps=5, batch=3, input_dim=2, hidden=4, passes=5)
