@@ -18,21 +18,17 @@ import keras
 import numpy as np
 import pytest
 
-from lstmviz.engine.autodiff import gradients
-from lstmviz.engine.cells.lstm import lstm_sequence
-from lstmviz.engine.modes import model as model_engine
-from lstmviz.engine.modes import multipass
 from lstmviz.engine.modes import train as train_module
 from lstmviz.engine.modes.batchwise import batch_step, batchwise_gradients
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.engine.modes.multipass import multipass_gradients
 from lstmviz.engine.modes.taped import connectivity_map, taped_gradients
 from lstmviz.engine.modes.train import train
-from lstmviz.engine.native import kernels
 from lstmviz.engine.problem.seeded import check_problem
 from lstmviz.engine.problem.weight_sources import Hypernetwork
 from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.weights import random_weights
+from tests.helpers.kernel_choice import kernel as kernel  # the fixture: both LSTM kernels
 from tests.helpers.mode_references import (
     check_batches,
     multipass_case,
@@ -52,52 +48,6 @@ L = keras.layers
 def norms(g) -> np.ndarray:
     """[..., T, B, H] -> [..., T]: the per-step L2 norm over batch and units, in float64."""
     return np.sqrt((np.asarray(g, np.float64) ** 2).sum(axis=(-2, -1)))
-
-
-def _forget_compiled() -> None:
-    """Drop every compiled graph that holds one kernel or the other."""
-    gradients._compiled_step.cache_clear()
-    model_engine._COMPILED.clear()
-
-
-class Kernel:
-    """Which LSTM kernel a test runs on, and how often the native forward was built into a
-    graph or run since the test began."""
-
-    def __init__(self, name: str):
-        self.name, self.calls = name, 0
-
-    def ran(self, trace=None) -> None:
-        """The native op was used exactly when the kernel is "native" (no graph compiled with
-        the other kernel was reused), and `trace` (its arrays) says which ran."""
-        assert (self.calls > 0) == (self.name == "native"), self.calls
-        if trace is not None:
-            assert str(trace["lstm_kernel"]) == self.name
-
-
-@pytest.fixture(params=["native", "while_loop"])
-def kernel(request, monkeypatch):
-    """Run the test on the native kernels (skipped where they are not built) or on the
-    while-loops (as LSTMVIZ_NATIVE=0: `native.library()` is None). Compiled graphs are dropped
-    before and after, so that none traced with the other kernel is reused."""
-    if request.param == "native" and kernels.library() is None:
-        pytest.skip(kernels.status())
-    used = Kernel(request.param)
-    if request.param == "while_loop":
-        monkeypatch.setattr(kernels, "library", lambda: None)
-    sequence = kernels.sequence
-
-    def counted(*args, **kwargs):
-        used.calls += 1
-        return sequence(*args, **kwargs)
-
-    monkeypatch.setattr(kernels, "sequence", counted)
-    fresh = tf.function(lstm_sequence, input_signature=multipass.pass_states.input_signature,
-                        reduce_retracing=True)  # fmt: skip
-    monkeypatch.setattr(multipass, "pass_states", fresh)
-    _forget_compiled()
-    yield used
-    _forget_compiled()
 
 
 # ---- one LSTM: taped, multi-pass, per-batch weights ------------------------------------------

@@ -20,7 +20,7 @@ from lstmviz.engine.modes.taped import connectivity_map, taped_gradients
 from lstmviz.engine.modes.train import train
 from lstmviz.engine.native import kernels
 from lstmviz.weights import random_weights
-from tests.engine.test_independent_checks import kernel  # noqa: F401  (fixture: both LSTM kernels)
+from tests.helpers.kernel_choice import kernel as kernel  # the fixture: both LSTM kernels
 
 T, B, I, H = 300, 2, 3, 8  # last_mse from step T-1: dL/dh_t falls below 1e-19 by t ~ 160
 
