@@ -20,6 +20,7 @@ from lstmviz.engine.cells import lstm
 from lstmviz.engine.native import kernels
 from lstmviz.engine.quiet_tensorflow import gpu_visible, tf
 from lstmviz.io.trace import step_norm
+from tests.helpers.kernel_choice import BACKENDS
 from tests.helpers.reference import assert_close, interrupted_outcome, np_bptt, np_forward
 
 
@@ -34,15 +35,6 @@ def test_native_kernels_build_and_load():
     kernels._load.cache_clear()
     assert kernels.library() is not None, kernels.status()
     assert kernels.status() == "native CPU kernels"
-
-
-def _native(*args):
-    if kernels.library() is None:
-        pytest.skip(kernels.status())
-    return kernels.sequence(*args)
-
-
-BACKENDS = {"native": _native, "loops": lstm._lstm_sequence}
 
 
 # (7, 4, 3, 5) and (12, 9, 6, 16): odd B, uneven row blocks; (6, 19, 7, 21): 21 units are whole

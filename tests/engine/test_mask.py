@@ -9,7 +9,7 @@ import pytest
 from lstmviz.engine.cells import lstm
 from lstmviz.engine.native import kernels
 from lstmviz.engine.quiet_tensorflow import tf
-from tests.engine.test_cell_backends import BACKENDS
+from tests.helpers.kernel_choice import BACKENDS
 from tests.helpers.reference import assert_close, np_bptt
 
 STEPS, BATCH, INPUTS, HIDDEN = 9, 5, 3, 4

@@ -1,12 +1,14 @@
 """Both LSTM kernels, one test each: the `kernel` fixture runs a test on the native CPU kernels
 (skipped where they are not built) and on the TensorFlow while-loops (as LSTMVIZ_NATIVE=0),
-counting the native forward's uses (`Kernel.ran` checks the one asked for ran)."""
+counting the native forward's uses (`Kernel.ran` checks the one asked for ran); `BACKENDS`,
+the two sequence functions themselves by name."""
 
 from __future__ import annotations
 
 import pytest
 
 from lstmviz.engine.autodiff import gradients
+from lstmviz.engine.cells import lstm
 from lstmviz.engine.cells.lstm import lstm_sequence
 from lstmviz.engine.modes import model as model_engine
 from lstmviz.engine.modes import multipass
@@ -58,3 +60,13 @@ def kernel(request, monkeypatch):
     _forget_compiled()
     yield used
     _forget_compiled()
+
+
+def native_sequence(*args):
+    """The native kernels' sequence op (the test is skipped where they are not built)."""
+    if kernels.library() is None:
+        pytest.skip(kernels.status())
+    return kernels.sequence(*args)
+
+
+BACKENDS = {"native": native_sequence, "loops": lstm._lstm_sequence}
