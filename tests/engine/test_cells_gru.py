@@ -10,18 +10,11 @@ import numpy as np
 import pytest
 
 from lstmviz.core.errors import ModelError
-from lstmviz.engine.cells.any_cell import cell_sequence
 from lstmviz.engine.modes.model import model_gradients
-from lstmviz.engine.quiet_tensorflow import tf
-from tests.helpers.cell_reference import check_trace, finite_differences, spec_of
+from tests.helpers.cell_checks import finite_difference_check, randomized
+from tests.helpers.cell_reference import check_trace, spec_of
 
 L = keras.layers
-
-
-def _randomized(model, seed: int):
-    rng = np.random.default_rng(seed)
-    model.set_weights([0.5 * rng.standard_normal(w.shape) for w in model.get_weights()])
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +29,7 @@ def tokens():
         L.GRU(3, reset_after=False, go_backwards=True, name="top"),
         L.Dense(1, activation="sigmoid", name="head"),
     ], name="tokens")  # fmt: skip
-    _randomized(model, 1)
+    randomized(model, 1)
     rng = np.random.default_rng(2)
     x = rng.integers(1, 30, (2, 6)).astype(np.int32)
     x[0, 4:] = 0
@@ -62,7 +55,7 @@ def test_bidirectional_gru_every_merge_mode(merge):
     keras.utils.set_random_seed(3)
     extra = ({"use_bias": False, "recurrent_activation": "hard_sigmoid", "activation": "relu"}
              if merge == "concat" else {})  # fmt: skip
-    model = _randomized(keras.Sequential([
+    model = randomized(keras.Sequential([
         keras.Input((5, 2)),
         L.Masking(0.0),
         L.Bidirectional(L.GRU(3, **extra), merge_mode=merge, name="bi"),
@@ -74,37 +67,6 @@ def test_bidirectional_gru_every_merge_mode(merge):
     y = rng.standard_normal((2, 2)).astype(np.float32)
     arrays = model_gradients(spec_of(model, "mse"), x, y).arrays
     check_trace(model, arrays, x, y, "mse")
-
-
-def _probe_gradient(cell, args, x, weights, w_out, mask):
-    """The engine's total dL/dh_t [T, B, H] in float64 for L = sum(h ⊙ w_out)."""
-    xt = tf.constant(x)
-    tensors = {k: tf.constant(v) for k, v in weights.items()}
-    steps, batch = x.shape[:2]
-    units = weights["recurrent_kernel"].shape[0]
-    probes = tuple(tf.zeros([steps, batch, units], tf.float64) for _ in range(2))
-    with tf.GradientTape() as tape:
-        tape.watch(probes)
-        run = cell_sequence(cell, args, xt, tf.zeros([batch, units], tf.float64), tensors,
-                            probes if cell == "lstm" else (probes[0], None),
-                            None if mask is None else tf.constant(mask, tf.float64))
-        loss = tf.reduce_sum(run.h * w_out)
-    return tape.gradient(loss, probes[0]).numpy()
-
-
-def finite_difference_check(cell, args, weights, seed):
-    """dL/dh_t of the engine (float64) against central differences of the NumPy forward, with
-    a mask that skips a step of one sample."""
-    rng = np.random.default_rng(seed)
-    steps, batch, inputs = 5, 2, 2
-    units = weights["recurrent_kernel"].shape[0]
-    x = rng.standard_normal((steps, batch, inputs))
-    w_out = rng.standard_normal((steps, batch, units))
-    mask = np.ones((steps, batch), bool)
-    mask[2, 1] = False
-    ours = _probe_gradient(cell, args, x, weights, w_out, mask)
-    expected = finite_differences(cell, args, x, weights, mask, w_out)
-    np.testing.assert_allclose(ours, expected, rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.parametrize("reset_after", [True, False])

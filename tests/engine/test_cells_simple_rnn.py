@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lstmviz.engine.modes.model import model_gradients
-from tests.engine.test_cells_gru import _randomized, finite_difference_check
+from tests.helpers.cell_checks import finite_difference_check, randomized
 from tests.helpers.cell_reference import check_trace, spec_of
 
 L = keras.layers
@@ -19,7 +19,7 @@ def test_mixed_stack_matches_keras():
     """Masked features through GRU → LSTM (Keras 3 hard_sigmoid gates, go_backwards) →
     SimpleRNN (relu, no bias) → Dense: every direction's cell, keys and gradients."""
     keras.utils.set_random_seed(8)
-    model = _randomized(keras.Sequential([
+    model = randomized(keras.Sequential([
         keras.Input((5, 2)),
         L.Masking(0.0),
         L.GRU(3, return_sequences=True, name="gru"),
@@ -44,7 +44,7 @@ def test_mixed_stack_matches_keras():
 
 def test_bidirectional_simple_rnn_and_linear_lstm_on_tokens():
     keras.utils.set_random_seed(11)
-    model = _randomized(keras.Sequential([
+    model = randomized(keras.Sequential([
         keras.Input((6,), dtype="int32"),
         L.Embedding(20, 3, mask_zero=True),
         L.Bidirectional(L.SimpleRNN(2, return_sequences=True), merge_mode="mul", name="bi"),
