@@ -3,6 +3,7 @@ loss.backward() of the same module.
 
     .venv/bin/python bench/bench_modern.py                     # every kind (below)
     .venv/bin/python bench/bench_modern.py --kinds mamba --steps 512 --batch 8 --repeats 5
+    .venv/bin/python bench/bench_modern.py --threads 1             # steadier under load
 
 The modules: 4 layers of one kind with residual connections (x + layer(x), no norm, no
 feed-forward), d_model 128, a linear head on every step, MSE against fixed targets, T=512,
@@ -82,7 +83,10 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch's threads (0: its own)")
     args = parser.parse_args()
+    if args.threads:  # one thread is steadier on a shared machine
+        torch.set_num_threads(args.threads)
     print(f"T={args.steps} B={args.batch} d_model={args.width}, {args.depth} residual layers, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads), {os.cpu_count()} "
           f"CPUs; load {os.getloadavg()[0]:.1f}")  # fmt: skip

@@ -23,14 +23,15 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from lstmviz.torch.modern.piece import Piece, alias
+from lstmviz.torch.modern.piece import Piece, Sink, alias
+from lstmviz.torch.modern.scan import reverse_scan
 
 
-def forward(module, name: str, kind: str, record: Callable, continued: Callable):
+def forward(module, name: str, kind: str, record: Callable, continued: Callable, passes: list):
     """The traced forward of one minGRU (`kind` "mingru") or minLSTM ("minlstm") module:
     `record(piece)` takes each call's Piece and returns its index; `continued(tensor)` the
     (piece index, state the recurrence goes on from) of a state an earlier call handed on,
-    or None."""
+    or None; `passes` the trace's pass names (`piece.Sink`)."""
     from minGRU_pytorch.minGRU import g, heinsen_associative_scan_log, log_g
 
     def traced(x, prev_hidden=None, return_next_prev_hidden=False):
@@ -50,6 +51,7 @@ def forward(module, name: str, kind: str, record: Callable, continued: Callable)
             f_prime = log_decay.detach().exp()
             gates = {"f": f_prime, "i": 1 - f_prime}
         decay = log_decay.detach().exp()
+        sink = Sink(passes)
         if seq_len == 1:  # the package's sequential mode
             out = _step(kind, g(hidden), gate if kind == "mingru" else (f_gate, i_gate),
                         prev_hidden)  # fmt: skip
@@ -64,11 +66,13 @@ def forward(module, name: str, kind: str, record: Callable, continued: Callable)
                     # (1 for a state the layer made: those are positive)
                     decay = decay.clone()
                     decay[:, :1] *= _g_slope(prev_hidden.detach())
-            out = heinsen_associative_scan_log(log_coeffs, log_values)[:, -seq_len:]
+            out = _LinearScan.apply(log_coeffs, log_values, heinsen_associative_scan_log, sink)
+            out = out[:, -seq_len:]
         tap = out.view_as(out)
         index = record(Piece(
             name, kind, module, tap, decay, x, log_decay.detach().mean((0, 1)), gates,
             chained_from=None if chain is None else chain[0], final=out[:, -1:],
+            sink=sink if seq_len > 1 else None,
         ))  # fmt: skip
         result = module.to_out(tap)
         if not return_next_prev_hidden:
@@ -78,6 +82,30 @@ def forward(module, name: str, kind: str, record: Callable, continued: Callable)
         return result, handed
 
     return traced
+
+
+class _LinearScan(torch.autograd.Function):
+    """h [B, T, D] = the package's scan in log space (`heinsen`) of h_t = a_t h_{t-1} + b_t,
+    a_t = exp(log_coeffs_t), b_t = exp(log_values_t), h_{-1} = 0: the same numbers forward.
+    Backward, the linear recurrence's own: the total g = `scan.reverse_scan` of the incoming
+    gradient, then ∂L/∂log b_t = g_t b_t and ∂L/∂log a_t = g_t a_t h_{t-1} — a tenth of the
+    time of logcumsumexp's backward, which the trace would run twice."""
+
+    @staticmethod
+    def forward(ctx, log_coeffs, log_values, heinsen, sink):
+        h = heinsen(log_coeffs, log_values)
+        ctx.save_for_backward(log_coeffs, log_values, h)
+        ctx.sink = sink
+        return h
+
+    @staticmethod
+    def backward(ctx, grad):
+        log_coeffs, log_values, h = ctx.saved_tensors
+        a = log_coeffs.exp()
+        g = reverse_scan(grad, a)
+        ctx.sink.keep(g)  # the total (from h_{-1} on when the call starts from a state)
+        before = F.pad(h[:, :-1], (0, 0, 1, 0))  # h_{t-1}, zero before the first step
+        return g * a * before, g * log_values.exp(), None, None
 
 
 def _step(kind: str, hidden: torch.Tensor, gate, prev_hidden):

@@ -3,10 +3,12 @@
 One forward with every such layer's forward traced (`capture`: eval mode, each call's `Piece`),
 the loss, one `torch.autograd.grad` of it with respect to every call's tapped state, the first
 layer's input and the traced layers' parameters: the direct ∂L/∂h_t of each call, the saliency
-and the weight gradients, as PyTorch computes them. The totals follow from the direct gradients
-by the reverse scan (`scan.reverse_scan`). Where the output has a time axis, the error of its
-last step (or the given anchors) is followed back with one more autograd pass to the taps
-(docs/diagnosis.md), as `lstmviz.torch.gradients` does for LSTMs.
+and the weight gradients (PyTorch's backward; through a scan, the linear recurrence's own:
+`scan.LinearScan`). The totals follow from the direct gradients by the reverse scan
+(`scan.reverse_scan`; a scan's backward keeps the one it ran, `piece.Sink`). Where the
+output has a time axis, the error of its last step (or the given anchors) is followed back
+with one more autograd pass to the taps (docs/diagnosis.md), as `lstmviz.torch.gradients`
+does for LSTMs.
 
 Keys are model mode's (docs/modern-recurrence.md): per direction k `layer{k}_h`,
 `layer{k}_grad_h_total`, `layer{k}_grad_h_direct` [T, B, S] (the state's channels flattened,
@@ -38,16 +40,18 @@ WHERE = "lstmviz.torch"
 
 
 @contextlib.contextmanager
-def capture(module: nn.Module) -> Iterator[list[Piece]]:
+def capture(module: nn.Module) -> Iterator[tuple[list[Piece], list]]:
     """Within: `module` in eval mode with its modern layers' forwards traced, their Pieces
-    recorded into the list yielded (in call order); a modern layer lstmviz does not trace runs
-    its own forward, and where that fails (a CUDA kernel on the CPU) the error is one line
-    naming the layer and why it is not traced. After: every training flag, forward and
-    PyTorch's CPU random state as before."""
+    recorded into the list yielded (in call order) with the pass names their scans'
+    backwards read (`piece.Sink`: set [0] to name the autograd pass about to run); a modern
+    layer lstmviz does not trace runs its own forward, and where that fails (a CUDA kernel on
+    the CPU) the error is one line naming the layer and why it is not traced. After: every
+    training flag, forward and PyTorch's CPU random state as before."""
     traced, skipped = layers.found(module)
     flags = {sub: sub.training for sub in module.modules()}
     rng = torch.get_rng_state()
     pieces: list[Piece] = []
+    passes: list = [None]
 
     def record(piece: Piece) -> int:
         pieces.append(piece)
@@ -65,15 +69,15 @@ def capture(module: nn.Module) -> Iterator[list[Piece]]:
         for name, sub, kind in traced:
             patched.append((sub, sub.__dict__.get("forward")))
             if kind in ("mingru", "minlstm"):
-                sub.forward = mingru.forward(sub, name, kind, record, continued)
+                sub.forward = mingru.forward(sub, name, kind, record, continued, passes)
             elif kind == "mamba":
-                sub.forward = ssm.mamba_forward(sub, name, record)
+                sub.forward = ssm.mamba_forward(sub, name, record, passes)
             else:
                 sub.forward = ssm.lru_forward(sub, name, record)
         for name, sub, why in skipped:
             patched.append((sub, sub.__dict__.get("forward")))
             sub.forward = _untraced(sub, name, why)
-        yield pieces
+        yield pieces, passes
     finally:
         for sub, own in patched:
             if own is None:
@@ -107,7 +111,7 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
     if not traced:
         raise ModelError(f"{WHERE}: nothing lstmviz traces: "
                          + "; ".join(f"{name} ({why})" for name, _, why in skipped))  # fmt: skip
-    with capture(module) as pieces:
+    with capture(module) as (pieces, passes):
         output = module(*args)
         if not pieces:
             raise LstmvizError(f"{WHERE}: the forward ran none of the module's recurrent layers")
@@ -116,14 +120,16 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
         params = list(dict.fromkeys(p for _, sub, _ in traced for p in sub.parameters()
                                     if p.requires_grad))  # fmt: skip
         wanted = [p.tap for p in pieces] + [pieces[0].source] + params
+        passes[0] = "loss"
         grads = torch.autograd.grad(value, wanted, allow_unused=True, retain_graph=True)
+        passes[0] = None
         direct = list(grads[: len(pieces)])
         found = chains(pieces)
         arrays = _directions(pieces, found, direct)
         arrays |= _weights(found, pieces, dict(zip(params, grads[len(pieces) + 1:],
                                                    strict=True)))  # fmt: skip
         arrays |= _input(grads[len(pieces)], pieces[0])
-        arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors)
+        arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors, passes)
     steps = arrays["norm_h_total_by_layer"].shape[1]
     arrays["loss"] = np.float32(value.detach().cpu())
     if per_sample is not None:
@@ -184,11 +190,17 @@ def _decay(piece: Piece) -> torch.Tensor:
     return piece.decay.expand_as(piece.tap) if piece.decay.dim() < piece.tap.dim() else piece.decay
 
 
-def _totals(pieces: list[Piece], members: list[int], direct: list) -> tuple:
+def _totals(pieces: list[Piece], members: list[int], direct: list, name: str) -> tuple:
     """(direct, total) [B, T, *C] of one direction from its pieces' direct gradients (None:
-    the loss does not reach that piece: zero)."""
+    the loss does not reach that piece: zero); the totals the scans' backwards left for the
+    autograd pass `name` where every piece has them (they include what flows back from the
+    later calls of a chain), else by `scan.reverse_scan`."""
     d = _joined(members, lambda n: torch.zeros_like(pieces[n].tap) if direct[n] is None
                 else direct[n])  # fmt: skip
+    sinks = [pieces[n].sink for n in members]
+    if all(sink is not None and name in sink.found for sink in sinks):
+        return d, _joined(members, lambda n: pieces[n].sink.found.pop(name)[
+            :, -pieces[n].steps:])  # fmt: skip
     if len(members) == 1 and pieces[members[0]].decay.dim() < d.dim():
         decay = pieces[members[0]].decay  # constant: broadcast
     else:
@@ -202,7 +214,7 @@ def _directions(pieces: list[Piece], found: list, direct: list) -> dict:
     rows = {"norm_h_total": [], "norm_h_direct": [], "norm_c_total": []}
     for k, (_, members) in enumerate(found):
         first = pieces[members[0]]
-        d, g = _totals(pieces, members, direct)
+        d, g = _totals(pieces, members, direct, "loss")
         h = _joined(members, lambda n: pieces[n].tap)
         for key, value in (("h", h), ("grad_h_total", g), ("grad_h_direct", d)):
             channels, norms = scan.kept(value, first.reduce, norms=key != "h")
@@ -294,7 +306,7 @@ def _input(grad, first: Piece) -> dict:
 
 
 def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: torch.Tensor,
-              arrays: dict, anchors) -> dict:  # fmt: skip
+              arrays: dict, anchors, passes: list) -> dict:  # fmt: skip
     """`anchors_by_layer` [L, A], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer`
     [L, A, T]: the totals where the output has no time axis of the last direction's length,
     else per anchor step of the output (given, or its last) one more autograd pass with the
@@ -317,10 +329,12 @@ def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: tor
     for a, step in enumerate(given):
         keep = torch.zeros_like(d_output)
         keep[:, step] = 1
+        passes[0] = f"anchor {step}"
         direct = list(torch.autograd.grad(y_pred, taps, d_output * keep, allow_unused=True,
                                           retain_graph=True))  # fmt: skip
+        passes[0] = None
         for k, (_, members) in enumerate(found):
-            _, g = _totals(pieces, members, direct)
+            _, g = _totals(pieces, members, direct, f"anchor {step}")
             norms = scan.kept(g, reduce=False)[1]
             found_h[k, a, : len(norms)] = _numpy(norms)
     return {"anchors_by_layer": np.tile(np.array(given, np.int64), (len(found), 1)),

@@ -16,6 +16,20 @@ import torch
 
 
 @dataclass
+class Sink:
+    """Where a scan's backward (`scan.LinearScan`, `mingru`'s log-space one) leaves the total
+    g [B, T', *C] it computes anyway: `found` {autograd pass: g}; `passes` (one list shared by
+    a trace's pieces) holds the name of the pass running (None: keep nothing)."""
+
+    passes: list
+    found: dict = field(default_factory=dict)
+
+    def keep(self, g: torch.Tensor) -> None:
+        if self.passes[0] is not None:
+            self.found[self.passes[0]] = g
+
+
+@dataclass
 class Piece:
     """One call: batch-major tensors [B, T, *C] as the layer holds them (C: the state's
     channels, Mamba's [D, N]); `decay` [B, T, *C] or one per channel (LRU's λ [C])."""
@@ -32,6 +46,7 @@ class Piece:
     reduce: bool = False  # more than MAX_CHANNELS a step: kept per D channel, norm over N
     chained_from: int | None = None  # the piece whose final state it continues
     final: torch.Tensor | None = None  # its final state as the recurrence goes on (no tap)
+    sink: Sink | None = None  # the totals its scan's backward computed
 
     @property
     def steps(self) -> int:

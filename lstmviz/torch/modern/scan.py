@@ -33,29 +33,55 @@ def reverse_scan(direct: torch.Tensor, decay: torch.Tensor) -> torch.Tensor:
     return g
 
 
+class LinearScan(torch.autograd.Function):
+    """h [B, T, *C] = `run(a, b)`, a package's scan of h_t = a_t ⊙ h_{t-1} + b_t from h_{-1} =
+    0 (mambapy's `pscan`): its numbers forward. Backward, the recurrence's own: the total
+    g = `reverse_scan` of the incoming gradient, ∂L/∂b_t = g_t, ∂L/∂a_t = g_t ⊙ h_{t-1} — one
+    pass over the state, where the package's tree scan takes several (the trace runs a
+    backward twice: the loss's and the anchored one)."""
+
+    @staticmethod
+    def forward(ctx, a, b, run, sink):
+        h = run(a, b)
+        ctx.save_for_backward(a, h)
+        ctx.sink = sink
+        return h
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, h = ctx.saved_tensors
+        g = reverse_scan(grad, a)
+        ctx.sink.keep(g)  # the total: the incoming gradient is the direct one (`Piece.tap`)
+        before = torch.zeros_like(h)
+        before[:, 1:] = h[:, :-1]
+        return g * before, g, None, None
+
+
+# A float32 norm below this is redone in float64: squares of entries under 1.1e-19 underflow
+TINY_NORM = 1e-18
+
+
 def kept(value: torch.Tensor, reduce: bool, norms: bool = True):
     """(channels [T, B, S], per-step L2 norms [T] float64 or None) of a state or gradient
     [B, T, *C]: the channels flattened (S = ∏C), or, with `reduce`, the norm over the last
     axis (Mamba's N; S = D); a complex one as its modulus (its norm over real and imaginary
-    parts), so that a step's norm over S is the state's. Norms are taken of each step scaled
-    by its largest entry: float32 squares of a vanishing gradient (< 1e-19) would flush to 0,
-    and a float64 copy of a wide state costs more than the scaling."""
+    parts), so that a step's norm over S is the state's. A wide state's norms over N are
+    taken in float32 (one pass), and redone in float64 for the steps where one is below
+    TINY_NORM or not finite (float32 squares of a vanishing gradient flush to 0)."""
     wide = value.detach().abs() if value.is_complex() else value.detach()
-    if not norms and not reduce:
-        return wide.flatten(2).transpose(0, 1), None
-    low, high = torch.aminmax(wide.transpose(0, 1).reshape(wide.shape[1], -1), dim=1)
-    scale = torch.maximum(low.abs(), high)  # [T]
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    shaped = scale.view(1, -1, *[1] * (wide.dim() - 2))
-    if reduce:  # [B, T, D]: one pass over the wide state
-        reduced = torch.linalg.vector_norm(wide / shaped, dim=-1)
-        channels = reduced * shaped.squeeze(-1)
-        steps = torch.linalg.vector_norm(reduced.double(), dim=(0, 2))
-    else:
-        channels = wide
-        steps = torch.linalg.vector_norm(wide / shaped, dim=(0, *range(2, wide.dim()))).double()
-    channels = channels.flatten(2).transpose(0, 1)
-    return channels, (steps * scale.double() if norms else None)
+    if reduce:
+        reduced = torch.linalg.vector_norm(wide, dim=-1)  # [B, T, D]
+        redo = ((reduced < TINY_NORM) | ~torch.isfinite(reduced)).any(0).any(-1)  # [T]
+        if bool(redo.any()):
+            steps = redo.nonzero().squeeze(1)
+            reduced = reduced.double()
+            reduced[:, steps] = torch.linalg.vector_norm(wide[:, steps], dim=-1,
+                                                         dtype=torch.float64)  # fmt: skip
+        wide = reduced
+    channels = wide.flatten(2).transpose(0, 1)
+    if not norms:
+        return channels, None
+    return channels, torch.linalg.vector_norm(channels, dim=(1, 2), dtype=torch.float64)
 
 
 def timescale(log_decay: torch.Tensor) -> torch.Tensor:

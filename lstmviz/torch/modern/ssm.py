@@ -13,6 +13,7 @@ starts every sample after the first from zero, its given state only the first): 
 forward runs the same recurrence over the batch at once, one step at a time.
 
 Imports nothing of the packages at import time (mambapy's `pscan` is read when a call runs).
+Its backward is the linear recurrence's own (`scan.LinearScan`): the same gradients.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from lstmviz.core.errors import ModelError
-from lstmviz.torch.modern.piece import MAX_CHANNELS, Piece, alias
+from lstmviz.torch.modern.piece import MAX_CHANNELS, Piece, Sink, alias
+from lstmviz.torch.modern.scan import LinearScan
 
 
-def mamba_forward(module, name: str, record: Callable):
+def mamba_forward(module, name: str, record: Callable, passes: list):
     """The traced forward of one mambapy MambaBlock (x [B, T, d_model] -> [B, T, d_model])."""
     from mambapy.pscan import pscan
 
@@ -48,8 +50,9 @@ def mamba_forward(module, name: str, record: Callable):
         delta = F.softplus(delta + module.dt_proj.bias)  # [B, T, D]
         decay = torch.exp(delta.unsqueeze(-1) * a_matrix)  # [B, T, D, N]
         bx = delta.unsqueeze(-1) * b.unsqueeze(2) * u.unsqueeze(-1)
+        sink = Sink(passes)
         if config.pscan:
-            states = pscan(decay, bx)
+            states = LinearScan.apply(decay, bx, pscan, sink)
         else:  # the package's sequential scan
             state = torch.zeros_like(bx[:, 0])
             steps = []
@@ -64,7 +67,7 @@ def mamba_forward(module, name: str, record: Callable):
             name, "mamba", module, tap, decay.detach(), x,
             delta.detach().mean((0, 1))[:, None] * a_matrix.detach(),
             {"exp(ΔA)": torch.exp(delta.detach() * slowest)}, state_names=("x",),
-            reduce=size > MAX_CHANNELS,
+            reduce=size > MAX_CHANNELS, sink=sink,
         ))  # fmt: skip
         y = (tap @ c.unsqueeze(-1)).squeeze(3) + d_skip * u
         return module.out_proj(y * F.silu(z))
