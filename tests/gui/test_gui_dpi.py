@@ -15,11 +15,10 @@ import pytest
 
 pytest.importorskip("pytestqt")
 import pyqtgraph as pg  # noqa: E402
-from PySide6.QtCore import QRectF  # noqa: E402
-from PySide6.QtGui import QImage, QPainter  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
+from tests.helpers.axis_labels import tick_texts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,17 +136,6 @@ def test_direction_axis_label_fits_a_short_panel(qtbot):
     qtbot.waitUntil(lambda: shown_label(axis) == "direction", timeout=3_000)  # "recurrent dir…"
     panel.resize(400, 400)
     qtbot.waitUntil(lambda: shown_label(axis) == "recurrent direction", timeout=3_000)
-
-
-def tick_texts(axis: pg.AxisItem) -> list[tuple[QRectF, str]]:
-    """The tick labels the axis draws at its present size, with their boxes."""
-    image = QImage(10, 10, QImage.Format.Format_ARGB32)
-    painter = QPainter(image)
-    try:
-        specs = axis.generateDrawSpecs(painter)
-    finally:
-        painter.end()
-    return [(rect, text) for rect, _, text in specs[2]]
 
 
 def test_saliency_row_labels_never_overlap(qtbot):

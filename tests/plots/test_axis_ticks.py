@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lstmviz.core.config import RunConfig
-from tests.plots.test_axis_labels import axis_labels, check_labels, label_value, shown_norm_panel
+from tests.helpers.axis_labels import axis_labels, check_labels, label_value, shown_norm_panel
 
 ROOM, EDGE = 22.0, 7.0  # px: label centres apart, and from either end (a ~14-px font)
 

@@ -14,7 +14,7 @@ import pyqtgraph as pg  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from lstmviz.analysis.layers import row_labels, short_direction_label  # noqa: E402
-from tests.gui.test_gui_dpi import tick_texts  # noqa: E402
+from tests.helpers.axis_labels import tick_texts  # noqa: E402
 
 LAYERS = ["bidirectional", "bidirectional_1", "bidirectional_2", "bidirectional_3"]
 NAMES = [f"{layer}/{d}" for layer in LAYERS for d in ("forward", "backward")] + ["lstm_4"]
