@@ -193,3 +193,21 @@ def test_parallel_chunks_handing_the_state_on_are_one_direction(cls):
     nn.functional.mse_loss(torch.cat([first, layer(x[:, 3:], h)], 1), y).backward()
     assert_close(trace.layer0_grad_h_total[2], first.grad[:, 2], "total at the hand-over")
     assert_close(trace.layer0_grad_h_direct[:2], first.grad[:, :2].transpose(0, 1), "direct")
+
+
+def test_a_subclass_with_its_own_forward_is_an_unknown_variant_named_not_traced():
+    torch.manual_seed(6)
+
+    class Kept(minGRU):  # its forward is the package's: traced
+        pass
+
+    class Variant(minGRU):
+        def forward(self, x):
+            return super().forward(x) * 2
+
+    model = Stack([Kept(D), Variant(D)], D)
+    trace = model_gradients(model, torch.randn(B, T, D))
+    assert list(trace.layer_names) == ["layers/0"] and str(trace.layer0_cell) == "mingru"
+    lines = [line for line in str(trace.model_summary).splitlines() if "not traced" in line]
+    assert lines == ["not traced: layers/1 (Variant: a subclass of minGRU with a forward of its "
+                     "own (an unknown variant))"]  # fmt: skip
