@@ -11,6 +11,7 @@ import pytest
 from lstmviz.core.config import RunConfig
 from lstmviz.engine.runner import run
 from lstmviz.weights import random_weights
+from tests.helpers.gui_checks import coloured_fraction
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,16 +21,6 @@ def gui(tmp_path, *args, timeout=180):
     command = [sys.executable, "-m", "lstmviz", "gui", *map(str, args)]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)  # fmt: skip
-
-
-def coloured_fraction(png: Path) -> float:
-    """The share of strongly coloured pixels: curves and heatmaps, not the grey window."""
-    from PySide6.QtGui import QImage
-
-    image = QImage(str(png)).convertToFormat(QImage.Format_RGB32)
-    pixels = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), -1, 4)[..., :3]
-    spread = pixels.max(axis=-1).astype(int) - pixels.min(axis=-1)
-    return float((spread > 80).mean())
 
 
 def test_a_trace_on_the_command_line_is_shown_and_the_screenshot_saved(tmp_path):

@@ -204,6 +204,6 @@ def test_gui_model_and_data_on_the_command_line_run_and_screenshot(tmp_path, mod
                "--screenshot", str(shot)]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
-    from tests.gui.test_gui_cli import coloured_fraction
+    from tests.helpers.gui_checks import coloured_fraction
 
     assert coloured_fraction(shot) > 0.05  # five panels of curves and heatmaps

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pytestqt")
-from PySide6.QtCore import Qt  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.engine.process import (
@@ -29,17 +28,9 @@ from lstmviz.gui.threads import worker as worker_module  # noqa: E402
 from lstmviz.gui.threads.worker import exit_text  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
 from tests.helpers.app_process import App  # noqa: E402
+from tests.helpers.gui_checks import alive, ended_at, run_to_end  # noqa: E402
 
 SMALL = RunConfig(mode="taped", steps=10, batch=2, input_dim=3, hidden=4)
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` exists and is not a zombie (read from /proc)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def children(pid: int) -> list[int]:
@@ -54,21 +45,6 @@ def children(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 found.append(int(entry.name))
     return found
-
-
-def ended_at(worker) -> list[float]:
-    """perf_counter() at each `cancelled`, taken in the worker thread as it emits (when it
-    knows the computation has ended), not when the window gets round to it."""
-    times: list[float] = []
-    worker.cancelled.connect(lambda run_id: times.append(time.perf_counter()),
-                             Qt.ConnectionType.DirectConnection)  # fmt: skip
-    return times
-
-
-def run_to_end(qtbot, window, config=SMALL) -> None:
-    with qtbot.waitSignal(window.settled, timeout=120_000):
-        assert window.start_run(config)
-    assert window.trace is not None
 
 
 # ---- Stop --------------------------------------------------------------------------------------

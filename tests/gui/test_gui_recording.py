@@ -20,32 +20,13 @@ pytest.importorskip("pytestqt")
 
 from lstmviz.io.recording import RecordingWriter, load_recording  # noqa: E402
 from lstmviz.io.recording import record_rows as rows_of  # noqa: E402
-from tests.helpers.gui_checks import export_every_format  # noqa: E402
+from tests.helpers.gui_checks import coloured_fraction, drain, export_every_format  # noqa: E402
+from tests.helpers.keras_models import fitted as fitted  # noqa: E402  (the recording of a real fit)
 from tests.helpers.recordings import model_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING_PANELS = {"record_norms", "record_loss", "record_map"}
 MODEL_PANELS = {"layers", "gates", "layer_map", "saliency", "layer_units"}
-
-
-@pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
-    """A recording of a real fit: Embedding(mask_zero) → Bidirectional(LSTM) → Dropout → LSTM →
-    Dense, 3 epochs of 5 batches, a record every 2 batches (7 records)."""
-    from lstmviz.keras import GradientFlowCallback
-    from tests.helpers.keras_models import token_data, tokens_model
-
-    path = tmp_path_factory.mktemp("fit") / "run.lvz"
-    model, (x, y) = tokens_model(), token_data()
-    callback = GradientFlowCallback((x[:16], y[:16]), path, every=2)
-    model.fit(x, y, batch_size=8, epochs=3, callbacks=[callback], verbose=0)
-    return path
-
-
-def drain(window) -> None:
-    """Run the draws the panel area staged (one per event-loop turn) now."""
-    while window.area.busy():
-        window.area.turn()
 
 
 def shown_panels(window) -> set[str]:
@@ -389,7 +370,6 @@ def test_gui_opens_a_recording_on_the_command_line(tmp_path, fitted):
     command = [sys.executable, "-m", "lstmviz", "gui", str(fitted), "--screenshot", str(shot)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
-    from tests.gui.test_gui_cli import coloured_fraction
 
     assert coloured_fraction(shot) > 0.05  # eight panels of curves and heatmaps
 

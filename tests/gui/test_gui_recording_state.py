@@ -14,10 +14,8 @@ pytest.importorskip("pytestqt")
 
 from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.io.recording import load_recording  # noqa: E402
-from tests.gui import test_gui_recording  # noqa: E402
-from tests.gui.test_gui_recording import drain  # noqa: E402
-
-fitted = test_gui_recording.fitted  # the recording of a real fit (a module-scoped fixture)
+from tests.helpers.gui_checks import drain  # noqa: E402
+from tests.helpers.keras_models import fitted as fitted  # noqa: E402  (the recording of a real fit)
 
 DEMO_MODEL = "resources/demo_lstm.keras"
 

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.threads import worker as worker_module  # noqa: E402
-from tests.gui.test_gui_process import alive, ended_at, run_to_end  # noqa: E402
+from tests.helpers.gui_checks import alive, ended_at, run_to_end  # noqa: E402
 
 # the whole map: about a minute on 2 cores
 LONG_MAP = RunConfig(mode="taped", steps=2500, batch=8, input_dim=4, hidden=32, connectivity=True)

@@ -1,8 +1,16 @@
-"""Checks the window's tests share (pytest-qt)."""
+"""Checks the window's tests share (pytest-qt): an idle window, a stopped run, an export through
+the dialog (`export_with`), the staged draws run now (`drain`), a screenshot's coloured share
+(`coloured_fraction`), a process alive (`alive`), when the worker saw a computation end
+(`ended_at`), a run to its end (`run_to_end`). Qt is imported by the functions."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
+
+import numpy as np
+
+from lstmviz.core.config import RunConfig
 
 
 def idle_window(qtbot, settings):
@@ -84,3 +92,48 @@ def export_with(monkeypatch, window, base: str, formats=("png",), width: int = 3
 
     monkeypatch.setattr(ExportDialog, "exec", accept)
     return export_dialog(window)
+
+
+def drain(window) -> None:
+    """Run the draws the panel area staged (one per event-loop turn) now."""
+    while window.area.busy():
+        window.area.turn()
+
+
+def coloured_fraction(png: Path) -> float:
+    """The share of strongly coloured pixels: curves and heatmaps, not the grey window."""
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(png)).convertToFormat(QImage.Format_RGB32)
+    pixels = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), -1, 4)[..., :3]
+    spread = pixels.max(axis=-1).astype(int) - pixels.min(axis=-1)
+    return float((spread > 80).mean())
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (read from /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def ended_at(worker) -> list[float]:
+    """perf_counter() at each `cancelled`, taken in the worker thread as it emits (when it
+    knows the computation has ended), not when the window gets round to it."""
+    from PySide6.QtCore import Qt
+
+    times: list[float] = []
+    worker.cancelled.connect(lambda run_id: times.append(time.perf_counter()),
+                             Qt.ConnectionType.DirectConnection)  # fmt: skip
+    return times
+
+
+def run_to_end(qtbot, window, config=None) -> None:
+    """Run `config` (a small taped run by default) in `window` until the window settles with
+    its trace."""
+    config = config or RunConfig(mode="taped", steps=10, batch=2, input_dim=3, hidden=4)
+    with qtbot.waitSignal(window.settled, timeout=120_000):
+        assert window.start_run(config)
+    assert window.trace is not None

@@ -1,11 +1,13 @@
 """A small compiled Keras model over tokens and its data, for the tests that fit one: Embedding
 with mask_zero → Bidirectional(LSTM) → Dropout → LSTM → Dense (`tokens_model`), sequences of
-`T` tokens with a masked step or two and a binary target (`token_data`)."""
+`T` tokens with a masked step or two and a binary target (`token_data`), and the recording
+of a real fit of it (`fitted`, a module-scoped fixture)."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
+import pytest
 
 L = keras.layers
 T = 7
@@ -32,3 +34,16 @@ def token_data(count: int = 40, seed: int = 1):
     x[:, :2] = np.maximum(x[:, :2], 1)  # a masked step or two, never a fully masked sample
     y = (x[:, :3].sum(1) > 45).astype(np.float32)[:, None]
     return x, y
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """A recording of a real fit: Embedding(mask_zero) → Bidirectional(LSTM) → Dropout → LSTM →
+    Dense, 3 epochs of 5 batches, a record every 2 batches (7 records)."""
+    from lstmviz.keras import GradientFlowCallback
+
+    path = tmp_path_factory.mktemp("fit") / "run.lvz"
+    model, (x, y) = tokens_model(), token_data()
+    callback = GradientFlowCallback((x[:16], y[:16]), path, every=2)
+    model.fit(x, y, batch_size=8, epochs=3, callbacks=[callback], verbose=0)
+    return path
