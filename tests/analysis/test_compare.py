@@ -5,7 +5,6 @@ trace and a recording cannot be compared (exit 2, nothing written)."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import numpy as np
@@ -14,59 +13,34 @@ import pytest
 import lstmviz
 from lstmviz.analysis.compare import compare
 from lstmviz.cli import main
-from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import InputError
-from lstmviz.io.trace import GradientTrace
 from tests.helpers.recordings import model_trace, write
+from tests.helpers.trace_fixtures import decaying_trace, scaled_copy
 
 T, B, H = 12, 2, 3
 
 
-def _taped(steps: int = T, seed: int = 0) -> GradientTrace:
-    """A taped-mode trace whose gradients fall by exactly 0.7 per step back from the last."""
-    rng = np.random.default_rng(seed)
-    scale = 0.7 ** np.arange(steps)[::-1]
-    signs = rng.choice([-1.0, 1.0], (2, steps, B, H))  # norms exactly √(BH) · 0.7^n
-    g_h, g_c = (signs * scale[:, None, None]).astype(np.float32)
-    direct = np.zeros_like(g_h)
-    direct[-1] = g_h[-1]
-    arrays = {"grad_h_total": g_h, "grad_c_total": g_c, "grad_h_direct": direct,
-              "norm_h_total": lstmviz.io.trace.step_norm(g_h),
-              "norm_c_total": lstmviz.io.trace.step_norm(g_c),
-              "norm_h_direct": lstmviz.io.trace.step_norm(direct)}  # fmt: skip
-    config = RunConfig(mode="taped", steps=steps, batch=B, hidden=H, loss="last_mse")
-    return GradientTrace("taped", config, arrays)
-
-
-def _scaled(trace: GradientTrace, k: float) -> GradientTrace:
-    out = copy.deepcopy(trace)
-    for key in list(out.arrays):
-        if key.startswith(("grad_", "norm_")):
-            out.arrays[key] = (out.arrays[key] * k).astype(np.float32)
-    return out
-
-
 def test_a_trace_against_itself_and_a_scaled_copy():
-    trace = _taped()
+    trace = decaying_trace()
     same = compare(trace, trace)
     (layer,) = same.layers
     np.testing.assert_array_equal(layer.log10_ratio_h, 0.0)
     np.testing.assert_array_equal(layer.log10_ratio_c, 0.0)
     k = 7.5
-    scaled = compare(trace, _scaled(trace, k)).layers[0]
+    scaled = compare(trace, scaled_copy(trace, k)).layers[0]
     np.testing.assert_allclose(scaled.log10_ratio_h, np.log10(k), rtol=1e-6)
     np.testing.assert_allclose(scaled.log10_ratio_c, np.log10(k), rtol=1e-6)
     # scaling moves no decay: both diagnoses agree
     assert scaled.a.h.decay_per_step == pytest.approx(scaled.b.h.decay_per_step, rel=1e-5)
     assert scaled.a.h.reach == scaled.b.h.reach
-    out = json.loads(json.dumps(compare(trace, _scaled(trace, k)).to_dict()))
+    out = json.loads(json.dumps(compare(trace, scaled_copy(trace, k)).to_dict()))
     assert set(out) == {"layers", "only_in_a", "only_in_b", "config_diff"}
     assert set(out["layers"][0]) == {"name", "log10_ratio_h", "log10_ratio_c", "a", "b"}
     assert out["layers"][0]["log10_ratio_h"] == pytest.approx([np.log10(k)] * T, rel=1e-6)
 
 
 def test_zero_norms_give_null_and_lengths_align_at_the_last_step():
-    short, long = _taped(T), _taped(T + 5, seed=1)
+    short, long = decaying_trace(T), decaying_trace(T + 5, seed=1)
     long.arrays["norm_h_total"][-2] = 0.0
     long.config.seed = 3
     c = compare(short, long)
@@ -88,8 +62,8 @@ def test_directions_match_by_name_and_the_others_are_listed():
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("compare")
-    _taped().save(folder / "a.npz")
-    _scaled(_taped(), 10.0).save(folder / "b.npz")
+    decaying_trace().save(folder / "a.npz")
+    scaled_copy(decaying_trace(), 10.0).save(folder / "b.npz")
     write(folder / "r1.lvz", [1, 2, 3])
     write(folder / "r2.lvz", [4, 5])
     return folder
@@ -179,7 +153,7 @@ def test_exports_carry_the_diagnosis(files):
         rows = list(csv.DictReader(handle))
     assert [r["record"] for r in rows] == ["5"] * 4 + ["10"] * 4 + ["15"] * 4
     assert {r["of"] for r in rows} == {"h", "c"} and rows[0]["direction"] == "bi/forward"
-    with Figure(_taped()) as figure:
+    with Figure(decaying_trace()) as figure:
         lines = figure.summary_lines()
     assert "diagnosis · lstm: vanishing: falls 10× every 6.46 steps, reaches back 12 of 12 " \
            "steps" in lines  # fmt: skip

@@ -12,12 +12,12 @@ pg = pytest.importorskip("pyqtgraph")
 
 pytest.importorskip("pytestqt")
 
-from tests.analysis.test_compare import _scaled, _taped  # noqa: E402
 from tests.helpers.recordings import write  # noqa: E402
+from tests.helpers.trace_fixtures import decaying_trace, scaled_copy  # noqa: E402
 
 
 def test_diagnosis_dock_and_the_reach_on_the_norm_curves(idle, qtbot):
-    trace = _taped(30)  # ‖dL/dh_t‖ ∝ 0.7^n: 0.7^19 ≥ 1e-3 > 0.7^20, reach 20 of 30
+    trace = decaying_trace(30)  # ‖dL/dh_t‖ ∝ 0.7^n: 0.7^19 ≥ 1e-3 > 0.7^20, reach 20 of 30
     idle.show_trace(trace, None)
     qtbot.waitUntil(lambda: not idle.area.busy(), timeout=10_000)
     table = idle.diagnosis.panel.table
@@ -27,14 +27,14 @@ def test_diagnosis_dock_and_the_reach_on_the_norm_curves(idle, qtbot):
     (line,) = idle.diagnosis.reach_lines
     assert line.value() == 29 - 19 and line.scene() is idle.area.panel("norm").plot.scene()
     assert not idle.diagnosis.panel.history.isVisible()
-    idle.show_trace(_taped(30, seed=2), None)  # a new trace: the old mark goes
+    idle.show_trace(decaying_trace(30, seed=2), None)  # a new trace: the old mark goes
     assert len(idle.diagnosis.reach_lines) == 1 and line.scene() is None
 
 
 def test_compare_with_opens_both_runs_with_one_cursor(idle, qtbot, tmp_path, errors):
     a, b = tmp_path / "a.npz", tmp_path / "b.npz"
-    _taped(30).save(a)
-    _scaled(_taped(30), 100.0).save(b)
+    decaying_trace(30).save(a)
+    scaled_copy(decaying_trace(30), 100.0).save(b)
     assert idle.diagnosis.compare_with(str(b), str(a))
     (shown,) = idle.diagnosis.compare_windows
     np.testing.assert_allclose(shown.comparison.layers[0].log10_ratio_h, 2.0, rtol=1e-6)

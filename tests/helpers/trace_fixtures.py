@@ -1,10 +1,12 @@
 """Traces the tests share: one per one-LSTM mode, computed once per test module (`traces`, a
 fixture; `CONFIGS` and their sizes `T`, `P`, `N`, `S`), small ones made without running
 anything (`small_trace`: taped, 10 × 2 × 3; `long_trace`: a training trace of many
-timesteps), and an exported CSV read back (`read_csv`)."""
+timesteps; `decaying_trace`: gradients falling by 0.7 a step; `scaled_copy`: a trace's gradients
+times k), and an exported CSV read back (`read_csv`)."""
 
 from __future__ import annotations
 
+import copy
 import csv
 
 import numpy as np
@@ -57,3 +59,30 @@ def small_trace(seed: int = 0) -> GradientTrace:
     g = np.random.default_rng(seed).standard_normal((10, 2, 3)).astype(np.float32)
     arrays = {"grad_h_total": g, "norm_h_total": step_norm(g), "loss": np.float32(1)}
     return GradientTrace("taped", RunConfig(steps=10, batch=2, hidden=3), arrays)
+
+
+def decaying_trace(steps: int = 12, seed: int = 0) -> GradientTrace:
+    """A taped-mode trace (B = 2, H = 3) whose gradients fall by exactly 0.7 per step back from
+    the last."""
+    B, H = 2, 3
+    rng = np.random.default_rng(seed)
+    scale = 0.7 ** np.arange(steps)[::-1]
+    signs = rng.choice([-1.0, 1.0], (2, steps, B, H))  # norms exactly √(BH) · 0.7^n
+    g_h, g_c = (signs * scale[:, None, None]).astype(np.float32)
+    direct = np.zeros_like(g_h)
+    direct[-1] = g_h[-1]
+    arrays = {"grad_h_total": g_h, "grad_c_total": g_c, "grad_h_direct": direct,
+              "norm_h_total": step_norm(g_h),
+              "norm_c_total": step_norm(g_c),
+              "norm_h_direct": step_norm(direct)}  # fmt: skip
+    config = RunConfig(mode="taped", steps=steps, batch=B, hidden=H, loss="last_mse")
+    return GradientTrace("taped", config, arrays)
+
+
+def scaled_copy(trace: GradientTrace, k: float) -> GradientTrace:
+    """A copy of `trace` with every gradient and norm times `k`."""
+    out = copy.deepcopy(trace)
+    for key in list(out.arrays):
+        if key.startswith(("grad_", "norm_")):
+            out.arrays[key] = (out.arrays[key] * k).astype(np.float32)
+    return out
