@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 
 pytest.importorskip("tensorboard")
-from PySide6.QtGui import QImage  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 from lstmviz.analysis.diagnosis import diagnose  # noqa: E402
-from lstmviz.analysis.images.raster import PALETTE, viridis  # noqa: E402
+from lstmviz.analysis.images.raster import viridis  # noqa: E402
 from lstmviz.cli import main  # noqa: E402
 from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.io.recording import RecordingWriter, load_recording, record_rows  # noqa: E402
 from lstmviz.io.trace import GradientTrace  # noqa: E402
-from lstmviz.tensorboard import DECAY, PANELS, TensorBoardWriter  # noqa: E402
+from lstmviz.tensorboard import DECAY, TensorBoardWriter  # noqa: E402
 from tests.helpers.recordings import NAMES, T, model_trace  # noqa: E402
+from tests.helpers.tensorboard_events import check_images, read, scalar_series  # noqa: E402
 
 R = 0.5  # the decay per step of the first direction's ‖dL/dh_t‖ in `geometric_trace`
 
@@ -53,35 +53,6 @@ def write_recording(path: Path, seeds=(1, 2, 3), every: int = 5) -> None:
         trace = geometric_trace(seed)
         writer.append(record_rows(trace, n * every, 0, train_loss=1.0 / n), trace)
     writer.close()
-
-
-def read(logdir: Path) -> EventAccumulator:
-    events = EventAccumulator(str(logdir), size_guidance={"images": 0, "scalars": 0})
-    events.Reload()
-    return events
-
-
-def scalar_series(events: EventAccumulator, tag: str) -> tuple[list[int], np.ndarray]:
-    found = events.Scalars(tag)
-    return [e.step for e in found], np.array([e.value for e in found], np.float64)
-
-
-def check_images(events: EventAccumulator, steps: list[int]) -> None:
-    """One PNG per record per panel, at the records' steps, of the size it says, not blank."""
-    for panel in PANELS:
-        found = events.Images(f"lstmviz/panels/{panel}")
-        assert [e.step for e in found] == steps, panel
-        for e in found:
-            image = QImage.fromData(e.encoded_image_string)
-            assert not image.isNull() and (image.width(), image.height()) == (e.width, e.height)
-            assert image.width() == 640 and image.height() >= 100
-            rgb = image.convertToFormat(QImage.Format.Format_RGB888)
-            pixels = np.frombuffer(rgb.constBits(), np.uint8).reshape(e.height, -1)
-            colours = np.unique(pixels[:, : 3 * e.width].reshape(-1, 3), axis=0)
-            assert len(colours) >= 5  # the background, grid, text, curves or a colour map
-            if panel == "layers":  # the first layer's curves in the app's first colour
-                assert (colours == PALETTE[0]).all(axis=1).any()
-            assert (pixels != 255).mean() > 0.03, panel  # not blank
 
 
 def check_against_diagnosis(events: EventAccumulator, path: Path) -> None:

@@ -13,7 +13,7 @@ pytest.importorskip("tensorboard")
 from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.io.recording import load_recording  # noqa: E402
 from lstmviz.keras import GradientFlowCallback  # noqa: E402
-from tests.callbacks.test_tensorboard import check_images, read, scalar_series  # noqa: E402
+from tests.helpers.tensorboard_events import check_images, read, scalar_series  # noqa: E402
 
 L = keras.layers
 
