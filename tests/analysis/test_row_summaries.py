@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import lstmviz
-from tests.notebook.test_notebook_html import Page, facts_table, g3
+from tests.helpers.html_page import Page, facts_table, g3
 
 N, T, B, I, H = 3, 9, 2, 3, 4
 P = 3  # passes of T steps

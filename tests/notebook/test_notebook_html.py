@@ -9,7 +9,6 @@ import dataclasses
 import re
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -17,53 +16,11 @@ import pytest
 
 import lstmviz
 from lstmviz.io.trace import GradientTrace
+from tests.helpers.html_page import Page, facts_table, g3
 
 ROOT = Path(__file__).resolve().parents[2]
 T, B, I, H = 30, 3, 4, 6
-VOID = {"br", "hr", "img", "input", "meta", "link", "wbr"}
 EVIL = "<script>alert(1)</script><img src=x onerror=alert(2)>&amp;"
-
-
-class Page(HTMLParser):
-    """The HTML parsed: every end tag must close the element open last; the text (entities
-    decoded), the tags met, and the rows of every table as lists of cell texts."""
-
-    def __init__(self, text: str):
-        super().__init__(convert_charrefs=True)
-        self.open: list[str] = []
-        self.tags: list[str] = []
-        self.attrs: list[tuple[str, str | None]] = []
-        self.chunks: list[str] = []
-        self.tables: list[list[list[str]]] = []
-        self.feed(text)
-        self.close()
-        assert self.open == [], f"unclosed elements: {self.open}"
-        self.text = "".join(self.chunks)
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self.attrs += attrs
-        if tag not in VOID:
-            self.open.append(tag)
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr":
-            self.tables[-1].append([])
-        elif tag in ("td", "th"):
-            self.tables[-1][-1].append("")
-
-    def handle_endtag(self, tag):
-        assert self.open and self.open[-1] == tag, f"</{tag}> closes {self.open[-1:]}"
-        self.open.pop()
-
-    def handle_data(self, data):
-        self.chunks.append(data)
-        if "td" in self.open or "th" in self.open:
-            self.tables[-1][-1][-1] += data
-
-
-def g3(value: float) -> str:
-    return "—" if not np.isfinite(value) else f"{value:.3g}"
 
 
 def norms_over_t(grad: np.ndarray) -> np.ndarray:
@@ -106,11 +63,6 @@ def repr_groups(text: str) -> dict[str, list[str]]:
         else:
             current = None
     return groups
-
-
-def facts_table(page: Page) -> list[list[str]]:
-    return next(t for t in page.tables if t[0][1:] == ["largest", "smallest",
-                                                         "largest / smallest"])  # fmt: skip
 
 
 @pytest.fixture(scope="module")
