@@ -9,7 +9,8 @@ The modules: 4 layers of one kind with residual connections (x + layer(x), no no
 feed-forward), d_model 128, a linear head on every step, MSE against fixed targets, T=512,
 B=8, CPU: minGRU(128), minLSTM(128) (mingru-pytorch), MambaBlock (mambapy, d_state 16, its
 parallel scan: D·N = 4096 a step, kept per D channel), LRU(128, 128, 128) (lru-pytorch, whose
-own forward loops over samples and steps in Python). PyTorch: zero_grad, forward,
+own forward loops over samples and steps in Python), sLSTMLayer (xlstm, 4 heads, its "vanilla"
+cell: a Python loop over the steps). PyTorch: zero_grad, forward,
 loss.backward(). lstmviz: the whole trace (every layer's state, total and direct dL/dh_t, the
 anchored pass, weight gradients, saliency) as NumPy. Medians of --repeats after a warm-up
 call, interleaved.
@@ -31,7 +32,7 @@ from torch import nn  # noqa: E402
 
 from lstmviz.torch import model_gradients  # noqa: E402
 
-KINDS = ("mingru", "minlstm", "mamba", "lru")
+KINDS = ("mingru", "minlstm", "mamba", "lru", "slstm")
 
 
 def layer(kind: str, width: int) -> nn.Module:
@@ -47,9 +48,13 @@ def layer(kind: str, width: int) -> nn.Module:
         from mambapy.mamba import MambaBlock, MambaConfig
 
         return MambaBlock(MambaConfig(d_model=width, n_layers=1, d_state=16))
-    from LRU_pytorch import LRU
+    if kind == "lru":
+        from LRU_pytorch import LRU
 
-    return LRU(width, width, width)
+        return LRU(width, width, width)
+    from xlstm import sLSTMLayer, sLSTMLayerConfig
+
+    return sLSTMLayer(sLSTMLayerConfig(embedding_dim=width, num_heads=4, backend="vanilla"))
 
 
 class Residual(nn.Module):

@@ -141,3 +141,41 @@ def channels(value: torch.Tensor, reduce: bool = False) -> np.ndarray:
         value = value.square().sum(-1).sqrt()
     return value.flatten(2).detach().double().numpy()
 
+
+
+def slstm_steps(cell, x):
+    """xLSTM's sLSTM (Beck et al. 2024, eqs. 8–17, the stabilised exponential gates) on its
+    cell's weights: x [B, T, 4H] the gates' inputs (gate-major: i, f, z, o, each head by head),
+    raw_t = x_t + R h_{t-1} + b per head, m_t = max(log σ(f̃) + m_{t-1}, ĩ) (ĩ at the first
+    step), i = min(exp(ĩ − m_t), 1), f = min(exp(log σ(f̃) + m_{t-1} − m_t), 1), c_t = f c + i
+    tanh(z̃), n_t = f n + i, h_t = σ(õ) c_t / n_t. Returns (h [B, T, H], states: per step
+    (h, c, n) kept, reads: per step h's alias the output reads)."""
+    batch, steps, _ = x.shape
+    heads, _, head_dim = cell._recurrent_kernel.shape
+    width = heads * head_dim
+    r = cell._recurrent_kernel.view(heads, 4, head_dim, head_dim)  # [k, gate, j, i]
+    bias = cell._bias.view(4 * width)
+    h = c = n = m = torch.zeros(batch, width, dtype=x.dtype)
+    states, reads, outs = [], [], []
+    for t in range(steps):
+        ry = torch.einsum("bki,kgji->bgkj", h.view(batch, heads, head_dim), r)
+        raw = x[:, t] + ry.reshape(batch, 4 * width) + bias
+        i_raw, f_raw, z_raw, o_raw = raw.view(batch, 4, width).unbind(1)
+        log_f = m + F.logsigmoid(f_raw)
+        m_new = i_raw if t == 0 else torch.maximum(i_raw, log_f)
+        i_gate = torch.clamp(torch.exp(i_raw - m_new), max=1.0)
+        f_gate = torch.clamp(torch.exp(log_f - m_new), max=1.0)
+        c = f_gate * c + i_gate * torch.tanh(z_raw)
+        n = f_gate * n + i_gate
+        h = torch.sigmoid(o_raw) * c / n
+        m = m_new
+        if h.requires_grad:
+            for state in (h, c, n):
+                state.retain_grad()
+        states.append((h, c, n))
+        read = h.view_as(h)
+        if read.requires_grad:
+            read.retain_grad()
+        reads.append(read)
+        outs.append(read)
+    return torch.stack(outs, 1), states, reads

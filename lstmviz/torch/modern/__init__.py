@@ -1,9 +1,10 @@
 """Modern recurrent layers in PyTorch modules (the optional extra `lstmviz[modern]`): minGRU and
-minLSTM (mingru-pytorch), Mamba's selective SSM (mambapy) and the LRU (lru-pytorch), found in a
-module by their class and traced through their state (docs/modern-recurrence.md).
+minLSTM (mingru-pytorch), Mamba's selective SSM (mambapy), the LRU (lru-pytorch) and xLSTM's
+sLSTM (xlstm), found in a module by their class and traced through their state
+(docs/modern-recurrence.md).
 
 Holds: `layers` (which classes, which are not traced and why), `piece` (one call's record),
-`mingru` and `ssm` (their forwards, the state tapped), `scan` (the totals: a reverse linear
+`mingru`, `ssm` and `xlstm` (their forwards, the state tapped), `scan` (the totals: a reverse linear
 scan of the direct gradient with the per-step decay), `model` (model mode's arrays for them).
 May import PyTorch, `lstmviz.core`, `lstmviz.io`; never `lstmviz.torch`'s other modules (they
 call in here: `gradients.Tracer`). The layers' packages are imported only when a layer of

@@ -1,11 +1,12 @@
 """Which modules are modern recurrent layers, by their class (the packages are never imported
 here: a class is known by its module and name), and which of them lstmviz cannot trace, why.
 
-Known: mingru-pytorch's `minGRU` and `minLSTM`, mambapy's `MambaBlock`, lru-pytorch's `LRU`.
-Recognised but not traced (one line each, the rest of the model traced): a MambaBlock set to
-use the CUDA kernels (`config.use_cuda`), mambapy's `Mamba2Block` (mamba_ssm's Triton kernels
-only), xlstm's blocks and layers (not traced yet), a subclass of a known class that has a
-forward of its own (an unknown variant).
+Known: mingru-pytorch's `minGRU` and `minLSTM`, mambapy's `MambaBlock`, lru-pytorch's `LRU`,
+xlstm's sLSTM cell on its "vanilla" backend. Recognised but not traced (one line each, the rest
+of the model traced): a MambaBlock set to use the CUDA kernels (`config.use_cuda`), mambapy's
+`Mamba2Block` (mamba_ssm's Triton kernels only), xlstm's sLSTM cell on its CUDA backend and its
+mLSTM layer (not traced yet), a subclass of a known class that has a forward of its own (an
+unknown variant).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ KNOWN = {
     ("minGRU_pytorch.minLSTM", "minLSTM"): "minlstm",
     ("mambapy.mamba", "MambaBlock"): "mamba",
     ("LRU_pytorch.LRU", "LRU"): "lru",
+    ("xlstm.blocks.slstm.cell", "sLSTMCell_vanilla"): "slstm",  # inside an sLSTMLayer
 }
 # (module prefix, class) -> why it is not traced
 UNTRACED = {
     ("mambapy.mamba2", "Mamba2Block"): "Mamba-2 runs only on mamba_ssm's CUDA/Triton kernels",
-    ("xlstm", "sLSTMLayer"): "xLSTM's sLSTM is not traced yet",
+    ("xlstm", "sLSTMCell_cuda"): "xLSTM's sLSTM CUDA kernel (backend=\"cuda\"); the "
+    "\"vanilla\" backend is traced",
     ("xlstm", "mLSTMLayer"): "xLSTM's mLSTM is not traced yet",
 }
 
@@ -47,6 +50,8 @@ def untraced(sub: nn.Module) -> str | None:
         if _key(base) in KNOWN and "forward" in vars(type(sub)):
             return (f"a subclass of {base.__qualname__} with a forward of its own (an unknown "
                     "variant)")  # fmt: skip
+    if base_kind(sub) == "slstm" and getattr(sub.config, "function", "slstm") != "slstm":
+        return f"an sLSTM cell computing {sub.config.function!r} (only \"slstm\" is traced)"
     if base_kind(sub) == "mamba" and getattr(sub.config, "use_cuda", False):
         return "set to run mamba_ssm's CUDA selective scan (config.use_cuda), which has no CPU path"
     return None

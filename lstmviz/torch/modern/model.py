@@ -33,7 +33,7 @@ from torch import nn
 from lstmviz.core.config import RunConfig, anchor_steps, anchors_text, in_python_terms
 from lstmviz.core.errors import ConfigError, LstmvizError, ModelError
 from lstmviz.io.trace import GradientTrace
-from lstmviz.torch.modern import layers, mingru, scan, ssm
+from lstmviz.torch.modern import layers, mingru, scan, ssm, xlstm
 from lstmviz.torch.modern.piece import Piece
 
 WHERE = "lstmviz.torch"
@@ -64,26 +64,31 @@ def capture(module: nn.Module) -> Iterator[tuple[list[Piece], list]]:
         return n, pieces[n].final
 
     patched = []
+
+    def patch(sub: nn.Module, attr: str, traced_fn) -> None:
+        patched.append((sub, attr, sub.__dict__.get(attr)))
+        setattr(sub, attr, traced_fn)
+
     try:
         module.eval()
         for name, sub, kind in traced:
-            patched.append((sub, sub.__dict__.get("forward")))
             if kind in ("mingru", "minlstm"):
-                sub.forward = mingru.forward(sub, name, kind, record, continued, passes)
+                patch(sub, "forward", mingru.forward(sub, name, kind, record, continued, passes))
             elif kind == "mamba":
-                sub.forward = ssm.mamba_forward(sub, name, record, passes)
+                patch(sub, "forward", ssm.mamba_forward(sub, name, record, passes))
+            elif kind == "slstm":  # the cell's recurrence, under its layer's own forward
+                patch(sub, "_impl", xlstm.impl(sub, name, record))
             else:
-                sub.forward = ssm.lru_forward(sub, name, record)
+                patch(sub, "forward", ssm.lru_forward(sub, name, record))
         for name, sub, why in skipped:
-            patched.append((sub, sub.__dict__.get("forward")))
-            sub.forward = _untraced(sub, name, why)
+            patch(sub, "forward", _untraced(sub, name, why))
         yield pieces, passes
     finally:
-        for sub, own in patched:
+        for sub, attr, own in patched:
             if own is None:
-                sub.__dict__.pop("forward", None)
+                sub.__dict__.pop(attr, None)
             else:
-                sub.forward = own
+                setattr(sub, attr, own)
         for sub, flag in flags.items():
             sub.training = flag
         torch.set_rng_state(rng)
@@ -119,15 +124,17 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
         value, per_sample = loss(output, y, y_pred)
         params = list(dict.fromkeys(p for _, sub, _ in traced for p in sub.parameters()
                                     if p.requires_grad))  # fmt: skip
-        wanted = [p.tap for p in pieces] + [pieces[0].source] + params
+        stepped = [t for p in pieces for t in p.steps_states or ()]
+        wanted = [p.tap for p in pieces] + [pieces[0].source] + params + stepped
         passes[0] = "loss"
         grads = torch.autograd.grad(value, wanted, allow_unused=True, retain_graph=True)
         passes[0] = None
         direct = list(grads[: len(pieces)])
         found = chains(pieces)
-        arrays = _directions(pieces, found, direct)
+        arrays = _directions(pieces, found, direct,
+                             _stepped(pieces, grads[len(wanted) - len(stepped):]))  # fmt: skip
         arrays |= _weights(found, pieces, dict(zip(params, grads[len(pieces) + 1:],
-                                                   strict=True)))  # fmt: skip
+                                                   strict=False)))  # fmt: skip
         arrays |= _input(grads[len(pieces)], pieces[0])
         arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors, passes)
     steps = arrays["norm_h_total_by_layer"].shape[1]
@@ -138,7 +145,7 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
     if y is not None:
         arrays["y"] = _numpy(y)
     first = pieces[0]
-    model_x = _model_x(args[0], first.steps, int(first.tap.shape[0]))
+    model_x = _model_x(args[0], first.steps, first.batch)
     if model_x is not None and len(model_x) == steps:
         arrays["x"] = model_x
     arrays["model_summary"] = np.array(summary)
@@ -147,7 +154,7 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
         arrays["inputs_source"] = np.array(source)
     arrays["lstm_kernel"] = np.array("pytorch")
     arrays["model_seconds"] = np.float32(time.perf_counter() - start)
-    config = RunConfig(mode="model", steps=steps, batch=int(first.tap.shape[0]),
+    config = RunConfig(mode="model", steps=steps, batch=first.batch,
                        input_dim=int(first.source.shape[-1]),
                        hidden=int(arrays["layer0_h"].shape[-1]), loss=loss_name, model=None,
                        anchors=_checked(anchors_text, anchors))  # fmt: skip
@@ -190,13 +197,39 @@ def _decay(piece: Piece) -> torch.Tensor:
     return piece.decay.expand_as(piece.tap) if piece.decay.dim() < piece.tap.dim() else piece.decay
 
 
-def _totals(pieces: list[Piece], members: list[int], direct: list, name: str) -> tuple:
+def _stepped(pieces: list[Piece], grads) -> dict[int, torch.Tensor]:
+    """{piece: totals [B, T, 4, H]} of the nonlinear recurrences (sLSTM) from the gradients
+    of their every step's state (None: zero), in the order `Piece.steps_states` lists them."""
+    out, at = {}, 0
+    for n, piece in enumerate(pieces):
+        if piece.steps_states is None:
+            continue
+        found = grads[at : at + len(piece.steps_states)]
+        at += len(piece.steps_states)
+        totals = xlstm.batch_major(torch.stack([torch.zeros_like(s) if g is None else g
+                                                for s, g in zip(piece.steps_states, found,
+                                                                strict=True)], 1))  # fmt: skip
+        out[n] = xlstm.through_h(totals, xlstm.batch_major(piece.tap.detach()),
+                                 piece.gates["o"])  # fmt: skip
+    return out
+
+
+def _batch_major(piece: Piece, value: torch.Tensor) -> torch.Tensor:
+    """A tensor of the tap's shape as [B, T, *C] (sLSTM's [4, T, B, H] as [B, T, 4, H])."""
+    return xlstm.batch_major(value) if piece.steps_states is not None else value
+
+
+def _totals(pieces: list[Piece], members: list[int], direct: list, name: str,
+            stepped: dict) -> tuple:  # fmt: skip
     """(direct, total) [B, T, *C] of one direction from its pieces' direct gradients (None:
-    the loss does not reach that piece: zero); the totals the scans' backwards left for the
-    autograd pass `name` where every piece has them (they include what flows back from the
-    later calls of a chain), else by `scan.reverse_scan`."""
-    d = _joined(members, lambda n: torch.zeros_like(pieces[n].tap) if direct[n] is None
-                else direct[n])  # fmt: skip
+    the loss does not reach that piece: zero); a nonlinear recurrence's totals from `stepped`
+    (`_stepped`); the totals the scans' backwards left for the autograd pass `name` where every
+    piece has them (they include what flows back from the later calls of a chain), else by
+    `scan.reverse_scan`."""
+    d = _joined(members, lambda n: _batch_major(pieces[n], torch.zeros_like(pieces[n].tap)
+                                                if direct[n] is None else direct[n]))  # fmt: skip
+    if pieces[members[0]].steps_states is not None:
+        return d, _joined(members, lambda n: stepped[n])
     sinks = [pieces[n].sink for n in members]
     if all(sink is not None and name in sink.found for sink in sinks):
         return d, _joined(members, lambda n: pieces[n].sink.found.pop(name)[
@@ -208,20 +241,42 @@ def _totals(pieces: list[Piece], members: list[int], direct: list, name: str) ->
     return d, scan.reverse_scan(d, decay)
 
 
-def _directions(pieces: list[Piece], found: list, direct: list) -> dict:
+def _components(piece: Piece, h, d, g) -> tuple:
+    """(h, d, g) of the main state and {state: (value, total or None)} of the others:
+    sLSTM's [B, T, 4, H] split into h and c, n, m (the stabiliser m carries no gradient of
+    its own: h does not depend on it)."""
+    if piece.steps_states is None:
+        return h, d, g, {}
+    others = {name: (h[:, :, i], g[:, :, i] if name != "m" else None)
+              for i, name in enumerate(xlstm.STATES) if i}  # fmt: skip
+    return h[:, :, 0], d[:, :, 0], g[:, :, 0], others
+
+
+def _directions(pieces: list[Piece], found: list, direct: list, stepped: dict) -> dict:
     steps = max(sum(pieces[n].steps for n in members) for _, members in found)
     arrays: dict[str, np.ndarray] = {}
     rows = {"norm_h_total": [], "norm_h_direct": [], "norm_c_total": []}
     for k, (_, members) in enumerate(found):
         first = pieces[members[0]]
-        d, g = _totals(pieces, members, direct, "loss")
-        h = _joined(members, lambda n: pieces[n].tap)
+        d, g = _totals(pieces, members, direct, "loss", stepped)
+        h = _joined(members, lambda n: _batch_major(pieces[n], pieces[n].tap))
+        h, d, g, others = _components(first, h, d, g)
         for key, value in (("h", h), ("grad_h_total", g), ("grad_h_direct", d)):
             channels, norms = scan.kept(value, first.reduce, norms=key != "h")
             arrays[f"layer{k}_{key}"] = np.ascontiguousarray(_numpy(channels), np.float32)
             if norms is not None:
                 rows[f"norm_{key[5:]}"].append(_padded(_numpy(norms), steps))
-        rows["norm_c_total"].append(np.full(steps, np.nan, np.float32))
+        c_row = np.full(steps, np.nan, np.float32)
+        for state, (value, total) in others.items():
+            arrays[f"layer{k}_{state}"] = np.ascontiguousarray(_numpy(
+                scan.kept(value, False, norms=False)[0]), np.float32)  # fmt: skip
+            if total is not None:
+                channels, norms = scan.kept(total, False)
+                arrays[f"layer{k}_grad_{state}_total"] = np.ascontiguousarray(
+                    _numpy(channels), np.float32)  # fmt: skip
+                if state == "c":
+                    c_row = _padded(_numpy(norms), steps)
+        rows["norm_c_total"].append(c_row)
         arrays[f"layer{k}_cell"] = np.array(first.kind)
         arrays[f"layer{k}_state_names"] = np.array(first.state_names)
         arrays[f"layer{k}_timescale"] = _timescale(pieces, members)
@@ -313,7 +368,7 @@ def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: tor
     loss's gradient kept at that step alone."""
     rows_h, rows_c = arrays["norm_h_total_by_layer"], arrays["norm_c_total_by_layer"]
     lengths = [int(np.isfinite(row).sum()) or len(row) for row in rows_h]
-    batch = int(pieces[-1].tap.shape[0])
+    batch = pieces[-1].batch
     timed = (y_pred.dim() >= 3 and y_pred.requires_grad and y_pred.shape[0] == batch
              and y_pred.shape[1] == lengths[-1])  # fmt: skip
     if not timed:
@@ -325,21 +380,25 @@ def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: tor
     given = _checked(anchor_steps, anchors, size) or [size - 1]
     d_output = torch.autograd.grad(value, y_pred, retain_graph=True)[0]
     taps = [p.tap for p in pieces]
+    stepped = [t for p in pieces for t in p.steps_states or ()]
     found_h = np.full([len(found), len(given), rows_h.shape[1]], np.nan, np.float32)
+    found_c = np.full_like(found_h, np.nan)
     for a, step in enumerate(given):
         keep = torch.zeros_like(d_output)
         keep[:, step] = 1
         passes[0] = f"anchor {step}"
-        direct = list(torch.autograd.grad(y_pred, taps, d_output * keep, allow_unused=True,
-                                          retain_graph=True))  # fmt: skip
+        grads = torch.autograd.grad(y_pred, taps + stepped, d_output * keep, allow_unused=True,
+                                    retain_graph=True)  # fmt: skip
         passes[0] = None
+        direct, totals = list(grads[: len(taps)]), _stepped(pieces, grads[len(taps):])
         for k, (_, members) in enumerate(found):
-            _, g = _totals(pieces, members, direct, f"anchor {step}")
-            norms = scan.kept(g, reduce=False)[1]
-            found_h[k, a, : len(norms)] = _numpy(norms)
+            _, g = _totals(pieces, members, direct, f"anchor {step}", totals)
+            if pieces[members[0]].steps_states is not None:  # sLSTM: h and c
+                found_c[k, a, : g.shape[1]] = _numpy(scan.kept(g[:, :, 1], False)[1])
+                g = g[:, :, 0]
+            found_h[k, a, : g.shape[1]] = _numpy(scan.kept(g, False)[1])
     return {"anchors_by_layer": np.tile(np.array(given, np.int64), (len(found), 1)),
-            "anchor_norm_h_by_layer": found_h,
-            "anchor_norm_c_by_layer": np.full_like(found_h, np.nan)}  # fmt: skip
+            "anchor_norm_h_by_layer": found_h, "anchor_norm_c_by_layer": found_c}
 
 
 def _checked(check, *args):

@@ -38,7 +38,7 @@ class Piece:
     kind: str  # "mingru", "minlstm", "mamba", "lru"
     module: torch.nn.Module
     tap: torch.Tensor  # the state as the output map reads it (requires grad)
-    decay: torch.Tensor  # a_t, detached
+    decay: torch.Tensor | None  # a_t, detached (None: not a diagonal linear recurrence)
     source: torch.Tensor  # the input as the layer reads it (requires grad)
     log_decay: torch.Tensor  # [*C] mean over (b, t) of ln |a_t|: the timescale's
     gates: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> [B, T, *C] in (0, 1)
@@ -47,10 +47,17 @@ class Piece:
     chained_from: int | None = None  # the piece whose final state it continues
     final: torch.Tensor | None = None  # its final state as the recurrence goes on (no tap)
     sink: Sink | None = None  # the totals its scan's backward computed
+    # a nonlinear recurrence's state at every step (sLSTM's [4, B, H]): their gradients are
+    # the totals; its `tap` is their stack [4, T, B, H]
+    steps_states: list | None = None
 
     @property
     def steps(self) -> int:
         return int(self.tap.shape[1])
+
+    @property
+    def batch(self) -> int:
+        return int(self.tap.shape[2 if self.steps_states is not None else 0])
 
 
 # A state of more than this many channels a step (Mamba's D·N) is kept per D channel

@@ -1,0 +1,94 @@
+"""xLSTM's sLSTM (the xlstm package's "vanilla" cell) traced by lstmviz.torch.model_gradients,
+against the published equations stepped in Python with retain_grad on h, c and n at every step
+(tests/helpers/modern_reference.py, first checked against the package's own cell)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("xlstm")
+from torch import nn  # noqa: E402
+from xlstm import sLSTMLayer, sLSTMLayerConfig  # noqa: E402
+from xlstm.blocks.slstm.cell import sLSTMCell, sLSTMCellConfig  # noqa: E402
+
+from lstmviz.torch import model_gradients  # noqa: E402
+from tests.helpers.modern_reference import slstm_steps  # noqa: E402
+from tests.helpers.torch_reference import assert_close  # noqa: E402
+
+T, B, H, HEADS = 6, 2, 4, 2
+
+
+class CellNet(nn.Module):
+    """x [B, T, 4H] -> the sLSTM cell -> h [B, T, H] -> a head on every step."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = sLSTMCell(sLSTMCellConfig(hidden_size=H, num_heads=HEADS, backend="vanilla",
+                                              recurrent_weight_init="standard",
+                                              dtype="float32"))  # fmt: skip
+        self.head = nn.Linear(H, 3)
+
+    def forward(self, x):
+        out, _ = self.cell(x)  # [B, heads, T, head_dim]
+        return self.head(out.permute(0, 2, 1, 3).reshape(x.shape[0], x.shape[1], H))
+
+
+@pytest.fixture(scope="module")
+def cell_net():
+    torch.manual_seed(0)
+    model = CellNet()
+    x, y = torch.randn(B, T, 4 * H), torch.randn(B, T, 3)
+    return model, x, y, model_gradients(model, x, y, loss_fn="mse")
+
+
+def test_the_stepped_equations_are_the_packages_cell(cell_net):
+    model, x, _, _ = cell_net
+    with torch.no_grad():
+        out, _ = model.cell(x)
+        assert_close(slstm_steps(model.cell, x)[0], out.permute(0, 2, 1, 3).reshape(B, T, H),
+                     "h")  # fmt: skip
+
+
+def test_h_c_n_totals_and_directs_match_the_stepped_equations(cell_net):
+    model, x, y, trace = cell_net
+    source = x.clone().requires_grad_()
+    h, states, reads = slstm_steps(model.cell, source)
+    nn.functional.mse_loss(model.head(h), y).backward()
+    assert list(trace.layer_names) == ["cell"] and str(trace.layer0_cell) == "slstm"
+    assert list(trace.layer0_state_names) == ["h", "c", "n", "m"]
+    for key, index in (("grad_h_total", 0), ("grad_c_total", 1), ("grad_n_total", 2)):
+        expected = torch.stack([s[index].grad for s in states]).numpy()
+        assert_close(trace[f"layer0_{key}"], expected, key)
+    assert_close(trace.layer0_grad_h_direct, torch.stack([r.grad for r in reads]).numpy(),
+                 "direct")  # fmt: skip
+    for key, index in (("h", 0), ("c", 1), ("n", 2)):
+        assert_close(trace[f"layer0_{key}"], torch.stack([s[index] for s in states]).detach(),
+                     key)  # fmt: skip
+    assert_close(trace.grad_input, source.grad.transpose(0, 1), "grad_input")
+    norms = np.sqrt((torch.stack([s[1].grad for s in states]).double().numpy() ** 2).sum((1, 2)))
+    assert_close(trace.norm_c_total_by_layer[0], norms, "norm c")
+    recurrent = dict(model.cell.named_parameters())["_recurrent_kernel_"]
+    model.zero_grad()
+    nn.functional.mse_loss(model(x), y).backward()
+    assert_close(trace.layer0_grad_weight__recurrent_kernel_, recurrent.grad, "R")
+
+
+def test_an_slstm_layer_in_a_residual_stack_is_traced_with_its_timescale():
+    torch.manual_seed(1)
+    layer = sLSTMLayer(sLSTMLayerConfig(embedding_dim=8, num_heads=2, backend="vanilla"))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.s = layer
+
+        def forward(self, x):
+            return x + self.s(x)
+
+    trace = model_gradients(Net(), torch.randn(B, T, 8))
+    assert list(trace.layer_names) == ["s/slstm_cell"]
+    f = trace.layer0_gates_mean[list(trace.layer0_gate_names).index("f")]
+    assert trace.layer0_timescale.shape == (8,) and np.all(trace.layer0_timescale > 0)
+    assert f.min() > 0 and f.max() <= 1
