@@ -64,14 +64,35 @@ def run_model(path: Path, inputs, loss: str | None):
 
 def diagnose(source, inputs=None, loss: str | None = None):
     """The diagnosis of a trace, a recording or a model file (`open_source`): a Diagnosis, or
-    for a recording a RecordingDiagnosis (each record's)."""
+    for a recording a RecordingDiagnosis (each record's). docs/diagnosis.md says what it holds.
+
+    Args:
+        source: a GradientTrace or a Recording, or the file of one (a trace `.npz`, a
+            recording `.lvz`), or a model or LSTM weights file, run through model mode first.
+        inputs: for a model file, the data it runs on (`.npz` with x and y, or an x `.npy`);
+            None: seeded random data. Refused for a trace or a recording.
+        loss: for a model file compiled without a loss, the Keras loss name to use.
+
+    Raises:
+        LstmvizError: a file that cannot be read or run, naming it.
+    """
     return open_source(source, inputs, loss).diagnosis
 
 
 def compare(a, b, inputs=None, loss: str | None = None):
-    """Runs A and B compared (`lstmviz.analysis.compare.Comparison`): two traces, two
-    recordings, or two models on the same `inputs`; GradientTraces and Recordings or their
-    files. A trace and a recording: InputError."""
+    """Runs A and B compared (`lstmviz.analysis.compare.Comparison`: `.plot()`, `.to_dict()`;
+    docs/diagnosis.md).
+
+    Args:
+        a, b: two traces, two recordings, or two model files (GradientTraces, Recordings, or
+            their files, as `diagnose` takes them); a file's name labels its side.
+        inputs: for model files, the data both run on (None: seeded random data).
+        loss: for model files compiled without a loss, the Keras loss name to use.
+
+    Raises:
+        InputError: a trace compared with a recording (before B is read).
+        LstmvizError: a file that cannot be read or run, naming it.
+    """
     from lstmviz.analysis.compare import compare as compared
 
     names = tuple(Path(x).name if isinstance(x, str | os.PathLike) else label
