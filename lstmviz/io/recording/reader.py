@@ -101,9 +101,17 @@ class Recording:
 
 def load_recording(path: str | os.PathLike, trace: bool = True) -> Recording:
     """Read a recording, also while `fit` is writing it: every complete record, never half of
-    one. `trace=False` leaves out the last record's full model trace (the rows alone are
-    small). Raises RecordingError naming the file when it is missing, not a recording,
-    truncated or corrupt, or written by a newer lstmviz."""
+    one.
+
+    Args:
+        path: the `.lvz` file.
+        trace: read the last record's full model trace too (`Recording.last`); False reads
+            the rows alone, which are small.
+
+    Raises:
+        RecordingError: the file is missing, not a recording, truncated or corrupt, or
+            written by a newer lstmviz; the message names it.
+    """
     path = Path(path)
     if not path.is_file():
         raise RecordingError(f"{path}: no such recording")
