@@ -38,12 +38,6 @@ def test_a_hung_test_is_ended_by_the_timeout_plugin(pytestconfig):
 # ---- the tests' layout --------------------------------------------------------------------------
 
 TESTS = Path(__file__).resolve().parent
-# Test files that still import another test file (issue 48: their shared parts to move to
-# tests/helpers/), each with the test files it imports.
-NOT_YET_IN_HELPERS = {
-    "torch/test_torch_distributed.py": {"tests.torch.test_torch_graphs"},
-    "torch/test_lightning.py": {"tests.torch.test_torch_distributed"},
-}
 
 
 def imported_test_files(source: str) -> set[str]:
@@ -66,7 +60,7 @@ def test_test_files_share_code_through_helpers_only():
         imported = imported_test_files(path.read_text(encoding="utf-8"))
         if imported:
             found[path.relative_to(TESTS).as_posix()] = imported
-    assert found == NOT_YET_IN_HELPERS
+    assert found == {}
     assert imported_test_files("from tests.gui import test_gui_cli\nimport tests.io.test_x\n"
                                "from test_recording import f\nfrom tests.helpers import x\n") == {
         "tests.gui.test_gui_cli", "tests.io.test_x", "test_recording"}

@@ -1,7 +1,8 @@
 """What the distributed tests share: a tiny recurrent model (two bidirectional LSTM layers → Linear
 on the last step: four directions), its LightningModule, fixed data, and how to start processes that
 meet on loopback (`tests/torch/test_lightning.py`, `tests/torch/test_torch_distributed.py`; the
-scripts `lightning_ddp.py` and `ddp_recorder.py` beside this file).
+scripts `lightning_ddp.py` and `ddp_recorder.py` beside this file), and a recording's last record
+checked against the single-process trace (`compare`).
 
 Sizes: T = 5 steps of I = 3 inputs, H = 4 units; the probe batch B = 5 (split 3 + 2 over two
 ranks: unequal shares, so a share's gradients wrongly scaled or put together show)."""
@@ -13,6 +14,7 @@ import socket
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -90,3 +92,30 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+# a record's rows: the norms, and the error of one step's (anchors [L, A], norms [L, A, T])
+NORMS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer",
+         "anchors_by_layer", "anchor_norm_h_by_layer", "anchor_norm_c_by_layer")  # fmt: skip
+
+
+def compare(recording, reference) -> None:
+    """The recording's last record against the single-process model trace: its norm rows and
+    loss, and its full trace's arrays (states, gradients, gate summaries, inputs)."""
+    for key in NORMS:
+        np.testing.assert_allclose(recording[key][-1], reference.arrays[key], rtol=1e-5,
+                                   atol=1e-9, err_msg=key)  # fmt: skip
+    np.testing.assert_allclose(recording.loss[-1], reference.arrays["loss"], rtol=1e-5)
+    last = recording.last
+    assert last.config.batch == reference.config.batch
+    for key, value in reference.arrays.items():
+        value = np.asarray(value)
+        if key == "model_seconds":
+            continue
+        got = np.asarray(last.arrays[key])
+        if value.dtype.kind == "f":
+            scale = max(float(np.abs(value).max(initial=0)), 1e-30)
+            np.testing.assert_allclose(got / scale, value / scale, rtol=0, atol=1e-5,
+                                       err_msg=key)  # fmt: skip
+        else:
+            assert np.array_equal(got, value), key

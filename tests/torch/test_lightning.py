@@ -21,13 +21,13 @@ from tests.helpers.distributed_models import (  # noqa: E402
     HELPERS,
     PYTHON,
     ROOT,
+    compare,
     environment,
     free_port,
     lightning_module,
     loader,
     probe,
 )
-from tests.torch.test_torch_distributed import compare  # noqa: E402
 
 QUIET = dict(accelerator="cpu", logger=False, enable_checkpointing=False,
              enable_progress_bar=False, enable_model_summary=False)  # fmt: skip

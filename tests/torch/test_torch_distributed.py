@@ -12,11 +12,14 @@ import pytest
 import torch
 
 from lstmviz.core.errors import LstmvizError
-from tests.helpers.distributed_models import HELPERS, PYTHON, ROOT, environment, free_port
-
-# a record's rows: the norms, and the error of one step's (anchors [L, A], norms [L, A, T])
-NORMS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer",
-         "anchors_by_layer", "anchor_norm_h_by_layer", "anchor_norm_c_by_layer")  # fmt: skip
+from tests.helpers.distributed_models import (
+    HELPERS,
+    PYTHON,
+    ROOT,
+    compare,
+    environment,
+    free_port,
+)
 
 
 def run_ranks(script: str, out, ranks: int = 2, timeout: float = 240) -> None:
@@ -31,28 +34,6 @@ def run_ranks(script: str, out, ranks: int = 2, timeout: float = 240) -> None:
     outputs = [p.communicate(timeout=timeout)[0] for p in procs]
     for r, (p, text) in enumerate(zip(procs, outputs, strict=True)):
         assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{text[-4000:]}"
-
-
-def compare(recording, reference) -> None:
-    """The recording's last record against the single-process model trace: its norm rows and
-    loss, and its full trace's arrays (states, gradients, gate summaries, inputs)."""
-    for key in NORMS:
-        np.testing.assert_allclose(recording[key][-1], reference.arrays[key], rtol=1e-5,
-                                   atol=1e-9, err_msg=key)  # fmt: skip
-    np.testing.assert_allclose(recording.loss[-1], reference.arrays["loss"], rtol=1e-5)
-    last = recording.last
-    assert last.config.batch == reference.config.batch
-    for key, value in reference.arrays.items():
-        value = np.asarray(value)
-        if key == "model_seconds":
-            continue
-        got = np.asarray(last.arrays[key])
-        if value.dtype.kind == "f":
-            scale = max(float(np.abs(value).max(initial=0)), 1e-30)
-            np.testing.assert_allclose(got / scale, value / scale, rtol=0, atol=1e-5,
-                                       err_msg=key)  # fmt: skip
-        else:
-            assert np.array_equal(got, value), key
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +127,7 @@ def test_shares_of_a_model_trace_combine_into_the_whole_batch_one(loss):
 def test_shares_of_a_two_input_trace_combine_each_inputs_keys():
     """A seq2seq of two inputs: each input's x_, grad_input_ and saliency_ join along B."""
     from lstmviz.torch import distributed, model_gradients
-    from tests.torch.test_torch_graphs import Seq2Seq, sequence_xent, tokens
+    from tests.helpers.torch_seq2seq import Seq2Seq, sequence_xent, tokens
 
     torch.manual_seed(3)
     net = Seq2Seq()
