@@ -12,14 +12,7 @@ import pytest
 import torch
 
 from lstmviz.core.errors import LstmvizError
-from tests.helpers.distributed_models import (
-    HELPERS,
-    PYTHON,
-    ROOT,
-    compare,
-    environment,
-    free_port,
-)
+from tests.helpers.distributed_models import HELPERS, PYTHON, ROOT, compare, environment, free_port
 
 
 def run_ranks(script: str, out, ranks: int = 2, timeout: float = 240) -> None:
