@@ -58,7 +58,7 @@ def test_a_training_run_too_big_for_memory_is_refused_before_it_starts(monkeypat
     def refused(*args, **kwargs):
         raise AssertionError("training started")
 
-    monkeypatch.setattr(train_module.Training, "items", refused)
+    monkeypatch.setattr(train_module.TrainingRun, "items", refused)
     with pytest.raises(lstmviz.ConfigError, match=r"^memory: this run needs about .* \(T=400 "
                        r"B=64 I=1 H=32\), more than the 0\.0 GiB it may use"):  # fmt: skip
         lstmviz.train(task="sine", steps=400, batch=64, hidden=32, train_steps=1)

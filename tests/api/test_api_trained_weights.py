@@ -57,7 +57,7 @@ def no_training(monkeypatch):
     def refused(*args, **kwargs):
         raise AssertionError("training started")
 
-    monkeypatch.setattr(train_module.Training, "items", refused)
+    monkeypatch.setattr(train_module.TrainingRun, "items", refused)
 
 
 @pytest.mark.parametrize(("name", "message"), [
