@@ -10,7 +10,8 @@ feed-forward), d_model 128, a linear head on every step, MSE against fixed targe
 B=8, CPU: minGRU(128), minLSTM(128) (mingru-pytorch), MambaBlock (mambapy, d_state 16, its
 parallel scan: D·N = 4096 a step, kept per D channel), LRU(128, 128, 128) (lru-pytorch, whose
 own forward loops over samples and steps in Python), sLSTMLayer (xlstm, 4 heads, its "vanilla"
-cell: a Python loop over the steps). PyTorch: zero_grad, forward,
+cell: a Python loop over the steps), mLSTMLayer (xlstm, 4 heads, context 512: its parallel
+form). PyTorch: zero_grad, forward,
 loss.backward(). lstmviz: the whole trace (every layer's state, total and direct dL/dh_t, the
 anchored pass, weight gradients, saliency) as NumPy. Medians of --repeats after a warm-up
 call, interleaved.
@@ -32,7 +33,7 @@ from torch import nn  # noqa: E402
 
 from lstmviz.torch import model_gradients  # noqa: E402
 
-KINDS = ("mingru", "minlstm", "mamba", "lru", "slstm")
+KINDS = ("mingru", "minlstm", "mamba", "lru", "slstm", "mlstm")
 
 
 def layer(kind: str, width: int) -> nn.Module:
@@ -52,9 +53,13 @@ def layer(kind: str, width: int) -> nn.Module:
         from LRU_pytorch import LRU
 
         return LRU(width, width, width)
-    from xlstm import sLSTMLayer, sLSTMLayerConfig
+    if kind == "slstm":
+        from xlstm import sLSTMLayer, sLSTMLayerConfig
 
-    return sLSTMLayer(sLSTMLayerConfig(embedding_dim=width, num_heads=4, backend="vanilla"))
+        return sLSTMLayer(sLSTMLayerConfig(embedding_dim=width, num_heads=4, backend="vanilla"))
+    from xlstm import mLSTMLayer, mLSTMLayerConfig
+
+    return mLSTMLayer(mLSTMLayerConfig(embedding_dim=width, num_heads=4, context_length=512))
 
 
 class Residual(nn.Module):

@@ -55,13 +55,13 @@ RECORDING = "recording"  # stands for a mode when checking a recording's arrays
 CELL_GATES = {"lstm": ("i", "f", "g", "o"), "gru": ("z", "r", "h~"), "simple_rnn": ("h",),
               # modern layers (docs/modern-recurrence.md): what sets their decay
               "mingru": ("z",), "minlstm": ("f", "i"), "mamba": ("exp(ΔA)",), "lru": ("|λ|",),
-              "slstm": ("i", "f", "o")}
+              "slstm": ("i", "f", "o"), "mlstm": ("i", "f")}
 # The diagnosis's gate saturation: a sigmoid gate below this or above 1 - this, a tanh one
 # |g| > 1 - this (`layer{k}_gates_saturated_diagnosis`; other activations: activations.py)
 GATE_SATURATION_DIAGNOSIS = 0.05
 CELL_CLASSES = {"lstm": "LSTM", "gru": "GRU", "simple_rnn": "SimpleRNN",  # Keras's class names
                 "mingru": "minGRU", "minlstm": "minLSTM", "mamba": "Mamba", "lru": "LRU",
-                "slstm": "sLSTM"}
+                "slstm": "sLSTM", "mlstm": "mLSTM"}
 
 
 @dataclass(frozen=True)
@@ -218,12 +218,11 @@ _MODEL = [
     # modern layers (minGRU, minLSTM, Mamba, LRU): docs/modern-recurrence.md
     _k("layer{k}_state_names", None, TEXT, MODEL, "the states of direction k, its main one "
        "(under the h keys) first", kinds="U"),  # fmt: skip
-    _k("layer{k}_n", ("T{k}", "B", "H{k}"), DATA, MODEL, "normaliser state of direction k "
-       "(sLSTM)"),  # fmt: skip
-    _k("layer{k}_grad_n_total", ("T{k}", "B", "H{k}"), DATA, MODEL,
-       "dL/dn_t of direction k (sLSTM)"),  # fmt: skip
-    _k("layer{k}_m", ("T{k}", "B", "H{k}"), DATA, MODEL, "stabiliser state of direction k "
-       "(sLSTM; no gradient of its own)"),  # fmt: skip
+    # sLSTM's [T, B, H]; mLSTM's n [T, B, NH·DH] and m [T, B, NH] (its C under the h keys)
+    _k("layer{k}_n", None, DATA, MODEL, "normaliser state of direction k (xLSTM)"),
+    _k("layer{k}_grad_n_total", None, DATA, MODEL, "dL/dn_t of direction k (xLSTM)"),
+    _k("layer{k}_m", None, DATA, MODEL, "stabiliser state of direction k (xLSTM; no gradient "
+       "of its own)"),  # fmt: skip
     _k("layer{k}_timescale", ("H{k}",), DATA, MODEL, "the layer's own timescale per channel "
        "in steps (-1/ln of its mean decay)"),  # fmt: skip
     _k("layer{k}_grad_weight_{name}", None, DATA, MODEL, "dL/d the parameter named so of "

@@ -92,3 +92,67 @@ def test_an_slstm_layer_in_a_residual_stack_is_traced_with_its_timescale():
     f = trace.layer0_gates_mean[list(trace.layer0_gate_names).index("f")]
     assert trace.layer0_timescale.shape == (8,) and np.all(trace.layer0_timescale > 0)
     assert f.min() > 0 and f.max() <= 1
+
+
+class MCellNet(nn.Module):
+    """x [B, T, 8] -> q, k, v (three linear maps) -> the mLSTM cell -> a head on every step."""
+
+    def __init__(self):
+        super().__init__()
+        from xlstm.blocks.mlstm.cell import mLSTMCell, mLSTMCellConfig
+
+        self.qkv = nn.Linear(8, 24)
+        self.cell = mLSTMCell(mLSTMCellConfig(context_length=T, embedding_dim=8, num_heads=2))
+        nn.init.normal_(self.cell.fgate.weight, std=0.3)  # gates that move with the input
+        nn.init.normal_(self.cell.igate.weight, std=0.3)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.cell(*self.qkv(x).chunk(3, -1)))
+
+
+def mlstm_reference(model: MCellNet, x):
+    """The cell's recurrent form, the package's own step stepped in Python, every C_t and n_t
+    kept with retain_grad: (output, [C_t], [n_t])."""
+    from xlstm.blocks.mlstm.backends import recurrent_step_stabilized_simple
+
+    cell = model.cell
+    q, k, v = model.qkv(x).chunk(3, -1)
+    gates_in = torch.cat([q, k, v], -1)
+    heads = (lambda a: a.view(B, T, 2, 4).transpose(1, 2))  # noqa: E731
+    q, k, v = heads(q), heads(k), heads(v)
+    i_pre = cell.igate(gates_in).transpose(-1, -2).unsqueeze(-1)
+    f_pre = cell.fgate(gates_in).transpose(-1, -2).unsqueeze(-1)
+    c, n, m = (torch.zeros(B, 2, *shape, dtype=x.dtype) for shape in ((4, 4), (4, 1), (1, 1)))
+    cs, ns, hs = [], [], []
+    for t in range(T):
+        h, (c, n, m) = recurrent_step_stabilized_simple(
+            c, n, m, q[:, :, t : t + 1].clone(), k[:, :, t : t + 1].clone(),
+            v[:, :, t : t + 1].clone(), i_pre[:, :, t : t + 1], f_pre[:, :, t : t + 1])
+        c.retain_grad()
+        n.retain_grad()
+        cs.append(c)
+        ns.append(n)
+        hs.append(h)
+    h = cell.outnorm(torch.cat(hs, 2)).transpose(1, 2).reshape(B, T, 8)
+    return model.head(h), cs, ns
+
+
+def test_mlstm_matrix_memory_and_normaliser_totals_match_its_recurrent_form():
+    """In float64: dL/dn_t is small (h reads n only where |q·n| beats e^{−m}), and float32
+    rounding of the two forms differs by 1e-3 of it."""
+    torch.manual_seed(2)
+    model = MCellNet().double()
+    x, y = torch.randn(B, T, 8, dtype=torch.float64), torch.randn(B, T, 3, dtype=torch.float64)
+    trace = model_gradients(model, x, y, loss_fn="mse")
+    output, cs, ns = mlstm_reference(model, x)
+    assert_close(output.detach(), model(x).detach(), "parallel and recurrent forms")
+    nn.functional.mse_loss(output, y).backward()
+    assert list(trace.layer_names) == ["cell"] and str(trace.layer0_cell) == "mlstm"
+    assert list(trace.layer0_state_names) == ["C", "n", "m"]
+    total_c = torch.stack([c.grad for c in cs]).reshape(T, B, -1)  # [T, B, NH·DH·DH]
+    assert_close(trace.layer0_grad_h_total, total_c, "dL/dC_t")
+    assert_close(trace.layer0_h, torch.stack(cs).detach().reshape(T, B, -1), "C_t")
+    assert_close(trace.layer0_grad_n_total, torch.stack([n.grad for n in ns]).reshape(T, B, -1),
+                 "dL/dn_t")  # fmt: skip
+    assert trace.layer0_timescale.shape == (32,)

@@ -1,6 +1,6 @@
 """Modern recurrent layers in PyTorch modules (the optional extra `lstmviz[modern]`): minGRU and
 minLSTM (mingru-pytorch), Mamba's selective SSM (mambapy), the LRU (lru-pytorch) and xLSTM's
-sLSTM (xlstm), found in a module by their class and traced through their state
+sLSTM and mLSTM (xlstm), found in a module by their class and traced through their state
 (docs/modern-recurrence.md).
 
 Holds: `layers` (which classes, which are not traced and why), `piece` (one call's record),

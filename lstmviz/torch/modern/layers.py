@@ -2,11 +2,11 @@
 here: a class is known by its module and name), and which of them lstmviz cannot trace, why.
 
 Known: mingru-pytorch's `minGRU` and `minLSTM`, mambapy's `MambaBlock`, lru-pytorch's `LRU`,
-xlstm's sLSTM cell on its "vanilla" backend. Recognised but not traced (one line each, the rest
-of the model traced): a MambaBlock set to use the CUDA kernels (`config.use_cuda`), mambapy's
-`Mamba2Block` (mamba_ssm's Triton kernels only), xlstm's sLSTM cell on its CUDA backend and its
-mLSTM layer (not traced yet), a subclass of a known class that has a forward of its own (an
-unknown variant).
+xlstm's sLSTM cell on its "vanilla" backend and its mLSTM cell. Recognised but not traced (one
+line each, the rest of the model traced): a MambaBlock set to use the CUDA kernels
+(`config.use_cuda`), mambapy's `Mamba2Block` (mamba_ssm's Triton kernels only), xlstm's sLSTM
+cell on its CUDA backend, a subclass of a known class that has a forward of its own (an unknown
+variant).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ KNOWN = {
     ("mambapy.mamba", "MambaBlock"): "mamba",
     ("LRU_pytorch.LRU", "LRU"): "lru",
     ("xlstm.blocks.slstm.cell", "sLSTMCell_vanilla"): "slstm",  # inside an sLSTMLayer
+    ("xlstm.blocks.mlstm.cell", "mLSTMCell"): "mlstm",  # inside an mLSTMLayer
 }
 # (module prefix, class) -> why it is not traced
 UNTRACED = {
     ("mambapy.mamba2", "Mamba2Block"): "Mamba-2 runs only on mamba_ssm's CUDA/Triton kernels",
     ("xlstm", "sLSTMCell_cuda"): "xLSTM's sLSTM CUDA kernel (backend=\"cuda\"); the "
     "\"vanilla\" backend is traced",
-    ("xlstm", "mLSTMLayer"): "xLSTM's mLSTM is not traced yet",
 }
 
 

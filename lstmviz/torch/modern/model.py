@@ -78,6 +78,8 @@ def capture(module: nn.Module) -> Iterator[tuple[list[Piece], list]]:
                 patch(sub, "forward", ssm.mamba_forward(sub, name, record, passes))
             elif kind == "slstm":  # the cell's recurrence, under its layer's own forward
                 patch(sub, "_impl", xlstm.impl(sub, name, record))
+            elif kind == "mlstm":  # the cell's parallel form, under its layer's own forward
+                patch(sub, "backend_fn", xlstm.mlstm_backend(sub, name, record))
             else:
                 patch(sub, "forward", ssm.lru_forward(sub, name, record))
         for name, sub, why in skipped:
@@ -258,9 +260,12 @@ def _directions(pieces: list[Piece], found: list, direct: list, stepped: dict) -
     rows = {"norm_h_total": [], "norm_h_direct": [], "norm_c_total": []}
     for k, (_, members) in enumerate(found):
         first = pieces[members[0]]
-        d, g = _totals(pieces, members, direct, "loss", stepped)
-        h = _joined(members, lambda n: _batch_major(pieces[n], pieces[n].tap))
-        h, d, g, others = _components(first, h, d, g)
+        if first.extra is not None:  # mLSTM: C under the h keys, from its recurrent form
+            h, d, g, others = xlstm.mlstm_totals(first, direct[members[0]])
+        else:
+            d, g = _totals(pieces, members, direct, "loss", stepped)
+            h = _joined(members, lambda n: _batch_major(pieces[n], pieces[n].tap))
+            h, d, g, others = _components(first, h, d, g)
         for key, value in (("h", h), ("grad_h_total", g), ("grad_h_direct", d)):
             channels, norms = scan.kept(value, first.reduce, norms=key != "h")
             arrays[f"layer{k}_{key}"] = np.ascontiguousarray(_numpy(channels), np.float32)
@@ -304,7 +309,12 @@ def _timescale(pieces: list[Piece], members: list[int]) -> np.ndarray:
     stacked = torch.stack([pieces[n].log_decay.double() for n in members])
     mean = (weights[:, None] * stacked.flatten(1)).sum(0) / weights.sum()
     tau = scan.timescale(mean.reshape(stacked.shape[1:]))
-    if pieces[members[0]].reduce:
+    first = pieces[members[0]]
+    if first.extra is not None:  # mLSTM: one per head, for each of its channels
+        per_head = first.extra["C"][0, 0, 0].numel() // (first.extra["C"].shape[-1] if
+                                                          first.reduce else 1)  # fmt: skip
+        tau = tau.repeat_interleave(per_head)
+    elif first.reduce:
         tau = tau.amax(-1)
     return _numpy(tau.flatten()).astype(np.float32)
 
@@ -392,6 +402,10 @@ def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: tor
         passes[0] = None
         direct, totals = list(grads[: len(taps)]), _stepped(pieces, grads[len(taps):])
         for k, (_, members) in enumerate(found):
+            if pieces[members[0]].extra is not None:
+                found_h[k, a, : pieces[members[0]].steps] = _numpy(scan.kept(
+                    xlstm.mlstm_totals(pieces[members[0]], direct[members[0]])[2], False)[1])
+                continue
             _, g = _totals(pieces, members, direct, f"anchor {step}", totals)
             if pieces[members[0]].steps_states is not None:  # sLSTM: h and c
                 found_c[k, a, : g.shape[1]] = _numpy(scan.kept(g[:, :, 1], False)[1])

@@ -50,10 +50,12 @@ class Piece:
     # a nonlinear recurrence's state at every step (sLSTM's [4, B, H]): their gradients are
     # the totals; its `tap` is their stack [4, T, B, H]
     steps_states: list | None = None
+    extra: dict | None = None  # mLSTM: its recurrent form's states (`xlstm.mlstm_backend`)
+
 
     @property
     def steps(self) -> int:
-        return int(self.tap.shape[1])
+        return int(self.tap.shape[2 if self.extra is not None else 1])
 
     @property
     def batch(self) -> int:

@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import torch
 
-from lstmviz.torch.modern.piece import Piece, alias
+from lstmviz.torch.modern.piece import MAX_CHANNELS, Piece, alias
+from lstmviz.torch.modern.scan import reverse_scan
 
 STATES = ("h", "c", "n", "m")
 
@@ -75,3 +76,83 @@ def through_h(totals: torch.Tensor, states: torch.Tensor, o: torch.Tensor) -> to
     out[:, :, 1] += g_h * o / n
     out[:, :, 2] -= g_h * o * c / n.square()
     return out
+
+
+def mlstm_backend(cell, name: str, record: Callable):
+    """The traced `backend_fn` of one `mLSTMCell` (queries, keys, values [B, NH, S, DH], gate
+    pre-activations [B, NH, S, 1] -> h̃ [B, NH, S, DH]): the package's parallel form (its
+    numbers), h̃ read through a tap (its gradient: what the output passes back), and the
+    states the parallel form never forms — C̃_t [NH, DH, DH], ñ_t [NH, DH], m_t per head —
+    from the recurrent form (`recurrent_step_stabilized_simple`'s equations), without
+    gradient: C̃_t = f̃_t C̃_{t-1} + ĩ_t k_t v_tᵀ/√DH, ñ_t = f̃_t ñ_{t-1} + ĩ_t k_t/√DH,
+    h̃_t = q_tᵀ C̃_t / (max(|q_tᵀ ñ_t|, e^{−m_t}) + ε), f̃_t = exp(log σ(f_t) + m_{t-1} − m_t)."""
+    from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
+
+    def traced(queries, keys, values, igate_preact, fgate_preact, lower_triangular_matrix=None,
+               **kwargs):  # fmt: skip
+        batch, heads, steps, head_dim = values.shape
+        source = alias(values.transpose(1, 2).reshape(batch, steps, heads * head_dim))
+        values = source.view(batch, steps, heads, head_dim).transpose(1, 2)
+        h = parallel_stabilized_simple(queries, keys, values, igate_preact, fgate_preact,
+                                       lower_triangular_matrix=lower_triangular_matrix,
+                                       **kwargs)  # fmt: skip
+        tap = h.view_as(h)
+        states = _mlstm_states(queries.detach(), keys.detach(), values.detach(),
+                               igate_preact.detach(), fgate_preact.detach())  # fmt: skip
+        f = states["f"]  # [B, S, NH]
+        record(Piece(
+            name, "mlstm", cell, tap, f[..., None, None], source, torch.log(f).mean((0, 1)),
+            {"i": states["i"].clamp(max=1.0), "f": f}, state_names=("C", "n", "m"),
+            reduce=heads * head_dim * head_dim > MAX_CHANNELS, extra=states,
+        ))  # fmt: skip
+        return tap
+
+    return traced
+
+
+def _mlstm_states(q, k, v, i_pre, f_pre, eps: float = 1e-6) -> dict[str, torch.Tensor]:
+    """The recurrent form's states, batch-major: C [B, S, NH, DH, DH], n [B, S, NH, DH], m,
+    f (f̃), i (ĩ), denominator [B, S, NH], q [B, S, NH, DH], num (q_tᵀ C̃_t) [B, S, NH, DH]."""
+    batch, heads, steps, head_dim = q.shape
+    log_f = torch.nn.functional.logsigmoid(f_pre)[..., 0]  # [B, NH, S]
+    i_pre = i_pre[..., 0]
+    k = k / head_dim**0.5
+    c = q.new_zeros(batch, heads, head_dim, head_dim)
+    n = q.new_zeros(batch, heads, head_dim)
+    m = q.new_zeros(batch, heads)
+    out = {key: [] for key in ("C", "n", "m", "f", "i", "denominator", "num")}
+    for t in range(steps):
+        m_new = torch.maximum(log_f[:, :, t] + m, i_pre[:, :, t])
+        f = torch.exp(log_f[:, :, t] + m - m_new)
+        i = torch.exp(i_pre[:, :, t] - m_new)
+        c = f[..., None, None] * c + i[..., None, None] * (k[:, :, t, :, None] * v[:, :, t, None])
+        n = f[..., None] * n + i[..., None] * k[:, :, t]
+        qn = (q[:, :, t] * n).sum(-1)
+        denominator = torch.maximum(qn.abs(), torch.exp(-m_new)) + eps
+        m = m_new
+        for key, value in (("C", c), ("n", n), ("m", m), ("f", f), ("i", i),
+                           ("denominator", denominator),
+                           ("num", (q[:, :, t, :, None] * c).sum(-2))):  # fmt: skip
+            out[key].append(value)
+    found = {key: torch.stack(values, dim=1) for key, values in out.items()}
+    found["q"] = q.transpose(1, 2)
+    return found
+
+
+def mlstm_totals(piece: Piece, d_h) -> tuple:
+    """(C [B, S, NH, DH, DH], its direct and total gradients, {"n": (n, total), "m": (m,
+    None)}) of an mLSTM call from dL/dh̃ [B, NH, S, DH] (None: zero): the direct parts are h̃'s
+    derivatives, ∂h̃_j/∂C̃_ij = q_i / den and, where |q·ñ| is the larger, ∂h̃_j/∂ñ =
+    −num_j sign(q·ñ) q / den²; the totals one reverse scan each with the decay f̃."""
+    s = piece.extra
+    d_h = torch.zeros_like(piece.tap) if d_h is None else d_h
+    d_h = d_h.detach().transpose(1, 2)  # [B, S, NH, DH]
+    den = s["denominator"][..., None]
+    d_c = s["q"][..., :, None] * (d_h / den)[..., None, :]
+    qn = (s["q"] * s["n"]).sum(-1, keepdim=True)
+    by_n = (qn.abs() >= torch.exp(-s["m"])[..., None]).to(d_h.dtype)
+    d_den = -(d_h * s["num"]).sum(-1, keepdim=True) / den.square()
+    d_n = d_den * torch.sign(qn) * by_n * s["q"]
+    total_c = reverse_scan(d_c, piece.decay)
+    total_n = reverse_scan(d_n, piece.decay[..., 0])
+    return s["C"], d_c, total_c, {"n": (s["n"], total_n), "m": (s["m"], None)}
