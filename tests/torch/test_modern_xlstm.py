@@ -14,7 +14,7 @@ from xlstm import sLSTMLayer, sLSTMLayerConfig  # noqa: E402
 from xlstm.blocks.slstm.cell import sLSTMCell, sLSTMCellConfig  # noqa: E402
 
 from lstmviz.torch import model_gradients  # noqa: E402
-from tests.helpers.modern_reference import slstm_steps  # noqa: E402
+from tests.helpers.modern_reference import channels, slstm_steps  # noqa: E402
 from tests.helpers.torch_reference import assert_close  # noqa: E402
 
 T, B, H, HEADS = 6, 2, 4, 2
@@ -95,17 +95,19 @@ def test_an_slstm_layer_in_a_residual_stack_is_traced_with_its_timescale():
 
 
 class MCellNet(nn.Module):
-    """x [B, T, 8] -> q, k, v (three linear maps) -> the mLSTM cell -> a head on every step."""
+    """x [B, T, W] -> q, k, v (three linear maps) -> the mLSTM cell -> a head on every step."""
 
-    def __init__(self):
+    def __init__(self, width: int = 8, heads: int = 2):
         super().__init__()
         from xlstm.blocks.mlstm.cell import mLSTMCell, mLSTMCellConfig
 
-        self.qkv = nn.Linear(8, 24)
-        self.cell = mLSTMCell(mLSTMCellConfig(context_length=T, embedding_dim=8, num_heads=2))
+        self.width, self.heads = width, heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.cell = mLSTMCell(mLSTMCellConfig(context_length=T, embedding_dim=width,
+                                              num_heads=heads))  # fmt: skip
         nn.init.normal_(self.cell.fgate.weight, std=0.3)  # gates that move with the input
         nn.init.normal_(self.cell.igate.weight, std=0.3)
-        self.head = nn.Linear(8, 3)
+        self.head = nn.Linear(width, 3)
 
     def forward(self, x):
         return self.head(self.cell(*self.qkv(x).chunk(3, -1)))
@@ -116,14 +118,14 @@ def mlstm_reference(model: MCellNet, x):
     kept with retain_grad: (output, [C_t], [n_t])."""
     from xlstm.blocks.mlstm.backends import recurrent_step_stabilized_simple
 
-    cell = model.cell
+    cell, nh, dh = model.cell, model.heads, model.width // model.heads
     q, k, v = model.qkv(x).chunk(3, -1)
     gates_in = torch.cat([q, k, v], -1)
-    heads = (lambda a: a.view(B, T, 2, 4).transpose(1, 2))  # noqa: E731
+    heads = (lambda a: a.view(B, T, nh, dh).transpose(1, 2))  # noqa: E731
     q, k, v = heads(q), heads(k), heads(v)
     i_pre = cell.igate(gates_in).transpose(-1, -2).unsqueeze(-1)
     f_pre = cell.fgate(gates_in).transpose(-1, -2).unsqueeze(-1)
-    c, n, m = (torch.zeros(B, 2, *shape, dtype=x.dtype) for shape in ((4, 4), (4, 1), (1, 1)))
+    c, n, m = (torch.zeros(B, nh, *shape, dtype=x.dtype) for shape in ((dh, dh), (dh, 1), (1, 1)))
     cs, ns, hs = [], [], []
     for t in range(T):
         h, (c, n, m) = recurrent_step_stabilized_simple(
@@ -134,25 +136,31 @@ def mlstm_reference(model: MCellNet, x):
         cs.append(c)
         ns.append(n)
         hs.append(h)
-    h = cell.outnorm(torch.cat(hs, 2)).transpose(1, 2).reshape(B, T, 8)
+    h = cell.outnorm(torch.cat(hs, 2)).transpose(1, 2).reshape(B, T, model.width)
     return model.head(h), cs, ns
 
 
-def test_mlstm_matrix_memory_and_normaliser_totals_match_its_recurrent_form():
+@pytest.mark.parametrize("width, heads", [(8, 2), (40, 1)])
+def test_mlstm_matrix_memory_and_normaliser_totals_match_its_recurrent_form(width, heads):
     """In float64: dL/dn_t is small (h reads n only where |q·n| beats e^{−m}), and float32
-    rounding of the two forms differs by 1e-3 of it."""
+    rounding of the two forms differs by 1e-3 of it. 40 × 40 = 1,600 channels a step: C kept
+    per row, the norm over its columns."""
     torch.manual_seed(2)
-    model = MCellNet().double()
-    x, y = torch.randn(B, T, 8, dtype=torch.float64), torch.randn(B, T, 3, dtype=torch.float64)
+    model = MCellNet(width, heads).double()
+    x = torch.randn(B, T, width, dtype=torch.float64)
+    y = torch.randn(B, T, 3, dtype=torch.float64)
     trace = model_gradients(model, x, y, loss_fn="mse")
     output, cs, ns = mlstm_reference(model, x)
     assert_close(output.detach(), model(x).detach(), "parallel and recurrent forms")
     nn.functional.mse_loss(output, y).backward()
     assert list(trace.layer_names) == ["cell"] and str(trace.layer0_cell) == "mlstm"
     assert list(trace.layer0_state_names) == ["C", "n", "m"]
-    total_c = torch.stack([c.grad for c in cs]).reshape(T, B, -1)  # [T, B, NH·DH·DH]
-    assert_close(trace.layer0_grad_h_total, total_c, "dL/dC_t")
-    assert_close(trace.layer0_h, torch.stack(cs).detach().reshape(T, B, -1), "C_t")
+    wide = width * width // heads > 1024
+    total_c = torch.stack([c.grad for c in cs])  # [T, B, NH, DH, DH]
+    assert_close(trace.layer0_grad_h_total, channels(total_c, reduce=wide), "dL/dC_t")
+    assert_close(trace.layer0_h, channels(torch.stack(cs), reduce=wide), "C_t")
+    norms = np.sqrt((total_c.reshape(T, -1).numpy() ** 2).sum(1))
+    assert_close(trace.norm_h_total_by_layer[0], norms, "‖dL/dC_t‖")
     assert_close(trace.layer0_grad_n_total, torch.stack([n.grad for n in ns]).reshape(T, B, -1),
                  "dL/dn_t")  # fmt: skip
-    assert trace.layer0_timescale.shape == (32,)
+    assert trace.layer0_timescale.shape == (width * (1 if wide else width // heads),)

@@ -266,8 +266,9 @@ def _directions(pieces: list[Piece], found: list, direct: list, stepped: dict) -
             d, g = _totals(pieces, members, direct, "loss", stepped)
             h = _joined(members, lambda n: _batch_major(pieces[n], pieces[n].tap))
             h, d, g, others = _components(first, h, d, g)
+        reduce = first.reduce and first.extra is None  # an mLSTM's C comes reduced
         for key, value in (("h", h), ("grad_h_total", g), ("grad_h_direct", d)):
-            channels, norms = scan.kept(value, first.reduce, norms=key != "h")
+            channels, norms = scan.kept(value, reduce, norms=key != "h")
             arrays[f"layer{k}_{key}"] = np.ascontiguousarray(_numpy(channels), np.float32)
             if norms is not None:
                 rows[f"norm_{key[5:]}"].append(_padded(_numpy(norms), steps))
@@ -311,9 +312,7 @@ def _timescale(pieces: list[Piece], members: list[int]) -> np.ndarray:
     tau = scan.timescale(mean.reshape(stacked.shape[1:]))
     first = pieces[members[0]]
     if first.extra is not None:  # mLSTM: one per head, for each of its channels
-        per_head = first.extra["C"][0, 0, 0].numel() // (first.extra["C"].shape[-1] if
-                                                          first.reduce else 1)  # fmt: skip
-        tau = tau.repeat_interleave(per_head)
+        tau = tau.repeat_interleave(first.extra["C"][0, 0, 0].numel())  # C as it is kept
     elif first.reduce:
         tau = tau.amax(-1)
     return _numpy(tau.flatten()).astype(np.float32)
@@ -403,8 +402,8 @@ def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: tor
         direct, totals = list(grads[: len(taps)]), _stepped(pieces, grads[len(taps):])
         for k, (_, members) in enumerate(found):
             if pieces[members[0]].extra is not None:
-                found_h[k, a, : pieces[members[0]].steps] = _numpy(scan.kept(
-                    xlstm.mlstm_totals(pieces[members[0]], direct[members[0]])[2], False)[1])
+                found_h[k, a, : pieces[members[0]].steps] = _numpy(xlstm.mlstm_totals(
+                    pieces[members[0]], direct[members[0]], norms_only=True))  # fmt: skip
                 continue
             _, g = _totals(pieces, members, direct, f"anchor {step}", totals)
             if pieces[members[0]].steps_states is not None:  # sLSTM: h and c

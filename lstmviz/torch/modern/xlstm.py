@@ -97,22 +97,26 @@ def mlstm_backend(cell, name: str, record: Callable):
                                        lower_triangular_matrix=lower_triangular_matrix,
                                        **kwargs)  # fmt: skip
         tap = h.view_as(h)
+        reduce = heads * head_dim * head_dim > MAX_CHANNELS
         states = _mlstm_states(queries.detach(), keys.detach(), values.detach(),
-                               igate_preact.detach(), fgate_preact.detach())  # fmt: skip
+                               igate_preact.detach(), fgate_preact.detach(), reduce)  # fmt: skip
         f = states["f"]  # [B, S, NH]
         record(Piece(
             name, "mlstm", cell, tap, f[..., None, None], source, torch.log(f).mean((0, 1)),
             {"i": states["i"].clamp(max=1.0), "f": f}, state_names=("C", "n", "m"),
-            reduce=heads * head_dim * head_dim > MAX_CHANNELS, extra=states,
+            reduce=reduce, extra=states,
         ))  # fmt: skip
         return tap
 
     return traced
 
 
-def _mlstm_states(q, k, v, i_pre, f_pre, eps: float = 1e-6) -> dict[str, torch.Tensor]:
-    """The recurrent form's states, batch-major: C [B, S, NH, DH, DH], n [B, S, NH, DH], m,
-    f (f̃), i (ĩ), denominator [B, S, NH], q [B, S, NH, DH], num (q_tᵀ C̃_t) [B, S, NH, DH]."""
+def _mlstm_states(q, k, v, i_pre, f_pre, reduce: bool,
+                  eps: float = 1e-6) -> dict[str, torch.Tensor]:  # fmt: skip
+    """The recurrent form's states, batch-major: C [B, S, NH, DH, DH] (with `reduce` each
+    row's norm [B, S, NH, DH]: C is formed one step at a time and not kept), n [B, S, NH, DH],
+    m, f (f̃), i (ĩ), denominator [B, S, NH], q [B, S, NH, DH], num (q_tᵀ C̃_t)
+    [B, S, NH, DH]."""
     batch, heads, steps, head_dim = q.shape
     log_f = torch.nn.functional.logsigmoid(f_pre)[..., 0]  # [B, NH, S]
     i_pre = i_pre[..., 0]
@@ -130,7 +134,8 @@ def _mlstm_states(q, k, v, i_pre, f_pre, eps: float = 1e-6) -> dict[str, torch.T
         qn = (q[:, :, t] * n).sum(-1)
         denominator = torch.maximum(qn.abs(), torch.exp(-m_new)) + eps
         m = m_new
-        for key, value in (("C", c), ("n", n), ("m", m), ("f", f), ("i", i),
+        kept = torch.linalg.vector_norm(c, dim=-1) if reduce else c
+        for key, value in (("C", kept), ("n", n), ("m", m), ("f", f), ("i", i),
                            ("denominator", denominator),
                            ("num", (q[:, :, t, :, None] * c).sum(-2))):  # fmt: skip
             out[key].append(value)
@@ -139,20 +144,37 @@ def _mlstm_states(q, k, v, i_pre, f_pre, eps: float = 1e-6) -> dict[str, torch.T
     return found
 
 
-def mlstm_totals(piece: Piece, d_h) -> tuple:
-    """(C [B, S, NH, DH, DH], its direct and total gradients, {"n": (n, total), "m": (m,
-    None)}) of an mLSTM call from dL/dh̃ [B, NH, S, DH] (None: zero): the direct parts are h̃'s
-    derivatives, ∂h̃_j/∂C̃_ij = q_i / den and, where |q·ñ| is the larger, ∂h̃_j/∂ñ =
-    −num_j sign(q·ñ) q / den²; the totals one reverse scan each with the decay f̃."""
+def mlstm_totals(piece: Piece, d_h, norms_only: bool = False) -> tuple:
+    """(C, its direct and total gradients — [B, S, NH, DH, DH], or with `piece.reduce` each
+    row's norm [B, S, NH, DH] —, {"n": (n, total), "m": (m, None)}) of an mLSTM call from
+    dL/dh̃ [B, NH, S, DH] (None: zero): the direct parts are h̃'s derivatives,
+    ∂h̃_j/∂C̃_ij = q_i / den and, where |q·ñ| is the larger, ∂h̃_j/∂ñ = −num_j sign(q·ñ) q /
+    den²; the totals one reverse scan each with the decay f̃, C's one step at a time (no
+    [S, DH, DH] of it kept). `norms_only`: the total's per-step norms [S] (float64) alone."""
     s = piece.extra
     d_h = torch.zeros_like(piece.tap) if d_h is None else d_h
     d_h = d_h.detach().transpose(1, 2)  # [B, S, NH, DH]
     den = s["denominator"][..., None]
-    d_c = s["q"][..., :, None] * (d_h / den)[..., None, :]
+    u = d_h / den  # the direct part of C_t is q_t ⊗ u_t
+    f = s["f"]
+    total, rows_d, rows_g, norms = None, [], [], []
+    for t in range(u.shape[1] - 1, -1, -1):
+        direct = s["q"][:, t, :, :, None] * u[:, t, :, None, :]
+        total = direct if total is None else torch.addcmul(direct, f[:, t + 1, :, None, None],
+                                                             total)  # fmt: skip
+        if norms_only:
+            norms.append(torch.linalg.vector_norm(total, dtype=torch.float64))
+        elif piece.reduce:
+            rows_d.append(torch.linalg.vector_norm(direct, dim=-1))
+            rows_g.append(torch.linalg.vector_norm(total, dim=-1))
+        else:
+            rows_d.append(direct)
+            rows_g.append(total)
+    if norms_only:
+        return torch.stack(norms[::-1])
     qn = (s["q"] * s["n"]).sum(-1, keepdim=True)
     by_n = (qn.abs() >= torch.exp(-s["m"])[..., None]).to(d_h.dtype)
     d_den = -(d_h * s["num"]).sum(-1, keepdim=True) / den.square()
-    d_n = d_den * torch.sign(qn) * by_n * s["q"]
-    total_c = reverse_scan(d_c, piece.decay)
-    total_n = reverse_scan(d_n, piece.decay[..., 0])
+    total_n = reverse_scan(d_den * torch.sign(qn) * by_n * s["q"], piece.decay[..., 0])
+    d_c, total_c = (torch.stack(rows[::-1], dim=1) for rows in (rows_d, rows_g))
     return s["C"], d_c, total_c, {"n": (s["n"], total_n), "m": (s["m"], None)}
