@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lstmviz.core.config import RunConfig, anchor_steps, anchors_text, in_python_terms
-from lstmviz.core.errors import ConfigError, InputError, LstmvizError
+from lstmviz.core.config import RunConfig, anchor_steps, anchors_text
+from lstmviz.core.errors import InputError, LstmvizError
 from lstmviz.core.schema import CELL_GATES
 from lstmviz.engine.modes.trace_arrays import NORMS, exact_norm
 from lstmviz.engine.native.kernels import kernel_name
@@ -43,6 +43,7 @@ from lstmviz.torch.capture import WHERE, Call, capture, recurrent_modules
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.engine import PER_DIRECTION, call_gradients
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
+from lstmviz.torch.modern.model import checked, first_tensor
 from lstmviz.torch.runs import reads_earlier, runs
 
 # name -> (loss, per-sample loss with reduction="none" reduced to [B])
@@ -76,7 +77,7 @@ class Tracer:
         if not isinstance(module, nn.Module):
             raise LstmvizError(f"{WHERE}: expects a torch.nn.Module, got {type(module).__name__}")
         self.module = module
-        _checked(anchor_steps, anchors, None)  # its form, before any run
+        checked(anchor_steps, anchors, None)  # its form, before any run
         self.anchors = anchors
         self.loss, self.loss_name = _loss(loss_fn, has_targets)
 
@@ -97,7 +98,7 @@ class Tracer:
             if not calls:
                 raise LstmvizError(f"{WHERE}: the forward ran none of the module's recurrent "
                                    "layers")  # fmt: skip
-            y_pred = _first_tensor(output)
+            y_pred = first_tensor(output)
             value, per_sample = self.loss(output, y, y_pred)
             found = chains(calls)
             feeds = first_feeds(calls, found, len(args)) if several else {}
@@ -128,7 +129,7 @@ class Tracer:
         config = RunConfig(mode="model", steps=steps, batch=first.layout.batch,
                            input_dim=int(first.x.shape[2]), hidden=first.hidden,
                            loss=self.loss_name, model=None,
-                           anchors=_checked(anchors_text, self.anchors))  # fmt: skip
+                           anchors=checked(anchors_text, self.anchors))  # fmt: skip
         return GradientTrace("model", config, arrays)
 
 
@@ -250,7 +251,7 @@ def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred
                       "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
     d_output = torch.autograd.grad(value, y_pred, retain_graph=True)[0]
     size, steps = y_pred.shape[axis], rows_h.shape[1]
-    given = _checked(anchor_steps, anchors, size)
+    given = checked(anchor_steps, anchors, size)
     # (the output step a pass keeps, the directions it answers): a given step for all, else one
     # pass per kind of direction, at its own end
     passes = [(t, range(len(found))) for t in given or ()] or [
@@ -271,14 +272,6 @@ def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred
         out["anchors_by_layer"] = np.tile(np.array(given, np.int64), (len(found), 1))
     return out | {f"anchor_norm_{state}_by_layer": np.array(found_rows, np.float32)
                   for state, found_rows in rows.items()}  # fmt: skip
-
-
-def _checked(check, *args):
-    """`check(*args)`, its ConfigError as the Python API names it (`anchors=`)."""
-    try:
-        return check(*args)
-    except ConfigError as exc:
-        raise in_python_terms(exc) from None
 
 
 def _time_axis(y_pred: torch.Tensor, last: Call, steps: int) -> int | None:
@@ -433,16 +426,6 @@ def _arguments(module: nn.Module, x) -> tuple:
     if isinstance(x, tuple | list):
         return tuple(_tensor(a, module) if isinstance(a, np.ndarray) else a for a in x)
     return (x if not isinstance(x, np.ndarray) else _tensor(x, module),)
-
-
-def _first_tensor(output) -> torch.Tensor:
-    if torch.is_tensor(output):
-        return output
-    if isinstance(output, tuple | list):
-        for item in output:
-            if torch.is_tensor(item):
-                return item
-    raise LstmvizError(f"{WHERE}: the module returned {type(output).__name__}, not a tensor")
 
 
 def _numpy(value: torch.Tensor) -> np.ndarray:

@@ -122,7 +122,7 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
         output = module(*args)
         if not pieces:
             raise LstmvizError(f"{WHERE}: the forward ran none of the module's recurrent layers")
-        y_pred = _first_tensor(output)
+        y_pred = first_tensor(output)
         value, per_sample = loss(output, y, y_pred)
         params = list(dict.fromkeys(p for _, sub, _ in traced for p in sub.parameters()
                                     if p.requires_grad))  # fmt: skip
@@ -159,7 +159,7 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
     config = RunConfig(mode="model", steps=steps, batch=first.batch,
                        input_dim=int(first.source.shape[-1]),
                        hidden=int(arrays["layer0_h"].shape[-1]), loss=loss_name, model=None,
-                       anchors=_checked(anchors_text, anchors))  # fmt: skip
+                       anchors=checked(anchors_text, anchors))  # fmt: skip
     return GradientTrace("model", config, arrays)
 
 
@@ -381,12 +381,12 @@ def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: tor
     timed = (y_pred.dim() >= 3 and y_pred.requires_grad and y_pred.shape[0] == batch
              and y_pred.shape[1] == lengths[-1])  # fmt: skip
     if not timed:
-        _checked(anchor_steps, anchors, None)
+        checked(anchor_steps, anchors, None)
         return {"anchors_by_layer": np.array([[n - 1] for n in lengths], np.int64),
                 "anchor_norm_h_by_layer": rows_h[:, None],
                 "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip
     size = y_pred.shape[1]
-    given = _checked(anchor_steps, anchors, size) or [size - 1]
+    given = checked(anchor_steps, anchors, size) or [size - 1]
     d_output = torch.autograd.grad(value, y_pred, retain_graph=True)[0]
     taps = [p.tap for p in pieces]
     stepped = [t for p in pieces for t in p.steps_states or ()]
@@ -414,14 +414,16 @@ def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: tor
             "anchor_norm_h_by_layer": found_h, "anchor_norm_c_by_layer": found_c}
 
 
-def _checked(check, *args):
+def checked(check, *args):
+    """`check(*args)`, its ConfigError as the Python API names it (`anchors=`)."""
     try:
         return check(*args)
     except ConfigError as exc:
         raise in_python_terms(exc) from None
 
 
-def _first_tensor(output) -> torch.Tensor:
+def first_tensor(output) -> torch.Tensor:
+    """The module's output, or the first tensor of the tuple or list it returned."""
     if torch.is_tensor(output):
         return output
     if isinstance(output, tuple | list):
