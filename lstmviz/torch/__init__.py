@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 _API = {
-    "model_gradients": "lstmviz.torch.gradients",
+    "model_gradients": "lstmviz.torch.tracer",
     "GradientFlowRecorder": "lstmviz.torch.recorder",
 }
 

@@ -9,7 +9,7 @@ and its lengths become a mask; a cell's one step is T = 1), its initial state, i
 Keras's layout, and the outputs it handed on. Those outputs are fresh leaf tensors that require
 grad: PyTorch's backward of the loss stops at them, and the gradient it leaves there is the
 *direct* ∂L/∂output of the layer (from everything above). Each call's backward recurrence
-(`fused.backward`: the native backward ops; else `lstmviz.torch.engine`, lstmviz's cells run
+(`fused.backward`: the native backward ops; else `lstmviz.torch.probed`, lstmviz's cells run
 again with probes), layer by layer inside the module, gives every layer's totals, its dL/d
 input and its dL/d(initial state); those flow on into the calls before it through PyTorch
 again (`Call.source`: the input as the module got it; `Call.hx`: the initial state as it was

@@ -78,7 +78,7 @@ def samples(call) -> int:
 
 def join(chain: Chain, calls: list, results: list) -> dict[str, np.ndarray]:
     """The arrays of `chain` from `results` (per call, one dict per row, as
-    `engine.call_gradients` gives them)."""
+    `probed.call_gradients` gives them)."""
     parts = [results[n][row] for n, row in chain.pieces]
     if len(parts) == 1:
         return dict(parts[0])

@@ -5,7 +5,7 @@ models are kept is `torch.save(model.state_dict(), path)` (or a dict holding it,
 scripts and Lightning write), which holds tensors and no code. lstmviz builds the module by
 calling `factory` (a function or the class itself, imported from `pkg.mod` with the working
 folder on `sys.path`), fills it with the state dict, and runs it as `model_gradients` runs a
-module written in Python (`lstmviz.torch.gradients`).
+module written in Python (`lstmviz.torch.tracer`).
 
 - The file: read by `torch.load(..., weights_only=True)` (tensors and plain containers only:
   nothing of the file's runs), `.safetensors` by safetensors, `.npz` by NumPy (no pickle).
@@ -45,8 +45,8 @@ from lstmviz.core.config import RunConfig
 from lstmviz.core.errors import ConfigError, ModelError, ref
 from lstmviz.io import files
 from lstmviz.io.trace import GradientTrace, TraceUpdate
-from lstmviz.torch.gradients import Tracer
 from lstmviz.torch.programs import program_data, program_kind, program_loss, traced
+from lstmviz.torch.tracer import Tracer
 
 # Where checkpoints keep the state dict, and the module's arguments, in the order looked at.
 CONTAINERS = ("state_dict", "model_state_dict", "model", "module", "net", "network")

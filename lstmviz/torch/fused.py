@@ -12,10 +12,10 @@ the backward ops directly, top layer first, as their registered gradient functio
 gradient is its part of ∂L/∂output (top layer) or of the layer above's dL/d input, plus ∂L/∂h_n
 (and ∂L/∂c_n) at its last step that ran; the chain's dL/dh_0 (dL/dc_0) of a later call that
 continues this one's state joins it there, as the recurrence going on, not as direct gradient.
-The ops give the totals dL/dh_t, dL/dc_t (what `engine.call_gradients`' probes give), the weight
+The ops give the totals dL/dh_t, dL/dc_t (what `probed.call_gradients`' probes give), the weight
 gradients, dL/dh_0 (dL/dc_0) and dL/d input; a GRU's and a SimpleRNN's input projection
 zx = x·kernel + b is differentiated here (two matmuls). Everything else (float64, no library,
-other devices) runs on PyTorch's ops and `engine.call_gradients`, which compute the same.
+other devices) runs on PyTorch's ops and `probed.call_gradients`, which compute the same.
 
 Shapes: x [T, B, I] (time-major), h0, c0, h_n, c_n [L·D, B, H], the output [T, B, D·H] (a
 batch_first module's [B, T, D·H]), weights in Keras's layout (`capture.keras_weights`).

@@ -6,7 +6,7 @@ tensors). A TorchScript module is turned into an exported program for the data a
 (`torch._export.converter`); either way the program is a graph of ATen ops, which `Program`
 runs node by node with every recurrent op (`aten.lstm`, `aten.gru`, `aten.rnn_tanh`,
 `aten.rnn_relu`) handed to an `nn.LSTM`/`nn.GRU`/`nn.RNN` holding that op's weights, so that
-model mode (`lstmviz.torch.gradients`) follows it as it follows a module written in Python.
+model mode (`lstmviz.torch.tracer`) follows it as it follows a module written in Python.
 
 `run_program` is model mode's runner for these files (`lstmviz run --mode model --model F`, the
 window): the data from `--inputs` (x as the program takes it), or the example inputs a `.pt2`
@@ -30,7 +30,7 @@ from lstmviz.core.errors import ConfigError, ModelError, ref
 from lstmviz.io import files
 from lstmviz.io.model_data import load_data
 from lstmviz.io.trace import GradientTrace, TraceUpdate
-from lstmviz.torch.gradients import LOSSES, Tracer
+from lstmviz.torch.tracer import LOSSES, Tracer
 
 _ATEN = torch.ops.aten
 OPS = {_ATEN.lstm.input: "lstm", _ATEN.gru.input: "gru", _ATEN.rnn_tanh.input: "tanh",

@@ -8,7 +8,7 @@
             recorder.step(loss, epoch)
     recorder.close()
 
-Every N-th `step()` runs model mode (`lstmviz.torch.gradients`) on the fixed data with the
+Every N-th `step()` runs model mode (`lstmviz.torch.tracer`) on the fixed data with the
 module's current weights and appends a record to the `.lvz` (`lstmviz.io.recording`, the format
 the Keras callback writes and the app follows live). Training goes on exactly as without it:
 the trace runs in eval mode (no dropout) and restores every training flag, reads the weights
@@ -34,7 +34,7 @@ from lstmviz.io.recording import RecordingWriter, check_replaceable, record_rows
 from lstmviz.io.trace import GradientTrace
 from lstmviz.tensorboard import TensorBoardWriter
 from lstmviz.torch import distributed
-from lstmviz.torch.gradients import Tracer
+from lstmviz.torch.tracer import Tracer
 
 WHERE = "GradientFlowRecorder"
 

@@ -7,7 +7,7 @@ Holds: `layers` (which classes, which are not traced and why), `piece` (one call
 `mingru`, `ssm` and `xlstm` (their forwards, the state tapped), `scan` (the totals: a reverse linear
 scan of the direct gradient with the per-step decay), `model` (model mode's arrays for them).
 May import PyTorch, `lstmviz.core`, `lstmviz.io`; never `lstmviz.torch`'s other modules (they
-call in here: `gradients.Tracer`). The layers' packages are imported only when a layer of
+call in here: `tracer.Tracer`). The layers' packages are imported only when a layer of
 theirs runs traced: importing this package needs none of them.
 """
 
@@ -20,7 +20,7 @@ from lstmviz.torch.modern.layers import found
 
 def alone(module: nn.Module, classic: bool) -> bool:
     """Whether `module` is traced here: it holds modern layers (traced or not) and, `classic`
-    False, no nn.LSTM/GRU/RNN or cell (those are traced by `lstmviz.torch.gradients`)."""
+    False, no nn.LSTM/GRU/RNN or cell (those are traced by `lstmviz.torch.tracer`)."""
     traced, skipped = found(module)
     return not classic and bool(traced or skipped)
 

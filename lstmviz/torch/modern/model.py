@@ -7,7 +7,7 @@ and the weight gradients (PyTorch's backward; through a scan, the linear recurre
 `scan.LinearScan`). The totals follow from the direct gradients by the reverse scan
 (`scan.reverse_scan`; a scan's backward keeps the one it ran, `piece.Sink`). Where the
 output has a time axis, the error of its last step (or the given anchors) is followed back
-with one more autograd pass to the taps (docs/diagnosis.md), as `lstmviz.torch.gradients`
+with one more autograd pass to the taps (docs/diagnosis.md), as `lstmviz.torch.tracer`
 does for LSTMs.
 
 Keys are model mode's (docs/modern-recurrence.md): per direction k `layer{k}_h`,

@@ -5,7 +5,7 @@ once, as often as the forward calls them — on lstmviz's native kernels, `fused
 apply, else PyTorch's own ops — and hand leaves on), the loss, one `torch.autograd.grad` of it
 with respect to those leaves (the direct ∂L/∂output of each call, from the layers above), then,
 from the last call to the first: lstmviz's backward recurrences of the call (`fused.backward`,
-the native backward ops, or `engine.call_gradients`; every layer and direction, the totals
+the native backward ops, or `probed.call_gradients`; every layer and direction, the totals
 dL/dh_t and dL/dc_t), its dL/d input and dL/d(initial state) passed back through PyTorch into
 the calls before it — or, where the call continues an earlier call's state (a chain), that
 dL/d(initial state) is the earlier call's state cotangent. The parameters' `.grad` are never touched
@@ -41,9 +41,9 @@ from lstmviz.io.trace import GradientTrace
 from lstmviz.torch import fused, modern
 from lstmviz.torch.capture import WHERE, Call, capture, recurrent_modules
 from lstmviz.torch.chains import Chain, chains, join
-from lstmviz.torch.engine import PER_DIRECTION, call_gradients
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
 from lstmviz.torch.modern.model import checked, first_tensor
+from lstmviz.torch.probed import PER_DIRECTION, call_gradients
 from lstmviz.torch.runs import reads_earlier, runs
 
 # name -> (loss, per-sample loss with reduction="none" reduced to [B])
@@ -137,7 +137,7 @@ def _backward(
     calls: list[Call], found: list[Chain], value: torch.Tensor, cotangent=None,
     feeds: tuple[int, ...] = (0,), weights: bool = True,
 ) -> tuple[list, dict[int, np.ndarray]]:
-    """Every call's directions (per call, one dict per row, as `engine.call_gradients` gives
+    """Every call's directions (per call, one dict per row, as `probed.call_gradients` gives
     them) and, for each direction k in `feeds`, dL/d its input [T_k, B, I] (its calls' inputs
     in call order), from the loss `value` (or from the tensor `value` with the gradient
     `cotangent`).
@@ -291,7 +291,7 @@ def _call_gradients(call: Call, given: list, chain: list | None, weights: bool =
     """(the call's directions, dL/dx [T, B, I], dL/dh_0 (, dL/dc_0) [L·D, B, H] or None) from
     the gradients PyTorch left at its outputs (None: zero) and the chain's ([dL/dh_0, dL/dc_0]
     of the call continuing its state, or None): by its native backward ops when it ran on
-    them (dL/dx None unless `dx`), else by `engine.call_gradients`; the three gradients as
+    them (dL/dx None unless `dx`), else by `probed.call_gradients`; the three gradients as
     tensors on the call's device."""
     if call.saved is not None:
         return fused.backward(call, given, chain, weights, dx)
