@@ -51,9 +51,10 @@ def heaviest_files_first(items: list) -> list:
 # window's thread never blocked): with `-n` it runs while the other workers wait, so that their
 # load does not make it fail. Two lock files shared by the workers: every test holds `main`
 # shared; a serial test's call takes `gate` exclusively first, so that no new test starts, then
-# `main` exclusively once the running ones have ended. Its set-up and tear-down (a window waiting
-# for TensorFlow in its computing process, a module's fixtures) time nothing: they hold `main`
-# shared as any test does, so that the others go on meanwhile.
+# `main` exclusively once the running ones have ended, and so does its tear-down (a window's
+# close gives its worker 1.5 s to end). Its set-up (a window waiting for TensorFlow in its
+# computing process, a module's fixtures) times nothing: it holds `main` shared as any test does,
+# so that the others go on meanwhile.
 
 
 @contextlib.contextmanager
@@ -92,7 +93,8 @@ def _serial(item) -> bool:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Under xdist, every test's set-up, call and tear-down (of module fixtures too) hold the
-    locks above shared; a `serial` test's phases take them each on their own (below)."""
+    locks above shared; a `serial` test's phases take them each on their own (below): its
+    set-up shared, its call and tear-down alone."""
     if _serial(item):
         return (yield)
     with _held(item, alone=False):
@@ -105,16 +107,24 @@ def pytest_runtest_setup(item):
         return (yield)
 
 
+_ALONE = pytest.StashKey[contextlib.ExitStack]()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """A `serial` test's call: alone."""
-    with _held(item, alone=True) if _serial(item) else contextlib.nullcontext():
-        return (yield)
+    """A `serial` test's call: alone, until its tear-down has ended."""
+    if _serial(item):
+        alone = item.stash[_ALONE] = contextlib.ExitStack()
+        alone.enter_context(_held(item, alone=True))
+    return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    with _held(item, alone=False) if _serial(item) else contextlib.nullcontext():
+    if not _serial(item):
+        return (yield)
+    # alone since its call; shared if its set-up failed (no call)
+    with item.stash.get(_ALONE, None) or _held(item, alone=False):
         return (yield)
 
 
