@@ -188,7 +188,7 @@ register(
         help="train on a task and watch the gradient flow change step by step; with --model,\n"
         "fit your own Keras model on your data and record its gradient flow (.lvz).",
         params=frozenset({"task", "train_steps", "connectivity", "inputs"}),
-        run="lstmviz.engine.modes.train:run_training",
+        run="lstmviz.engine.modes.train:run_training_mode",
         unit="training step",
         count="train_steps",
         trains=True,

@@ -1,4 +1,4 @@
-"""Training mode with a user's model (`train.run_training` hands it over): Keras fits it on
+"""Training mode with a user's model (`train.run_training_mode` hands it over): Keras fits it on
 the user's data while `lstmviz.keras.GradientFlowCallback` records its gradient flow.
 
     lstmviz run --mode train --model M.keras --inputs DATA.npz --epochs 5 --every 20 \\

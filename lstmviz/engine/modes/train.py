@@ -1,4 +1,4 @@
-"""Training mode: its entry `run_training` (a user's model goes to `fit`), and the built-in
+"""Training mode: its entry `run_training_mode` (a user's model goes to `fit`), and the built-in
 tasks: the shared LSTM cell plus a dense read-out, trained with Adam on a task.
 
 Every training step is one compiled forward + backward with probes, so besides the update it
@@ -111,7 +111,7 @@ def taped_arrays(x, y, weights: dict[str, np.ndarray], named, state) -> dict[str
     return arrays
 
 
-def run_training(
+def run_training_mode(
     config: RunConfig, cancelled: Callable[[], bool] = bool, keep: Callable[[], bool] = bool
 ) -> Iterator[TraceUpdate | GradientTrace]:
     """Training mode's generator (the registry's `run`): a user's model (`config.model`:
