@@ -42,7 +42,7 @@ from lstmviz.torch import fused, modern
 from lstmviz.torch.capture import WHERE, Call, capture, recurrent_modules
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
-from lstmviz.torch.modern.model import checked, first_tensor
+from lstmviz.torch.modern.model import checked, first_tensor, outcome_arrays
 from lstmviz.torch.probed import PER_DIRECTION, call_gradients
 from lstmviz.torch.runs import reads_earlier, runs
 
@@ -103,27 +103,21 @@ class Tracer:
             found = chains(calls)
             feeds = first_feeds(calls, found, len(args)) if several else {}
             feeds = feeds if len(feeds) > 1 else {}
-            results, grads = _backward(calls, found, value, feeds=tuple(sorted(
+            # whether each call's input comes from an earlier call's outputs: every pass's
+            reads = [reads_earlier(calls, n) for n in range(len(calls))]
+            results, grads = _backward(calls, found, value, reads, feeds=tuple(sorted(
                 {0, *feeds.values()})))  # fmt: skip
             arrays = _arrays(calls, found, results, grads[0])
-            arrays |= _anchored(calls, found, value, y_pred, arrays, self.anchors)
+            arrays |= _anchored(calls, found, reads, value, y_pred, arrays, self.anchors)
             if feeds:
                 _several_inputs(arrays, args, feeds, found, calls, grads,
                                 input_names(self.module, len(args)))  # fmt: skip
         steps = len(arrays["norm_h_total_by_layer"][0])
-        arrays["loss"] = np.float32(value.detach().cpu())
-        if per_sample is not None:
-            arrays["loss_by_sample"] = _numpy(per_sample).astype(np.float32)
-        arrays["y_pred"] = _numpy(y_pred)
-        if y is not None:
-            arrays["y"] = _numpy(y)
+        arrays |= outcome_arrays(value, per_sample, y_pred, y, self.module, summary(self.module),
+                                 source)  # fmt: skip
         model_x = None if feeds else _model_x(args[0], calls[0], len(grads[0]))
         if model_x is not None and len(model_x) == steps:
             arrays["x"] = model_x
-        arrays["model_summary"] = np.array(summary(self.module))
-        arrays["model_source"] = np.array(f"PyTorch module {type(self.module).__name__}")
-        if source:
-            arrays["inputs_source"] = np.array(source)
         arrays["model_seconds"] = np.float32(time.perf_counter() - start)
         first = calls[0]
         config = RunConfig(mode="model", steps=steps, batch=first.layout.batch,
@@ -134,8 +128,8 @@ class Tracer:
 
 
 def _backward(
-    calls: list[Call], found: list[Chain], value: torch.Tensor, cotangent=None,
-    feeds: tuple[int, ...] = (0,), weights: bool = True,
+    calls: list[Call], found: list[Chain], value: torch.Tensor, reads: list[bool],
+    cotangent=None, feeds: tuple[int, ...] = (0,), weights: bool = True,
 ) -> tuple[list, dict[int, np.ndarray]]:
     """Every call's directions (per call, one dict per row, as `probed.call_gradients` gives
     them) and, for each direction k in `feeds`, dL/d its input [T_k, B, I] (its calls' inputs
@@ -145,7 +139,7 @@ def _backward(
     and dL/d(initial state) go back through PyTorch into the outputs of the calls before it,
     except a chain's hand-over, which is the earlier call's state cotangent (`d_chain`). A run
     of calls (`runs`) has one backward, at its last call. A call's dL/d input is computed where
-    it is asked for (`feeds`) or goes on into an earlier call (`reads_earlier`)."""
+    it is asked for (`feeds`) or goes on into an earlier call (`reads[n]`: `reads_earlier`)."""
     targets = [t for call in calls for t in call.outputs]
     spans, at = [], 0
     for call in calls:
@@ -163,7 +157,7 @@ def _backward(
     dxs: dict[int, np.ndarray] = {}
     joined = runs(calls, grads, spans)
     inside = {m for run in joined.values() for m in run[:-1]}
-    wants_dx = [n in fed or reads_earlier(calls, n) for n in range(len(calls))]
+    wants_dx = [n in fed or read for n, read in enumerate(reads)]
     for n in range(len(calls) - 1, -1, -1):
         if n in inside:  # its run's backward ran at the run's last call
             continue
@@ -231,8 +225,8 @@ def _several_inputs(arrays: dict, args: tuple, feeds: dict[int, int], found: lis
         arrays[f"saliency_{names[i]}"] = wide.T.astype(np.float32)
 
 
-def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred: torch.Tensor,
-              arrays: dict, anchors=None) -> dict[str, np.ndarray]:  # fmt: skip
+def _anchored(calls: list[Call], found: list[Chain], reads: list[bool], value: torch.Tensor,
+              y_pred: torch.Tensor, arrays: dict, anchors=None) -> dict:  # fmt: skip
     """The error of one step followed back, as `engine.modes.model.anchored_norms` gives it
     (`anchors_by_layer` [L, A], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, A, T]):
     the totals when the output has no time axis of the last direction's length (a loss on one
@@ -261,7 +255,7 @@ def _anchored(calls: list[Call], found: list[Chain], value: torch.Tensor, y_pred
     for step, ks in passes:
         keep = torch.zeros_like(d_output)
         keep.select(axis, step).fill_(1)
-        results, _ = _backward(calls, found, y_pred, d_output * keep, (), weights=False)
+        results, _ = _backward(calls, found, y_pred, reads, d_output * keep, (), weights=False)
         for k in ks:
             one = join(found[k], calls, results)
             exact = all(calls[n].saved is not None for n in found[k].calls)

@@ -140,20 +140,11 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
         arrays |= _input(grads[len(pieces)], pieces[0])
         arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors, passes)
     steps = arrays["norm_h_total_by_layer"].shape[1]
-    arrays["loss"] = np.float32(value.detach().cpu())
-    if per_sample is not None:
-        arrays["loss_by_sample"] = _numpy(per_sample).astype(np.float32)
-    arrays["y_pred"] = _numpy(y_pred)
-    if y is not None:
-        arrays["y"] = _numpy(y)
+    arrays |= outcome_arrays(value, per_sample, y_pred, y, module, summary, source)
     first = pieces[0]
     model_x = _model_x(args[0], first.steps, first.batch)
     if model_x is not None and len(model_x) == steps:
         arrays["x"] = model_x
-    arrays["model_summary"] = np.array(summary)
-    arrays["model_source"] = np.array(f"PyTorch module {type(module).__name__}")
-    if source:
-        arrays["inputs_source"] = np.array(source)
     arrays["lstm_kernel"] = np.array("pytorch")
     arrays["model_seconds"] = np.float32(time.perf_counter() - start)
     config = RunConfig(mode="model", steps=steps, batch=first.batch,
@@ -420,6 +411,24 @@ def checked(check, *args):
         return check(*args)
     except ConfigError as exc:
         raise in_python_terms(exc) from None
+
+
+def outcome_arrays(value: torch.Tensor, per_sample, y_pred: torch.Tensor, y, module: nn.Module,
+                   summary: str, source: str) -> dict[str, np.ndarray]:  # fmt: skip
+    """What a PyTorch module's model-mode trace holds beside its directions (`tracer` and
+    `trace` alike): `loss`, `loss_by_sample` [B] (when the loss gives it), `y_pred`, `y`
+    (when given), `model_summary`, `model_source` and `inputs_source` (when named)."""
+    arrays = {"loss": np.float32(value.detach().cpu())}
+    if per_sample is not None:
+        arrays["loss_by_sample"] = _numpy(per_sample).astype(np.float32)
+    arrays["y_pred"] = _numpy(y_pred)
+    if y is not None:
+        arrays["y"] = _numpy(y)
+    arrays["model_summary"] = np.array(summary)
+    arrays["model_source"] = np.array(f"PyTorch module {type(module).__name__}")
+    if source:
+        arrays["inputs_source"] = np.array(source)
+    return arrays
 
 
 def first_tensor(output) -> torch.Tensor:
