@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
+from bench_torch import median_seconds, print_ratios  # noqa: E402
 from torch import nn  # noqa: E402
 
+from lstmviz.engine.native import kernels  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
 
 KINDS = ("mingru", "minlstm", "mamba", "lru", "slstm", "mlstm")
@@ -79,12 +79,6 @@ def torch_backward(net: nn.Module, x, y) -> None:
     nn.functional.mse_loss(net(x), y).backward()
 
 
-def seconds(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
@@ -99,7 +93,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"T={args.steps} B={args.batch} d_model={args.width}, {args.depth} residual layers, "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads), {os.cpu_count()} "
-          f"CPUs; load {os.getloadavg()[0]:.1f}")  # fmt: skip
+          f"CPUs ({kernels.cpu_vector_extensions()}); load {os.getloadavg()[0]:.1f}")  # fmt: skip
     for kind in args.kinds:
         torch.manual_seed(0)
         net = Residual(kind, args.width, args.depth)
@@ -115,13 +109,9 @@ def main() -> None:
         times = {name: [] for name in runs}
         for _ in range(args.repeats):
             for name, fn in runs.items():
-                times[name].append(seconds(fn))
-        base = statistics.median(times["pytorch forward + backward"])
+                times[name] += median_seconds(fn, 1)
         print(f"{kind} (load {os.getloadavg()[0]:.1f})")
-        for name, values in times.items():
-            m = statistics.median(values)
-            print(f"  {name:34s} {1000 * m:8.0f} ms  ({m / base:4.2f}×)  "
-                  f"[{', '.join(f'{1000 * v:.0f}' for v in values)}]")
+        print_ratios(times)
 
 
 if __name__ == "__main__":

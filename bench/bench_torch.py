@@ -115,6 +115,11 @@ def main() -> None:
           f"({torch.get_num_threads()} threads), {cpu} CPUs, LSTM kernel "
           f"{'native' if kernels.library() is not None else 'while_loop'}; load "
           f"{os.getloadavg()[0]:.1f}")  # fmt: skip
+    print_ratios(times)
+
+
+def print_ratios(times: dict[str, list[float]]) -> None:
+    """Each run's median (ms), its ratio to PyTorch's forward + backward and every time."""
     base = statistics.median(times["pytorch forward + backward"])
     for name, values in times.items():
         m = statistics.median(values)
