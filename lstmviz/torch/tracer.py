@@ -11,6 +11,12 @@ the calls before it — or, where the call continues an earlier call's state (a 
 dL/d(initial state) is the earlier call's state cotangent. The parameters' `.grad` are never touched
 (nothing is differentiated with respect to them in PyTorch).
 
+A module that also holds modern layers (minGRU, Mamba, …: `lstmviz.torch.modern`) runs them as
+plain PyTorch here (autograd carries the gradient through them), then once more in
+`modern.model.run`, which traces them (the classic layers plain PyTorch there): two forwards and
+two backwards, the directions of both in one trace in the order the forward first calls them
+(`modern.mixed`).
+
 Keys are model mode's (docs/pytorch.md): one entry per direction (`chains`: one chain of calls
 of one layer and direction), named `{attribute path}/l{k}[/forward|/backward]` (a cell
 `{attribute path}`; `#{n}` when a layer makes several chains), every per-step array [T_k, B, ·]
@@ -42,7 +48,8 @@ from lstmviz.torch import fused, modern
 from lstmviz.torch.capture import WHERE, Call, capture, recurrent_modules
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
-from lstmviz.torch.modern.model import checked, first_tensor, outcome_arrays
+from lstmviz.torch.modern import mixed
+from lstmviz.torch.modern.model import checked, first_tensor, outcome_arrays, run
 from lstmviz.torch.probed import PER_DIRECTION, call_gradients
 from lstmviz.torch.runs import reads_earlier, runs
 
@@ -88,6 +95,7 @@ class Tracer:
         if modern.alone(self.module, bool(recurrent_modules(self.module))):  # minGRU, Mamba…
             return modern.trace(self.module, args, y, self.loss, self.loss_name, self.anchors,
                                 source, summary(self.module), start)  # fmt: skip
+        both = bool(modern.found(self.module)[0])  # modern layers too: `_with_modern`
         several = sum(torch.is_tensor(a) for a in args) > 1  # each input's own keys
         with capture(self.module) as calls:
             try:
@@ -113,18 +121,39 @@ class Tracer:
                 _several_inputs(arrays, args, feeds, found, calls, grads,
                                 input_names(self.module, len(args)))  # fmt: skip
         steps = len(arrays["norm_h_total_by_layer"][0])
+        model_x = None if feeds else _model_x(args[0], calls[0], len(grads[0]))
+        if model_x is not None and (len(model_x) == steps or both):  # (both: `merged` checks)
+            arrays["x"] = model_x
+        first = calls[0]
+        batch, input_dim, hidden = first.layout.batch, int(first.x.shape[2]), first.hidden
+        if both:
+            arrays, shape = _with_modern(arrays, found, self.module, args, y, self.loss,
+                                         self.anchors)  # fmt: skip
+            steps, (batch, input_dim, hidden) = arrays["norm_h_total_by_layer"].shape[1], (
+                shape or (batch, input_dim, hidden))  # fmt: skip
         arrays |= outcome_arrays(value, per_sample, y_pred, y, self.module, summary(self.module),
                                  source)  # fmt: skip
-        model_x = None if feeds else _model_x(args[0], calls[0], len(grads[0]))
-        if model_x is not None and len(model_x) == steps:
-            arrays["x"] = model_x
         arrays["model_seconds"] = np.float32(time.perf_counter() - start)
-        first = calls[0]
-        config = RunConfig(mode="model", steps=steps, batch=first.layout.batch,
-                           input_dim=int(first.x.shape[2]), hidden=first.hidden,
-                           loss=self.loss_name, model=None,
+        config = RunConfig(mode="model", steps=steps, batch=batch, input_dim=input_dim,
+                           hidden=hidden, loss=self.loss_name, model=None,
                            anchors=checked(anchors_text, self.anchors))  # fmt: skip
         return GradientTrace("model", config, arrays)
+
+
+def _with_modern(arrays: dict, found: list[Chain], module: nn.Module, args: tuple, y, loss,
+                 anchors) -> tuple[dict, tuple[int, int, int] | None]:  # fmt: skip
+    """A module of classic and modern layers: the classic directions' `arrays` joined with the
+    modern layers' (`modern.model.run`: a second forward and backward, the classic layers run
+    as plain PyTorch there, as the modern ones did here) in the order the forward first calls
+    them (`modern.mixed`); and (batch, input dim, hidden) of the first direction when it is a
+    modern one, else None."""
+    done = run(module, args, y, loss, anchors)
+    ordered = mixed.order([chain.calls[0] for chain in found], done.firsts, done.before)
+    arrays = mixed.merged(arrays, done.arrays, ordered)
+    if ordered[0][0] == "classic":
+        return arrays, None
+    return arrays, (done.first.batch, int(done.first.source.shape[-1]),
+                    int(arrays["layer0_h"].shape[-1]))  # fmt: skip
 
 
 def _backward(
@@ -460,7 +489,7 @@ def summary(module: nn.Module) -> str:
             lines.append("-" * len(lines[-1]))
     if not program:  # a program's weights are its graph's too
         lines.append(f"Total params: {sum(p.numel() for p in module.parameters()):,}")
-    lines += modern.notes(module, bool(recurrent_modules(module)))  # modern layers left out
+    lines += modern.notes(module)  # modern layers left out
     return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -34,6 +35,7 @@ from lstmviz.core.config import RunConfig, anchor_steps, anchors_text, in_python
 from lstmviz.core.errors import ConfigError, LstmvizError, ModelError
 from lstmviz.io.trace import GradientTrace
 from lstmviz.torch.modern import layers, mingru, scan, ssm, xlstm
+from lstmviz.torch.modern.mixed import classic_calls
 from lstmviz.torch.modern.piece import Piece
 
 WHERE = "lstmviz.torch"
@@ -114,11 +116,46 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
           source: str, summary: str, start: float) -> GradientTrace:  # fmt: skip
     """The GradientTrace of `module` on `args` (its arguments) and `y` under `loss` (output,
     y, y_pred) -> (value, per-sample [B] or None); `summary` the module's table."""
+    done = run(module, args, y, loss, anchors)
+    arrays, first = done.arrays, done.first
+    steps = arrays["norm_h_total_by_layer"].shape[1]
+    arrays |= outcome_arrays(done.value, done.per_sample, done.y_pred, y, module, summary, source)
+    if "x" in arrays and len(arrays["x"]) != steps:
+        del arrays["x"]
+    arrays["lstm_kernel"] = np.array("pytorch")
+    arrays["model_seconds"] = np.float32(time.perf_counter() - start)
+    config = RunConfig(mode="model", steps=steps, batch=first.batch,
+                       input_dim=int(first.source.shape[-1]),
+                       hidden=int(arrays["layer0_h"].shape[-1]), loss=loss_name, model=None,
+                       anchors=checked(anchors_text, anchors))  # fmt: skip
+    return GradientTrace("model", config, arrays)
+
+
+class Run(NamedTuple):
+    """One traced forward and its backward (`run`): `arrays` the directions' (`layer{k}_…`,
+    the [L, T] rows, `layer_names`, `nonfinite_steps`, the anchored rows, `grad_input`
+    [T, B, E], `saliency` [B, T], `x` [T, B(, I)] when the input is a batch-first tensor of
+    the first direction's B and T); the loss `value`, `per_sample` [B] or None, `y_pred`;
+    `first` the first call; `firsts` each direction's first call (an index into the calls);
+    `before` per call of a classic layer or cell, how many modern calls ran before it."""
+
+    arrays: dict
+    value: torch.Tensor
+    per_sample: torch.Tensor | None
+    y_pred: torch.Tensor
+    first: Piece
+    firsts: list[int]
+    before: list[int]
+
+
+def run(module: nn.Module, args: tuple, y, loss: Callable, anchors) -> Run:
+    """The modern layers of `module` traced on `args` and `y` under `loss`; classic layers the
+    module holds run as plain PyTorch (autograd carries the gradient through them)."""
     traced, skipped = layers.found(module)
     if not traced:
         raise ModelError(f"{WHERE}: nothing lstmviz traces: "
                          + "; ".join(f"{name} ({why})" for name, _, why in skipped))  # fmt: skip
-    with capture(module) as (pieces, passes):
+    with capture(module) as (pieces, passes), classic_calls(module, pieces) as before:
         output = module(*args)
         if not pieces:
             raise LstmvizError(f"{WHERE}: the forward ran none of the module's recurrent layers")
@@ -139,19 +176,11 @@ def trace(module: nn.Module, args: tuple, y, loss: Callable, loss_name: str, anc
                                                    strict=False)))  # fmt: skip
         arrays |= _input(grads[len(pieces)], pieces[0])
         arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors, passes)
-    steps = arrays["norm_h_total_by_layer"].shape[1]
-    arrays |= outcome_arrays(value, per_sample, y_pred, y, module, summary, source)
-    first = pieces[0]
-    model_x = _model_x(args[0], first.steps, first.batch)
-    if model_x is not None and len(model_x) == steps:
+    model_x = _model_x(args[0], pieces[0].steps, pieces[0].batch)
+    if model_x is not None:
         arrays["x"] = model_x
-    arrays["lstm_kernel"] = np.array("pytorch")
-    arrays["model_seconds"] = np.float32(time.perf_counter() - start)
-    config = RunConfig(mode="model", steps=steps, batch=first.batch,
-                       input_dim=int(first.source.shape[-1]),
-                       hidden=int(arrays["layer0_h"].shape[-1]), loss=loss_name, model=None,
-                       anchors=checked(anchors_text, anchors))  # fmt: skip
-    return GradientTrace("model", config, arrays)
+    return Run(arrays, value, per_sample, y_pred, pieces[0],
+               [members[0] for _, members in found], before)  # fmt: skip
 
 
 def chains(pieces: list[Piece]) -> list[tuple[str, list[int]]]:
