@@ -164,3 +164,29 @@ def test_mlstm_matrix_memory_and_normaliser_totals_match_its_recurrent_form(widt
     assert_close(trace.layer0_grad_n_total, torch.stack([n.grad for n in ns]).reshape(T, B, -1),
                  "dL/dn_t")  # fmt: skip
     assert trace.layer0_timescale.shape == (width * (1 if wide else width // heads),)
+
+
+@pytest.mark.parametrize("steps, chunk, shift", [(7, 3, 0.0), (12, 4, -20.0), (9, 9, 4.0)])
+def test_mlstm_chunks_compute_the_parallel_form_and_its_gradients(steps, chunk, shift):
+    """`xlstm.chunked` (the traced mLSTM's form) against the package's parallel form in
+    float64: h̃ and autograd's gradients of every input. shift −20: input gates so small that
+    e^{−m} beats |q·n| (the stabiliser's branch of the normaliser); 7 = 3 + 3 + 1: a short
+    last chunk."""
+    from xlstm.blocks.mlstm.backends import parallel_stabilized_simple
+
+    from lstmviz.torch.modern.xlstm import chunked
+
+    torch.manual_seed(3)
+    shape = (2, 2, steps)
+    inputs = [torch.randn(*shape, 4, dtype=torch.float64) for _ in range(3)]
+    inputs += [torch.randn(*shape, 1, dtype=torch.float64) * 3 + shift,
+               torch.randn(*shape, 1, dtype=torch.float64) * 2 + 1]  # fmt: skip
+    inputs = [t.requires_grad_() for t in inputs]
+    want = parallel_stabilized_simple(*inputs)
+    got = chunked(*inputs, chunk=chunk)
+    weights = torch.randn_like(want)
+    scale = want.detach().abs().max()
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12 * float(scale))
+    for g, w in zip(torch.autograd.grad((got * weights).sum(), inputs),
+                    torch.autograd.grad((want * weights).sum(), inputs), strict=True):  # fmt: skip
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12 * float(w.abs().max()))

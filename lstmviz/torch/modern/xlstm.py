@@ -80,8 +80,10 @@ def through_h(totals: torch.Tensor, states: torch.Tensor, o: torch.Tensor) -> to
 
 def mlstm_backend(cell, name: str, record: Callable):
     """The traced `backend_fn` of one `mLSTMCell` (queries, keys, values [B, NH, S, DH], gate
-    pre-activations [B, NH, S, 1] -> h̃ [B, NH, S, DH]): the package's parallel form (its
-    numbers), h̃ read through a tap (its gradient: what the output passes back), and the
+    pre-activations [B, NH, S, 1] -> h̃ [B, NH, S, DH]): the package's parallel form's function
+    computed in chunks (`chunked`: its numbers to rounding, a tenth of its time forward and
+    backward at S = 512; the parallel form itself when the call asks for another mask or
+    stabiliser), h̃ read through a tap (its gradient: what the output passes back), and the
     states the parallel form never forms — C̃_t [NH, DH, DH], ñ_t [NH, DH], m_t per head —
     from the recurrent form (`recurrent_step_stabilized_simple`'s equations), without
     gradient: C̃_t = f̃_t C̃_{t-1} + ĩ_t k_t v_tᵀ/√DH, ñ_t = f̃_t ñ_{t-1} + ĩ_t k_t/√DH,
@@ -93,9 +95,13 @@ def mlstm_backend(cell, name: str, record: Callable):
         batch, heads, steps, head_dim = values.shape
         source = alias(values.transpose(1, 2).reshape(batch, steps, heads * head_dim))
         values = source.view(batch, steps, heads, head_dim).transpose(1, 2)
-        h = parallel_stabilized_simple(queries, keys, values, igate_preact, fgate_preact,
-                                       lower_triangular_matrix=lower_triangular_matrix,
-                                       **kwargs)  # fmt: skip
+        if _causal(lower_triangular_matrix, steps) and kwargs.get("stabilize_rowwise", True):
+            h = chunked(queries, keys, values, igate_preact, fgate_preact,
+                        eps=kwargs.get("eps", 1e-6))  # fmt: skip
+        else:
+            h = parallel_stabilized_simple(queries, keys, values, igate_preact, fgate_preact,
+                                           lower_triangular_matrix=lower_triangular_matrix,
+                                           **kwargs)  # fmt: skip
         tap = h.view_as(h)
         reduce = heads * head_dim * head_dim > MAX_CHANNELS
         states = _mlstm_states(queries.detach(), keys.detach(), values.detach(),
@@ -109,6 +115,60 @@ def mlstm_backend(cell, name: str, record: Callable):
         return tap
 
     return traced
+
+
+def _causal(mask: torch.Tensor | None, steps: int) -> bool:
+    """Whether the parallel form would mask with the plain causal mask: none given, one
+    smaller than the steps (it then makes its own) or a lower-triangular one of ones."""
+    if mask is None or steps < mask.size(-1):
+        return True
+    corner = mask[..., :steps, :steps]
+    return bool(torch.equal(corner, torch.ones_like(corner).tril()))
+
+
+def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i_pre: torch.Tensor,
+            f_pre: torch.Tensor, chunk: int = 64, eps: float = 1e-6) -> torch.Tensor:  # fmt: skip
+    """h̃ [B, NH, S, DH] of `parallel_stabilized_simple` (causal mask, rows stabilised) from
+    q, k, v [B, NH, S, DH] and the gate pre-activations [B, NH, S, 1], in chunks of `chunk`
+    steps: the same function and stabiliser, m_t = max_{s≤t}(L_t − L_s + ĩ_s) with
+    L_t = Σ_{r≤t} log σ(f̃_r), so the same numbers to rounding (and the same autograd
+    gradients, the stabiliser's included), in O(S·chunk) a head where the parallel form's
+    [S, S] matrices cost O(S²) forward and backward. Within a chunk the parallel form's
+    [l, l] block; the steps before it through the chunk-start state Ĉ = Σ_{s<a}
+    e^{L_{a−1} − L_s + ĩ_s − m_{a−1}} k_s v_sᵀ/√DH (and n̂ likewise), every exponent ≤ 0."""
+    log_f = torch.nn.functional.logsigmoid(f_pre[..., 0])  # [B, NH, S]
+    i_pre = i_pre[..., 0]
+    cum = torch.cumsum(log_f, dim=-1)
+    m = cum + torch.cummax(i_pre - cum, dim=-1).values
+    k = k / q.shape[-1] ** 0.5
+    out, c_hat, n_hat, before = [], None, None, None
+    # split, not sliced: a slice's backward would write a zero tensor of the whole length
+    for q_c, k_c, v_c, i_c, cum_c, m_c in zip(*(t.split(chunk, -2) for t in (q, k, v)),
+                                             *(t.split(chunk, -1) for t in (i_pre, cum, m)),
+                                             strict=True):  # fmt: skip
+        size = q_c.shape[-2]
+        log_w = cum_c[..., :, None] - cum_c[..., None, :] + i_c[..., None, :] - m_c[..., :, None]
+        causal = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
+        w = torch.exp(torch.where(causal, log_w, -torch.inf))  # [B, NH, l, l]
+        e = (q_c @ k_c.transpose(-2, -1)) * w
+        num, qn = e @ v_c, e.sum(-1)
+        if c_hat is not None:  # the steps before the chunk
+            g = torch.exp(cum_c - before[0] + before[1] - m_c)  # [B, NH, l]
+            num = num + g[..., None] * (q_c @ c_hat)
+            qn = qn + g * (q_c @ n_hat[..., None])[..., 0]
+        den = torch.maximum(qn.abs(), torch.exp(-m_c)) + eps
+        out.append(num / den[..., None])
+        if size < chunk:  # the last chunk
+            break
+        last = w[..., -1, :, None]  # [B, NH, l, 1]: the chunk's steps as its last row weighs them
+        kv, ks = k_c.transpose(-2, -1) @ (last * v_c), (last * k_c).sum(-2)
+        if c_hat is None:
+            c_hat, n_hat = kv, ks
+        else:
+            g_end = g[..., -1, None]
+            c_hat, n_hat = g_end[..., None] * c_hat + kv, g_end * n_hat + ks
+        before = (cum_c[..., -1, None], m_c[..., -1, None])
+    return torch.cat(out, dim=-2)
 
 
 def _mlstm_states(q, k, v, i_pre, f_pre, reduce: bool,
