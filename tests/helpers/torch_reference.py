@@ -132,6 +132,12 @@ def reference(model: nn.Module, args: tuple, y, loss_fn) -> dict:
             "grad_input": first.grad.detach().numpy()}  # fmt: skip
 
 
+def unrolled_directions(wrapper: Unrolled) -> list[dict]:
+    """The directions an `Unrolled` module ran, as `reference` gives them (after the loss's
+    backward): layer-major, forward first."""
+    return [_direction(wrapper.inner, found) for found in wrapper.found]
+
+
 def _direction(module, found: dict) -> dict:
     out = found["out"]
     steps, batch, hidden = out.shape
