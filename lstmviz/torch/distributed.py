@@ -6,20 +6,35 @@ whose first axis is B; the rest goes to every rank whole) into contiguous shares
 `shares(B, N)` samples, rank r the r-th. Each rank runs model mode on its share; rank 0
 gathers the shares' arrays (`torch.distributed.gather_object`) and combines them (`combine`):
 
-- per-sample arrays are concatenated in rank order: states [T, B, H], the inputs and mask
-  [T, B, ·], y, y_pred and loss_by_sample [B, …];
+- per-sample arrays are concatenated in rank order: states [T, B, S] (an LSTM's h and c, a
+  modern layer's every state `layer{k}_{state}` of its `state_names`: a per-D-channel norm
+  over N, a complex state's modulus are per sample too), the inputs and mask [T, B, ·], y,
+  y_pred and loss_by_sample [B, …];
 - gradients are linear in the loss, and the loss is taken to be the mean over the samples of
   per-sample losses (the named losses and "mean" are; a callable `loss_fn` must be too, as
   PyTorch's losses with their default reduction="mean" are): a share of b_r samples gives
   gradients B / b_r times the whole batch's, so every gradient of rank r is scaled by
-  s_r = b_r / B: per-sample gradients are concatenated, weight gradients and the loss summed;
+  s_r = b_r / B: per-sample gradients are concatenated (the totals and direct gradients of
+  every state [T, B, S]; a norm over N or a modulus scales as the gradient does), weight
+  gradients (`grad_kernel`…, a modern layer's `grad_weight_{parameter}`, a complex one's
+  [..., 2] alike) and the loss summed;
 - the per-(direction, step) norms over (b, j) are sqrt(Σ_r (s_r ‖g_r‖)²), in float64;
 - the gate summaries (means over the unmasked (b, j) of a step, or (t, b)) are averaged with
   each rank's unmasked counts as weights;
-- `nonfinite_steps` is the union of the ranks', `model_seconds` the slowest rank's.
+- a modern layer's `timescale` [S], −1/ln ā with ln ā the mean log decay over (b, t), from
+  the mean of the shares' ln ā = −1/τ_r weighted by s_r, in float64. A Mamba state kept per D
+  channel has the slowest mode's: ln ā_dn = mean(Δ_d)·A_dn with Δ_d > 0, so the slowest n is
+  that of the largest A_dn in every share and the rule is exact there too;
+- `nonfinite_steps` is the union of the ranks', `model_seconds` the slowest rank's; names,
+  cell kinds, state names, call counts and the model's summary are the first rank's.
 
 So a record equals the single-process record on the whole batch to float32 rounding. A loss
-that is a sum over samples, or any loss whose samples interact (a batch statistic), would not.
+that is a sum over samples, or any loss whose samples interact (a batch statistic), would not;
+nor would a layer whose samples interact (lru-pytorch's LRU starts the first sample of its
+batch from its `state` or the one it is given, every other from zero: a share's first sample
+too — equal while that state is zero and none is given; the package zeroes it after every
+call). Every rank's trace must hold the same keys, with the same names, cell kinds and state
+names; a key with no rule here is refused (an LstmvizError naming it), never passed on.
 
 Without an initialised process group (or with one process) nothing here changes anything.
 FSDP (a module whose parameters are sharded across ranks) is not supported: each rank would
@@ -38,13 +53,15 @@ import torch
 from lstmviz.core.errors import LstmvizError
 from lstmviz.io.trace import GradientTrace
 
-# per direction (`layer{k}_{name}`): how a share's array joins the others
-_CONCAT_T_B = ("h", "c")  # [T, B, H] states: side by side along B
+# per direction (`layer{k}_{name}`): how a share's array joins the others; a modern layer's
+# every state `{state}` of its `layer{k}_state_names` joins as "h" does, `grad_{state}_total`
+# as "grad_h_total", and every `grad_weight_{parameter}` as "grad_kernel"
+_CONCAT_T_B = ("h", "c")  # [T, B, S] states: side by side along B
 _SCALED_T_B = ("grad_h_total", "grad_c_total", "grad_h_direct")  # gradients along B, scaled
 _SUMMED = ("grad_kernel", "grad_recurrent_kernel", "grad_bias")  # each share's part, scaled
 _STEP_MEANS = ("gates_mean", "gates_saturated")  # [G, T]: over the unmasked (b, j) of a step
 _MEANS = ("gates_unit_mean", "gates_saturated_diagnosis")  # over every unmasked (t, b)
-_SAME = ("cell", "gate_names", "calls", "initial_from")
+_SAME = ("cell", "gate_names", "calls", "initial_from", "state_names")
 # norms over (b, j) per direction and step [L, T] (the anchored ones [L, A, T]: of the loss at
 # one step t* alone)
 _NORMS = ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer",
@@ -152,7 +169,13 @@ def combine(parts: list[tuple[dict, object]], sizes: list[int], where: str) -> G
                                "torch.distributed the probe batch is split along axis 0 of x "
                                "and y, so the module must take its batch there "
                                "(batch-major, batch_first=True)")  # fmt: skip
-    keys = [k for k in arrays[0] if all(k in a for a in arrays)]
+    keys = list(arrays[0])
+    for rank, a in enumerate(arrays[1:], 1):
+        if set(a) != set(keys):
+            odd = sorted(set(a) ^ set(keys))
+            raise LstmvizError(f"{where}: the traces of rank 0 and rank {rank} hold different "
+                               f"arrays ({', '.join(odd)}); the ranks must trace the same "
+                               "module on shares of one probe batch")  # fmt: skip
     out: dict[str, np.ndarray] = {}
     for key in keys:
         values = [np.asarray(a[key]) for a in arrays]
@@ -161,40 +184,77 @@ def combine(parts: list[tuple[dict, object]], sizes: list[int], where: str) -> G
     return GradientTrace("model", config, out)
 
 
+def _family(key: str, arrays: dict) -> tuple[str | None, str | None]:
+    """(the key's name within its direction, e.g. "grad_h_total", or None for a whole-model
+    key; its rule's name among the direction's: a modern layer's other states read as "h",
+    their totals as "grad_h_total", its parameters' gradients as "grad_kernel")."""
+    if not (key.startswith("layer") and key[5:6].isdigit() and "_" in key):
+        return None, None
+    layer, name = key.split("_", 1)
+    states = [str(s) for s in np.atleast_1d(arrays.get(f"{layer}_state_names", []))]
+    if name in states:
+        return name, "h"
+    if name.startswith("grad_") and name.endswith("_total") and name[5:-6] in states:
+        return name, "grad_h_total"
+    if name.startswith("grad_weight_"):
+        return name, "grad_kernel"
+    return name, name
+
+
 def _combined(key: str, values: list[np.ndarray], scales: list[float], arrays: list[dict]):
+    """The whole batch's `key` from the shares' `values` (the module's docstring says how);
+    `scales` [ranks] each share's s_r, `arrays` each share's trace."""
     first = values[0]
-    name = key.split("_", 1)[1] if key.startswith("layer") and key[5:6].isdigit() else None
-    if name in _CONCAT_T_B or key in _ALONG_B:
+    name, rule = _family(key, arrays[0])
+    if rule in _CONCAT_T_B or key in _ALONG_B:
         return np.concatenate(values, 1 if name else _ALONG_B[key])
     if key.startswith("x_"):  # one of several inputs: time-major [T, B, …] or [B, …]
         shares = [np.shape(a[f"saliency_{key[2:]}"])[0] for a in arrays]
         major = all(v.ndim >= 2 and v.shape[1] == b for v, b in zip(values, shares, strict=True))
         return np.concatenate(values, 1 if major else 0)
-    if name in _SCALED_T_B or key in _SCALED_ALONG_B or key.startswith(_SCALED_INPUTS):
+    if rule in _SCALED_T_B or key in _SCALED_ALONG_B or key.startswith(_SCALED_INPUTS):
         axis = 1 if name or key.startswith("grad_input_") else _SCALED_ALONG_B.get(key, 0)
-        return np.concatenate([v * np.asarray(s, v.dtype) for v, s in zip(values, scales,
-                                                                            strict=True)], axis)
-    if name in _SUMMED or key == "loss":
+        pairs = zip(values, scales, strict=True)
+        return np.concatenate([v * np.asarray(s, v.dtype) for v, s in pairs], axis)
+    if rule in _SUMMED or key == "loss":
         total = sum(v.astype(np.float64) * s for v, s in zip(values, scales, strict=True))
         return np.asarray(total, first.dtype)
     if key in _NORMS:
-        squares = sum(np.square(v.astype(np.float64) * s) for v, s in zip(values, scales,
-                                                                           strict=True))
+        pairs = zip(values, scales, strict=True)
+        squares = sum(np.square(v.astype(np.float64) * s) for v, s in pairs)
         return np.sqrt(squares).astype(first.dtype)
-    if name in _STEP_MEANS or name in _MEANS:
+    if rule in _STEP_MEANS or rule in _MEANS:
         layer = key[: -len(name) - 1]  # "layer{k}"
-        weights = [_counts(a, layer, per_step=name in _STEP_MEANS) for a in arrays]
+        weights = [_counts(a, layer, per_step=rule in _STEP_MEANS) for a in arrays]
         total = sum(weights)
         summed = sum(v.astype(np.float64) * w for v, w in zip(values, weights, strict=True))
         mean = np.divide(summed, total, out=np.zeros_like(summed), where=total > 0)
         return mean.astype(first.dtype)
+    if rule == "timescale":
+        return _timescale(values, scales)
     if key == "nonfinite_steps":
         return np.unique(np.concatenate(values)).astype(first.dtype)
     if key == "model_seconds":
         return np.max(values).astype(first.dtype)
-    if name in _SAME or key in _FIRST:
+    if rule in _SAME or key == "layer_names":  # of the module, not the share: the same
+        if not all(np.array_equal(v, first) for v in values[1:]):
+            raise LstmvizError(f"lstmviz.torch.distributed: the ranks' {key} differ "
+                               f"({', '.join(str(v) for v in values)}); they must trace the "
+                               "same module")  # fmt: skip
+        return first
+    if key in _FIRST:
         return first
     raise LstmvizError(f"lstmviz.torch.distributed: no rule to combine the ranks' {key}")
+
+
+def _timescale(values: list[np.ndarray], scales: list[float]) -> np.ndarray:
+    """τ [S] of the whole batch from the shares' τ_r [S] (steps per e-fold, −1/ln ā_r, ln ā_r ≤ 0
+    the mean log decay over a share's (b, t); inf where ā_r = 1): −1 / Σ_r s_r ln ā_r."""
+    with np.errstate(divide="ignore"):
+        logs = np.stack([-1.0 / v.astype(np.float64) for v in values])  # ln ā_r (±0 at τ = ±inf)
+        weights = np.reshape(scales, (-1,) + (1,) * values[0].ndim)
+        mean = np.sum(logs * weights, axis=0)
+        return (-1.0 / mean).astype(values[0].dtype)
 
 
 def _counts(arrays: dict, layer: str, per_step: bool):

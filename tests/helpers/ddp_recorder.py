@@ -6,7 +6,10 @@ set; argument: the output folder.
 Rank 0 records into OUT/run.lvz; rank 1 is given a path in a folder that does not exist, which
 it never opens. Afterwards the refusals (a probe batch smaller than the ranks; rank 0's path
 in a missing folder), a record whose loss fails on rank 1 alone, and rank 0 saves model mode
-of the final weights on the whole probe batch (OUT/reference.npz). Each rank writes what it
+of the final weights on the whole probe batch (OUT/reference.npz). Then a modern module (an
+sLSTM layer, residual: its other states c, n, m, their totals, its timescale; then a Mamba block
+whose state is kept per D channel) DDP-wrapped is recorded once into OUT/modern.lvz, and rank 0
+saves its model mode on the whole batch (OUT/modern_reference.npz). Each rank writes what it
 saw to OUT/rank{r}.json."""
 
 import json
@@ -18,6 +21,7 @@ import torch.distributed as dist
 from torch import nn
 
 from tests.helpers.distributed_models import Net, data, probe
+from tests.helpers.modern_models import modern_module, modern_probe
 
 
 def picky_loss(y_pred, y):
@@ -67,6 +71,15 @@ def main(out: Path) -> None:
         seen["failed"] = f"{type(exc).__name__}: {exc}"
     if rank == 0:
         model_gradients(model, x, y, "mse").save(out / "reference.npz")
+    modern = modern_module("slstm+mamba")
+    modern_data = modern_probe()
+    recorder = GradientFlowRecorder(nn.parallel.DistributedDataParallel(modern), modern_data,
+                                    out / "modern.lvz" if rank == 0 else path,
+                                    loss_fn="mse")  # fmt: skip
+    recorder.step()
+    recorder.close()
+    if rank == 0:
+        model_gradients(modern, *modern_data, "mse").save(out / "modern_reference.npz")
     (out / f"rank{rank}.json").write_text(json.dumps(seen))
     dist.destroy_process_group()
 

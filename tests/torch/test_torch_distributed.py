@@ -1,8 +1,10 @@
 """GradientFlowRecorder under torch.distributed without Lightning: two processes (gloo, on
 loopback) train a DDP-wrapped model; each traces its share of the probe batch (3 + 2 samples),
 rank 0 alone writes, and the last record equals `lstmviz.torch.model_gradients` of the final
-weights on the whole batch. One run (`tests/helpers/ddp_recorder.py`) is checked several ways.
-The rules that split and combine (`lstmviz.torch.distributed`) are checked in this process."""
+weights on the whole batch; so does a record of a DDP-wrapped modern module (sLSTM, Mamba). One
+run (`tests/helpers/ddp_recorder.py`) is checked several ways. The rules that split and combine
+(`lstmviz.torch.distributed`) are checked in this process (the modern layers' in
+tests/torch/test_modern_distributed.py)."""
 
 import json
 import subprocess
@@ -54,7 +56,24 @@ def test_rank_0_alone_writes_and_gets_the_traces(ddp_run):
     assert seen[0]["traces"] == [False, True, False, True]
     assert seen[1]["traces"] == [False] * 4  # its path (a missing folder) was never opened
     assert sorted(p.name for p in ddp_run.iterdir()) == [
-        "rank0.json", "rank1.json", "reference.npz", "run.lvz"]  # fmt: skip
+        "modern.lvz", "modern_reference.npz", "rank0.json", "rank1.json", "reference.npz",
+        "run.lvz"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_modern_modules_record_is_its_whole_batch_model_trace(ddp_run):
+    """sLSTM (other states c, n, m and their totals, timescale, gates) under a Mamba block kept
+    per D channel, shares of 3 + 2 samples gathered and combined on rank 0."""
+    import lstmviz
+    from lstmviz.io.trace import GradientTrace
+
+    recording = lstmviz.load_recording(ddp_run / "modern.lvz")
+    reference = GradientTrace.load(ddp_run / "modern_reference.npz")
+    assert list(recording.step) == [1] and recording.finished
+    assert [str(reference.arrays[f"layer{k}_cell"]) for k in range(3)] == ["slstm", "mamba",
+                                                                          "mamba"]  # fmt: skip
+    assert "layer0_grad_n_total" in reference.arrays
+    compare(recording, reference)
 
 
 @pytest.mark.slow

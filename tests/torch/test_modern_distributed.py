@@ -1,0 +1,101 @@
+"""The modern layers' traces under torch.distributed, without processes: for each kind a tiny
+residual module (tests/helpers/modern_models.py) traced on the whole probe batch and on its two
+uneven shares (3 + 2 samples, `lstmviz.torch.distributed.shares`/`share`), the shares combined
+as rank 0 combines them (`distributed.combine`): every key equal to the whole batch's. A key
+`combine` has no rule for, shares holding different keys or of different layers are refused.
+(One real run of two processes with a modern layer: tests/torch/test_torch_distributed.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+for package in ("minGRU_pytorch", "mambapy", "LRU_pytorch", "xlstm"):
+    pytest.importorskip(package)
+
+from lstmviz.core.errors import LstmvizError  # noqa: E402
+from lstmviz.torch import distributed, model_gradients  # noqa: E402
+from tests.helpers.modern_models import KINDS, PROBE, modern_module, modern_probe  # noqa: E402
+
+RANKS = 2
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def traced(request):
+    """(kind, the whole batch's trace, the shares' traces, their sizes [3, 2])."""
+    model = modern_module(request.param)
+    x, y = modern_probe()
+    sizes = distributed.shares(distributed.batch_size(x, "w"), RANKS, "w")
+    bounds = np.cumsum([0, *sizes])
+    parts = [model_gradients(model, *distributed.share((x, y), PROBE, a, b), loss_fn="mse")
+             for a, b in zip(bounds[:-1], bounds[1:], strict=True)]  # fmt: skip
+    return request.param, model_gradients(model, x, y, loss_fn="mse"), parts, sizes
+
+
+def combined(parts, sizes):
+    return distributed.combine([(p.arrays, p.config) for p in parts], sizes, "w")
+
+
+# the keys beyond an LSTM's each kind's trace holds: its other states and their totals, its
+# parameters' gradients (LRU's complex B as [..., 2]), a state kept per D channel (Mamba's
+# first block: [T, B, D], the norm over N), and mLSTM's C per row (an inner width of 64 in 2
+# heads: 2·32·32 channels a step; each row's norm over its columns)
+SHAPES = {
+    "mingru": {"layer0_h": (4, 5, 6), "layer0_grad_weight_to_out_weight": (4, 6)},
+    "minlstm": {"layer0_grad_weight_to_hidden_and_f_i_gate_weight": (12, 4)},
+    "mamba": {"layer0_h": (4, 5, 8), "layer0_timescale": (8,), "layer1_h": (4, 5, 24),
+              "layer1_grad_weight_A_log": (8, 3)},
+    "lru": {"layer0_h": (4, 5, 5), "layer0_grad_weight_B": (5, 4, 2)},
+    "slstm": {"layer0_c": (4, 5, 4), "layer0_n": (4, 5, 4), "layer0_m": (4, 5, 4),
+              "layer0_grad_c_total": (4, 5, 4), "layer0_grad_n_total": (4, 5, 4)},
+    "mlstm": {"layer0_h": (4, 5, 64), "layer0_n": (4, 5, 64), "layer0_m": (4, 5, 2),
+              "layer0_grad_n_total": (4, 5, 64), "layer0_timescale": (64,)},
+}  # fmt: skip
+
+
+def test_shares_of_a_modern_trace_combine_into_the_whole_batch_one(traced):
+    kind, whole, parts, sizes = traced
+    assert sizes == [3, 2]
+    out = combined(parts, sizes)
+    assert out.config == whole.config
+    for key, shape in SHAPES[kind].items():
+        assert np.shape(whole.arrays[key]) == shape, key
+    assert sorted(out.arrays) == sorted(whole.arrays)
+    for key, value in whole.arrays.items():
+        value, got = np.asarray(value), np.asarray(out.arrays[key])
+        assert got.dtype == value.dtype and got.shape == value.shape, key
+        if key == "model_seconds":
+            continue
+        if value.dtype.kind == "f":  # to float32 rounding of the key's largest finite entry
+            scale = max(float(np.abs(value[np.isfinite(value)]).max(initial=0)), 1e-30)
+            np.testing.assert_allclose(got, value, rtol=1e-5, atol=1e-6 * scale,
+                                       err_msg=f"{kind} {key}")  # fmt: skip
+        else:
+            assert np.array_equal(got, value), f"{kind} {key}"
+
+
+def test_a_key_with_no_rule_is_refused_not_passed_on(traced):
+    _, _, parts, sizes = traced
+    for key in ("layer0_unheard_of", "unheard_of"):
+        arrays = [dict(p.arrays, **{key: np.zeros(3, np.float32)}) for p in parts]
+        with pytest.raises(LstmvizError, match=f"no rule to combine the ranks' {key}$"):
+            distributed.combine([(a, p.config) for a, p in zip(arrays, parts, strict=True)],
+                                sizes, "w")  # fmt: skip
+
+
+def test_shares_holding_different_keys_are_refused_not_dropped(traced):
+    _, _, parts, sizes = traced
+    second = {k: v for k, v in parts[1].arrays.items() if k != "layer0_timescale"}
+    with pytest.raises(LstmvizError, match=r"rank 0 and rank 1 hold different arrays "
+                                           r"\(layer0_timescale\)"):  # fmt: skip
+        distributed.combine([(parts[0].arrays, parts[0].config), (second, parts[1].config)],
+                            sizes, "w")  # fmt: skip
+
+
+def test_shares_of_different_layers_are_refused(traced):
+    _, _, parts, sizes = traced
+    second = dict(parts[1].arrays, layer0_cell=np.array("lstm"))
+    with pytest.raises(LstmvizError, match=r"the ranks' layer0_cell differ \(\w+, lstm\)"):
+        distributed.combine([(parts[0].arrays, parts[0].config), (second, parts[1].config)],
+                            sizes, "w")  # fmt: skip
