@@ -115,7 +115,7 @@ class MCellNet(nn.Module):
 
 def mlstm_reference(model: MCellNet, x):
     """The cell's recurrent form, the package's own step stepped in Python, every C_t and n_t
-    kept with retain_grad: (output, [C_t], [n_t])."""
+    kept with retain_grad: (output, [C_t], [n_t], [h̃_t])."""
     from xlstm.blocks.mlstm.backends import recurrent_step_stabilized_simple
 
     cell, nh, dh = model.cell, model.heads, model.width // model.heads
@@ -133,11 +133,12 @@ def mlstm_reference(model: MCellNet, x):
             v[:, :, t : t + 1].clone(), i_pre[:, :, t : t + 1], f_pre[:, :, t : t + 1])
         c.retain_grad()
         n.retain_grad()
+        h.retain_grad()
         cs.append(c)
         ns.append(n)
         hs.append(h)
     h = cell.outnorm(torch.cat(hs, 2)).transpose(1, 2).reshape(B, T, model.width)
-    return model.head(h), cs, ns
+    return model.head(h), cs, ns, hs
 
 
 @pytest.mark.parametrize("width, heads", [(8, 2), (40, 1)])
@@ -150,15 +151,18 @@ def test_mlstm_matrix_memory_and_normaliser_totals_match_its_recurrent_form(widt
     x = torch.randn(B, T, width, dtype=torch.float64)
     y = torch.randn(B, T, 3, dtype=torch.float64)
     trace = model_gradients(model, x, y, loss_fn="mse")
-    output, cs, ns = mlstm_reference(model, x)
+    output, cs, ns, hs = mlstm_reference(model, x)
     assert_close(output.detach(), model(x).detach(), "parallel and recurrent forms")
-    nn.functional.mse_loss(output, y).backward()
+    nn.functional.mse_loss(output, y).backward(retain_graph=True)
     assert list(trace.layer_names) == ["cell"] and str(trace.layer0_cell) == "mlstm"
     assert list(trace.layer0_state_names) == ["C", "n", "m"]
     wide = width * width // heads > 1024
     total_c = torch.stack([c.grad for c in cs])  # [T, B, NH, DH, DH]
     assert_close(trace.layer0_grad_h_total, channels(total_c, reduce=wide), "dL/dC_t")
     assert_close(trace.layer0_h, channels(torch.stack(cs), reduce=wide), "C_t")
+    direct = torch.stack([torch.autograd.grad(h, c, h.grad, retain_graph=True)[0]
+                          for h, c in zip(hs, cs, strict=True)])  # fmt: skip
+    assert_close(trace.layer0_grad_h_direct, channels(direct, reduce=wide), "direct dL/dC_t")
     norms = np.sqrt((total_c.reshape(T, -1).numpy() ** 2).sum(1))
     assert_close(trace.norm_h_total_by_layer[0], norms, "‖dL/dC_t‖")
     assert_close(trace.layer0_grad_n_total, torch.stack([n.grad for n in ns]).reshape(T, B, -1),
@@ -190,3 +194,24 @@ def test_mlstm_chunks_compute_the_parallel_form_and_its_gradients(steps, chunk, 
     for g, w in zip(torch.autograd.grad((got * weights).sum(), inputs),
                     torch.autograd.grad((want * weights).sum(), inputs), strict=True):  # fmt: skip
         torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-12 * float(w.abs().max()))
+
+
+@pytest.mark.parametrize("width, heads", [(8, 2), (40, 1)])
+def test_mlstm_anchored_norms_follow_one_steps_error_through_its_recurrent_form(width, heads):
+    """The error of step 3 alone followed back (`anchors=[3]`): ‖dL_3/dC̃_t‖ per step against
+    the package's recurrent steps with the output's gradient kept at step 3 only (zero after
+    it: the cell is causal)."""
+    torch.manual_seed(4)
+    model = MCellNet(width, heads).double()
+    x = torch.randn(B, T, width, dtype=torch.float64)
+    y = torch.randn(B, T, 3, dtype=torch.float64)
+    trace = model_gradients(model, x, y, loss_fn="mse", anchors=[3])
+    output, cs, _, _ = mlstm_reference(model, x)
+    d_output = torch.autograd.grad(nn.functional.mse_loss(output, y), output, retain_graph=True)[0]
+    keep = torch.zeros_like(d_output)
+    keep[:, 3] = 1
+    output.backward(d_output * keep)
+    norms = np.sqrt((torch.stack([c.grad for c in cs]).reshape(T, -1).numpy() ** 2).sum(1))
+    assert trace.anchors_by_layer.tolist() == [[3]]
+    assert_close(trace.anchor_norm_h_by_layer[0, 0], norms, "‖dL_3/dC_t‖")
+    assert np.all(trace.anchor_norm_h_by_layer[0, 0, 4:] == 0)

@@ -176,65 +176,70 @@ def _mlstm_states(q, k, v, i_pre, f_pre, reduce: bool,
     """The recurrent form's states, batch-major: C [B, S, NH, DH, DH] (with `reduce` each
     row's norm [B, S, NH, DH]: C is formed one step at a time and not kept), n [B, S, NH, DH],
     m, f (f̃), i (ĩ), denominator [B, S, NH], q [B, S, NH, DH], num (q_tᵀ C̃_t)
-    [B, S, NH, DH]."""
+    [B, S, NH, DH]. The stabiliser, from m_{−1} = 0, unrolled: m_t = L_t + max(0,
+    max_{s≤t}(ĩ_s − L_s)), L_t = Σ_{r≤t} log σ(f_r); C̃ is formed with a last column of
+    ones beside v_t, which makes that column ñ and q_tᵀ C̃_t's last entry q_t·ñ_t."""
     batch, heads, steps, head_dim = q.shape
     log_f = torch.nn.functional.logsigmoid(f_pre)[..., 0]  # [B, NH, S]
     i_pre = i_pre[..., 0]
-    k = k / head_dim**0.5
-    c = q.new_zeros(batch, heads, head_dim, head_dim)
-    n = q.new_zeros(batch, heads, head_dim)
-    m = q.new_zeros(batch, heads)
-    out = {key: [] for key in ("C", "n", "m", "f", "i", "denominator", "num")}
-    for t in range(steps):
-        m_new = torch.maximum(log_f[:, :, t] + m, i_pre[:, :, t])
-        f = torch.exp(log_f[:, :, t] + m - m_new)
-        i = torch.exp(i_pre[:, :, t] - m_new)
-        c = f[..., None, None] * c + i[..., None, None] * (k[:, :, t, :, None] * v[:, :, t, None])
-        n = f[..., None] * n + i[..., None] * k[:, :, t]
-        qn = (q[:, :, t] * n).sum(-1)
-        denominator = torch.maximum(qn.abs(), torch.exp(-m_new)) + eps
-        m = m_new
-        kept = torch.linalg.vector_norm(c, dim=-1) if reduce else c
-        for key, value in (("C", kept), ("n", n), ("m", m), ("f", f), ("i", i),
-                           ("denominator", denominator),
-                           ("num", (q[:, :, t, :, None] * c).sum(-2))):  # fmt: skip
-            out[key].append(value)
-    found = {key: torch.stack(values, dim=1) for key, values in out.items()}
-    found["q"] = q.transpose(1, 2)
-    return found
+    cum = torch.cumsum(log_f, dim=-1)
+    m = cum + torch.cummax(i_pre - cum, dim=-1).values.clamp(min=0.0)
+    f = torch.exp(log_f + torch.nn.functional.pad(m[..., :-1], (1, 0)) - m)
+    i = torch.exp(i_pre - m)
+    ik = (i[..., None] * k / head_dim**0.5)[..., None]  # [B, NH, S, DH, 1]
+    v1 = torch.cat([v, v.new_ones(batch, heads, steps, 1)], -1)[..., None, :]
+    c = q.new_zeros(batch, heads, head_dim, head_dim + 1)  # [C̃ | ñ]
+    kept, ns, nums = [], [], []
+    for f_t, ik_t, v_t, q_t in zip(f[..., None, None].unbind(2), ik.unbind(2), v1.unbind(2),
+                                   q[..., None, :].unbind(2), strict=True):  # fmt: skip
+        c.mul_(f_t).addcmul_(ik_t, v_t)
+        kept.append(torch.linalg.vector_norm(c[..., :-1], dim=-1) if reduce
+                    else c[..., :-1].clone())  # fmt: skip
+        ns.append(c[..., -1].clone())
+        nums.append(q_t @ c)  # [B, NH, 1, DH + 1]
+    num = torch.cat(nums, dim=-2).transpose(1, 2)  # [B, S, NH, DH + 1]
+    f, i, m = (x.transpose(1, 2) for x in (f, i, m))
+    return {"C": torch.stack(kept, dim=1), "n": torch.stack(ns, dim=1), "m": m, "f": f, "i": i,
+            "denominator": torch.maximum(num[..., -1].abs(), torch.exp(-m)) + eps,
+            "num": num[..., :-1], "q": q.transpose(1, 2)}  # fmt: skip
 
 
 def mlstm_totals(piece: Piece, d_h, norms_only: bool = False) -> tuple:
     """(C, its direct and total gradients — [B, S, NH, DH, DH], or with `piece.reduce` each
     row's norm [B, S, NH, DH] —, {"n": (n, total), "m": (m, None)}) of an mLSTM call from
     dL/dh̃ [B, NH, S, DH] (None: zero): the direct parts are h̃'s derivatives,
-    ∂h̃_j/∂C̃_ij = q_i / den and, where |q·ñ| is the larger, ∂h̃_j/∂ñ = −num_j sign(q·ñ) q /
-    den²; the totals one reverse scan each with the decay f̃, C's one step at a time (no
+    ∂h̃_j/∂C̃_ij = q_i / den (C̃_t's direct part q_t ⊗ u_t, u_t = dL/dh̃_t / den_t: its row i's
+    norm |q_i| ‖u_t‖) and, where |q·ñ| is the larger, ∂h̃_j/∂ñ = −num_j sign(q·ñ) q / den²;
+    the totals one reverse scan each with the decay f̃, C's one step at a time in place (no
     [S, DH, DH] of it kept). `norms_only`: the total's per-step norms [S] (float64) alone."""
     s = piece.extra
     d_h = torch.zeros_like(piece.tap) if d_h is None else d_h
     d_h = d_h.detach().transpose(1, 2)  # [B, S, NH, DH]
     den = s["denominator"][..., None]
-    u = d_h / den  # the direct part of C_t is q_t ⊗ u_t
-    f = s["f"]
-    total, rows_d, rows_g, norms = None, [], [], []
-    for t in range(u.shape[1] - 1, -1, -1):
-        direct = s["q"][:, t, :, :, None] * u[:, t, :, None, :]
-        total = direct if total is None else torch.addcmul(direct, f[:, t + 1, :, None, None],
-                                                             total)  # fmt: skip
+    u = d_h / den
+    q = s["q"]
+    total = q.new_zeros(q.shape[0], q.shape[2], q.shape[3], q.shape[3])  # [B, NH, DH, DH]
+    later = s["f"][:, 1:, :, None, None].unbind(1) + (None,)  # f̃_{t+1}
+    rows, norms = [], []
+    for t, q_t, u_t in zip(range(q.shape[1] - 1, -1, -1), q[..., None].unbind(1)[::-1],
+                           u[..., None, :].unbind(1)[::-1], strict=True):  # fmt: skip
+        if later[t] is not None:
+            total.mul_(later[t])
+        total.addcmul_(q_t, u_t)
         if norms_only:
             norms.append(torch.linalg.vector_norm(total, dtype=torch.float64))
-        elif piece.reduce:
-            rows_d.append(torch.linalg.vector_norm(direct, dim=-1))
-            rows_g.append(torch.linalg.vector_norm(total, dim=-1))
         else:
-            rows_d.append(direct)
-            rows_g.append(total)
+            rows.append(torch.linalg.vector_norm(total, dim=-1) if piece.reduce
+                        else total.clone())  # fmt: skip
     if norms_only:
         return torch.stack(norms[::-1])
+    if piece.reduce:
+        d_c = q.abs() * torch.linalg.vector_norm(u, dim=-1, keepdim=True)
+    else:
+        d_c = q[..., :, None] * u[..., None, :]
+    total_c = torch.stack(rows[::-1], dim=1)
     qn = (s["q"] * s["n"]).sum(-1, keepdim=True)
     by_n = (qn.abs() >= torch.exp(-s["m"])[..., None]).to(d_h.dtype)
     d_den = -(d_h * s["num"]).sum(-1, keepdim=True) / den.square()
     total_n = reverse_scan(d_den * torch.sign(qn) * by_n * s["q"], piece.decay[..., 0])
-    d_c, total_c = (torch.stack(rows[::-1], dim=1) for rows in (rows_d, rows_g))
     return s["C"], d_c, total_c, {"n": (s["n"], total_n), "m": (s["m"], None)}
