@@ -1,6 +1,8 @@
-"""Tiny residual modules of each modern recurrent layer lstmviz traces (`modern_module`), and
-their probe data, for the distributed tests (`tests/torch/test_modern_distributed.py`, the ranks
-of `ddp_recorder.py`): the same weights and data for a kind and seed in every process.
+"""Tiny residual modules of each modern recurrent layer lstmviz traces (`modern_module`; "lstm"
+a classic nn.LSTM to mix with them), and their probe data, for the distributed tests
+(`tests/torch/test_modern_distributed.py`, the ranks of `ddp_recorder.py`): the same weights and
+data for a kind and seed in every process. The gates are set so that what a share holds differs
+from the other's (Mamba's Δ and mLSTM's gates move with the input, mLSTM's h reads its n).
 
 Sizes: T = 4 steps of W = 4 features, a head of 3 outputs on every step; the probe batch B = 5
 (3 + 2 over two ranks: unequal shares, so a share's gradients wrongly scaled or a mean wrongly
@@ -17,7 +19,20 @@ STEPS, WIDTH, OUTPUTS, PROBE = 4, 4, 3, 5
 KINDS = ("mingru", "minlstm", "mamba", "lru", "slstm", "mlstm")
 
 
+class Classic(nn.Module):
+    """A batch-first nn.LSTM (or GRU) of W units as a layer of `Stack`: its outputs alone."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        return self.layer(x)[0]
+
+
 def _layers(kind: str) -> list[nn.Module]:
+    if kind == "lstm":  # a classic layer, to mix with modern ones
+        return [Classic(nn.LSTM(WIDTH, WIDTH, batch_first=True))]
     if kind == "mingru":
         from minGRU_pytorch import minGRU
 
@@ -47,11 +62,13 @@ def _layers(kind: str) -> list[nn.Module]:
     if kind == "mlstm":
         from xlstm import mLSTMLayer, mLSTMLayerConfig
 
-        layer = mLSTMLayer(mLSTMLayerConfig(embedding_dim=WIDTH, context_length=STEPS,
-                                            num_heads=2))  # fmt: skip
+        # an inner width of 8 (not rounded up to 64): 2 heads of 4, C of 32 channels a step
+        layer = mLSTMLayer(mLSTMLayerConfig(embedding_dim=WIDTH, context_length=STEPS, num_heads=2,
+                                            round_proj_up_to_multiple_of=4))  # fmt: skip
         cell = layer.mlstm_cell
         nn.init.normal_(cell.fgate.weight, std=0.3)  # gates that move with the input
         nn.init.normal_(cell.igate.weight, std=0.3)
+        nn.init.constant_(cell.igate.bias, 4.0)  # m ≥ 4: |q·n| beats e^{−m}, h reads n
         return [layer]
     raise ValueError(f"no modern kind {kind!r}")
 
