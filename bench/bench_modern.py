@@ -11,7 +11,8 @@ B=8, CPU: minGRU(128), minLSTM(128) (mingru-pytorch), MambaBlock (mambapy, d_sta
 parallel scan: D·N = 4096 a step, kept per D channel), LRU(128, 128, 128) (lru-pytorch, whose
 own forward loops over samples and steps in Python), sLSTMLayer (xlstm, 4 heads, its "vanilla"
 cell: a Python loop over the steps), mLSTMLayer (xlstm, 4 heads, context 512: its parallel
-form). PyTorch: zero_grad, forward,
+form); hybrid: nn.LSTM(128) and minGRU(128) in turn (the classic layers on lstmviz's native
+kernels, the module traced twice: docs/modern-recurrence.md). PyTorch: zero_grad, forward,
 loss.backward(). lstmviz: the whole trace (every layer's state, total and direct dL/dh_t, the
 anchored pass, weight gradients, saliency) as NumPy. Medians of --repeats after a warm-up
 call, interleaved.
@@ -33,10 +34,23 @@ from torch import nn  # noqa: E402
 from lstmviz.engine.native import kernels  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
 
-KINDS = ("mingru", "minlstm", "mamba", "lru", "slstm", "mlstm")
+KINDS = ("mingru", "minlstm", "mamba", "lru", "slstm", "mlstm", "hybrid")
 
 
-def layer(kind: str, width: int) -> nn.Module:
+class Sequence(nn.Module):
+    """An nn.LSTM's output sequence alone."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.lstm = nn.LSTM(width, width, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def layer(kind: str, width: int, index: int = 0) -> nn.Module:
+    if kind == "hybrid":  # nn.LSTM, minGRU, nn.LSTM, …
+        return layer("mingru", width) if index % 2 else Sequence(width)
     if kind == "mingru":
         from minGRU_pytorch import minGRU
 
@@ -65,7 +79,7 @@ def layer(kind: str, width: int) -> nn.Module:
 class Residual(nn.Module):
     def __init__(self, kind: str, width: int, depth: int):
         super().__init__()
-        self.layers = nn.ModuleList(layer(kind, width) for _ in range(depth))
+        self.layers = nn.ModuleList(layer(kind, width, n) for n in range(depth))
         self.head = nn.Linear(width, width)
 
     def forward(self, x):

@@ -11,11 +11,11 @@ the calls before it — or, where the call continues an earlier call's state (a 
 dL/d(initial state) is the earlier call's state cotangent. The parameters' `.grad` are never touched
 (nothing is differentiated with respect to them in PyTorch).
 
-A module that also holds modern layers (minGRU, Mamba, …: `lstmviz.torch.modern`) runs them as
-plain PyTorch here (autograd carries the gradient through them), then once more in
-`modern.model.run`, which traces them (the classic layers plain PyTorch there): two forwards and
-two backwards, the directions of both in one trace in the order the forward first calls them
-(`modern.mixed`).
+A module that also holds modern layers (minGRU, Mamba, …: `lstmviz.torch.modern`) runs them on
+their traced forwards here, nothing kept (autograd carries the gradient through them), then
+once more in `modern.model.run`, which traces them (the classic layers plain PyTorch there): two
+forwards and two backwards, the directions of both in one trace in the order the forward first
+calls them (`modern.mixed`).
 
 Keys are model mode's (docs/pytorch.md): one entry per direction (`chains`: one chain of calls
 of one layer and direction), named `{attribute path}/l{k}[/forward|/backward]` (a cell
@@ -49,6 +49,7 @@ from lstmviz.torch.capture import WHERE, Call, capture, recurrent_modules
 from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
 from lstmviz.torch.modern import mixed
+from lstmviz.torch.modern.model import capture as modern_forwards
 from lstmviz.torch.modern.model import checked, first_tensor, outcome_arrays, run
 from lstmviz.torch.probed import PER_DIRECTION, call_gradients
 from lstmviz.torch.runs import reads_earlier, runs
@@ -97,7 +98,10 @@ class Tracer:
                                 source, summary(self.module), start)  # fmt: skip
         both = bool(modern.found(self.module)[0])  # modern layers too: `_with_modern`
         several = sum(torch.is_tensor(a) for a in args) > 1  # each input's own keys
-        with capture(self.module) as calls:
+        # the modern layers on their traced forwards here too: the same numbers, and a scan's
+        # backward the linear recurrence's own, cheaper than their packages' (nothing kept)
+        with capture(self.module) as calls, (
+                modern_forwards(self.module) if both else contextlib.nullcontext()):  # fmt: skip
             try:
                 with Provenance(args) if several else contextlib.nullcontext():
                     output = self.module(*args)

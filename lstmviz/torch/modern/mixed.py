@@ -1,13 +1,13 @@
 """A module that holds modern layers and classic nn.LSTM/GRU/RNN layers or cells: both traced,
 their directions in one trace in the order the forward first calls them.
 
-`lstmviz.torch.tracer` traces the classic directions (the modern layers run as plain PyTorch:
-autograd carries the gradient through them), `model.run` the modern ones (the classic layers
-run as plain PyTorch modules: autograd carries it through those): two forwards and two
-backwards (and each side's anchored passes). During the modern forward `classic_calls` counts,
-for every call of a classic module, the modern calls (pieces) recorded before it; with each
-direction's first call that orders the directions (`order`), and `merged` renumbers the two
-sides' `layer{k}_…` keys into that order and joins their [L, T] rows.
+`lstmviz.torch.tracer` traces the classic directions (the modern layers on their traced
+forwards, nothing kept: autograd carries the gradient through them), `model.run` the modern
+ones (the classic layers run as plain PyTorch modules: autograd carries it through those): two
+forwards and two backwards (and each side's anchored passes). During the modern forward
+`classic_calls` counts, for every call of a classic module, the modern calls (pieces) recorded
+before it; with each direction's first call that orders the directions (`order`), and `merged`
+renumbers the two sides' `layer{k}_…` keys into that order and joins their [L, T] rows.
 
 Needs nothing of `lstmviz.torch` outside this package: the classic side hands its arrays and
 the index of each direction's first call.
