@@ -19,8 +19,8 @@ gathers the shares' arrays (`torch.distributed.gather_object`) and combines them
   gradients (`grad_kernel`…, a modern layer's `grad_weight_{parameter}`, a complex one's
   [..., 2] alike) and the loss summed;
 - the per-(direction, step) norms over (b, j) are sqrt(Σ_r (s_r ‖g_r‖)²), in float64;
-- the gate summaries (means over the unmasked (b, j) of a step, or (t, b)) are averaged with
-  each rank's unmasked counts as weights;
+- the gate summaries (means over the unmasked (b, j) of a step, or (t, b); a modern layer's
+  over every sample, padding too) are averaged with each rank's counts of those as weights;
 - a modern layer's `timescale` [S], −1/ln ā with ln ā the mean log decay over (b, t), from
   the mean of the shares' ln ā = −1/τ_r weighted by s_r, in float64. A Mamba state kept per D
   channel has the slowest mode's: ln ā_dn = mean(Δ_d)·A_dn with Δ_d > 0, so the slowest n is
@@ -260,10 +260,11 @@ def _timescale(values: list[np.ndarray], scales: list[float]) -> np.ndarray:
 def _counts(arrays: dict, layer: str, per_step: bool):
     """A share's weight in a gate summary of direction `layer` ("layer{k}"): its unmasked
     samples at each of the direction's steps [T_k] (per_step), else in all its (t, b); from the
-    share's `mask` when that has the direction's steps, else every sample."""
+    share's `mask` when that has the direction's steps, else every sample (a modern layer's,
+    one with `state_names`, always: its summaries take every sample)."""
     steps, batch = np.shape(arrays[f"{layer}_h"])[:2]
     mask = arrays.get("mask")
-    if mask is not None and len(mask) == steps:
+    if mask is not None and len(mask) == steps and f"{layer}_state_names" not in arrays:
         counts = np.asarray(mask, np.float64).sum(1)
     else:
         counts = np.full(steps, batch, np.float64)

@@ -3,6 +3,8 @@ residual module (tests/helpers/modern_models.py) traced on the whole probe batch
 uneven shares (3 + 2 samples, `lstmviz.torch.distributed.shares`/`share`), the shares combined
 as rank 0 combines them (`distributed.combine`): every key equal to the whole batch's. A key
 `combine` has no rule for, shares holding different keys or of different layers are refused.
+A modern direction beside a classic one with a mask: each one's gate summaries weighted by its
+own counts.
 (One real run of two processes with a modern layer: tests/torch/test_torch_distributed.py.)"""
 
 from __future__ import annotations
@@ -72,18 +74,58 @@ def test_shares_of_a_modern_trace_combine_into_the_whole_batch_one(traced):
     assert out.config == whole.config
     for key, shape in SHAPES[kind].items():
         assert np.shape(whole.arrays[key]) == shape, key
+    assert_same(out, whole, kind)
+
+
+def assert_same(out, whole, kind: str) -> None:
+    """Every key of `whole` in `out`, and no other: of its dtype and shape, its values to float32
+    rounding (the float32 of float64 sums) of the key's largest finite entry."""
     assert sorted(out.arrays) == sorted(whole.arrays)
     for key, value in whole.arrays.items():
         value, got = np.asarray(value), np.asarray(out.arrays[key])
         assert got.dtype == value.dtype and got.shape == value.shape, key
         if key == "model_seconds":
             continue
-        if value.dtype.kind == "f":  # to float32 rounding of the key's largest finite entry
+        if value.dtype.kind == "f":
             scale = max(float(np.abs(value[np.isfinite(value)]).max(initial=0)), 1e-30)
             np.testing.assert_allclose(got, value, rtol=1e-6, atol=1e-6 * scale,
                                        err_msg=f"{kind} {key}")  # fmt: skip
         else:
             assert np.array_equal(got, value), f"{kind} {key}"
+
+
+class PackedThenMinGRU(torch.nn.Module):
+    """x, lengths -> a packed nn.LSTM (the trace's `mask` [T, B]) -> + minGRU -> a head."""
+
+    def __init__(self):
+        super().__init__()
+        from minGRU_pytorch import minGRU
+
+        self.lstm = torch.nn.LSTM(4, 4, batch_first=True)
+        self.mingru = minGRU(4)
+        self.head = torch.nn.Linear(4, 3)
+
+    def forward(self, x, lengths):
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out = pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
+                                  total_length=x.shape[1])[0]  # fmt: skip
+        return self.head(out + self.mingru(out))
+
+
+def test_a_modern_direction_beside_a_masked_classic_one_weighs_every_sample():
+    """The LSTM's gate summaries are over its unmasked samples, the minGRU's over every sample
+    (padding too): each weighted by its own counts."""
+    torch.manual_seed(0)
+    model = PackedThenMinGRU().double()
+    x, y = torch.randn(PROBE, 4, 4, dtype=torch.float64), torch.randn(PROBE, 4, 3).double()
+    lengths = torch.tensor([4, 1, 3, 2, 4])
+    whole = model_gradients(model, (x, lengths), y, loss_fn="mse")
+    assert whole.arrays["mask"].shape == (4, PROBE) and "layer1_state_names" in whole.arrays
+    parts = [model_gradients(model, distributed.share((x, lengths), PROBE, a, b), y[a:b],
+                             loss_fn="mse") for a, b in ((0, 3), (3, 5))]  # fmt: skip
+    assert_same(combined(parts, [3, 2]), whole, "packed")
 
 
 def test_a_key_with_no_rule_is_refused_not_passed_on(traced):
