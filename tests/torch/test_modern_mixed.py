@@ -25,6 +25,7 @@ from tests.helpers.modern_reference import channels, mamba_steps, mingru_steps  
 from tests.helpers.torch_reference import (  # noqa: E402
     Unrolled,
     assert_close,
+    reference,
     unrolled_directions,
 )
 
@@ -221,3 +222,48 @@ def test_a_hybrid_stack_orders_its_directions_as_called_and_follows_given_anchor
         assert_close(trace.anchor_norm_c_by_layer[1, a], norms(kept["lstm/l0"]["grad_c_total"]),
                      f"lstm c t*={step}", 1e-6)  # fmt: skip
     assert trace.config.steps == T and trace.config.input_dim == I
+
+
+def test_xlstm_blocks_over_a_gru_trace_both_the_slstm_as_on_its_own():
+    """nn.GRU → sLSTMLayer → a head on every step: the GRU's gradient (through the sLSTM) equals
+    the unrolled GRU's with the sLSTM run by its package; the sLSTM's arrays are those of the
+    sLSTM traced alone on the GRU's output computed separately (nothing above it to differ)."""
+    pytest.importorskip("xlstm")
+    from xlstm import sLSTMLayer, sLSTMLayerConfig
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = sLSTMLayer(sLSTMLayerConfig(embedding_dim=H, num_heads=2,
+                                                      backend="vanilla"))  # fmt: skip
+            self.gru = nn.GRU(I, H, batch_first=True)
+            self.head = nn.Linear(H, 2)
+
+        def forward(self, x):
+            return self.head(self.blocks(self.gru(x)[0]))
+
+    class Top(nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.blocks, self.head = net.blocks, net.head
+
+        def forward(self, h):
+            return self.head(self.blocks(h))
+
+    torch.manual_seed(3)
+    model = Net().double()
+    x, y = data(torch.float64)
+    trace = model_gradients(model, x, y, loss_fn="mse")
+    assert [str(n) for n in trace.layer_names] == ["gru/l0", "blocks/slstm_cell"]
+    ref = reference(model, (x,), y, F.mse_loss)
+    for key, theirs in ref["directions"][0].items():
+        assert_close(trace[f"layer0_{key}"], theirs, f"gru {key}", 1e-6)
+    assert_close(trace.grad_input, ref["grad_input"], "grad_input", 1e-6)
+    with torch.no_grad():
+        h = model.gru(x)[0]
+    alone = model_gradients(Top(model), h, y, loss_fn="mse")
+    for key in ("h", "c", "n", "grad_h_total", "grad_h_direct", "grad_c_total", "grad_n_total"):
+        assert_close(trace[f"layer1_{key}"], alone[f"layer0_{key}"], f"slstm {key}", 1e-6)
+    for row in ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer"):
+        assert_close(trace[row][1], alone[row][0], row, 1e-6)
+    assert "not traced" not in str(trace.model_summary)
