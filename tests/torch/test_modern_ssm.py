@@ -21,6 +21,7 @@ from torch import nn  # noqa: E402
 from lstmviz.analysis.diagnosis import diagnose  # noqa: E402
 from lstmviz.core.errors import ModelError  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
+from lstmviz.torch.modern.scan import timescale  # noqa: E402
 from tests.helpers.modern_reference import (  # noqa: E402
     Stack,
     channels,
@@ -115,6 +116,12 @@ def test_an_lru_with_modulus_0_9_decays_by_0_9_a_step():
     assert_close(trace.layer0_timescale, np.full(5, -1 / math.log(0.9)), "timescale", 1e-5)
     assert list(trace.layer0_state_names) == ["x"]
     assert diagnose(trace).layers[0].h.decay_per_step == pytest.approx(0.9, rel=1e-4)
+
+
+def test_timescales_of_decays_of_one_are_infinite_not_negative():
+    """ln|λ| = +0.0 (an LRU with |λ| = 1) or −0.0: no decay, an infinite timescale."""
+    found = timescale(torch.tensor([0.0, -0.0, -0.5]))
+    assert found.tolist() == [math.inf, math.inf, 2.0]
 
 
 def test_a_cuda_only_block_is_named_not_traced_and_the_rest_is_traced():

@@ -87,7 +87,8 @@ def kept(value: torch.Tensor, reduce: bool, norms: bool = True):
 def timescale(log_decay: torch.Tensor) -> torch.Tensor:
     """Steps per e-fold, −1/ln ā, from the mean log decay ln ā (≤ 0; the geometric mean of a_t
     over batch and time: the gradient over n steps falls by ∏ a_t = ā^n); inf where ā = 1."""
-    return -1.0 / log_decay.double().clamp(max=0.0)
+    log_decay = log_decay.double()
+    return torch.where(log_decay >= 0, torch.inf, -1.0 / log_decay)  # ±0 too: inf
 
 
 def gate_rows(gate: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
