@@ -50,7 +50,7 @@ from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
 from lstmviz.torch.modern import mixed
 from lstmviz.torch.modern.model import capture as modern_forwards
-from lstmviz.torch.modern.model import checked, first_tensor, outcome_arrays, run
+from lstmviz.torch.modern.model import checked, first_tensor, last_steps, outcome_arrays, run
 from lstmviz.torch.probed import PER_DIRECTION, call_gradients
 from lstmviz.torch.runs import reads_earlier, runs
 
@@ -100,8 +100,8 @@ class Tracer:
         several = sum(torch.is_tensor(a) for a in args) > 1  # each input's own keys
         # the modern layers on their traced forwards here too: the same numbers, and a scan's
         # backward the linear recurrence's own, cheaper than their packages' (nothing kept)
-        with capture(self.module) as calls, (
-                modern_forwards(self.module) if both else contextlib.nullcontext()):  # fmt: skip
+        forwards = modern_forwards(self.module) if both else contextlib.nullcontext(([], None))
+        with capture(self.module) as calls, forwards as (pieces, _):
             try:
                 with Provenance(args) if several else contextlib.nullcontext():
                     output = self.module(*args)
@@ -120,7 +120,8 @@ class Tracer:
             results, grads = _backward(calls, found, value, reads, feeds=tuple(sorted(
                 {0, *feeds.values()})))  # fmt: skip
             arrays = _arrays(calls, found, results, grads[0])
-            arrays |= _anchored(calls, found, reads, value, y_pred, arrays, self.anchors)
+            other = last_steps(pieces)  # a modern side's last direction: its steps, or None
+            arrays |= _anchored(calls, found, reads, value, y_pred, arrays, self.anchors, other)
             if feeds:
                 _several_inputs(arrays, args, feeds, found, calls, grads,
                                 input_names(self.module, len(args)))  # fmt: skip
@@ -151,7 +152,8 @@ def _with_modern(arrays: dict, found: list[Chain], module: nn.Module, args: tupl
     as plain PyTorch there, as the modern ones did here) in the order the forward first calls
     them (`modern.mixed`); and (batch, input dim, hidden) of the first direction when it is a
     modern one, else None."""
-    done = run(module, args, y, loss, anchors)
+    last = arrays["norm_h_total_by_layer"][-1]  # the classic side's last direction: its steps
+    done = run(module, args, y, loss, anchors, int(np.isfinite(last).sum()) or len(last))
     ordered = mixed.order([chain.calls[0] for chain in found], done.firsts, done.before)
     arrays = mixed.merged(arrays, done.arrays, ordered)
     if ordered[0][0] == "classic":
@@ -259,13 +261,15 @@ def _several_inputs(arrays: dict, args: tuple, feeds: dict[int, int], found: lis
 
 
 def _anchored(calls: list[Call], found: list[Chain], reads: list[bool], value: torch.Tensor,
-              y_pred: torch.Tensor, arrays: dict, anchors=None) -> dict:  # fmt: skip
+              y_pred: torch.Tensor, arrays: dict, anchors=None, other=None) -> dict:  # fmt: skip
     """The error of one step followed back, as `engine.modes.model.anchored_norms` gives it
     (`anchors_by_layer` [L, A], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer` [L, A, T]):
     the totals when the output has no time axis of the last direction's length (a loss on one
     step), else one more backward per anchor of the output with the loss's gradient kept at
     that step alone: `anchors` (a list or "every:K", the same steps for every direction), or
-    by default one, the last step for forward directions and the first for backward ones."""
+    by default one, the last step for forward directions and the first for backward ones. In a
+    module with modern layers too, a batch-first output of the steps of their last direction
+    (`other`) has a time axis as well: both sides follow the same output steps."""
     rows_h, rows_c = arrays["norm_h_total_by_layer"], arrays["norm_c_total_by_layer"]
     lengths = [int(np.isfinite(row).sum()) or len(row) for row in rows_h]
     firsts = [chain.name.rsplit("/", 1)[-1] == "backward" for chain in found]
@@ -273,6 +277,9 @@ def _anchored(calls: list[Call], found: list[Chain], reads: list[bool], value: t
                                                                    strict=True)])  # fmt: skip
     out = {"anchors_by_layer": default}
     axis = _time_axis(y_pred, calls[-1], lengths[-1])
+    if axis is None and other is not None and y_pred.dim() >= 3 and y_pred.requires_grad and (
+            tuple(y_pred.shape[:2]) == (calls[-1].layout.batch, other)):  # fmt: skip
+        axis = 1
     if axis is None:
         return out | {"anchor_norm_h_by_layer": rows_h[:, None],
                       "anchor_norm_c_by_layer": rows_c[:, None]}  # fmt: skip

@@ -76,6 +76,21 @@ class Hybrid(nn.Module):
         return self.head(self.gru(self.mamba(out), h_n)[0])
 
 
+class ContextBeside(nn.Module):
+    """A GRU reads a context of 3 steps; its last state joins every step of a minGRU over the
+    sequence → a head on every step: the output follows the minGRU's steps, not the GRU's."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(I, H, batch_first=True)
+        self.mingru = minGRU(H)
+        self.head = nn.Linear(H, 2)
+
+    def forward(self, x, context):
+        last = self.gru(context)[1][-1]  # called first
+        return self.head(self.mingru(x) + last[:, None])
+
+
 class Stepped(nn.Module):
     """A modern layer run by its `*_steps` reference; keeps its input's alias (whose .grad is
     dL/d input through the layer alone), states and reads."""
@@ -92,7 +107,7 @@ class Stepped(nn.Module):
         return out
 
 
-def stepped_reference(model, x, y, anchor=None) -> tuple[dict, dict]:
+def stepped_reference(model, args: tuple, y, anchor=None) -> tuple[dict, dict]:
     """({direction name: its arrays as the trace names them, `input` dL/d its layer's input
     [T, B, ·]}, {modern layer's name: {parameter: grad}}) of a copy of `model` with its classic
     layers unrolled and its modern ones stepped, under MSE — or, `anchor` a step, with the
@@ -107,7 +122,7 @@ def stepped_reference(model, x, y, anchor=None) -> tuple[dict, dict]:
         else:
             continue
         setattr(copied, name, wrappers[name])
-    output = copied(x)
+    output = copied(*args)
     loss = F.mse_loss(output, y)
     if anchor is None:
         loss.backward()
@@ -172,7 +187,7 @@ def test_an_lstm_under_a_minGRU_gets_its_gradient_back_through_the_minGRU(dtype)
     model = LstmThenMinGRU().to(dtype)
     x, y = data(dtype)
     trace = model_gradients(model, x, y, loss_fn="mse")
-    found, weights = stepped_reference(model, x, y)
+    found, weights = stepped_reference(model, (x,), y)
     rtol = 1e-5 if dtype == torch.float32 else 1e-6  # the trace keeps float32
     check(trace, found, weights, ["lstm/l0", "mingru"], rtol)
     assert [str(trace[f"layer{k}_cell"]) for k in (0, 1)] == ["lstm", "mingru"]
@@ -188,12 +203,12 @@ def test_a_minGRU_below_a_bidirectional_gru_gets_its_gradient_through_the_gru():
     model = MinGRUThenBiGRU().double()
     x, y = data(torch.float64)
     trace = model_gradients(model, x, y, loss_fn="mse")
-    found, weights = stepped_reference(model, x, y)
+    found, weights = stepped_reference(model, (x,), y)
     check(trace, found, weights, ["mingru", "gru/l0/forward", "gru/l0/backward"], 1e-6)
     assert trace.anchors_by_layer.tolist() == [[T - 1], [T - 1], [0]]
     for k, (name, anchor) in enumerate([("mingru", T - 1), ("gru/l0/forward", T - 1),
                                         ("gru/l0/backward", 0)]):  # fmt: skip
-        one = stepped_reference(model, x, y, anchor)[0][name]
+        one = stepped_reference(model, (x,), y, anchor)[0][name]
         assert_close(trace.anchor_norm_h_by_layer[k, 0], norms(one["grad_h_total"]), name, 1e-6)
 
 
@@ -206,7 +221,7 @@ def test_a_hybrid_stack_orders_its_directions_as_called_and_follows_given_anchor
     x, y = data(torch.float64)
     anchors = [1, T - 1]
     trace = model_gradients(model, x, y, loss_fn="mse", anchors=anchors)
-    found, weights = stepped_reference(model, x, y)
+    found, weights = stepped_reference(model, (x,), y)
     names = ["mingru", "lstm/l0", "mamba", "gru/l0"]
     check(trace, found, weights, names, 1e-6)
     assert [str(trace[f"layer{k}_cell"]) for k in range(4)] == ["mingru", "lstm", "mamba", "gru"]
@@ -215,7 +230,7 @@ def test_a_hybrid_stack_orders_its_directions_as_called_and_follows_given_anchor
     assert trace.anchors_by_layer.tolist() == [anchors] * 4
     assert trace.anchor_norm_h_by_layer.shape == (4, 2, T)
     for a, step in enumerate(anchors):
-        kept = stepped_reference(model, x, y, step)[0]
+        kept = stepped_reference(model, (x,), y, step)[0]
         for k, name in enumerate(names):
             assert_close(trace.anchor_norm_h_by_layer[k, a], norms(kept[name]["grad_h_total"]),
                          f"{name} t*={step}", 1e-6)  # fmt: skip
@@ -267,3 +282,34 @@ def test_xlstm_blocks_over_a_gru_trace_both_the_slstm_as_on_its_own():
     for row in ("norm_h_total_by_layer", "norm_h_direct_by_layer", "norm_c_total_by_layer"):
         assert_close(trace[row][1], alone[row][0], row, 1e-6)
     assert "not traced" not in str(trace.model_summary)
+
+
+def test_a_context_gru_beside_a_minGRU_follows_the_output_steps_the_minGRU_makes():
+    """The output has the minGRU's T steps, the GRU 3: the given anchors are followed back into
+    both (the GRU's row is its error of output step t* alone), and `grad_input`, the GRU's (it
+    runs first), is NaN after its 3 steps."""
+    torch.manual_seed(4)
+    model = ContextBeside().double()
+    x, y = data(torch.float64, H)
+    context = torch.randn(B, 3, I, dtype=torch.float64)
+    anchors = [1, T - 1]
+    trace = model_gradients(model, (x, context), y, loss_fn="mse", anchors=anchors)
+    found, weights = stepped_reference(model, (x, context), y)
+    assert [str(n) for n in trace.layer_names] == ["gru/l0", "mingru"]
+    assert trace.norm_h_total_by_layer.shape == (2, T)
+    assert np.isnan(trace.norm_h_total_by_layer[0, 3:]).all()
+    for k, name in enumerate(["gru/l0", "mingru"]):
+        steps = 3 if k == 0 else T
+        for key in ("grad_h_total", "grad_h_direct"):
+            assert_close(trace[f"layer{k}_{key}"], found[name][key], f"{name} {key}", 1e-6)
+        assert_close(trace.norm_h_total_by_layer[k, :steps], norms(found[name]["grad_h_total"]),
+                     name, 1e-6)  # fmt: skip
+    assert_close(trace.grad_input[:3], found["gru/l0"]["input"], "grad_input", 1e-6)
+    assert np.isnan(trace.grad_input[3:]).all()
+    assert trace.anchors_by_layer.tolist() == [anchors] * 2
+    for a, step in enumerate(anchors):
+        kept = stepped_reference(model, (x, context), y, step)[0]
+        assert_close(trace.anchor_norm_h_by_layer[0, a, :3],
+                     norms(kept["gru/l0"]["grad_h_total"]), f"gru t*={step}", 1e-6)  # fmt: skip
+        assert_close(trace.anchor_norm_h_by_layer[1, a], norms(kept["mingru"]["grad_h_total"]),
+                     f"mingru t*={step}", 1e-6)  # fmt: skip

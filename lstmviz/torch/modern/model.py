@@ -148,9 +148,11 @@ class Run(NamedTuple):
     before: list[int]
 
 
-def run(module: nn.Module, args: tuple, y, loss: Callable, anchors) -> Run:
+def run(module: nn.Module, args: tuple, y, loss: Callable, anchors, other: int | None = None
+        ) -> Run:  # fmt: skip
     """The modern layers of `module` traced on `args` and `y` under `loss`; classic layers the
-    module holds run as plain PyTorch (autograd carries the gradient through them)."""
+    module holds run as plain PyTorch (autograd carries the gradient through them), `other`
+    the steps of their last direction (the output may follow those: `_anchored`)."""
     traced, skipped = layers.found(module)
     if not traced:
         raise ModelError(f"{WHERE}: nothing lstmviz traces: "
@@ -175,12 +177,17 @@ def run(module: nn.Module, args: tuple, y, loss: Callable, anchors) -> Run:
         arrays |= _weights(found, pieces, dict(zip(params, grads[len(pieces) + 1:],
                                                    strict=False)))  # fmt: skip
         arrays |= _input(grads[len(pieces)], pieces[0])
-        arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors, passes)
+        arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors, passes, other)
     model_x = _model_x(args[0], pieces[0].steps, pieces[0].batch)
     if model_x is not None:
         arrays["x"] = model_x
     return Run(arrays, value, per_sample, y_pred, pieces[0],
                [members[0] for _, members in found], before)  # fmt: skip
+
+
+def last_steps(pieces: list[Piece]) -> int | None:
+    """The steps of the last direction (by its first call) of these calls; None: no call."""
+    return sum(pieces[n].steps for n in chains(pieces)[-1][1]) if pieces else None
 
 
 def chains(pieces: list[Piece]) -> list[tuple[str, list[int]]]:
@@ -390,16 +397,17 @@ def _input(grad, first: Piece) -> dict:
 
 
 def _anchored(pieces: list[Piece], found: list, value: torch.Tensor, y_pred: torch.Tensor,
-              arrays: dict, anchors, passes: list) -> dict:  # fmt: skip
+              arrays: dict, anchors, passes: list, other: int | None = None) -> dict:  # fmt: skip
     """`anchors_by_layer` [L, A], `anchor_norm_h_by_layer`, `anchor_norm_c_by_layer`
-    [L, A, T]: the totals where the output has no time axis of the last direction's length,
-    else per anchor step of the output (given, or its last) one more autograd pass with the
-    loss's gradient kept at that step alone."""
+    [L, A, T]: the totals where the output has no time axis of the last direction's length
+    (or of `other`, a module's classic layers' last direction), else per anchor step of the
+    output (given, or its last) one more autograd pass with the loss's gradient kept at that
+    step alone."""
     rows_h, rows_c = arrays["norm_h_total_by_layer"], arrays["norm_c_total_by_layer"]
     lengths = [int(np.isfinite(row).sum()) or len(row) for row in rows_h]
     batch = pieces[-1].batch
     timed = (y_pred.dim() >= 3 and y_pred.requires_grad and y_pred.shape[0] == batch
-             and y_pred.shape[1] == lengths[-1])  # fmt: skip
+             and y_pred.shape[1] in (lengths[-1], other))  # fmt: skip
     if not timed:
         checked(anchor_steps, anchors, None)
         return {"anchors_by_layer": np.array([[n - 1] for n in lengths], np.int64),
