@@ -125,6 +125,7 @@ class Tracer:
             if feeds:
                 _several_inputs(arrays, args, feeds, found, calls, grads,
                                 input_names(self.module, len(args)))  # fmt: skip
+        both = bool(pieces)  # (modern layers the forward did not call: nothing to join)
         steps = len(arrays["norm_h_total_by_layer"][0])
         model_x = None if feeds else _model_x(args[0], calls[0], len(grads[0]))
         if model_x is not None and (len(model_x) == steps or both):  # (both: `merged` checks)

@@ -313,3 +313,23 @@ def test_a_context_gru_beside_a_minGRU_follows_the_output_steps_the_minGRU_makes
                      norms(kept["gru/l0"]["grad_h_total"]), f"gru t*={step}", 1e-6)  # fmt: skip
         assert_close(trace.anchor_norm_h_by_layer[1, a], norms(kept["mingru"]["grad_h_total"]),
                      f"mingru t*={step}", 1e-6)  # fmt: skip
+
+
+def test_a_modern_layer_the_forward_does_not_call_leaves_the_classic_trace_as_it_is():
+    class Unused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(I, H, batch_first=True)
+            self.spare = minGRU(H)
+            self.head = nn.Linear(H, 2)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0])
+
+    torch.manual_seed(5)
+    model = Unused().double()
+    x, y = data(torch.float64)
+    trace = model_gradients(model, x, y, loss_fn="mse")
+    assert [str(n) for n in trace.layer_names] == ["lstm/l0"]
+    ref = reference(model, (x,), y, F.mse_loss)
+    assert_close(trace.layer0_grad_h_total, ref["directions"][0]["grad_h_total"], "total", 1e-6)
