@@ -50,7 +50,8 @@ from lstmviz.torch.chains import Chain, chains, join
 from lstmviz.torch.inputs import Provenance, first_feeds, input_names, time_major, unmark
 from lstmviz.torch.modern import mixed
 from lstmviz.torch.modern.model import capture as modern_forwards
-from lstmviz.torch.modern.model import checked, first_tensor, last_steps, outcome_arrays, run
+from lstmviz.torch.modern.model import last_steps, run
+from lstmviz.torch.modern.outcome import checked, first_tensor, outcome_arrays
 from lstmviz.torch.probed import PER_DIRECTION, call_gradients
 from lstmviz.torch.runs import reads_earlier, runs
 

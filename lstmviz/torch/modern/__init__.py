@@ -7,7 +7,8 @@ Holds: `layers` (which classes, which are not traced and why), `piece` (one call
 `mingru`, `ssm` and `xlstm` (their forwards, the state tapped), `scan` (the totals: a reverse linear
 scan of the direct gradient with the per-step decay), `model` (model mode's arrays for them),
 `mixed` (a module that holds classic nn.LSTM/GRU/RNN layers too: the two sides' directions in
-call order in one trace).
+call order in one trace), `outcome` (what every PyTorch trace holds beside its directions, the
+classic tracer's too).
 May import PyTorch, `lstmviz.core`, `lstmviz.io`; never `lstmviz.torch`'s other modules (they
 call in here: `tracer.Tracer`). The layers' packages are imported only when a layer of
 theirs runs traced: importing this package needs none of them.
