@@ -17,6 +17,11 @@ from lstmviz.core import modes
 from lstmviz.core.errors import ConfigError, LstmvizError, cli_term, ref
 
 LOSSES = ("mean_h", "last_mse", "seq_mse")
+# A PyTorch module's losses by name (`lstmviz.torch.tracer.LOSSES`), "mean" (of its output; no
+# targets), and the Keras names they answer to as well
+PYTORCH_LOSSES = ("mean", "mse", "l1", "cross_entropy", "nll", "bce_with_logits", "bce")
+PYTORCH_KERAS_NAMES = {"mean_h": "mean", "mean_squared_error": "mse", "mean_absolute_error": "l1",
+                       "mae": "l1", "binary_crossentropy": "bce"}  # fmt: skip
 GENERATORS = ("random", "hypernetwork", "files")
 TASK_INPUT_DIMS = {"adding": 2, "copy": 10, "sine": 1}  # I of each built-in task
 TASKS = tuple(TASK_INPUT_DIMS)

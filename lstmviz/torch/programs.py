@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import fx, nn
 
-from lstmviz.core.config import RunConfig
+from lstmviz.core.config import PYTORCH_KERAS_NAMES, RunConfig
 from lstmviz.core.errors import ConfigError, ModelError, ref
 from lstmviz.io import files
 from lstmviz.io.model_data import load_data
@@ -40,8 +40,6 @@ OPS = {_ATEN.lstm.input: "lstm", _ATEN.gru.input: "gru", _ATEN.rnn_tanh.input: "
 CELL_OPS = {_ATEN.lstm_cell.default: "lstm", _ATEN.gru_cell.default: "gru",
             _ATEN.rnn_tanh_cell.default: "tanh", _ATEN.rnn_relu_cell.default: "relu"}  # fmt: skip
 # Keras's names of the losses that have a PyTorch one (the window's loss field offers them)
-KERAS_NAMES = {"mean_h": "mean", "mean_squared_error": "mse", "mean_absolute_error": "l1",
-               "mae": "l1", "binary_crossentropy": "bce"}  # fmt: skip
 _WEIGHT = re.compile(r"^(?P<prefix>.*?)\.?weight_ih_l0$")
 
 
@@ -253,7 +251,7 @@ def _refused(where: str):
 
 def program_loss(name: str | None, has_targets: bool):
     """The loss of a run by name: a PyTorch one (LOSSES), "mean", or a Keras name it has."""
-    name = KERAS_NAMES.get(name or "mean_h", name or "mean")
+    name = PYTORCH_KERAS_NAMES.get(name or "mean_h", name or "mean")
     if name == "mean" and has_targets:
         raise ConfigError("loss", f"give {ref('loss')} for the targets: {', '.join(LOSSES)}")
     if name != "mean" and name not in LOSSES:

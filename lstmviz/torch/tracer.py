@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lstmviz.core.config import RunConfig, anchor_steps, anchors_text
+from lstmviz.core.config import PYTORCH_LOSSES, RunConfig, anchor_steps, anchors_text
 from lstmviz.core.errors import InputError, LstmvizError
 from lstmviz.core.schema import CELL_GATES
 from lstmviz.engine.modes.trace_arrays import NORMS, exact_norm
@@ -56,14 +56,9 @@ from lstmviz.torch.probed import PER_DIRECTION, call_gradients
 from lstmviz.torch.runs import reads_earlier, runs
 
 # name -> (loss, per-sample loss with reduction="none" reduced to [B])
-LOSSES: dict[str, Callable] = {
-    "mse": F.mse_loss,
-    "l1": F.l1_loss,
-    "cross_entropy": F.cross_entropy,
-    "nll": F.nll_loss,
-    "bce_with_logits": F.binary_cross_entropy_with_logits,
-    "bce": F.binary_cross_entropy,
-}
+LOSSES: dict[str, Callable] = dict(zip(PYTORCH_LOSSES[1:], (
+    F.mse_loss, F.l1_loss, F.cross_entropy, F.nll_loss, F.binary_cross_entropy_with_logits,
+    F.binary_cross_entropy), strict=True))  # fmt: skip
 
 
 def model_gradients(module: nn.Module, x, y=None, loss_fn=None, anchors=None) -> GradientTrace:

@@ -110,3 +110,22 @@ def test_a_torchscript_file_opens_and_runs_in_the_window(qtbot, window, errors, 
     assert trace is not None and trace.mode == "model"
     same(trace, expected)
     assert window.area.by_name["layer_map"].has_data()
+
+
+def test_a_pytorch_file_asks_for_one_of_pytorchs_losses(idle, saved):
+    """The Loss field offers PyTorch's losses while a PyTorch file is the model: a loss it has
+    not (the built-in modes' last_mse, the window's first) is cleared for the user to choose,
+    one it has is kept; the model cleared, model mode's Keras names again."""
+    folder, _ = saved
+    params = idle.params
+    loss = params.widgets["loss"]
+    names = lambda: [loss.itemText(i) for i in range(loss.count())]  # noqa: E731
+    loss.setCurrentText("last_mse")
+    idle.open_path(str(folder / "tagger.pt"))
+    assert names() == ["mean", "mse", "l1", "cross_entropy", "nll", "bce_with_logits", "bce"]
+    assert loss.currentText() == "" and "cross_entropy" in loss.lineEdit().placeholderText()
+    loss.setCurrentText("cross_entropy")
+    idle.open_path(str(folder / "tagger.pt"))
+    assert loss.currentText() == "cross_entropy"
+    params.widgets["model"].set_path(None)
+    assert "sparse_categorical_crossentropy" in names() and "cross_entropy" not in names()

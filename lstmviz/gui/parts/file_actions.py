@@ -253,7 +253,7 @@ class FileActions(QObject, WeightsActions):
             module.clear()  # the factory of a state dict's module: not of these
         if program:  # PyTorch reads it in the computing process
             what = {"export": "torch.export program", "torchscript": "TorchScript model"}[program]
-            self.params.set_program(path, f"{Path(path).name} ({what})")
+            self.params.set_program(path, f"{Path(path).name} ({what})", pytorch=True)
             if not quiet:
                 self.message.setText(f"{what} {Path(path).name} (Run: Ctrl+R)")
             return True
@@ -261,7 +261,8 @@ class FileActions(QObject, WeightsActions):
         if module:
             # a PyTorch state dict and the factory of its module: PyTorch reads both in the
             # computing process
-            self.params.set_program(path, f"{Path(path).name} (a state dict for {module})")
+            self.params.set_program(path, f"{Path(path).name} (a state dict for {module})",
+                                    pytorch=True)  # fmt: skip
             if not quiet:
                 self.message.setText(f"checkpoint {Path(path).name} for {module} (Run: Ctrl+R)")
             return True

@@ -22,7 +22,16 @@ from PySide6.QtWidgets import (
 )
 
 from lstmviz.core import modes
-from lstmviz.core.config import GENERATORS, LOSSES, RANGES, TASKS, RunConfig, help_for
+from lstmviz.core.config import (
+    GENERATORS,
+    LOSSES,
+    PYTORCH_KERAS_NAMES,
+    PYTORCH_LOSSES,
+    RANGES,
+    TASKS,
+    RunConfig,
+    help_for,
+)
 from lstmviz.core.errors import ConfigError, cli_term, render
 from lstmviz.gui.widgets.fields import FileField, LayerField
 from lstmviz.gui.widgets.model_table import DirectionTable, ModelTable
@@ -170,6 +179,7 @@ class ParamsEditor(QWidget):
         self.mode_texts: dict[str, dict[str, str]] = {}
         self.model_spec: ModelSpec | None = None  # the model file's, while it is loaded
         self.compiled_loss: str | None = None  # what the Loss field got from a model's compile
+        self.pytorch = False  # the model loaded is PyTorch's: the Loss field offers its losses
         # The recording (its file name) whose model and data the Model and Data fields name,
         # while the dock is as that recording filled it (`show_recorded`)
         self.recorded_from: str | None = None
@@ -196,7 +206,8 @@ class ParamsEditor(QWidget):
             if isinstance(widget, LayerField):
                 values[name] = widget.text() or None
             elif isinstance(widget, QComboBox) and widget.isEditable():  # a Keras loss name
-                values[name] = widget.currentText().strip()
+                # a PyTorch model's loss left empty: the mean of its output (no targets)
+                values[name] = widget.currentText().strip() or ("mean" if self.pytorch else "")
             elif isinstance(widget, QComboBox):
                 values[name] = widget.currentData()
             elif isinstance(widget, QSpinBox):
@@ -299,6 +310,7 @@ class ParamsEditor(QWidget):
     def set_model(self, path: str, spec: ModelSpec, text: str) -> None:
         """Use the model in `path` (read by the caller): mode "model", its layer table, and the
         sizes it fixes locked (T when the model takes one length; H from its first LSTM)."""
+        self.pytorch = False
         sizes = {"hidden": spec.lstm_layers()[0].directions()[0].hidden}
         if spec.input_shape[0] is not None:
             sizes["steps"] = int(spec.input_shape[0])
@@ -314,6 +326,7 @@ class ParamsEditor(QWidget):
         self.model_spec = spec
         self.loaded["model"] = (path, sizes, text)
         self.model_table.set_spec(spec)
+        self._loss_choices(True)
         self._apply_locks()
         if spec.loss is None and not spec.stack:  # the user chooses it: no silent default
             loss.setCurrentText("")
@@ -322,10 +335,12 @@ class ParamsEditor(QWidget):
         loss.lineEdit().setPlaceholderText(
             "" if spec.loss or spec.stack else f"choose: {spec.no_loss}")
 
-    def set_program(self, path: str, text: str) -> None:
-        """Use the PyTorch program in `path` (TorchScript, torch.export): mode "model". The
-        window does not read it (PyTorch does, in the computing process): no layer table, no
-        sizes fixed, the loss the user's."""
+    def set_program(self, path: str, text: str, pytorch: bool = False) -> None:
+        """Use the program in `path` that the window does not read (PyTorch's files, a Keras
+        graph: read in the computing process): mode "model", no layer table, no sizes fixed,
+        the loss the user's — for PyTorch (`pytorch`) one of its losses: a loss it has not
+        (the built-in modes' mean_h or last_mse, a Keras one) is cleared for the user to
+        choose."""
         mode = self.widgets["mode"]
         mode.setCurrentIndex(mode.findData("model"))
         self.loaded.pop("model", None)
@@ -333,6 +348,14 @@ class ParamsEditor(QWidget):
         self.widgets["model"].set_path(path)
         self.loaded["model"] = (path, {}, text)
         self.model_table.set_spec(None)
+        self.pytorch = pytorch
+        self._loss_choices(True)
+        loss = self.widgets["loss"]
+        kept = {*PYTORCH_LOSSES, *PYTORCH_KERAS_NAMES} - {"mean_h"}  # the built-in modes' too
+        if pytorch and loss.currentText().strip() not in kept:
+            loss.setCurrentText("")
+        loss.lineEdit().setPlaceholderText(
+            "choose: mse, cross_entropy, … (mean: no targets)" if pytorch else "")
         self._apply_locks()
 
     def show_recorded(self, shown: str, arrays, how: str = "recorded during model.fit",
@@ -397,15 +420,19 @@ class ParamsEditor(QWidget):
 
     def _loss_choices(self, model: bool) -> None:
         """Model mode: any Keras loss name (typed, or one of MODEL_LOSSES; a stack of LSTM
-        layers also takes the hidden-state losses); the other modes: LOSSES."""
+        layers also takes the hidden-state losses), or for a PyTorch model (`pytorch`) its
+        losses; the other modes: LOSSES."""
         box = self.widgets["loss"]
-        if box.isEditable() == model and box.count():
+        names = ((PYTORCH_LOSSES if self.pytorch else (*LOSSES, *MODEL_LOSSES)) if model
+                 else LOSSES)  # fmt: skip
+        if box.isEditable() == model and [box.itemText(i) for i in range(box.count())] == list(
+                names):  # fmt: skip
             return
         current = box.currentText() if box.isEditable() else box.currentData()
         box.blockSignals(True)
         box.clear()
         box.setEditable(model)
-        for value in (*LOSSES, *MODEL_LOSSES) if model else LOSSES:
+        for value in names:
             box.addItem(value, value)
         if model:
             box.setCurrentText(current or "")
@@ -423,6 +450,9 @@ class ParamsEditor(QWidget):
         if "model" not in self.loaded and self.model_spec is not None:
             self.model_spec = None
             self.model_table.set_spec(None)
+        if "model" not in self.loaded and self.pytorch:
+            self.pytorch = False
+            self._loss_choices(self.model_mode())
         self._apply_locks()
 
     def _apply_locks(self) -> None:
