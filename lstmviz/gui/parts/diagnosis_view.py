@@ -260,15 +260,18 @@ class DiagnosisView(QObject):
             # the chain time axis of a panel that chains hand-overs (as its redraw will)
             chained = getattr(panel, "chained", False)
             offsets = chain_offsets(self.shown.trace.arrays) if chained else None
+            drawn: dict[int, int] = {}  # t -> lines there so far: their labels one under another
             for n, d in enumerate(diagnosis.layers):
                 point = reach_point(d)
                 if point is None:
                     continue
                 t = point[1] + (int(offsets[index[point[0]]]) if offsets is not None else 0)
+                below = drawn[t] = drawn.get(t, -1) + 1
                 line = pg.InfiniteLine(t, angle=90, label=f"reach {d.name}",
                                        pen=pg.mkPen(PALETTE[n % len(PALETTE)], width=1,
                                                     style=Qt.DashDotLine),
-                                       labelOpts={"position": 0.9, "color": "#333"})  # fmt: skip
+                                       labelOpts={"position": max(0.9 - 0.08 * below, 0.1),
+                                                  "color": "#333"})  # fmt: skip
                 panel.plot.addItem(line, ignoreBounds=True)
                 self.reach_lines.append(line)
 
