@@ -435,7 +435,7 @@ def test_batchwise_without_a_target_names_the_shape_of_all_batches(rng):
 
 def test_random_weights_check_their_sizes_and_a_model_spec_reads_as_its_summary(tmp_path):
     import lstmviz
-    from tests.helpers.model_fixtures import keras3_models
+    from tests.helpers.models.model_fixtures import keras3_models
 
     for bad in (5.0, -1, 0, True):
         with pytest.raises(lstmviz.WeightsError, match=r"positive integer, got"):

@@ -15,7 +15,7 @@ from lstmviz.engine.modes.taped import taped_gradients
 from lstmviz.engine.modes.trace_arrays import add_norms
 from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.helpers.cli_process import ROOT, SMALL, CliRun, cli_env, console, files_in
+from tests.helpers.processes.cli_process import ROOT, SMALL, CliRun, cli_env, console, files_in
 
 
 def test_oversized_run_is_refused_quickly_naming_memory(tmp_path):

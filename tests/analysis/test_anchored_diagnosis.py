@@ -18,7 +18,7 @@ import tensorflow as tf
 from lstmviz.analysis.decay import profile_decay
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.trace import GradientTrace
-from tests.helpers.cell_reference import unrolled
+from tests.helpers.references.cell_reference import unrolled
 
 B, T, V = 3, 9, 11  # batch, steps, vocabulary
 
@@ -153,8 +153,8 @@ def test_a_pytorch_tagger_answers_every_direction_against_its_unrolled_cells():
     from torch import nn
 
     from lstmviz.torch import model_gradients as torch_gradients
-    from tests.helpers.torch_reference import Tagger, reference
-    from tests.helpers.torch_reference import tagger_loss as loss_fn
+    from tests.helpers.references.torch_reference import Tagger, reference
+    from tests.helpers.references.torch_reference import tagger_loss as loss_fn
 
     torch.manual_seed(0)
     net = Tagger(V, layers=2)

@@ -9,7 +9,7 @@ import pytest
 
 import lstmviz
 from lstmviz.core.errors import InputError, WeightsError
-from tests.helpers.reference import np_forward, sigmoid
+from tests.helpers.references.reference import np_forward, sigmoid
 
 T, B, I, H = 7, 3, 4, 5
 BATCH_MAJOR = r"x looks batch-major \[B, T, I\] = \[3, 7, 4\]"

@@ -9,7 +9,7 @@ import pytest
 
 import lstmviz
 from lstmviz.engine.modes import train as train_module
-from tests.helpers.reference import np_forward
+from tests.helpers.references.reference import np_forward
 
 KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
 SIZES = dict(train_steps=3, steps=6, batch=3, hidden=4, seed=7)

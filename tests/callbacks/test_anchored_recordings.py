@@ -201,8 +201,8 @@ def test_a_pytorch_recorder_record_holds_the_anchored_rows(tmp_path):
 
     from lstmviz.torch import GradientFlowRecorder
     from lstmviz.torch import model_gradients as torch_gradients
-    from tests.helpers.torch_reference import Tagger
-    from tests.helpers.torch_reference import tagger_loss as loss_fn
+    from tests.helpers.references.torch_reference import Tagger
+    from tests.helpers.references.torch_reference import tagger_loss as loss_fn
 
     torch.manual_seed(0)
     net = Tagger(V)

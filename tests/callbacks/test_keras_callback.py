@@ -21,8 +21,8 @@ from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.recording import load_recording
 from lstmviz.keras import GradientFlowCallback
-from tests.helpers.keras_models import T, token_data, tokens_model
-from tests.helpers.model_reference import close
+from tests.helpers.models.keras_models import T, token_data, tokens_model
+from tests.helpers.references.model_reference import close
 
 L = keras.layers
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def test_records_come_at_every_nth_batch_counted_across_epochs(tmp_path):
 def nested_model():
     """A functional model with a nested Sequential and layers only Keras runs (Conv1D,
     MultiHeadAttention, pooling): their weights train too."""
-    from tests.helpers.model_fixtures import keras3_models
+    from tests.helpers.models.model_fixtures import keras3_models
 
     model = keras3_models()["nested"]
     model.compile(loss="binary_crossentropy", optimizer=keras.optimizers.Adam(0.02))
@@ -533,7 +533,7 @@ FULL_DISK = """
     from lstmviz.core.errors import LstmvizError
     from lstmviz.keras import GradientFlowCallback
     from lstmviz.io.recording import load_recording
-    from tests.helpers.keras_models import token_data, tokens_model
+    from tests.helpers.models.keras_models import token_data, tokens_model
     from tests.helpers.recordings import fill_the_disk
 
     fill_the_disk("writing", 3)  # in the middle of the third record

@@ -1,6 +1,6 @@
 """Keras multi-worker training: two workers under `MultiWorkerMirroredStrategy` on this
 machine (TF_CONFIG, loopback ports), each a process in a folder of its own as on two machines
-(tests/helpers/keras_multiworker.py). With tf_keras the chief writes the recording and the
+(tests/helpers/processes/keras_multiworker.py). With tf_keras the chief writes the recording and the
 other worker writes nothing; the last record is `model_gradients` at the final weights. Keras 3
 cannot fit there (keras-team/keras#20585): the error it gives, and the callback's one line
 saying so. One run of the two workers fits with Keras 3, then with tf_keras (one start-up of
@@ -21,7 +21,7 @@ import pytest
 from lstmviz import keras as callback_module
 from lstmviz.io.recording import load_recording
 
-WORKER = Path(__file__).resolve().parents[1] / "helpers" / "keras_multiworker.py"
+WORKER = Path(__file__).resolve().parents[1] / "helpers" / "processes" / "keras_multiworker.py"
 TIMEOUT = 180
 
 

@@ -20,8 +20,8 @@ from lstmviz.core.errors import WeightsError
 from lstmviz.io import files
 from lstmviz.io.trace import GradientTrace
 from lstmviz.weights.loaders import list_lstm_layers, load_weights, read_weights
-from tests.helpers.cli_process import ROOT, SMALL, files_in
-from tests.helpers.model_fixtures import keras3_models, npz_stack
+from tests.helpers.models.model_fixtures import keras3_models, npz_stack
+from tests.helpers.processes.cli_process import ROOT, SMALL, files_in
 
 
 def refused(argv: list[str], capsys, folder) -> str:
@@ -340,8 +340,8 @@ def tokens_model():
 
 @pytest.fixture(scope="module")
 def tokens_files(tmp_path_factory, tokens_model):
-    """The Embedding → Bidirectional(LSTM) → LSTM → Dense model of tests/helpers/model_fixtures.py
-    in the three Keras formats."""
+    """The Embedding → Bidirectional(LSTM) → LSTM → Dense model of
+    tests/helpers/models/model_fixtures.py in the three Keras formats."""
     model = tokens_model
     folder = tmp_path_factory.mktemp("tokens")
     model.save(folder / "m.keras")

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from lstmviz.core.progress import Progress
-from tests.helpers.cli_process import ROOT, cli_env
 from tests.helpers.clock import Clock
+from tests.helpers.processes.cli_process import ROOT, cli_env
 from tests.helpers.trace_fixtures import long_trace
 
 LINE = re.compile(r"\[export\] (\d+)% (.*) · (\d+\.\d) s")  # one progress line in a log

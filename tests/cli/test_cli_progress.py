@@ -17,8 +17,8 @@ import pytest
 from lstmviz.core import progress as progress_module
 from lstmviz.core.progress import FIRST, INTERVAL, TENTHS, Progress
 from lstmviz.io.trace import TraceUpdate
-from tests.helpers.cli_process import ROOT, cli_env
 from tests.helpers.clock import Clock
+from tests.helpers.processes.cli_process import ROOT, cli_env
 
 LINE = re.compile(r"\[(\w+)\] (\d+)/(\d+) (.*) · (\d+\.\d) s")  # one progress line in a log
 

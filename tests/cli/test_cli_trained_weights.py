@@ -9,7 +9,7 @@ import pytest
 
 from lstmviz.cli import main
 from lstmviz.io.trace import GradientTrace
-from tests.helpers.reference import np_forward
+from tests.helpers.references.reference import np_forward
 
 KEYS = ("kernel", "recurrent_kernel", "bias", "readout_kernel", "readout_bias")
 

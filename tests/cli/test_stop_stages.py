@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers.cli_process import ROOT, CliRun, cli_env, files_in
+from tests.helpers.processes.cli_process import ROOT, CliRun, cli_env, files_in
 
 # A SIGINT delivered while `lstmviz.cli` imports its modules (as a Ctrl-C pressed right after
 # Enter lands): the finder raises it when the import reaches lstmviz.cli.export.

@@ -12,7 +12,7 @@ from lstmviz.cli import main
 from lstmviz.core.config import RANGES, RunConfig
 from lstmviz.core.errors import TraceError
 from lstmviz.io.trace import GradientTrace
-from tests.helpers.reference import np_bptt, np_loss
+from tests.helpers.references.reference import np_bptt, np_loss
 
 ENV = os.environ | {"TF_CPP_MIN_LOG_LEVEL": "2"}
 

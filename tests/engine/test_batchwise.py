@@ -17,8 +17,8 @@ from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.engine.runner import run
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.helpers.mode_references import check_batches, numpy_hypernetwork
-from tests.helpers.reference import assert_close, np_forward, sigmoid
+from tests.helpers.references.mode_references import check_batches, numpy_hypernetwork
+from tests.helpers.references.reference import assert_close, np_forward, sigmoid
 
 N, T, B, I, H = 3, 6, 2, 3, 4
 CLI_SHAPE = ["--steps", "15", "--batch", "2", "--input-dim", "3", "--hidden", "5"]

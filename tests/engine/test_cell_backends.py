@@ -1,8 +1,8 @@
 """Both implementations of `lstm.lstm_sequence` — the native CPU kernels and the TensorFlow
-while-loops — against NumPy BPTT (tests/helpers/reference.py): states, the total gradients at every
-h_t and c_t, and the gradients of x, the weights and the initial state; eagerly and compiled
-(where the native backward writes dz over the gates' buffer), with losses that reach h, c or
-both. Shapes include whole vectors and a remainder of units, several row tiles per thread and
+while-loops — against NumPy BPTT (tests/helpers/references/reference.py): states, the total
+gradients at every h_t and c_t, and the gradients of x, the weights and the initial state; eagerly
+and compiled (where the native backward writes dz over the gates' buffer), with losses that reach h,
+c or both. Shapes include whole vectors and a remainder of units, several row tiles per thread and
 several panels of gate columns, whatever the vector width of the build."""
 
 import functools
@@ -21,7 +21,12 @@ from lstmviz.engine.native import kernels
 from lstmviz.engine.quiet_tensorflow import gpu_visible, tf
 from lstmviz.io.trace import step_norm
 from tests.helpers.kernel_choice import BACKENDS
-from tests.helpers.reference import assert_close, interrupted_outcome, np_bptt, np_forward
+from tests.helpers.references.reference import (
+    assert_close,
+    interrupted_outcome,
+    np_bptt,
+    np_forward,
+)
 
 
 def test_native_kernels_build_and_load():

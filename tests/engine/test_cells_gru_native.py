@@ -17,8 +17,13 @@ from lstmviz.engine.modes import model as model_module
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.engine.native import kernels
 from lstmviz.engine.quiet_tensorflow import tf
-from tests.helpers.cell_reference import check_trace, finite_differences, numpy_direction, spec_of
-from tests.helpers.reference import interrupted_outcome
+from tests.helpers.references.cell_reference import (
+    check_trace,
+    finite_differences,
+    numpy_direction,
+    spec_of,
+)
+from tests.helpers.references.reference import interrupted_outcome
 
 L = keras.layers
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from lstmviz.engine.modes.model import model_gradients
-from tests.helpers.cell_checks import finite_difference_check, randomized
-from tests.helpers.cell_reference import check_trace, spec_of
+from tests.helpers.references.cell_checks import finite_difference_check, randomized
+from tests.helpers.references.cell_reference import check_trace, spec_of
 
 L = keras.layers
 

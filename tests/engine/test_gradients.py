@@ -13,7 +13,7 @@ from lstmviz.engine.cells.lstm import lstm_sequence
 from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.io.trace import step_norm
 from lstmviz.weights import random_weights
-from tests.helpers.reference import assert_close, np_bptt, np_forward
+from tests.helpers.references.reference import assert_close, np_bptt, np_forward
 
 T, B, I, H0, H1 = 7, 3, 4, 5, 6
 

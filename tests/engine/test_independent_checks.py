@@ -3,13 +3,13 @@
 Every mode runs here on the native CPU kernels and on the TensorFlow while-loops (what
 LSTMVIZ_NATIVE=0 or a machine without a compiler runs: `kernel` fixture), and every gradient key
 it writes, with the norms derived from them, is compared with a computation that shares no code
-with the engine: NumPy BPTT in float64 (tests/helpers/reference.py), Keras's own layers under
-tf.GradientTape, the unrolled per-step model reference (tests/helpers/model_reference.py), finite
-differences in float64. Covered here, besides the kernels: every per-step norm ([T] and the rows
-by pass, batch, training step and layer); the training rows at every recorded step; a model's
-gradients at masked steps, its direct ∂L/∂h_t, dL/d(input) and per-sample losses; a stack of
-LSTMs under each hidden-state loss; weights-only PyTorch and Keras 2 files; and each record the
-Keras callback writes.
+with the engine: NumPy BPTT in float64 (tests/helpers/references/reference.py), Keras's own layers
+under tf.GradientTape, the unrolled per-step model reference
+(tests/helpers/references/model_reference.py), finite differences in float64. Covered here, besides
+the kernels: every per-step norm ([T] and the rows by pass, batch, training step and layer); the
+training rows at every recorded step; a model's gradients at masked steps, its direct ∂L/∂h_t,
+dL/d(input) and per-sample losses; a stack of LSTMs under each hidden-state loss; weights-only
+PyTorch and Keras 2 files; and each record the Keras callback writes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from lstmviz.engine.problem.weight_sources import Hypernetwork
 from lstmviz.engine.quiet_tensorflow import tf
 from lstmviz.weights import random_weights
 from tests.helpers.kernel_choice import kernel as kernel  # the fixture: both LSTM kernels
-from tests.helpers.mode_references import (
+from tests.helpers.references.mode_references import (
     check_batches,
     multipass_case,
     np_connectivity,
@@ -38,8 +38,8 @@ from tests.helpers.mode_references import (
     numpy_hypernetwork,
     taped_case,
 )
-from tests.helpers.model_reference import keras_directions, reference_all
-from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
+from tests.helpers.references.model_reference import keras_directions, reference_all
+from tests.helpers.references.reference import assert_close, np_bptt, np_forward, np_loss
 
 LOSSES = ("mean_h", "last_mse", "seq_mse")
 L = keras.layers
@@ -263,7 +263,7 @@ def check_model_trace(model, trace, x, y, loss, keras_loss=None):
 
 @pytest.fixture(scope="module")
 def k3():
-    from tests.helpers.model_fixtures import keras3_models
+    from tests.helpers.models.model_fixtures import keras3_models
 
     return keras3_models()
 
@@ -327,7 +327,7 @@ def test_a_pytorch_state_dict_stack_matches_finite_differences(tmp_path):
     weight_ih = kernelᵀ, weight_hh = recurrent_kernelᵀ, bias_ih and bias_hh both the bias."""
     from safetensors.numpy import save_file
 
-    from tests.helpers.model_fixtures import torch_bidirectional_forward, torch_state_dict
+    from tests.helpers.models.model_fixtures import torch_bidirectional_forward, torch_state_dict
 
     rng = np.random.default_rng(11)
     state = torch_state_dict(rng, [(3, 4), (8, 4)], bidirectional=True)
@@ -366,7 +366,7 @@ def test_a_keras2_file_gives_tf_keras_gradients(tmp_path):
     import tf_keras
     from tf_keras import layers as layers2
 
-    from tests.helpers.model_fixtures import randomize
+    from tests.helpers.models.model_fixtures import randomize
 
     model = tf_keras.Sequential([
         layers2.Embedding(20, 4, mask_zero=True, input_length=7, name="emb"),
@@ -405,7 +405,7 @@ def test_every_record_of_the_callback_matches_the_reference_at_that_batch(tmp_pa
     unrolled reference on the model's weights at that batch; the last record's full trace too."""
     from lstmviz.io.recording import load_recording
     from lstmviz.keras import GradientFlowCallback
-    from tests.helpers.keras_models import token_data, tokens_model
+    from tests.helpers.models.keras_models import token_data, tokens_model
 
     model, (x, y) = tokens_model(), token_data(32)
     data = (x[:6], y[:6])

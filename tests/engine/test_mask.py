@@ -1,6 +1,6 @@
 """Masked sequences (Keras's masking: a step whose mask is 0 carries the state over) in both
-implementations of `lstm.lstm_sequence`: against NumPy BPTT (tests/helpers/reference.py), finite
-differences in float64, and Keras's own LSTM layer with a mask."""
+implementations of `lstm.lstm_sequence`: against NumPy BPTT (tests/helpers/references/reference.py),
+finite differences in float64, and Keras's own LSTM layer with a mask."""
 
 import keras
 import numpy as np
@@ -10,7 +10,7 @@ from lstmviz.engine.cells import lstm
 from lstmviz.engine.native import kernels
 from lstmviz.engine.quiet_tensorflow import tf
 from tests.helpers.kernel_choice import BACKENDS
-from tests.helpers.reference import assert_close, np_bptt
+from tests.helpers.references.reference import assert_close, np_bptt
 
 STEPS, BATCH, INPUTS, HIDDEN = 9, 5, 3, 4
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.helpers.model_fixtures import randomize
+from tests.helpers.models.model_fixtures import randomize
 
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from lstmviz.core.errors import InputError
-from tests.helpers.seq2seq import TD, TE, TOL, B, E, H, V, reference, seq2seq, unrolled
+from tests.helpers.models.seq2seq import TD, TE, TOL, B, E, H, V, reference, seq2seq, unrolled
 
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
@@ -435,7 +435,7 @@ def test_without_the_native_kernels_the_while_loops_give_the_same(tmp_path):
     script = tmp_path / "loops.py"
     script.write_text(
         "import numpy as np, lstmviz\n"
-        "from tests.helpers.seq2seq import reference, seq2seq, TOL\n"
+        "from tests.helpers.models.seq2seq import reference, seq2seq, TOL\n"
         "model, x, y = seq2seq(True)\n"
         "a = lstmviz.model_gradients(model, x, y).arrays\n"
         "assert str(a['lstm_kernel']) == 'while_loop', a['lstm_kernel']\n"

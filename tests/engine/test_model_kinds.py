@@ -1,4 +1,4 @@
-"""Model mode on every kind of model file (tests/helpers/model_fixtures.py builds real ones),
+"""Model mode on every kind of model file (tests/helpers/models/model_fixtures.py builds real ones),
 and bad input through the CLI: one line, exit 2, nothing written."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from safetensors.numpy import save_file
 
 from lstmviz.core.errors import LstmvizError
 from lstmviz.engine.modes.model import model_gradients
-from tests.helpers.model_fixtures import (
+from tests.helpers.models.model_fixtures import (
     bad_keras3_models,
     keras2_models,
     keras3_models,
     torch_bidirectional_forward,
     torch_state_dict,
 )
-from tests.helpers.model_reference import check_against_keras, close
+from tests.helpers.references.model_reference import check_against_keras, close
 
 
 @pytest.fixture(scope="module")

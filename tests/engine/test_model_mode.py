@@ -1,5 +1,5 @@
 """Model mode against Keras itself and an unrolled per-step reference
-(tests/helpers/model_reference.py).
+(tests/helpers/references/model_reference.py).
 
 Each model is built and compiled in Keras 3, saved as `.keras`, and run by lstmviz from the
 file: `y_pred` equals Keras's `model(x)`, `loss` Keras's `compute_loss`, every direction's
@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from lstmviz.engine.modes.model import model_gradients
-from tests.helpers.model_reference import check_against_keras, close
+from tests.helpers.references.model_reference import check_against_keras, close
 
 L = keras.layers
 T, B = 7, 3

@@ -9,9 +9,9 @@ from lstmviz.core.errors import InputError
 from lstmviz.engine.modes.multipass import multipass_gradients, pass_states, run_multipass
 from lstmviz.io.trace import GradientTrace
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.helpers.mode_references import multipass_case as make_case
-from tests.helpers.mode_references import np_multipass
-from tests.helpers.reference import assert_close
+from tests.helpers.references.mode_references import multipass_case as make_case
+from tests.helpers.references.mode_references import np_multipass
+from tests.helpers.references.reference import assert_close
 
 LOSSES = ["mean_h", "last_mse", "seq_mse"]
 TP, B, I, H = 4, 2, 3, 5

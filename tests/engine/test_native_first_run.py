@@ -5,8 +5,8 @@ compiler it says so once, in one line (`native.kernels._first_build`).
 The copy: the checkout's tracked files (what a fresh clone holds) installed by
 `pip install --no-deps --no-build-isolation` into a new venv that reads `.venv`'s packages
 through a `.pth` file (TensorFlow is not installed again). Its runs use XDG_CACHE_HOME in
-tmp_path and a stand-in compiler (tests/helpers/fake_cxx.py: CXX) that takes the commands g++
-would get and links by copying the checkout's own library, built by `make install` from the
+tmp_path and a stand-in compiler (tests/helpers/processes/fake_cxx.py: CXX) that takes the commands
+g++ would get and links by copying the checkout's own library, built by `make install` from the
 same sources: a real build is a minute of both cores. So this exercises everything of a first
 run but g++ itself: the sources in the installed package and the library's key computed from
 them (the same name as the checkout's), the cache, the trigger, the lock that lets two first
@@ -33,7 +33,7 @@ from lstmviz.engine.native import kernels
 from lstmviz.engine.quiet_tensorflow import gpu_visible
 
 ROOT = Path(__file__).resolve().parents[2]
-HELPERS = ROOT / "tests" / "helpers"
+HELPERS = ROOT / "tests" / "helpers" / "processes"
 RUN = ["run", "--mode", "taped", "--steps", "12", "--batch", "2", "--input-dim", "3",
        "--hidden", "4", "--quiet"]  # fmt: skip
 TIMEOUT = 300

@@ -17,10 +17,10 @@ from lstmviz.engine.modes.taped import connectivity_map, taped_gradients
 from lstmviz.engine.runner import run
 from lstmviz.io.trace import GradientTrace, TraceUpdate
 from lstmviz.weights import random_weights
-from tests.helpers.cli_process import CliRun, files_in
 from tests.helpers.kept_traces import assert_same_trace, check_stop_keys
-from tests.helpers.mode_references import np_connectivity
-from tests.helpers.reference import assert_close
+from tests.helpers.processes.cli_process import CliRun, files_in
+from tests.helpers.references.mode_references import np_connectivity
+from tests.helpers.references.reference import assert_close
 
 TAPED = RunConfig(mode="taped", steps=30, batch=2, input_dim=3, hidden=4, connectivity=True)
 

@@ -7,8 +7,8 @@ from lstmviz.core.errors import InputError
 from lstmviz.engine.autodiff.gradients import HiddenLoss, compiled_step
 from lstmviz.engine.modes.taped import taped_gradients
 from lstmviz.weights import random_weights
-from tests.helpers.mode_references import taped_case as make_case
-from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
+from tests.helpers.references.mode_references import taped_case as make_case
+from tests.helpers.references.reference import assert_close, np_bptt, np_forward, np_loss
 
 LOSSES = ["mean_h", "last_mse", "seq_mse"]
 T, B, I, H = 9, 3, 4, 5

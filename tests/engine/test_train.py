@@ -1,10 +1,10 @@
 """Training mode and the connectivity map, against independent computations.
 
 The training loss is the read-out's task loss, not a hidden-state loss, so "step 0 equals a plain
-taped run" is checked the only meaningful way: the NumPy BPTT of tests/helpers/reference.py, fed
-with the read-out's direct gradient ∂L/∂h_t computed here in NumPy, must give the same total
-dL/dh_t, dL/dc_t and weight gradients as step 0 of training (and as the final weights' taped
-arrays)."""
+taped run" is checked the only meaningful way: the NumPy BPTT of
+tests/helpers/references/reference.py, fed with the read-out's direct gradient ∂L/∂h_t computed here
+in NumPy, must give the same total dL/dh_t, dL/dc_t and weight gradients as step 0 of training (and
+as the final weights' taped arrays)."""
 
 import numpy as np
 import pytest
@@ -18,9 +18,9 @@ from lstmviz.engine.modes.train import run_train, train
 from lstmviz.engine.modes.trained_weights import keras_model, save_trained_weights
 from lstmviz.engine.problem.tasks import make_task
 from lstmviz.io.trace import GradientTrace, TraceUpdate
-from tests.helpers.mode_references import np_connectivity, np_readout
-from tests.helpers.mode_references import taped_case as make_case
-from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
+from tests.helpers.references.mode_references import np_connectivity, np_readout
+from tests.helpers.references.mode_references import taped_case as make_case
+from tests.helpers.references.reference import assert_close, np_bptt, np_forward, np_loss
 
 
 def check_against_numpy(trace, prefix, task_loss):

@@ -212,7 +212,7 @@ def test_closing_while_tensorflow_loads_or_runs_exits_0(tmp_path):
 def test_verify_agrees_with_numpy_bptt_and_catches_a_wrong_gradient(rng, loss):
     from lstmviz.analysis.verify import verify_trace
     from lstmviz.weights import random_weights
-    from tests.helpers.reference import np_bptt, np_forward, np_loss
+    from tests.helpers.references.reference import np_bptt, np_forward, np_loss
 
     T, B, I, H = 12, 3, 4, 5
     w = random_weights(I, H, rng)

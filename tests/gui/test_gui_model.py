@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from tests.helpers.gui_checks import stop_within_a_second  # noqa: E402
-from tests.helpers.model_fixtures import keras2_models, keras3_models, npz_stack  # noqa: E402
+from tests.helpers.models.model_fixtures import keras2_models, keras3_models, npz_stack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

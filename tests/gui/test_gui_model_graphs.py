@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def seq2seq_files(tmp_path_factory):
-    """A saved encoder–decoder (tests/helpers/seq2seq.py's, with attention) and its data:
+    """A saved encoder–decoder (tests/helpers/models/seq2seq.py's, with attention) and its data:
     one array per input by name, and y."""
-    from tests.helpers.seq2seq import seq2seq
+    from tests.helpers.models.seq2seq import seq2seq
 
     folder = tmp_path_factory.mktemp("graph")
     model, x, y = seq2seq(True)

@@ -27,8 +27,8 @@ from lstmviz.engine.process import (
 from lstmviz.gui.threads import worker as worker_module  # noqa: E402
 from lstmviz.gui.threads.worker import exit_text  # noqa: E402
 from tests.helpers import gui_fakes  # noqa: E402
-from tests.helpers.app_process import App  # noqa: E402
 from tests.helpers.gui_checks import alive, ended_at, run_to_end  # noqa: E402
+from tests.helpers.processes.app_process import App  # noqa: E402
 
 SMALL = RunConfig(mode="taped", steps=10, batch=2, input_dim=3, hidden=4)
 

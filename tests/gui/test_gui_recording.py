@@ -21,7 +21,7 @@ pytest.importorskip("pytestqt")
 from lstmviz.io.recording import RecordingWriter, load_recording  # noqa: E402
 from lstmviz.io.recording import record_rows as rows_of  # noqa: E402
 from tests.helpers.gui_checks import coloured_fraction, drain, export_every_format  # noqa: E402
-from tests.helpers.keras_models import fitted as fitted  # noqa: E402  (the recording of a real fit)
+from tests.helpers.models.keras_models import fitted as fitted  # noqa: E402  (the recording of a real fit)
 from tests.helpers.recordings import model_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

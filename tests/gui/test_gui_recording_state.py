@@ -15,7 +15,7 @@ pytest.importorskip("pytestqt")
 from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.io.recording import load_recording  # noqa: E402
 from tests.helpers.gui_checks import drain  # noqa: E402
-from tests.helpers.keras_models import fitted as fitted  # noqa: E402  (the recording of a real fit)
+from tests.helpers.models.keras_models import fitted as fitted  # noqa: E402  (the recording of a real fit)
 
 DEMO_MODEL = "resources/demo_lstm.keras"
 

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from lstmviz.core.config import RunConfig  # noqa: E402
 from lstmviz.gui.main_window import MainWindow  # noqa: E402
-from tests.helpers.app_process import App  # noqa: E402
 from tests.helpers.gui_checks import stop_within_a_second  # noqa: E402
+from tests.helpers.processes.app_process import App  # noqa: E402
 
 # ---- the real app in a subprocess ------------------------------------------------------------
 

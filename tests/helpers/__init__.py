@@ -1,5 +1,6 @@
 """Helpers the tests share (a test file imports from here, never from another test file:
-tests/test_suite_guards.py checks it): independent references (NumPy, Keras, PyTorch; the
-modes' in `mode_references`), model fixtures and traces (`trace_fixtures`, `keras_models`,
-`seq2seq`), recordings written without TensorFlow (`recordings`), the command run in a process
-(`cli_process`), the window's fakes and checks, and a process running the app."""
+tests/test_suite_guards.py checks it): `references/` (the independent computations: NumPy,
+Keras, PyTorch; the modes' in `references.mode_references`), `models/` (models and data made
+as their users make them), `processes/` (the app, the CLI, ranks and workers run in processes
+of their own), and here traces (`trace_fixtures`, `graph_trace`, `kept_traces`), recordings
+written without TensorFlow (`recordings`), the window's fakes and checks, and small tools."""

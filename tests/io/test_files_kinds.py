@@ -17,7 +17,7 @@ import pytest
 from lstmviz.core.config import RunConfig
 from lstmviz.io import files
 from lstmviz.io.trace import GradientTrace
-from tests.helpers.model_fixtures import randomize
+from tests.helpers.models.model_fixtures import randomize
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from lstmviz.analysis.report.summary import summary_text
 from lstmviz.engine.modes.model import model_gradients
 from lstmviz.io.trace import GradientTrace
 from lstmviz.plots.export.writer import csv_columns, export
-from tests.helpers.cell_reference import spec_of
+from tests.helpers.references.cell_reference import spec_of
 
 L = keras.layers
 

@@ -14,7 +14,7 @@ from lstmviz.core.config import RunConfig
 from lstmviz.core.view import ViewOptions
 from lstmviz.io import files
 from lstmviz.io.trace import GradientTrace
-from tests.helpers.model_fixtures import keras3_models, npz_stack
+from tests.helpers.models.model_fixtures import keras3_models, npz_stack
 
 pytest.importorskip("pytestqt")
 

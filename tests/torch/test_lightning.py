@@ -1,6 +1,6 @@
 """lstmviz.lightning.GradientFlowCallback: a Lightning run under DDP (two CPU processes, gloo;
-Lightning starts each rank from `tests/helpers/lightning_ddp.py`) and on one device (in this
-process) records what one process computes on the whole probe batch with the final weights;
+Lightning starts each rank from `tests/helpers/processes/lightning_ddp.py`) and on one device (in
+this process) records what one process computes on the whole probe batch with the final weights;
 `every` counts optimizer steps; a resumed fit appends; bad input is refused before training."""
 
 import json
@@ -17,7 +17,7 @@ import lstmviz  # noqa: E402
 from lstmviz.analysis.records import trained_by  # noqa: E402
 from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.io.trace import GradientTrace  # noqa: E402
-from tests.helpers.distributed_models import (  # noqa: E402
+from tests.helpers.models.distributed_models import (  # noqa: E402
     HELPERS,
     PYTHON,
     ROOT,

@@ -1,6 +1,6 @@
 """The modern layers' traces under torch.distributed, without processes: for each kind a tiny
-residual module (tests/helpers/modern_models.py) traced on the whole probe batch and on its two
-uneven shares (3 + 2 samples, `lstmviz.torch.distributed.shares`/`share`), the shares combined
+residual module (tests/helpers/models/modern_models.py) traced on the whole probe batch and on its
+two uneven shares (3 + 2 samples, `lstmviz.torch.distributed.shares`/`share`), the shares combined
 as rank 0 combines them (`distributed.combine`): every key equal to the whole batch's. A key
 `combine` has no rule for, shares holding different keys or of different layers are refused.
 A modern direction beside a classic one with a mask: each one's gate summaries weighted by its
@@ -18,7 +18,7 @@ for package in ("minGRU_pytorch", "mambapy", "LRU_pytorch", "xlstm"):
 
 from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.torch import distributed, model_gradients  # noqa: E402
-from tests.helpers.modern_models import KINDS, PROBE, modern_module, modern_probe  # noqa: E402
+from tests.helpers.models.modern_models import KINDS, PROBE, modern_module, modern_probe  # noqa: E402
 
 RANKS = 2
 

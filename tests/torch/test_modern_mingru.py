@@ -18,14 +18,14 @@ from torch import nn  # noqa: E402
 
 from lstmviz.analysis.diagnosis import diagnose  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
-from tests.helpers.modern_reference import (  # noqa: E402
+from tests.helpers.references.modern_reference import (  # noqa: E402
     Stack,
     channels,
     mingru_steps,
     minlstm_steps,
     reference,
 )
-from tests.helpers.torch_reference import assert_close  # noqa: E402
+from tests.helpers.references.torch_reference import assert_close  # noqa: E402
 
 T, B, D = 6, 2, 4
 

@@ -1,8 +1,8 @@
 """Modules that mix classic nn.LSTM/GRU layers with modern ones (minGRU, Mamba) traced by
 lstmviz.torch.model_gradients: every direction of both kinds in one trace, in the order the
 forward calls them, against a copy of the module with its classic layers unrolled cell by cell
-(tests/helpers/torch_reference.py) and its modern layers stepped from their equations
-(tests/helpers/modern_reference.py), every state kept with retain_grad, one backward: the
+(tests/helpers/references/torch_reference.py) and its modern layers stepped from their equations
+(tests/helpers/references/modern_reference.py), every state kept with retain_grad, one backward: the
 gradient of a layer below a layer of the other kind comes back through that layer's backward."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from minGRU_pytorch import minGRU  # noqa: E402
 from torch import nn  # noqa: E402
 
 from lstmviz.torch import model_gradients  # noqa: E402
-from tests.helpers.modern_reference import channels, mamba_steps, mingru_steps  # noqa: E402
-from tests.helpers.torch_reference import (  # noqa: E402
+from tests.helpers.references.modern_reference import channels, mamba_steps, mingru_steps  # noqa: E402
+from tests.helpers.references.torch_reference import (  # noqa: E402
     Unrolled,
     assert_close,
     reference,

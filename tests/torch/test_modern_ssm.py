@@ -1,7 +1,7 @@
 """Mamba (mambapy's MambaBlock) and the LRU (lru-pytorch) traced by
 lstmviz.torch.model_gradients, against the layers stepped one step at a time with retain_grad
-on every state (tests/helpers/modern_reference.py, first checked against the packages' own
-forwards), the timescales' closed forms, and the layers lstmviz names as not traced."""
+on every state (tests/helpers/references/modern_reference.py, first checked against the packages'
+own forwards), the timescales' closed forms, and the layers lstmviz names as not traced."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from lstmviz.analysis.diagnosis import diagnose  # noqa: E402
 from lstmviz.core.errors import ModelError  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
 from lstmviz.torch.modern.scan import timescale  # noqa: E402
-from tests.helpers.modern_reference import (  # noqa: E402
+from tests.helpers.references.modern_reference import (  # noqa: E402
     Stack,
     channels,
     lru_steps,
@@ -30,7 +30,7 @@ from tests.helpers.modern_reference import (  # noqa: E402
     mamba_steps,
     reference,
 )
-from tests.helpers.torch_reference import assert_close  # noqa: E402
+from tests.helpers.references.torch_reference import assert_close  # noqa: E402
 
 T, B, D = 6, 2, 4
 

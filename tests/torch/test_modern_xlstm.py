@@ -1,6 +1,6 @@
 """xLSTM's sLSTM (the xlstm package's "vanilla" cell) traced by lstmviz.torch.model_gradients,
 against the published equations stepped in Python with retain_grad on h, c and n at every step
-(tests/helpers/modern_reference.py, first checked against the package's own cell)."""
+(tests/helpers/references/modern_reference.py, first checked against the package's own cell)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from xlstm import sLSTMLayer, sLSTMLayerConfig  # noqa: E402
 from xlstm.blocks.slstm.cell import sLSTMCell, sLSTMCellConfig  # noqa: E402
 
 from lstmviz.torch import model_gradients  # noqa: E402
-from tests.helpers.modern_reference import channels, slstm_steps  # noqa: E402
-from tests.helpers.torch_reference import assert_close  # noqa: E402
+from tests.helpers.references.modern_reference import channels, slstm_steps  # noqa: E402
+from tests.helpers.references.torch_reference import assert_close  # noqa: E402
 
 T, B, H, HEADS = 6, 2, 4, 2
 

@@ -2,8 +2,8 @@
 loopback) train a DDP-wrapped model; each traces its share of the probe batch (3 + 2 samples),
 rank 0 alone writes, and the last record equals `lstmviz.torch.model_gradients` of the final
 weights on the whole batch; so does a record of a DDP-wrapped modern module (sLSTM, Mamba). One
-run (`tests/helpers/ddp_recorder.py`) is checked several ways. The rules that split and combine
-(`lstmviz.torch.distributed`) are checked in this process (the modern layers' in
+run (`tests/helpers/processes/ddp_recorder.py`) is checked several ways. The rules that split and
+combine (`lstmviz.torch.distributed`) are checked in this process (the modern layers' in
 tests/torch/test_modern_distributed.py)."""
 
 import json
@@ -14,7 +14,14 @@ import pytest
 import torch
 
 from lstmviz.core.errors import LstmvizError
-from tests.helpers.distributed_models import HELPERS, PYTHON, ROOT, compare, environment, free_port
+from tests.helpers.models.distributed_models import (
+    HELPERS,
+    PYTHON,
+    ROOT,
+    compare,
+    environment,
+    free_port,
+)
 
 
 def run_ranks(script: str, out, ranks: int = 2, timeout: float = 240) -> None:
@@ -113,7 +120,7 @@ def test_shares_of_a_model_trace_combine_into_the_whole_batch_one(loss):
     """Combined in this process from traces of two shares: equal to the whole batch's trace
     (the rules `lstmviz.torch.distributed.combine` applies, without processes)."""
     from lstmviz.torch import distributed, model_gradients
-    from tests.helpers.distributed_models import Net, probe
+    from tests.helpers.models.distributed_models import Net, probe
 
     torch.manual_seed(0)
     model = Net()
@@ -139,7 +146,7 @@ def test_shares_of_a_model_trace_combine_into_the_whole_batch_one(loss):
 def test_shares_of_a_two_input_trace_combine_each_inputs_keys():
     """A seq2seq of two inputs: each input's x_, grad_input_ and saliency_ join along B."""
     from lstmviz.torch import distributed, model_gradients
-    from tests.helpers.torch_seq2seq import Seq2Seq, sequence_xent, tokens
+    from tests.helpers.models.torch_seq2seq import Seq2Seq, sequence_xent, tokens
 
     torch.manual_seed(3)
     net = Seq2Seq()

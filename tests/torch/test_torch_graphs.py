@@ -1,7 +1,7 @@
 """lstmviz.torch.model_gradients on models that call their recurrent layers many times: a
 seq2seq whose decoder nn.LSTM is stepped once per token with (h, c) handed on, nn.LSTMCell and
 nn.GRUCell loops, an encoder shared by two inputs, a two-layer decoder. Everything against an
-unrolled reference (tests/helpers/torch_graph_reference.py: the cells step by step,
+unrolled reference (tests/helpers/references/torch_graph_reference.py: the cells step by step,
 retain_grad on every state, loss.backward) whose directions the tests name by hand."""
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from torch import nn  # noqa: E402
 
 from lstmviz.engine.native import kernels  # noqa: E402
 from lstmviz.torch import fused, inputs, model_gradients  # noqa: E402
-from tests.helpers.torch_graph_reference import Reference  # noqa: E402
-from tests.helpers.torch_reference import assert_close  # noqa: E402
-from tests.helpers.torch_seq2seq import (  # noqa: E402
+from tests.helpers.models.torch_seq2seq import (  # noqa: E402
     SOURCE,
     TARGET,
     B,
@@ -26,6 +24,8 @@ from tests.helpers.torch_seq2seq import (  # noqa: E402
     sequence_xent,
     tokens,
 )
+from tests.helpers.references.torch_graph_reference import Reference  # noqa: E402
+from tests.helpers.references.torch_reference import assert_close  # noqa: E402
 
 
 def mse(output, y):

@@ -1,5 +1,6 @@
-"""lstmviz.torch.model_gradients against an unrolled reference (tests/helpers/torch_reference.py:
-the cells step by step, retain_grad, loss.backward), and float64 finite differences."""
+"""lstmviz.torch.model_gradients against an unrolled reference
+(tests/helpers/references/torch_reference.py: the cells step by step, retain_grad, loss.backward),
+and float64 finite differences."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa
 
 from lstmviz.core.errors import LstmvizError  # noqa: E402
 from lstmviz.torch import model_gradients  # noqa: E402
-from tests.helpers.torch_reference import assert_close, reference  # noqa: E402
+from tests.helpers.references.torch_reference import assert_close, reference  # noqa: E402
 
 T, B, I, H = 5, 3, 4, 3
 

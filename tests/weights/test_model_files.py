@@ -16,7 +16,7 @@ from lstmviz.weights.formats.keras_config import LOSSES
 from lstmviz.weights.loaders import list_lstm_layers, read_weights
 from lstmviz.weights.model_files import load_model, spec_from_keras
 from lstmviz.weights.model_spec import ACTIVATIONS
-from tests.helpers.model_fixtures import (
+from tests.helpers.models.model_fixtures import (
     bad_keras3_models,
     cudnn_forward,
     keras2_models,
@@ -26,7 +26,7 @@ from tests.helpers.model_fixtures import (
     torch_bidirectional_forward,
     torch_state_dict,
 )
-from tests.helpers.reference import np_forward
+from tests.helpers.references.reference import np_forward
 
 # ---- a NumPy forward of a ModelSpec, written from Keras's documented semantics --------------
 

@@ -14,7 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 from lstmviz import model_gradients  # noqa: E402
-from tests.helpers.model_fixtures import drop_key, randomize, rewrite_config  # noqa: E402
+from tests.helpers.models.model_fixtures import drop_key, randomize, rewrite_config  # noqa: E402
 
 
 def cells(model) -> list:

@@ -17,7 +17,7 @@ import pytest
 
 from lstmviz.core.errors import ModelError
 from lstmviz.weights.model_files import load_model, spec_from_keras
-from tests.helpers.model_fixtures import drop_key, randomize, rewrite_config
+from tests.helpers.models.model_fixtures import drop_key, randomize, rewrite_config
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 
-from tests.helpers.distributed_models import lightning_module, loader, probe
+from tests.helpers.models.distributed_models import lightning_module, loader, probe
 
 
 def main(out: Path) -> None:

@@ -1,5 +1,5 @@
-"""The modes' NumPy references (float64, on tests/helpers/reference.py's LSTM and BPTT) and the
-cases they are checked on: a taped run's and a multi-pass run's inputs (`taped_case`,
+"""The modes' NumPy references (float64, on tests/helpers/references/reference.py's LSTM and BPTT)
+and the cases they are checked on: a taped run's and a multi-pass run's inputs (`taped_case`,
 `multipass_case`), the multi-pass loss and its BPTT (`np_multipass`), one batch's BPTT and
 every batch of a per-batch-weights trace checked against it (`batch_bptt`, `check_batches`),
 the hypernetwork's chain rule (`numpy_hypernetwork`), training's read-out loss (`np_readout`)
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lstmviz.weights import LSTMWeights, random_weights
-from tests.helpers.reference import assert_close, np_bptt, np_forward, np_loss
+from tests.helpers.references.reference import assert_close, np_bptt, np_forward, np_loss
 
 GRADS = {"dkernel": "grad_kernel", "drecurrent": "grad_recurrent_kernel", "dbias": "grad_bias"}
 GRADS |= {"dh": "grad_h_total", "dc": "grad_c_total", "dh0": "grad_h0", "dc0": "grad_c0"}

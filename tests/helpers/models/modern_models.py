@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tests.helpers.modern_reference import Stack
+from tests.helpers.references.modern_reference import Stack
 
 STEPS, WIDTH, OUTPUTS, PROBE = 4, 4, 3, 5
 KINDS = ("mingru", "minlstm", "mamba", "lru", "slstm", "mlstm")

@@ -20,8 +20,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from tests.helpers.distributed_models import Net, data, probe
-from tests.helpers.modern_models import modern_module, modern_probe
+from tests.helpers.models.distributed_models import Net, data, probe
+from tests.helpers.models.modern_models import modern_module, modern_probe
 
 
 def picky_loss(y_pred, y):

@@ -1,7 +1,7 @@
 """What the distributed tests share: a tiny recurrent model (two bidirectional LSTM layers → Linear
 on the last step: four directions), its LightningModule, fixed data, and how to start processes that
 meet on loopback (`tests/torch/test_lightning.py`, `tests/torch/test_torch_distributed.py`; the
-scripts `lightning_ddp.py` and `ddp_recorder.py` beside this file), and a recording's last record
+scripts `processes/lightning_ddp.py` and `processes/ddp_recorder.py`), and a recording's last record
 checked against the single-process trace (`compare`).
 
 Sizes: T = 5 steps of I = 3 inputs, H = 4 units; the probe batch B = 5 (split 3 + 2 over two
@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[2]
-HELPERS = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[3]
+HELPERS = Path(__file__).resolve().parents[1] / "processes"  # the scripts the ranks run
 STEPS, INPUTS, UNITS, PROBE = 5, 3, 4, 5
 
 

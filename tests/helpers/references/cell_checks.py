@@ -1,5 +1,5 @@
-"""The engine's cells checked against tests/helpers/cell_reference.py: its total dL/dh_t in
-float64 against central differences of the NumPy forward (`finite_difference_check`), on
+"""The engine's cells checked against tests/helpers/references/cell_reference.py: its total dL/dh_t
+in float64 against central differences of the NumPy forward (`finite_difference_check`), on
 Keras models given random weights (`randomized`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 
 from lstmviz.engine.cells.any_cell import cell_sequence
 from lstmviz.engine.quiet_tensorflow import tf
-from tests.helpers.cell_reference import finite_differences
+from tests.helpers.references.cell_reference import finite_differences
 
 
 def randomized(model, seed: int):
