@@ -92,11 +92,12 @@ class Tracer:
         if modern.alone(self.module, bool(recurrent_modules(self.module))):  # minGRU, Mamba…
             return modern.trace(self.module, args, y, self.loss, self.loss_name, self.anchors,
                                 source, summary(self.module), start)  # fmt: skip
-        both = bool(modern.found(self.module)[0])  # modern layers too: `_with_modern`
+        has_modern = bool(modern.found(self.module)[0])  # modern layers too: `_with_modern`
         several = sum(torch.is_tensor(a) for a in args) > 1  # each input's own keys
         # the modern layers on their traced forwards here too: the same numbers, and a scan's
         # backward the linear recurrence's own, cheaper than their packages' (nothing kept)
-        forwards = modern_forwards(self.module) if both else contextlib.nullcontext(([], None))
+        forwards = (modern_forwards(self.module) if has_modern
+                    else contextlib.nullcontext(([], None)))  # fmt: skip
         with capture(self.module) as calls, forwards as (pieces, _):
             try:
                 with Provenance(args) if several else contextlib.nullcontext():
@@ -121,7 +122,7 @@ class Tracer:
             if feeds:
                 _several_inputs(arrays, args, feeds, found, calls, grads,
                                 input_names(self.module, len(args)))  # fmt: skip
-        both = bool(pieces)  # (modern layers the forward did not call: nothing to join)
+        both = bool(pieces)  # modern calls ran (layers the forward did not call: nothing to join)
         steps = len(arrays["norm_h_total_by_layer"][0])
         model_x = None if feeds else _model_x(args[0], calls[0], len(grads[0]))
         if model_x is not None and (len(model_x) == steps or both):  # (both: `merged` checks)
@@ -412,7 +413,7 @@ def _loss(loss_fn, has_targets: bool):
     if isinstance(loss_fn, str):
         if loss_fn not in LOSSES:
             raise LstmvizError(f"{WHERE}: unknown loss {loss_fn!r}; give a callable (y_pred, y) "
-                               f"-> loss, or one of {', '.join(['mean', *LOSSES])}")  # fmt: skip
+                               f"-> loss, or one of {', '.join(PYTORCH_LOSSES)}")  # fmt: skip
         named = LOSSES[loss_fn]
 
         def by_name(output, y, y_pred):

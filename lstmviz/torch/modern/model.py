@@ -173,8 +173,8 @@ def run(module: nn.Module, args: tuple, y, loss: Callable, anchors, other: int |
         found = chains(pieces)
         arrays = _directions(pieces, found, direct,
                              _stepped(pieces, grads[len(wanted) - len(stepped):]))  # fmt: skip
-        arrays |= _weights(found, pieces, dict(zip(params, grads[len(pieces) + 1:],
-                                                   strict=False)))  # fmt: skip
+        weights = grads[len(pieces) + 1 : len(pieces) + 1 + len(params)]
+        arrays |= _weights(found, pieces, dict(zip(params, weights, strict=True)))
         arrays |= _input(grads[len(pieces)], pieces[0])
         arrays |= _anchored(pieces, found, value, y_pred, arrays, anchors, passes, other)
     model_x = _model_x(args[0], pieces[0].steps, pieces[0].batch)

@@ -35,7 +35,7 @@ class Piece:
     channels, Mamba's [D, N]); `decay` [B, T, *C] or one per channel (LRU's λ [C])."""
 
     name: str
-    kind: str  # "mingru", "minlstm", "mamba", "lru"
+    kind: str  # "mingru", "minlstm", "mamba", "lru", "slstm", "mlstm"
     module: torch.nn.Module
     tap: torch.Tensor  # the state as the output map reads it (requires grad)
     decay: torch.Tensor | None  # a_t, detached (None: not a diagonal linear recurrence)
@@ -51,7 +51,6 @@ class Piece:
     # the totals; its `tap` is their stack [4, T, B, H]
     steps_states: list | None = None
     extra: dict | None = None  # mLSTM: its recurrent form's states (`xlstm.mlstm_backend`)
-
 
     @property
     def steps(self) -> int:
